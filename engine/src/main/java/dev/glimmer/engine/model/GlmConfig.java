@@ -74,8 +74,11 @@ public record GlmConfig(int layers, int nextnLayers, int contextLength, int embe
 
     /** Reads and checks the config of {@code file}; refuses files that are not MLA deepseek2 models. */
     public static GlmConfig from(GgufFile file) {
-        GgufMetadata md = file.metadata();
-        String fileName = String.valueOf(file.path().getFileName());
+        return from(file.metadata(), String.valueOf(file.path().getFileName()));
+    }
+
+    /** Reads and checks the config in {@code md}; {@code fileName} is for messages. */
+    public static GlmConfig from(GgufMetadata md, String fileName) {
         String arch = md.optString("general.architecture").orElse(null);
         String name = md.optString("general.name").map(n -> " (\"" + n + "\")").orElse("");
         if (arch == null) {
