@@ -20,8 +20,4 @@ public record ChatMessage(Role role, String content, String reasoningContent, Li
     public ChatMessage {
         toolCalls = List.copyOf(toolCalls);
     }
-
-    public static ChatMessage of(Role role, String content) {
-        return new ChatMessage(role, content, null, List.of(), null, null);
-    }
 }

@@ -1,8 +1,6 @@
 package dev.glimmer.engine.chat;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.node.JsonNodeFactory;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 
 /**
  * A tool the request offers the model.
@@ -31,12 +29,5 @@ public record ToolSpec(String name, JsonNode parameters, JsonNode definition) {
             }
         }
         return false;
-    }
-
-    /** The tool {@code {"type":"function","function":{"name":…,"parameters":…}}}. */
-    public static ToolSpec of(String name, ObjectNode parameters) {
-        ObjectNode definition = JsonNodeFactory.instance.objectNode().put("type", "function");
-        definition.putObject("function").put("name", name).set("parameters", parameters);
-        return new ToolSpec(name, parameters, definition);
     }
 }

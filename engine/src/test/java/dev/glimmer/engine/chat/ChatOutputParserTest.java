@@ -195,6 +195,21 @@ class ChatOutputParserTest {
     }
 
     @Test
+    void theParserForARequestStartsInReasoningExactlyWhenThePromptEndsWithThink() {
+        ChatRequest on = ChatRequestParser.parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}");
+        assertTrue(new Glm47ChatTemplate().render(on).endsWith("<|assistant|><think>"));
+        ChatResult thinking = ChatOutputParser.forRequest(on).parse("a</think>b");
+        assertEquals("a", thinking.reasoning());
+        assertEquals("b", thinking.content());
+
+        ChatRequest off = ChatRequestParser.parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_effort\":\"none\"}");
+        assertTrue(new Glm47ChatTemplate().render(off).endsWith("<|assistant|></think>"));
+        ChatResult plain = ChatOutputParser.forRequest(off).parse("a</think>b");
+        assertEquals("", plain.reasoning());
+        assertEquals("a</think>b", plain.content());
+    }
+
+    @Test
     void generatedCallIdsAreUniqueWithinAResponse() {
         ChatResult r = new ChatOutputParser(false, tools()).parse("<tool_call>get_time</tool_call><tool_call>get_time</tool_call>");
         assertTrue(r.toolCalls().get(0).id().startsWith("call_"));

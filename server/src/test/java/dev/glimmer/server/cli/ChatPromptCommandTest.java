@@ -5,9 +5,12 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Arrays;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -68,6 +71,37 @@ class ChatPromptCommandTest {
         MainTest.Result noFile = MainTest.run("chat-prompt", "--model", MODEL, "--request", dir.resolve("absent.json").toString());
         assertEquals(2, noFile.code());
         assertTrue(noFile.err().contains("no such file"), noFile.err());
+    }
+
+    /** A GGUF file with no tensors whose only metadata is {@code tokenizer.chat_template} (when not null). */
+    private Path modelWithTemplate(String template) throws Exception {
+        ByteBuffer header = ByteBuffer.allocate(64 + (template == null ? 0 : template.length() * 4)).order(ByteOrder.LITTLE_ENDIAN);
+        header.putInt(0x46554747).putInt(3).putLong(0).putLong(template == null ? 0 : 1);
+        if (template != null) {
+            byte[] key = "tokenizer.chat_template".getBytes(StandardCharsets.UTF_8);
+            byte[] value = template.getBytes(StandardCharsets.UTF_8);
+            header.putLong(key.length).put(key).putInt(8 /* string */).putLong(value.length).put(value);
+        }
+        Path file = dir.resolve("model.gguf");
+        Files.write(file, Arrays.copyOf(header.array(), header.position()));
+        return file;
+    }
+
+    @Test
+    void anotherTemplateIsNamedOnStderrOnceAndTheGlmFormatIsUsed() throws Exception {
+        String request = requestFile("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+        String chatml = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}";
+        MainTest.Result r = MainTest.run("chat-prompt", "--model", modelWithTemplate(chatml).toString(), "--request", request);
+        assertEquals(0, r.code(), r.err());
+        assertEquals("[gMASK]<sop><|user|>hi<|assistant|><think>", r.out());
+        assertEquals(1, r.err().lines().count(), r.err());
+        assertTrue(r.err().contains("not the GLM-4.7-Flash one (found " + chatml.length()
+                + " characters starting '{% for m in messages %}<|im_start|>"), r.err());
+
+        MainTest.Result none = MainTest.run("chat-prompt", "--model", modelWithTemplate(null).toString(), "--request", request);
+        assertEquals(0, none.code(), none.err());
+        assertEquals("[gMASK]<sop><|user|>hi<|assistant|><think>", none.out());
+        assertTrue(none.err().contains("has no chat template"), none.err());
     }
 
     @Test
