@@ -1,5 +1,7 @@
 package dev.glimmer.engine.tensor;
 
+import java.util.Arrays;
+
 /**
  * ggml's Q8_K, used only for matmul activations against K-quant weights: per 256 values a
  * float32 scale d, 256 signed 8-bit quants, and the sums of each run of 16 quants (which the
@@ -17,8 +19,10 @@ final class Q8_K {
      * ggml's {@code quantize_row_q8_K_ref}, which is also what ggml-cpu runs on x86
      * (no SIMD version there): the scale is set by the value of largest magnitude (the first
      * on ties), {@code iscale = -127 / max}, {@code q = min(127, nearest_int(iscale * x))}
-     * with halves to even, and {@code d = 1 / iscale} kept as float. An all-zero block gets
-     * d = 0 and zero quants.
+     * with halves to even, and {@code d = 1 / iscale} kept as float (negative when the largest
+     * value is positive: the quants then carry the opposite sign). An all-zero block gets
+     * d = 0 and zero quants. ggml-base is compiled without FMA, so {@code iscale * x} is
+     * rounded to float before {@code nearest_int} adds its constant; Java does the same.
      */
     static void quantizeActivations(float[] x, int offset, int n, byte[] quants, float[] scales, short[] blockSums) {
         for (int b = 0; b < n / BLOCK_SIZE; b++) {
@@ -35,8 +39,8 @@ final class Q8_K {
             }
             if (amax == 0f) {
                 scales[b] = 0f;
-                java.util.Arrays.fill(quants, qb, qb + BLOCK_SIZE, (byte) 0);
-                java.util.Arrays.fill(blockSums, b * 16, b * 16 + 16, (short) 0);
+                Arrays.fill(quants, qb, qb + BLOCK_SIZE, (byte) 0);
+                Arrays.fill(blockSums, b * 16, b * 16 + 16, (short) 0);
                 continue;
             }
             float iscale = -127f / max;

@@ -77,19 +77,25 @@ public final class QuantizedVector {
         }
     }
 
+    /** Grows the arrays this type uses so that they hold {@code n} values; never shrinks them. */
     private void ensureCapacity(int n) {
         int blocks = n / type.blockSize;
         switch (type) {
             case F32 -> floats = floats.length >= n ? floats : new float[n];
             case F16, BF16 -> halves = halves.length >= n ? halves : new short[n];
-            default -> {
+            case Q8_0, Q8_1, Q8_K -> {
                 if (quants.length < n) {
                     quants = new byte[n];
                     scales = new float[blocks];
-                    sums = type == GgmlType.Q8_1 ? new float[blocks] : sums;
-                    blockSums = type == GgmlType.Q8_K ? new short[n / 16] : blockSums;
+                    if (type == GgmlType.Q8_1) {
+                        sums = new float[blocks];
+                    }
+                    if (type == GgmlType.Q8_K) {
+                        blockSums = new short[n / 16];
+                    }
                 }
             }
+            default -> throw new AssertionError(type);
         }
     }
 }

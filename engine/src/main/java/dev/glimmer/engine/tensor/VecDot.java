@@ -7,6 +7,12 @@ import java.lang.foreign.MemorySegment;
  * vector, computed the way llama.cpp's CPU matmuls compute them: the activations are first
  * rounded to the weight type's {@link #vecDotType}, then each block's products are summed
  * exactly in integers and only the block sums are scaled and added in floating point.
+ *
+ * <p>Each block's float factors are formed as ggml forms them (e.g. {@code fp16(d_w) * d_x}
+ * rounded to float). ggml then adds the scaled block sums in 8 float lanes (AVX2 vec_dot),
+ * in other lane layouts (repacked Q4_0/Q4_K weights, llamafile's sgemm) or in other orders
+ * on other CPUs; here they are added in double and rounded once, which is within float
+ * rounding of every one of those orders.
  */
 public final class VecDot {
 
