@@ -23,6 +23,7 @@ public final class Main {
     static List<Command> commands() {
         return List.of(
                 new ServeCommand(),
+                new ChatPromptCommand(),
                 new LogitsCommand());
     }
 
