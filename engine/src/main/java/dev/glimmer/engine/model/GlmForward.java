@@ -160,7 +160,7 @@ public final class GlmForward {
             rmsNormRows(x, layer.ffnNorm(), h, n, e);
             emit("ffn_norm", il, h, n, e);
             if (layer.dense() != null) {
-                ffn(layer.dense(), h, n, sub);
+                ffn(layer.dense(), h, n, sub, "ffn_swiglu", il);
             } else {
                 moe(il, layer.moe(), n);
             }
@@ -226,6 +226,7 @@ public final class GlmForward {
 
         // Softmax(Q·K · kq_scale) over the causal window, weighted sum of the latent values.
         backend.attention(cache, il, qFull, n, start, heads, c.kqScale(), kvr, oLatent);
+        emit("kqv_latent", il, oLatent, n, heads * kvr);
 
         // Back from the latent space per head, then the output projection.
         for (int hd = 0; hd < heads; hd++) {
@@ -235,14 +236,20 @@ public final class GlmForward {
         backend.matmul(layer.attnOutput(), o, 0, heads * vh, n, sub, 0, e);
     }
 
-    /** {@code out = down · (silu(gate · in) ⊙ (up · in))} for {@code n} rows of {@code in}. */
-    private void ffn(GlmWeights.Ffn f, float[] in, int n, float[] out) {
+    /**
+     * {@code out = down · (silu(gate · in) ⊙ (up · in))} for {@code n} rows of {@code in}; the SwiGLU rows are
+     * reported as {@code swigluName} when that is not null.
+     */
+    private void ffn(GlmWeights.Ffn f, float[] in, int n, float[] out, String swigluName, int il) {
         int e = c.embedding();
         int width = f.gate().rows();
         backend.matmul(f.gate(), in, 0, e, n, ffnA, 0, width);
         backend.matmul(f.up(), in, 0, e, n, ffnB, 0, width);
         for (int i = 0; i < n * width; i++) {
             ffnA[i] = silu(ffnA[i]) * ffnB[i];
+        }
+        if (swigluName != null) {
+            emit(swigluName, il, ffnA, n, width);
         }
         backend.matmul(f.down(), ffnA, 0, width, n, out, 0, e);
     }
@@ -269,18 +276,18 @@ public final class GlmForward {
             for (int j = 0; j < experts; j++) {
                 selection[row + j] = moe.selectionBias() == null ? probs[row + j] : probs[row + j] + moe.selectionBias()[j];
             }
-            topK(selection, row, experts, chosen, t * k, k);
         }
         emit("ffn_moe_probs", il, probs, n, experts);
-        if (moe.selectionBias() != null) {
-            emit("ffn_moe_probs_biased", il, selection, n, experts);
+        emit(moe.selectionBias() != null ? "ffn_moe_probs_biased" : "ffn_moe_selection", il, selection, n, experts);
+        for (int t = 0; t < n; t++) {
+            topK(selection, t * experts, experts, chosen, t * k, k);
         }
         if (listener != null) {
             float[] ids = new float[n * k];
             for (int i = 0; i < n * k; i++) {
                 ids[i] = chosen[i];
             }
-            listener.tensor("ffn_moe_topk", il, n, ids);
+            listener.tensor("ffn_moe_topk", il, n, k, ids);
         }
 
         // Weights of the chosen experts: the unbiased probabilities, normalized, scaled.
@@ -324,7 +331,7 @@ public final class GlmForward {
             if (m == 0) {
                 continue;
             }
-            ffn(moe.experts()[expert], expertIn, m, expertOut);
+            ffn(moe.experts()[expert], expertIn, m, expertOut, listener == null ? null : "ffn_moe_swiglu_" + expert, il);
             for (int r = 0; r < m; r++) {
                 int t = expertTokens[r];
                 int s = expertSlots[r];
@@ -347,7 +354,7 @@ public final class GlmForward {
         }
         emit("ffn_moe_out", il, sub, n, e);
         if (moe.shared() != null) {
-            ffn(moe.shared(), h, n, shared);
+            ffn(moe.shared(), h, n, shared, "ffn_shexp_swiglu", il);
             emit("ffn_shexp", il, shared, n, e);
             for (int i = 0; i < n * e; i++) {
                 sub[i] += shared[i];
@@ -358,13 +365,13 @@ public final class GlmForward {
     /** 3. The output head for {@code count} rows from {@code first} of the final hidden states. */
     private void logits(int first, int count, float[] out, int outOff) {
         int e = c.embedding();
-        for (int t = first; t < first + count; t++) {
-            rmsNorm(x, t * e, e, w.outputNorm(), h, t * e);
+        for (int t = 0; t < count; t++) {
+            rmsNorm(x, (first + t) * e, e, w.outputNorm(), h, t * e);
         }
-        backend.matmul(w.output(), h, first * e, e, count, out, outOff, vocab);
+        emit("result_norm", -1, h, count, e);
+        backend.matmul(w.output(), h, 0, e, count, out, outOff, vocab);
         if (listener != null) {
-            listener.tensor("result_norm", -1, count, Arrays.copyOfRange(h, first * e, (first + count) * e));
-            listener.tensor("result_output", -1, count, Arrays.copyOfRange(out, outOff, outOff + count * vocab));
+            listener.tensor("result_output", -1, count, vocab, Arrays.copyOfRange(out, outOff, outOff + count * vocab));
         }
     }
 
@@ -474,7 +481,7 @@ public final class GlmForward {
 
     private void emit(String name, int layer, float[] data, int n, int width) {
         if (listener != null) {
-            listener.tensor(name, layer, n, Arrays.copyOf(data, n * width));
+            listener.tensor(name, layer, n, width, data);
         }
     }
 
@@ -485,7 +492,7 @@ public final class GlmForward {
             for (int r = 0; r < rows; r++) {
                 System.arraycopy(data, r * stride + from, copy, r * count, count);
             }
-            listener.tensor(name, layer, rows, copy);
+            listener.tensor(name, layer, rows, count, copy);
         }
     }
 }

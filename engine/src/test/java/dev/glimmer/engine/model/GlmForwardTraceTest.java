@@ -7,6 +7,7 @@ import dev.glimmer.engine.kv.KvCacheType;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -29,7 +30,8 @@ class GlmForwardTraceTest {
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-f32"));
              KvCache cache = new KvCache(model.config().layers(), model.config().kvRowWidth(), 64, KvCacheType.F32)) {
             GlmForward forward = new GlmForward(model, new CpuBackend(), tokens.length);
-            forward.setListener((name, layer, rows, values) -> ours.put(layer < 0 ? name : name + "-" + layer, values));
+            forward.setListener((name, layer, rows, width, values) ->
+                    ours.put(layer < 0 ? name : name + "-" + layer, Arrays.copyOf(values, rows * width)));
             forward.forward(cache, tokens, 0, tokens.length, true);
             int heads = model.config().heads();
 

@@ -5,17 +5,22 @@ import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.model.Backend;
 import dev.glimmer.engine.model.WeightMatrix;
 
+import dev.glimmer.engine.tensor.Dequantizer;
+import dev.glimmer.engine.tensor.GgmlType;
+import dev.glimmer.engine.tensor.QuantizedVector;
+import dev.glimmer.engine.tensor.VecDot;
+
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.nio.ByteOrder;
+import java.util.EnumMap;
+import java.util.Map;
 
 /**
- * The plain Java backend: scalar loops over weights read in place from the mapping. Single-threaded
- * and not thread-safe (it keeps a score buffer); one instance per sequence being computed.
+ * The plain Java backend: scalar loops over weights read in place from the mapping, with the
+ * tensor package's llama.cpp numerics for every weight type. Single-threaded and not thread-safe
+ * (it keeps activation and score buffers); one instance per sequence being computed.
  */
 public final class CpuBackend implements Backend {
-    private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
-
+    private final Map<GgmlType, QuantizedVector[]> activationRows = new EnumMap<>(GgmlType.class);
     private float[] scores = new float[0];
 
     @Override
@@ -23,36 +28,42 @@ public final class CpuBackend implements Backend {
         if (token < 0 || token >= table.rows()) {
             throw new InvalidInputException("token id " + token + " is outside the vocabulary (0.." + (table.rows() - 1) + ")");
         }
-        switch (table.type()) {
-            case F32 -> MemorySegment.copy(table.data(), F32, token * table.rowBytes(), out, outOff, table.cols());
-            default -> throw unsupported(table);
-        }
+        Dequantizer.dequantizeRow(table.type(), table.data(), token * table.rowBytes(), out, outOff, table.cols());
     }
 
+    /**
+     * Each activation row is first converted to the weight type's dot-product type (as llama.cpp's
+     * CPU matmul does), then every weight row is dotted with every activation row: weight rows outer,
+     * so each is read from the mapping once per call.
+     */
     @Override
     public void matmul(WeightMatrix w, float[] x, int xOff, int xStride, int n, float[] out, int outOff, int outStride) {
-        switch (w.type()) {
-            case F32 -> matmulF32(w, x, xOff, xStride, n, out, outOff, outStride);
-            default -> throw unsupported(w);
+        QuantizedVector[] rows = activations(w.type(), n);
+        for (int t = 0; t < n; t++) {
+            rows[t].quantize(x, xOff + t * xStride, w.cols());
+        }
+        MemorySegment data = w.data();
+        long rowBytes = w.rowBytes();
+        for (int r = 0; r < w.rows(); r++) {
+            for (int t = 0; t < n; t++) {
+                out[outOff + t * outStride + r] = VecDot.dot(w.type(), data, r * rowBytes, rows[t], w.cols());
+            }
         }
     }
 
-    private static void matmulF32(WeightMatrix w, float[] x, int xOff, int xStride, int n, float[] out, int outOff,
-                                  int outStride) {
-        MemorySegment data = w.data();
-        int cols = w.cols();
-        long rowBytes = w.rowBytes();
-        for (int r = 0; r < w.rows(); r++) {
-            long row = r * rowBytes;
-            for (int t = 0; t < n; t++) {
-                int xo = xOff + t * xStride;
-                float sum = 0f;
-                for (int c = 0; c < cols; c++) {
-                    sum += data.get(F32, row + 4L * c) * x[xo + c];
-                }
-                out[outOff + t * outStride + r] = sum;
+    /** At least {@code n} reusable activation vectors of the dot-product type of {@code weightType}. */
+    private QuantizedVector[] activations(GgmlType weightType, int n) {
+        GgmlType type = VecDot.vecDotType(weightType);
+        QuantizedVector[] rows = activationRows.get(type);
+        if (rows == null || rows.length < n) {
+            QuantizedVector[] grown = new QuantizedVector[n];
+            for (int i = 0; i < n; i++) {
+                grown[i] = rows != null && i < rows.length ? rows[i] : new QuantizedVector(type);
             }
+            activationRows.put(type, grown);
+            rows = grown;
         }
+        return rows;
     }
 
     @Override
@@ -89,8 +100,4 @@ public final class CpuBackend implements Backend {
         }
     }
 
-    private static InvalidInputException unsupported(WeightMatrix w) {
-        return new InvalidInputException("tensor " + w.name() + " has type " + w.type().ggmlName()
-                + ", which the CPU backend cannot compute with yet");
-    }
 }
