@@ -88,10 +88,6 @@ final class Glm4WordSplitter {
             }
             return end;
         }
-        if (cp == ' ' && symbolStart == length) {
-            // a lone space at the very end: the optional space of the alternative above matches alone
-            return pos + 1;
-        }
 
         // \s*[\r\n]+ , \s+(?!\S) , \s+
         int wsEnd = pos;
