@@ -182,13 +182,25 @@ public final class Tokenizer {
     }
 
     private static byte[] byteLevelDecode(String text) {
+        byte[] bytes = new byte[text.length()];
+        for (int i = 0; i < text.length(); i++) {
+            int b = ByteLevel.byteOf(text.charAt(i));
+            if (b < 0) {
+                return byteLevelDecodeWithMarkers(text);
+            }
+            bytes[i] = (byte) b;
+        }
+        return bytes;
+    }
+
+    /** The rare token with a character outside the byte-level alphabet: llama.cpp prints a marker for it. */
+    private static byte[] byteLevelDecodeWithMarkers(String text) {
         ByteArrayOutputStream out = new ByteArrayOutputStream(text.length());
         text.codePoints().forEach(cp -> {
             int b = ByteLevel.byteOf(cp);
             if (b >= 0) {
                 out.write(b);
             } else {
-                // Not a byte-level character: llama.cpp prints this marker (with the whole token text).
                 StringBuilder marker = new StringBuilder("[UNK_BYTE_0x");
                 for (byte u : Character.toString(cp).getBytes(StandardCharsets.UTF_8)) {
                     marker.append(String.format("%02x", u & 0xFF));

@@ -81,7 +81,7 @@ final class TokenizerLoader {
 
         SpecialTokens special = resolveSpecialTokens(md, texts, types, ids);
         BpeEncoder bpe = buildBpe(md.stringArray(MERGES_KEY), texts, ids);
-        return new Tokenizer(texts, types, Map.copyOf(ids), special, bpe);
+        return new Tokenizer(texts, types, java.util.Collections.unmodifiableMap(ids), special, bpe);
     }
 
     private static TokenType[] readTypes(GgufMetadata md, int n) {
@@ -106,44 +106,72 @@ final class TokenizerLoader {
      */
     private static BpeEncoder buildBpe(String[] merges, String[] texts, Map<String, Integer> ids) {
         int n = texts.length;
-        Map<String, Integer> symbols = new HashMap<>(ids);
-        List<String> virtualTexts = new ArrayList<>();
-        java.util.function.Function<String, Integer> symbolOf = text -> symbols.computeIfAbsent(text, t -> {
-            virtualTexts.add(t);
-            return n + virtualTexts.size() - 1;
-        });
-
+        Symbols symbols = new Symbols(ids, n);
         int[] byteSymbol = new int[256];
         for (int b = 0; b < 256; b++) {
-            byteSymbol[b] = symbolOf.apply(String.valueOf(ByteLevel.charOf(b)));
+            byteSymbol[b] = symbols.idOf(String.valueOf(ByteLevel.charOf(b)));
         }
         // Every merge's result is a possible symbol; a merge whose parts can never occur is kept inert.
         int[] merged = new int[merges.length];
-        String[][] parts = new String[merges.length][];
+        String[] lefts = new String[merges.length];
+        String[] rights = new String[merges.length];
         for (int rank = 0; rank < merges.length; rank++) {
             String line = merges[rank];
             int space = line.indexOf(' ', 1); // the first space after the first character separates the parts
-            parts[rank] = space < 0 ? new String[] {"", ""} : new String[] {line.substring(0, space), line.substring(space + 1)};
-            merged[rank] = symbolOf.apply(parts[rank][0] + parts[rank][1]);
+            lefts[rank] = space < 0 ? "" : line.substring(0, space);
+            rights[rank] = space < 0 ? "" : line.substring(space + 1);
+            merged[rank] = symbols.idOf(space < 0 ? "" : line.substring(0, space) + line.substring(space + 1));
         }
-        int[] lefts = new int[merges.length];
-        int[] rights = new int[merges.length];
+        int[] leftIds = new int[merges.length];
+        int[] rightIds = new int[merges.length];
         for (int rank = 0; rank < merges.length; rank++) {
-            Integer l = symbols.get(parts[rank][0]);
-            Integer r = symbols.get(parts[rank][1]);
-            lefts[rank] = l == null ? -1 : l;
-            rights[rank] = r == null ? -1 : r;
+            leftIds[rank] = symbols.existingId(lefts[rank]);
+            rightIds[rank] = symbols.existingId(rights[rank]);
         }
         // A virtual symbol that survives merging is emitted character by character, keeping only
         // characters that are single-byte tokens (what llama.cpp's per-byte lookup finds).
-        int[][] fallback = new int[virtualTexts.size()][];
+        int[][] fallback = new int[symbols.virtualTexts.size()][];
         for (int v = 0; v < fallback.length; v++) {
-            fallback[v] = virtualTexts.get(v).chars()
+            fallback[v] = symbols.virtualTexts.get(v).chars()
                     .filter(c -> c < 0x80 && ids.containsKey(String.valueOf((char) c)))
                     .map(c -> ids.get(String.valueOf((char) c)))
                     .toArray();
         }
-        return new BpeEncoder(new MergeTable(lefts, rights, merged), byteSymbol, n, fallback);
+        return new BpeEncoder(new MergeTable(leftIds, rightIds, merged), byteSymbol, n, fallback);
+    }
+
+    /** Symbol ids for BPE: vocabulary ids, then virtual ids for texts that are not vocabulary entries. */
+    private static final class Symbols {
+        final Map<String, Integer> vocabulary;
+        final int vocabularySize;
+        final Map<String, Integer> virtualIds = new HashMap<>();
+        final List<String> virtualTexts = new ArrayList<>();
+
+        Symbols(Map<String, Integer> vocabulary, int vocabularySize) {
+            this.vocabulary = vocabulary;
+            this.vocabularySize = vocabularySize;
+        }
+
+        /** The id of a text, giving it a virtual id if it has none yet. */
+        int idOf(String text) {
+            int id = existingId(text);
+            if (id >= 0) {
+                return id;
+            }
+            virtualTexts.add(text);
+            int virtual = vocabularySize + virtualTexts.size() - 1;
+            virtualIds.put(text, virtual);
+            return virtual;
+        }
+
+        /** The id of a text, or -1 if no symbol can have this text. */
+        int existingId(String text) {
+            Integer id = vocabulary.get(text);
+            if (id == null) {
+                id = virtualIds.get(text);
+            }
+            return id == null ? -1 : id;
+        }
     }
 
     private static SpecialTokens resolveSpecialTokens(GgufMetadata md, String[] texts, TokenType[] types,
