@@ -176,9 +176,18 @@ public final class Tokenizer {
         return switch (type) {
             case CONTROL, UNKNOWN, USER_DEFINED -> text.getBytes(StandardCharsets.UTF_8);
             case NORMAL -> byteLevelDecode(text);
-            case BYTE -> new byte[] {(byte) Integer.parseInt(text.substring(3, 5), 16)};
+            case BYTE -> new byte[] {byteTokenValue(text)};
             case UNUSED, UNDEFINED -> new byte[0];
         };
+    }
+
+    /** The byte of a byte token, written {@code <0xAB>}. */
+    private static byte byteTokenValue(String text) {
+        if (text.length() != 6 || !text.startsWith("<0x") || !text.endsWith(">")
+                || Character.digit(text.charAt(3), 16) < 0 || Character.digit(text.charAt(4), 16) < 0) {
+            throw new InvalidInputException("byte token '" + text + "' in tokenizer.ggml.tokens is not of the form <0xAB>");
+        }
+        return (byte) Integer.parseInt(text.substring(3, 5), 16);
     }
 
     private static byte[] byteLevelDecode(String text) {

@@ -73,4 +73,24 @@ class TokenizerLoaderTest {
         md.put("tokenizer.ggml.tokens", GgufValue.array(GgufValue.GgufArray.strings(tokens)));
         assertEquals("duplicate token in tokenizer.ggml.tokens: '" + tokens[4] + "' has ids 4 and 5", refusal(md));
     }
+
+    @Test
+    void byteTokensStandForTheirByte() throws IOException {
+        Map<String, GgufValue> md = tinyMetadata();
+        GgufMetadata original = new GgufMetadata(md);
+        String[] tokens = original.stringArray("tokenizer.ggml.tokens").clone();
+        long[] types = original.integerArray("tokenizer.ggml.token_type").clone();
+        tokens[1000] = "<0xE2>";
+        types[1000] = TokenType.BYTE.ggufId();
+        md.put("tokenizer.ggml.tokens", GgufValue.array(GgufValue.GgufArray.strings(tokens)));
+        md.put("tokenizer.ggml.token_type",
+                GgufValue.array(GgufValue.GgufArray.ints(dev.glimmer.engine.gguf.GgufValueType.INT32, types)));
+        Tokenizer tokenizer = Tokenizer.fromMetadata(new GgufMetadata(md));
+        assertEquals(TokenType.BYTE, tokenizer.tokenType(1000));
+        assertArrayEquals(new byte[] {(byte) 0xE2}, tokenizer.piece(1000, false));
+
+        tokens[1000] = "<0xZZ>";
+        md.put("tokenizer.ggml.tokens", GgufValue.array(GgufValue.GgufArray.strings(tokens)));
+        assertEquals("byte token '<0xZZ>' in tokenizer.ggml.tokens is not of the form <0xAB>", refusal(md));
+    }
 }
