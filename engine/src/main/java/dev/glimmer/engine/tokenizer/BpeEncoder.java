@@ -43,7 +43,6 @@ final class BpeEncoder {
         int[] prev = new int[64];
         int[] next = new int[64];
         long[] heap = new long[64];
-        final IntList words = new IntList(64);
         final IntList wordTokens = new IntList(16);
 
         void ensure(int bytes) {
@@ -65,14 +64,13 @@ final class BpeEncoder {
     }
 
     /**
-     * Encodes the word {@code cps[from..to)} and appends its tokens to {@code out}.
+     * Encodes the word {@code text[from..to)} (no unpaired surrogates) and appends its tokens to {@code out}.
      */
-    void encodeWord(int[] cps, int from, int to, Scratch s, IntList out) {
-        int maxBytes = (to - from) * 4;
-        byte[] utf8 = s.utf8(maxBytes);
-        int n = Utf8.encode(cps, from, to, utf8);
+    void encodeWord(String text, int from, int to, Scratch s, IntList out) {
+        byte[] utf8 = s.utf8((to - from) * 3);
+        int n = Utf8.encode(text, from, to, utf8);
         if (n <= MAX_CACHED_WORD_BYTES) {
-            String key = new String(cps, from, to - from);
+            String key = text.substring(from, to);
             int[] cached = cache.get(key);
             if (cached == null) {
                 s.wordTokens.clear();

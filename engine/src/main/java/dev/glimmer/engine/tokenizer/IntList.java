@@ -2,7 +2,7 @@ package dev.glimmer.engine.tokenizer;
 
 import java.util.Arrays;
 
-/** A growable list of ints without boxing, reused across words to keep encoding allocation-free. */
+/** A growable list of ints without boxing, for encoding output. */
 final class IntList {
     private int[] values;
     private int size;
@@ -24,14 +24,6 @@ final class IntList {
         }
         System.arraycopy(vs, 0, values, size, vs.length);
         size += vs.length;
-    }
-
-    int get(int i) {
-        return values[i];
-    }
-
-    int size() {
-        return size;
     }
 
     void clear() {

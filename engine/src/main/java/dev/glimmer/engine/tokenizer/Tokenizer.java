@@ -99,22 +99,13 @@ public final class Tokenizer {
             out.add(special.bos());
         }
         BpeEncoder.Scratch scratch = new BpeEncoder.Scratch();
-        int[] cps = new int[0];
         for (SpecialTokenSplitter.Piece piece : specialSplitter.split(clean, parseSpecial)) {
             switch (piece) {
                 case SpecialTokenSplitter.Special(int id) -> out.add(id);
                 case SpecialTokenSplitter.Text(int start, int end) -> {
-                    if (cps.length < end - start) {
-                        cps = new int[end - start];
-                    }
-                    int n = toCodePoints(clean, start, end, cps);
-                    IntList words = scratch.words;
-                    words.clear();
-                    Glm4WordSplitter.split(cps, n, words);
-                    int wordStart = 0;
-                    for (int w = 0; w < words.size(); w++) {
-                        int wordEnd = words.get(w);
-                        bpe.encodeWord(cps, wordStart, wordEnd, scratch, out);
+                    for (int wordStart = start; wordStart < end; ) {
+                        int wordEnd = Glm4WordSplitter.wordEnd(clean, wordStart, end);
+                        bpe.encodeWord(clean, wordStart, wordEnd, scratch, out);
                         wordStart = wordEnd;
                     }
                 }
@@ -246,15 +237,5 @@ public final class Tokenizer {
             }
         }
         return sb == null ? s : sb.toString();
-    }
-
-    private static int toCodePoints(String s, int start, int end, int[] out) {
-        int n = 0;
-        for (int i = start; i < end; ) {
-            int cp = s.codePointAt(i);
-            out[n++] = cp;
-            i += Character.charCount(cp);
-        }
-        return n;
     }
 }

@@ -1,29 +1,33 @@
 package dev.glimmer.engine.tokenizer;
 
-/** UTF-8 encoding of code point arrays into a caller's buffer (no intermediate strings). */
+/** UTF-8 helpers: encoding into a caller's buffer (no intermediate arrays) and spotting unfinished characters. */
 final class Utf8 {
     private Utf8() {
     }
 
-    /** Writes the UTF-8 bytes of {@code cps[from..to)} to {@code out} and returns how many were written. */
-    static int encode(int[] cps, int from, int to, byte[] out) {
+    /**
+     * Writes the UTF-8 bytes of {@code text[from..to)} to {@code out} (at least 3 bytes per char of
+     * room) and returns how many were written. The text must have no unpaired surrogates.
+     */
+    static int encode(String text, int from, int to, byte[] out) {
         int n = 0;
         for (int i = from; i < to; i++) {
-            int cp = cps[i];
-            if (cp < 0x80) {
-                out[n++] = (byte) cp;
-            } else if (cp < 0x800) {
-                out[n++] = (byte) (0xC0 | (cp >> 6));
-                out[n++] = (byte) (0x80 | (cp & 0x3F));
-            } else if (cp < 0x10000) {
-                out[n++] = (byte) (0xE0 | (cp >> 12));
-                out[n++] = (byte) (0x80 | ((cp >> 6) & 0x3F));
-                out[n++] = (byte) (0x80 | (cp & 0x3F));
-            } else {
+            char c = text.charAt(i);
+            if (c < 0x80) {
+                out[n++] = (byte) c;
+            } else if (c < 0x800) {
+                out[n++] = (byte) (0xC0 | (c >> 6));
+                out[n++] = (byte) (0x80 | (c & 0x3F));
+            } else if (Character.isHighSurrogate(c)) {
+                int cp = Character.toCodePoint(c, text.charAt(++i));
                 out[n++] = (byte) (0xF0 | (cp >> 18));
                 out[n++] = (byte) (0x80 | ((cp >> 12) & 0x3F));
                 out[n++] = (byte) (0x80 | ((cp >> 6) & 0x3F));
                 out[n++] = (byte) (0x80 | (cp & 0x3F));
+            } else {
+                out[n++] = (byte) (0xE0 | (c >> 12));
+                out[n++] = (byte) (0x80 | ((c >> 6) & 0x3F));
+                out[n++] = (byte) (0x80 | (c & 0x3F));
             }
         }
         return n;
