@@ -23,8 +23,10 @@ public final class Main {
     static List<Command> commands() {
         return List.of(
                 new ServeCommand(),
-                new ChatPromptCommand(),
-                new LogitsCommand());
+                new LogitsCommand(),
+                new TokenizeCommand(),
+                new DetokenizeCommand(),
+                new ChatPromptCommand());
     }
 
     public static void main(String[] argv) {
