@@ -24,6 +24,7 @@ public final class Main {
         return List.of(
                 new ServeCommand(),
                 new LogitsCommand(),
+                new GenerateCommand(),
                 new TokenizeCommand(),
                 new DetokenizeCommand(),
                 new ChatPromptCommand());
