@@ -1,0 +1,62 @@
+package dev.glimmer.engine.tensor;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+
+/**
+ * Reading and writing the fields of ggml blocks in place. GGUF data is little-endian and
+ * blocks are only 2-byte aligned (an 18-byte Q4_0 block puts the next block's scale at an
+ * odd multiple of 2), so every multi-byte access uses an unaligned little-endian layout.
+ */
+final class Blocks {
+
+    static final ValueLayout.OfShort SHORT_LE =
+            ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    static final ValueLayout.OfInt INT_LE =
+            ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    static final ValueLayout.OfFloat FLOAT_LE =
+            ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+
+    private Blocks() {
+    }
+
+    /** The IEEE half-precision value at {@code offset}, widened exactly to float. */
+    static float half(MemorySegment s, long offset) {
+        return Float.float16ToFloat(s.get(SHORT_LE, offset));
+    }
+
+    /** Stores {@code value} as IEEE half precision, rounded to nearest even (as ggml does). */
+    static void putHalf(MemorySegment s, long offset, float value) {
+        s.set(SHORT_LE, offset, Float.floatToFloat16(value));
+    }
+
+    /** The unsigned byte at {@code offset}. */
+    static int u8(MemorySegment s, long offset) {
+        return Byte.toUnsignedInt(s.get(ValueLayout.JAVA_BYTE, offset));
+    }
+
+    /** The signed byte at {@code offset}. */
+    static int i8(MemorySegment s, long offset) {
+        return s.get(ValueLayout.JAVA_BYTE, offset);
+    }
+
+    static void putByte(MemorySegment s, long offset, int value) {
+        s.set(ValueLayout.JAVA_BYTE, offset, (byte) value);
+    }
+
+    /**
+     * C's {@code roundf}: to the nearest integer, halves away from zero (Java's Math.round
+     * rounds halves up, which differs for negative halves). Exact in double for any float.
+     */
+    static float roundHalfAway(float x) {
+        return (float) Math.copySign(Math.floor(Math.abs((double) x) + 0.5), x);
+    }
+
+    /** Checks that {@code n} values form whole blocks of {@code type}. */
+    static void requireWholeBlocks(GgmlType type, int n) {
+        if (n % type.blockSize != 0) {
+            throw new IllegalArgumentException(type + " rows must be a multiple of " + type.blockSize + ", got " + n);
+        }
+    }
+}
