@@ -104,10 +104,7 @@ public final class GgufWriter implements AutoCloseable {
             throws IOException {
         int alignment = alignmentOf(metadata);
         byte[] header = header(metadata, tensors, alignment);
-        long total = header.length;
-        for (TensorSpec t : tensors) {
-            total = GgufFile.align(total, alignment) + t.size();
-        }
+        long total = fileSize(header.length, tensors, alignment);
         Path partial = path.resolveSibling(path.getFileName() + ".partial");
         FileChannel channel = FileChannel.open(partial, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
                 StandardOpenOption.TRUNCATE_EXISTING);
@@ -121,6 +118,20 @@ public final class GgufWriter implements AutoCloseable {
             throw e;
         }
         return writer;
+    }
+
+    /** The size a file with this header will have, computed without writing anything. */
+    public static long fileSize(Map<String, GgufValue> metadata, List<TensorSpec> tensors) {
+        int alignment = alignmentOf(metadata);
+        return fileSize(header(metadata, tensors, alignment).length, tensors, alignment);
+    }
+
+    private static long fileSize(long headerBytes, List<TensorSpec> tensors, int alignment) {
+        long total = headerBytes;
+        for (TensorSpec t : tensors) {
+            total = GgufFile.align(total, alignment) + t.size();
+        }
+        return total;
     }
 
     /** The size the finished file will have. */

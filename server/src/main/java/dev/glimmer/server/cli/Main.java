@@ -23,7 +23,8 @@ public final class Main {
     static List<Command> commands() {
         return List.of(
                 new ServeCommand(),
-                new InfoCommand());
+                new InfoCommand(),
+                new SynthCommand());
     }
 
     public static void main(String[] argv) {
