@@ -12,6 +12,7 @@ import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.EnumMap;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -91,7 +92,11 @@ public record ModelFacts(String architecture, String name, long fileSize, int gg
      * NextN/MTP block (block index ≥ block_count − nextn_predict_layers) is not part of the trunk.
      */
     public static long weightBytesPerToken(GgufFile file) {
-        GgufMetadata m = file.metadata();
+        return weightBytesPerToken(file.metadata(), file.tensors());
+    }
+
+    /** {@link #weightBytesPerToken(GgufFile)} from a header alone (e.g. one about to be written). */
+    public static long weightBytesPerToken(GgufMetadata m, List<TensorInfo> tensors) {
         String arch = m.optString("general.architecture").orElse("");
         long blockCount = m.optInteger(arch + ".block_count").orElse(Long.MAX_VALUE);
         long nextn = m.optInteger(arch + ".nextn_predict_layers").orElse(0);
@@ -99,7 +104,7 @@ public record ModelFacts(String architecture, String name, long fileSize, int gg
         long experts = m.optInteger(arch + ".expert_count").orElse(0);
         long expertsUsed = m.optInteger(arch + ".expert_used_count").orElse(experts);
         long total = 0;
-        for (TensorInfo t : file.tensors()) {
+        for (TensorInfo t : tensors) {
             Matcher block = BLOCK.matcher(t.name());
             if (block.find() && Long.parseLong(block.group(1)) >= trunkBlocks) {
                 continue;

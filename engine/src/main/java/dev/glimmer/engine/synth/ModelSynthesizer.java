@@ -109,8 +109,12 @@ public final class ModelSynthesizer {
         if (!Files.isWritable(dir)) {
             throw new InvalidInputException("cannot write " + out + ": directory " + dir + " is not writable");
         }
+        requireFreeSpace(dir, size, Files.getFileStore(dir).getUsableSpace());
+    }
+
+    /** Refuses a file of {@code size} bytes in {@code dir} when {@code free} bytes do not hold it and a margin. */
+    static void requireFreeSpace(Path dir, long size, long free) {
         long needed = size + MARGIN_BYTES + size / 50;
-        long free = Files.getFileStore(dir).getUsableSpace();
         if (free < needed) {
             throw new InvalidInputException(String.format(Locale.ROOT,
                     "not enough free space in %s: the file needs %.2f GB plus %.2f GB of margin, %.2f GB are free",
