@@ -105,7 +105,7 @@ public final class GgufWriter implements AutoCloseable {
         int alignment = alignmentOf(metadata);
         byte[] header = header(metadata, tensors, alignment);
         long total = fileSize(header.length, tensors, alignment);
-        Path partial = path.resolveSibling(path.getFileName() + ".partial");
+        Path partial = partialPath(path);
         FileChannel channel = FileChannel.open(partial, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
                 StandardOpenOption.TRUNCATE_EXISTING);
         GgufWriter writer = new GgufWriter(path, partial, channel, List.copyOf(tensors), alignment, total);
@@ -118,6 +118,11 @@ public final class GgufWriter implements AutoCloseable {
             throw e;
         }
         return writer;
+    }
+
+    /** The temporary name a file is written under until it is complete: {@code NAME.partial} beside it. */
+    public static Path partialPath(Path path) {
+        return path.resolveSibling(path.getFileName() + ".partial");
     }
 
     /** The size a file with this header will have, computed without writing anything. */

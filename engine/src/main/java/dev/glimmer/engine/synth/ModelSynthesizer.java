@@ -31,8 +31,9 @@ import java.util.concurrent.Future;
  * depends only on the row length). A chunk's values come from its own random stream, derived from
  * the seed, the tensor name and the chunk index, so chunks are generated on all cores and written
  * in order, and the same seed always gives the same bytes. Quantized weights are produced the way a
- * real model's are: float values through the reference Q8_0/Q4_0 quantizers. At most two chunks
- * per core are in memory at once, whatever the size of the file.
+ * real model's are, float values through the reference Q8_0/Q4_0 quantizers, except in presets with
+ * {@link SynthPreset#randomBlocks()} (full), whose blocks are drawn directly with a similar spread.
+ * At most two chunks per core are in memory at once, whatever the size of the file.
  */
 public final class ModelSynthesizer {
 
@@ -69,7 +70,7 @@ public final class ModelSynthesizer {
             return t;
         });
         try (GgufWriter writer = GgufWriter.create(out, model.metadata(), model.tensors())) {
-            Iterator<Chunk> chunks = chunks(model.tensors()).iterator();
+            Iterator<Chunk> chunks = chunks(model.tensors(), model.preset().randomBlocks()).iterator();
             Deque<Future<ByteBuffer>> inFlight = new ArrayDeque<>();
             while (chunks.hasNext() || !inFlight.isEmpty()) {
                 while (chunks.hasNext() && inFlight.size() < 2 * threads) {
@@ -123,7 +124,7 @@ public final class ModelSynthesizer {
     }
 
     /** Every chunk of every tensor, in file order. */
-    private static List<Chunk> chunks(List<TensorSpec> tensors) {
+    private static List<Chunk> chunks(List<TensorSpec> tensors, boolean randomBlocks) {
         List<Chunk> chunks = new ArrayList<>();
         for (TensorSpec t : tensors) {
             long rowLength = t.shape()[0];
@@ -131,17 +132,21 @@ public final class ModelSynthesizer {
             long rowsPerChunk = Math.max(1, CHUNK_VALUES / rowLength);
             long index = 0;
             for (long row = 0; row < rows; row += rowsPerChunk, index++) {
-                chunks.add(new Chunk(t, index, (int) rowLength, (int) Math.min(rowsPerChunk, rows - row)));
+                chunks.add(new Chunk(t, index, (int) rowLength, (int) Math.min(rowsPerChunk, rows - row),
+                        randomBlocks && t.type().quantized()));
             }
         }
         return chunks;
     }
 
     /** Rows {@code index * rowsPerChunk ...} of one tensor. */
-    private record Chunk(TensorSpec tensor, long index, int rowLength, int rows) {
+    private record Chunk(TensorSpec tensor, long index, int rowLength, int rows, boolean randomBlocks) {
 
         ByteBuffer generate(long seed) {
             SynthRandom random = SynthRandom.forStream(seed, tensor.name(), index);
+            if (randomBlocks) {
+                return randomQuantBlocks(tensor.type(), rowLength * rows, random);
+            }
             float mean = SynthModel.mean(tensor.name());
             int n = rowLength * rows;
             float[] values = new float[n];
@@ -150,6 +155,41 @@ public final class ModelSynthesizer {
             }
             return encode(tensor.type(), values);
         }
+    }
+
+    /**
+     * {@code n} values of Q8_0 or Q4_0 as random blocks: quants uniform over their range, and scales
+     * (varying ±20 % from block to block) such that the values have the standard deviation of the float
+     * weights, 0.02. Uniform quants have a standard deviation of 0.58 of their half-range, so a block's
+     * largest value is 1.73 standard deviations.
+     */
+    static ByteBuffer randomQuantBlocks(GgmlType type, int n, SynthRandom random) {
+        int blocks = n / type.blockSize;
+        ByteBuffer b = ByteBuffer.allocate(blocks * type.bytesPerBlock).order(ByteOrder.LITTLE_ENDIAN);
+        float largest = 1.73f * SynthModel.STDDEV;
+        for (int i = 0; i < blocks; i++) {
+            float spread = largest * (0.8f + 0.4f * (random.nextInt(1 << 16) / 65536f));
+            switch (type) {
+                case Q4_0 -> {
+                    // ggml's scale is the largest-magnitude value over -8: either sign.
+                    float d = (random.nextInt(2) == 0 ? spread : -spread) / 8f;
+                    b.putShort(Float.floatToFloat16(d));
+                    b.putLong(random.nextLong()).putLong(random.nextLong());
+                }
+                case Q8_0 -> {
+                    b.putShort(Float.floatToFloat16(spread / 127f));
+                    for (int j = 0; j < 4; j++) {
+                        long r = random.nextLong();
+                        for (int k = 0; k < 8; k++) {
+                            byte q = (byte) (r >>> (8 * k));
+                            b.put(q == Byte.MIN_VALUE ? -127 : q); // quants stay within ±127
+                        }
+                    }
+                }
+                default -> throw new IllegalArgumentException("no random blocks for " + type.ggmlName());
+            }
+        }
+        return b.flip();
     }
 
     /** The values in {@code type}'s encoding, little-endian. */

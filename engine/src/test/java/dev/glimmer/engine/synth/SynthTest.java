@@ -219,6 +219,28 @@ class SynthTest {
     }
 
     @Test
+    void randomBlocksOfTheFullPresetSpreadLikeQuantizedWeights() {
+        assertTrue(SynthPreset.FULL.randomBlocks());
+        assertFalse(SynthPreset.TINY.randomBlocks());
+        int n = 1 << 16;
+        for (GgmlType type : List.of(GgmlType.Q4_0, GgmlType.Q8_0)) {
+            java.nio.ByteBuffer b = ModelSynthesizer.randomQuantBlocks(type, n, SynthRandom.forStream(1, "w", 0));
+            assertEquals(n / 32 * type.bytesPerBlock, b.remaining());
+            float[] values = new float[n];
+            for (int block = 0; block < n / 32; block++) {
+                int at = block * type.bytesPerBlock;
+                float d = Float.float16ToFloat(b.getShort(at));
+                for (int j = 0; j < 32; j++) {
+                    values[block * 32 + j] = type == GgmlType.Q8_0 ? d * b.get(at + 2 + j)
+                            : d * (((b.get(at + 2 + j % 16) >> (j < 16 ? 0 : 4)) & 0xf) - 8);
+                }
+            }
+            assertEquals(0.0, mean(values), 0.001, type.toString());
+            assertEquals(0.02, Math.sqrt(variance(values)), 0.002, type.toString());
+        }
+    }
+
+    @Test
     void refusesWhenTheDiskIsTooSmallOrTheDirectoryIsMissing() {
         InvalidInputException e = assertThrows(InvalidInputException.class,
                 () -> ModelSynthesizer.requireFreeSpace(dir, 16_900_000_000L, 10_000_000_000L));

@@ -1,11 +1,14 @@
 package dev.glimmer.server.cli;
 
+import dev.glimmer.engine.gguf.GgufWriter;
 import dev.glimmer.engine.synth.ModelSynthesizer;
 import dev.glimmer.engine.synth.SynthModel;
 import dev.glimmer.engine.synth.SynthPreset;
 import dev.glimmer.engine.synth.SynthWeightType;
 
+import java.io.IOException;
 import java.io.PrintStream;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
@@ -48,7 +51,21 @@ final class SynthCommand implements Command {
         Path out = Path.of(args.string("-o"));
         SynthModel model = SynthModel.of(preset, weightType, seed);
         ProgressLine progress = new ProgressLine(io.err());
-        ModelSynthesizer.write(model, seed, out, progress::update);
+        // Ctrl-C ends the JVM without unwinding this thread: remove the unfinished file on the way out.
+        Path partial = GgufWriter.partialPath(out);
+        Thread cleanup = new Thread(() -> {
+            try {
+                Files.deleteIfExists(partial);
+            } catch (IOException ignored) {
+                // Nothing more can be done while the JVM exits.
+            }
+        });
+        Runtime.getRuntime().addShutdownHook(cleanup);
+        try {
+            ModelSynthesizer.write(model, seed, out, progress::update);
+        } finally {
+            Runtime.getRuntime().removeShutdownHook(cleanup);
+        }
         progress.finish();
         io.err().printf(Locale.ROOT, "wrote %s: preset %s, %s weights, seed %d, %d tensors, %d bytes in %.1f s%n", out,
                 preset.name(), weightType.name().toLowerCase(Locale.ROOT), seed, model.tensors().size(),
