@@ -55,12 +55,12 @@ public final class ModelSynthesizer {
     }
 
     /**
-     * Writes {@code model} with weights drawn from {@code seed} to {@code out} (through a temporary name,
+     * Writes {@code model} with weights drawn from its seed to {@code out} (through a temporary name,
      * renamed at the end).
      *
      * @throws InvalidInputException when the output directory is missing or lacks the free space
      */
-    public static void write(SynthModel model, long seed, Path out, Progress progress) throws IOException {
+    public static void write(SynthModel model, Path out, Progress progress) throws IOException {
         long size = fileSize(model);
         checkOutput(out, size);
         int threads = Math.max(1, Runtime.getRuntime().availableProcessors());
@@ -75,7 +75,7 @@ public final class ModelSynthesizer {
             while (chunks.hasNext() || !inFlight.isEmpty()) {
                 while (chunks.hasNext() && inFlight.size() < 2 * threads) {
                     Chunk c = chunks.next();
-                    inFlight.add(pool.submit(() -> c.generate(seed)));
+                    inFlight.add(pool.submit(() -> c.generate(model.seed())));
                 }
                 writer.write(result(inFlight.removeFirst()));
                 progress.update(writer.bytesWritten(), writer.totalBytes());

@@ -15,15 +15,15 @@ import java.util.Map;
 /**
  * The header of a synthetic GLM-4.7-Flash-architecture GGUF: the metadata keys (with the value types
  * and in the order of the oracle files) and the tensor list (names, shapes, order and types as in
- * GLM47FLASH.md §4 and the oracle files).
+ * GLM47FLASH.md §4 and the oracle files), with the seed its vocabulary and weights are drawn from.
  */
-public record SynthModel(SynthPreset preset, SynthWeightType weightType, Map<String, GgufValue> metadata,
+public record SynthModel(SynthPreset preset, SynthWeightType weightType, long seed, Map<String, GgufValue> metadata,
                          List<TensorSpec> tensors) {
 
     private static final String ARCH = "deepseek2";
 
     public static SynthModel of(SynthPreset preset, SynthWeightType weightType, long seed) {
-        return new SynthModel(preset, weightType, metadata(preset, weightType, SynthVocab.build(preset, seed)),
+        return new SynthModel(preset, weightType, seed, metadata(preset, weightType, SynthVocab.build(preset, seed)),
                 tensors(preset, weightType));
     }
 

@@ -49,16 +49,24 @@ class GgufFuzzTest {
     void mutatedHeadersOpenOrFailCleanly() {
         Outcome total = assertTimeoutPreemptively(Duration.ofSeconds(50), () -> {
             Random random = new Random(SEED);
+            // Besides the oracle files, one with every value type and nested arrays, which they lack.
+            Path everyType = dir.resolve("every-type.gguf");
+            GgufWriterTest.writeRandom(everyType, GgufWriterTest.everyValueType(), GgufWriterTest.someTensors(), 1);
+            List<Path> sources = new ArrayList<>();
+            for (String source : SOURCES) {
+                sources.add(GgufFileTest.oracle(source));
+            }
+            sources.add(everyType);
             int opened = 0;
             int refused = 0;
-            for (String source : SOURCES) {
-                Outcome o = fuzz(GgufFileTest.oracle(source), random);
+            for (Path source : sources) {
+                Outcome o = fuzz(source, random);
                 opened += o.opened();
                 refused += o.refused();
             }
             return new Outcome(opened, refused);
         });
-        assertEquals(SOURCES.length * CASES_PER_FILE, total.opened() + total.refused());
+        assertEquals((SOURCES.length + 1) * CASES_PER_FILE, total.opened() + total.refused());
         // Both outcomes must occur, or the mutations are not exercising the reader.
         assertTrue(total.refused() > 1000, "refused " + total.refused());
         assertTrue(total.opened() > 100, "opened " + total.opened());

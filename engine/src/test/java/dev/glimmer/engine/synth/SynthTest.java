@@ -45,7 +45,7 @@ class SynthTest {
 
     private Path synth(SynthPreset preset, SynthWeightType type, long seed, String fileName) throws Exception {
         Path out = dir.resolve(fileName);
-        ModelSynthesizer.write(SynthModel.of(preset, type, seed), seed, out, (written, total) -> { });
+        ModelSynthesizer.write(SynthModel.of(preset, type, seed), out, (written, total) -> { });
         return out;
     }
 

@@ -62,7 +62,7 @@ final class SynthCommand implements Command {
         });
         Runtime.getRuntime().addShutdownHook(cleanup);
         try {
-            ModelSynthesizer.write(model, seed, out, progress::update);
+            ModelSynthesizer.write(model, out, progress::update);
         } finally {
             Runtime.getRuntime().removeShutdownHook(cleanup);
         }
