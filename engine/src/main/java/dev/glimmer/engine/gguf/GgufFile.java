@@ -146,7 +146,8 @@ public final class GgufFile implements AutoCloseable {
             alignment = (int) v;
         }
 
-        List<TensorInfo> tensors = new ArrayList<>((int) tensorCount);
+        // The count is bounded by the file size, not by int: size the list by what real files hold.
+        List<TensorInfo> tensors = new ArrayList<>((int) Math.min(tensorCount, 4096));
         Map<String, Boolean> seen = new LinkedHashMap<>();
         for (long i = 0; i < tensorCount; i++) {
             String name = r.string("name of tensor " + i);
