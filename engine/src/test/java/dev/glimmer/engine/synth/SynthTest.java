@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.gguf.GgufFile;
+import dev.glimmer.engine.gguf.GgufMetadata;
 import dev.glimmer.engine.gguf.GgufValue;
 import dev.glimmer.engine.gguf.GgufValue.GgufArray;
 import dev.glimmer.engine.gguf.GgufWriter.TensorSpec;
@@ -16,6 +17,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -150,7 +152,7 @@ class SynthTest {
         for (TensorSpec t : tensors) {
             infos.add(new TensorInfo(t.name(), t.shape(), t.type(), 0, t.size()));
         }
-        long perToken = ModelFacts.weightBytesPerToken(new dev.glimmer.engine.gguf.GgufMetadata(model.metadata()), infos);
+        long perToken = ModelFacts.weightBytesPerToken(new GgufMetadata(model.metadata()), infos);
         assertTrue(Math.abs(perToken / 2.04e9 - 1) < 0.01, "per token " + perToken);
 
         String[] tokens = (String[]) ((GgufArray) model.metadata().get("tokenizer.ggml.tokens").value()).values();
@@ -224,7 +226,7 @@ class SynthTest {
         assertFalse(SynthPreset.TINY.randomBlocks());
         int n = 1 << 16;
         for (GgmlType type : List.of(GgmlType.Q4_0, GgmlType.Q8_0)) {
-            java.nio.ByteBuffer b = ModelSynthesizer.randomQuantBlocks(type, n, SynthRandom.forStream(1, "w", 0));
+            ByteBuffer b = ModelSynthesizer.randomQuantBlocks(type, n, SynthRandom.forStream(1, "w", 0));
             assertEquals(n / 32 * type.bytesPerBlock, b.remaining());
             float[] values = new float[n];
             for (int block = 0; block < n / 32; block++) {

@@ -9,6 +9,7 @@ import dev.glimmer.engine.model.ModelFacts;
 
 import java.io.PrintStream;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -92,7 +93,7 @@ final class InfoCommand implements Command {
     /** A metadata value as JSON-friendly Java: arrays become lists. */
     private static Object plain(Object value) {
         if (value instanceof GgufArray a) {
-            List<Object> list = new java.util.ArrayList<>(a.length());
+            List<Object> list = new ArrayList<>(a.length());
             for (int i = 0; i < a.length(); i++) {
                 list.add(plain(java.lang.reflect.Array.get(a.values(), i)));
             }
