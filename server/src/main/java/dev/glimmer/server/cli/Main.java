@@ -27,7 +27,9 @@ public final class Main {
                 new GenerateCommand(),
                 new TokenizeCommand(),
                 new DetokenizeCommand(),
-                new ChatPromptCommand());
+                new ChatPromptCommand(),
+                new InfoCommand(),
+                new SynthCommand());
     }
 
     public static void main(String[] argv) {
