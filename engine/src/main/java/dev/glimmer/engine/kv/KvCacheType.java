@@ -4,6 +4,9 @@ package dev.glimmer.engine.kv;
 public enum KvCacheType {
     F16(2), F32(4);
 
+    /** The type used when none is configured: F16, like llama.cpp. */
+    public static final KvCacheType DEFAULT = F16;
+
     /** Bytes per stored value. */
     public final int bytes;
 

@@ -76,7 +76,7 @@ final class GenerateCommand implements Command {
         if (args.has("--seed")) {
             sampling = sampling.withSeed(args.longValue("--seed", 0));
         }
-        KvCacheType cacheType = switch (args.string("--cache-type", "f16").toLowerCase(Locale.ROOT)) {
+        KvCacheType cacheType = switch (args.string("--cache-type", KvCacheType.DEFAULT.name()).toLowerCase(Locale.ROOT)) {
             case "f16" -> KvCacheType.F16;
             case "f32" -> KvCacheType.F32;
             default -> throw new UsageException("--cache-type must be f16 or f32, got '" + args.string("--cache-type") + "'");
