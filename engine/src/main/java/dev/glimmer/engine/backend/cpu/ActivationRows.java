@@ -9,14 +9,14 @@ import dev.glimmer.engine.tensor.VecDot;
  * from call to call (grown when a wider or longer batch comes, never shrunk; nothing allocated on the
  * decode path once warm):
  * <ul>
- *   <li>Q8_0 (Q4_0, Q5_0 and Q8_0 weights): the quants as floats, {@code quants[t*cols + i]}, and the
+ *   <li>Q8_0 (Q4_0 and Q8_0 weights): the quants as 16-bit integers, {@code quants[t*cols + i]}, and the
  *       block scales {@code scales[t*cols/32 + b]}, rounded by the tensor package's quantizer;</li>
  *   <li>F32: nothing to convert, the kernels read the caller's rows;</li>
  *   <li>any other type: a {@link QuantizedVector} per row for the tensor package's scalar dots.</li>
  * </ul>
  */
 final class ActivationRows {
-    float[] quants = new float[0];
+    short[] quants = new short[0];
     float[] scales = new float[0];
     QuantizedVector[] vectors = new QuantizedVector[0];
     private final QuantizedVector scratch = new QuantizedVector(GgmlType.Q8_0);
@@ -35,7 +35,7 @@ final class ActivationRows {
 
     private void prepareQ8_0(float[] x, int xOff, int xStride, int n, int cols) {
         if (quants.length < n * cols) {
-            quants = new float[n * cols];
+            quants = new short[n * cols];
             scales = new float[n * cols / Kernels.QK];
         }
         for (int t = 0; t < n; t++) {

@@ -3,8 +3,8 @@ package dev.glimmer.engine.backend.cpu;
 import jdk.incubator.vector.ByteVector;
 import jdk.incubator.vector.DoubleVector;
 import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.ShortVector;
 import jdk.incubator.vector.VectorOperators;
-import jdk.incubator.vector.VectorShape;
 import jdk.incubator.vector.VectorSpecies;
 
 import java.lang.foreign.MemorySegment;
@@ -12,27 +12,31 @@ import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
 
 /**
- * Dot products of one weight row, read in place from the mapped file, with one activation row, in
- * SIMD lanes of the widest float vector of the CPU (8 lanes with AVX2, 16 with AVX-512).
+ * Dot products of one weight row, read in place from the mapped file, with one activation row, with
+ * the Vector API.
  *
- * <p>The numerics are those of the tensor package's reference dots (which the conformance tests hold
- * against llama.cpp): Q8_0-rounded activations, kept here as floats holding the integer quants, so that
- * each lane's products and their sums within a block are exact integers (|sum| &lt; 2^24); each block's
- * lanes, scaled by {@code fp16(d_w) * d_x} (a float, as ggml forms it), are added in double lanes, and
- * the lanes summed in a fixed order at the end. Every product of a block's scale and a lane sum is exact
- * in double, so the result differs from the reference's double sum only in double rounding: the float
- * returned is the same but for a result within 1e-16 of a float rounding boundary. Float accumulation
- * measured faster, but it decides the activation near-ties of the tiny oracle models differently from
- * llama.cpp often enough to fail the conformance tests.
+ * <p>The numerics are those of the tensor package's reference dots, which the conformance tests hold
+ * against llama.cpp: activations rounded to Q8_0 (kept here as 16-bit integers); within a block of 32
+ * the weight and activation quants are multiplied and summed exactly in 16-bit lanes (|q_w·q_x| ≤ 1016,
+ * so a lane holding 2 products, then 4, 8 after folding, cannot overflow); each block's lane sums are
+ * scaled by {@code fp16(d_w) * d_x} (a float, as ggml forms it) in double lanes, exact there, and the
+ * lanes summed in a fixed order at the end. So the result differs from the reference's double sum only
+ * by double rounding. Float accumulation measured ~40 % faster, but its rounding decides near-ties of
+ * the tiny oracle models' activations differently from llama.cpp often enough to fail the conformance
+ * tests.
+ *
+ * <p>The code is written out flat in each kernel (no helper calls): C2 intrinsifies a Vector API
+ * operation only when it can inline the whole chain of library methods behind it, and a kernel inlined
+ * into its caller with helpers of its own runs past the inlining depth limit, leaving some operations as
+ * (very slow) Java fallbacks.
  */
 final class Kernels {
-    static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
-    static final int LANES = F.length();
-    /** Floats in half a vector, and as many doubles: a block's lane sums are folded to half, then widened. */
-    private static final VectorSpecies<Float> HALF_F = VectorSpecies.of(float.class, VectorShape.forBitSize(Math.max(64, LANES * 16)));
-    private static final VectorSpecies<Double> D = VectorSpecies.of(double.class, F.vectorShape());
-    /** Bytes as many as the float lanes, so that one conversion fills one float vector. */
-    private static final VectorSpecies<Byte> B = VectorSpecies.of(byte.class, VectorShape.forBitSize(Math.max(64, LANES * 8)));
+    /** 16 shorts: the 16 packed bytes of a Q4_0 block, or half of a Q8_0 block. */
+    private static final VectorSpecies<Short> S = ShortVector.SPECIES_256;
+    /** Double lanes of the widest vector (8 with AVX-512, 4 with AVX2); block sums are folded to as many lanes. */
+    private static final VectorSpecies<Double> D = DoubleVector.SPECIES_PREFERRED;
+    private static final VectorSpecies<Float> HALF_D = D.length() == 8 ? FloatVector.SPECIES_256 : FloatVector.SPECIES_128;
+    private static final VectorSpecies<Byte> B = ByteVector.SPECIES_128;
     private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
     private static final ValueLayout.OfShort HALF = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(LE);
     private static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(LE);
@@ -44,57 +48,69 @@ final class Kernels {
     private Kernels() {
     }
 
-    /** Whether these kernels can run here: 8 or 16 float lanes (AVX2 or AVX-512 and the like). */
+    /** Whether these kernels can run here: 256-bit vectors at least (AVX2, AVX-512, SVE-256 and the like). */
     static boolean supported() {
-        return (LANES == 8 || LANES == 16) && B.length() == LANES && HALF_F.length() == D.length();
+        return D.length() == 4 || D.length() == 8;
     }
 
     /**
-     * Q4_0 weights (18-byte blocks: fp16 d, 16 bytes of nibbles, value j low nibble of byte j, value
-     * j+16 its high nibble, each minus 8) · Q8_0 activations {@code xq} (quants as floats) with block
-     * scales {@code xd}, over {@code blocks} blocks.
+     * Q4_0 weights (18-byte blocks: fp16 d, 16 bytes of nibbles, value j the low nibble of byte j, value
+     * j+16 its high nibble, each minus 8) · Q8_0 activations {@code xq} with block scales {@code xd},
+     * over {@code blocks} blocks.
      */
-    static float dotQ4_0(MemorySegment w, long offset, float[] xq, int xOff, float[] xd, int xdOff, int blocks) {
+    static float dotQ4_0(MemorySegment w, long offset, short[] xq, int xOff, float[] xd, int xdOff, int blocks) {
         DoubleVector acc = DoubleVector.zero(D);
         for (int b = 0; b < blocks; b++) {
             long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
             int xb = xOff + b * QK;
-            FloatVector block = FloatVector.zero(F);
-            for (int j = 0; j < QK / 2; j += LANES) {
-                ByteVector packed = ByteVector.fromMemorySegment(B, w, wb + 2 + j, LE);
-                FloatVector lo = (FloatVector) packed.and((byte) 0x0F).sub((byte) 8).castShape(F, 0);
-                FloatVector hi = (FloatVector) packed.lanewise(VectorOperators.LSHR, 4).sub((byte) 8).castShape(F, 0);
-                block = lo.fma(FloatVector.fromArray(F, xq, xb + j), block);
-                block = hi.fma(FloatVector.fromArray(F, xq, xb + QK / 2 + j), block);
+            ShortVector packed = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 2, LE)
+                    .convertShape(VectorOperators.ZERO_EXTEND_B2S, S, 0);
+            ShortVector lo = packed.and((short) 0x0F).sub((short) 8);
+            ShortVector hi = packed.lanewise(VectorOperators.LSHR, 4).sub((short) 8);
+            ShortVector block = lo.mul(ShortVector.fromArray(S, xq, xb)).add(hi.mul(ShortVector.fromArray(S, xq, xb + QK / 2)));
+            ShortVector folded = ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 0))
+                    .add((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1));
+            if (D.length() == 4) {
+                folded = ((ShortVector) folded.reinterpretShape(ShortVector.SPECIES_64, 0))
+                        .add((ShortVector) folded.reinterpretShape(ShortVector.SPECIES_64, 1));
             }
             float d = Float.float16ToFloat(w.get(HALF, wb)) * xd[xdOff + b];
-            acc = scaleInto(block, d, acc);
+            acc = ((DoubleVector) folded.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, d), acc);
         }
-        return (float) sum(acc);
+        // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
+        // once compiled than before, and a result must not depend on how warm the JVM is.
+        if (D.length() == 8) {
+            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+        }
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        return (float) (pair.lane(0) + pair.lane(1));
     }
 
     /** Q8_0 weights (34-byte blocks: fp16 d, 32 signed quants) · Q8_0 activations, as {@link #dotQ4_0}. */
-    static float dotQ8_0(MemorySegment w, long offset, float[] xq, int xOff, float[] xd, int xdOff, int blocks) {
+    static float dotQ8_0(MemorySegment w, long offset, short[] xq, int xOff, float[] xd, int xdOff, int blocks) {
         DoubleVector acc = DoubleVector.zero(D);
         for (int b = 0; b < blocks; b++) {
             long wb = offset + (long) b * Q8_0_BLOCK_BYTES;
             int xb = xOff + b * QK;
-            FloatVector block = FloatVector.zero(F);
-            for (int j = 0; j < QK; j += LANES) {
-                FloatVector q = (FloatVector) ByteVector.fromMemorySegment(B, w, wb + 2 + j, LE).castShape(F, 0);
-                block = q.fma(FloatVector.fromArray(F, xq, xb + j), block);
+            ShortVector first = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 2, LE).convertShape(VectorOperators.B2S, S, 0);
+            ShortVector second = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 2 + QK / 2, LE).convertShape(VectorOperators.B2S, S, 0);
+            ShortVector block = first.mul(ShortVector.fromArray(S, xq, xb)).add(second.mul(ShortVector.fromArray(S, xq, xb + QK / 2)));
+            ShortVector folded = ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 0))
+                    .add((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1));
+            if (D.length() == 4) {
+                folded = ((ShortVector) folded.reinterpretShape(ShortVector.SPECIES_64, 0))
+                        .add((ShortVector) folded.reinterpretShape(ShortVector.SPECIES_64, 1));
             }
             float d = Float.float16ToFloat(w.get(HALF, wb)) * xd[xdOff + b];
-            acc = scaleInto(block, d, acc);
+            acc = ((DoubleVector) folded.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, d), acc);
         }
-        return (float) sum(acc);
-    }
-
-    /** {@code acc + d · block}, the block's integer lane sums folded to half as many lanes (exactly) and widened to double. */
-    private static DoubleVector scaleInto(FloatVector block, float d, DoubleVector acc) {
-        FloatVector folded = ((FloatVector) block.reinterpretShape(HALF_F, 0)).add((FloatVector) block.reinterpretShape(HALF_F, 1));
-        DoubleVector wide = (DoubleVector) folded.convertShape(VectorOperators.F2D, D, 0);
-        return wide.fma(DoubleVector.broadcast(D, d), acc);
+        // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
+        // once compiled than before, and a result must not depend on how warm the JVM is.
+        if (D.length() == 8) {
+            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+        }
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        return (float) (pair.lane(0) + pair.lane(1));
     }
 
     /** F32 weights · F32 activations: each product exact in double, summed in double lanes; {@code n} any length. */
@@ -103,26 +119,20 @@ final class Kernels {
         int step = D.length();
         int i = 0;
         for (; i + step <= n; i += step) {
-            DoubleVector wv = (DoubleVector) FloatVector.fromMemorySegment(HALF_F, w, offset + 4L * i, LE).convertShape(VectorOperators.F2D, D, 0);
-            DoubleVector xv = (DoubleVector) FloatVector.fromArray(HALF_F, x, xOff + i).convertShape(VectorOperators.F2D, D, 0);
+            DoubleVector wv = (DoubleVector) FloatVector.fromMemorySegment(HALF_D, w, offset + 4L * i, LE).convertShape(VectorOperators.F2D, D, 0);
+            DoubleVector xv = (DoubleVector) FloatVector.fromArray(HALF_D, x, xOff + i).convertShape(VectorOperators.F2D, D, 0);
             acc = wv.fma(xv, acc);
         }
-        double sum = sum(acc);
+        // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
+        // once compiled than before, and a result must not depend on how warm the JVM is.
+        if (D.length() == 8) {
+            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+        }
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        double sum = pair.lane(0) + pair.lane(1);
         for (; i < n; i++) {
             sum += (double) w.get(FLOAT, offset + 4L * i) * x[xOff + i];
         }
         return (float) sum;
-    }
-
-    /**
-     * The sum of the lanes in a fixed order. {@code reduceLanes} may add in another order once the JIT
-     * compiles it than before, and a result must not depend on how warm the JVM is.
-     */
-    static double sum(DoubleVector v) {
-        double s = 0;
-        for (int i = 0; i < v.length(); i++) {
-            s += v.lane(i);
-        }
-        return s;
     }
 }
