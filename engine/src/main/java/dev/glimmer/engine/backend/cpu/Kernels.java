@@ -3,6 +3,7 @@ package dev.glimmer.engine.backend.cpu;
 import jdk.incubator.vector.ByteVector;
 import jdk.incubator.vector.DoubleVector;
 import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.IntVector;
 import jdk.incubator.vector.ShortVector;
 import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
@@ -17,8 +18,9 @@ import java.nio.ByteOrder;
  *
  * <p>The numerics are those of the tensor package's reference dots, which the conformance tests hold
  * against llama.cpp: activations rounded to Q8_0 (kept here as 16-bit integers); within a block of 32
- * the weight and activation quants are multiplied and summed exactly in 16-bit lanes (|q_w·q_x| ≤ 1016,
- * so a lane holding 2 products, then 4, 8 after folding, cannot overflow); each block's lane sums are
+ * the weight and activation quants are multiplied and summed exactly in integer lanes (16-bit lanes hold
+ * 2 products; Q4_0's, |q_w·q_x| ≤ 1016, are folded to 4 or 8 per lane there, Q8_0's, up to 127·127, are
+ * widened to 32 bits first); each block's lane sums are
  * scaled by {@code fp16(d_w) * d_x} (a float, as ggml forms it) in double lanes, exact there, and the
  * lanes summed in a fixed order at the end. So the result differs from the reference's double sum only
  * by double rounding. Float accumulation measured ~40 % faster, but its rounding decides near-ties of
@@ -95,14 +97,17 @@ final class Kernels {
             ShortVector first = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 2, LE).convertShape(VectorOperators.B2S, S, 0);
             ShortVector second = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 2 + QK / 2, LE).convertShape(VectorOperators.B2S, S, 0);
             ShortVector block = first.mul(ShortVector.fromArray(S, xq, xb)).add(second.mul(ShortVector.fromArray(S, xq, xb + QK / 2)));
-            ShortVector folded = ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 0))
-                    .add((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1));
+            // Products reach 127·127, so two fill a 16-bit lane: widen to 32 bits before folding.
+            IntVector folded = ((IntVector) ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 0))
+                    .convertShape(VectorOperators.S2I, IntVector.SPECIES_256, 0))
+                    .add((IntVector) ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1))
+                            .convertShape(VectorOperators.S2I, IntVector.SPECIES_256, 0));
             if (D.length() == 4) {
-                folded = ((ShortVector) folded.reinterpretShape(ShortVector.SPECIES_64, 0))
-                        .add((ShortVector) folded.reinterpretShape(ShortVector.SPECIES_64, 1));
+                folded = ((IntVector) folded.reinterpretShape(IntVector.SPECIES_128, 0))
+                        .add((IntVector) folded.reinterpretShape(IntVector.SPECIES_128, 1));
             }
             float d = Float.float16ToFloat(w.get(HALF, wb)) * xd[xdOff + b];
-            acc = ((DoubleVector) folded.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, d), acc);
+            acc = ((DoubleVector) folded.convertShape(VectorOperators.I2D, D, 0)).fma(DoubleVector.broadcast(D, d), acc);
         }
         // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
         // once compiled than before, and a result must not depend on how warm the JVM is.

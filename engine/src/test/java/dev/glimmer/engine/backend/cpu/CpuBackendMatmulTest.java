@@ -58,6 +58,32 @@ class CpuBackendMatmulTest {
         check(GgmlType.F16, data);
     }
 
+    /**
+     * The largest products the quants allow, all of one sign: Q4_0 weights of -8 (a constant row) and
+     * Q8_0 weights of 127, against activations that all round to ±127. A 16-bit lane must not overflow.
+     */
+    @Test
+    void extremeQuantsDoNotOverflow() {
+        for (GgmlType type : new GgmlType[] {GgmlType.Q4_0, GgmlType.Q8_0}) {
+            long rowBytes = type.rowBytes(COLS);
+            MemorySegment data = Arena.ofAuto().allocate(rowBytes);
+            float[] row = new float[COLS];
+            java.util.Arrays.fill(row, type == GgmlType.Q4_0 ? -1f : 1f);
+            byte[] q = type == GgmlType.Q4_0 ? Q4_0.quantizeRow(row, 0, COLS) : Q8_0.quantizeRow(row, 0, COLS);
+            MemorySegment.copy(MemorySegment.ofArray(q), 0, data, 0, rowBytes);
+            WeightMatrix w = new WeightMatrix("extreme", type, data, 1, COLS);
+            for (float sign : new float[] {-1f, 1f}) {
+                float[] x = new float[COLS];
+                java.util.Arrays.fill(x, sign * 3f);
+                float[] out = new float[1];
+                new CpuBackend(1).matmul(w, x, 0, COLS, 1, out, 0, 1);
+                QuantizedVector xq = QuantizedVector.forWeights(type);
+                xq.quantize(x, 0, COLS);
+                assertEquals(VecDot.dot(type, data, 0, xq, COLS), out[0], type + " sign " + sign);
+            }
+        }
+    }
+
     /** Random rows quantized by the reference quantizer, placed 2 bytes past an 8-byte boundary. */
     private static MemorySegment quantizedRows(GgmlType type) {
         Random random = new Random(type.ordinal());
