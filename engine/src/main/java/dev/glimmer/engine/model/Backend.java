@@ -23,6 +23,22 @@ public interface Backend {
     void matmul(WeightMatrix w, float[] x, int xOff, int xStride, int n, float[] out, int outOff, int outStride);
 
     /**
+     * One matmul per head in one operation: head h multiplies {@code w[h]} (all of one shape and type) with
+     * the rows {@code x[xOff + h*xHeadStride + t*xStride ..]} into {@code out[outOff + h*outHeadStride + t*outStride + r]}.
+     */
+    void matmulHeads(WeightMatrix[] w, float[] x, int xOff, int xHeadStride, int xStride, int n,
+                     float[] out, int outOff, int outHeadStride, int outStride);
+
+    /**
+     * SwiGLU FFNs of selected experts, weighted and summed: for each of {@code n} rows t of {@code x} (row
+     * width {@code ffns[i].gate().cols()}) and each of its {@code k} slots s, with {@code e = chosen[t*k+s]},
+     * {@code act[(t*k+s)*F ..] = silu(gate_e · x_t) ⊙ (up_e · x_t)} (F the FFN width, kept for tracing) and
+     * {@code out[t*E + r] = Σ_s weights[t*k+s] · (down_e · act_{t,s})[r]}, the products of the weights added
+     * in slot order, as llama.cpp adds them. A dense FFN is one expert with weight 1.
+     */
+    void expertFfn(GlmWeights.Ffn[] ffns, int[] chosen, float[] weights, int k, float[] x, int n, float[] act, float[] out);
+
+    /**
      * Causal multi-head attention of {@code n} new tokens over the latent cache of {@code layer}. Token t
      * sits at position {@code firstPosition + t} and sees positions {@code 0 .. firstPosition + t}
      * (their rows must be written). {@code q} holds {@code [n][heads][cache.rowWidth()]};

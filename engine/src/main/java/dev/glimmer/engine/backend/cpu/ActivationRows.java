@@ -1,65 +1,92 @@
 package dev.glimmer.engine.backend.cpu;
 
+import dev.glimmer.engine.model.WeightMatrix;
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.engine.tensor.QuantizedVector;
 import dev.glimmer.engine.tensor.VecDot;
 
 /**
- * The activation rows of one matmul in the form its weight type's dot product consumes them, reused
- * from call to call (grown when a wider or longer batch comes, never shrunk; nothing allocated on the
- * decode path once warm):
+ * Activation rows in the form a weight type's dot product consumes them, reused from call to call
+ * (grown when more or wider rows come, never shrunk; nothing allocated on the decode path once warm).
+ * Row i of {@code cols} values is:
  * <ul>
- *   <li>Q8_0 (Q4_0 and Q8_0 weights): the quants as 16-bit integers, {@code quants[t*cols + i]}, and the
- *       block scales {@code scales[t*cols/32 + b]}, rounded by the tensor package's quantizer;</li>
- *   <li>F32: nothing to convert, the kernels read the caller's rows;</li>
- *   <li>any other type: a {@link QuantizedVector} per row for the tensor package's scalar dots.</li>
+ *   <li>for Q4_0 and Q8_0 weights (Q8_0 activations): the quants as 16-bit integers,
+ *       {@code quants[i*cols ..]}, and the block scales {@code scales[i*cols/32 ..]}, rounded by the
+ *       tensor package's quantizer;</li>
+ *   <li>for F32 weights with a kernel: the values, {@code floats[i*cols ..]};</li>
+ *   <li>for any other type: {@code vectors[i]}, for the tensor package's scalar dots.</li>
  * </ul>
  */
 final class ActivationRows {
     short[] quants = new short[0];
     float[] scales = new float[0];
+    float[] floats = new float[0];
     QuantizedVector[] vectors = new QuantizedVector[0];
     private final QuantizedVector scratch = new QuantizedVector(GgmlType.Q8_0);
 
-    /** Converts rows {@code x[xOff + t*xStride ..][0 .. cols)} for t < n as {@code weightType} weights need them. */
-    void prepare(GgmlType weightType, boolean simd, float[] x, int xOff, int xStride, int n, int cols) {
+    /** Whether {@link Kernels} has a dot product for weights of {@code type}. */
+    static boolean hasKernel(GgmlType type) {
+        return Kernels.supported() && (type == GgmlType.Q4_0 || type == GgmlType.Q8_0 || type == GgmlType.F32);
+    }
+
+    /** Makes room for {@code rows} rows of {@code cols} values for {@code weightType} weights. */
+    void reserve(GgmlType weightType, int rows, int cols) {
         GgmlType type = VecDot.vecDotType(weightType);
-        if (!simd) {
-            prepareVectors(type, x, xOff, xStride, n, cols);
+        if (!hasKernel(weightType)) {
+            if (vectors.length < rows || vectors[0].type() != type) {
+                vectors = new QuantizedVector[rows];
+                for (int i = 0; i < rows; i++) {
+                    vectors[i] = new QuantizedVector(type);
+                }
+            }
         } else if (type == GgmlType.Q8_0) {
-            prepareQ8_0(x, xOff, xStride, n, cols);
-        } else if (type != GgmlType.F32) {
-            throw new IllegalArgumentException("no SIMD kernel takes " + type + " activations");
+            if (quants.length < rows * cols) {
+                quants = new short[rows * cols];
+                scales = new float[rows * cols / Kernels.QK];
+            }
+        } else if (floats.length < rows * cols) {
+            floats = new float[rows * cols];
         }
     }
 
-    private void prepareQ8_0(float[] x, int xOff, int xStride, int n, int cols) {
-        if (quants.length < n * cols) {
-            quants = new short[n * cols];
-            scales = new float[n * cols / Kernels.QK];
-        }
+    /**
+     * Converts {@code x[xOff + t*xStride ..][0 .. cols)} for t < n into rows {@code first .. first+n-1}
+     * as {@code weightType} weights need them; {@link #reserve} must have made room.
+     */
+    void set(GgmlType weightType, int first, float[] x, int xOff, int xStride, int n, int cols) {
+        GgmlType type = VecDot.vecDotType(weightType);
         for (int t = 0; t < n; t++) {
-            scratch.quantize(x, xOff + t * xStride, cols);
-            int q = t * cols;
-            for (int i = 0; i < cols; i++) {
-                quants[q + i] = scratch.quant(i);
-            }
-            int s = t * cols / Kernels.QK;
-            for (int b = 0; b < cols / Kernels.QK; b++) {
-                scales[s + b] = scratch.blockScale(b);
+            int row = first + t;
+            int from = xOff + t * xStride;
+            if (!hasKernel(weightType)) {
+                vectors[row].quantize(x, from, cols);
+            } else if (type == GgmlType.Q8_0) {
+                scratch.quantize(x, from, cols);
+                int q = row * cols;
+                for (int i = 0; i < cols; i++) {
+                    quants[q + i] = scratch.quant(i);
+                }
+                int s = row * cols / Kernels.QK;
+                for (int b = 0; b < cols / Kernels.QK; b++) {
+                    scales[s + b] = scratch.blockScale(b);
+                }
+            } else {
+                System.arraycopy(x, from, floats, row * cols, cols);
             }
         }
     }
 
-    private void prepareVectors(GgmlType type, float[] x, int xOff, int xStride, int n, int cols) {
-        if (vectors.length < n || vectors[0].type() != type) {
-            vectors = new QuantizedVector[n];
-            for (int t = 0; t < n; t++) {
-                vectors[t] = new QuantizedVector(type);
-            }
+    /** Weight row {@code r} of {@code w} · activation row {@code i}. */
+    float dot(WeightMatrix w, int r, int i) {
+        int cols = w.cols();
+        long row = r * w.rowBytes();
+        if (!hasKernel(w.type())) {
+            return VecDot.dot(w.type(), w.data(), row, vectors[i], cols);
         }
-        for (int t = 0; t < n; t++) {
-            vectors[t].quantize(x, xOff + t * xStride, cols);
-        }
+        return switch (w.type()) {
+            case Q4_0 -> Kernels.dotQ4_0(w.data(), row, quants, i * cols, scales, i * cols / Kernels.QK, cols / Kernels.QK);
+            case Q8_0 -> Kernels.dotQ8_0(w.data(), row, quants, i * cols, scales, i * cols / Kernels.QK, cols / Kernels.QK);
+            default -> Kernels.dotF32(w.data(), row, floats, i * cols, cols);
+        };
     }
 }

@@ -3,29 +3,31 @@ package dev.glimmer.engine.backend.cpu;
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.model.Backend;
+import dev.glimmer.engine.model.GlmWeights;
 import dev.glimmer.engine.model.WeightMatrix;
-
 import dev.glimmer.engine.tensor.Dequantizer;
-import dev.glimmer.engine.tensor.GgmlType;
-import dev.glimmer.engine.tensor.VecDot;
-
-import java.lang.foreign.MemorySegment;
 
 /**
  * The Java backend: SIMD kernels ({@link Kernels}) over weights read in place from the mapping, split
  * across a fixed pool of platform threads ({@link WorkerPool}), with the tensor package's llama.cpp
  * numerics. Weight types without a SIMD kernel use the tensor package's scalar dot products, still in
- * parallel. Not thread-safe (it keeps activation and score buffers): one instance per sequence being
- * computed; instances share the worker threads.
+ * parallel. Every parallel operation splits its output rows evenly among the threads; a weight row is
+ * read from memory once per operation and stays in the L1 cache while it is dotted with every token of
+ * the batch that needs it.
+ *
+ * <p>Not thread-safe (it keeps activation buffers and task objects, so that the decode path allocates
+ * nothing): one instance per sequence being computed; instances share the worker threads.
  */
 public final class CpuBackend implements Backend {
-    /** Below this many multiply-adds a matmul runs on the calling thread alone: the handoff would cost more. */
+    /** Below this many multiply-adds an operation runs on the calling thread alone: the handoff would cost more. */
     private static final long PARALLEL_WORK = 32_768;
 
     private final WorkerPool pool;
-    private final ActivationRows activations = new ActivationRows();
+    private final ActivationRows inputs = new ActivationRows();
+    private final ActivationRows hidden = new ActivationRows();
     private final MatmulTask matmul = new MatmulTask();
-    private float[] scores = new float[0];
+    private final ExpertTask experts = new ExpertTask();
+    private final CpuAttention attention;
 
     /** A backend using one thread per physical core. */
     public CpuBackend() {
@@ -38,6 +40,7 @@ public final class CpuBackend implements Backend {
             throw new InvalidInputException("the number of threads must be at least 1, got " + threads);
         }
         this.pool = WorkerPool.shared(threads);
+        this.attention = new CpuAttention(pool);
     }
 
     /** Threads this backend computes with. */
@@ -58,116 +61,214 @@ public final class CpuBackend implements Backend {
         Dequantizer.dequantizeRow(table.type(), table.data(), token * table.rowBytes(), out, outOff, table.cols());
     }
 
-    /**
-     * Each activation row is first converted to the weight type's dot-product type (as llama.cpp's
-     * CPU matmul does), then the weight rows are split evenly among the threads; each thread takes its
-     * rows one by one and dots each with every activation row, so a weight row is read from memory
-     * once per call and stays in the L1 cache for the other tokens of the batch.
-     */
     @Override
     public void matmul(WeightMatrix w, float[] x, int xOff, int xStride, int n, float[] out, int outOff, int outStride) {
-        boolean simd = hasKernel(w.type());
-        activations.prepare(w.type(), simd, x, xOff, xStride, n, w.cols());
-        matmul.set(w, simd, x, xOff, xStride, n, out, outOff, outStride);
-        if ((long) w.rows() * w.cols() * n < PARALLEL_WORK) {
-            matmul.run(0, 1);
-        } else {
-            pool.run(matmul);
-        }
-        matmul.clear();
+        inputs.reserve(w.type(), n, w.cols());
+        inputs.set(w.type(), 0, x, xOff, xStride, n, w.cols());
+        matmul.set(w, null, n, out, outOff, 0, outStride);
+        dispatch(matmul, (long) w.rows() * w.cols() * n);
     }
 
-    private static boolean hasKernel(GgmlType type) {
-        return Kernels.supported() && (type == GgmlType.Q4_0 || type == GgmlType.Q8_0 || type == GgmlType.F32);
+    /**
+     * One operation for all heads: the activation rows of every head are converted first (row
+     * {@code h*n + t}), then the (head, row) pairs are split among the threads.
+     */
+    @Override
+    public void matmulHeads(WeightMatrix[] w, float[] x, int xOff, int xHeadStride, int xStride, int n,
+                            float[] out, int outOff, int outHeadStride, int outStride) {
+        WeightMatrix first = w[0];
+        inputs.reserve(first.type(), w.length * n, first.cols());
+        for (int h = 0; h < w.length; h++) {
+            inputs.set(first.type(), h * n, x, xOff + h * xHeadStride, xStride, n, first.cols());
+        }
+        matmul.set(null, w, n, out, outOff, outHeadStride, outStride);
+        dispatch(matmul, (long) w.length * first.rows() * first.cols() * n);
     }
 
-    /** One matmul's arguments; share i of k computes rows {@code [rows*i/k, rows*(i+1)/k)}. */
-    private final class MatmulTask implements WorkerPool.Task {
-        private WeightMatrix w;
-        private boolean simd;
-        private float[] x;
-        private int xOff;
-        private int xStride;
-        private int n;
-        private float[] out;
-        private int outOff;
-        private int outStride;
-
-        void set(WeightMatrix w, boolean simd, float[] x, int xOff, int xStride, int n, float[] out, int outOff, int outStride) {
-            this.w = w;
-            this.simd = simd;
-            this.x = x;
-            this.xOff = xOff;
-            this.xStride = xStride;
-            this.n = n;
-            this.out = out;
-            this.outOff = outOff;
-            this.outStride = outStride;
-        }
-
-        void clear() {
-            w = null;
-            x = null;
-            out = null;
-        }
-
-        @Override
-        public void run(int worker, int workers) {
-            int rows = w.rows();
-            int from = (int) ((long) rows * worker / workers);
-            int to = (int) ((long) rows * (worker + 1) / workers);
-            MemorySegment data = w.data();
-            long rowBytes = w.rowBytes();
-            int cols = w.cols();
-            int blocks = cols / Kernels.QK;
-            for (int r = from; r < to; r++) {
-                long row = r * rowBytes;
-                for (int t = 0; t < n; t++) {
-                    out[outOff + t * outStride + r] = !simd
-                            ? VecDot.dot(w.type(), data, row, activations.vectors[t], cols)
-                            : switch (w.type()) {
-                                case Q4_0 -> Kernels.dotQ4_0(data, row, activations.quants, t * cols, activations.scales, t * blocks, blocks);
-                                case Q8_0 -> Kernels.dotQ8_0(data, row, activations.quants, t * cols, activations.scales, t * blocks, blocks);
-                                case F32 -> Kernels.dotF32(data, row, x, xOff + t * xStride, cols);
-                                default -> throw new AssertionError(w.type());
-                            };
-                }
-            }
-        }
+    @Override
+    public void expertFfn(GlmWeights.Ffn[] ffns, int[] chosen, float[] weights, int k, float[] x, int n,
+                          float[] act, float[] out) {
+        experts.compute(ffns, chosen, weights, k, x, n, act, out);
     }
 
     @Override
     public void attention(KvCache cache, int layer, float[] q, int n, int firstPosition, int heads, float scale,
                           int valueWidth, float[] out) {
-        int width = cache.rowWidth();
-        if (scores.length < firstPosition + n) {
-            scores = new float[firstPosition + n];
+        attention.compute(cache, layer, q, n, firstPosition, heads, scale, valueWidth, out);
+    }
+
+    private void dispatch(WorkerPool.Task task, long work) {
+        if (work < PARALLEL_WORK) {
+            task.run(0, 1);
+        } else {
+            pool.run(task);
         }
-        for (int t = 0; t < n; t++) {
-            int last = firstPosition + t;
-            for (int h = 0; h < heads; h++) {
-                int qo = (t * heads + h) * width;
-                float max = Float.NEGATIVE_INFINITY;
-                for (int u = 0; u <= last; u++) {
-                    float s = cache.dot(layer, u, q, qo) * scale;
-                    scores[u] = s;
-                    max = Math.max(max, s);
-                }
-                // Softmax as ggml: exponentials in float, their sum in double.
-                double sum = 0;
-                for (int u = 0; u <= last; u++) {
-                    float e = (float) Math.exp(scores[u] - max);
-                    scores[u] = e;
-                    sum += e;
-                }
-                float inv = (float) (1.0 / sum);
-                int oo = (t * heads + h) * valueWidth;
-                java.util.Arrays.fill(out, oo, oo + valueWidth, 0f);
-                for (int u = 0; u <= last; u++) {
-                    cache.accumulate(layer, u, scores[u] * inv, out, oo, valueWidth);
+    }
+
+    /** Share {@code worker} of {@code workers} of {@code units} units: {@code [from, to)}. */
+    static int shareStart(int units, int worker, int workers) {
+        return (int) ((long) units * worker / workers);
+    }
+
+    /**
+     * A matmul, or one matmul per head (head h: weights {@code heads[h]}, activation rows {@code h*n + t},
+     * output at {@code outOff + h*outHeadStride}); the units split among threads are (head, row) pairs.
+     */
+    private final class MatmulTask implements WorkerPool.Task {
+        private WeightMatrix single;
+        private WeightMatrix[] heads;
+        private int n;
+        private float[] out;
+        private int outOff;
+        private int outHeadStride;
+        private int outStride;
+
+        void set(WeightMatrix single, WeightMatrix[] heads, int n, float[] out, int outOff, int outHeadStride, int outStride) {
+            this.single = single;
+            this.heads = heads;
+            this.n = n;
+            this.out = out;
+            this.outOff = outOff;
+            this.outHeadStride = outHeadStride;
+            this.outStride = outStride;
+        }
+
+        @Override
+        public void run(int worker, int workers) {
+            int rows = single != null ? single.rows() : heads[0].rows();
+            int count = single != null ? 1 : heads.length;
+            int from = shareStart(count * rows, worker, workers);
+            int to = shareStart(count * rows, worker + 1, workers);
+            for (int unit = from; unit < to; unit++) {
+                int h = unit / rows;
+                int r = unit % rows;
+                WeightMatrix w = single != null ? single : heads[h];
+                int o = outOff + h * outHeadStride + r;
+                for (int t = 0; t < n; t++) {
+                    out[o + t * outStride] = inputs.dot(w, r, h * n + t);
                 }
             }
         }
     }
 
+    /**
+     * The expert FFNs of a batch in two parallel phases. Tokens are grouped per expert, so that each
+     * selected expert's weights are read once for all the tokens that chose it.
+     * <ol>
+     *   <li>gate and up: the units are (selected expert, row) pairs; each unit reads the gate and the
+     *       up row once and computes {@code silu(gate·x) · (up·x)} for every token of the expert, into
+     *       the token's slot of {@code act};</li>
+     *   <li>down, fused with the weighted sum: the units are output rows; each sums, per token, its
+     *       slots' {@code weight · (down_e · act)} in slot order (as llama.cpp adds the slots).</li>
+     * </ol>
+     */
+    private final class ExpertTask implements WorkerPool.Task {
+        private GlmWeights.Ffn[] ffns;
+        private int[] chosen;
+        private float[] weights;
+        private int k;
+        private int n;
+        private float[] act;
+        private float[] out;
+        private boolean down;
+        /** The selected experts, and for each the slots (t*k + s) that chose it, in token order. */
+        private int[] selected = new int[0];
+        private int selectedCount;
+        private int[][] slotsOf = new int[0][];
+        private int[] slotCount = new int[0];
+
+        void compute(GlmWeights.Ffn[] ffns, int[] chosen, float[] weights, int k, float[] x, int n, float[] act, float[] out) {
+            this.ffns = ffns;
+            this.chosen = chosen;
+            this.weights = weights;
+            this.k = k;
+            this.n = n;
+            this.act = act;
+            this.out = out;
+            group();
+            GlmWeights.Ffn any = ffns[selected[0]];
+            int hiddenWidth = any.gate().rows();
+            int width = any.gate().cols();
+            inputs.reserve(any.gate().type(), n, width);
+            inputs.set(any.gate().type(), 0, x, 0, width, n, width);
+            down = false;
+            dispatch(this, 2L * n * k * hiddenWidth * width);
+            hidden.reserve(any.down().type(), n * k, hiddenWidth);
+            hidden.set(any.down().type(), 0, act, 0, hiddenWidth, n * k, hiddenWidth);
+            down = true;
+            dispatch(this, (long) n * k * hiddenWidth * width);
+            this.ffns = null;
+            this.act = null;
+            this.out = null;
+        }
+
+        /** Fills {@link #selected} and {@link #slotsOf} from {@link #chosen}. */
+        private void group() {
+            int expertCount = ffns.length;
+            if (slotsOf.length < expertCount || (expertCount > 0 && slotsOf[0].length < n * k)) {
+                slotsOf = new int[expertCount][n * k];
+                slotCount = new int[expertCount];
+                selected = new int[expertCount];
+            }
+            java.util.Arrays.fill(slotCount, 0);
+            selectedCount = 0;
+            for (int slot = 0; slot < n * k; slot++) {
+                int e = chosen[slot];
+                if (slotCount[e] == 0) {
+                    selected[selectedCount++] = e;
+                }
+                slotsOf[e][slotCount[e]++] = slot;
+            }
+        }
+
+        @Override
+        public void run(int worker, int workers) {
+            if (down) {
+                downRows(worker, workers);
+            } else {
+                gateUpRows(worker, workers);
+            }
+        }
+
+        private void gateUpRows(int worker, int workers) {
+            int rows = ffns[selected[0]].gate().rows();
+            int from = shareStart(selectedCount * rows, worker, workers);
+            int to = shareStart(selectedCount * rows, worker + 1, workers);
+            for (int unit = from; unit < to; unit++) {
+                int e = selected[unit / rows];
+                int r = unit % rows;
+                GlmWeights.Ffn f = ffns[e];
+                int[] slots = slotsOf[e];
+                for (int i = 0; i < slotCount[e]; i++) {
+                    int slot = slots[i];
+                    int t = slot / k;
+                    float g = inputs.dot(f.gate(), r, t);
+                    float u = inputs.dot(f.up(), r, t);
+                    act[slot * rows + r] = silu(g) * u;
+                }
+            }
+        }
+
+        private void downRows(int worker, int workers) {
+            int rows = ffns[selected[0]].down().rows();
+            int from = shareStart(rows, worker, workers);
+            int to = shareStart(rows, worker + 1, workers);
+            for (int r = from; r < to; r++) {
+                for (int t = 0; t < n; t++) {
+                    float sum = 0;
+                    for (int s = 0; s < k; s++) {
+                        int slot = t * k + s;
+                        float v = hidden.dot(ffns[chosen[slot]].down(), r, slot) * weights[slot];
+                        sum = s == 0 ? v : sum + v;
+                    }
+                    out[t * rows + r] = sum;
+                }
+            }
+        }
+    }
+
+    /** SiLU as the forward pass computes it (GlmForward.silu): {@code v / (1 + exp(-v))} with a float exponential. */
+    private static float silu(float v) {
+        return v / (1.0f + (float) Math.exp(-v));
+    }
 }
