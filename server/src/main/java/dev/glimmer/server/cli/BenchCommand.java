@@ -8,7 +8,14 @@ import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.ModelFacts;
 
+import dev.glimmer.engine.InvalidInputException;
+
 import java.io.IOException;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandle;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -50,7 +57,9 @@ final class BenchCommand implements Command {
                 Option.value("--backend", "B", "the backend: cpu (default cpu)"),
                 Option.value("--reps", "N", "repetitions of each measurement (default " + DEFAULT_REPS + ")"),
                 Option.value("--bandwidth", "GBPS", "the machine's memory bandwidth, to report decode as a fraction of its limit"),
-                Option.value("--ctx", "N", "tokens already in the context when decoding starts (default 0)"));
+                Option.value("--ctx", "N", "tokens already in the context when decoding starts (default 0)"),
+                Option.flag("--mlock", "lock the mapped file in RAM first (as llama-bench -lm mmap+mlock), so that page cache\n"
+                        + "    eviction cannot disturb the measurement"));
     }
 
     @Override
@@ -101,6 +110,11 @@ final class BenchCommand implements Command {
                         weightTypes(model.file().tensors()));
                 io.out().printf(Locale.ROOT, "weights read per decode token: %.3f GB%n", bytesPerToken / 1e9);
                 io.out().printf(Locale.ROOT, "backend: %s, threads: %d; load: %.2f s%n", backendName, threads, loadSeconds);
+                if (args.has("--mlock")) {
+                    long lockStart = System.nanoTime();
+                    lock(model.file().mapping());
+                    io.out().printf(Locale.ROOT, "locked the mapping in RAM in %.1f s%n", (System.nanoTime() - lockStart) / 1e9);
+                }
 
                 Random random = new Random(42);
                 int[] tokens = random.ints(Math.max(pp, tg + 1), 0, model.vocabSize()).toArray();
@@ -132,6 +146,23 @@ final class BenchCommand implements Command {
             }
         }
         return 0;
+    }
+
+    /** mlock(2) on the mapping: reads it all in and keeps it resident until the process ends. */
+    private static void lock(MemorySegment mapping) {
+        Linker linker = Linker.nativeLinker();
+        MethodHandle mlock = linker.downcallHandle(linker.defaultLookup().find("mlock").orElseThrow(),
+                FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG));
+        int rc;
+        try {
+            rc = (int) mlock.invokeExact(mapping, mapping.byteSize());
+        } catch (Throwable e) {
+            throw new IllegalStateException("mlock failed", e);
+        }
+        if (rc != 0) {
+            throw new InvalidInputException("cannot lock " + mapping.byteSize() / 1_000_000 + " MB in RAM (mlock failed:"
+                    + " not enough memory, or no permission to lock that much)");
+        }
     }
 
     /** Tokens per second of one prompt of {@code n} tokens into an empty cache. */

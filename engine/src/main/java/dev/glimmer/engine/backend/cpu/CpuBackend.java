@@ -28,6 +28,9 @@ public final class CpuBackend implements Backend {
     private final MatmulTask matmul = new MatmulTask();
     private final ExpertTask experts = new ExpertTask();
     private final CpuAttention attention;
+    /** Per thread: 4 results of a {@link ActivationRows#dot4}, twice. */
+    private final float[][] quads;
+    private final float[][] quads2;
 
     /** A backend using one thread per physical core. */
     public CpuBackend() {
@@ -41,6 +44,8 @@ public final class CpuBackend implements Backend {
         }
         this.pool = WorkerPool.shared(threads);
         this.attention = new CpuAttention(pool);
+        this.quads = new float[threads][4];
+        this.quads2 = new float[threads][4];
     }
 
     /** Threads this backend computes with. */
@@ -144,7 +149,16 @@ public final class CpuBackend implements Backend {
                 int r = unit % rows;
                 WeightMatrix w = single != null ? single : heads[h];
                 int o = outOff + h * outHeadStride + r;
-                for (int t = 0; t < n; t++) {
+                int t = 0;
+                float[] four = quads[worker];
+                for (; t + 4 <= n; t += 4) {
+                    int i = h * n + t;
+                    inputs.dot4(w, r, i, i + 1, i + 2, i + 3, four);
+                    for (int j = 0; j < 4; j++) {
+                        out[o + (t + j) * outStride] = four[j];
+                    }
+                }
+                for (; t < n; t++) {
                     out[o + t * outStride] = inputs.dot(w, r, h * n + t);
                 }
             }
@@ -239,7 +253,22 @@ public final class CpuBackend implements Backend {
                 int r = unit % rows;
                 GlmWeights.Ffn f = ffns[e];
                 int[] slots = slotsOf[e];
-                for (int i = 0; i < slotCount[e]; i++) {
+                int i = 0;
+                float[] g4 = quads[worker];
+                float[] u4 = quads2[worker];
+                for (; i + 4 <= slotCount[e]; i += 4) {
+                    int s0 = slots[i];
+                    int s1 = slots[i + 1];
+                    int s2 = slots[i + 2];
+                    int s3 = slots[i + 3];
+                    inputs.dot4(f.gate(), r, s0 / k, s1 / k, s2 / k, s3 / k, g4);
+                    inputs.dot4(f.up(), r, s0 / k, s1 / k, s2 / k, s3 / k, u4);
+                    act[s0 * rows + r] = silu(g4[0]) * u4[0];
+                    act[s1 * rows + r] = silu(g4[1]) * u4[1];
+                    act[s2 * rows + r] = silu(g4[2]) * u4[2];
+                    act[s3 * rows + r] = silu(g4[3]) * u4[3];
+                }
+                for (; i < slotCount[e]; i++) {
                     int slot = slots[i];
                     int t = slot / k;
                     float g = inputs.dot(f.gate(), r, t);

@@ -88,6 +88,64 @@ final class Kernels {
         return (float) (pair.lane(0) + pair.lane(1));
     }
 
+    /**
+     * {@link #dotQ4_0} of one weight row with 4 activation rows at once (rows {@code x0..x3} of
+     * {@code xq}/{@code xd}, {@code cols = 32·blocks} values each), into {@code result[0..3]}: each weight
+     * block is unpacked once for the 4 tokens, which halves the work per token of a batch. The numerics
+     * per token are those of {@link #dotQ4_0}, operation for operation.
+     */
+    static void dotQ4_0x4(MemorySegment w, long offset, short[] xq, float[] xd, int blocks,
+                          int x0, int x1, int x2, int x3, float[] result) {
+        int cols = blocks * QK;
+        DoubleVector acc0 = DoubleVector.zero(D);
+        DoubleVector acc1 = DoubleVector.zero(D);
+        DoubleVector acc2 = DoubleVector.zero(D);
+        DoubleVector acc3 = DoubleVector.zero(D);
+        for (int b = 0; b < blocks; b++) {
+            long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
+            ShortVector packed = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 2, LE)
+                    .convertShape(VectorOperators.ZERO_EXTEND_B2S, S, 0);
+            ShortVector lo = packed.and((short) 0x0F).sub((short) 8);
+            ShortVector hi = packed.lanewise(VectorOperators.LSHR, 4).sub((short) 8);
+            float dw = Float.float16ToFloat(w.get(HALF, wb));
+            int xb = b * QK;
+
+            ShortVector p0 = lo.mul(ShortVector.fromArray(S, xq, x0 * cols + xb)).add(hi.mul(ShortVector.fromArray(S, xq, x0 * cols + xb + QK / 2)));
+            ShortVector p1 = lo.mul(ShortVector.fromArray(S, xq, x1 * cols + xb)).add(hi.mul(ShortVector.fromArray(S, xq, x1 * cols + xb + QK / 2)));
+            ShortVector p2 = lo.mul(ShortVector.fromArray(S, xq, x2 * cols + xb)).add(hi.mul(ShortVector.fromArray(S, xq, x2 * cols + xb + QK / 2)));
+            ShortVector p3 = lo.mul(ShortVector.fromArray(S, xq, x3 * cols + xb)).add(hi.mul(ShortVector.fromArray(S, xq, x3 * cols + xb + QK / 2)));
+            ShortVector f0 = ((ShortVector) p0.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p0.reinterpretShape(ShortVector.SPECIES_128, 1));
+            ShortVector f1 = ((ShortVector) p1.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p1.reinterpretShape(ShortVector.SPECIES_128, 1));
+            ShortVector f2 = ((ShortVector) p2.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p2.reinterpretShape(ShortVector.SPECIES_128, 1));
+            ShortVector f3 = ((ShortVector) p3.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p3.reinterpretShape(ShortVector.SPECIES_128, 1));
+            if (D.length() == 4) {
+                f0 = ((ShortVector) f0.reinterpretShape(ShortVector.SPECIES_64, 0)).add((ShortVector) f0.reinterpretShape(ShortVector.SPECIES_64, 1));
+                f1 = ((ShortVector) f1.reinterpretShape(ShortVector.SPECIES_64, 0)).add((ShortVector) f1.reinterpretShape(ShortVector.SPECIES_64, 1));
+                f2 = ((ShortVector) f2.reinterpretShape(ShortVector.SPECIES_64, 0)).add((ShortVector) f2.reinterpretShape(ShortVector.SPECIES_64, 1));
+                f3 = ((ShortVector) f3.reinterpretShape(ShortVector.SPECIES_64, 0)).add((ShortVector) f3.reinterpretShape(ShortVector.SPECIES_64, 1));
+            }
+            acc0 = ((DoubleVector) f0.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[x0 * blocks + b]), acc0);
+            acc1 = ((DoubleVector) f1.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[x1 * blocks + b]), acc1);
+            acc2 = ((DoubleVector) f2.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[x2 * blocks + b]), acc2);
+            acc3 = ((DoubleVector) f3.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[x3 * blocks + b]), acc3);
+        }
+        // The lanes of each summed in the fixed order of dotQ4_0.
+        if (D.length() == 8) {
+            acc0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc2 = ((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc3 = ((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_256, 1));
+        }
+        DoubleVector s0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector s1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector s2 = ((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector s3 = ((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        result[0] = (float) (s0.lane(0) + s0.lane(1));
+        result[1] = (float) (s1.lane(0) + s1.lane(1));
+        result[2] = (float) (s2.lane(0) + s2.lane(1));
+        result[3] = (float) (s3.lane(0) + s3.lane(1));
+    }
+
     /** Q8_0 weights (34-byte blocks: fp16 d, 32 signed quants) · Q8_0 activations, as {@link #dotQ4_0}. */
     static float dotQ8_0(MemorySegment w, long offset, short[] xq, int xOff, float[] xd, int xdOff, int blocks) {
         DoubleVector acc = DoubleVector.zero(D);
