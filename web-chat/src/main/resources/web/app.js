@@ -26,6 +26,7 @@ const els = {
   modelFacts: $('model-facts'),
   demoBanner: $('demo-banner'),
   serverBanner: $('server-banner'),
+  toBottom: $('to-bottom'),
   settings: $('settings'),
 };
 
@@ -198,6 +199,7 @@ function renderConversation() {
   document.title = conversation && conversation.messages.length ? displayTitle(conversation) + ' · Glimmer' : 'Glimmer';
   const messages = conversation?.messages ?? [];
   els.messages.replaceChildren();
+  els.toBottom.hidden = true;
   if (!messages.length) {
     els.messages.append(els.empty);
     return;
@@ -207,7 +209,7 @@ function renderConversation() {
     shown.set(m, e);
     els.messages.append(e);
   });
-  scrollToBottom(true);
+  scrollToBottom();
 }
 
 function isLast(conversation, index, role) {
@@ -368,7 +370,7 @@ function refresh(conversation, message) {
   if (!article || conversation !== store.current()) return;
   const stick = nearBottom();
   updateAssistant(article, conversation, message, conversation.messages.indexOf(message));
-  if (stick) scrollToBottom();
+  if (stick) scrollToBottom(); else els.toBottom.hidden = false;
 }
 
 function nearBottom() {
@@ -376,8 +378,9 @@ function nearBottom() {
   return m.scrollHeight - m.scrollTop - m.clientHeight < 80;
 }
 
-function scrollToBottom(always) {
-  if (always || nearBottom()) els.messages.scrollTop = els.messages.scrollHeight;
+function scrollToBottom() {
+  els.messages.scrollTop = els.messages.scrollHeight;
+  els.toBottom.hidden = true;
 }
 
 async function copyText(text, button) {
@@ -577,6 +580,10 @@ els.prompt.addEventListener('keydown', e => {
   }
 });
 els.prompt.addEventListener('input', autosize);
+els.messages.addEventListener('scroll', () => { els.toBottom.hidden = nearBottom(); }, { passive: true });
+els.toBottom.addEventListener('click', () => {
+  els.messages.scrollTo({ top: els.messages.scrollHeight, behavior: 'smooth' });
+});
 els.stop.addEventListener('click', stop);
 els.thinkingToggle.addEventListener('change', () => {
   settings.thinking = els.thinkingToggle.checked;
