@@ -40,6 +40,10 @@ let shown = new WeakMap();
 
 // ---------------------------------------------------------------- formatting
 
+function latency(ms) {
+  return ms < 1000 ? Math.round(ms) + ' ms' : seconds(ms);
+}
+
 function seconds(ms) {
   return ms < 10_000 ? (ms / 1000).toFixed(1) + ' s' : Math.round(ms / 1000) + ' s';
 }
@@ -331,7 +335,7 @@ function updateAssistant(article, conversation, message, index) {
     const parts = [];
     if (s.completionTokens != null) parts.push(['tokens', `${s.completionTokens} tokens`]);
     if (s.tokensPerSecond != null) parts.push(['speed', `${s.tokensPerSecond.toFixed(1)} tok/s`]);
-    if (s.ttftMs != null) parts.push(['ttft', `${seconds(s.ttftMs)} to first token`]);
+    if (s.ttftMs != null) parts.push(['ttft', `${latency(s.ttftMs)} to first token`]);
     if (s.cachedTokens != null) parts.push(['cached', `${s.cachedTokens} of ${s.promptTokens} prompt tokens cached`]);
     for (const [kind, text] of parts) stats.append(element('span', 'stat stat-' + kind, text));
   }
@@ -581,6 +585,8 @@ els.prompt.addEventListener('keydown', e => {
 });
 els.prompt.addEventListener('input', autosize);
 els.messages.addEventListener('scroll', () => { els.toBottom.hidden = nearBottom(); }, { passive: true });
+// A reader at the end of the conversation stays there when the window changes size (a phone turned).
+window.addEventListener('resize', () => { if (els.toBottom.hidden) scrollToBottom(); });
 els.toBottom.addEventListener('click', () => {
   els.messages.scrollTo({ top: els.messages.scrollHeight, behavior: 'smooth' });
 });
