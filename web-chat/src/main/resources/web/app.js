@@ -9,7 +9,6 @@ import { DEFAULTS, loadSettings, saveSettings } from './settings.js';
 const $ = id => document.getElementById(id);
 const els = {
   app: $('app'),
-  sidebar: $('sidebar'),
   scrim: $('scrim'),
   conversations: $('conversations'),
   title: $('conversation-title'),
@@ -89,7 +88,7 @@ async function loadModel() {
     const facts = [];
     if (meta.n_params) facts.push(compact(meta.n_params) + ' params');
     if (meta.quant) facts.push(meta.quant);
-    if (meta.n_ctx) facts.push(compact(meta.n_ctx) + ' context');
+    if (meta.n_ctx) facts.push(meta.n_ctx.toLocaleString('en-US') + ' context');
     els.modelFacts.textContent = facts.join(' · ');
     els.model.title = [model.id, ...facts].join('\n');
     els.modelDot.className = 'model-dot ok';
