@@ -10,7 +10,7 @@ function escapeHtml(text) {
 
 const markdown = new marked.Marked({
   gfm: true,
-  breaks: false,
+  breaks: true,             // a single newline from the model is a line break, as it meant
   async: false,
   renderer: {
     // The model's text is data, not markup: a "<script>" it writes is shown, not run.
