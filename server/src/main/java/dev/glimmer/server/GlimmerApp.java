@@ -1,13 +1,13 @@
 package dev.glimmer.server;
 
-import dev.glimmer.engine.gguf.GgufFile;
 import dev.glimmer.server.config.ServerConfig;
-import dev.glimmer.server.inference.ModelFacts;
+import dev.glimmer.server.inference.DemoModel;
 import dev.glimmer.server.inference.ModelHost;
 import dev.glimmer.server.inference.ServedModel;
 import dev.glimmer.server.metrics.ServerMetrics;
 
 import java.nio.file.Path;
+import java.util.Map;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 
@@ -19,31 +19,39 @@ public final class GlimmerApp implements AutoCloseable {
     private static final Logger LOG = Logger.getLogger(GlimmerApp.class.getName());
 
     private final ServerConfig config;
+    private final Map<String, String> environment;
     private final ServerMetrics metrics = new ServerMetrics();
     private final ModelHost host = new ModelHost();
     private final GlimmerServer server;
     private final Thread loader;
 
-    private GlimmerApp(ServerConfig config) {
+    private GlimmerApp(ServerConfig config, Map<String, String> environment) {
         this.config = config;
+        this.environment = environment;
         this.server = GlimmerServer.start(config, host, metrics);
         LOG.info("listening on http://" + config.host() + ":" + server.port() + " (model loading)");
         this.loader = Thread.ofPlatform().name("glimmer-model-loader").start(this::load);
     }
 
-    public static GlimmerApp start(ServerConfig config) {
-        return new GlimmerApp(config);
+    /** @param environment where the demo model's cache directory is looked up (XDG_CACHE_HOME) */
+    public static GlimmerApp start(ServerConfig config, Map<String, String> environment) {
+        return new GlimmerApp(config, environment);
     }
 
     private void load() {
         try {
-            Path path = config.model().orElseThrow(() -> new IllegalStateException(
-                    "no --model given and the demo model is not available in this version"));
-            host.progress("opening " + path);
-            GgufFile file = GgufFile.open(path);
-            ServedModel model = new ServedModel(file, ModelFacts.of(file, config.ctx(), false));
+            boolean demo = config.model().isEmpty();
+            Path path = demo ? DemoModel.ensure(environment, host::progress) : config.model().get();
+            if (demo) {
+                LOG.warning("no --model given: serving the DEMO model " + path
+                        + " (tiny, RANDOM weights: its output is gibberish; pass --model F for a real model)");
+            }
+            host.progress("loading " + path);
+            long start = System.nanoTime();
+            ServedModel model = ServedModel.load(path, demo, config, metrics);
             host.ready(model);
-            LOG.info("model " + model.facts().id() + " ready");
+            LOG.info("model " + model.facts().id() + " ready in " + (System.nanoTime() - start) / 1_000_000 + " ms ("
+                    + model.facts().params() + " parameters, " + model.facts().quant() + ", context " + model.ctx() + ")");
         } catch (Exception e) {
             LOG.log(Level.SEVERE, "the model failed to load: " + e.getMessage());
             host.failed(e.getMessage());
@@ -69,10 +77,21 @@ public final class GlimmerApp implements AutoCloseable {
 
     @Override
     public void close() {
+        try {
+            loader.join();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        ServedModel model = host.state() instanceof ModelHost.Ready ready ? ready.model() : null;
+        if (model != null) {
+            // Running generations end first, so that their streams get a final chunk before the server stops.
+            model.scheduler().close();
+        }
         server.close();
-        if (host.state() instanceof ModelHost.Ready ready) {
-            ready.model().close();
+        if (model != null) {
+            model.close();
         }
         metrics.close();
+        LOG.info("stopped");
     }
 }

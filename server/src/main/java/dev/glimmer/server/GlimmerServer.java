@@ -9,8 +9,11 @@ import dev.glimmer.server.http.ErrorResponses;
 import dev.glimmer.server.http.MetricsFilter;
 import dev.glimmer.server.inference.ModelHost;
 import dev.glimmer.server.metrics.ServerMetrics;
+import dev.glimmer.server.routes.ChatCompletionRoutes;
+import dev.glimmer.server.routes.CompletionRoutes;
 import dev.glimmer.server.routes.HealthRoutes;
 import dev.glimmer.server.routes.ModelRoutes;
+import dev.glimmer.server.routes.TokenizerRoutes;
 import io.helidon.webserver.WebServer;
 import io.helidon.webserver.http.HttpRouting;
 
@@ -42,6 +45,9 @@ public final class GlimmerServer implements AutoCloseable {
         config.apiKey().ifPresent(key -> routing.addFilter(new ApiKeyFilter(key)));
         routing.register(new HealthRoutes(host, metrics));
         routing.register(new ModelRoutes(host));
+        routing.register(new ChatCompletionRoutes(host, config));
+        routing.register(new CompletionRoutes(host, config));
+        routing.register(new TokenizerRoutes(host, config));
         routing.any((req, res) -> {
             throw ApiException.notFound("no route " + req.prologue().method().text() + " " + req.path().path()
                     + " (see README.md: API)", null, "not_found");

@@ -62,14 +62,14 @@ class HttpBasicsTest {
         plain().get("/v1/models").then().statusCode(200)
                 .body("object", equalTo("list"))
                 .body("data.size()", equalTo(1))
-                .body("data[0].id", equalTo("tiny-q4_0"))
+                .body("data[0].id", equalTo("tiny-f32"))
                 .body("data[0].object", equalTo("model"))
                 .body("data[0].owned_by", equalTo("glimmer"))
                 .body("data[0].created", greaterThan(0))
                 .body("data[0].meta.n_ctx", equalTo(1024))
-                .body("data[0].meta.quant", equalTo("Q4_0"))
+                .body("data[0].meta.quant", equalTo("F32"))
                 .body("data[0].meta.demo", equalTo(false));
-        plain().get("/v1/models/tiny-q4_0").then().statusCode(200).body("id", equalTo("tiny-q4_0"));
+        plain().get("/v1/models/tiny-f32").then().statusCode(200).body("id", equalTo("tiny-f32"));
     }
 
     @Test
@@ -78,7 +78,7 @@ class HttpBasicsTest {
                 .body("error.type", equalTo("invalid_request_error"))
                 .body("error.code", equalTo("model_not_found"))
                 .body("error.param", equalTo("model"))
-                .body("error.message", equalTo("the model 'gpt-4' does not exist; this server serves 'tiny-q4_0'"));
+                .body("error.message", equalTo("the model 'gpt-4' does not exist; this server serves 'tiny-f32'"));
     }
 
     @Test

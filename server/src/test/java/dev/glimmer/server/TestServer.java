@@ -14,7 +14,7 @@ public final class TestServer {
 
     public static Path tinyModel() {
         try {
-            return Path.of(TestServer.class.getResource("/models/tiny-q4_0.gguf").toURI());
+            return Path.of(TestServer.class.getResource("/models/tiny-f32.gguf").toURI());
         } catch (URISyntaxException e) {
             throw new IllegalStateException(e);
         }
@@ -32,7 +32,7 @@ public final class TestServer {
 
     /** Starts a server and waits until its model is loaded. */
     public static GlimmerApp start(Map<String, String> overrides) {
-        GlimmerApp app = GlimmerApp.start(config(overrides));
+        GlimmerApp app = GlimmerApp.start(config(overrides), Map.of());
         try {
             app.awaitLoaded();
         } catch (InterruptedException e) {

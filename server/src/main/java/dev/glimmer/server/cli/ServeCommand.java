@@ -3,6 +3,7 @@ package dev.glimmer.server.cli;
 import dev.glimmer.server.GlimmerApp;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.config.ServerConfigLoader;
+import io.helidon.logging.common.LogConfig;
 
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
@@ -74,9 +75,11 @@ final class ServeCommand implements Command {
     public int run(Args args, Terminal io) throws Exception {
         Map<String, String> flags = new LinkedHashMap<>();
         FLAG_KEYS.forEach((flag, key) -> args.optional(flag).ifPresent(v -> flags.put(key, v)));
+        // logging.properties (from config/, in the jar): one line per record on stderr.
+        LogConfig.configureRuntime();
         ServerConfig config = ServerConfigLoader.load(args.optional("--config").map(Path::of), System.getenv(), flags);
         CountDownLatch stopped = new CountDownLatch(1);
-        GlimmerApp app = GlimmerApp.start(config);
+        GlimmerApp app = GlimmerApp.start(config, System.getenv());
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             app.close();
             stopped.countDown();

@@ -37,24 +37,32 @@ public final class RequestBodies {
         return node;
     }
 
+    /** Bodies over the limit are still read (and dropped) up to this size, so the client sees the 413. */
+    private static final long DRAIN_LIMIT = 64L << 20;
+
     static byte[] read(ServerRequest req, long limit) {
-        req.headers().contentLength().ifPresent(length -> {
-            if (length > limit) {
-                throw ApiException.payloadTooLarge(limit);
-            }
-        });
+        long declared = req.headers().contentLength().orElse(-1);
+        if (declared > DRAIN_LIMIT) {
+            throw ApiException.payloadTooLarge(limit);
+        }
         if (!req.content().hasEntity()) {
             return new byte[0];
         }
         try (InputStream in = req.content().inputStream()) {
             ByteArrayOutputStream out = new ByteArrayOutputStream();
             byte[] buffer = new byte[8192];
+            long total = 0;
             int n;
             while ((n = in.read(buffer)) > 0) {
-                out.write(buffer, 0, n);
-                if (out.size() > limit) {
-                    throw ApiException.payloadTooLarge(limit);
+                total += n;
+                if (total <= limit) {
+                    out.write(buffer, 0, n);
+                } else if (total > DRAIN_LIMIT) {
+                    break;
                 }
+            }
+            if (total > limit) {
+                throw ApiException.payloadTooLarge(limit);
             }
             return out.toByteArray();
         } catch (IOException e) {

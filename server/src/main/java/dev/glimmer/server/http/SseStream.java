@@ -5,7 +5,6 @@ import io.helidon.webserver.http.ServerResponse;
 
 import java.io.IOException;
 import java.io.OutputStream;
-import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 
 /**
@@ -61,7 +60,8 @@ public final class SseStream implements AutoCloseable {
         try {
             out.write(frame);
             out.flush();
-        } catch (IOException | UncheckedIOException e) {
+        } catch (IOException | RuntimeException e) {
+            // Helidon reports a closed connection as an UncheckedIOException or its own runtime exceptions.
             gone = true;
             throw new ClientGoneException();
         }
@@ -71,7 +71,7 @@ public final class SseStream implements AutoCloseable {
     public synchronized void close() {
         try {
             out.close();
-        } catch (IOException | UncheckedIOException e) {
+        } catch (IOException | RuntimeException e) {
             gone = true;
         }
     }
