@@ -129,6 +129,23 @@ class ChatCompletionsTest {
         assertEquals(oracle.get("prompt_text").asText(), chat.getString("prompt"));
     }
 
+    /** At temperature 0 the server writes what {@code ./glimmer generate} writes for the same prompt. */
+    @Test
+    void greedyOutputEqualsTheGenerateCommands() throws Exception {
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        java.io.ByteArrayOutputStream err = new java.io.ByteArrayOutputStream();
+        int code = dev.glimmer.server.cli.Main.run(new String[]{"generate", "--model", TestServer.tinyModel().toString(),
+                "--prompt", "Once upon a time", "--max-tokens", "20", "--temperature", "0", "--json"},
+                new dev.glimmer.server.cli.Terminal(new java.io.PrintStream(out, true, "UTF-8"),
+                        new java.io.PrintStream(err, true, "UTF-8")));
+        assertEquals(0, code, err.toString(java.nio.charset.StandardCharsets.UTF_8));
+        JsonNode generated = new com.fasterxml.jackson.databind.ObjectMapper().readTree(out.toByteArray());
+        JsonPath served = post("/v1/completions", "{\"prompt\": \"Once upon a time\", \"temperature\": 0, \"max_tokens\": 20}");
+        assertEquals(generated.get("text").asText(), served.getString("choices[0].text"));
+        assertEquals(generated.get("finish_reason").asText(), served.getString("choices[0].finish_reason"));
+        assertEquals(generated.get("tokens").size(), served.getInt("usage.completion_tokens"));
+    }
+
     @Test
     void textCompletionsAcceptTextOrTokenIds() {
         JsonPath text = post("/v1/completions", "{\"prompt\": \"Once upon a time\", \"temperature\": 0, \"max_tokens\": 8}");
