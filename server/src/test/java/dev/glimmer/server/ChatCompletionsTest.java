@@ -147,6 +147,19 @@ class ChatCompletionsTest {
     }
 
     @Test
+    void toolChoiceNoneLeavesTheToolsOut() {
+        String tools = ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\","
+                + " \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}}]";
+        JsonPath none = post("/v1/chat/completions", HELLO + tools + ", \"tool_choice\": \"none\"}");
+        JsonPath without = post("/v1/chat/completions", HELLO + "}");
+        JsonPath offered = post("/v1/chat/completions", HELLO + tools + ", \"tool_choice\": \"auto\"}");
+        assertEquals(without.getInt("usage.prompt_tokens"), none.getInt("usage.prompt_tokens"));
+        assertEquals(without.getString("choices[0].message.reasoning_content"),
+                none.getString("choices[0].message.reasoning_content"));
+        assertTrue(offered.getInt("usage.prompt_tokens") > without.getInt("usage.prompt_tokens"));
+    }
+
+    @Test
     void textCompletionsAcceptTextOrTokenIds() {
         JsonPath text = post("/v1/completions", "{\"prompt\": \"Once upon a time\", \"temperature\": 0, \"max_tokens\": 8}");
         assertEquals("text_completion", text.getString("object"));

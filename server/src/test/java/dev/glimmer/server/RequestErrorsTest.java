@@ -83,6 +83,8 @@ class RequestErrorsTest {
         badRequest(chat("{" + msgs + ", \"n\": 2}"), "n", "n must be 1");
         badRequest(chat("{" + msgs + ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {}}}"),
                 "response_format", "needs constrained decoding, which this server does not support yet");
+        badRequest(chat("{" + msgs + ", \"tool_choice\": \"required\"}"), "tool_choice", "tool_choice required needs constrained decoding");
+        badRequest(chat("{" + msgs + ", \"tool_choice\": \"sometimes\"}"), "tool_choice", "tool_choice must be");
     }
 
     @Test

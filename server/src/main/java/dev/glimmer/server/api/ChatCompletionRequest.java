@@ -37,7 +37,33 @@ public record ChatCompletionRequest(Optional<String> model, ChatRequest chat, Ge
         } catch (InvalidInputException e) {
             throw ApiException.badRequest(e.getMessage(), paramOf(e.getMessage()));
         }
-        return new ChatCompletionRequest(model, chat, options);
+        return new ChatCompletionRequest(model, applyToolChoice(f, chat), options);
+    }
+
+    /**
+     * {@code tool_choice}: {@code auto} (the default) offers the tools; {@code none} leaves them out of
+     * the prompt, so the model answers in text; forcing a call ({@code required} or a named function)
+     * needs constrained decoding, which is not there yet, so it is refused rather than ignored.
+     */
+    private static ChatRequest applyToolChoice(Fields f, ChatRequest chat) {
+        var choice = f.node("tool_choice");
+        if (choice.isEmpty()) {
+            return chat;
+        }
+        JsonNode c = choice.get();
+        if (c.isTextual() && c.textValue().equals("auto")) {
+            return chat;
+        }
+        if (c.isTextual() && c.textValue().equals("none")) {
+            return new ChatRequest(chat.messages(), List.of(), chat.enableThinking(), chat.clearThinking());
+        }
+        if (c.isTextual() && c.textValue().equals("required") || c.isObject()) {
+            throw ApiException.badRequest("tool_choice " + (c.isTextual() ? "required" : "with a named function")
+                    + " needs constrained decoding, which this server does not support yet; use \"auto\" or \"none\"",
+                    "tool_choice");
+        }
+        throw ApiException.badRequest("tool_choice must be \"none\", \"auto\", \"required\" or an object, got "
+                + (c.isTextual() ? "'" + c.textValue() + "'" : Fields.typeName(c)), "tool_choice");
     }
 
     /** The field a chat-layer message names first ("messages[2].role: ..." names messages). */
