@@ -70,7 +70,7 @@ public final class InferenceJob {
         return createdNanos;
     }
 
-    /** Asks the scheduler to stop this job; it does so before the next token or prompt chunk. */
+    /** Asks the scheduler to stop this job before its next token or prompt chunk; no effect once it has ended. */
     public void cancel() {
         cancelled = true;
     }

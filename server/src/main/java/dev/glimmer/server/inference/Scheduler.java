@@ -48,6 +48,8 @@ public final class Scheduler implements AutoCloseable {
     private final AtomicInteger admitted = new AtomicInteger();
     private final Thread thread;
     private volatile boolean stopping;
+    /** Set once the thread has ended and failed the waiting jobs; a job added later must not wait. */
+    private volatile boolean drained;
 
     public Scheduler(GlmForward forward, Vocabulary vocabulary, int vocabSize, SessionManager sessions,
                      ServerMetrics metrics, int parallel, int queue) {
@@ -85,6 +87,10 @@ public final class Scheduler implements AutoCloseable {
             }
         }
         waiting.add(job);
+        if (drained && waiting.remove(job)) {
+            admitted.decrementAndGet();
+            throw ApiException.unavailable("the server is shutting down", RETRY_AFTER_SECONDS);
+        }
         metrics.queued(waiting.size());
         LockSupport.unpark(thread);
     }
@@ -109,12 +115,19 @@ public final class Scheduler implements AutoCloseable {
         for (ActiveSequence s : List.copyOf(active)) {
             end(s, FinishReason.STOP, null);
         }
+        failWaiting();
+        drained = true;
+        // A job submitted while the flag was being set is failed here (submit sees the flag otherwise).
+        failWaiting();
+        updateGauges();
+    }
+
+    private void failWaiting() {
         InferenceJob job;
         while ((job = waiting.poll()) != null) {
             job.emit(new JobEvent.Failed("the server is shutting down", true));
             admitted.decrementAndGet();
         }
-        updateGauges();
     }
 
     private void turn() {
@@ -179,9 +192,8 @@ public final class Scheduler implements AutoCloseable {
         s.promptDone();
         int cached = s.lease.reused();
         metrics.prompt(prompt.length - cached, cached, Duration.ofNanos((long) (s.promptMillis() * 1e6)));
-        metrics.firstToken(Duration.ofNanos(System.nanoTime() - s.job.createdNanos()));
         FinishReason finish = s.next(logits);
-        metrics.token(Duration.ZERO);
+        metrics.firstToken(Duration.ofNanos(System.nanoTime() - s.job.createdNanos()));
         if (finish != null) {
             end(s, finish, null);
         }

@@ -98,12 +98,15 @@ public final class ServerMetrics implements AutoCloseable {
         }
     }
 
+    /** A token after a sequence's first, {@code sincePrevious} after the one before it. */
     public void token(Duration sincePrevious) {
         generatedTokens.increment();
         interTokenLatency.record(sincePrevious);
     }
 
+    /** A sequence's first token, {@code sinceArrival} after its request came in. */
     public void firstToken(Duration sinceArrival) {
+        generatedTokens.increment();
         timeToFirstToken.record(sinceArrival);
     }
 

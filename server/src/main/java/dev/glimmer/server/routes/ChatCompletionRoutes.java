@@ -48,8 +48,8 @@ public final class ChatCompletionRoutes implements HttpService {
                 config.sampling());
         Jobs.checkModel(request.model(), model);
         String prompt = model.chatFormat().template().render(request.chat());
-        InferenceJob job = Jobs.submit(model, model.tokenizer().encode(prompt, true), request.options());
         Reply reply = new Reply(model, request, ChatOutputParser.forRequest(request.chat()));
+        InferenceJob job = Jobs.submit(model, model.tokenizer().encode(prompt, true), request.options(), "messages");
         if (request.options().stream()) {
             reply.stream(job, res);
         } else {
@@ -145,6 +145,8 @@ public final class ChatCompletionRoutes implements HttpService {
             } catch (ApiException failed) {
                 StreamEnd.error(sse, failed);
             } finally {
+                // Stops the job when this handler leaves early (a write failed before following it); no-op otherwise.
+                job.cancel();
                 sse.close();
             }
         }

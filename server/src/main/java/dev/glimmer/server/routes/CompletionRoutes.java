@@ -51,7 +51,7 @@ public final class CompletionRoutes implements HttpService {
                         + model.vocabSize() + " tokens)", "prompt");
             }
         }
-        InferenceJob job = Jobs.submit(model, prompt, request.options());
+        InferenceJob job = Jobs.submit(model, prompt, request.options(), "prompt");
         String id = ResponseParts.newId("cmpl-");
         long created = ResponseParts.now();
         if (request.options().stream()) {
@@ -130,6 +130,8 @@ public final class CompletionRoutes implements HttpService {
         } catch (ApiException failed) {
             StreamEnd.error(sse, failed);
         } finally {
+            // Stops the job when this handler leaves early (a write failed before following it); no-op otherwise.
+            job.cancel();
             sse.close();
         }
     }

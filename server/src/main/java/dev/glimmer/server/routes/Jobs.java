@@ -28,12 +28,16 @@ final class Jobs {
         }
     }
 
-    /** Checks {@code prompt} against the context and vocabulary, then queues it. */
-    static InferenceJob submit(ServedModel model, int[] prompt, GenerationOptions options) {
+    /**
+     * Checks {@code prompt} against the context and vocabulary, then queues it.
+     *
+     * @param promptParam the request field the prompt came from, for error messages
+     */
+    static InferenceJob submit(ServedModel model, int[] prompt, GenerationOptions options, String promptParam) {
         int ctx = model.ctx();
         if (prompt.length > ctx) {
             throw ApiException.badRequest("the prompt has " + prompt.length + " tokens but the context holds " + ctx
-                    + "; shorten the conversation or start the server with a larger --ctx", "messages");
+                    + "; shorten it or start the server with a larger --ctx", promptParam);
         }
         for (int token : options.sampling().logitBias().keySet()) {
             if (token >= model.vocabSize()) {
@@ -52,13 +56,15 @@ final class Jobs {
     /**
      * Passes every token of {@code job} to {@code onToken} and returns its end. With a stream, silence
      * and prompt progress are answered with {@code : ping} frames; a client that has gone (a write
-     * fails) cancels the job and ends this call with {@link SseStream.ClientGoneException}.
+     * fails) ends this call with {@link SseStream.ClientGoneException}. Whenever this call ends before
+     * the job did (a gone client, an interrupt, a failure while handling a token), the job is cancelled.
      *
      * @param stream the event stream, or null for a non-streaming response
      * @throws ApiException when the job failed: 503 while shutting down, else 500
      */
     static JobEvent.Finished follow(InferenceJob job, SseStream stream, Consumer<JobEvent.Token> onToken)
             throws InterruptedException {
+        boolean ended = false;
         try {
             while (true) {
                 JobEvent event = job.poll(PING_SECONDS, TimeUnit.SECONDS);
@@ -75,15 +81,19 @@ final class Jobs {
                     }
                     case JobEvent.Token t -> onToken.accept(t);
                     case JobEvent.Finished f -> {
+                        ended = true;
                         return f;
                     }
-                    case JobEvent.Failed f -> throw f.retryable() ? ApiException.unavailable(f.message(), 1)
-                            : ApiException.internal(f.message());
+                    case JobEvent.Failed f -> {
+                        ended = true;
+                        throw f.retryable() ? ApiException.unavailable(f.message(), 1) : ApiException.internal(f.message());
+                    }
                 }
             }
-        } catch (SseStream.ClientGoneException | InterruptedException e) {
-            job.cancel();
-            throw e;
+        } finally {
+            if (!ended) {
+                job.cancel();
+            }
         }
     }
 }
