@@ -14,7 +14,7 @@ import java.util.List;
  * @param topLogprobs   how many alternatives per token to report (0-20)
  * @param stream        answer with server-sent events
  * @param includeUsage  send the usage chunk at the end of a stream
- * @param user          the client's end-user id (logged only)
+ * @param user          the client's end-user id (accepted; nothing depends on it)
  */
 public record GenerationOptions(SamplingParams sampling, int maxTokens, List<String> stop, boolean logprobs,
                                 int topLogprobs, boolean stream, boolean includeUsage, String user) {

@@ -8,7 +8,10 @@ import io.helidon.webserver.http.RoutingResponse;
 
 import java.util.Set;
 
-/** Counts every request by route and status once its response is sent (errors and 401s included). */
+/**
+ * Counts every request by route and status once its response is sent (errors and 401s included),
+ * and the handlers that have not returned yet (none may be left behind when the clients are gone).
+ */
 public final class MetricsFilter implements Filter {
     private static final Set<String> ROUTES = Set.of("/", "/health", "/metrics", "/v1/models", "/v1/chat/completions",
             "/v1/completions", "/tokenize", "/detokenize", "/apply-template");
@@ -23,7 +26,12 @@ public final class MetricsFilter implements Filter {
     public void filter(FilterChain chain, RoutingRequest req, RoutingResponse res) {
         String route = route(req.path().path());
         res.whenSent(() -> metrics.request(route, res.status().code()));
-        chain.proceed();
+        metrics.handlers(+1);
+        try {
+            chain.proceed();
+        } finally {
+            metrics.handlers(-1);
+        }
     }
 
     /** A bounded set of labels: the route pattern, or "other" for anything unknown. */

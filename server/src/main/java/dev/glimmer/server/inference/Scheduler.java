@@ -213,6 +213,7 @@ public final class Scheduler implements AutoCloseable {
             tokens[i] = batch.get(i).pendingToken();
         }
         float[] logits = forward.decode(caches, tokens, n);
+        metrics.decodeStep(n);
         for (int i = 0; i < n; i++) {
             ActiveSequence s = batch.get(i);
             long previous = s.lastTokenNanos();

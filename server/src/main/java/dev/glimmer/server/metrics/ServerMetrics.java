@@ -35,13 +35,14 @@ public final class ServerMetrics implements AutoCloseable {
     private final Timer interTokenLatency;
     private final DistributionSummary promptSpeed;
     private final DistributionSummary generationSpeed;
+    private final DistributionSummary decodeBatch;
 
     private final AtomicLong running = new AtomicLong();
     private final AtomicLong queued = new AtomicLong();
     private final AtomicLong kvBytesUsed = new AtomicLong();
     private final AtomicLong kvBytesBudget = new AtomicLong();
     private final AtomicLong sessionsCached = new AtomicLong();
-    private final AtomicLong slotsBusy = new AtomicLong();
+    private final AtomicLong handlersActive = new AtomicLong();
 
     public ServerMetrics() {
         promptTokens = Counter.builder("glimmer.prompt.tokens").description("prompt tokens processed (not from cache)")
@@ -59,12 +60,14 @@ public final class ServerMetrics implements AutoCloseable {
                 .description("prompt processing speed per request").register(registry);
         generationSpeed = DistributionSummary.builder("glimmer.predicted.tokens.per.second")
                 .description("generation speed per request").register(registry);
+        decodeBatch = DistributionSummary.builder("glimmer.decode.batch.size")
+                .description("sequences decoded together per forward step").register(registry);
         Gauge.builder("glimmer.requests.processing", running, AtomicLong::get).description("requests being generated")
                 .register(registry);
         Gauge.builder("glimmer.requests.deferred", queued, AtomicLong::get).description("requests waiting for a slot")
                 .register(registry);
-        Gauge.builder("glimmer.slots.busy", slotsBusy, AtomicLong::get).description("decode slots in use")
-                .register(registry);
+        Gauge.builder("glimmer.http.handlers.active", handlersActive, AtomicLong::get)
+                .description("HTTP handlers that have not returned yet").register(registry);
         Gauge.builder("glimmer.kv.cache.used.bytes", kvBytesUsed, AtomicLong::get)
                 .description("KV cache memory held by sessions").register(registry);
         Gauge.builder("glimmer.kv.cache.budget.bytes", kvBytesBudget, AtomicLong::get)
@@ -110,6 +113,11 @@ public final class ServerMetrics implements AutoCloseable {
         timeToFirstToken.record(sinceArrival);
     }
 
+    /** One decode step fed {@code sequences} tokens at once. */
+    public void decodeStep(int sequences) {
+        decodeBatch.record(sequences);
+    }
+
     public void cancelled() {
         cancelledRequests.increment();
     }
@@ -122,8 +130,9 @@ public final class ServerMetrics implements AutoCloseable {
         queued.set(n);
     }
 
-    public void slotsBusy(int n) {
-        slotsBusy.set(n);
+    /** A handler starts ({@code +1}) or returns ({@code -1}). */
+    public void handlers(int delta) {
+        handlersActive.addAndGet(delta);
     }
 
     public void kvCache(long usedBytes, long budgetBytes, int sessions) {
