@@ -90,6 +90,12 @@ class ChatCompletionsTest {
         assertEquals("length", last.at("/choices/0/finish_reason").asText());
         assertEquals("{}", last.at("/choices/0/delta").toString());
         assertFalse(body.contains("\"usage\""), "no usage chunk unless asked for");
+        // The first and the last frames, byte for byte.
+        String head = "data: {\"id\":\"" + first.get("id").asText() + "\",\"object\":\"chat.completion.chunk\",\"created\":"
+                + first.get("created").asLong() + ",\"model\":\"tiny-f32\",\"choices\":[{\"index\":0,\"delta\":";
+        assertTrue(body.startsWith(head + "{\"role\":\"assistant\",\"content\":null},\"logprobs\":null,"
+                + "\"finish_reason\":null}]}\n\n"), body);
+        assertTrue(body.endsWith(head + "{},\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n"), body);
         assertEquals(whole.getString("choices[0].message.content"), content.toString());
         String wholeReasoning = whole.getString("choices[0].message.reasoning_content");
         assertEquals(wholeReasoning == null ? "" : wholeReasoning, reasoning.toString());
