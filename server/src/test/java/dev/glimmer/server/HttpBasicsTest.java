@@ -58,6 +58,15 @@ class HttpBasicsTest {
     }
 
     @Test
+    void healthSaysWhyTheModelFailedToLoad() {
+        try (GlimmerApp failed = TestServer.start(Map.of("model.backend", "cuda"))) {
+            given().port(failed.port()).get("/health").then().statusCode(503)
+                    .body("error.message", equalTo("the model failed to load: the cuda backend is not built yet in this"
+                            + " version; use --backend cpu (or auto)"));
+        }
+    }
+
+    @Test
     void modelsListTheServedModelWithItsFacts() {
         plain().get("/v1/models").then().statusCode(200)
                 .body("object", equalTo("list"))

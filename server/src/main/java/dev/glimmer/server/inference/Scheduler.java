@@ -12,6 +12,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Locale;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -237,8 +238,12 @@ public final class Scheduler implements AutoCloseable {
                 metrics.cancelled();
             }
             metrics.generation(s.generatedCount(), Duration.ofNanos((long) (s.generationMillis() * 1e6)));
-            s.job.emit(new JobEvent.Finished(reason, s.job.prompt().length, s.lease.reused(), s.generatedCount(),
-                    s.promptMillis(), s.generationMillis()));
+            JobEvent.Finished finished = new JobEvent.Finished(reason, s.job.prompt().length, s.lease.reused(),
+                    s.generatedCount(), s.promptMillis(), s.generationMillis());
+            LOG.info(String.format(Locale.ROOT, "%d prompt tokens (%d cached) in %.0f ms, %d generated in %.0f ms: %s",
+                    finished.promptTokens(), finished.cachedTokens(), finished.promptMillis(), finished.generatedTokens(),
+                    finished.generationMillis(), reason.apiName()));
+            s.job.emit(finished);
         }
         admitted.decrementAndGet();
         updateGauges();

@@ -1,5 +1,6 @@
 package dev.glimmer.server.inference;
 
+import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.chat.ChatFormat;
 import dev.glimmer.engine.chat.ChatTemplates;
@@ -46,6 +47,13 @@ public final class ServedModel implements AutoCloseable {
 
     /** Opens {@code path} and starts its scheduler. */
     public static ServedModel load(Path path, boolean demo, ServerConfig config, ServerMetrics metrics) throws IOException {
+        if (config.backend().equals("metal") || config.backend().equals("cuda")) {
+            throw new InvalidInputException("the " + config.backend() + " backend is not built yet in this version;"
+                    + " use --backend cpu (or auto)");
+        }
+        if (config.threads() != 0) {
+            LOG.warning("--threads " + config.threads() + " has no effect yet: the CPU backend computes on one thread");
+        }
         GlmModel model = GlmModel.open(path);
         try {
             Tokenizer tokenizer = Tokenizer.fromMetadata(model.file().metadata());
