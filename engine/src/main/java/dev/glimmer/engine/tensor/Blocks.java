@@ -26,9 +26,16 @@ final class Blocks {
         return Float.float16ToFloat(s.get(SHORT_LE, offset));
     }
 
-    /** Stores {@code value} as IEEE half precision, rounded to nearest even (as ggml does). */
+    /**
+     * Stores {@code value} as IEEE half precision the way ggml's reference conversion
+     * ({@code GGML_FP32_TO_FP16}) does: rounded to nearest even, and any NaN written as the
+     * canonical quiet NaN 0x7E00 with its sign (Java would keep the payload's top bits).
+     */
     static void putHalf(MemorySegment s, long offset, float value) {
-        s.set(SHORT_LE, offset, Float.floatToFloat16(value));
+        short half = Float.isNaN(value)
+                ? (short) ((Float.floatToRawIntBits(value) >>> 16 & 0x8000) | 0x7E00)
+                : Float.floatToFloat16(value);
+        s.set(SHORT_LE, offset, half);
     }
 
     /** The unsigned byte at {@code offset}. */

@@ -8,7 +8,7 @@ import java.lang.foreign.MemorySegment;
  *   fp16 d        scale
  *   u8   qs[16]   byte j holds value j in its low nibble and value j+16 in its high nibble
  * </pre>
- * A value is {@code (q - 8) * d} with q in 0..15.
+ * A value is {@code (q - 8) * d} with q in 0..15. Matmuls pair it with Q8_0 activations.
  */
 public final class Q4_0 {
 
@@ -60,5 +60,35 @@ public final class Q4_0 {
     /** C's {@code (int8_t) f} for the range it is used on here (0.5..16.5 for finite input). */
     private static int truncateToInt8(float f) {
         return (byte) (int) f;
+    }
+
+    static void dequantizeRow(MemorySegment src, long offset, float[] dst, int dstOffset, int n) {
+        for (int b = 0; b < n / BLOCK_SIZE; b++) {
+            long xb = offset + (long) b * BLOCK_BYTES;
+            int yb = dstOffset + b * BLOCK_SIZE;
+            float d = Blocks.half(src, xb);
+            for (int j = 0; j < BLOCK_SIZE / 2; j++) {
+                int q = Blocks.u8(src, xb + QS + j);
+                dst[yb + j] = ((q & 0xF) - 8) * d;
+                dst[yb + j + BLOCK_SIZE / 2] = ((q >>> 4) - 8) * d;
+            }
+        }
+    }
+
+    /** Weight row · Q8_0 activations: an exact integer sum per block, scaled by d_w * d_x. */
+    static float dot(MemorySegment w, long offset, QuantizedVector x, int n) {
+        byte[] xq = x.quants;
+        double sum = 0;
+        for (int b = 0; b < n / BLOCK_SIZE; b++) {
+            long wb = offset + (long) b * BLOCK_BYTES;
+            int xb = b * BLOCK_SIZE;
+            int sumi = 0;
+            for (int j = 0; j < BLOCK_SIZE / 2; j++) {
+                int q = Blocks.u8(w, wb + QS + j);
+                sumi += ((q & 0xF) - 8) * xq[xb + j] + ((q >>> 4) - 8) * xq[xb + j + BLOCK_SIZE / 2];
+            }
+            sum += (double) (Blocks.half(w, wb) * x.scales[b]) * sumi;
+        }
+        return (float) sum;
     }
 }

@@ -8,7 +8,7 @@ import java.lang.foreign.MemorySegment;
  *   fp16 d        scale
  *   i8   qs[32]   quants
  * </pre>
- * A value is {@code q * d}.
+ * A value is {@code q * d}. Also the activation type of Q4_0, Q5_0 and Q8_0 matmuls.
  */
 public final class Q8_0 {
 
@@ -30,7 +30,7 @@ public final class Q8_0 {
     /**
      * ggml's {@code quantize_row_q8_0_ref}, bit for bit (the quantizer that writes model files):
      * {@code d = amax / 127}, {@code q = roundf(x * (1/d))} with halves away from zero.
-     * The activations of a matmul are quantized differently (ggml-cpu rounds halves to even).
+     * Matmul activations are quantized differently, see {@link #quantizeActivations}.
      */
     public static void quantizeRow(float[] x, int offset, int n, MemorySegment dst, long dstOffset) {
         Blocks.requireWholeBlocks(GgmlType.Q8_0, n);
@@ -49,5 +49,60 @@ public final class Q8_0 {
                 Blocks.putByte(dst, yb + QS + j, (int) Blocks.roundHalfAway(x[xb + j] * id));
             }
         }
+    }
+
+    /**
+     * How ggml-cpu quantizes matmul activations to Q8_0 on x86 with AVX/AVX2
+     * ({@code quantize_row_q8_0} in {@code ggml-cpu/arch/x86/quants.c}), which is not the
+     * reference quantizer: the multiplier is {@code 127 / amax} (not {@code 1 / (amax / 127)})
+     * and rounding is to nearest with halves to even ({@code _mm256_round_ps}), not roundf.
+     * The scale stored is {@code fp16(amax / 127)}; {@code scales} receives it widened to float.
+     */
+    static void quantizeActivations(float[] x, int offset, int n, byte[] quants, float[] scales) {
+        for (int b = 0; b < n / BLOCK_SIZE; b++) {
+            int xb = offset + b * BLOCK_SIZE;
+            float amax = blockAbsMax(x, xb);
+            scales[b] = Float.float16ToFloat(Float.floatToFloat16(amax / 127f));
+            float id = amax != 0f ? 127f / amax : 0f;
+            for (int j = 0; j < BLOCK_SIZE; j++) {
+                quants[b * BLOCK_SIZE + j] = (byte) Math.rint(x[xb + j] * id);
+            }
+        }
+    }
+
+    /** The largest |x| of the 32 values at {@code from}. */
+    static float blockAbsMax(float[] x, int from) {
+        float amax = 0f;
+        for (int j = 0; j < BLOCK_SIZE; j++) {
+            amax = Math.max(amax, Math.abs(x[from + j]));
+        }
+        return amax;
+    }
+
+    static void dequantizeRow(MemorySegment src, long offset, float[] dst, int dstOffset, int n) {
+        for (int b = 0; b < n / BLOCK_SIZE; b++) {
+            long xb = offset + (long) b * BLOCK_BYTES;
+            int yb = dstOffset + b * BLOCK_SIZE;
+            float d = Blocks.half(src, xb);
+            for (int j = 0; j < BLOCK_SIZE; j++) {
+                dst[yb + j] = Blocks.i8(src, xb + QS + j) * d;
+            }
+        }
+    }
+
+    /** Weight row · Q8_0 activations: an exact integer sum per block, scaled by d_w * d_x. */
+    static float dot(MemorySegment w, long offset, QuantizedVector x, int n) {
+        byte[] xq = x.quants;
+        double sum = 0;
+        for (int b = 0; b < n / BLOCK_SIZE; b++) {
+            long wb = offset + (long) b * BLOCK_BYTES;
+            int xb = b * BLOCK_SIZE;
+            int sumi = 0;
+            for (int j = 0; j < BLOCK_SIZE; j++) {
+                sumi += Blocks.i8(w, wb + QS + j) * xq[xb + j];
+            }
+            sum += (double) (Blocks.half(w, wb) * x.scales[b]) * sumi;
+        }
+        return (float) sum;
     }
 }

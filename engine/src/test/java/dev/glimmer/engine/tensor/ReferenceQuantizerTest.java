@@ -78,6 +78,18 @@ class ReferenceQuantizerTest {
     }
 
     @Test
+    void aNaNScaleIsWrittenAsGgmlsCanonicalNaN() {
+        // ggml's MAX(amax, |v|) lets a NaN in the last position through, so d = NaN / 127;
+        // GGML_FP32_TO_FP16 writes every NaN as 0x7E00 regardless of its payload.
+        float[] x = new float[32];
+        x[0] = 1f;
+        x[31] = Float.intBitsToFloat(0x7FA00001);
+        byte[] q = Q8_0.quantizeRow(x, 0, 32);
+        assertEquals(0x00, q[0] & 0xFF);
+        assertEquals(0x7E, q[1] & 0xFF);
+    }
+
+    @Test
     void allZeroBlocksQuantizeToZeroScale() {
         byte[] q4 = Q4_0.quantizeRow(new float[32], 0, 32);
         // 0 / -8 is -0.0: ggml stores a negative-zero scale (fp16 0x8000) for an all-zero block.

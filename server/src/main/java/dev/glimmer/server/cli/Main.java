@@ -22,7 +22,8 @@ public final class Main {
     /** Every command, in the order {@code --help} lists them. */
     static List<Command> commands() {
         return List.of(
-                new ServeCommand());
+                new ServeCommand(),
+                new ChatPromptCommand());
     }
 
     public static void main(String[] argv) {

@@ -1,0 +1,59 @@
+package dev.glimmer.engine.tensor;
+
+import java.lang.foreign.MemorySegment;
+
+/**
+ * ggml's Q5_0: blocks of 32 values, 22 bytes each:
+ * <pre>
+ *   fp16 d        scale
+ *   u32  qh       bit j is the fifth bit of value j (little-endian)
+ *   u8   qs[16]   low four bits: value j in the low nibble of byte j, value j+16 in its high nibble
+ * </pre>
+ * A value is {@code (q - 16) * d} with q in 0..31. Matmuls pair it with Q8_0 activations.
+ */
+final class Q5_0 {
+
+    static final int BLOCK_SIZE = 32;
+    static final int BLOCK_BYTES = 22;
+    private static final int QH = 2;
+    private static final int QS = 6;
+
+    private Q5_0() {
+    }
+
+    /** The 5-bit quant of value {@code j} (0..31) of the block at {@code block}. */
+    private static int quant(MemorySegment s, long block, int highBits, int j) {
+        int nibbles = Blocks.u8(s, block + QS + (j & 15));
+        int low = j < 16 ? nibbles & 0xF : nibbles >>> 4;
+        return low | ((highBits >>> j) & 1) << 4;
+    }
+
+    static void dequantizeRow(MemorySegment src, long offset, float[] dst, int dstOffset, int n) {
+        for (int b = 0; b < n / BLOCK_SIZE; b++) {
+            long xb = offset + (long) b * BLOCK_BYTES;
+            int yb = dstOffset + b * BLOCK_SIZE;
+            float d = Blocks.half(src, xb);
+            int qh = src.get(Blocks.INT_LE, xb + QH);
+            for (int j = 0; j < BLOCK_SIZE; j++) {
+                dst[yb + j] = (quant(src, xb, qh, j) - 16) * d;
+            }
+        }
+    }
+
+    /** Weight row · Q8_0 activations: an exact integer sum per block, scaled by d_w * d_x. */
+    static float dot(MemorySegment w, long offset, QuantizedVector x, int n) {
+        byte[] xq = x.quants;
+        double sum = 0;
+        for (int b = 0; b < n / BLOCK_SIZE; b++) {
+            long wb = offset + (long) b * BLOCK_BYTES;
+            int xb = b * BLOCK_SIZE;
+            int qh = w.get(Blocks.INT_LE, wb + QH);
+            int sumi = 0;
+            for (int j = 0; j < BLOCK_SIZE; j++) {
+                sumi += (quant(w, wb, qh, j) - 16) * xq[xb + j];
+            }
+            sum += (double) (Blocks.half(w, wb) * x.scales[b]) * sumi;
+        }
+        return (float) sum;
+    }
+}

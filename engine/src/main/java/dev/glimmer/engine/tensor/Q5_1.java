@@ -1,0 +1,63 @@
+package dev.glimmer.engine.tensor;
+
+import java.lang.foreign.MemorySegment;
+
+/**
+ * ggml's Q5_1: blocks of 32 values, 24 bytes each:
+ * <pre>
+ *   fp16 d        scale
+ *   fp16 m        minimum
+ *   u32  qh       bit j is the fifth bit of value j (little-endian)
+ *   u8   qs[16]   low four bits, laid out as in Q5_0
+ * </pre>
+ * A value is {@code q * d + m} with q in 0..31. Matmuls pair it with Q8_1 activations.
+ */
+final class Q5_1 {
+
+    static final int BLOCK_SIZE = 32;
+    static final int BLOCK_BYTES = 24;
+    private static final int M = 2;
+    private static final int QH = 4;
+    private static final int QS = 8;
+
+    private Q5_1() {
+    }
+
+    /** The 5-bit quant of value {@code j} (0..31) of the block at {@code block}. */
+    private static int quant(MemorySegment s, long block, int highBits, int j) {
+        int nibbles = Blocks.u8(s, block + QS + (j & 15));
+        int low = j < 16 ? nibbles & 0xF : nibbles >>> 4;
+        return low | ((highBits >>> j) & 1) << 4;
+    }
+
+    static void dequantizeRow(MemorySegment src, long offset, float[] dst, int dstOffset, int n) {
+        for (int b = 0; b < n / BLOCK_SIZE; b++) {
+            long xb = offset + (long) b * BLOCK_BYTES;
+            int yb = dstOffset + b * BLOCK_SIZE;
+            float d = Blocks.half(src, xb);
+            float m = Blocks.half(src, xb + M);
+            int qh = src.get(Blocks.INT_LE, xb + QH);
+            for (int j = 0; j < BLOCK_SIZE; j++) {
+                dst[yb + j] = quant(src, xb, qh, j) * d + m;
+            }
+        }
+    }
+
+    /** Weight row · Q8_1 activations, as {@link Q4_1#dot} with 5-bit quants. */
+    static float dot(MemorySegment w, long offset, QuantizedVector x, int n) {
+        byte[] xq = x.quants;
+        double sum = 0;
+        for (int b = 0; b < n / BLOCK_SIZE; b++) {
+            long wb = offset + (long) b * BLOCK_BYTES;
+            int xb = b * BLOCK_SIZE;
+            int qh = w.get(Blocks.INT_LE, wb + QH);
+            int sumi = 0;
+            for (int j = 0; j < BLOCK_SIZE; j++) {
+                sumi += quant(w, wb, qh, j) * xq[xb + j];
+            }
+            sum += (double) (Blocks.half(w, wb) * x.scales[b]) * sumi;
+            sum += Blocks.half(w, wb + M) * x.sums[b];
+        }
+        return (float) sum;
+    }
+}
