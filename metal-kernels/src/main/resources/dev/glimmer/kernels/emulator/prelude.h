@@ -58,8 +58,8 @@ static inline float clamp(float x, float lo, float hi) { return min(max(x, lo), 
 template <typename T> static inline T select(T a, T b, bool c) { return c ? b : a; }
 static inline float dot(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
 static inline float dot(float2 a, float2 b) { return a.x * b.x + a.y * b.y; }
-namespace fast { using std::exp; using std::sqrt; using std::cos; using std::sin; }
-namespace precise { using std::exp; using std::sqrt; using std::cos; using std::sin; }
+namespace fast { using std::exp; using std::sqrt; using std::cos; using std::sin; using std::pow; }
+namespace precise { using std::exp; using std::sqrt; using std::cos; using std::sin; using std::pow; }
 
 template <typename To, typename From> static inline To as_type(From from) {
     static_assert(sizeof(To) == sizeof(From), "as_type needs equal sizes");
