@@ -22,6 +22,16 @@ public final class Geometry {
     public static final int WIDE_SIMDGROUPS = 8;
     /** Values of a weight row one lane handles per step: a half Q4_0 block, a sixteenth of a K-quant block. */
     public static final int CHUNK = 16;
+    /** Threadgroups the attention splits the KV length into: fixed, so that the grid never depends on it. */
+    public static final int ATTENTION_SPLITS = 32;
+    /** Heads one SIMD-group of mla_attention can hold in registers ({@code MAX_HEADS_PER_SIMDGROUP}). */
+    public static final int ATTENTION_MAX_HEADS = WIDE_SIMDGROUPS * 4;
+    /** Latent + rope values of a cache row mla_attention can hold in registers (32 lanes x {@code MAX_DIMS_PER_LANE}). */
+    public static final int ATTENTION_MAX_ROW = SIMD_WIDTH * 18;
+    /** Threadgroup memory of Apple GPUs. */
+    public static final int MAX_THREADGROUP_MEMORY = 32 * 1024;
+    /** Buffer bindings an indirect compute command can set. */
+    public static final int MAX_BUFFER_BINDINGS = 31;
 
     private Geometry() {
     }
