@@ -1,5 +1,5 @@
 // The emulator's scheduler: runs one compute dispatch on the calling CPU thread. Threadgroups run
-// one after another; inside a threadgroup every GPU thread is a ucontext fiber that runs until it
+// one after another; inside a threadgroup every GPU thread is a fiber (its own stack) that runs until it
 // reaches a SIMD-group collective or a threadgroup barrier, where it waits until all participants
 // have arrived. A collective or barrier that cannot complete (some participants finished or wait
 // elsewhere) fails the dispatch with a message saying where every thread waits; it never hangs.
@@ -12,8 +12,10 @@
 #undef threadgroup
 #undef threadgroup_barrier
 
-#include <ucontext.h>
 #include <sys/mman.h>
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
 
 #include <algorithm>
 #include <cstdio>
@@ -23,6 +25,79 @@
 
 namespace {
 
+// ---- switching between fibers ----
+// On x86-64 a few instructions that keep only the callee-saved state (swapcontext also saves the
+// signal mask: two system calls per switch, which dominated the emulator's time); elsewhere ucontext.
+#if defined(__x86_64__)
+extern "C" void glimmer_switch(void** save, void* load);
+asm(R"(
+.text
+.globl glimmer_switch
+.type glimmer_switch,@function
+glimmer_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+.size glimmer_switch, .-glimmer_switch
+)");
+
+struct Context {
+    void* sp;
+};
+
+// A fresh context that starts `entry` on the stack [base, base + bytes): the frame glimmer_switch
+// pops (default MXCSR and x87 control word, six zero registers) under `entry` as return address.
+void makeContext(Context& c, char* base, size_t bytes, void (*entry)()) {
+    uintptr_t top = ((uintptr_t) (base + bytes)) & ~(uintptr_t) 15;
+    uint64_t* a = (uint64_t*) (top - 16);  // entry's "return address" slot; entry starts with rsp = 8 mod 16
+    a[1] = 0;
+    a[0] = (uint64_t) (uintptr_t) entry;
+    for (int i = 1; i <= 6; i++) a[-i] = 0;
+    uint32_t* control = (uint32_t*) (a - 7);
+    control[0] = 0x1F80;  // MXCSR: all exceptions masked, round to nearest
+    control[1] = 0x037F;  // x87 control word
+    c.sp = a - 7;
+}
+
+void switchContext(Context& save, Context& load) {
+    glimmer_switch(&save.sp, load.sp);
+}
+#else
+struct Context {
+    ucontext_t context;
+};
+
+void makeContext(Context& c, char* base, size_t bytes, void (*entry)()) {
+    getcontext(&c.context);
+    c.context.uc_stack.ss_sp = base;
+    c.context.uc_stack.ss_size = bytes;
+    c.context.uc_link = nullptr;
+    makecontext(&c.context, entry, 0);
+}
+
+void switchContext(Context& save, Context& load) {
+    swapcontext(&save.context, &load.context);
+}
+#endif
+
 constexpr size_t STACK_BYTES = 256 * 1024;
 constexpr size_t GUARD_BYTES = 4096;
 constexpr int MAX_THREADS = 1024;
@@ -30,7 +105,7 @@ constexpr int MAX_THREADS = 1024;
 enum State { RUNNABLE, WAITING, FINISHED };
 
 struct Fiber {
-    ucontext_t context;
+    Context context;
     State state;
     GlimmerThreadIds ids;
     const char* waitWhat;
@@ -65,7 +140,7 @@ struct Dispatch {
     int barrierArrived;
     const char* barrierFile;
     int barrierLine;
-    ucontext_t scheduler;
+    Context scheduler;
     bool failed;
     std::string error;
 };
@@ -120,19 +195,20 @@ std::string whereEachThreadIs(const Dispatch* d) {
     Dispatch* d = currentDispatch;
     d->failed = true;
     d->error = threadgroupName(d) + ": " + message;
-    swapcontext(&currentFiber->context, &d->scheduler);
+    switchContext(currentFiber->context, d->scheduler);
     std::abort();  // a failed dispatch never resumes its fibers
 }
 
 void suspend() {
-    swapcontext(&currentFiber->context, &currentDispatch->scheduler);
+    switchContext(currentFiber->context, currentDispatch->scheduler);
 }
 
 void fiberMain() {
     Dispatch* d = currentDispatch;
     d->thunk(d->buffers, d->threadgroupMemory, &currentFiber->ids);
     currentFiber->state = FINISHED;
-    swapcontext(&currentFiber->context, &d->scheduler);
+    switchContext(currentFiber->context, d->scheduler);
+    std::abort();  // a finished fiber is never resumed
 }
 
 std::vector<int> order(int n, int mode, std::mt19937_64& random) {
@@ -152,7 +228,7 @@ bool runThreadgroup(Dispatch* d, const std::vector<int>& fiberOrder) {
             if (f.state != RUNNABLE) continue;
             ran = true;
             currentFiber = &f;
-            swapcontext(&d->scheduler, &f.context);
+            switchContext(d->scheduler, f.context);
             if (d->failed) return false;
         }
         if (!ran) break;
@@ -299,11 +375,7 @@ extern "C" int glimmer_emu_dispatch(Thunk thunk, const char* kernel, void* const
             f.state = RUNNABLE;
             char* s = stack(i);
             if (s == nullptr) return report("kernel " + std::string(kernel) + ": cannot allocate fiber stacks");
-            getcontext(&f.context);
-            f.context.uc_stack.ss_sp = s;
-            f.context.uc_stack.ss_size = STACK_BYTES;
-            f.context.uc_link = nullptr;
-            makecontext(&f.context, fiberMain, 0);
+            makeContext(f.context, s, STACK_BYTES, fiberMain);
         }
         if (!runThreadgroup(&d, order(n, mode, random))) {
             currentDispatch = nullptr;
