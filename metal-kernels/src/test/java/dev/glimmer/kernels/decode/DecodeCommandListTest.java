@@ -148,6 +148,21 @@ class DecodeCommandListTest {
     }
 
     @Test
+    void planSummaryOfTheFullSizeModel() {
+        DecodeModel m = fullSizeModel();
+        PlanSummary p = PlanSummary.of(m, DecodeCommandListBuilder.build(m, 8192));
+        assertEquals(8, p.maxDispatchesPerLayer());
+        assertEquals(3 + 7 + 46 * 8, p.dispatches());
+        assertEquals(46, p.dispatchesPerKernel().get("moe_router"));
+        assertEquals(47 + 1, p.dispatchesPerKernel().get("mat_vec"));  // attn_output per layer + output
+        assertEquals(p.activeWeightBytes(), p.weightBytesPerToken());
+        assertTrue(p.threadgroupMemory().values().stream().allMatch(b -> b <= Geometry.MAX_THREADGROUP_MEMORY));
+        assertEquals(10, p.maxBindings());  // mla_q_heads
+        assertTrue(p.maxBindingOffset() < 1L << 32 && p.maxBindingOffset() > 1L << 30, p.maxBindingOffset() + "");
+        assertEquals(47L * 8192 * 576 * 4, p.kvCacheBytes());
+    }
+
+    @Test
     void refusesModelsTheAttentionKernelCannotHold() {
         ModelShape wide = new ModelShape(1, 1, 2048, 40, 768, 512, 192, 64, 256, 10240, 1536, 64, 4, 1536, 154880,
                 1e-5f, 1e6f, 1f / 16, 2, 1.8f, true);
