@@ -35,8 +35,13 @@ final class KernelTestSupport {
     private KernelTestSupport() {
     }
 
-    static Emulator emulator() {
-        return Emulator.load();
+    private static Emulator emulator;
+
+    static synchronized Emulator emulator() {
+        if (emulator == null) {
+            emulator = Emulator.load();
+        }
+        return emulator;
     }
 
     /** A rows x cols weight matrix of {@code type}: quantized from random floats where we have the reference quantizer, else random blocks with sane scales. */
