@@ -120,14 +120,15 @@ public final class GgufFile implements AutoCloseable {
         Map<String, GgufValue> entries = new LinkedHashMap<>();
         for (long i = 0; i < kvCount; i++) {
             String key = r.string("key of metadata entry " + i);
-            int typeId = r.u32("type of " + key);
+            String shownKey = shown(key);
+            int typeId = r.u32("type of " + shownKey);
             GgufValueType type = GgufValueType.byId(typeId);
             if (type == null) {
-                throw r.error("metadata key " + key + " has unknown value type " + Integer.toUnsignedString(typeId));
+                throw r.error("metadata key " + shownKey + " has unknown value type " + Integer.toUnsignedString(typeId));
             }
-            GgufValue value = new GgufValue(type, r.value(key, type, 0));
+            GgufValue value = new GgufValue(type, r.value(shownKey, type, 0));
             if (entries.put(key, value) != null) {
-                throw r.error("metadata key " + key + " appears twice");
+                throw r.error("metadata key " + shownKey + " appears twice");
             }
         }
         GgufMetadata metadata = new GgufMetadata(entries);
@@ -145,54 +146,56 @@ public final class GgufFile implements AutoCloseable {
             alignment = (int) v;
         }
 
-        List<TensorInfo> tensors = new ArrayList<>((int) tensorCount);
+        // The count is bounded by the file size, not by int: size the list by what real files hold.
+        List<TensorInfo> tensors = new ArrayList<>((int) Math.min(tensorCount, 4096));
         Map<String, Boolean> seen = new LinkedHashMap<>();
         for (long i = 0; i < tensorCount; i++) {
             String name = r.string("name of tensor " + i);
+            String shownName = shown(name);
             if (name.getBytes(StandardCharsets.UTF_8).length > MAX_NAME_BYTES) {
-                throw r.error("tensor name is longer than " + MAX_NAME_BYTES + " bytes: " + abbreviate(name));
+                throw r.error("tensor name is longer than " + MAX_NAME_BYTES + " bytes: " + shownName);
             }
             if (seen.put(name, Boolean.TRUE) != null) {
-                throw r.error("tensor " + name + " appears twice");
+                throw r.error("tensor " + shownName + " appears twice");
             }
-            int dims = r.u32("dimension count of tensor " + name);
+            int dims = r.u32("dimension count of tensor " + shownName);
             if (dims < 0 || dims > MAX_DIMS) {
-                throw r.error("tensor " + name + " has " + Integer.toUnsignedString(dims) + " dimensions (at most "
+                throw r.error("tensor " + shownName + " has " + Integer.toUnsignedString(dims) + " dimensions (at most "
                         + MAX_DIMS + ")");
             }
             long[] shape = new long[dims];
             long elements = 1;
             for (int d = 0; d < dims; d++) {
-                shape[d] = r.u64("dimension " + d + " of tensor " + name);
+                shape[d] = r.u64("dimension " + d + " of tensor " + shownName);
                 if (shape[d] < 0) {
-                    throw r.error("tensor " + name + " has a negative dimension " + d + ": " + Long.toUnsignedString(shape[d]));
+                    throw r.error("tensor " + shownName + " has a negative dimension " + d + ": " + Long.toUnsignedString(shape[d]));
                 }
                 try {
                     elements = Math.multiplyExact(elements, shape[d]);
                 } catch (ArithmeticException e) {
-                    throw r.error("tensor " + name + " dimensions " + java.util.Arrays.toString(shape)
+                    throw r.error("tensor " + shownName + " dimensions " + java.util.Arrays.toString(shape)
                             + " overflow 64-bit element count");
                 }
             }
-            int typeId = r.u32("type of tensor " + name);
+            int typeId = r.u32("type of tensor " + shownName);
             GgmlType type = GgmlType.byId(typeId);
             if (type == null) {
-                throw r.error("tensor " + name + " has unknown ggml type id " + Integer.toUnsignedString(typeId));
+                throw r.error("tensor " + shownName + " has unknown ggml type id " + Integer.toUnsignedString(typeId));
             }
-            long offset = r.u64("offset of tensor " + name);
+            long offset = r.u64("offset of tensor " + shownName);
             long ne0 = dims == 0 ? 1 : shape[0];
             if (ne0 % type.blockSize != 0) {
-                throw r.error("tensor " + name + " of type " + type.ggmlName() + " has rows of " + ne0
+                throw r.error("tensor " + shownName + " of type " + type.ggmlName() + " has rows of " + ne0
                         + " elements, not a multiple of its block size " + type.blockSize);
             }
             long size;
             try {
                 size = Math.multiplyExact(elements / type.blockSize, (long) type.bytesPerBlock);
             } catch (ArithmeticException e) {
-                throw r.error("tensor " + name + " is too large: " + java.util.Arrays.toString(shape));
+                throw r.error("tensor " + shownName + " is too large: " + java.util.Arrays.toString(shape));
             }
             if (offset < 0 || offset % alignment != 0) {
-                throw r.error("tensor " + name + " offset " + Long.toUnsignedString(offset) + " is not a multiple of the alignment "
+                throw r.error("tensor " + shownName + " offset " + Long.toUnsignedString(offset) + " is not a multiple of the alignment "
                         + alignment);
             }
             tensors.add(new TensorInfo(name, shape, type, offset, size));
@@ -210,11 +213,11 @@ public final class GgufFile implements AutoCloseable {
         TensorInfo previous = null;
         for (TensorInfo t : byOffset) {
             if (t.offset() > dataSize || t.size() > dataSize - t.offset()) {
-                throw r.error("truncated: tensor " + t.name() + " needs bytes " + t.offset() + ".." + (t.offset() + t.size())
+                throw r.error("truncated: tensor " + shown(t.name()) + " needs bytes " + t.offset() + ".." + (t.offset() + t.size())
                         + " of the data section, which has " + dataSize + " bytes");
             }
             if (previous != null && t.size() > 0 && previous.offset() + previous.size() > t.offset()) {
-                throw r.error("tensors " + previous.name() + " and " + t.name() + " overlap");
+                throw r.error("tensors " + shown(previous.name()) + " and " + shown(t.name()) + " overlap");
             }
             if (t.size() > 0) {
                 previous = t;
@@ -299,8 +302,22 @@ public final class GgufFile implements AutoCloseable {
         return sb.toString();
     }
 
-    private static String abbreviate(String s) {
-        return s.length() > 40 ? s.substring(0, 40) + "..." : s;
+    /**
+     * A key or tensor name as it may appear in a one-line message: a corrupt file can hold names of any
+     * length with line breaks and control characters in them.
+     */
+    static String shown(String s) {
+        StringBuilder sb = new StringBuilder();
+        int i = 0;
+        for (; i < s.length() && sb.length() < 64; i++) {
+            char c = s.charAt(i);
+            if (c < 0x20 || c == 0x7f || c == 0x85 || c == 0x2028 || c == 0x2029) {
+                sb.append(String.format("\\u%04x", (int) c));
+            } else {
+                sb.append(c);
+            }
+        }
+        return i < s.length() ? sb + "..." : sb.toString();
     }
 
     /** A bounds-checked cursor over the header. */
@@ -333,8 +350,8 @@ public final class GgufFile implements AutoCloseable {
         void checkCount(String what, long count, long minBytes) {
             long left = segment.byteSize() - pos;
             if (count < 0 || count > left / minBytes) {
-                throw error(what + " " + Long.toUnsignedString(count) + " is impossible: the file has only " + left
-                        + " bytes left");
+                throw error("truncated or corrupt: " + what + " " + Long.toUnsignedString(count)
+                        + " does not fit in the " + left + " bytes left in the file");
             }
         }
 
@@ -438,7 +455,7 @@ public final class GgufFile implements AutoCloseable {
                 throw error("metadata key " + key + " is an array of unknown type " + Integer.toUnsignedString(elementTypeId));
             }
             long count = u64("array length of " + key);
-            checkCount("array length of " + key + ":", count, elementType.minBytes);
+            checkCount("array length of " + key, count, elementType.minBytes);
             if (count > Integer.MAX_VALUE - 16) {
                 throw error("metadata key " + key + " has too many elements: " + count);
             }

@@ -30,7 +30,11 @@ public record TensorInfo(String name, long[] shape, GgmlType type, long offset, 
 
     /** Number of rows of {@code ne0} elements (all dimensions after the first multiplied). */
     public long rows() {
-        return shape.length == 0 ? 1 : elements() / shape[0];
+        long n = 1;
+        for (int i = 1; i < shape.length; i++) {
+            n *= shape[i];
+        }
+        return n;
     }
 
     /** Bytes of one row. */

@@ -25,7 +25,9 @@ public final class Main {
                 new ServeCommand(),
                 new TokenizeCommand(),
                 new DetokenizeCommand(),
-                new ChatPromptCommand());
+                new ChatPromptCommand(),
+                new InfoCommand(),
+                new SynthCommand());
     }
 
     public static void main(String[] argv) {

@@ -1,0 +1,119 @@
+package dev.glimmer.server.cli;
+
+import dev.glimmer.engine.gguf.GgufWriter;
+import dev.glimmer.engine.synth.ModelSynthesizer;
+import dev.glimmer.engine.synth.SynthModel;
+import dev.glimmer.engine.synth.SynthPreset;
+import dev.glimmer.engine.synth.SynthWeightType;
+
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Locale;
+
+/** {@code ./glimmer synth}: writes a random GLM-4.7-Flash-architecture GGUF. */
+final class SynthCommand implements Command {
+
+    @Override
+    public String name() {
+        return "synth";
+    }
+
+    @Override
+    public String summary() {
+        return "write a random GLM-4.7-Flash-architecture GGUF (full = the real shapes, ~17 GB, streamed to disk)";
+    }
+
+    @Override
+    public List<Option> options() {
+        return List.of(
+                Option.required("--preset", "P", "tiny, small (the oracle configs) or full (the real GLM-4.7-Flash)"),
+                Option.required("--wtype", "T", "type of the weight matrices: f32, f16, q8_0 or q4_0"),
+                Option.value("--seed", "S", "random seed (default 1); the same seed gives the same bytes"),
+                Option.required("-o", "F", "the file to write").withAlias("--output"));
+    }
+
+    @Override
+    public String details() {
+        return """
+                Norms, the router and the expert bias stay F32. The file is written under F.partial and renamed
+                when complete. full needs about 17 GB (q4_0) of free space plus a margin; it is refused otherwise.
+                Example: ./glimmer synth --preset full --wtype q4_0 -o /tmp/glm-full-q4_0.gguf""";
+    }
+
+    @Override
+    public int run(Args args, Terminal io) throws Exception {
+        SynthPreset preset = SynthPreset.byName(args.string("--preset"));
+        SynthWeightType weightType = SynthWeightType.byName(args.string("--wtype"));
+        long seed = args.longValue("--seed", 1);
+        Path out = Path.of(args.string("-o"));
+        SynthModel model = SynthModel.of(preset, weightType, seed);
+        ProgressLine progress = new ProgressLine(io.err());
+        // Ctrl-C ends the JVM without unwinding this thread: remove the unfinished file on the way out.
+        Path partial = GgufWriter.partialPath(out);
+        Thread cleanup = new Thread(() -> {
+            try {
+                Files.deleteIfExists(partial);
+            } catch (IOException ignored) {
+                // Nothing more can be done while the JVM exits.
+            }
+        });
+        Runtime.getRuntime().addShutdownHook(cleanup);
+        try {
+            ModelSynthesizer.write(model, out, progress::update);
+        } finally {
+            Runtime.getRuntime().removeShutdownHook(cleanup);
+        }
+        progress.finish();
+        io.err().printf(Locale.ROOT, "wrote %s: preset %s, %s weights, seed %d, %d tensors, %d bytes in %.1f s%n", out,
+                preset.name(), weightType.name().toLowerCase(Locale.ROOT), seed, model.tensors().size(),
+                ModelSynthesizer.fileSize(model), progress.elapsedSeconds());
+        return 0;
+    }
+
+    /** One line on stderr, rewritten in place: percentage, GB written, ETA. */
+    private static final class ProgressLine {
+        private static final long UPDATE_NANOS = 250_000_000L;
+        private final PrintStream err;
+        private final long start = System.nanoTime();
+        private long lastUpdate;
+        private boolean shown;
+
+        ProgressLine(PrintStream err) {
+            this.err = err;
+        }
+
+        void update(long written, long total) {
+            long now = System.nanoTime();
+            if (now - lastUpdate < UPDATE_NANOS && written < total) {
+                return;
+            }
+            lastUpdate = now;
+            double seconds = (now - start) / 1e9;
+            double fraction = total == 0 ? 1 : (double) written / total;
+            String eta = fraction > 0 && seconds > 1 ? duration(seconds / fraction - seconds) : "--";
+            double unit = total >= 1e9 ? 1e9 : 1e6;
+            err.printf(Locale.ROOT, "\rwriting %5.1f%%  %7.2f / %.2f %s  ETA %s   ", 100 * fraction, written / unit,
+                    total / unit, unit == 1e9 ? "GB" : "MB", eta);
+            err.flush();
+            shown = true;
+        }
+
+        void finish() {
+            if (shown) {
+                err.println();
+            }
+        }
+
+        double elapsedSeconds() {
+            return (System.nanoTime() - start) / 1e9;
+        }
+
+        private static String duration(double seconds) {
+            long s = Math.round(seconds);
+            return s >= 60 ? (s / 60) + "m" + String.format(Locale.ROOT, "%02d", s % 60) + "s" : s + "s";
+        }
+    }
+}
