@@ -23,6 +23,8 @@ public final class Main {
     static List<Command> commands() {
         return List.of(
                 new ServeCommand(),
+                new LogitsCommand(),
+                new GenerateCommand(),
                 new TokenizeCommand(),
                 new DetokenizeCommand(),
                 new ChatPromptCommand(),
