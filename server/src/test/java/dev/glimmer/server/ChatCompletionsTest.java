@@ -205,6 +205,23 @@ class ChatCompletionsTest {
     }
 
     @Test
+    void metricsCountTokensLatenciesAndTheKvCache() {
+        post("/v1/chat/completions", HELLO + "}");
+        String metrics = given().port(app.port()).get("/metrics").then().statusCode(200).extract().asString();
+        for (String name : List.of("glimmer_prompt_tokens_total", "glimmer_tokens_predicted_total",
+                "glimmer_time_to_first_token_seconds_count", "glimmer_inter_token_latency_seconds_count",
+                "glimmer_prompt_tokens_per_second_count", "glimmer_predicted_tokens_per_second_count",
+                "glimmer_kv_cache_used_bytes", "glimmer_kv_cache_budget_bytes", "glimmer_sessions_cached",
+                "glimmer_decode_batch_size_count")) {
+            double value = metrics.lines().filter(l -> l.startsWith(name + " ")).mapToDouble(
+                    l -> Double.parseDouble(l.substring(name.length() + 1))).findFirst().orElse(-1);
+            assertTrue(value > 0, name + " = " + value);
+        }
+        assertTrue(metrics.contains("glimmer_http_requests_total{route=\"/v1/chat/completions\",status=\"200\"}"));
+        assertTrue(metrics.contains("glimmer_prompt_tokens_cached_total "));
+    }
+
+    @Test
     void tokenizeDetokenizeAndApplyTemplateRoundTrip() {
         String request = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hello, world! Tell me a story about a fox.\"}]}";
         String prompt = post("/apply-template", request).getString("prompt");
