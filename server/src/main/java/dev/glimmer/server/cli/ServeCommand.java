@@ -81,7 +81,10 @@ final class ServeCommand implements Command {
         CountDownLatch stopped = new CountDownLatch(1);
         GlimmerApp app = GlimmerApp.start(config, System.getenv());
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            io.err().println("glimmer serve: stopping (running streams get their final chunk)");
             app.close();
+            // Said here because the JVM's log handlers are already closed while shutdown hooks run.
+            io.err().println("glimmer serve: stopped");
             stopped.countDown();
         }, "glimmer-shutdown"));
         stopped.await();
