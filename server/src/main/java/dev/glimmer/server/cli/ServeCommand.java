@@ -27,6 +27,7 @@ final class ServeCommand implements Command {
         m.put("--threads", "model.threads");
         m.put("--api-key", "server.api-key");
         m.put("--parallel", "inference.parallel");
+        m.put("--prompt-chunk", "inference.prompt-chunk");
         m.put("--queue", "inference.queue");
         m.put("--kv-budget", "inference.kv-budget-mb");
         m.put("--max-body", "server.max-body");
@@ -55,6 +56,7 @@ final class ServeCommand implements Command {
                 Option.value("--threads", "N", "worker threads (default: available cores)"),
                 Option.value("--api-key", "K", "require this key as 'Authorization: Bearer K'"),
                 Option.value("--parallel", "N", "sequences decoded together (default 2)"),
+                Option.value("--prompt-chunk", "N", "prompt tokens processed per step (default 512)"),
                 Option.value("--queue", "N", "requests that may wait for a slot; more get 503 (default 16)"),
                 Option.value("--kv-budget", "MB", "memory for cached conversations (default: from the context)"),
                 Option.value("--max-body", "SIZE", "largest request body, e.g. 4M (default 4M)"),

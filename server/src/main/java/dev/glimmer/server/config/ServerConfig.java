@@ -18,12 +18,13 @@ import java.util.Optional;
  * @param ctx          the context length in tokens
  * @param threads      worker threads for the math; 0 = one per available core
  * @param parallel     sequences decoded together in one forward step
+ * @param promptChunk  prompt tokens processed per forward step (a client that left is noticed within one)
  * @param queue        requests that may wait for a slot
  * @param kvBudgetMb   memory for cached KV caches in MB; 0 = sized from the context
  * @param sampling     defaults for requests that do not say
  */
 public record ServerConfig(String host, int port, Optional<String> apiKey, List<String> corsOrigins, long maxBodyBytes,
-                           Optional<Path> model, String backend, int ctx, int threads, int parallel, int queue,
+                           Optional<Path> model, String backend, int ctx, int threads, int parallel, int promptChunk, int queue,
                            long kvBudgetMb, SamplingDefaults sampling) {
 
     /** Sampling values used when a request leaves them out; {@code maxTokens} -1 = until the context is full. */
@@ -32,11 +33,6 @@ public record ServerConfig(String host, int port, Optional<String> apiKey, List<
 
     public ServerConfig {
         corsOrigins = List.copyOf(corsOrigins);
-    }
-
-    public ServerConfig withPort(int newPort) {
-        return new ServerConfig(host, newPort, apiKey, corsOrigins, maxBodyBytes, model, backend, ctx, threads, parallel,
-                queue, kvBudgetMb, sampling);
     }
 
     public boolean corsEnabled() {

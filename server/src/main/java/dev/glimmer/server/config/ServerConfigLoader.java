@@ -78,6 +78,7 @@ public final class ServerConfigLoader {
                 (int) integer("model.ctx", 8192, 16, 1 << 24),
                 (int) integer("model.threads", 0, 0, 4096),
                 (int) integer("inference.parallel", 2, 1, 256),
+                (int) integer("inference.prompt-chunk", 512, 1, 8192),
                 (int) integer("inference.queue", 16, 0, 1 << 20),
                 integer("inference.kv-budget-mb", 0, 0, 1L << 30),
                 sampling);

@@ -42,6 +42,7 @@ public final class Scheduler implements AutoCloseable {
     private final SessionManager sessions;
     private final ServerMetrics metrics;
     private final int parallel;
+    private final int promptChunk;
     private final int capacity;
     private final ConcurrentLinkedQueue<InferenceJob> waiting = new ConcurrentLinkedQueue<>();
     private final List<ActiveSequence> active = new ArrayList<>();
@@ -53,10 +54,10 @@ public final class Scheduler implements AutoCloseable {
     private volatile boolean drained;
 
     public Scheduler(GlmForward forward, Vocabulary vocabulary, int vocabSize, SessionManager sessions,
-                     ServerMetrics metrics, int parallel, int queue) {
-        if (forward.maxBatch() < parallel) {
+                     ServerMetrics metrics, int parallel, int promptChunk, int queue) {
+        if (forward.maxBatch() < Math.max(parallel, promptChunk)) {
             throw new IllegalArgumentException("the forward pass takes " + forward.maxBatch() + " tokens per step, fewer"
-                    + " than " + parallel + " parallel sequences");
+                    + " than " + parallel + " parallel sequences or a prompt chunk of " + promptChunk);
         }
         this.forward = forward;
         this.vocabulary = vocabulary;
@@ -64,6 +65,7 @@ public final class Scheduler implements AutoCloseable {
         this.sessions = sessions;
         this.metrics = metrics;
         this.parallel = parallel;
+        this.promptChunk = promptChunk;
         this.capacity = parallel + queue;
         this.thread = Thread.ofPlatform().name("glimmer-scheduler").daemon().start(this::run);
     }
@@ -183,16 +185,17 @@ public final class Scheduler implements AutoCloseable {
         }
         int[] prompt = s.job.prompt();
         int from = s.prefilled();
-        int n = Math.min(forward.maxBatch(), prompt.length - from);
+        int n = Math.min(promptChunk, prompt.length - from);
         float[] logits = forward.forward(s.cache(), prompt, from, n, false);
         s.prefilledUpTo(from + n);
+        metrics.promptChunk(n);
         if (s.prefilling()) {
             s.job.emit(new JobEvent.PromptProgress(from + n, prompt.length));
             return;
         }
         s.promptDone();
         int cached = s.lease.reused();
-        metrics.prompt(prompt.length - cached, cached, Duration.ofNanos((long) (s.promptMillis() * 1e6)));
+        metrics.promptDone(prompt.length - cached, cached, Duration.ofNanos((long) (s.promptMillis() * 1e6)));
         FinishReason finish = s.next(logits);
         metrics.firstToken(Duration.ofNanos(System.nanoTime() - s.job.createdNanos()));
         if (finish != null) {

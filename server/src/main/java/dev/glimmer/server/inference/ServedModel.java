@@ -69,9 +69,9 @@ public final class ServedModel implements AutoCloseable {
             SessionManager sessions = new SessionManager(() -> model.newCache(ctx, CACHE_TYPE), cacheBytes, budget,
                     config.parallel());
             GlmForward forward = new GlmForward(model, new CpuBackend(),
-                    Math.max(GlmForward.DEFAULT_BATCH, config.parallel()));
+                    Math.max(config.promptChunk(), config.parallel()));
             Scheduler scheduler = new Scheduler(forward, Vocabulary.of(tokenizer, true), model.vocabSize(), sessions,
-                    metrics, config.parallel(), config.queue());
+                    metrics, config.parallel(), config.promptChunk(), config.queue());
             LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB: " + sessions.budgetBytes() / cacheBytes
                     + " cached conversations of " + ctx + " tokens");
             return new ServedModel(model, ModelFacts.of(model.file(), ctx, demo), tokenizer, format, sessions,

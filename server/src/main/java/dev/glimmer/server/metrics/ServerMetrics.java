@@ -87,8 +87,13 @@ public final class ServerMetrics implements AutoCloseable {
                 .tag("route", route).tag("status", Integer.toString(status)).register(registry).increment();
     }
 
-    public void prompt(int processed, int cached, Duration duration) {
-        promptTokens.increment(processed);
+    /** A chunk of {@code tokens} prompt tokens was processed (counted even if the request is cancelled later). */
+    public void promptChunk(int tokens) {
+        promptTokens.increment(tokens);
+    }
+
+    /** A prompt is done: {@code processed} tokens computed in {@code duration}, {@code cached} taken from a cache. */
+    public void promptDone(int processed, int cached, Duration duration) {
         promptTokensCached.increment(cached);
         if (processed > 0 && duration.toNanos() > 0) {
             promptSpeed.record(processed * 1e9 / duration.toNanos());
