@@ -66,10 +66,6 @@ public final class GlimmerApp implements AutoCloseable {
         return host;
     }
 
-    public ServerMetrics metrics() {
-        return metrics;
-    }
-
     /** Waits until the model is loaded (or failed), for tests and tools. */
     public void awaitLoaded() throws InterruptedException {
         loader.join();

@@ -1,10 +1,13 @@
 package dev.glimmer.server.cli;
 
+import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.server.GlimmerApp;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.config.ServerConfigLoader;
+import dev.glimmer.server.inference.ModelHost;
 import io.helidon.logging.common.LogConfig;
 
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -80,8 +83,19 @@ final class ServeCommand implements Command {
         // logging.properties (from config/, in the jar): one line per record on stderr.
         LogConfig.configureRuntime();
         ServerConfig config = ServerConfigLoader.load(args.optional("--config").map(Path::of), System.getenv(), flags);
+        config.model().ifPresent(path -> {
+            if (!Files.isRegularFile(path)) {
+                throw new UsageException("no such model file: " + path);
+            }
+        });
         CountDownLatch stopped = new CountDownLatch(1);
         GlimmerApp app = GlimmerApp.start(config, System.getenv());
+        // The server answers /health (503) while the model loads; a model that cannot load ends serve.
+        app.awaitLoaded();
+        if (app.host().state() instanceof ModelHost.Failed failed) {
+            app.close();
+            throw new InvalidInputException("cannot serve the model: " + failed.reason());
+        }
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             io.err().println("glimmer serve: stopping (running streams get their final chunk)");
             app.close();

@@ -49,10 +49,6 @@ public final class SseStream implements AutoCloseable {
         write(DONE);
     }
 
-    public synchronized boolean isGone() {
-        return gone;
-    }
-
     private void write(byte[] frame) {
         if (gone) {
             throw new ClientGoneException();

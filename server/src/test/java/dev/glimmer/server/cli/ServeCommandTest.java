@@ -9,6 +9,20 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 class ServeCommandTest {
 
     @Test
+    void aFileThatIsNoModelEndsServeWithOneLine() throws Exception {
+        java.nio.file.Path notAModel = java.nio.file.Files.createTempFile("glimmer", ".gguf");
+        try {
+            java.nio.file.Files.writeString(notAModel, "not a gguf file");
+            MainTest.Result r = MainTest.run("serve", "--model", notAModel.toString(), "--port", "0");
+            assertEquals(2, r.code());
+            assertTrue(r.err().strip().lines().toList().getLast().startsWith("glimmer serve: cannot serve the model: "),
+                    r.err());
+        } finally {
+            java.nio.file.Files.delete(notAModel);
+        }
+    }
+
+    @Test
     void badFlagValuesAreUsageErrors() {
         MainTest.Result r = MainTest.run("serve", "--port", "http");
         assertEquals(2, r.code());
@@ -17,6 +31,9 @@ class ServeCommandTest {
         r = MainTest.run("serve", "--parallel", "0");
         assertEquals(2, r.code());
         assertTrue(r.err().contains("inference.parallel must be in [1, 256], got 0"), r.err());
+        r = MainTest.run("serve", "--model", "/no/such.gguf");
+        assertEquals(2, r.code());
+        assertEquals("glimmer serve: no such model file: /no/such.gguf", r.err().strip());
         r = MainTest.run("serve", "--config", "/no/such.yaml");
         assertEquals(2, r.code());
         assertEquals("glimmer serve: no such configuration file: /no/such.yaml", r.err().strip());
