@@ -113,6 +113,18 @@ class ChatCompletionsTest {
     }
 
     @Test
+    void theSameSeedGivesTheSameSample() {
+        String sampled = "{\"prompt\": \"Once upon a time\", \"max_tokens\": 16, \"temperature\": 1.5, \"top_k\": 0,"
+                + " \"top_p\": 1, \"min_p\": 0, \"seed\": ";
+        String first = post("/v1/completions", sampled + "7}").getString("choices[0].text");
+        assertEquals(first, post("/v1/completions", sampled + "7}").getString("choices[0].text"));
+        String greedy = post("/v1/completions", "{\"prompt\": \"Once upon a time\", \"max_tokens\": 16, \"temperature\": 0}")
+                .getString("choices[0].text");
+        assertFalse(first.equals(greedy) && post("/v1/completions", sampled + "8}").getString("choices[0].text").equals(first),
+                "temperature is not ignored");
+    }
+
+    @Test
     void thinkingOffPutsEverythingInContent() {
         JsonPath r = post("/v1/chat/completions", HELLO + ", \"chat_template_kwargs\": {\"enable_thinking\": false}}");
         assertEquals(null, r.getString("choices[0].message.reasoning_content"));
