@@ -29,7 +29,8 @@ public final class Main {
                 new DetokenizeCommand(),
                 new ChatPromptCommand(),
                 new InfoCommand(),
-                new SynthCommand());
+                new SynthCommand(),
+                new PlanCommand());
     }
 
     public static void main(String[] argv) {
