@@ -41,7 +41,8 @@ public final class CudaDriver {
             cuModuleLoadData, cuModuleGetFunction, cuMemAlloc, cuMemFree, cuMemcpyHtoD, cuMemcpyDtoH,
             cuMemcpyHtoDAsync, cuMemsetD8, cuMemGetInfo, cuStreamCreate, cuStreamSynchronize, cuLaunchKernel,
             cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiateWithFlags, cuGraphLaunch, cuEventCreate,
-            cuEventRecord, cuEventSynchronize, cuEventElapsedTime, cuGetErrorString;
+            cuEventRecord, cuEventSynchronize, cuEventElapsedTime, cuEventDestroy, cuStreamDestroy, cuGraphExecDestroy,
+            cuGetErrorString;
 
     private CudaDriver(SymbolLookup lib) {
         this.lib = lib;
@@ -77,6 +78,9 @@ public final class CudaDriver {
         cuEventSynchronize = fn("cuEventSynchronize", ADDRESS);
         cuEventElapsedTime = lib.find("cuEventElapsedTime_v2").isPresent()
                 ? fn("cuEventElapsedTime_v2", ADDRESS, ADDRESS, ADDRESS) : fn("cuEventElapsedTime", ADDRESS, ADDRESS, ADDRESS);
+        cuEventDestroy = fn("cuEventDestroy_v2", ADDRESS);
+        cuStreamDestroy = fn("cuStreamDestroy_v2", ADDRESS);
+        cuGraphExecDestroy = fn("cuGraphExecDestroy", ADDRESS);
         cuGetErrorString = fn("cuGetErrorString", JAVA_INT, ADDRESS);
     }
 
@@ -331,5 +335,17 @@ public final class CudaDriver {
             check("cuEventElapsedTime", call(cuEventElapsedTime, ms, start, end));
             return ms.get(JAVA_FLOAT, 0);
         }
+    }
+
+    public void destroyEvent(MemorySegment event) {
+        check("cuEventDestroy", call(cuEventDestroy, event));
+    }
+
+    public void destroyStream(MemorySegment stream) {
+        check("cuStreamDestroy", call(cuStreamDestroy, stream));
+    }
+
+    public void destroyGraph(MemorySegment graphExec) {
+        check("cuGraphExecDestroy", call(cuGraphExecDestroy, graphExec));
     }
 }

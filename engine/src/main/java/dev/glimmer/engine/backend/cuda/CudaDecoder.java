@@ -1,0 +1,250 @@
+package dev.glimmer.engine.backend.cuda;
+
+import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.backend.emulated.DecodeModels;
+import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.kernels.ArgStruct;
+import dev.glimmer.kernels.decode.BufferSpec;
+import dev.glimmer.kernels.decode.CommandList;
+import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
+import dev.glimmer.kernels.decode.Dispatch;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.LongConsumer;
+
+/**
+ * The GPU decode step on a CUDA device: the decode {@link CommandList} (the one a Metal indirect
+ * command buffer encodes) captured once into a CUDA graph. The weights are copied from the mapped
+ * file to device memory once; the KV cache, activations and argument structs live there too. Per
+ * token the host writes the {@code StepArgs} (token, position, KV length) with an ordered copy,
+ * launches the graph and reads back the logits or only the greedy token.
+ *
+ * <p>Not thread-safe: one sequence, one caller at a time (it makes the device's context current
+ * on whatever thread calls it).
+ */
+public final class CudaDecoder implements AutoCloseable {
+
+    /** Bytes per host-to-device copy of the weights: large enough to run at full speed, small enough for progress. */
+    private static final long UPLOAD_CHUNK = 256L << 20;
+
+    private final CudaDevice device;
+    private final CudaDriver driver;
+    private final CudaKernels kernels;
+    private final CommandList list;
+    private final int contextSize;
+    private final int vocab;
+    private final long[] buffers;
+    private final long[][] bindings;
+    private final MemorySegment stream;
+    private final MemorySegment graph;
+    private final Arena arena = Arena.ofShared();
+    private final MemorySegment stepBytes;
+    private final MemorySegment logits;
+    private final MemorySegment token;
+    private final ArgStruct stepArgs;
+    private final long deviceBytes;
+    private int position;
+
+    /**
+     * Uploads {@code model} to {@code kernels}' device and captures the decode graph.
+     *
+     * @param progress told the weight bytes copied so far after each chunk
+     */
+    public CudaDecoder(GlmModel model, int contextSize, CudaKernels kernels, LongConsumer progress) {
+        this.kernels = kernels;
+        this.device = kernels.device();
+        this.driver = device.driver();
+        this.contextSize = contextSize;
+        this.vocab = model.vocabSize();
+        this.list = DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), contextSize);
+        this.stepArgs = kernels.library().struct("StepArgs");
+        device.makeCurrent();
+        MemorySegment file = model.file().mapping();
+        buffers = new long[list.buffers().size()];
+        long total = 0;
+        long uploaded = 0;
+        try {
+            for (int i = 0; i < buffers.length; i++) {
+                BufferSpec b = list.buffers().get(i);
+                buffers[i] = driver.alloc(b.bytes());
+                total += Math.max(1, b.bytes());
+                switch (b.kind()) {
+                    case WEIGHTS -> {
+                        for (long at = 0; at < b.bytes(); at += UPLOAD_CHUNK) {
+                            long n = Math.min(UPLOAD_CHUNK, b.bytes() - at);
+                            driver.copyToDevice(buffers[i] + at, file.asSlice(b.fileOffset() + at, n), n);
+                            uploaded += n;
+                            progress.accept(uploaded);
+                        }
+                    }
+                    case ARGS -> driver.copyToDevice(buffers[i], arena.allocateFrom(ValueLayout.JAVA_BYTE, list.args()),
+                            list.args().length);
+                    default -> driver.memset(buffers[i], (byte) 0, Math.max(1, b.bytes()));
+                }
+            }
+        } catch (RuntimeException e) {
+            freeBuffers();
+            throw e;
+        }
+        this.deviceBytes = total;
+        bindings = new long[list.dispatches().size()][];
+        for (int d = 0; d < bindings.length; d++) {
+            List<Dispatch.Binding> bs = list.dispatches().get(d).bindings();
+            bindings[d] = new long[bs.size()];
+            for (Dispatch.Binding b : bs) {
+                bindings[d][b.index()] = buffers[b.buffer()] + b.offset();
+            }
+        }
+        stream = driver.newStream();
+        driver.beginCapture(stream);
+        enqueueDispatches(null);
+        graph = driver.endCaptureAndInstantiate(stream);
+        stepBytes = arena.allocate(stepArgs.size());
+        logits = arena.allocate(ValueLayout.JAVA_FLOAT, vocab);
+        token = arena.allocate(ValueLayout.JAVA_INT);
+    }
+
+    /** Every dispatch on the stream in order; with {@code events}, one recorded before the first and after each. */
+    private void enqueueDispatches(MemorySegment[] events) {
+        if (events != null) {
+            driver.record(events[0], stream);
+        }
+        for (int d = 0; d < bindings.length; d++) {
+            Dispatch dispatch = list.dispatches().get(d);
+            kernels.launch(dispatch.kernel(), stream, dispatch.grid(), dispatch.threads(), bindings[d],
+                    dispatch.threadgroupMemory());
+            if (events != null) {
+                driver.record(events[d + 1], stream);
+            }
+        }
+    }
+
+    public CommandList commandList() {
+        return list;
+    }
+
+    /** Device memory this decoder allocated: weights, KV cache, activations, arguments. */
+    public long deviceBytes() {
+        return deviceBytes;
+    }
+
+    /** Positions already in the KV cache. */
+    public int position() {
+        return position;
+    }
+
+    /**
+     * Continues after the first {@code positions} cached rows (a shared prefix kept, the rest dropped,
+     * or rows taken as they are). The attention reads only rows below the KV length, so nothing is cleared.
+     */
+    public void seek(int positions) {
+        if (positions < 0 || positions > contextSize) {
+            throw new IllegalArgumentException("position " + positions + " is outside 0.." + contextSize);
+        }
+        position = positions;
+    }
+
+    public int contextSize() {
+        return contextSize;
+    }
+
+    /** Runs one decode step for {@code token}; returns the logits (a new array). */
+    public float[] step(int tokenId) {
+        run(tokenId);
+        driver.copyToHost(logits, buffers[list.buffer(BufferSpec.Kind.ACTIVATIONS)] + list.logits(), 4L * vocab);
+        return logits.toArray(ValueLayout.JAVA_FLOAT);
+    }
+
+    /** Runs one decode step for {@code token} and returns only the greedy next token (4 bytes read back). */
+    public int stepGreedy(int tokenId) {
+        run(tokenId);
+        return readToken();
+    }
+
+    /** The greedy token the last step's argmax dispatch chose. */
+    public int greedyToken() {
+        device.makeCurrent();
+        return readToken();
+    }
+
+    private int readToken() {
+        driver.copyToHost(token, buffers[list.buffer(BufferSpec.Kind.ACTIVATIONS)] + list.token(), 4);
+        return token.get(ValueLayout.JAVA_INT, 0);
+    }
+
+    private void run(int tokenId) {
+        writeStep(tokenId);
+        driver.launchGraph(graph, stream);
+        driver.synchronize(stream);
+        position++;
+    }
+
+    private void writeStep(int tokenId) {
+        if (tokenId < 0 || tokenId >= vocab) {
+            throw new InvalidInputException("token id " + tokenId + " is outside the vocabulary of " + vocab);
+        }
+        if (position >= contextSize) {
+            throw new InvalidInputException("the context of " + contextSize + " positions is full");
+        }
+        device.makeCurrent();
+        byte[] b = stepArgs.pack(Map.of("token", tokenId, "pos", position, "kv_len", position + 1));
+        MemorySegment.copy(b, 0, stepBytes, ValueLayout.JAVA_BYTE, 0, b.length);
+        driver.copyToDeviceAsync(buffers[list.buffer(BufferSpec.Kind.STEP)], stepBytes, b.length, stream);
+    }
+
+    /** Milliseconds of one kernel name summed over a step's dispatches, and how many dispatches it had. */
+    public record KernelTime(String kernel, int dispatches, double millis) {
+    }
+
+    /**
+     * Runs one decode step dispatch by dispatch (no graph) with a CUDA event between every two, and
+     * returns the GPU time per kernel, largest first. The step is a real one (the position advances).
+     */
+    public List<KernelTime> profileStep(int tokenId) {
+        writeStep(tokenId);
+        MemorySegment[] events = new MemorySegment[bindings.length + 1];
+        for (int i = 0; i < events.length; i++) {
+            events[i] = driver.newEvent();
+        }
+        enqueueDispatches(events);
+        driver.synchronize(stream);
+        position++;
+        Map<String, double[]> perKernel = new LinkedHashMap<>();
+        for (int d = 0; d < bindings.length; d++) {
+            double[] t = perKernel.computeIfAbsent(list.dispatches().get(d).kernel(), k -> new double[2]);
+            t[0]++;
+            t[1] += driver.elapsedMillis(events[d], events[d + 1]);
+        }
+        for (MemorySegment e : events) {
+            driver.destroyEvent(e);
+        }
+        List<KernelTime> out = new ArrayList<>();
+        perKernel.forEach((k, t) -> out.add(new KernelTime(k, (int) t[0], t[1])));
+        out.sort((a, b) -> Double.compare(b.millis(), a.millis()));
+        return out;
+    }
+
+    private void freeBuffers() {
+        for (long b : buffers) {
+            if (b != 0) {
+                driver.free(b);
+            }
+        }
+    }
+
+    @Override
+    public void close() {
+        device.makeCurrent();
+        driver.synchronize(stream);
+        driver.destroyGraph(graph);
+        driver.destroyStream(stream);
+        freeBuffers();
+        arena.close();
+    }
+}
