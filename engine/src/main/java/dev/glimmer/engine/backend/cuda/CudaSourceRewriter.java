@@ -107,10 +107,10 @@ public final class CudaSourceRewriter {
                     + " has the builtin [[" + attribute + "]], which the CUDA rewrite does not map");
         };
         if (type.endsWith("3") && v.length == 3) {
-            return "make_uint3(" + v[0] + ", " + v[1] + ", " + v[2] + ")";
+            return "glimmer_uint3(" + v[0] + ", " + v[1] + ", " + v[2] + ")";
         }
         if (type.endsWith("2") && v.length == 3) {
-            return "make_uint2(" + v[0] + ", " + v[1] + ")";
+            return "glimmer_uint2(" + v[0] + ", " + v[1] + ")";
         }
         return v[0];
     }

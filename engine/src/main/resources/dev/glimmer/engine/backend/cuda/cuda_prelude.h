@@ -27,8 +27,12 @@ struct __align__(8) glimmer_half4 { glimmer_half x, y, z, w; };
 #define half2 glimmer_half2
 #define half4 glimmer_half4
 
-static __device__ __forceinline__ float4 to_float4(half4 h) { return make_float4(h.x, h.y, h.z, h.w); }
-static __device__ __forceinline__ float2 to_float2(half2 h) { return make_float2(h.x, h.y); }
+static __device__ __forceinline__ float4 to_float4(half4 h) { float4 f; f.x = h.x; f.y = h.y; f.z = h.z; f.w = h.w; return f; }
+static __device__ __forceinline__ float2 to_float2(half2 h) { float2 f; f.x = h.x; f.y = h.y; return f; }
+
+// The wrappers' values of MSL's vector builtins (written out: NVRTC need not declare make_uint3).
+static __device__ __forceinline__ uint3 glimmer_uint3(uint x, uint y, uint z) { uint3 v; v.x = x; v.y = y; v.z = z; return v; }
+static __device__ __forceinline__ uint2 glimmer_uint2(uint x, uint y) { uint2 v; v.x = x; v.y = y; return v; }
 
 static __device__ __forceinline__ float dot(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
 static __device__ __forceinline__ float dot(float2 a, float2 b) { return a.x * b.x + a.y * b.y; }

@@ -88,7 +88,7 @@ class CudaSourceRewriterTest {
         assertTrue(w.contains("(float *) b0"), w);
         assertTrue(w.contains("*(A *) b1"), w);
         assertTrue(w.contains("(float *) ((unsigned char *) glimmer_threadgroup_memory + tg0)"), w);
-        assertTrue(w.contains("(uint3) make_uint3(blockIdx.x, blockIdx.y, blockIdx.z)"), w);
+        assertTrue(w.contains("(uint3) glimmer_uint3(blockIdx.x, blockIdx.y, blockIdx.z)"), w);
         assertTrue(w.contains("(ushort) glimmer_tid"), w);
         assertTrue(w.contains("(ushort) (glimmer_tid % 32)"), w);
         assertTrue(w.contains("(ushort) (glimmer_tid / 32)"), w);
