@@ -1,23 +1,28 @@
 package dev.glimmer.engine.backend;
 
+import dev.glimmer.engine.backend.emulated.DecodeModels;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.synth.ModelSynthesizer;
 import dev.glimmer.engine.synth.SynthModel;
 import dev.glimmer.engine.synth.SynthPreset;
 import dev.glimmer.engine.synth.SynthWeightType;
+import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
+import java.util.Set;
+import java.util.TreeSet;
 
 /**
  * Checks a GPU decode path against the CPU backend before it may serve: built-in tiny models (the
- * synthetic {@code tiny} preset, F32 and Q4_0 weights, fixed seed) decode a fixed token sequence
+ * synthetic {@code tiny} preset with F32, F16, Q8_0 and Q4_0 weights, fixed seed) decode a fixed token sequence
  * on both, the CPU with the kernels' float activations ({@link FloatActivationBackend}); at every step the logits must agree within a tolerance relative to the CPU's logit
  * range, and the GPU's argmax dispatch must pick a largest GPU logit.
  */
@@ -38,7 +43,9 @@ public final class SelfTest {
         }
     }
 
-    static final List<Case> CASES = List.of(new Case(SynthWeightType.F32), new Case(SynthWeightType.Q4_0));
+    /** Every weight type the synthesizer writes, so that each type path of the mat-vec kernels runs. */
+    static final List<Case> CASES = List.of(new Case(SynthWeightType.F32), new Case(SynthWeightType.F16),
+            new Case(SynthWeightType.Q8_0), new Case(SynthWeightType.Q4_0));
 
     /** Opens a GPU decoder of {@code capacity} positions for {@code model}. */
     public interface GpuDecoders {
@@ -61,10 +68,11 @@ public final class SelfTest {
         }
     }
 
-    /** The result: the backend checked and every check. */
-    public record Report(String backend, List<Check> checks) {
+    /** The result: the backend checked, every check, and the kernels the checked steps dispatched. */
+    public record Report(String backend, List<Check> checks, Set<String> kernels) {
         public Report {
             checks = List.copyOf(checks);
+            kernels = Collections.unmodifiableSet(new TreeSet<>(kernels));
         }
 
         public boolean passed() {
@@ -77,6 +85,7 @@ public final class SelfTest {
             for (Check c : checks) {
                 sb.append(c.line()).append('\n');
             }
+            sb.append("kernels exercised: ").append(String.join(", ", kernels)).append('\n');
             sb.append(backend).append(" self-test ").append(passed() ? "passed" : "FAILED").append('\n');
             return sb.toString();
         }
@@ -93,6 +102,7 @@ public final class SelfTest {
     /** Runs every built-in case on {@code gpu} (called {@code backend} in the report). */
     public static Report run(String backend, GpuDecoders gpu) {
         List<Check> checks = new ArrayList<>();
+        Set<String> kernels = new TreeSet<>();
         Path dir;
         try {
             dir = Files.createTempDirectory("glimmer-selftest");
@@ -105,6 +115,8 @@ public final class SelfTest {
                 ModelSynthesizer.write(SynthModel.of(SynthPreset.TINY, c.weights(), SEED), file, (done, total) -> {
                 });
                 try (GlmModel model = GlmModel.open(file)) {
+                    DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), TOKENS.length)
+                            .dispatches().forEach(d -> kernels.add(d.kernel()));
                     checks.add(decode(c, model, gpu));
                 } finally {
                     Files.deleteIfExists(file);
@@ -114,7 +126,7 @@ public final class SelfTest {
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-        return new Report(backend, checks);
+        return new Report(backend, checks, kernels);
     }
 
     /** The decode steps of one case on the GPU and on the CPU. */

@@ -1,10 +1,17 @@
 package dev.glimmer.engine.backend;
 
 import dev.glimmer.engine.backend.cpu.CpuBackend;
+import dev.glimmer.engine.backend.emulated.DecodeModels;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.engine.model.Oracle;
+import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
 import org.junit.jupiter.api.Test;
 
+import java.io.IOException;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.function.IntUnaryOperator;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -28,24 +35,37 @@ class SelfTestTest {
         assertTrue(report.text().endsWith("emulated self-test passed\n"), report.text());
     }
 
+    /** The built-in models dispatch every kernel the decode step of another model shape uses. */
+    @Test
+    void theBuiltInModelsExerciseEveryKernelOfTheDecodeStep() throws IOException {
+        Set<String> used = new TreeSet<>();
+        try (GlmModel model = GlmModel.open(Oracle.model("small-q4_k_m"))) {
+            DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), 16).dispatches()
+                    .forEach(d -> used.add(d.kernel()));
+        }
+        SelfTest.Report report = SelfTest.run("stand-in", (model, capacity) -> new CpuAsGpu(model, capacity, i -> i));
+        assertEquals(used, report.kernels());
+        assertTrue(report.text().contains("kernels exercised: " + String.join(", ", used) + "\n"), report.text());
+    }
+
     /**
-     * The CPU backend itself as the "GPU": its Q8_0 rounding of the activations (llama.cpp's CPU
-     * numerics) is exactly the kind of deviation the tolerance must notice on the Q4_0 model; on the
-     * F32 model there is no rounding and it agrees.
+     * The CPU backend itself as the "GPU": its rounding of the activations to Q8_0 before Q8_0/Q4_0
+     * products (llama.cpp's CPU numerics) is exactly the kind of deviation the tolerance must notice;
+     * F32 products round nothing, and F16's rounding (2^-11 relative) stays within the tolerance.
      */
     @Test
     void activationsRoundedToQ8AreReportedWithTheStepAndLogit() {
         SelfTest.Report report = SelfTest.run("rounding", (model, capacity) -> new CpuAsGpu(model, capacity, i -> i));
         assertFalse(report.passed(), report.text());
-        SelfTest.Check f32 = report.checks().get(0);
-        SelfTest.Check q4 = report.checks().get(1);
-        assertTrue(f32.passed(), f32.line());
-        assertFalse(q4.passed(), q4.line());
-        assertTrue(q4.maxError() > q4.limit(), q4.line());
-        assertTrue(q4.line().matches("FAIL tiny-q4_0 decode step: max \\|Δlogit\\| .* at step \\d+, logit \\d+ \\(CPU .*, GPU .*\\)"),
-                q4.line());
+        List<SelfTest.Check> checks = report.checks();
+        assertEquals(List.of(true, true, false, false), checks.stream().map(SelfTest.Check::passed).toList(), report.text());
+        for (SelfTest.Check c : checks.subList(2, 4)) {
+            assertTrue(c.maxError() > c.limit(), c.line());
+            assertTrue(c.line().matches("FAIL tiny-q[48]_0 decode step: max \\|Δlogit\\| .* at step \\d+, logit \\d+ \\(CPU .*, GPU .*\\)"),
+                    c.line());
+        }
         assertTrue(report.text().endsWith("rounding self-test FAILED\n"), report.text());
-        assertEquals(q4.line(), report.firstFailure());
+        assertEquals(checks.get(2).line(), report.firstFailure());
     }
 
     @Test

@@ -52,7 +52,7 @@ public final class MetalDecoder implements GpuTokenDecoder {
         } catch (IllegalArgumentException e) {
             throw new InvalidInputException(model.file().path().getFileName() + ": " + e.getMessage());
         }
-        try (AutoCloseable pool = rt.autoreleasePool()) {
+        try (ObjcRuntime.AutoreleasePool pool = rt.autoreleasePool()) {
             long base = model.file().mapping().address();
             for (BufferSpec b : list.buffers()) {
                 buffers.add(b.kind() == BufferSpec.Kind.WEIGHTS ? device.wrap(base + b.fileOffset(), b.bytes())
@@ -68,9 +68,6 @@ public final class MetalDecoder implements GpuTokenDecoder {
         } catch (RuntimeException e) {
             releaseBuffers();
             throw e;
-        } catch (Exception e) {
-            releaseBuffers();
-            throw new MetalException(e.toString());
         }
     }
 
@@ -100,12 +97,8 @@ public final class MetalDecoder implements GpuTokenDecoder {
         }
         byte[] args = stepArgs.pack(Map.of("token", token, "pos", position, "kv_len", position + 1));
         MemorySegment.copy(args, 0, step, ValueLayout.JAVA_BYTE, 0, args.length);
-        try (AutoCloseable pool = rt.autoreleasePool()) {
+        try (ObjcRuntime.AutoreleasePool pool = rt.autoreleasePool()) {
             encoder.run(device.queue());
-        } catch (RuntimeException e) {
-            throw e;
-        } catch (Exception e) {
-            throw new MetalException(e.toString());
         }
         position++;
         return activations.asSlice(list.logits(), 4L * vocab).toArray(ValueLayout.JAVA_FLOAT);

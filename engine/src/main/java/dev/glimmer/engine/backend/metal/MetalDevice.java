@@ -53,21 +53,20 @@ public final class MetalDevice implements AutoCloseable {
      */
     public static MetalDevice open() {
         ObjcRuntime rt = ObjcRuntime.load();
-        MemorySegment device = rt.createSystemDefaultDevice();
-        if (device.equals(MemorySegment.NULL)) {
-            throw new MetalException("MTLCreateSystemDefaultDevice found no Metal device");
+        try (ObjcRuntime.AutoreleasePool pool = rt.autoreleasePool()) {
+            MemorySegment device = rt.createSystemDefaultDevice();
+            if (device.equals(MemorySegment.NULL)) {
+                throw new MetalException("MTLCreateSystemDefaultDevice found no Metal device");
+            }
+            MetalDevice d = new MetalDevice(rt, device);
+            try {
+                d.compile(KernelLibrary.load());
+            } catch (RuntimeException e) {
+                d.close();
+                throw e;
+            }
+            return d;
         }
-        MetalDevice d = new MetalDevice(rt, device);
-        try (AutoCloseable pool = rt.autoreleasePool()) {
-            d.compile(KernelLibrary.load());
-        } catch (RuntimeException e) {
-            d.close();
-            throw e;
-        } catch (Exception e) {
-            d.close();
-            throw new MetalException(e.toString());
-        }
-        return d;
     }
 
     private void compile(KernelLibrary kernels) {

@@ -165,16 +165,27 @@ public final class ObjcRuntime {
         return string(sendForObject(MetalMethods.LOCALIZED_DESCRIPTION, nsError));
     }
 
-    /** An autorelease pool, drained on close: wrap each token (and the set-up) in one. */
-    public AutoCloseable autoreleasePool() {
-        MemorySegment pool = (MemorySegment) call(poolPush);
-        return () -> {
+    /** An autorelease pool, drained on close: wrap each token (and the set-up) in one, on one thread. */
+    public AutoreleasePool autoreleasePool() {
+        return new AutoreleasePool((MemorySegment) call(poolPush));
+    }
+
+    /** An open autorelease pool: what was autoreleased since it opened is released when it closes. */
+    public final class AutoreleasePool implements AutoCloseable {
+        private final MemorySegment pool;
+
+        private AutoreleasePool(MemorySegment pool) {
+            this.pool = pool;
+        }
+
+        @Override
+        public void close() {
             try {
                 poolPop.invokeExact(pool);
             } catch (Throwable t) {
                 throw rethrow(t);
             }
-        };
+        }
     }
 
     private static Object call(MethodHandle noArgs) {
