@@ -1,0 +1,188 @@
+package dev.glimmer.engine.backend;
+
+import dev.glimmer.engine.backend.emulated.DecodeModels;
+import dev.glimmer.engine.kv.KvCacheType;
+import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.engine.synth.ModelSynthesizer;
+import dev.glimmer.engine.synth.SynthModel;
+import dev.glimmer.engine.synth.SynthPreset;
+import dev.glimmer.engine.synth.SynthWeightType;
+import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Locale;
+import java.util.Set;
+import java.util.TreeSet;
+
+/**
+ * Checks a GPU decode path against the CPU backend before it may serve: built-in tiny models (the
+ * synthetic {@code tiny} preset with F32, F16, Q8_0 and Q4_0 weights, fixed seed) decode a fixed token sequence
+ * on both, the CPU with the kernels' float activations ({@link FloatActivationBackend}); at every step the logits must agree within a tolerance relative to the CPU's logit
+ * range, and the GPU's argmax dispatch must pick a largest GPU logit.
+ */
+public final class SelfTest {
+
+    /** Seed of the built-in models: fixed, so that every run checks the same weights. */
+    static final long SEED = 9;
+    /** The tokens fed one step at a time (ordinary BPE tokens of the tiny vocabulary). */
+    static final int[] TOKENS = {17, 300, 5, 611, 42, 128, 9, 250};
+
+    /** How far the GPU's logits may be from the CPU's, as a fraction of the CPU's logit range. */
+    static final double TOLERANCE = 1e-3;
+
+    /** A built-in model: the tiny preset with {@code weights}. */
+    record Case(SynthWeightType weights) {
+        String name() {
+            return "tiny-" + weights.name().toLowerCase(Locale.ROOT);
+        }
+    }
+
+    /** Every weight type the synthesizer writes, so that each type path of the mat-vec kernels runs. */
+    static final List<Case> CASES = List.of(new Case(SynthWeightType.F32), new Case(SynthWeightType.F16),
+            new Case(SynthWeightType.Q8_0), new Case(SynthWeightType.Q4_0));
+
+    /** Opens a GPU decoder of {@code capacity} positions for {@code model}. */
+    public interface GpuDecoders {
+        GpuTokenDecoder open(GlmModel model, int capacity);
+    }
+
+    /**
+     * One check.
+     *
+     * @param name     what was compared
+     * @param maxError the largest |GPU − CPU| logit difference
+     * @param limit    the largest allowed
+     * @param where    where the largest difference (or the wrong argmax) was
+     * @param passed   whether it is within the limit and every argmax was right
+     */
+    public record Check(String name, double maxError, double limit, String where, boolean passed) {
+        String line() {
+            return String.format(Locale.ROOT, "%s %s: max |Δlogit| %.3g (limit %.3g) %s", passed ? "PASS" : "FAIL", name,
+                    maxError, limit, where);
+        }
+    }
+
+    /** The result: the backend checked, every check, and the kernels the checked steps dispatched. */
+    public record Report(String backend, List<Check> checks, Set<String> kernels) {
+        public Report {
+            checks = List.copyOf(checks);
+            kernels = Collections.unmodifiableSet(new TreeSet<>(kernels));
+        }
+
+        public boolean passed() {
+            return !checks.isEmpty() && checks.stream().allMatch(Check::passed);
+        }
+
+        /** One line per check, then the verdict. */
+        public String text() {
+            StringBuilder sb = new StringBuilder();
+            for (Check c : checks) {
+                sb.append(c.line()).append('\n');
+            }
+            sb.append("kernels exercised: ").append(String.join(", ", kernels)).append('\n');
+            sb.append(backend).append(" self-test ").append(passed() ? "passed" : "FAILED").append('\n');
+            return sb.toString();
+        }
+
+        /** The first failed check, for a one-line reason. */
+        public String firstFailure() {
+            return checks.stream().filter(c -> !c.passed()).findFirst().map(Check::line).orElse("none");
+        }
+    }
+
+    private SelfTest() {
+    }
+
+    /** Runs every built-in case on {@code gpu} (called {@code backend} in the report). */
+    public static Report run(String backend, GpuDecoders gpu) {
+        List<Check> checks = new ArrayList<>();
+        Set<String> kernels = new TreeSet<>();
+        Path dir;
+        try {
+            dir = Files.createTempDirectory("glimmer-selftest");
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        try {
+            for (Case c : CASES) {
+                Path file = dir.resolve(c.name() + ".gguf");
+                ModelSynthesizer.write(SynthModel.of(SynthPreset.TINY, c.weights(), SEED), file, (done, total) -> {
+                });
+                try (GlmModel model = GlmModel.open(file)) {
+                    DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), TOKENS.length)
+                            .dispatches().forEach(d -> kernels.add(d.kernel()));
+                    checks.add(decode(c, model, gpu));
+                } finally {
+                    Files.deleteIfExists(file);
+                }
+            }
+            Files.deleteIfExists(dir);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        return new Report(backend, checks, kernels);
+    }
+
+    /** The decode steps of one case on the GPU and on the CPU. */
+    static Check decode(Case c, GlmModel model, GpuDecoders gpu) {
+        double worst = 0;
+        double worstLimit = 0;
+        String where = "";
+        try (TokenDecoder cpu = new CpuDecoder(model, TOKENS.length, KvCacheType.F32, new FloatActivationBackend());
+             GpuTokenDecoder g = gpu.open(model, TOKENS.length)) {
+            for (int step = 0; step < TOKENS.length; step++) {
+                float[] expected = cpu.forward(TOKENS, step, 1).clone();
+                float[] got = g.forward(TOKENS, step, 1);
+                double limit = TOLERANCE * range(expected);
+                int at = 0;
+                double error = 0;
+                for (int i = 0; i < expected.length; i++) {
+                    double d = Math.abs((double) got[i] - expected[i]);
+                    if (!(d <= error)) { // NaN counts as the worst
+                        error = d;
+                        at = i;
+                    }
+                }
+                if (!(error <= worst) || where.isEmpty()) {
+                    worst = error;
+                    worstLimit = limit;
+                    where = "at step " + step + ", logit " + at + " (CPU " + expected[at] + ", GPU " + got[at] + ")";
+                }
+                if (!(error <= limit)) {
+                    return new Check(c.name() + " decode step", error, limit,
+                            "at step " + step + ", logit " + at + " (CPU " + expected[at] + ", GPU " + got[at] + ")", false);
+                }
+                int greedy = g.greedyToken();
+                if (greedy < 0 || greedy >= got.length || got[greedy] != max(got)) {
+                    return new Check(c.name() + " argmax", error, limit, "at step " + step + ": the argmax dispatch chose "
+                            + greedy + ", the largest GPU logit is " + max(got), false);
+                }
+            }
+        }
+        return new Check(c.name() + " decode step", worst, worstLimit, where, true);
+    }
+
+    private static double range(float[] v) {
+        float lo = Float.POSITIVE_INFINITY;
+        float hi = Float.NEGATIVE_INFINITY;
+        for (float x : v) {
+            lo = Math.min(lo, x);
+            hi = Math.max(hi, x);
+        }
+        return hi - lo;
+    }
+
+    private static float max(float[] v) {
+        float m = Float.NEGATIVE_INFINITY;
+        for (float x : v) {
+            m = Math.max(m, x);
+        }
+        return m;
+    }
+}
