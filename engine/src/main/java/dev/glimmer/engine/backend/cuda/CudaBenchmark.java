@@ -55,12 +55,12 @@ public final class CudaBenchmark {
             int context = Math.max(promptTokens, depth + decodeTokens) + 1;
             long fileBytes = model.file().mapping().byteSize();
             long[] next = {0};
-            try (CudaDecoder decoder = new CudaDecoder(model, context, kernels, bytes -> {
+            try (CudaWeights weights = new CudaWeights(model, kernels, bytes -> {
                 if (bytes >= next[0]) {
                     log.printf(Locale.ROOT, "uploading weights: %.1f / %.1f GB%n", bytes / 1e9, fileBytes / 1e9);
                     next[0] += 2_000_000_000L;
                 }
-            })) {
+            }); CudaDecoder decoder = new CudaDecoder(weights, context)) {
                 double load = (System.nanoTime() - t0) / 1e9;
                 long gpuBytes = device.memoryUsed() - before;
                 log.printf(Locale.ROOT, "loaded in %.1f s; %.2f GB of GPU memory; %d dispatches per token%n", load,

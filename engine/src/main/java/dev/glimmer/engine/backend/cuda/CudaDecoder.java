@@ -16,12 +16,11 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.function.LongConsumer;
 
 /**
- * The GPU decode step on a CUDA device: the decode {@link CommandList} (the one a Metal indirect
- * command buffer encodes) captured once into a CUDA graph. The weights are copied from the mapped
- * file to device memory once; the KV cache, activations and argument structs live there too. Per
+ * One sequence decoded on a CUDA device: the decode {@link CommandList} (the one a Metal indirect
+ * command buffer encodes) captured once into a CUDA graph over the model's {@link CudaWeights} and
+ * this sequence's own KV cache, activations and argument structs in device memory. Per
  * token the host writes the {@code StepArgs} (token, position, KV length) with an ordered copy,
  * launches the graph and reads back the logits or only the greedy token.
  *
@@ -30,9 +29,6 @@ import java.util.function.LongConsumer;
  */
 public final class CudaDecoder implements AutoCloseable {
 
-    /** Bytes per host-to-device copy of the weights: large enough to run at full speed, small enough for progress. */
-    private static final long UPLOAD_CHUNK = 256L << 20;
-
     private final CudaDevice device;
     private final CudaDriver driver;
     private final CudaKernels kernels;
@@ -40,6 +36,8 @@ public final class CudaDecoder implements AutoCloseable {
     private final int contextSize;
     private final int vocab;
     private final long[] buffers;
+    /** Which buffers this sequence allocated (the weights belong to {@link CudaWeights}). */
+    private final boolean[] owned;
     private final long[][] bindings;
     private final MemorySegment stream;
     private final MemorySegment graph;
@@ -51,13 +49,10 @@ public final class CudaDecoder implements AutoCloseable {
     private final long deviceBytes;
     private int position;
 
-    /**
-     * Uploads {@code model} to {@code kernels}' device and captures the decode graph.
-     *
-     * @param progress told the weight bytes copied so far after each chunk
-     */
-    public CudaDecoder(GlmModel model, int contextSize, CudaKernels kernels, LongConsumer progress) {
-        this.kernels = kernels;
+    /** A sequence of at most {@code contextSize} positions over uploaded {@code weights}; captures the decode graph. */
+    public CudaDecoder(CudaWeights weights, int contextSize) {
+        GlmModel model = weights.model();
+        this.kernels = weights.kernels();
         this.device = kernels.device();
         this.driver = device.driver();
         this.contextSize = contextSize;
@@ -65,27 +60,23 @@ public final class CudaDecoder implements AutoCloseable {
         this.list = DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), contextSize);
         this.stepArgs = kernels.library().struct("StepArgs");
         device.makeCurrent();
-        MemorySegment file = model.file().mapping();
         buffers = new long[list.buffers().size()];
+        owned = new boolean[buffers.length];
         long total = 0;
-        long uploaded = 0;
         try {
             for (int i = 0; i < buffers.length; i++) {
                 BufferSpec b = list.buffers().get(i);
+                if (b.kind() == BufferSpec.Kind.WEIGHTS) {
+                    buffers[i] = weights.pointer(b);
+                    continue;
+                }
                 buffers[i] = driver.alloc(b.bytes());
+                owned[i] = true;
                 total += Math.max(1, b.bytes());
-                switch (b.kind()) {
-                    case WEIGHTS -> {
-                        for (long at = 0; at < b.bytes(); at += UPLOAD_CHUNK) {
-                            long n = Math.min(UPLOAD_CHUNK, b.bytes() - at);
-                            driver.copyToDevice(buffers[i] + at, file.asSlice(b.fileOffset() + at, n), n);
-                            uploaded += n;
-                            progress.accept(uploaded);
-                        }
-                    }
-                    case ARGS -> driver.copyToDevice(buffers[i], arena.allocateFrom(ValueLayout.JAVA_BYTE, list.args()),
-                            list.args().length);
-                    default -> driver.memset(buffers[i], (byte) 0, Math.max(1, b.bytes()));
+                if (b.kind() == BufferSpec.Kind.ARGS) {
+                    driver.copyToDevice(buffers[i], arena.allocateFrom(ValueLayout.JAVA_BYTE, list.args()), list.args().length);
+                } else {
+                    driver.memset(buffers[i], (byte) 0, Math.max(1, b.bytes()));
                 }
             }
         } catch (RuntimeException e) {
@@ -129,7 +120,7 @@ public final class CudaDecoder implements AutoCloseable {
         return list;
     }
 
-    /** Device memory this decoder allocated: weights, KV cache, activations, arguments. */
+    /** Device memory this sequence allocated: KV cache, activations, arguments. */
     public long deviceBytes() {
         return deviceBytes;
     }
@@ -159,6 +150,11 @@ public final class CudaDecoder implements AutoCloseable {
         run(tokenId);
         driver.copyToHost(logits, buffers[list.buffer(BufferSpec.Kind.ACTIVATIONS)] + list.logits(), 4L * vocab);
         return logits.toArray(ValueLayout.JAVA_FLOAT);
+    }
+
+    /** Runs one decode step for {@code token}, reading nothing back (a prompt token whose logits nobody needs). */
+    public void feed(int tokenId) {
+        run(tokenId);
     }
 
     /** Runs one decode step for {@code token} and returns only the greedy next token (4 bytes read back). */
@@ -231,9 +227,10 @@ public final class CudaDecoder implements AutoCloseable {
     }
 
     private void freeBuffers() {
-        for (long b : buffers) {
-            if (b != 0) {
-                driver.free(b);
+        for (int i = 0; i < buffers.length; i++) {
+            if (owned[i] && buffers[i] != 0) {
+                driver.free(buffers[i]);
+                buffers[i] = 0;
             }
         }
     }

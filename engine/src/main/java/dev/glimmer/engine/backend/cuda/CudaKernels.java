@@ -45,9 +45,14 @@ public final class CudaKernels {
         }
     }
 
-    /** The project's kernels on {@code device}, compiled or taken from the cache in {@link #cacheDirectory()}. */
+    private static final Map<Integer, CudaKernels> LOADED = new java.util.concurrent.ConcurrentHashMap<>();
+
+    /**
+     * The project's kernels on {@code device}, compiled or taken from the cache in
+     * {@link #cacheDirectory()}; loaded once per device and JVM.
+     */
     public static CudaKernels load(CudaDevice device) {
-        return load(device, KernelLibrary.load(), cacheDirectory());
+        return LOADED.computeIfAbsent(device.ordinal(), d -> load(device, KernelLibrary.load(), cacheDirectory()));
     }
 
     public static CudaKernels load(CudaDevice device, KernelLibrary library, Path cache) {

@@ -41,7 +41,8 @@ class CudaDecodeTest {
             GlmForward reference = new GlmForward(model, new GpuReferenceBackend(), 1);
             int[] greedy = new int[GREEDY];
             List<float[]> all = new ArrayList<>();
-            try (CudaDecoder gpu = new CudaDecoder(model, context, kernels, bytes -> { })) {
+            try (CudaWeights weights = new CudaWeights(model, kernels, bytes -> { });
+                 CudaDecoder gpu = new CudaDecoder(weights, context)) {
                 int token = prompt[0];
                 for (int step = 0; step < prompt.length + GREEDY - 1; step++) {
                     float[] expected = reference.forward(cache, new int[] {token}, 0, 1, false);
