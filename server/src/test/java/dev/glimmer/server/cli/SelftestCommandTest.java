@@ -21,8 +21,17 @@ class SelftestCommandTest {
 
     @Test
     void anUnknownBackendIsAUsageError() {
+        MainTest.Result r = MainTest.run("selftest", "--backend", "vulkan");
+        assertEquals(2, r.code(), r.err());
+        assertTrue(r.err().contains("--backend must be one of auto, metal, cuda, emulated, got vulkan"), r.err());
+    }
+
+    @Test
+    void cudaWithoutADeviceIsExitCode2WithTheReason() {
+        org.junit.jupiter.api.Assumptions.assumeTrue(dev.glimmer.engine.backend.cuda.CudaDevice.probe().device().isEmpty(),
+                "a CUDA device is present: the passing run is CudaBackendTest's, in the engine");
         MainTest.Result r = MainTest.run("selftest", "--backend", "cuda");
         assertEquals(2, r.code(), r.err());
-        assertTrue(r.err().contains("--backend must be one of auto, metal, emulated, got cuda"), r.err());
+        assertTrue(r.err().contains("--backend cuda: " + dev.glimmer.engine.backend.cuda.CudaDevice.probe().reason()), r.err());
     }
 }
