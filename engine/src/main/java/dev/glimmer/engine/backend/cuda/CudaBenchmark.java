@@ -110,12 +110,12 @@ public final class CudaBenchmark {
     /** Prints a profile as a table: kernel, dispatches, milliseconds, share of the step. */
     public static void printProfile(List<CudaDecoder.KernelTime> profile, PrintStream out) {
         double total = profile.stream().mapToDouble(CudaDecoder.KernelTime::millis).sum();
-        out.printf(Locale.ROOT, "  %-14s %10s %10s %6s%n", "kernel", "dispatches", "ms", "share");
+        out.printf(Locale.ROOT, "  %-28s %10s %9s %6s %9s %8s%n", "kernel", "dispatches", "ms", "share", "weight MB", "GB/s");
         for (CudaDecoder.KernelTime t : profile) {
-            out.printf(Locale.ROOT, "  %-14s %10d %10.3f %5.1f%%%n", t.kernel(), t.dispatches(), t.millis(),
-                    100 * t.millis() / total);
+            out.printf(Locale.ROOT, "  %-28s %10d %9.3f %5.1f%% %9.1f %8.1f%n", t.kernel(), t.dispatches(), t.millis(),
+                    100 * t.millis() / total, t.weightBytes() / 1e6, t.gigabytesPerSecond());
         }
-        out.printf(Locale.ROOT, "  %-14s %10s %10.3f (%.0f tok/s of kernel time alone)%n", "total", "", total, 1000 / total);
+        out.printf(Locale.ROOT, "  %-28s %10s %9.3f (%.0f tok/s of kernel time alone)%n", "total", "", total, 1000 / total);
     }
 
     /** {@code CudaBenchmark MODEL [pp] [tg] [depth] [reps]}. */

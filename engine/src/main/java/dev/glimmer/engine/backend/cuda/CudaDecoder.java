@@ -194,13 +194,21 @@ public final class CudaDecoder implements AutoCloseable {
         driver.copyToDeviceAsync(buffers[list.buffer(BufferSpec.Kind.STEP)], stepBytes, b.length, stream);
     }
 
-    /** Milliseconds of one kernel name summed over a step's dispatches, and how many dispatches it had. */
-    public record KernelTime(String kernel, int dispatches, double millis) {
+    /**
+     * GPU time of one kind of dispatch summed over a step: a kernel and the weight it reads
+     * ({@code mat_vec attn_output.weight}, layer prefix dropped), how many dispatches, and the
+     * weight bytes they read (so that time can be held against memory bandwidth).
+     */
+    public record KernelTime(String kernel, int dispatches, double millis, long weightBytes) {
+        /** Weight bytes read per second of GPU time, in GB/s. */
+        public double gigabytesPerSecond() {
+            return millis > 0 ? weightBytes / (millis * 1e6) : 0;
+        }
     }
 
     /**
      * Runs one decode step dispatch by dispatch (no graph) with a CUDA event between every two, and
-     * returns the GPU time per kernel, largest first. The step is a real one (the position advances).
+     * returns the GPU time per kind of dispatch, largest first. The step is a real one (the position advances).
      */
     public List<KernelTime> profileStep(int tokenId) {
         writeStep(tokenId);
@@ -211,19 +219,29 @@ public final class CudaDecoder implements AutoCloseable {
         enqueueDispatches(events);
         driver.synchronize(stream);
         position++;
-        Map<String, double[]> perKernel = new LinkedHashMap<>();
+        Map<String, double[]> perKind = new LinkedHashMap<>();
         for (int d = 0; d < bindings.length; d++) {
-            double[] t = perKernel.computeIfAbsent(list.dispatches().get(d).kernel(), k -> new double[2]);
+            Dispatch dispatch = list.dispatches().get(d);
+            double[] t = perKind.computeIfAbsent(kind(dispatch), k -> new double[3]);
             t[0]++;
             t[1] += driver.elapsedMillis(events[d], events[d + 1]);
+            t[2] += dispatch.weightReads().stream().mapToLong(Dispatch.WeightRead::bytes).sum();
         }
         for (MemorySegment e : events) {
             driver.destroyEvent(e);
         }
         List<KernelTime> out = new ArrayList<>();
-        perKernel.forEach((k, t) -> out.add(new KernelTime(k, (int) t[0], t[1])));
+        perKind.forEach((k, t) -> out.add(new KernelTime(k, (int) t[0], t[1], (long) t[2])));
         out.sort((a, b) -> Double.compare(b.millis(), a.millis()));
         return out;
+    }
+
+    /** The kernel, and for mat_vec the weight it multiplies (the same kernel runs very different shapes). */
+    private static String kind(Dispatch d) {
+        if (!d.kernel().equals("mat_vec") || d.weightReads().isEmpty()) {
+            return d.kernel();
+        }
+        return d.kernel() + " " + d.weightReads().getFirst().tensor().replaceFirst("^blk\\.\\d+\\.", "");
     }
 
     private void freeBuffers() {
