@@ -108,12 +108,17 @@ final class CudaChoice {
         }
         long total = model.file().mapping().byteSize();
         long[] next = {0};
-        CudaWeights weights = new CudaWeights(model, CudaKernels.load(device), bytes -> {
-            if (bytes >= next[0]) {
-                log.printf(Locale.ROOT, "copying weights to %s: %.1f / %.1f GB%n", device.name(), bytes / 1e9, total / 1e9);
-                next[0] += 4_000_000_000L;
-            }
-        });
+        CudaWeights weights;
+        try {
+            weights = new CudaWeights(model, CudaKernels.load(device), bytes -> {
+                if (bytes >= next[0]) {
+                    log.printf(Locale.ROOT, "copying weights to %s: %.1f / %.1f GB%n", device.name(), bytes / 1e9, total / 1e9);
+                    next[0] += 4_000_000_000L;
+                }
+            });
+        } catch (RuntimeException e) {
+            return Backends.cpu(model, what + " could not take the weights: " + e.getMessage(), report);
+        }
         return new BackendChoice("cuda", what + (selfTest ? ", self-test passed" : ", self-test skipped"), report,
                 new BackendChoice.Decoders() {
                     @Override

@@ -19,11 +19,6 @@ import java.util.Optional;
 public record CudaDevice(CudaDriver driver, int ordinal, String name, int major, int minor, int multiprocessors,
                          long totalMemory, MemorySegment context) {
 
-    /** The first CUDA device, or empty (with the reason) when there is none. */
-    public static Optional<CudaDevice> first() {
-        return probe().device();
-    }
-
     /** Whether a device is usable and, if not, why. */
     public record Probe(Optional<CudaDevice> device, String reason) {
     }
