@@ -2,6 +2,7 @@ package dev.glimmer.engine.backend.metal;
 
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.backend.GpuTokenDecoder;
+import dev.glimmer.engine.backend.PartialSteps;
 import dev.glimmer.engine.backend.emulated.DecodeModels;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.kernels.ArgStruct;
@@ -22,7 +23,7 @@ import java.util.Map;
  * token writes the step buffer, runs the step and reads the logits; the prompt goes through the
  * same step token by token (there is no batched prompt command list yet).
  */
-public final class MetalDecoder implements GpuTokenDecoder {
+public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
 
     private final MetalDevice device;
     private final ObjcRuntime rt;
@@ -71,6 +72,7 @@ public final class MetalDecoder implements GpuTokenDecoder {
         }
     }
 
+    @Override
     public CommandList commandList() {
         return list;
     }
@@ -92,16 +94,30 @@ public final class MetalDecoder implements GpuTokenDecoder {
     }
 
     private float[] step(int token) {
+        run(token, position, list.dispatches().size());
+        position++;
+        return activations.asSlice(list.logits(), 4L * vocab).toArray(ValueLayout.JAVA_FLOAT);
+    }
+
+    private void run(int token, int at, int dispatches) {
         if (token < 0 || token >= model.weights().tokenEmbedding().rows()) {
             throw new InvalidInputException("token id " + token + " is outside the vocabulary");
         }
-        byte[] args = stepArgs.pack(Map.of("token", token, "pos", position, "kv_len", position + 1));
+        byte[] args = stepArgs.pack(Map.of("token", token, "pos", at, "kv_len", at + 1));
         MemorySegment.copy(args, 0, step, ValueLayout.JAVA_BYTE, 0, args.length);
         try (ObjcRuntime.AutoreleasePool pool = rt.autoreleasePool()) {
-            encoder.run(device.queue());
+            encoder.run(device.queue(), dispatches);
         }
-        position++;
-        return activations.asSlice(list.logits(), 4L * vocab).toArray(ValueLayout.JAVA_FLOAT);
+    }
+
+    @Override
+    public float[] partialStep(int token, int at, int dispatches, int buffer, long offset, int count) {
+        if (at >= position) {
+            throw new IllegalArgumentException("position " + at + " has not been decoded yet");
+        }
+        run(token, at, dispatches);
+        return device.contents(buffers.get(buffer), offset + 4L * count).asSlice(offset)
+                .toArray(ValueLayout.JAVA_FLOAT);
     }
 
     @Override
