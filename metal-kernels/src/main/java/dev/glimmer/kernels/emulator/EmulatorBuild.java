@@ -24,7 +24,8 @@ public final class EmulatorBuild {
 
     static final String CLANG = "clang-19";
     private static final String RESOURCES = "/dev/glimmer/kernels/emulator/";
-    private static final List<String> FLAGS = List.of("-std=c++17", "-Wall", "-Wno-unknown-attributes",
+    /** MSL's char is signed (Q8_0 quants, Q6_K scales); so is the emulator's on every host (arm64 Linux defaults to unsigned). */
+    private static final List<String> FLAGS = List.of("-std=c++17", "-fsigned-char", "-Wall", "-Wno-unknown-attributes",
             "-Wno-unused-function", "-Wno-unused-variable", "-Wno-unused-but-set-variable");
     private static final List<String> LINK = List.of("-O2", "-shared", "-fPIC", "-lstdc++", "-lm");
 
