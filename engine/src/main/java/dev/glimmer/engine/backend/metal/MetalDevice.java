@@ -21,8 +21,6 @@ import static dev.glimmer.engine.backend.metal.MetalMethods.*;
  */
 public final class MetalDevice implements AutoCloseable {
 
-    /** Page size of Apple Silicon: no-copy buffers start and end on one. */
-    static final long PAGE = 16384;
     /** {@code MTLGPUFamilyApple9} (M3 and later): they need no empty-dispatch workaround. */
     private static final long GPU_FAMILY_APPLE9 = 1009;
     /** {@code MTLResourceStorageModeShared}: CPU and GPU see the same memory. */
@@ -52,7 +50,10 @@ public final class MetalDevice implements AutoCloseable {
      * @throws MetalException when there is no device or a kernel does not compile (with Metal's message)
      */
     public static MetalDevice open() {
-        ObjcRuntime rt = ObjcRuntime.load();
+        return open(ObjcRuntime.load());
+    }
+
+    static MetalDevice open(ObjcRuntime rt) {
         try (ObjcRuntime.AutoreleasePool pool = rt.autoreleasePool()) {
             MemorySegment device = rt.createSystemDefaultDevice();
             if (device.equals(MemorySegment.NULL)) {
@@ -149,10 +150,11 @@ public final class MetalDevice implements AutoCloseable {
      * caller; the memory must outlive it). The range is widened to whole pages, which the mapping holds.
      */
     MemorySegment wrap(long address, long bytes) {
-        if (address % PAGE != 0) {
+        long page = rt.pageSize();
+        if (address % page != 0) {
             throw new MetalException("weight range at 0x" + Long.toHexString(address) + " is not page aligned");
         }
-        long length = (bytes + PAGE - 1) / PAGE * PAGE;
+        long length = (bytes + page - 1) / page * page;
         long max = (long) rt.send(MAX_BUFFER_LENGTH, device);
         if (length > max) {
             throw new MetalException("a weight range of " + length + " bytes exceeds the device's buffer limit of " + max);
