@@ -77,8 +77,8 @@ public final class MetalDevice implements AutoCloseable {
             library = rt.sendForObject(NEW_LIBRARY_WITH_SOURCE, device, rt.nsString(kernels.metalSource()),
                     MemorySegment.NULL, error);
             if (library.equals(MemorySegment.NULL)) {
-                throw new MetalException("the kernels do not compile: "
-                        + rt.errorMessage(error.get(ValueLayout.ADDRESS, 0), "no message from Metal"));
+                throw new MetalException("the kernels do not compile: " + CompileErrors.describe(kernels,
+                        rt.errorMessage(error.get(ValueLayout.ADDRESS, 0), "no message from Metal")));
             }
         }
         own(library);

@@ -33,17 +33,18 @@ final class FakeObjcRuntime {
         liveOwned = linker.downcallHandle(lookup.find("fake_live_owned").orElseThrow(), FunctionDescriptor.of(ValueLayout.JAVA_LONG));
         poolDepth = linker.downcallHandle(lookup.find("fake_pool_depth").orElseThrow(), FunctionDescriptor.of(ValueLayout.JAVA_LONG));
         configure = linker.downcallHandle(lookup.find("fake_configure").orElseThrow(),
-                FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.JAVA_INT, ValueLayout.JAVA_INT));
+                FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.JAVA_INT, ValueLayout.ADDRESS));
     }
 
-    /** The fake, reset to a device called {@code name}. */
-    static synchronized FakeObjcRuntime configure(String name, boolean apple9, boolean failCompile) throws Throwable {
+    /** The fake, reset to a device called {@code name} whose compiler answers {@code compileError} (null: no error). */
+    static synchronized FakeObjcRuntime configure(String name, boolean apple9, String compileError) throws Throwable {
         if (lookup == null) {
             lookup = SymbolLookup.libraryLookup(build(), Arena.global());
         }
         FakeObjcRuntime f = new FakeObjcRuntime();
         try (Arena a = Arena.ofConfined()) {
-            f.configure.invokeExact(a.allocateFrom(name), apple9 ? 1 : 0, failCompile ? 1 : 0);
+            MemorySegment error = compileError == null ? MemorySegment.NULL : a.allocateFrom(compileError);
+            f.configure.invokeExact(a.allocateFrom(name), apple9 ? 1 : 0, error);
         }
         return f;
     }

@@ -47,7 +47,7 @@ class MetalOverFakeRuntimeTest {
 
     @Test
     void anM1DecodesWithTheIndirectBufferAndReleasesEverythingItOwns() throws Throwable {
-        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", false, false);
+        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", false, null);
         KernelLibrary kernels = KernelLibrary.load();
         CommandList list;
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
@@ -119,13 +119,13 @@ class MetalOverFakeRuntimeTest {
 
     @Test
     void m3AndLaterSkipTheWorkaroundAndVirtualDevicesEncodeDirectly() throws Throwable {
-        FakeObjcRuntime m3 = FakeObjcRuntime.configure("Fake Apple M3", true, false);
+        FakeObjcRuntime m3 = FakeObjcRuntime.configure("Fake Apple M3", true, null);
         try (MetalDevice device = MetalDevice.open(m3.runtime())) {
             assertEquals(StepEncoder.Mode.INDIRECT, device.mode());
         }
         assertClean(m3);
 
-        FakeObjcRuntime vm = FakeObjcRuntime.configure("Apple Paravirtual device", true, false);
+        FakeObjcRuntime vm = FakeObjcRuntime.configure("Apple Paravirtual device", true, null);
         int n;
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
              MetalDevice device = MetalDevice.open(vm.runtime())) {
@@ -143,11 +143,18 @@ class MetalOverFakeRuntimeTest {
     }
 
     @Test
-    void kernelsThatDoNotCompileAreReportedWithMetalsMessage() throws Throwable {
-        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M2", false, true);
+    void kernelsThatDoNotCompileAreReportedWithTheKernelAndMetalsMessage() throws Throwable {
+        // Line 30 of matvec.metal lies in the body of mat_vec; line 1 is above every kernel.
+        String inKernel = "matvec.metal:30:5: error: use of undeclared identifier 'oops'";
+        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M2", false, inKernel);
         MetalException e = assertThrows(MetalException.class, () -> MetalDevice.open(fake.runtime()));
-        assertEquals("the kernels do not compile: program_source:12:3: error: use of undeclared identifier 'oops'",
-                e.getMessage());
+        assertEquals("the kernels do not compile: kernel mat_vec: " + inKernel, e.getMessage());
         assertClean(fake);
+
+        String outside = "common.metal:1:1: error: unknown type name 'foo'";
+        FakeObjcRuntime helper = FakeObjcRuntime.configure("Fake Apple M2", false, outside);
+        assertEquals("the kernels do not compile: " + outside,
+                assertThrows(MetalException.class, () -> MetalDevice.open(helper.runtime())).getMessage());
+        assertClean(helper);
     }
 }

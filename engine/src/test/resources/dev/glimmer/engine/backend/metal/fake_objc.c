@@ -32,7 +32,7 @@ static long pool_size;
 static long pool_marks[256];
 static const char *device_name = "Fake Apple M1";
 static int apple9;
-static int fail_compile;
+static const char *compile_error; /* NULL: the source compiles */
 
 static void logline(const char *fmt, ...) {
     if (log_len + 512 > log_cap) {
@@ -50,10 +50,10 @@ static void logline(const char *fmt, ...) {
 const char *fake_log(void) { return log_buf ? log_buf : ""; }
 long fake_live_owned(void) { return live_owned; }
 long fake_pool_depth(void) { return pool_depth; }
-void fake_configure(const char *name, int supports_apple9, int fail) {
+void fake_configure(const char *name, int supports_apple9, const char *error) {
     device_name = strdup(name);
     apple9 = supports_apple9;
-    fail_compile = fail;
+    compile_error = error ? strdup(error) : NULL;
     log_len = 0;
     if (log_buf) log_buf[0] = 0;
 }
@@ -160,8 +160,8 @@ void *objc_msgSend(void *self, const char *sel, ...) {
         void **error = va_arg(ap, void **);
         logline("newLibraryWithSource:options:error: source %zu bytes, options %p, error out %s", strlen(source->str),
                 options, error ? "given" : "missing");
-        if (fail_compile) {
-            Obj *e = nsstring("program_source:12:3: error: use of undeclared identifier 'oops'");
+        if (compile_error) {
+            Obj *e = nsstring(compile_error);
             e->cls = "NSError";
             *error = e;
             result = NULL;
