@@ -129,9 +129,10 @@ public final class SelfTest {
                     Files.deleteIfExists(file);
                 }
             }
-            Files.deleteIfExists(dir);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
+        } finally {
+            dir.toFile().delete();
         }
         return new Report(backend, checks, kernels);
     }
@@ -150,18 +151,18 @@ public final class SelfTest {
                 int at = 0;
                 double error = 0;
                 for (int i = 0; i < expected.length; i++) {
-                    double d = Math.abs((double) got[i] - expected[i]);
-                    if (!(d <= error)) { // NaN counts as the worst
+                    double d = difference(got[i], expected[i]);
+                    if (d > error) {
                         error = d;
                         at = i;
                     }
                 }
-                if (!(error <= worst) || where.isEmpty()) {
+                if (error > worst || where.isEmpty()) {
                     worst = error;
                     worstLimit = limit;
                     where = "at step " + step + ", logit " + at + " (CPU " + expected[at] + ", GPU " + got[at] + ")";
                 }
-                if (!(error <= limit)) {
+                if (error > limit) {
                     String located = g instanceof PartialSteps p ? "; " + locate(model, p, step) : "";
                     return new Check(c.name() + " decode step", error, limit, "at step " + step + ", logit " + at
                             + " (CPU " + expected[at] + ", GPU " + got[at] + ")" + located, false);
@@ -204,13 +205,13 @@ public final class SelfTest {
             int at = 0;
             double error = 0;
             for (int i = 0; i < width; i++) {
-                double d = Math.abs((double) got[i] - expected[layer][i]);
-                if (!(d <= error)) {
+                double d = difference(got[i], expected[layer][i]);
+                if (d > error) {
                     error = d;
                     at = i;
                 }
             }
-            if (!(error <= limit)) {
+            if (error > limit) {
                 return String.format(Locale.ROOT, "first off after layer %d (kernels %s): max |Δx| %.3g at %d", layer,
                         kernels(list, from, end), error, at);
             }
@@ -237,6 +238,12 @@ public final class SelfTest {
 
     private static String kernels(CommandList list, int from, int to) {
         return list.dispatches().subList(from, to).stream().map(Dispatch::kernel).distinct().collect(Collectors.joining(", "));
+    }
+
+    /** |got − expected|, infinite when either is NaN (so the first NaN is the worst place). */
+    private static double difference(float got, float expected) {
+        double d = Math.abs((double) got - expected);
+        return Double.isNaN(d) ? Double.POSITIVE_INFINITY : d;
     }
 
     private static double maxAbs(float[] v) {

@@ -47,7 +47,7 @@ class SelfTestTest {
             DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), 16).dispatches()
                     .forEach(d -> used.add(d.kernel()));
         }
-        SelfTest.Report report = SelfTest.run("stand-in", (model, capacity) -> new CpuAsGpu(model, capacity, i -> i));
+        SelfTest.Report report = SelfTest.run("stand-in", (model, capacity) -> new CpuAsGpu(model, capacity, i -> i, -1));
         assertEquals(used, report.kernels());
         assertTrue(report.text().contains("kernels exercised: " + String.join(", ", used) + "\n"), report.text());
     }
@@ -59,7 +59,7 @@ class SelfTestTest {
      */
     @Test
     void activationsRoundedToQ8AreReportedWithTheStepAndLogit() {
-        SelfTest.Report report = SelfTest.run("rounding", (model, capacity) -> new CpuAsGpu(model, capacity, i -> i));
+        SelfTest.Report report = SelfTest.run("rounding", (model, capacity) -> new CpuAsGpu(model, capacity, i -> i, -1));
         assertFalse(report.passed(), report.text());
         List<SelfTest.Check> checks = report.checks();
         assertEquals(List.of(true, true, false, false), checks.stream().map(SelfTest.Check::passed).toList(), report.text());
@@ -75,10 +75,21 @@ class SelfTestTest {
     @Test
     void anArgmaxThatMissesTheLargestLogitIsReported() {
         SelfTest.Report report = SelfTest.run("bad-argmax",
-                (model, capacity) -> new CpuAsGpu(model, capacity, top -> (top + 1) % model.vocabSize()));
+                (model, capacity) -> new CpuAsGpu(model, capacity, top -> (top + 1) % model.vocabSize(), -1));
         assertFalse(report.passed());
         assertTrue(report.checks().get(0).line().startsWith("FAIL tiny-f32 argmax"), report.text());
         assertTrue(report.checks().get(0).where().contains("at step 0: the argmax dispatch chose"), report.text());
+    }
+
+    /** A NaN is the worst difference there is, and the report points at it. */
+    @Test
+    void aNanLogitIsReportedWhereItIs() {
+        SelfTest.Report report = SelfTest.run("nan", (model, capacity) -> new CpuAsGpu(model, capacity, i -> i, 77));
+        SelfTest.Check f32 = report.checks().getFirst();
+        assertFalse(f32.passed());
+        assertEquals(Double.POSITIVE_INFINITY, f32.maxError());
+        assertTrue(f32.where().startsWith("at step 0, logit 77 (CPU "), f32.where());
+        assertTrue(f32.where().endsWith(", GPU NaN)"), f32.where());
     }
 
     /** A "GPU" whose layer 1 is wrong: the report names that layer and its kernels. */
@@ -184,20 +195,28 @@ class SelfTestTest {
         }
     }
 
-    /** A CPU decoder posing as a GPU one; its "argmax dispatch" answers {@code argmax} of the true top token. */
+    /**
+     * A CPU decoder posing as a GPU one; its "argmax dispatch" answers {@code argmax} of the true top
+     * token, and logit {@code nanAt} (unless -1) is NaN.
+     */
     private static final class CpuAsGpu implements GpuTokenDecoder {
         private final CpuDecoder cpu;
         private final IntUnaryOperator argmax;
+        private final int nanAt;
         private int top;
 
-        CpuAsGpu(GlmModel model, int capacity, IntUnaryOperator argmax) {
+        CpuAsGpu(GlmModel model, int capacity, IntUnaryOperator argmax, int nanAt) {
             this.cpu = new CpuDecoder(model, capacity, KvCacheType.F32, new CpuBackend());
             this.argmax = argmax;
+            this.nanAt = nanAt;
         }
 
         @Override
         public float[] forward(int[] tokens, int from, int count) {
-            float[] logits = cpu.forward(tokens, from, count);
+            float[] logits = cpu.forward(tokens, from, count).clone();
+            if (nanAt >= 0) {
+                logits[nanAt] = Float.NaN;
+            }
             top = 0;
             for (int i = 1; i < logits.length; i++) {
                 if (logits[i] > logits[top]) {
