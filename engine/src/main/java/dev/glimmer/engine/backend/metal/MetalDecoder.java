@@ -19,7 +19,8 @@ import java.util.Map;
 
 /**
  * One sequence decoded on the GPU: the decode command list of the model, its buffers (weights as
- * no-copy views of the mapped file, the rest in shared storage) and the step encoded once. Each
+ * no-copy views of the mapped file, kept resident with a residency set where macOS has them, the
+ * rest in shared storage) and the step encoded once. Each
  * token writes the step buffer, runs the step and reads the logits; the prompt goes through the
  * same step token by token (there is no batched prompt command list yet).
  */
@@ -31,6 +32,7 @@ public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
     private final CommandList list;
     private final List<MemorySegment> buffers = new ArrayList<>();
     private final StepEncoder encoder;
+    private final MemorySegment residency;
     private final MemorySegment step;
     private final MemorySegment activations;
     private final ArgStruct stepArgs = KernelLibrary.load().struct("StepArgs");
@@ -53,11 +55,18 @@ public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
         } catch (IllegalArgumentException e) {
             throw new InvalidInputException(model.file().path().getFileName() + ": " + e.getMessage());
         }
+        StepEncoder built = null;
+        MemorySegment resident = MemorySegment.NULL;
         try (ObjcRuntime.AutoreleasePool pool = rt.autoreleasePool()) {
             long base = model.file().mapping().address();
+            List<MemorySegment> weights = new ArrayList<>();
             for (BufferSpec b : list.buffers()) {
-                buffers.add(b.kind() == BufferSpec.Kind.WEIGHTS ? device.wrap(base + b.fileOffset(), b.bytes())
-                        : device.newSharedBuffer(b.bytes()));
+                MemorySegment buffer = b.kind() == BufferSpec.Kind.WEIGHTS ? device.wrap(base + b.fileOffset(), b.bytes())
+                        : device.newSharedBuffer(b.bytes());
+                buffers.add(buffer);
+                if (b.kind() == BufferSpec.Kind.WEIGHTS) {
+                    weights.add(buffer);
+                }
             }
             MemorySegment args = buffers.get(list.buffer(BufferSpec.Kind.ARGS));
             MemorySegment.copy(list.args(), 0, device.contents(args, list.args().length), ValueLayout.JAVA_BYTE, 0,
@@ -65,11 +74,17 @@ public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
             this.step = device.contents(buffers.get(list.buffer(BufferSpec.Kind.STEP)), stepArgs.size());
             BufferSpec act = list.buffers().get(list.buffer(BufferSpec.Kind.ACTIVATIONS));
             this.activations = device.contents(buffers.get(list.buffer(BufferSpec.Kind.ACTIVATIONS)), act.bytes());
-            this.encoder = new StepEncoder(device.calls(), list, buffers, device.pipelines(), device.mode());
+            built = new StepEncoder(device.calls(), list, buffers, device.pipelines(), device.mode());
+            resident = device.keepResident(weights);
         } catch (RuntimeException e) {
+            if (built != null) {
+                rt.release(built.indirectCommandBuffer());
+            }
             releaseBuffers();
             throw e;
         }
+        this.encoder = built;
+        this.residency = resident;
     }
 
     @Override
@@ -144,6 +159,7 @@ public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
 
     @Override
     public void close() {
+        device.endResidency(residency);
         rt.release(encoder.indirectCommandBuffer());
         releaseBuffers();
     }

@@ -168,6 +168,46 @@ public final class MetalDevice implements AutoCloseable {
         return b;
     }
 
+    /**
+     * Keeps {@code allocations} resident between steps with a residency set attached to the queue
+     * (macOS 15 and later; owned by the caller, ended with {@link #endResidency}); NULL where the
+     * device has no residency sets, and the per-step {@code useResources} declaration is all there is.
+     */
+    MemorySegment keepResident(List<MemorySegment> allocations) {
+        if (!(boolean) rt.send(RESPONDS_TO_SELECTOR, device, rt.selector(NEW_RESIDENCY_SET.selector()))) {
+            return MemorySegment.NULL;
+        }
+        MemorySegment descriptor = rt.sendForObject(NEW, rt.objcClass("MTLResidencySetDescriptor"));
+        MemorySegment set;
+        try (Arena a = Arena.ofConfined()) {
+            rt.send(SET_INITIAL_CAPACITY, descriptor, (long) allocations.size());
+            MemorySegment error = ObjcRuntime.outPointer(a);
+            set = rt.sendForObject(NEW_RESIDENCY_SET, device, descriptor, error);
+            if (set.equals(MemorySegment.NULL)) {
+                throw new MetalException("Metal made no residency set: "
+                        + rt.errorMessage(error.get(ValueLayout.ADDRESS, 0), "no message from Metal"));
+            }
+        } finally {
+            rt.release(descriptor);
+        }
+        for (MemorySegment allocation : allocations) {
+            rt.send(ADD_ALLOCATION, set, allocation);
+        }
+        rt.send(COMMIT, set);
+        rt.send(REQUEST_RESIDENCY, set);
+        rt.send(ADD_RESIDENCY_SET, queue, set);
+        return set;
+    }
+
+    /** Detaches and releases a set from {@link #keepResident} (NULL is ignored). */
+    void endResidency(MemorySegment set) {
+        if (!set.equals(MemorySegment.NULL)) {
+            rt.send(REMOVE_RESIDENCY_SET, queue, set);
+            rt.send(END_RESIDENCY, set);
+            rt.release(set);
+        }
+    }
+
     /** The CPU view of a shared buffer's {@code bytes}. */
     MemorySegment contents(MemorySegment buffer, long bytes) {
         return rt.sendForObject(CONTENTS, buffer).reinterpret(bytes);

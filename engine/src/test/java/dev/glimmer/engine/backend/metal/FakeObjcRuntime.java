@@ -26,6 +26,7 @@ final class FakeObjcRuntime {
     private final MethodHandle liveOwned;
     private final MethodHandle poolDepth;
     private final MethodHandle configure;
+    private final MethodHandle residencySets;
 
     private FakeObjcRuntime() {
         Linker linker = Linker.nativeLinker();
@@ -34,6 +35,14 @@ final class FakeObjcRuntime {
         poolDepth = linker.downcallHandle(lookup.find("fake_pool_depth").orElseThrow(), FunctionDescriptor.of(ValueLayout.JAVA_LONG));
         configure = linker.downcallHandle(lookup.find("fake_configure").orElseThrow(),
                 FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.JAVA_INT, ValueLayout.ADDRESS));
+        residencySets = linker.downcallHandle(lookup.find("fake_set_residency_sets").orElseThrow(),
+                FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
+    }
+
+    /** Whether the device answers to {@code newResidencySetWithDescriptor:error:} (macOS 15); no by default. */
+    FakeObjcRuntime withResidencySets() throws Throwable {
+        residencySets.invokeExact(1);
+        return this;
     }
 
     /** The fake, reset to a device called {@code name} whose compiler answers {@code compileError} (null: no error). */

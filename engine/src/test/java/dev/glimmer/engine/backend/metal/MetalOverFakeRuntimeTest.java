@@ -52,7 +52,7 @@ class MetalOverFakeRuntimeTest {
 
     @Test
     void anM1DecodesWithTheIndirectBufferAndReleasesEverythingItOwns() throws Throwable {
-        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", false, null);
+        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", false, null).withResidencySets();
         KernelLibrary kernels = KernelLibrary.load();
         CommandList list;
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
@@ -120,6 +120,22 @@ class MetalOverFakeRuntimeTest {
         int others = list.buffers().size() - weights;
         assertEquals(TOKENS, starting(log, "useResources:count:usage: " + others + " (" + others + " buffers) 3").size());
         assertEquals(TOKENS, starting(log, "waitUntilCompleted").size());
+
+        // The weights stay resident between tokens: a residency set on the queue, ended on close.
+        List<String> residency = log.stream().filter(l -> l.contains("esidency") || l.startsWith("addAllocation")
+                || l.equals("commit on MTLResidencySet")).toList();
+        List<String> expected = new ArrayList<>(List.of("respondsToSelector: newResidencySetWithDescriptor:error:",
+                "new -> owned MTLResidencySetDescriptor", "newResidencySetWithDescriptor:error: MTLResidencySetDescriptor error-out",
+                "release MTLResidencySetDescriptor"));
+        for (int i = 0; i < weights; i++) {
+            expected.add("addAllocation: MTLBuffer on MTLResidencySet");
+        }
+        expected.addAll(List.of("commit on MTLResidencySet", "requestResidency on MTLResidencySet",
+                "addResidencySet: MTLResidencySet on MTLCommandQueue", "removeResidencySet: MTLResidencySet on MTLCommandQueue",
+                "endResidency on MTLResidencySet", "release MTLResidencySet"));
+        assertEquals(expected, residency);
+        assertTrue(log.indexOf("addResidencySet: MTLResidencySet on MTLCommandQueue") < log.indexOf("commandBuffer"),
+                "attached before the first step");
     }
 
     @Test
@@ -145,6 +161,8 @@ class MetalOverFakeRuntimeTest {
         assertEquals(List.of(), starting(log, "newIndirectCommandBuffer"));
         assertEquals(n, starting(log, "dispatchThreadgroups:threadsPerThreadgroup:").size());
         assertEquals(List.of(), starting(log, "executeCommandsInBuffer"));
+        assertEquals(List.of("respondsToSelector: newResidencySetWithDescriptor:error:"), log.stream()
+                .filter(l -> l.contains("esidency")).toList(), "no residency set before macOS 15");
     }
 
     @Test

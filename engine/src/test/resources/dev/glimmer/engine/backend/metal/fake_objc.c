@@ -33,6 +33,7 @@ static long pool_marks[256];
 static const char *device_name = "Fake Apple M1";
 static int apple9;
 static const char *compile_error; /* NULL: the source compiles */
+static int residency_sets;          /* whether the device has residency sets (macOS 15) */
 
 static void logline(const char *fmt, ...) {
     if (log_len + 512 > log_cap) {
@@ -50,7 +51,10 @@ static void logline(const char *fmt, ...) {
 const char *fake_log(void) { return log_buf ? log_buf : ""; }
 long fake_live_owned(void) { return live_owned; }
 long fake_pool_depth(void) { return pool_depth; }
+void fake_set_residency_sets(int available) { residency_sets = available; }
+
 void fake_configure(const char *name, int supports_apple9, const char *error) {
+    residency_sets = 0;
     device_name = strdup(name);
     apple9 = supports_apple9;
     compile_error = error ? strdup(error) : NULL;
@@ -123,6 +127,21 @@ void *objc_msgSend(void *self, const char *sel, ...) {
         result = o->str;
     } else if (!strcmp(sel, "localizedDescription")) {
         result = nsstring(o->str);
+    } else if (!strcmp(sel, "respondsToSelector:")) {
+        const char *asked = va_arg(ap, const char *);
+        logline("respondsToSelector: %s", asked);
+        result = (void *) (intptr_t) (residency_sets && !strcmp(asked, "newResidencySetWithDescriptor:error:"));
+    } else if (!strcmp(sel, "newResidencySetWithDescriptor:error:")) {
+        Obj *d = va_arg(ap, Obj *);
+        void **error = va_arg(ap, void **);
+        logline("%s %s %s", sel, d->cls, error ? "error-out" : "none");
+        result = make("MTLResidencySet", 1);
+    } else if (!strcmp(sel, "setInitialCapacity:")) {
+        logline("%s %llu", sel, (unsigned long long) va_arg(ap, uint64_t));
+    } else if (!strcmp(sel, "addAllocation:") || !strcmp(sel, "addResidencySet:") || !strcmp(sel, "removeResidencySet:")) {
+        logline("%s %s on %s", sel, va_arg(ap, Obj *)->cls, o->cls);
+    } else if (!strcmp(sel, "requestResidency") || !strcmp(sel, "endResidency")) {
+        logline("%s on %s", sel, o->cls);
     } else if (!strcmp(sel, "name")) {
         result = nsstring(device_name);
     } else if (!strcmp(sel, "supportsFamily:")) {
@@ -213,9 +232,10 @@ void *objc_msgSend(void *self, const char *sel, ...) {
         logline("%s %llux%llux%llu %llux%llux%llu", sel, (unsigned long long) grid.width,
                 (unsigned long long) grid.height, (unsigned long long) grid.depth, (unsigned long long) threads.width,
                 (unsigned long long) threads.height, (unsigned long long) threads.depth);
-    } else if (!strcmp(sel, "setBarrier") || !strcmp(sel, "endEncoding") || !strcmp(sel, "commit")
-               || !strcmp(sel, "waitUntilCompleted")) {
+    } else if (!strcmp(sel, "setBarrier") || !strcmp(sel, "endEncoding") || !strcmp(sel, "waitUntilCompleted")) {
         logline("%s", sel);
+    } else if (!strcmp(sel, "commit")) {
+        logline("commit on %s", o->cls);
     } else if (!strcmp(sel, "commandBuffer")) {
         logline("%s", sel);
         result = autoreleased(make("MTLCommandBuffer", 0));
