@@ -43,36 +43,8 @@ final class CudaChoice {
     /** A decoder for one built-in self-test model: its own (tiny) weights on the device. */
     private static GpuTokenDecoder selfTestDecoder(GlmModel model, int capacity) {
         CudaDevice device = CudaDevice.probe().device().orElseThrow();
-        CudaWeights weights = new CudaWeights(model, CudaKernels.load(device), bytes -> {
-        });
-        CudaTokenDecoder decoder = new CudaTokenDecoder(weights, capacity);
-        return new GpuTokenDecoder() {
-            @Override
-            public float[] forward(int[] tokens, int from, int count) {
-                return decoder.forward(tokens, from, count);
-            }
-
-            @Override
-            public int greedyToken() {
-                return decoder.greedyToken();
-            }
-
-            @Override
-            public int position() {
-                return decoder.position();
-            }
-
-            @Override
-            public int capacity() {
-                return decoder.capacity();
-            }
-
-            @Override
-            public void close() {
-                decoder.close();
-                weights.close();
-            }
-        };
+        return CudaTokenDecoder.withOwnWeights(new CudaWeights(model, CudaKernels.load(device), bytes -> {
+        }), capacity);
     }
 
     /**

@@ -13,7 +13,7 @@ import dev.glimmer.engine.tensor.Dequantizer;
  * of a quantized model by a few percent of their range, far more than a kernel's summation order;
  * without it the GPU must agree to about 1e-3. Embedding and attention are the CPU backend's own.
  */
-final class FloatActivationBackend implements Backend {
+public final class FloatActivationBackend implements Backend {
 
     private final CpuBackend cpu = new CpuBackend();
     private float[] row = new float[0];

@@ -7,18 +7,24 @@ import dev.glimmer.engine.synth.ModelSynthesizer;
 import dev.glimmer.engine.synth.SynthModel;
 import dev.glimmer.engine.synth.SynthPreset;
 import dev.glimmer.engine.synth.SynthWeightType;
+import dev.glimmer.kernels.KernelLibrary;
+import dev.glimmer.kernels.KernelParam;
+import dev.glimmer.kernels.decode.CommandList;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
+import dev.glimmer.kernels.decode.Dispatch;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
 import java.util.TreeSet;
+import java.util.stream.Collectors;
 
 /**
  * Checks a GPU decode path against the CPU backend before it may serve: built-in tiny models (the
@@ -58,7 +64,8 @@ public final class SelfTest {
      * @param name     what was compared
      * @param maxError the largest |GPU − CPU| logit difference
      * @param limit    the largest allowed
-     * @param where    where the largest difference (or the wrong argmax) was
+     * @param where    where the largest difference (or the wrong argmax) was; for a GPU that can run
+     *                 partial steps, also the first layer that is off and its kernels
      * @param passed   whether it is within the limit and every argmax was right
      */
     public record Check(String name, double maxError, double limit, String where, boolean passed) {
@@ -122,9 +129,10 @@ public final class SelfTest {
                     Files.deleteIfExists(file);
                 }
             }
-            Files.deleteIfExists(dir);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
+        } finally {
+            dir.toFile().delete();
         }
         return new Report(backend, checks, kernels);
     }
@@ -143,20 +151,21 @@ public final class SelfTest {
                 int at = 0;
                 double error = 0;
                 for (int i = 0; i < expected.length; i++) {
-                    double d = Math.abs((double) got[i] - expected[i]);
-                    if (!(d <= error)) { // NaN counts as the worst
+                    double d = difference(got[i], expected[i]);
+                    if (d > error) {
                         error = d;
                         at = i;
                     }
                 }
-                if (!(error <= worst) || where.isEmpty()) {
+                if (error > worst || where.isEmpty()) {
                     worst = error;
                     worstLimit = limit;
                     where = "at step " + step + ", logit " + at + " (CPU " + expected[at] + ", GPU " + got[at] + ")";
                 }
-                if (!(error <= limit)) {
-                    return new Check(c.name() + " decode step", error, limit,
-                            "at step " + step + ", logit " + at + " (CPU " + expected[at] + ", GPU " + got[at] + ")", false);
+                if (error > limit) {
+                    String located = g instanceof PartialSteps p ? "; " + locate(model, p, step) : "";
+                    return new Check(c.name() + " decode step", error, limit, "at step " + step + ", logit " + at
+                            + " (CPU " + expected[at] + ", GPU " + got[at] + ")" + located, false);
                 }
                 int greedy = g.greedyToken();
                 if (greedy < 0 || greedy >= got.length || got[greedy] != max(got)) {
@@ -166,6 +175,83 @@ public final class SelfTest {
             }
         }
         return new Check(c.name() + " decode step", worst, worstLimit, where, true);
+    }
+
+    /**
+     * Finds the first layer whose output (the residual stream, which the embedding dispatch writes)
+     * leaves the CPU's at {@code step}: the GPU re-runs the step up to the end of each layer in turn.
+     * Names that layer's kernels, or the output head's when every layer agrees.
+     */
+    static String locate(GlmModel model, PartialSteps gpu, int step) {
+        CommandList list = gpu.commandList();
+        Dispatch first = list.dispatches().getFirst();
+        int xIndex = KernelLibrary.load().kernel(first.kernel()).params().stream()
+                .filter(p -> p.name().equals("x") && p.binding() instanceof KernelParam.Buffer)
+                .mapToInt(p -> ((KernelParam.Buffer) p.binding()).index()).findFirst()
+                .orElseThrow(() -> new IllegalStateException(first.kernel() + " has no buffer x"));
+        Dispatch.Binding x = first.bindings().stream().filter(b -> b.index() == xIndex).findFirst().orElseThrow();
+        int width = model.config().embedding();
+        float[][] expected = residuals(model, step);
+        int from = 0;
+        for (int layer = 0; layer < expected.length; layer++) {
+            int end = from;
+            for (int i = from; i < list.dispatches().size(); i++) {
+                if (list.dispatches().get(i).layer() == layer) {
+                    end = i + 1;
+                }
+            }
+            float[] got = gpu.partialStep(TOKENS[step], step, end, x.buffer(), x.offset(), width);
+            double limit = TOLERANCE * maxAbs(expected[layer]);
+            int at = 0;
+            double error = 0;
+            for (int i = 0; i < width; i++) {
+                double d = difference(got[i], expected[layer][i]);
+                if (d > error) {
+                    error = d;
+                    at = i;
+                }
+            }
+            if (error > limit) {
+                return String.format(Locale.ROOT, "first off after layer %d (kernels %s): max |Δx| %.3g at %d", layer,
+                        kernels(list, from, end), error, at);
+            }
+            from = end;
+        }
+        return "every layer agrees; off in the output head (kernels " + kernels(list, from, list.dispatches().size()) + ")";
+    }
+
+    /** The CPU's residual stream after each layer, for the token at {@code step}. */
+    private static float[][] residuals(GlmModel model, int step) {
+        float[][] out = new float[model.config().layers()][];
+        try (CpuDecoder cpu = new CpuDecoder(model, step + 1, KvCacheType.F32, new FloatActivationBackend())) {
+            cpu.forwardPass().setListener((name, layer, rows, width, values) -> {
+                if (name.equals("l_out")) {
+                    out[layer] = Arrays.copyOfRange(values, (rows - 1) * width, rows * width);
+                }
+            });
+            for (int t = 0; t <= step; t++) {
+                cpu.forward(TOKENS, t, 1);
+            }
+        }
+        return out;
+    }
+
+    private static String kernels(CommandList list, int from, int to) {
+        return list.dispatches().subList(from, to).stream().map(Dispatch::kernel).distinct().collect(Collectors.joining(", "));
+    }
+
+    /** |got − expected|, infinite when either is NaN (so the first NaN is the worst place). */
+    private static double difference(float got, float expected) {
+        double d = Math.abs((double) got - expected);
+        return Double.isNaN(d) ? Double.POSITIVE_INFINITY : d;
+    }
+
+    private static double maxAbs(float[] v) {
+        double m = 0;
+        for (float x : v) {
+            m = Math.max(m, Math.abs(x));
+        }
+        return m;
     }
 
     private static double range(float[] v) {

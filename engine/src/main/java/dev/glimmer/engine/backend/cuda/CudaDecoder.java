@@ -103,10 +103,15 @@ public final class CudaDecoder implements AutoCloseable {
 
     /** Every dispatch on the stream in order; with {@code events}, one recorded before the first and after each. */
     private void enqueueDispatches(MemorySegment[] events) {
+        enqueueDispatches(bindings.length, events);
+    }
+
+    /** The first {@code count} dispatches on the stream in order. */
+    private void enqueueDispatches(int count, MemorySegment[] events) {
         if (events != null) {
             driver.record(events[0], stream);
         }
-        for (int d = 0; d < bindings.length; d++) {
+        for (int d = 0; d < count; d++) {
             Dispatch dispatch = list.dispatches().get(d);
             kernels.launch(dispatch.kernel(), stream, dispatch.grid(), dispatch.threads(), bindings[d],
                     dispatch.threadgroupMemory());
@@ -182,16 +187,35 @@ public final class CudaDecoder implements AutoCloseable {
     }
 
     private void writeStep(int tokenId) {
+        writeStep(tokenId, position);
+    }
+
+    private void writeStep(int tokenId, int at) {
         if (tokenId < 0 || tokenId >= vocab) {
             throw new InvalidInputException("token id " + tokenId + " is outside the vocabulary of " + vocab);
         }
-        if (position >= contextSize) {
+        if (at >= contextSize) {
             throw new InvalidInputException("the context of " + contextSize + " positions is full");
         }
         device.makeCurrent();
-        byte[] b = stepArgs.pack(Map.of("token", tokenId, "pos", position, "kv_len", position + 1));
+        byte[] b = stepArgs.pack(Map.of("token", tokenId, "pos", at, "kv_len", at + 1));
         MemorySegment.copy(b, 0, stepBytes, ValueLayout.JAVA_BYTE, 0, b.length);
         driver.copyToDeviceAsync(buffers[list.buffer(BufferSpec.Kind.STEP)], stepBytes, b.length, stream);
+    }
+
+    /**
+     * Runs the first {@code dispatches} dispatches of the step of {@code token} at position {@code at}
+     * (one already decoded with that token: its cache rows are rewritten with the same values) and
+     * returns {@code count} floats of command-list buffer {@code buffer} from byte {@code offset}.
+     * The position does not move. For locating where a wrong step first leaves the CPU's path.
+     */
+    public float[] partialStep(int tokenId, int at, int dispatches, int buffer, long offset, int count) {
+        writeStep(tokenId, at);
+        enqueueDispatches(Math.min(dispatches, bindings.length), null);
+        driver.synchronize(stream);
+        MemorySegment out = arena.allocate(ValueLayout.JAVA_FLOAT, Math.max(1, count));
+        driver.copyToHost(out, buffers[buffer] + offset, 4L * count);
+        return out.toArray(ValueLayout.JAVA_FLOAT);
     }
 
     /**

@@ -2,6 +2,7 @@ package dev.glimmer.engine.backend.metal;
 
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.backend.GpuTokenDecoder;
+import dev.glimmer.engine.backend.PartialSteps;
 import dev.glimmer.engine.backend.emulated.DecodeModels;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.kernels.ArgStruct;
@@ -18,11 +19,12 @@ import java.util.Map;
 
 /**
  * One sequence decoded on the GPU: the decode command list of the model, its buffers (weights as
- * no-copy views of the mapped file, the rest in shared storage) and the step encoded once. Each
+ * no-copy views of the mapped file, kept resident with a residency set where macOS has them, the
+ * rest in shared storage) and the step encoded once. Each
  * token writes the step buffer, runs the step and reads the logits; the prompt goes through the
  * same step token by token (there is no batched prompt command list yet).
  */
-public final class MetalDecoder implements GpuTokenDecoder {
+public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
 
     private final MetalDevice device;
     private final ObjcRuntime rt;
@@ -30,6 +32,7 @@ public final class MetalDecoder implements GpuTokenDecoder {
     private final CommandList list;
     private final List<MemorySegment> buffers = new ArrayList<>();
     private final StepEncoder encoder;
+    private final MemorySegment residency;
     private final MemorySegment step;
     private final MemorySegment activations;
     private final ArgStruct stepArgs = KernelLibrary.load().struct("StepArgs");
@@ -52,11 +55,18 @@ public final class MetalDecoder implements GpuTokenDecoder {
         } catch (IllegalArgumentException e) {
             throw new InvalidInputException(model.file().path().getFileName() + ": " + e.getMessage());
         }
+        StepEncoder built = null;
+        MemorySegment resident = MemorySegment.NULL;
         try (ObjcRuntime.AutoreleasePool pool = rt.autoreleasePool()) {
             long base = model.file().mapping().address();
+            List<MemorySegment> weights = new ArrayList<>();
             for (BufferSpec b : list.buffers()) {
-                buffers.add(b.kind() == BufferSpec.Kind.WEIGHTS ? device.wrap(base + b.fileOffset(), b.bytes())
-                        : device.newSharedBuffer(b.bytes()));
+                MemorySegment buffer = b.kind() == BufferSpec.Kind.WEIGHTS ? device.wrap(base + b.fileOffset(), b.bytes())
+                        : device.newSharedBuffer(b.bytes());
+                buffers.add(buffer);
+                if (b.kind() == BufferSpec.Kind.WEIGHTS) {
+                    weights.add(buffer);
+                }
             }
             MemorySegment args = buffers.get(list.buffer(BufferSpec.Kind.ARGS));
             MemorySegment.copy(list.args(), 0, device.contents(args, list.args().length), ValueLayout.JAVA_BYTE, 0,
@@ -64,13 +74,20 @@ public final class MetalDecoder implements GpuTokenDecoder {
             this.step = device.contents(buffers.get(list.buffer(BufferSpec.Kind.STEP)), stepArgs.size());
             BufferSpec act = list.buffers().get(list.buffer(BufferSpec.Kind.ACTIVATIONS));
             this.activations = device.contents(buffers.get(list.buffer(BufferSpec.Kind.ACTIVATIONS)), act.bytes());
-            this.encoder = new StepEncoder(device.calls(), list, buffers, device.pipelines(), device.mode());
+            built = new StepEncoder(device.calls(), list, buffers, device.pipelines(), device.mode());
+            resident = device.keepResident(weights);
         } catch (RuntimeException e) {
+            if (built != null) {
+                rt.release(built.indirectCommandBuffer());
+            }
             releaseBuffers();
             throw e;
         }
+        this.encoder = built;
+        this.residency = resident;
     }
 
+    @Override
     public CommandList commandList() {
         return list;
     }
@@ -92,16 +109,30 @@ public final class MetalDecoder implements GpuTokenDecoder {
     }
 
     private float[] step(int token) {
+        run(token, position, list.dispatches().size());
+        position++;
+        return activations.asSlice(list.logits(), 4L * vocab).toArray(ValueLayout.JAVA_FLOAT);
+    }
+
+    private void run(int token, int at, int dispatches) {
         if (token < 0 || token >= model.weights().tokenEmbedding().rows()) {
             throw new InvalidInputException("token id " + token + " is outside the vocabulary");
         }
-        byte[] args = stepArgs.pack(Map.of("token", token, "pos", position, "kv_len", position + 1));
+        byte[] args = stepArgs.pack(Map.of("token", token, "pos", at, "kv_len", at + 1));
         MemorySegment.copy(args, 0, step, ValueLayout.JAVA_BYTE, 0, args.length);
         try (ObjcRuntime.AutoreleasePool pool = rt.autoreleasePool()) {
-            encoder.run(device.queue());
+            encoder.run(device.queue(), dispatches);
         }
-        position++;
-        return activations.asSlice(list.logits(), 4L * vocab).toArray(ValueLayout.JAVA_FLOAT);
+    }
+
+    @Override
+    public float[] partialStep(int token, int at, int dispatches, int buffer, long offset, int count) {
+        if (at >= position) {
+            throw new IllegalArgumentException("position " + at + " has not been decoded yet");
+        }
+        run(token, at, dispatches);
+        return device.contents(buffers.get(buffer), offset + 4L * count).asSlice(offset)
+                .toArray(ValueLayout.JAVA_FLOAT);
     }
 
     @Override
@@ -128,6 +159,7 @@ public final class MetalDecoder implements GpuTokenDecoder {
 
     @Override
     public void close() {
+        device.endResidency(residency);
         rt.release(encoder.indirectCommandBuffer());
         releaseBuffers();
     }

@@ -21,8 +21,6 @@ import static dev.glimmer.engine.backend.metal.MetalMethods.*;
  */
 public final class MetalDevice implements AutoCloseable {
 
-    /** Page size of Apple Silicon: no-copy buffers start and end on one. */
-    static final long PAGE = 16384;
     /** {@code MTLGPUFamilyApple9} (M3 and later): they need no empty-dispatch workaround. */
     private static final long GPU_FAMILY_APPLE9 = 1009;
     /** {@code MTLResourceStorageModeShared}: CPU and GPU see the same memory. */
@@ -52,7 +50,10 @@ public final class MetalDevice implements AutoCloseable {
      * @throws MetalException when there is no device or a kernel does not compile (with Metal's message)
      */
     public static MetalDevice open() {
-        ObjcRuntime rt = ObjcRuntime.load();
+        return open(ObjcRuntime.load());
+    }
+
+    static MetalDevice open(ObjcRuntime rt) {
         try (ObjcRuntime.AutoreleasePool pool = rt.autoreleasePool()) {
             MemorySegment device = rt.createSystemDefaultDevice();
             if (device.equals(MemorySegment.NULL)) {
@@ -76,8 +77,8 @@ public final class MetalDevice implements AutoCloseable {
             library = rt.sendForObject(NEW_LIBRARY_WITH_SOURCE, device, rt.nsString(kernels.metalSource()),
                     MemorySegment.NULL, error);
             if (library.equals(MemorySegment.NULL)) {
-                throw new MetalException("the kernels do not compile: "
-                        + rt.errorMessage(error.get(ValueLayout.ADDRESS, 0), "no message from Metal"));
+                throw new MetalException("the kernels do not compile: " + CompileErrors.describe(kernels,
+                        rt.errorMessage(error.get(ValueLayout.ADDRESS, 0), "no message from Metal")));
             }
         }
         own(library);
@@ -149,10 +150,11 @@ public final class MetalDevice implements AutoCloseable {
      * caller; the memory must outlive it). The range is widened to whole pages, which the mapping holds.
      */
     MemorySegment wrap(long address, long bytes) {
-        if (address % PAGE != 0) {
+        long page = rt.pageSize();
+        if (address % page != 0) {
             throw new MetalException("weight range at 0x" + Long.toHexString(address) + " is not page aligned");
         }
-        long length = (bytes + PAGE - 1) / PAGE * PAGE;
+        long length = (bytes + page - 1) / page * page;
         long max = (long) rt.send(MAX_BUFFER_LENGTH, device);
         if (length > max) {
             throw new MetalException("a weight range of " + length + " bytes exceeds the device's buffer limit of " + max);
@@ -164,6 +166,46 @@ public final class MetalDevice implements AutoCloseable {
                     + Long.toHexString(address));
         }
         return b;
+    }
+
+    /**
+     * Keeps {@code allocations} resident between steps with a residency set attached to the queue
+     * (macOS 15 and later; owned by the caller, ended with {@link #endResidency}); NULL where the
+     * device has no residency sets, and the per-step {@code useResources} declaration is all there is.
+     */
+    MemorySegment keepResident(List<MemorySegment> allocations) {
+        if (!(boolean) rt.send(RESPONDS_TO_SELECTOR, device, rt.selector(NEW_RESIDENCY_SET.selector()))) {
+            return MemorySegment.NULL;
+        }
+        MemorySegment descriptor = rt.sendForObject(NEW, rt.objcClass("MTLResidencySetDescriptor"));
+        MemorySegment set;
+        try (Arena a = Arena.ofConfined()) {
+            rt.send(SET_INITIAL_CAPACITY, descriptor, (long) allocations.size());
+            MemorySegment error = ObjcRuntime.outPointer(a);
+            set = rt.sendForObject(NEW_RESIDENCY_SET, device, descriptor, error);
+            if (set.equals(MemorySegment.NULL)) {
+                throw new MetalException("Metal made no residency set: "
+                        + rt.errorMessage(error.get(ValueLayout.ADDRESS, 0), "no message from Metal"));
+            }
+        } finally {
+            rt.release(descriptor);
+        }
+        for (MemorySegment allocation : allocations) {
+            rt.send(ADD_ALLOCATION, set, allocation);
+        }
+        rt.send(COMMIT, set);
+        rt.send(REQUEST_RESIDENCY, set);
+        rt.send(ADD_RESIDENCY_SET, queue, set);
+        return set;
+    }
+
+    /** Detaches and releases a set from {@link #keepResident} (NULL is ignored). */
+    void endResidency(MemorySegment set) {
+        if (!set.equals(MemorySegment.NULL)) {
+            rt.send(REMOVE_RESIDENCY_SET, queue, set);
+            rt.send(END_RESIDENCY, set);
+            rt.release(set);
+        }
     }
 
     /** The CPU view of a shared buffer's {@code bytes}. */

@@ -35,6 +35,7 @@ public final class MetalMethods {
     public static final ObjcMethod STRING_WITH_UTF8 = ObjcMethod.of("stringWithUTF8String:", ADDRESS, ADDRESS);
     public static final ObjcMethod UTF8_STRING = ObjcMethod.of("UTF8String", ADDRESS);
     public static final ObjcMethod LOCALIZED_DESCRIPTION = ObjcMethod.of("localizedDescription", ADDRESS);
+    public static final ObjcMethod RESPONDS_TO_SELECTOR = ObjcMethod.of("respondsToSelector:", JAVA_BOOLEAN, ADDRESS);
 
     // MTLDevice
     public static final ObjcMethod NAME = ObjcMethod.of("name", ADDRESS);
@@ -51,6 +52,15 @@ public final class MetalMethods {
             "newComputePipelineStateWithDescriptor:options:reflection:error:", ADDRESS, ADDRESS, NSUINTEGER, ADDRESS, ADDRESS);
     public static final ObjcMethod NEW_ICB = ObjcMethod.of("newIndirectCommandBufferWithDescriptor:maxCommandCount:options:",
             ADDRESS, ADDRESS, NSUINTEGER, NSUINTEGER);
+
+    public static final ObjcMethod NEW_RESIDENCY_SET = ObjcMethod.of("newResidencySetWithDescriptor:error:", ADDRESS,
+            ADDRESS, ADDRESS);
+
+    // MTLResidencySetDescriptor, MTLResidencySet (macOS 15)
+    public static final ObjcMethod SET_INITIAL_CAPACITY = ObjcMethod.ofVoid("setInitialCapacity:", NSUINTEGER);
+    public static final ObjcMethod ADD_ALLOCATION = ObjcMethod.ofVoid("addAllocation:", ADDRESS);
+    public static final ObjcMethod REQUEST_RESIDENCY = ObjcMethod.ofVoid("requestResidency");
+    public static final ObjcMethod END_RESIDENCY = ObjcMethod.ofVoid("endResidency");
 
     // MTLBuffer
     public static final ObjcMethod CONTENTS = ObjcMethod.of("contents", ADDRESS);
@@ -85,6 +95,9 @@ public final class MetalMethods {
 
     // MTLCommandQueue and MTLCommandBuffer
     public static final ObjcMethod COMMAND_BUFFER = ObjcMethod.of("commandBuffer", ADDRESS);
+    public static final ObjcMethod ADD_RESIDENCY_SET = ObjcMethod.ofVoid("addResidencySet:", ADDRESS);
+    public static final ObjcMethod REMOVE_RESIDENCY_SET = ObjcMethod.ofVoid("removeResidencySet:", ADDRESS);
+    /** Both MTLCommandBuffer and MTLResidencySet declare it with the same types. */
     public static final ObjcMethod COMPUTE_COMMAND_ENCODER = ObjcMethod.of("computeCommandEncoder", ADDRESS);
     public static final ObjcMethod COMMIT = ObjcMethod.ofVoid("commit");
     public static final ObjcMethod WAIT_UNTIL_COMPLETED = ObjcMethod.ofVoid("waitUntilCompleted");
@@ -104,7 +117,8 @@ public final class MetalMethods {
 
     /** Every method above. */
     public static final List<ObjcMethod> ALL = List.of(NEW, RELEASE, STRING_WITH_UTF8, UTF8_STRING, LOCALIZED_DESCRIPTION,
-            NAME, SUPPORTS_FAMILY, MAX_BUFFER_LENGTH, NEW_COMMAND_QUEUE, NEW_BUFFER_WITH_LENGTH, NEW_BUFFER_NO_COPY,
+            RESPONDS_TO_SELECTOR, NEW_RESIDENCY_SET, SET_INITIAL_CAPACITY, ADD_ALLOCATION, REQUEST_RESIDENCY, END_RESIDENCY,
+            ADD_RESIDENCY_SET, REMOVE_RESIDENCY_SET, NAME, SUPPORTS_FAMILY, MAX_BUFFER_LENGTH, NEW_COMMAND_QUEUE, NEW_BUFFER_WITH_LENGTH, NEW_BUFFER_NO_COPY,
             NEW_LIBRARY_WITH_SOURCE, NEW_PIPELINE_WITH_DESCRIPTOR, NEW_ICB, CONTENTS, NEW_FUNCTION_WITH_NAME,
             SET_COMPUTE_FUNCTION, SET_SUPPORT_ICB, SET_COMMAND_TYPES, SET_INHERIT_PIPELINE_STATE, SET_INHERIT_BUFFERS,
             SET_MAX_KERNEL_BUFFER_BIND_COUNT, INDIRECT_COMPUTE_COMMAND, SET_COMPUTE_PIPELINE_STATE, SET_KERNEL_BUFFER,

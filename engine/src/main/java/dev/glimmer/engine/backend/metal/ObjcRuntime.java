@@ -40,6 +40,7 @@ public final class ObjcRuntime {
     private final MethodHandle poolPush;
     private final MethodHandle poolPop;
     private final MethodHandle createDevice;
+    private final long pageSize;
     private final Map<FunctionDescriptor, MethodHandle> handles = new ConcurrentHashMap<>();
     private final Map<String, MemorySegment> selectors = new ConcurrentHashMap<>();
     private final Map<String, MemorySegment> classes = new ConcurrentHashMap<>();
@@ -52,6 +53,13 @@ public final class ObjcRuntime {
         this.poolPush = function("objc_autoreleasePoolPush", FunctionDescriptor.of(ADDRESS));
         this.poolPop = function("objc_autoreleasePoolPop", FunctionDescriptor.ofVoid(ADDRESS));
         this.createDevice = function("MTLCreateSystemDefaultDevice", FunctionDescriptor.of(ADDRESS));
+        MethodHandle getpagesize = linker.downcallHandle(linker.defaultLookup().find("getpagesize").orElseThrow(),
+                FunctionDescriptor.of(ValueLayout.JAVA_INT));
+        try {
+            this.pageSize = (int) getpagesize.invokeExact();
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     /** Loads the libraries (they live in the dyld shared cache; lookup by path still works). */
@@ -65,6 +73,16 @@ public final class ObjcRuntime {
             all = all == null ? one : all.or(one);
         }
         return new ObjcRuntime(all);
+    }
+
+    /** A runtime whose Objective-C and Metal functions come from {@code lookup} (a test's stand-in library). */
+    static ObjcRuntime using(SymbolLookup lookup) {
+        return new ObjcRuntime(lookup);
+    }
+
+    /** The OS page size (16 KiB on Apple Silicon): no-copy buffers start and end on pages. */
+    public long pageSize() {
+        return pageSize;
     }
 
     private MemorySegment symbol(String name) {

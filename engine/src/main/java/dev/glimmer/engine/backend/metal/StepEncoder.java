@@ -132,10 +132,18 @@ public final class StepEncoder {
      * holds an autorelease pool for the command buffer and encoder.
      */
     public void run(MemorySegment queue) {
+        run(queue, list.dispatches().size());
+    }
+
+    /** Runs only the first {@code dispatches} dispatches of the step (diagnosis). */
+    public void run(MemorySegment queue, int dispatches) {
+        if (dispatches < 1 || dispatches > list.dispatches().size()) {
+            throw new IllegalArgumentException("a step has 1.." + list.dispatches().size() + " dispatches, not " + dispatches);
+        }
         MemorySegment commandBuffer = calls.commandBuffer(queue);
         MemorySegment encoder = calls.computeCommandEncoder(commandBuffer);
         if (mode == Mode.DIRECT) {
-            encodeDirect(encoder);
+            encodeDirect(encoder, dispatches);
         } else {
             if (mode == Mode.INDIRECT_WITH_EMPTY_DISPATCHES) {
                 for (MemorySegment p : distinctPipelines) {
@@ -146,14 +154,14 @@ public final class StepEncoder {
             // The GPU does not track what an indirect command buffer touches: declare it all.
             calls.useResources(encoder, weightBuffers, MetalCalls.USAGE_READ);
             calls.useResources(encoder, writableBuffers, MetalCalls.USAGE_READ_WRITE);
-            calls.executeCommandsInBuffer(encoder, icb, 0, list.dispatches().size());
+            calls.executeCommandsInBuffer(encoder, icb, 0, dispatches);
         }
         calls.endEncoding(encoder);
         calls.commitAndWait(commandBuffer);
     }
 
-    private void encodeDirect(MemorySegment encoder) {
-        for (int i = 0; i < list.dispatches().size(); i++) {
+    private void encodeDirect(MemorySegment encoder, int dispatches) {
+        for (int i = 0; i < dispatches; i++) {
             Dispatch d = list.dispatches().get(i);
             calls.encoderSetComputePipelineState(encoder, pipelines.get(i));
             for (Dispatch.Binding b : d.bindings()) {

@@ -1,10 +1,13 @@
 package dev.glimmer.engine.backend.cuda;
 
+import dev.glimmer.engine.backend.FloatActivationBackend;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
+import dev.glimmer.kernels.decode.BufferSpec;
+import dev.glimmer.kernels.decode.CommandList;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -22,7 +25,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * float numerics) on the oracle models: the chat prompt fed token by token, then a 32-token greedy
  * run; at every step the logits agree within 1e-3 of the logit range and the argmax dispatch picks
  * the reference's token. A second run of the same tokens must give bit-identical logits (a race
- * between threads or blocks would show as a difference).
+ * between threads or blocks would show as a difference), and so must step 0 re-run dispatch by
+ * dispatch after the whole run.
  */
 class CudaDecodeTest {
 
@@ -38,7 +42,7 @@ class CudaDecodeTest {
             int[] prompt = Oracle.chatCase(name).promptTokens();
             int context = prompt.length + GREEDY;
             KvCache cache = model.newCache(context, KvCacheType.F32);
-            GlmForward reference = new GlmForward(model, new GpuReferenceBackend(), 1);
+            GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 1);
             int[] greedy = new int[GREEDY];
             List<float[]> all = new ArrayList<>();
             try (CudaWeights weights = new CudaWeights(model, kernels, bytes -> { });
@@ -66,6 +70,12 @@ class CudaDecodeTest {
                     assertArrayEquals(all.get(step), gpu.step(token), name + " step " + step + " differs between runs");
                     token = step + 1 < prompt.length ? prompt[step + 1] : greedy[step - prompt.length + 1];
                 }
+                // a step re-run at an earlier position (dispatch by dispatch, no graph) gives its logits again
+                CommandList list = gpu.commandList();
+                int activations = list.buffer(BufferSpec.Kind.ACTIVATIONS);
+                float[] rerun = gpu.partialStep(prompt[0], 0, list.dispatches().size(), activations, list.logits(),
+                        all.get(0).length);
+                assertArrayEquals(all.get(0), rerun, name + ": step 0 re-run");
             }
             return new Run(greedy, all);
         }

@@ -35,6 +35,7 @@ class MetalMethodsTest {
             "+ (instancetype)stringWithUTF8String:(const char *)nullTerminatedCString",
             "- (const char *)UTF8String",
             "- (NSString *)localizedDescription",
+            "- (BOOL)respondsToSelector:(SEL)aSelector",
             // MTLDevice
             "- (NSString *)name",
             "- (BOOL)supportsFamily:(MTLGPUFamily)gpuFamily",
@@ -50,6 +51,12 @@ class MetalMethodsTest {
                     + "error:(NSError **)error",
             "- (id<MTLIndirectCommandBuffer>)newIndirectCommandBufferWithDescriptor:(MTLIndirectCommandBufferDescriptor *)descriptor "
                     + "maxCommandCount:(NSUInteger)maxCount options:(MTLResourceOptions)options",
+            "- (id<MTLResidencySet>)newResidencySetWithDescriptor:(MTLResidencySetDescriptor *)desc error:(NSError **)error",
+            // MTLResidencySetDescriptor (property setter), MTLResidencySet
+            "- (void)setInitialCapacity:(NSUInteger)initialCapacity",
+            "- (void)addAllocation:(id<MTLAllocation>)allocation",
+            "- (void)requestResidency",
+            "- (void)endResidency",
             // MTLBuffer, MTLLibrary
             "- (void *)contents",
             "- (id<MTLFunction>)newFunctionWithName:(NSString *)functionName",
@@ -70,6 +77,8 @@ class MetalMethodsTest {
             "- (void)setBarrier",
             // MTLCommandQueue, MTLCommandBuffer
             "- (id<MTLCommandBuffer>)commandBuffer",
+            "- (void)addResidencySet:(id<MTLResidencySet>)residencySet",
+            "- (void)removeResidencySet:(id<MTLResidencySet>)residencySet",
             "- (id<MTLComputeCommandEncoder>)computeCommandEncoder",
             "- (void)commit",
             "- (void)waitUntilCompleted",
@@ -98,8 +107,8 @@ class MetalMethodsTest {
             case "MTLSize" -> "{i64,i64,i64}";
             case "NSRange" -> "{i64,i64}";
             default -> {
-                // Objects (id, id<P>, instancetype, C *), C pointers, arrays of ids and blocks are all one pointer.
-                if (t.equals("id") || t.equals("instancetype") || t.startsWith("id<") || t.contains("*") || t.contains("[]")
+                // Objects (id, id<P>, instancetype, C *), selectors, C pointers, arrays of ids and blocks are all one pointer.
+                if (t.equals("id") || t.equals("instancetype") || t.equals("SEL") || t.startsWith("id<") || t.contains("*") || t.contains("[]")
                         || t.contains("(^)")) {
                     yield "ptr";
                 }

@@ -209,6 +209,26 @@ class StepEncoderTest {
         assertEquals(expected, rec.calls);
     }
 
+    /** The self-test's diagnosis runs the first dispatches of a step: a prefix of the same range, or of the direct encoding. */
+    @Test
+    void aPartialStepRunsAPrefixOfTheList() {
+        RecordingCalls rec = new RecordingCalls();
+        StepEncoder indirect = new StepEncoder(rec, list, buffers, pipelines, StepEncoder.Mode.INDIRECT);
+        rec.calls.clear();
+        indirect.run(QUEUE, 5);
+        assertEquals(new Call("executeCommandsInBuffer", RecordingCalls.ENCODER, RecordingCalls.ICB, 0, 5), rec.calls.get(4));
+
+        RecordingCalls direct = new RecordingCalls();
+        new StepEncoder(direct, list, buffers, pipelines, StepEncoder.Mode.DIRECT).run(QUEUE, 5);
+        List<Call> dispatched = only(direct.calls, "dispatchThreadgroups");
+        assertEquals(5, dispatched.size());
+        for (int i = 0; i < 5; i++) {
+            assertEquals(list.dispatches().get(i).grid(), dispatched.get(i).args().get(1));
+        }
+        assertThrows(IllegalArgumentException.class, () -> indirect.run(QUEUE, list.dispatches().size() + 1));
+        assertThrows(IllegalArgumentException.class, () -> indirect.run(QUEUE, 0));
+    }
+
     @Test
     void refusesOffsetsBeyond32BitsAndMoreThan31Bindings() {
         List<BufferSpec> specs = List.of(new BufferSpec("weights.0", BufferSpec.Kind.WEIGHTS, 1L << 33, 0));
