@@ -1,5 +1,7 @@
 package dev.glimmer.server.cli;
 
+import dev.glimmer.engine.backend.cuda.CudaDevice;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.DisabledOnOs;
 import org.junit.jupiter.api.condition.OS;
@@ -28,10 +30,10 @@ class SelftestCommandTest {
 
     @Test
     void cudaWithoutADeviceIsExitCode2WithTheReason() {
-        org.junit.jupiter.api.Assumptions.assumeTrue(dev.glimmer.engine.backend.cuda.CudaDevice.probe().device().isEmpty(),
+        Assumptions.assumeTrue(CudaDevice.probe().device().isEmpty(),
                 "a CUDA device is present: the passing run is CudaBackendTest's, in the engine");
         MainTest.Result r = MainTest.run("selftest", "--backend", "cuda");
         assertEquals(2, r.code(), r.err());
-        assertTrue(r.err().contains("--backend cuda: " + dev.glimmer.engine.backend.cuda.CudaDevice.probe().reason()), r.err());
+        assertTrue(r.err().contains("--backend cuda: " + CudaDevice.probe().reason()), r.err());
     }
 }

@@ -14,6 +14,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 import java.io.IOException;
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
@@ -153,7 +154,7 @@ class CudaKernelTest {
     }
 
     private static MemorySegment nativeCopy(float[] v) {
-        MemorySegment s = java.lang.foreign.Arena.ofAuto().allocate(4L * v.length, 16);
+        MemorySegment s = Arena.ofAuto().allocate(4L * v.length, 16);
         MemorySegment.copy(v, 0, s, ValueLayout.JAVA_FLOAT, 0, v.length);
         return s;
     }
@@ -182,7 +183,7 @@ class CudaKernelTest {
     /** rows x cols of {@code type} made from Gaussian floats by the engine's quantizers. */
     private static MemorySegment randomWeights(GgmlType type, int rows, int cols, Random random) {
         long rowBytes = type.rowBytes(cols);
-        MemorySegment w = java.lang.foreign.Arena.ofAuto().allocate(rowBytes * rows, 16);
+        MemorySegment w = Arena.ofAuto().allocate(rowBytes * rows, 16);
         float[] values = new float[cols];
         for (int r = 0; r < rows; r++) {
             long at = r * rowBytes;
