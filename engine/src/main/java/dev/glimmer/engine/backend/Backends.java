@@ -10,9 +10,10 @@ import java.util.Optional;
 
 /**
  * Chooses the backend for {@code --backend auto|cpu|metal|cuda}. {@code auto} takes Metal on macOS
- * on Apple Silicon when a device exists, the model's shape fits the GPU decode step and the
- * self-test passes; otherwise the CPU, saying why. A failed Metal self-test always falls back to
- * the CPU: wrong tokens are worse than slow ones. The Metal classes are touched only on macOS.
+ * on Apple Silicon, else CUDA where an NVIDIA device is present, when the model's shape fits the
+ * GPU decode step and the self-test passes; otherwise the CPU, saying why. A failed GPU self-test
+ * always falls back to the CPU: wrong tokens are worse than slow ones. The Metal classes are
+ * touched only on macOS.
  */
 public final class Backends {
 
@@ -34,7 +35,7 @@ public final class Backends {
     public static BackendChoice choose(String requested, GlmModel model, boolean selfTest) {
         return switch (requested) {
             case "cpu" -> cpu(model, "asked for with --backend cpu");
-            case "cuda" -> throw new InvalidInputException("--backend cuda: this build has no CUDA backend (use auto, cpu or metal)");
+            case "cuda" -> CudaChoice.choose(model, selfTest, true, System.err);
             case "metal" -> {
                 if (!MetalPlatform.isMacArm64()) {
                     throw new InvalidInputException("--backend metal: " + metalUnavailable());
@@ -42,23 +43,25 @@ public final class Backends {
                 yield MetalChoice.choose(model, selfTest);
             }
             case "auto" -> MetalPlatform.isMacArm64() ? MetalChoice.choose(model, selfTest)
-                    : cpu(model, "auto: " + metalUnavailable());
+                    : CudaChoice.choose(model, selfTest, false, System.err);
             default -> throw new InvalidInputException("unknown backend '" + requested + "' (" + String.join(", ", NAMES) + ")");
         };
     }
 
     /** The GPU backends the self-test can check. */
-    public static final List<String> SELF_TEST_NAMES = List.of("auto", "metal", "emulated");
+    public static final List<String> SELF_TEST_NAMES = List.of("auto", "metal", "cuda", "emulated");
 
     /**
-     * Runs the self-test of a GPU path: {@code metal}, {@code emulated} (the kernels on the CPU
-     * emulator, which needs clang-19), or {@code auto}: Metal where it can run, else the emulator.
+     * Runs the self-test of a GPU path: {@code metal}, {@code cuda}, {@code emulated} (the kernels on
+     * the CPU emulator, which needs clang-19), or {@code auto}: Metal or CUDA where it can run, else
+     * the emulator.
      *
-     * @throws InvalidInputException for an unknown name, or {@code metal} off macOS/arm64
+     * @throws InvalidInputException for an unknown name, {@code metal} off macOS/arm64, or {@code cuda} without a device
      */
     public static SelfTest.Report selfTest(String backend) {
         return switch (backend) {
-            case "auto" -> selfTest(MetalPlatform.isMacArm64() ? "metal" : "emulated");
+            case "auto" -> selfTest(MetalPlatform.isMacArm64() ? "metal" : CudaChoice.available() ? "cuda" : "emulated");
+            case "cuda" -> CudaChoice.selfTest();
             case "metal" -> {
                 if (!MetalPlatform.isMacArm64()) {
                     throw new InvalidInputException("--backend metal: " + metalUnavailable());

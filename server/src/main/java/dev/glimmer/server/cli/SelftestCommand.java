@@ -18,13 +18,13 @@ final class SelftestCommand implements Command {
 
     @Override
     public String summary() {
-        return "check the GPU decode step (Metal, or its CPU emulator) against the CPU backend";
+        return "check the GPU decode step (Metal, CUDA, or the CPU emulator) against the CPU backend";
     }
 
     @Override
     public List<Option> options() {
         return List.of(Option.value("--backend", "B",
-                "auto (default: metal on macOS/Apple Silicon, else emulated), metal or emulated"));
+                "auto (default: metal on macOS/Apple Silicon, cuda where an NVIDIA GPU is, else emulated), metal, cuda or emulated"));
     }
 
     @Override

@@ -1,5 +1,7 @@
 package dev.glimmer.server.cli;
 
+import dev.glimmer.engine.backend.cuda.CudaDevice;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.DisabledOnOs;
 import org.junit.jupiter.api.condition.OS;
@@ -21,8 +23,17 @@ class SelftestCommandTest {
 
     @Test
     void anUnknownBackendIsAUsageError() {
+        MainTest.Result r = MainTest.run("selftest", "--backend", "vulkan");
+        assertEquals(2, r.code(), r.err());
+        assertTrue(r.err().contains("--backend must be one of auto, metal, cuda, emulated, got vulkan"), r.err());
+    }
+
+    @Test
+    void cudaWithoutADeviceIsExitCode2WithTheReason() {
+        Assumptions.assumeTrue(CudaDevice.probe().device().isEmpty(),
+                "a CUDA device is present: the passing run is CudaBackendTest's, in the engine");
         MainTest.Result r = MainTest.run("selftest", "--backend", "cuda");
         assertEquals(2, r.code(), r.err());
-        assertTrue(r.err().contains("--backend must be one of auto, metal, emulated, got cuda"), r.err());
+        assertTrue(r.err().contains("--backend cuda: " + CudaDevice.probe().reason()), r.err());
     }
 }
