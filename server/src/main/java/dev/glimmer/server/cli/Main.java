@@ -30,7 +30,8 @@ public final class Main {
                 new ChatPromptCommand(),
                 new InfoCommand(),
                 new SynthCommand(),
-                new PlanCommand());
+                new PlanCommand(),
+                new SelftestCommand());
     }
 
     public static void main(String[] argv) {

@@ -1,5 +1,6 @@
 package dev.glimmer.engine.backend.emulated;
 
+import dev.glimmer.engine.backend.FloatActivationBackend;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
@@ -32,7 +33,7 @@ class EmulatedDecodeTest {
             int[] prompt = Oracle.chatCase(name).promptTokens();
             int context = prompt.length + GREEDY;
             KvCache cache = model.newCache(context, KvCacheType.F32);
-            GlmForward reference = new GlmForward(model, new FloatReferenceBackend(), 1);
+            GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 1);
             int[] greedy = new int[GREEDY];
             try (EmulatedDecoder gpu = new EmulatedDecoder(model, context, order)) {
                 int token = prompt[0];

@@ -1,4 +1,4 @@
-package dev.glimmer.engine.backend.emulated;
+package dev.glimmer.engine.backend;
 
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.kv.KvCache;
@@ -7,11 +7,13 @@ import dev.glimmer.engine.model.WeightMatrix;
 import dev.glimmer.engine.tensor.Dequantizer;
 
 /**
- * The engine's CPU backend with the numerics of the GPU kernels: matrix products of dequantized
- * weights with float activations (no Q8 rounding of the activations, which llama.cpp's CPU path and
- * {@link CpuBackend} do), summed in double. Embedding and attention are the CPU backend's.
+ * The CPU backend with the GPU kernels' numerics, the reference of the self-test: matrix products
+ * take each weight row dequantized to float and the activations as they are, where {@link CpuBackend}
+ * (like llama.cpp's CPU path) first rounds the activations to Q8_0/Q8_K. That rounding moves the logits
+ * of a quantized model by a few percent of their range, far more than a kernel's summation order;
+ * without it the GPU must agree to about 1e-3. Embedding and attention are the CPU backend's own.
  */
-final class FloatReferenceBackend implements Backend {
+public final class FloatActivationBackend implements Backend {
 
     private final CpuBackend cpu = new CpuBackend();
     private float[] row = new float[0];
@@ -29,11 +31,12 @@ final class FloatReferenceBackend implements Backend {
         for (int r = 0; r < w.rows(); r++) {
             Dequantizer.dequantizeRow(w.type(), w.data(), r * w.rowBytes(), row, 0, w.cols());
             for (int t = 0; t < n; t++) {
-                double s = 0;
+                int base = xOff + t * xStride;
+                double sum = 0;
                 for (int c = 0; c < w.cols(); c++) {
-                    s += (double) row[c] * x[xOff + t * xStride + c];
+                    sum += (double) row[c] * x[base + c];
                 }
-                out[outOff + t * outStride + r] = (float) s;
+                out[outOff + t * outStride + r] = (float) sum;
             }
         }
     }
