@@ -61,8 +61,8 @@ class HttpBasicsTest {
     void healthSaysWhyTheModelFailedToLoad() {
         try (GlimmerApp failed = TestServer.start(Map.of("model.backend", "cuda"))) {
             given().port(failed.port()).get("/health").then().statusCode(503)
-                    .body("error.message", equalTo("the model failed to load: the cuda backend is not built yet in this"
-                            + " version; use --backend cpu (or auto)"));
+                    .body("error.message", equalTo("the model failed to load: serve runs on the CPU in this version (the"
+                            + " cuda decoder has no batched or prefix-reusing path yet); use --backend cpu (or auto)"));
         }
     }
 

@@ -48,8 +48,9 @@ public final class ServedModel implements AutoCloseable {
     /** Opens {@code path} and starts its scheduler. */
     public static ServedModel load(Path path, boolean demo, ServerConfig config, ServerMetrics metrics) throws IOException {
         if (config.backend().equals("metal") || config.backend().equals("cuda")) {
-            throw new InvalidInputException("the " + config.backend() + " backend is not built yet in this version;"
-                    + " use --backend cpu (or auto)");
+            // The GPU decoders run one sequence without prefix reuse; the server needs both batching and reuse.
+            throw new InvalidInputException("serve runs on the CPU in this version (the " + config.backend()
+                    + " decoder has no batched or prefix-reusing path yet); use --backend cpu (or auto)");
         }
         if (config.threads() != 0) {
             LOG.warning("--threads " + config.threads() + " has no effect yet: the CPU backend computes on one thread");
