@@ -27,14 +27,14 @@ public final class ServedModel implements AutoCloseable {
     private static final KvCacheType CACHE_TYPE = KvCacheType.DEFAULT;
 
     private final GlmModel model;
-    private final ModelFacts facts;
+    private final ServedModelFacts facts;
     private final Tokenizer tokenizer;
     private final ChatFormat chatFormat;
     private final SessionManager sessions;
     private final Scheduler scheduler;
     private final int ctx;
 
-    private ServedModel(GlmModel model, ModelFacts facts, Tokenizer tokenizer, ChatFormat chatFormat,
+    private ServedModel(GlmModel model, ServedModelFacts facts, Tokenizer tokenizer, ChatFormat chatFormat,
                         SessionManager sessions, Scheduler scheduler, int ctx) {
         this.model = model;
         this.facts = facts;
@@ -75,7 +75,7 @@ public final class ServedModel implements AutoCloseable {
                     metrics, config.parallel(), config.promptChunk(), config.queue());
             LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB: " + sessions.budgetBytes() / cacheBytes
                     + " cached conversations of " + ctx + " tokens");
-            return new ServedModel(model, ModelFacts.of(model.file(), ctx, demo), tokenizer, format, sessions,
+            return new ServedModel(model, ServedModelFacts.of(model.file(), ctx, demo), tokenizer, format, sessions,
                     scheduler, ctx);
         } catch (RuntimeException | IOException e) {
             model.close();
@@ -83,7 +83,7 @@ public final class ServedModel implements AutoCloseable {
         }
     }
 
-    public ModelFacts facts() {
+    public ServedModelFacts facts() {
         return facts;
     }
 

@@ -4,7 +4,7 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.glimmer.server.http.ApiException;
 import dev.glimmer.server.http.Json;
-import dev.glimmer.server.inference.ModelFacts;
+import dev.glimmer.server.inference.ServedModelFacts;
 import dev.glimmer.server.inference.ModelHost;
 import io.helidon.http.HeaderNames;
 import io.helidon.webserver.http.HttpRules;
@@ -39,7 +39,7 @@ public final class ModelRoutes implements HttpService {
     }
 
     private void one(ServerRequest req, ServerResponse res) {
-        ModelFacts facts = host.require().facts();
+        ServedModelFacts facts = host.require().facts();
         String id = req.path().pathParameters().get("id");
         if (!id.equals(facts.id())) {
             throw ApiException.notFound("the model '" + id + "' does not exist; this server serves '" + facts.id() + "'",
@@ -48,7 +48,7 @@ public final class ModelRoutes implements HttpService {
         send(res, model(facts));
     }
 
-    static ObjectNode model(ModelFacts facts) {
+    static ObjectNode model(ServedModelFacts facts) {
         ObjectNode m = Json.object();
         m.put("id", facts.id());
         m.put("object", "model");

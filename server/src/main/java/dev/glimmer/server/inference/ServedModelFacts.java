@@ -10,7 +10,8 @@ import java.util.EnumMap;
 import java.util.Map;
 
 /**
- * What {@code /v1/models} says about the served model.
+ * What {@code /v1/models} says about the served model (the engine's {@code ModelFacts} describe a file
+ * for {@code info}; these are the few a client sees).
  *
  * @param id       the model id clients send (the file name without {@code .gguf})
  * @param created  when the file was written, in seconds since the epoch
@@ -20,10 +21,10 @@ import java.util.Map;
  * @param demo     whether these are the built-in demo model's random weights
  * @param path     the GGUF file
  */
-public record ModelFacts(String id, long created, int ctx, long params, String quant, boolean demo, String path) {
+public record ServedModelFacts(String id, long created, int ctx, long params, String quant, boolean demo, String path) {
 
     /** The facts of an opened GGUF file served with {@code ctx} tokens of context. */
-    public static ModelFacts of(GgufFile file, int ctx, boolean demo) throws IOException {
+    public static ServedModelFacts of(GgufFile file, int ctx, boolean demo) throws IOException {
         String name = file.path().getFileName().toString();
         String id = name.endsWith(".gguf") ? name.substring(0, name.length() - 5) : name;
         long created = Files.getLastModifiedTime(file.path()).toMillis() / 1000;
@@ -36,6 +37,6 @@ public record ModelFacts(String id, long created, int ctx, long params, String q
         }
         String quant = bytesByType.entrySet().stream().max(Map.Entry.comparingByValue())
                 .map(e -> e.getKey().name()).orElse("none");
-        return new ModelFacts(id, created, ctx, params, quant, demo, file.path().toString());
+        return new ServedModelFacts(id, created, ctx, params, quant, demo, file.path().toString());
     }
 }
