@@ -23,11 +23,15 @@ public final class Main {
     static List<Command> commands() {
         return List.of(
                 new ServeCommand(),
+                new LogitsCommand(),
+                new GenerateCommand(),
                 new TokenizeCommand(),
                 new DetokenizeCommand(),
                 new ChatPromptCommand(),
                 new InfoCommand(),
-                new SynthCommand());
+                new SynthCommand(),
+                new PlanCommand(),
+                new SelftestCommand());
     }
 
     public static void main(String[] argv) {

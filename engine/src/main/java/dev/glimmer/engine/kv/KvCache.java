@@ -1,0 +1,150 @@
+package dev.glimmer.engine.kv;
+
+import dev.glimmer.engine.InvalidInputException;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+
+/**
+ * The KV cache of one sequence, off-heap: for every layer and position one latent row of
+ * {@code rowWidth} values (MLA: the normalized compressed KV followed by the rotated shared key,
+ * 576 values in the real model). The value vectors are the first {@code kv_lora_rank} values of
+ * each row, so there is no separate V cache. Layout: {@code [layer][position][rowWidth]}.
+ *
+ * <p>Positions {@code 0 .. size()-1} are filled. The forward pass writes the rows of the tokens it
+ * processes ({@link #write}) and then {@link #advance}s the size; {@link #truncate} keeps a prefix
+ * for reuse. Not thread-safe: one sequence is computed by one caller at a time.
+ */
+public final class KvCache implements AutoCloseable {
+    private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT;
+    private static final ValueLayout.OfShort F16 = ValueLayout.JAVA_SHORT;
+
+    private final int layers;
+    private final int rowWidth;
+    private final int capacity;
+    private final KvCacheType type;
+    private final Arena arena;
+    private final MemorySegment data;
+    private int size;
+
+    /**
+     * @param layers   layers of the model
+     * @param rowWidth values per position and layer
+     * @param capacity positions it can hold (the context size)
+     */
+    public KvCache(int layers, int rowWidth, int capacity, KvCacheType type) {
+        if (capacity <= 0) {
+            throw new InvalidInputException("the context size must be positive, got " + capacity);
+        }
+        this.layers = layers;
+        this.rowWidth = rowWidth;
+        this.capacity = capacity;
+        this.type = type;
+        this.arena = Arena.ofShared();
+        this.data = arena.allocate((long) layers * capacity * rowWidth * type.bytes, 64);
+    }
+
+    public int layers() {
+        return layers;
+    }
+
+    public int rowWidth() {
+        return rowWidth;
+    }
+
+    public int capacity() {
+        return capacity;
+    }
+
+    public KvCacheType type() {
+        return type;
+    }
+
+    /** Positions filled so far: the next token goes to position {@code size()}. */
+    public int size() {
+        return size;
+    }
+
+    /** Positions still free. */
+    public int remaining() {
+        return capacity - size;
+    }
+
+    /** Bytes held off-heap. */
+    public long bytes() {
+        return data.byteSize();
+    }
+
+    /** Keeps the first {@code n} positions (a shared prompt prefix) and forgets the rest. */
+    public void truncate(int n) {
+        if (n < 0 || n > size) {
+            throw new IllegalArgumentException("cannot truncate a cache of " + size + " positions to " + n);
+        }
+        size = n;
+    }
+
+    /** Marks {@code n} more positions as filled, after their rows were written in every layer. */
+    public void advance(int n) {
+        if (n < 0 || size + n > capacity) {
+            throw new IllegalStateException("cache of " + capacity + " positions cannot grow from " + size + " by " + n);
+        }
+        size += n;
+    }
+
+    /** Stores the row at {@code position} of {@code layer} from {@code src[off .. off+rowWidth)}. */
+    public void write(int layer, int position, float[] src, int off) {
+        long base = index(layer, position);
+        if (type == KvCacheType.F32) {
+            MemorySegment.copy(src, off, data, F32, base * 4, rowWidth);
+        } else {
+            for (int i = 0; i < rowWidth; i++) {
+                data.setAtIndex(F16, base + i, Float.floatToFloat16(src[off + i]));
+            }
+        }
+    }
+
+    /** {@code Σ_i q[qOff+i] · row[i]} over the whole row of {@code layer} at {@code position}. */
+    public float dot(int layer, int position, float[] q, int qOff) {
+        long base = index(layer, position);
+        float sum = 0f;
+        if (type == KvCacheType.F32) {
+            for (int i = 0; i < rowWidth; i++) {
+                sum += q[qOff + i] * data.getAtIndex(F32, base + i);
+            }
+        } else {
+            for (int i = 0; i < rowWidth; i++) {
+                sum += q[qOff + i] * Float.float16ToFloat(data.getAtIndex(F16, base + i));
+            }
+        }
+        return sum;
+    }
+
+    /** {@code acc[accOff+i] += weight · row[i]} for the first {@code n} values of the row (the value part). */
+    public void accumulate(int layer, int position, float weight, float[] acc, int accOff, int n) {
+        long base = index(layer, position);
+        if (type == KvCacheType.F32) {
+            for (int i = 0; i < n; i++) {
+                acc[accOff + i] += weight * data.getAtIndex(F32, base + i);
+            }
+        } else {
+            for (int i = 0; i < n; i++) {
+                acc[accOff + i] += weight * Float.float16ToFloat(data.getAtIndex(F16, base + i));
+            }
+        }
+    }
+
+    private long index(int layer, int position) {
+        if (layer < 0 || layer >= layers || position < 0 || position >= capacity) {
+            throw new IndexOutOfBoundsException("layer " + layer + ", position " + position + " outside a cache of "
+                    + layers + " layers × " + capacity + " positions");
+        }
+        return ((long) layer * capacity + position) * rowWidth;
+    }
+
+    /** Frees the memory; the cache cannot be used afterwards. */
+    @Override
+    public void close() {
+        arena.close();
+    }
+}

@@ -1,0 +1,568 @@
+package dev.glimmer.engine.model;
+
+import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.kv.KvCache;
+
+import java.util.Arrays;
+
+/**
+ * The forward pass of GLM-4.7-Flash (GLM47FLASH.md §5), top to bottom: embedding, then per layer
+ * RMSNorm → MLA attention with absorbed k_b/v_b over the latent KV cache → RMSNorm → dense FFN or
+ * MoE block, then the output head. A batch of tokens goes through each layer together (causal
+ * attention), in chunks of at most {@code maxBatch} tokens.
+ *
+ * <p>The heavy operations go through a {@link Backend}; the scalar math that decides results at
+ * the bit level (RMSNorm with a double sum, RoPE with float32 angles, sigmoid/softmax, expert
+ * weights) is here and follows ggml. One instance per sequence being computed: it owns scratch
+ * buffers sized from the config and {@code maxBatch}, allocated once.
+ */
+public final class GlmForward {
+    /** Tokens per chunk when a caller does not choose. */
+    public static final int DEFAULT_BATCH = 512;
+    /** llama.cpp's lower bound for the sum of the selected experts' weights before normalizing. */
+    private static final float MIN_WEIGHT_SUM = 6.103515625e-5f;
+
+    private final GlmConfig c;
+    private final GlmWeights w;
+    private final Backend backend;
+    private final int maxBatch;
+    private final int vocab;
+    private ForwardListener listener;
+
+    // Scratch, [token][...] row-major, sized for maxBatch tokens.
+    private final float[] x;        // residual stream [E]
+    private final float[] h;        // normed input of a sub-block [E]
+    private final float[] qa;       // q_a projection [q_lora_rank]
+    private final float[] q;        // queries [H][key_length_mla]
+    private final float[] kv;       // kv_a projection [kv_lora_rank + rope]
+    private final float[] kRow;     // the latent cache rows of this batch [kv_lora_rank + rope]
+    private final float[] qFull;    // absorbed queries [H][kv_lora_rank + rope]
+    private final float[] oLatent;  // attention output in latent space [H][kv_lora_rank]
+    private final float[] o;        // per-head values [H][value_length_mla]
+    private final float[] sub;      // output of a sub-block [E]
+    private final float[] ffnA;     // FFN gate / SwiGLU [widest FFN]
+    private final float[] ffnB;     // FFN up [widest FFN]
+    private final float[] shared;   // shared expert output [E]
+    private final float[] routerLogits; // [X]
+    private final float[] probs;        // [X]
+    private final float[] selection;    // [X]
+    private final int[] chosen;          // [K] expert ids in selection order
+    private final float[] chosenWeights; // [K]
+    private final float[] expertIn;      // gathered rows for one expert [E]
+    private final float[] expertOut;     // [E]
+    private final float[] slots;         // weighted expert outputs [K][E]
+    private final int[] expertTokens;    // which batch rows chose the expert being computed
+    private final int[] expertSlots;     // and in which slot
+    private final float[] ropeCos;       // [rope/2] per token
+    private final float[] ropeSin;
+    private final float[] lastLogits;
+    // Where each row of the batch goes: its sequence's cache and position. All rows belong to one
+    // sequence while a prompt is processed; a decode step of several sequences has one row each.
+    private final KvCache[] rowCache;
+    private final int[] rowPosition;
+    private final float[] qOne;          // one row of qFull, for the attention of a lone row
+    private final float[] oOne;          // one row of oLatent
+
+    public GlmForward(GlmModel model, Backend backend, int maxBatch) {
+        if (maxBatch <= 0) {
+            throw new IllegalArgumentException("maxBatch must be positive, got " + maxBatch);
+        }
+        this.c = model.config();
+        this.w = model.weights();
+        this.backend = backend;
+        this.maxBatch = maxBatch;
+        this.vocab = model.vocabSize();
+        int b = maxBatch;
+        int e = c.embedding();
+        int width = c.kvRowWidth();
+        int k = c.expertsUsed();
+        int widestFfn = Math.max(c.leadingDenseBlocks() > 0 ? c.denseFfn() : 0,
+                Math.max(c.expertFfn(), c.expertFfn() * c.sharedExperts()));
+        x = new float[b * e];
+        h = new float[b * e];
+        qa = new float[b * Math.max(1, c.qLoraRank())];
+        q = new float[b * c.heads() * c.keyLengthMla()];
+        kv = new float[b * width];
+        kRow = new float[b * width];
+        qFull = new float[b * c.heads() * width];
+        oLatent = new float[b * c.heads() * c.kvLoraRank()];
+        o = new float[b * c.heads() * c.valueLengthMla()];
+        sub = new float[b * e];
+        ffnA = new float[b * widestFfn];
+        ffnB = new float[b * widestFfn];
+        shared = new float[b * e];
+        routerLogits = new float[b * c.experts()];
+        probs = new float[b * c.experts()];
+        selection = new float[b * c.experts()];
+        chosen = new int[b * k];
+        chosenWeights = new float[b * k];
+        expertIn = new float[b * e];
+        expertOut = new float[b * e];
+        slots = new float[b * k * e];
+        expertTokens = new int[b];
+        expertSlots = new int[b];
+        ropeCos = new float[b * c.ropeDims() / 2];
+        ropeSin = new float[b * c.ropeDims() / 2];
+        lastLogits = new float[vocab];
+        rowCache = new KvCache[b];
+        rowPosition = new int[b];
+        qOne = new float[c.heads() * width];
+        oOne = new float[c.heads() * c.kvLoraRank()];
+    }
+
+    /** Sends every intermediate to {@code listener} (null: none, the normal case). */
+    public void setListener(ForwardListener listener) {
+        this.listener = listener;
+    }
+
+    public int maxBatch() {
+        return maxBatch;
+    }
+
+    /**
+     * Runs {@code tokens[from .. from+count)} at positions {@code cache.size() ..}, stores their rows in
+     * the cache and advances it.
+     *
+     * @param allPositions false: the logits of the last token ({@code vocab} values, in a buffer reused by the
+     *                     next call); true: the logits of every token ({@code count × vocab} values, a new array)
+     */
+    public float[] forward(KvCache cache, int[] tokens, int from, int count, boolean allPositions) {
+        if (count <= 0) {
+            throw new IllegalArgumentException("nothing to compute: " + count + " tokens");
+        }
+        if (count > cache.remaining()) {
+            throw new InvalidInputException(count + " tokens do not fit in the context: " + cache.size() + " of "
+                    + cache.capacity() + " positions are used");
+        }
+        float[] all = allPositions ? new float[count * vocab] : null;
+        for (int done = 0; done < count; done += maxBatch) {
+            int n = Math.min(maxBatch, count - done);
+            boolean lastChunk = done + n == count;
+            forwardChunk(cache, tokens, from + done, n);
+            if (allPositions) {
+                logits(0, n, all, done * vocab);
+            } else if (lastChunk) {
+                logits(n - 1, 1, lastLogits, 0);
+            }
+        }
+        return allPositions ? all : lastLogits;
+    }
+
+    /**
+     * One decode step of several sequences together: {@code tokens[i]} goes to {@code caches[i]} at that
+     * cache's next position, and every cache advances by one. The weight matrices are read once for all
+     * of them (what makes continuous batching pay); attention runs per sequence over its own cache.
+     * Each row is computed as {@link #forward} computes a lone token.
+     *
+     * @return the logits of every sequence, {@code n × vocab} values (a new array)
+     */
+    public float[] decode(KvCache[] caches, int[] tokens, int n) {
+        if (n <= 0 || n > maxBatch) {
+            throw new IllegalArgumentException("a decode step takes 1.." + maxBatch + " sequences, got " + n);
+        }
+        for (int t = 0; t < n; t++) {
+            if (caches[t].remaining() == 0) {
+                throw new InvalidInputException("the context is full: all " + caches[t].capacity()
+                        + " positions are used");
+            }
+            for (int u = 0; u < t; u++) {
+                if (caches[u] == caches[t]) {
+                    throw new IllegalArgumentException("sequences " + u + " and " + t + " share a cache");
+                }
+            }
+            rowCache[t] = caches[t];
+            rowPosition[t] = caches[t].size();
+        }
+        forwardRows(tokens, 0, n, false);
+        float[] all = new float[n * vocab];
+        logits(0, n, all, 0);
+        return all;
+    }
+
+    /** One chunk of {@code n} tokens of one sequence, at the positions after what {@code cache} holds. */
+    private void forwardChunk(KvCache cache, int[] tokens, int from, int n) {
+        int start = cache.size();
+        for (int t = 0; t < n; t++) {
+            rowCache[t] = cache;
+            rowPosition[t] = start + t;
+        }
+        forwardRows(tokens, from, n, true);
+    }
+
+    /**
+     * The layers for {@code n} rows placed by {@link #rowCache} and {@link #rowPosition}; leaves the final
+     * hidden states in {@code x}.
+     *
+     * @param oneSequence true when the rows are consecutive positions of one cache (a prompt chunk)
+     */
+    private void forwardRows(int[] tokens, int from, int n, boolean oneSequence) {
+        int e = c.embedding();
+        // 1. Token embeddings (no scaling).
+        for (int t = 0; t < n; t++) {
+            backend.embed(w.tokenEmbedding(), tokens[from + t], x, t * e);
+        }
+        ropeAngles(n);
+        // 2. The layers.
+        for (int il = 0; il < c.layers(); il++) {
+            GlmWeights.Layer layer = w.layers().get(il);
+            rmsNormRows(x, layer.attnNorm(), h, n, e);
+            emit("attn_norm", il, h, n, e);
+            attention(il, layer, n, oneSequence);
+            for (int i = 0; i < n * e; i++) {
+                x[i] += sub[i];
+            }
+            emit("ffn_inp", il, x, n, e);
+            rmsNormRows(x, layer.ffnNorm(), h, n, e);
+            emit("ffn_norm", il, h, n, e);
+            if (layer.dense() != null) {
+                ffn(layer.dense(), h, n, sub, "ffn_swiglu", il);
+            } else {
+                moe(il, layer.moe(), n);
+            }
+            emit("ffn_out", il, sub, n, e);
+            for (int i = 0; i < n * e; i++) {
+                x[i] += sub[i];
+            }
+            emit("l_out", il, x, n, e);
+        }
+        if (oneSequence) {
+            rowCache[0].advance(n);
+        } else {
+            for (int t = 0; t < n; t++) {
+                rowCache[t].advance(1);
+            }
+        }
+    }
+
+    /** MLA attention of the batch: writes the batch's latent rows to the cache, leaves the output in {@code sub}. */
+    private void attention(int il, GlmWeights.Layer layer, int n, boolean oneSequence) {
+        int e = c.embedding();
+        int heads = c.heads();
+        int kmla = c.keyLengthMla();
+        int nope = c.nopeDims();
+        int rope = c.ropeDims();
+        int kvr = c.kvLoraRank();
+        int width = c.kvRowWidth();
+        int vh = c.valueLengthMla();
+
+        // Queries: q = W_q_b · rms(W_q_a · h), or W_q · h for models without q_lora.
+        if (layer.qA() != null) {
+            int qr = c.qLoraRank();
+            backend.matmul(layer.qA(), h, 0, e, n, qa, 0, qr);
+            emit("q_a", il, qa, n, qr);
+            rmsNormRows(qa, layer.qANorm(), qa, n, qr);
+            emit("q_a_norm", il, qa, n, qr);
+            backend.matmul(layer.q(), qa, 0, qr, n, q, 0, heads * kmla);
+        } else {
+            backend.matmul(layer.q(), h, 0, e, n, q, 0, heads * kmla);
+        }
+        emit("q", il, q, n, heads * kmla);
+
+        // The compressed KV: c = rms(kv[:kvr]), k_pe = RoPE(kv[kvr:]); the cache row is concat(c, k_pe).
+        backend.matmul(layer.kvA(), h, 0, e, n, kv, 0, width);
+        for (int t = 0; t < n; t++) {
+            rmsNorm(kv, t * width, kvr, layer.kvANorm(), kRow, t * width);
+            System.arraycopy(kv, t * width + kvr, kRow, t * width + kvr, rope);
+            rotate(kRow, t * width + kvr, t);
+        }
+        emitStrided("kv_cmpr", il, kRow, n, width, 0, kvr);
+        emitStrided("k_pe", il, kRow, n, width, kvr, rope);
+        emit("Kcur", il, kRow, n, width);
+        for (int t = 0; t < n; t++) {
+            rowCache[t].write(il, rowPosition[t], kRow, t * width);
+        }
+
+        // Absorbed queries: Q[h] = concat(W_k_b[h] · q_nope[h], RoPE(q_pe[h])), rows as wide as the cache's.
+        for (int hd = 0; hd < heads; hd++) {
+            backend.matmul(layer.kB()[hd], q, hd * kmla, heads * kmla, n, qFull, hd * width, heads * width);
+            for (int t = 0; t < n; t++) {
+                int dst = (t * heads + hd) * width + kvr;
+                System.arraycopy(q, (t * heads + hd) * kmla + nope, qFull, dst, rope);
+                rotate(qFull, dst, t);
+            }
+        }
+        emitStrided("q_nope_absorbed", il, qFull, n * heads, width, 0, kvr);
+        emitStrided("q_pe", il, qFull, n * heads, width, kvr, rope);
+        emit("Qcur", il, qFull, n, heads * width);
+
+        // Softmax(Q·K · kq_scale) over the causal window, weighted sum of the latent values.
+        if (oneSequence) {
+            backend.attention(rowCache[0], il, qFull, n, rowPosition[0], heads, c.kqScale(), kvr, oLatent);
+        } else {
+            // Each row attends over its own sequence's cache.
+            for (int t = 0; t < n; t++) {
+                System.arraycopy(qFull, t * heads * width, qOne, 0, heads * width);
+                backend.attention(rowCache[t], il, qOne, 1, rowPosition[t], heads, c.kqScale(), kvr, oOne);
+                System.arraycopy(oOne, 0, oLatent, t * heads * kvr, heads * kvr);
+            }
+        }
+        emit("kqv_latent", il, oLatent, n, heads * kvr);
+
+        // Back from the latent space per head, then the output projection.
+        for (int hd = 0; hd < heads; hd++) {
+            backend.matmul(layer.vB()[hd], oLatent, hd * kvr, heads * kvr, n, o, hd * vh, heads * vh);
+        }
+        emit("kqv_out", il, o, n, heads * vh);
+        backend.matmul(layer.attnOutput(), o, 0, heads * vh, n, sub, 0, e);
+    }
+
+    /**
+     * {@code out = down · (silu(gate · in) ⊙ (up · in))} for {@code n} rows of {@code in}; the SwiGLU rows are
+     * reported as {@code swigluName} when that is not null.
+     */
+    private void ffn(GlmWeights.Ffn f, float[] in, int n, float[] out, String swigluName, int il) {
+        int e = c.embedding();
+        int width = f.gate().rows();
+        backend.matmul(f.gate(), in, 0, e, n, ffnA, 0, width);
+        backend.matmul(f.up(), in, 0, e, n, ffnB, 0, width);
+        for (int i = 0; i < n * width; i++) {
+            ffnA[i] = silu(ffnA[i]) * ffnB[i];
+        }
+        if (swigluName != null) {
+            emit(swigluName, il, ffnA, n, width);
+        }
+        backend.matmul(f.down(), ffnA, 0, width, n, out, 0, e);
+    }
+
+    /** The MoE block of layer {@code il} on the normed rows in {@code h}; output in {@code sub}. */
+    private void moe(int il, GlmWeights.Moe moe, int n) {
+        int e = c.embedding();
+        int experts = c.experts();
+        int k = c.expertsUsed();
+
+        // Router: probabilities per expert; the selection bias only influences which experts are chosen.
+        backend.matmul(moe.router(), h, 0, e, n, routerLogits, 0, experts);
+        emit("ffn_moe_logits", il, routerLogits, n, experts);
+        for (int t = 0; t < n; t++) {
+            int row = t * experts;
+            switch (c.gating()) {
+                case SIGMOID -> {
+                    for (int j = 0; j < experts; j++) {
+                        probs[row + j] = sigmoid(routerLogits[row + j]);
+                    }
+                }
+                case SOFTMAX -> softmax(routerLogits, row, experts, probs);
+            }
+            for (int j = 0; j < experts; j++) {
+                selection[row + j] = moe.selectionBias() == null ? probs[row + j] : probs[row + j] + moe.selectionBias()[j];
+            }
+        }
+        emit("ffn_moe_probs", il, probs, n, experts);
+        emit(moe.selectionBias() != null ? "ffn_moe_probs_biased" : "ffn_moe_selection", il, selection, n, experts);
+        for (int t = 0; t < n; t++) {
+            topK(selection, t * experts, experts, chosen, t * k, k);
+        }
+        if (listener != null) {
+            float[] ids = new float[n * k];
+            for (int i = 0; i < n * k; i++) {
+                ids[i] = chosen[i];
+            }
+            listener.tensor("ffn_moe_topk", il, n, k, ids);
+        }
+
+        // Weights of the chosen experts: the unbiased probabilities, normalized, scaled.
+        for (int t = 0; t < n; t++) {
+            for (int s = 0; s < k; s++) {
+                chosenWeights[t * k + s] = probs[t * experts + chosen[t * k + s]];
+            }
+        }
+        emit("ffn_moe_weights", il, chosenWeights, n, k);
+        if (c.expertWeightsNorm()) {
+            for (int t = 0; t < n; t++) {
+                double sum = 0;
+                for (int s = 0; s < k; s++) {
+                    sum += chosenWeights[t * k + s];
+                }
+                float norm = Math.max((float) sum, MIN_WEIGHT_SUM);
+                for (int s = 0; s < k; s++) {
+                    chosenWeights[t * k + s] /= norm;
+                }
+            }
+            emit("ffn_moe_weights_norm", il, chosenWeights, n, k);
+        }
+        for (int i = 0; i < n * k; i++) {
+            chosenWeights[i] *= c.expertWeightsScale();
+        }
+        emit("ffn_moe_weights_scaled", il, chosenWeights, n, k);
+
+        // Each expert computes the rows that chose it; results land in the token's slot.
+        for (int expert = 0; expert < experts; expert++) {
+            int m = 0;
+            for (int t = 0; t < n; t++) {
+                for (int s = 0; s < k; s++) {
+                    if (chosen[t * k + s] == expert) {
+                        expertTokens[m] = t;
+                        expertSlots[m] = s;
+                        System.arraycopy(h, t * e, expertIn, m * e, e);
+                        m++;
+                    }
+                }
+            }
+            if (m == 0) {
+                continue;
+            }
+            ffn(moe.experts()[expert], expertIn, m, expertOut, listener == null ? null : "ffn_moe_swiglu_" + expert, il);
+            for (int r = 0; r < m; r++) {
+                int t = expertTokens[r];
+                int s = expertSlots[r];
+                float weight = chosenWeights[t * k + s];
+                int dst = (t * k + s) * e;
+                for (int i = 0; i < e; i++) {
+                    slots[dst + i] = expertOut[r * e + i] * weight;
+                }
+            }
+        }
+        // Sum the slots in selection order (as llama.cpp adds them), then the shared expert.
+        for (int t = 0; t < n; t++) {
+            System.arraycopy(slots, t * k * e, sub, t * e, e);
+            for (int s = 1; s < k; s++) {
+                int src = (t * k + s) * e;
+                for (int i = 0; i < e; i++) {
+                    sub[t * e + i] += slots[src + i];
+                }
+            }
+        }
+        emit("ffn_moe_out", il, sub, n, e);
+        if (moe.shared() != null) {
+            ffn(moe.shared(), h, n, shared, "ffn_shexp_swiglu", il);
+            emit("ffn_shexp", il, shared, n, e);
+            for (int i = 0; i < n * e; i++) {
+                sub[i] += shared[i];
+            }
+        }
+    }
+
+    /** 3. The output head for {@code count} rows from {@code first} of the final hidden states. */
+    private void logits(int first, int count, float[] out, int outOff) {
+        int e = c.embedding();
+        for (int t = 0; t < count; t++) {
+            rmsNorm(x, (first + t) * e, e, w.outputNorm(), h, t * e);
+        }
+        emit("result_norm", -1, h, count, e);
+        backend.matmul(w.output(), h, 0, e, count, out, outOff, vocab);
+        if (listener != null) {
+            listener.tensor("result_output", -1, count, vocab, Arrays.copyOfRange(out, outOff, outOff + count * vocab));
+        }
+    }
+
+    // ---- the scalar math, as ggml computes it ----
+
+    /** RMSNorm of {@code n} rows of {@code width} values: {@code x / sqrt(mean(x²) + eps) * weight}. */
+    private void rmsNormRows(float[] src, float[] weight, float[] dst, int n, int width) {
+        for (int t = 0; t < n; t++) {
+            rmsNorm(src, t * width, width, weight, dst, t * width);
+        }
+    }
+
+    /** ggml sums the squares (each rounded to float) in double, takes the mean as float, and scales before the weight. */
+    private void rmsNorm(float[] src, int off, int width, float[] weight, float[] dst, int dstOff) {
+        double sum = 0;
+        for (int i = 0; i < width; i++) {
+            float v = src[off + i];
+            sum += v * v;
+        }
+        float mean = (float) (sum / width);
+        float scale = 1.0f / (float) Math.sqrt(mean + c.rmsEps());
+        for (int i = 0; i < width; i++) {
+            dst[dstOff + i] = src[off + i] * scale * weight[i];
+        }
+    }
+
+    /**
+     * RoPE angles of the batch (type NORM, no scaling): for pair i of position p, θ = p · base^(-2i/dims),
+     * computed as ggml does, by repeated float multiplication.
+     */
+    private void ropeAngles(int n) {
+        int pairs = c.ropeDims() / 2;
+        float thetaScale = (float) Math.pow(c.ropeBase(), -2.0f / c.ropeDims());
+        for (int t = 0; t < n; t++) {
+            float theta = rowPosition[t];
+            for (int i = 0; i < pairs; i++) {
+                ropeCos[t * pairs + i] = (float) Math.cos(theta);
+                ropeSin[t * pairs + i] = (float) Math.sin(theta);
+                theta *= thetaScale;
+            }
+        }
+    }
+
+    /** Rotates the adjacent pairs {@code (v[2i], v[2i+1])} at {@code off} by token t's angles. */
+    private void rotate(float[] v, int off, int t) {
+        int pairs = c.ropeDims() / 2;
+        for (int i = 0; i < pairs; i++) {
+            float cos = ropeCos[t * pairs + i];
+            float sin = ropeSin[t * pairs + i];
+            float x0 = v[off + 2 * i];
+            float x1 = v[off + 2 * i + 1];
+            v[off + 2 * i] = x0 * cos - x1 * sin;
+            v[off + 2 * i + 1] = x0 * sin + x1 * cos;
+        }
+    }
+
+    private static float silu(float v) {
+        return v / (1.0f + (float) Math.exp(-v));
+    }
+
+    private static float sigmoid(float v) {
+        return 1.0f / (1.0f + (float) Math.exp(-v));
+    }
+
+    /** ggml's softmax: exponentials of the max-shifted values in float, their sum in double. */
+    private static void softmax(float[] src, int off, int n, float[] dst) {
+        float max = Float.NEGATIVE_INFINITY;
+        for (int i = 0; i < n; i++) {
+            max = Math.max(max, src[off + i]);
+        }
+        double sum = 0;
+        for (int i = 0; i < n; i++) {
+            float v = (float) Math.exp(src[off + i] - max);
+            dst[off + i] = v;
+            sum += v;
+        }
+        float inv = (float) (1.0 / sum);
+        for (int i = 0; i < n; i++) {
+            dst[off + i] *= inv;
+        }
+    }
+
+    /** The {@code k} largest of {@code values[off .. off+n)}, largest first (on ties the lower index first). */
+    private static void topK(float[] values, int off, int n, int[] out, int outOff, int k) {
+        for (int s = 0; s < k; s++) {
+            int best = -1;
+            for (int j = 0; j < n; j++) {
+                if (isChosen(out, outOff, s, j)) {
+                    continue;
+                }
+                if (best < 0 || values[off + j] > values[off + best]) {
+                    best = j;
+                }
+            }
+            out[outOff + s] = best;
+        }
+    }
+
+    private static boolean isChosen(int[] out, int outOff, int count, int j) {
+        for (int s = 0; s < count; s++) {
+            if (out[outOff + s] == j) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private void emit(String name, int layer, float[] data, int n, int width) {
+        if (listener != null) {
+            listener.tensor(name, layer, n, width, data);
+        }
+    }
+
+    /** Emits values {@code [from, from+count)} of each of {@code rows} rows of {@code stride} values. */
+    private void emitStrided(String name, int layer, float[] data, int rows, int stride, int from, int count) {
+        if (listener != null) {
+            float[] copy = new float[rows * count];
+            for (int r = 0; r < rows; r++) {
+                System.arraycopy(data, r * stride + from, copy, r * count, count);
+            }
+            listener.tensor(name, layer, rows, count, copy);
+        }
+    }
+}

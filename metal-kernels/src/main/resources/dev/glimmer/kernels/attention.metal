@@ -1,0 +1,279 @@
+// MLA decode attention (GLM47FLASH.md §5) in four dispatches:
+//   mat_vec_pair   attn_norm folded into the q_a and kv_a mat-vecs (one dispatch, two weights);
+//   mla_q_heads    per head: q_a_norm + q_b rows of the head, RoPE on q_pe, q_nope absorbed through k_b;
+//                  one extra threadgroup: kv_a_norm, RoPE on k_pe, the latent row written to the cache;
+//   mla_attention  all heads in one pass over each cached latent row, split over a fixed number of
+//                  threadgroups along the KV length (online softmax partials);
+//   mla_merge      per head: merge of the partials, then v_b.
+// Grids never depend on the position or the KV length: kernels read them from StepArgs.
+
+// What changes per token; the host writes it before each step.
+struct StepArgs {
+    uint token;    // input token id
+    uint pos;      // its position
+    uint kv_len;   // cached rows after this token's row is written (pos + 1)
+};
+
+struct MatVecPairArgs {
+    uint cols;       // length of x
+    uint type1;      // ggml type ids and row counts of the two weights
+    uint rows1;
+    uint type2;
+    uint rows2;
+    float eps;       // of the shared input RMS norm
+};
+
+// y1 = W1 rms(x), y2 = W2 rms(x). Grid: ceil(rows1 / 8) + ceil(rows2 / 8) threadgroups.
+kernel void mat_vec_pair(constant MatVecPairArgs & a [[buffer(0)]],
+                         device const float * x [[buffer(1)]],
+                         device const float * norm_w [[buffer(2)]],
+                         device const char * w1 [[buffer(3)]],
+                         device float * y1 [[buffer(4)]],
+                         device const char * w2 [[buffer(5)]],
+                         device float * y2 [[buffer(6)]],
+                         threadgroup float * scratch TG_MEM(0),
+                         uint3 tgpig [[threadgroup_position_in_grid]],
+                         ushort tiitg [[thread_index_in_threadgroup]],
+                         ushort tiisg [[thread_index_in_simdgroup]],
+                         ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    const uint per_group = GLIMMER_MV_SIMDGROUPS * NR;
+    float scale = rms_scale(x, a.cols, a.eps, scratch, tiitg, tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH);
+    XNormed xn = {x, norm_w, scale};
+    uint groups1 = (a.rows1 + per_group - 1) / per_group;
+    bool second = tgpig.x >= groups1;
+    uint type = second ? a.type2 : a.type1;
+    uint rows = second ? a.rows2 : a.rows1;
+    device const char * w = second ? w2 : w1;
+    device float * y = second ? y2 : y1;
+    uint first = ((second ? tgpig.x - groups1 : tgpig.x) * GLIMMER_MV_SIMDGROUPS + sgitg) * NR;
+    float sums[NR];
+    mv_rows(type, w, first, rows, a.cols, xn, tiisg, sums);
+    if (tiisg < NR && first + tiisg < rows) {
+        float v = sums[0];
+        for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
+        y[first + tiisg] = v;
+    }
+}
+
+// Rotates the pairs (2i, 2i+1) of v[0..n) by pos * base^(-2i/n), the angle grown by repeated
+// multiplication in float as ggml does. Angles reach thousands of radians at long contexts, so the
+// trigonometry is the precise kind. Thread t of `threads` handles pairs t, t + threads, ...
+static inline void rope_pairs(threadgroup float * v, uint n, uint pos, float base, uint t, uint threads) {
+    float step = precise::pow(base, -2.0f / (float) n);
+    for (uint i = t; i < n / 2; i += threads) {
+        float theta = (float) pos;
+        for (uint j = 0; j < i; j++) theta *= step;
+        float c = precise::cos(theta), s = precise::sin(theta);
+        float x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = x0 * c - x1 * s;
+        v[2 * i + 1] = x0 * s + x1 * c;
+    }
+}
+
+struct QHeadsArgs {
+    uint heads;
+    uint q_lora;       // length of q_a (input of q_b)
+    uint nope;         // q_nope values per head
+    uint rope;         // q_pe / k_pe values per head
+    uint latent;       // kv_lora_rank: the latent part of a cache row
+    uint q_b_type;
+    uint k_b_type;
+    float eps;         // of q_a_norm and kv_a_norm
+    float rope_base;
+};
+
+// Grid: heads + 1 threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups. Threadgroup h < heads writes
+// q[h] = (k_b[h] q_nope[h], rope(q_pe[h])), latent + rope values; threadgroup `heads` writes the cache row
+// (rms(kv[0..latent)) * kv_a_norm, rope(kv[latent..latent+rope))) at position pos.
+// scratch: GLIMMER_WIDE_SIMDGROUPS + max(nope + rope, latent + rope) floats.
+kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
+                        constant StepArgs & step [[buffer(1)]],
+                        device const float * q_a [[buffer(2)]],
+                        device const float * q_a_norm [[buffer(3)]],
+                        device const char * q_b [[buffer(4)]],
+                        device const char * k_b [[buffer(5)]],
+                        device const float * kv [[buffer(6)]],
+                        device const float * kv_a_norm [[buffer(7)]],
+                        device float * q [[buffer(8)]],
+                        device float * cache [[buffer(9)]],
+                        threadgroup float * scratch TG_MEM(0),
+                        uint3 tgpig [[threadgroup_position_in_grid]],
+                        ushort tiitg [[thread_index_in_threadgroup]],
+                        ushort tiisg [[thread_index_in_simdgroup]],
+                        ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    const uint threads = GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH;
+    threadgroup float * head = scratch + GLIMMER_WIDE_SIMDGROUPS;
+    uint h = tgpig.x;
+    uint row = a.latent + a.rope;
+    if (h == a.heads) {
+        float scale = rms_scale(kv, a.latent, a.eps, scratch, tiitg, tiisg, sgitg, threads);
+        for (uint i = tiitg; i < a.latent; i += threads) head[i] = kv[i] * scale * kv_a_norm[i];
+        for (uint i = tiitg; i < a.rope; i += threads) head[a.latent + i] = kv[a.latent + i];
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        rope_pairs(head + a.latent, a.rope, step.pos, a.rope_base, tiitg, threads);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        device float * out = cache + step.pos * row;
+        for (uint i = tiitg; i < row; i += threads) out[i] = head[i];
+        return;
+    }
+    // q_b rows of this head into threadgroup memory
+    uint per_head = a.nope + a.rope;
+    float scale = rms_scale(q_a, a.q_lora, a.eps, scratch, tiitg, tiisg, sgitg, threads);
+    XNormed xn = {q_a, q_a_norm, scale};
+    for (uint first = sgitg * NR; first < per_head; first += GLIMMER_WIDE_SIMDGROUPS * NR) {
+        float sums[NR];
+        mv_rows(a.q_b_type, q_b + h * per_head * row_bytes(a.q_b_type, a.q_lora), first, per_head, a.q_lora, xn,
+                tiisg, sums);
+        if (tiisg == 0) {
+            for (uint r = 0; r < NR && first + r < per_head; r++) head[first + r] = sums[r];
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    rope_pairs(head + a.nope, a.rope, step.pos, a.rope_base, tiitg, threads);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    device float * out = q + h * row;
+    for (uint i = tiitg; i < a.rope; i += threads) out[a.latent + i] = head[a.nope + i];
+    // absorption: q_abs[c] = k_b[h][c] . q_nope
+    XThreadgroup qn = {head};
+    device const char * kb = k_b + h * a.latent * row_bytes(a.k_b_type, a.nope);
+    for (uint first = sgitg * NR; first < a.latent; first += GLIMMER_WIDE_SIMDGROUPS * NR) {
+        float sums[NR];
+        mv_rows(a.k_b_type, kb, first, a.latent, a.nope, qn, tiisg, sums);
+        if (tiisg < NR && first + tiisg < a.latent) {
+            float v = sums[0];
+            for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
+            out[first + tiisg] = v;
+        }
+    }
+}
+
+// Register budget of mla_attention: each SIMD-group owns up to MAX_HEADS_PER_SIMDGROUP heads and each
+// lane up to MAX_DIMS_PER_LANE of the latent + rope values of a row (576 / 32 = 18 for GLM-4.7-Flash);
+// the host checks heads <= GLIMMER_WIDE_SIMDGROUPS * MAX_HEADS_PER_SIMDGROUP and latent + rope <= 32 * MAX_DIMS_PER_LANE.
+#define MAX_HEADS_PER_SIMDGROUP 4
+#define MAX_DIMS_PER_LANE 18
+
+struct AttentionArgs {
+    uint heads;
+    uint latent;
+    uint rope;
+    uint splits;     // threadgroups along the KV length (the grid)
+    float scale;     // kq_scale
+};
+
+// Grid: `splits` threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups; threadgroup w takes the w-th
+// equal share of the rows 0..kv_len. SIMD-group s handles heads s, s + SIMD-groups, ...; lane l the values
+// l, l + 32, ... of a row. Writes per (w, h): max score, sum of exp, and the unnormalized latent sum
+// (latent values) to partials[(w * heads + h) * (latent + 2)].
+kernel void mla_attention(constant AttentionArgs & a [[buffer(0)]],
+                          constant StepArgs & step [[buffer(1)]],
+                          device const float * q [[buffer(2)]],
+                          device const float * cache [[buffer(3)]],
+                          device float * partials [[buffer(4)]],
+                          uint3 tgpig [[threadgroup_position_in_grid]],
+                          ushort tiisg [[thread_index_in_simdgroup]],
+                          ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    uint row = a.latent + a.rope;
+    uint dims = (row + SIMD_WIDTH - 1) / SIMD_WIDTH;
+    uint chunk = (step.kv_len + a.splits - 1) / a.splits;
+    uint start = min(tgpig.x * chunk, step.kv_len);
+    uint end = min(start + chunk, step.kv_len);
+    uint mine = 0;  // heads of this SIMD-group
+    float qr[MAX_HEADS_PER_SIMDGROUP][MAX_DIMS_PER_LANE];
+    float acc[MAX_HEADS_PER_SIMDGROUP][MAX_DIMS_PER_LANE];
+    float m[MAX_HEADS_PER_SIMDGROUP], l[MAX_HEADS_PER_SIMDGROUP];
+    for (uint h = sgitg; h < a.heads; h += GLIMMER_WIDE_SIMDGROUPS, mine++) {
+        for (uint j = 0; j < dims; j++) {
+            uint d = tiisg + SIMD_WIDTH * j;
+            qr[mine][j] = d < row ? q[h * row + d] : 0.0f;
+            acc[mine][j] = 0.0f;
+        }
+        m[mine] = -INFINITY;
+        l[mine] = 0.0f;
+    }
+    if (mine == 0) {
+        return;  // more SIMD-groups than heads (small models)
+    }
+    for (uint u = start; u < end; u++) {
+        device const float * k = cache + u * row;
+        float kr[MAX_DIMS_PER_LANE];
+        for (uint j = 0; j < dims; j++) {
+            uint d = tiisg + SIMD_WIDTH * j;
+            kr[j] = d < row ? k[d] : 0.0f;
+        }
+        for (uint i = 0; i < mine; i++) {
+            float s = 0.0f;
+            for (uint j = 0; j < dims; j++) s += qr[i][j] * kr[j];
+            s = simd_sum(s) * a.scale;
+            float m_new = max(m[i], s);
+            float correction = exp(m[i] - m_new);
+            float p = exp(s - m_new);
+            l[i] = l[i] * correction + p;
+            for (uint j = 0; j < dims; j++) acc[i][j] = acc[i][j] * correction + p * kr[j];
+            m[i] = m_new;
+        }
+    }
+    uint i = 0;
+    for (uint h = sgitg; h < a.heads; h += GLIMMER_WIDE_SIMDGROUPS, i++) {
+        device float * out = partials + (tgpig.x * a.heads + h) * (a.latent + 2);
+        if (tiisg == 0) {
+            out[0] = m[i];
+            out[1] = l[i];
+        }
+        for (uint j = 0; j < dims; j++) {
+            uint d = tiisg + SIMD_WIDTH * j;
+            if (d < a.latent) out[2 + d] = acc[i][j];  // V is the latent part of the row
+        }
+    }
+}
+
+struct MergeArgs {
+    uint heads;
+    uint latent;
+    uint splits;
+    uint v_head;     // rows of v_b per head
+    uint v_b_type;
+};
+
+// Grid: `heads` threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups. o[h * v_head + e] = v_b[h][e] . o_lat[h],
+// o_lat[h] the softmax-weighted latent sum merged from the partials. scratch: latent floats.
+kernel void mla_merge(constant MergeArgs & a [[buffer(0)]],
+                      device const float * partials [[buffer(1)]],
+                      device const char * v_b [[buffer(2)]],
+                      device float * o [[buffer(3)]],
+                      threadgroup float * scratch TG_MEM(0),
+                      uint3 tgpig [[threadgroup_position_in_grid]],
+                      ushort tiitg [[thread_index_in_threadgroup]],
+                      ushort tiisg [[thread_index_in_simdgroup]],
+                      ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    const uint threads = GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH;
+    uint h = tgpig.x;
+    uint stride = a.heads * (a.latent + 2);
+    device const float * part = partials + h * (a.latent + 2);
+    float mx = -INFINITY;
+    for (uint w = 0; w < a.splits; w++) mx = max(mx, part[w * stride]);
+    float total = 0.0f;
+    for (uint w = 0; w < a.splits; w++) {
+        float l = part[w * stride + 1];
+        if (l > 0.0f) total += l * exp(part[w * stride] - mx);
+    }
+    for (uint c = tiitg; c < a.latent; c += threads) {
+        float v = 0.0f;
+        for (uint w = 0; w < a.splits; w++) {
+            if (part[w * stride + 1] > 0.0f) v += part[w * stride + 2 + c] * exp(part[w * stride] - mx);
+        }
+        scratch[c] = v / total;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    XThreadgroup lat = {scratch};
+    device const char * vb = v_b + h * a.v_head * row_bytes(a.v_b_type, a.latent);
+    for (uint first = sgitg * NR; first < a.v_head; first += GLIMMER_WIDE_SIMDGROUPS * NR) {
+        float sums[NR];
+        mv_rows(a.v_b_type, vb, first, a.v_head, a.latent, lat, tiisg, sums);
+        if (tiisg < NR && first + tiisg < a.v_head) {
+            float v = sums[0];
+            for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
+            o[h * a.v_head + first + tiisg] = v;
+        }
+    }
+}

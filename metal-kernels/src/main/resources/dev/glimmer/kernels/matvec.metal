@@ -1,0 +1,48 @@
+// Mat-vec y = W x for every weight type, weights read in place: a threadgroup of
+// GLIMMER_MV_SIMDGROUPS SIMD-groups, each computing NR consecutive rows. Optionally x is first
+// RMS-normalized (x * w_norm / rms(x)) and/or a residual is added to the result (y may alias the
+// residual: each row is read and written by one lane). Grid: (ceil(rows / rows per threadgroup), tokens);
+// the token dimension is the batched (prompt) variant.
+
+struct MatVecArgs {
+    uint type;       // ggml type id of W
+    uint cols;       // values per row of W (= length of x)
+    uint rows;       // rows of W (= length of y)
+    uint x_stride;   // floats between consecutive tokens' x
+    uint y_stride;   // floats between consecutive tokens' y (and residual)
+    uint norm;       // 1: x is RMS-normalized with norm_w first
+    uint add;        // 1: y = W x + residual
+    float eps;
+};
+
+kernel void mat_vec(constant MatVecArgs & a [[buffer(0)]],
+                    device const char * w [[buffer(1)]],
+                    device const float * x [[buffer(2)]],
+                    device float * y [[buffer(3)]],
+                    device const float * norm_w [[buffer(4)]],
+                    device const float * residual [[buffer(5)]],
+                    threadgroup float * scratch TG_MEM(0),
+                    uint3 tgpig [[threadgroup_position_in_grid]],
+                    ushort tiitg [[thread_index_in_threadgroup]],
+                    ushort tiisg [[thread_index_in_simdgroup]],
+                    ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    x += tgpig.y * a.x_stride;
+    y += tgpig.y * a.y_stride;
+    uint first = (tgpig.x * GLIMMER_MV_SIMDGROUPS + sgitg) * NR;
+    float sums[NR];
+    if (a.norm != 0) {
+        float scale = rms_scale(x, a.cols, a.eps, scratch, tiitg, tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH);
+        XNormed xn = {x, norm_w, scale};
+        mv_rows(a.type, w, first, a.rows, a.cols, xn, tiisg, sums);
+    } else {
+        XDevice xd = {x};
+        mv_rows(a.type, w, first, a.rows, a.cols, xd, tiisg, sums);
+    }
+    if (tiisg < NR && first + tiisg < a.rows) {
+        uint r = first + tiisg;
+        float v = sums[0];
+        for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
+        if (a.add != 0) v += residual[tgpig.y * a.y_stride + r];
+        y[r] = v;
+    }
+}

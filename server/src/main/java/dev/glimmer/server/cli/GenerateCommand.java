@@ -1,0 +1,147 @@
+package dev.glimmer.server.cli;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.glimmer.engine.backend.cpu.CpuBackend;
+import dev.glimmer.engine.chat.ChatFormat;
+import dev.glimmer.engine.chat.ChatMessage;
+import dev.glimmer.engine.chat.ChatRequest;
+import dev.glimmer.engine.chat.ChatTemplates;
+import dev.glimmer.engine.chat.Role;
+import dev.glimmer.engine.generate.GenerationRequest;
+import dev.glimmer.engine.generate.GenerationResult;
+import dev.glimmer.engine.generate.Generator;
+import dev.glimmer.engine.generate.Timings;
+import dev.glimmer.engine.generate.Vocabulary;
+import dev.glimmer.engine.kv.KvCache;
+import dev.glimmer.engine.kv.KvCacheType;
+import dev.glimmer.engine.model.GlmForward;
+import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.engine.sampling.SamplingParams;
+import dev.glimmer.engine.tokenizer.Tokenizer;
+
+import java.util.List;
+import java.util.Locale;
+
+/** {@code ./glimmer generate}: one completion of a prompt, streamed to the terminal (or as JSON). */
+final class GenerateCommand implements Command {
+    static final int DEFAULT_MAX_TOKENS = 256;
+
+    @Override
+    public String name() {
+        return "generate";
+    }
+
+    @Override
+    public String summary() {
+        return "generate a completion of a prompt (--prompt as is, or --chat as one user message)";
+    }
+
+    @Override
+    public List<Option> options() {
+        return List.of(
+                Option.required("--model", "F", "the GGUF file"),
+                Option.value("--prompt", "T", "the prompt text, control tokens such as <|user|> parsed"),
+                Option.value("--chat", "T", "a user message, rendered with the model's chat format"),
+                Option.value("--max-tokens", "N", "the most tokens to generate (default " + DEFAULT_MAX_TOKENS + ")"),
+                Option.value("--temperature", "X", "sampling temperature, 0 for greedy (default "
+                        + SamplingParams.DEFAULT_TEMPERATURE + ")"),
+                Option.value("--seed", "S", "random seed, for repeatable sampling"),
+                Option.value("--ctx", "N", "context size in tokens (default 8192, at most the model's)"),
+                Option.value("--cache-type", "T", "KV cache type, f16 or f32 (default f16)"),
+                Option.flag("--json", "print one JSON object at the end instead of streaming text"));
+    }
+
+    @Override
+    public String details() {
+        return """
+                Text is streamed to stdout as it is generated; prompt size, speed and the finish reason go to
+                stderr. With --json, stdout gets {"text","tokens","finish_reason","prompt_tokens","timings"}.
+                Generation stops at an end-of-generation token, after --max-tokens, or when the context is full.
+                Example: ./glimmer generate --model model.gguf --chat 'Tell me a story' --temperature 0
+                """;
+    }
+
+    @Override
+    public int run(Args args, Terminal io) throws Exception {
+        if (args.has("--prompt") == args.has("--chat")) {
+            throw new UsageException("give exactly one of --prompt T and --chat T");
+        }
+        int maxTokens = args.integer("--max-tokens", DEFAULT_MAX_TOKENS);
+        if (maxTokens <= 0) {
+            throw new UsageException("--max-tokens must be positive, got " + maxTokens);
+        }
+        SamplingParams sampling = SamplingParams.defaults()
+                .withTemperature((float) args.decimal("--temperature", SamplingParams.DEFAULT_TEMPERATURE));
+        if (args.has("--seed")) {
+            sampling = sampling.withSeed(args.longValue("--seed", 0));
+        }
+        KvCacheType cacheType = switch (args.string("--cache-type", KvCacheType.DEFAULT.name()).toLowerCase(Locale.ROOT)) {
+            case "f16" -> KvCacheType.F16;
+            case "f32" -> KvCacheType.F32;
+            default -> throw new UsageException("--cache-type must be f16 or f32, got '" + args.string("--cache-type") + "'");
+        };
+        boolean json = args.has("--json");
+
+        try (GlmModel model = GlmModel.open(args.existingFile("--model"))) {
+            Tokenizer tokenizer = Tokenizer.fromMetadata(model.file().metadata());
+            String text = args.has("--prompt") ? args.string("--prompt") : chatPrompt(model, args.string("--chat"), io);
+            int[] prompt = tokenizer.encode(text, true);
+            if (prompt.length == 0) {
+                throw new UsageException("the prompt is empty");
+            }
+            int contextSize = args.integer("--ctx", model.defaultContext());
+            try (KvCache cache = model.newCache(contextSize, cacheType)) {
+                Generator generator = new Generator(new GlmForward(model, new CpuBackend(), GlmForward.DEFAULT_BATCH), cache,
+                        Vocabulary.of(tokenizer, true), model.vocabSize());
+                GenerationResult result = generator.generate(
+                        new GenerationRequest(prompt, sampling, maxTokens, List.of()),
+                        event -> {
+                            if (!json) {
+                                io.out().print(event.text());
+                                io.out().flush();
+                            }
+                        },
+                        () -> false);
+                Timings t = result.timings();
+                if (json) {
+                    io.out().println(toJson(result));
+                } else {
+                    io.out().println();
+                    io.err().printf(Locale.ROOT, "%d prompt tokens in %.0f ms (%.1f tok/s); %d tokens at %.1f tok/s; finish: %s%n",
+                            t.promptTokens(), t.promptMillis(), t.promptTokensPerSecond(), t.generatedTokens(),
+                            t.tokensPerSecond(), result.finish().apiName());
+                }
+            }
+        }
+        return 0;
+    }
+
+    /** The user message as the model's chat format renders it, ending with the assistant's turn. */
+    private static String chatPrompt(GlmModel model, String message, Terminal io) {
+        ChatFormat format = ChatTemplates.recognise(model.file().metadata().optString(ChatTemplates.GGUF_KEY).orElse(null));
+        format.warning().ifPresent(w -> io.err().println("glimmer generate: " + w));
+        ChatMessage user = new ChatMessage(Role.USER, message, null, List.of(), null, null);
+        return format.template().render(new ChatRequest(List.of(user), List.of(), true, true));
+    }
+
+    private static String toJson(GenerationResult result) throws Exception {
+        ObjectMapper mapper = new ObjectMapper();
+        ObjectNode out = mapper.createObjectNode();
+        out.put("text", result.text());
+        var tokens = out.putArray("tokens");
+        for (int token : result.tokens()) {
+            tokens.add(token);
+        }
+        out.put("finish_reason", result.finish().apiName());
+        Timings t = result.timings();
+        out.put("prompt_tokens", t.promptTokens());
+        ObjectNode timings = out.putObject("timings");
+        timings.put("prompt_ms", t.promptMillis());
+        timings.put("prompt_tokens_per_second", t.promptTokensPerSecond());
+        timings.put("generated_tokens", t.generatedTokens());
+        timings.put("generation_ms", t.generationMillis());
+        timings.put("tokens_per_second", t.tokensPerSecond());
+        return mapper.writeValueAsString(out);
+    }
+}
