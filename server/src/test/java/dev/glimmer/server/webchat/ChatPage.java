@@ -95,6 +95,10 @@ final class ChatPage {
         waitUntil(timeout, () -> !generating() && driver.findElements(By.cssSelector(".message.pending")).isEmpty());
     }
 
+    void awaitVisible(By by, Duration timeout) {
+        waitUntil(timeout, () -> visible(by));
+    }
+
     /** Waits until the last answer shows at least {@code chars} characters. */
     void awaitAnswerLength(int chars, Duration timeout) {
         waitUntil(timeout, () -> lastAnswerText().length() >= chars);

@@ -183,15 +183,22 @@ class WebChatBrowserTest {
 
     @Test
     void theThinkingSectionAppearsOnlyWhenThinkingIsOn() throws IOException {
+        page.openFresh(SETTINGS.formatted("null", false));
         page.setThinking(true);
         page.send("Why is the sky blue?");
-        page.awaitIdle(Duration.ofSeconds(60));
-        assertTrue(page.visible(By.cssSelector(".message.assistant .thinking")), "no thinking section");
+        // While the model reasons, the section is open, says so, and its text grows.
+        By live = By.cssSelector(".message.assistant .thinking.live .thinking-body");
+        page.awaitVisible(live, Duration.ofSeconds(30));
+        assertEquals("Thinking…", page.text(By.cssSelector(".message.assistant .thinking-label")));
+        page.screenshot("thinking-live-desktop");
+        page.clickStop();
+        page.awaitIdle(Duration.ofSeconds(5));
+        // Afterwards it is folded, with how long the model thought, and opens on a click.
         String label = page.text(By.cssSelector(".message.assistant .thinking-label"));
         assertTrue(label.matches("Thought for [0-9.]+ s"), label);
+        assertFalse(page.visible(By.cssSelector(".message.assistant .thinking-body")));
         page.click(By.cssSelector(".message.assistant .thinking summary"));
-        String reasoning = page.text(By.cssSelector(".message.assistant .thinking-body"));
-        assertFalse(reasoning.isBlank(), "the thinking section is empty");
+        assertFalse(page.text(By.cssSelector(".message.assistant .thinking-body")).isBlank(), "the thinking section is empty");
         page.screenshot("thinking-desktop");
 
         page.openFresh(SETTINGS.formatted(200, false));
