@@ -153,6 +153,29 @@ final class ChatPage {
         return !found.isEmpty() && found.getFirst().isDisplayed();
     }
 
+    /** Opens the settings dialog from the sidebar (opening the drawer first at phone width). */
+    void openSettings() {
+        WebElement button = driver.findElement(By.id("open-settings"));
+        if (button.getRect().getX() < 0) {
+            openSidebar();
+        }
+        button.click();
+        waitUntil(Duration.ofSeconds(3), () -> visible(By.id("settings")));
+    }
+
+    /** Types a max tokens value into the open settings dialog and saves. */
+    void setMaxTokensInSettings(int maxTokens) {
+        WebElement field = driver.findElement(By.id("set-max-tokens"));
+        field.clear();
+        field.sendKeys(Integer.toString(maxTokens));
+        driver.findElement(By.id("settings-save")).click();
+        waitUntil(Duration.ofSeconds(3), () -> !visible(By.id("settings")));
+    }
+
+    String value(By by) {
+        return driver.findElement(by).getDomProperty("value");
+    }
+
     void openSidebar() {
         driver.findElement(By.id("open-sidebar")).click();
         waitUntil(Duration.ofSeconds(3), () -> driver.findElement(By.id("new-chat")).getRect().getX() >= 0);

@@ -209,6 +209,24 @@ class WebChatBrowserTest {
     }
 
     @Test
+    void settingsAreKeptAndApplied() throws IOException {
+        page.openSettings();
+        page.screenshot("settings-desktop");
+        page.setMaxTokensInSettings(25);
+        page.reload();
+        page.openSettings();
+        assertEquals("25", page.value(By.id("set-max-tokens")), "the setting did not survive a reload");
+        page.phoneWidth();
+        page.screenshot("settings-phone");
+        page.click(By.id("settings-cancel"));
+
+        page.send("Count to ten.");
+        page.awaitIdle(Duration.ofSeconds(60));
+        String stats = page.lastAssistant().findElement(By.cssSelector(".stats")).getText();
+        assertTrue(stats.startsWith("25 tokens"), "max tokens was not applied: " + stats);
+    }
+
+    @Test
     void aServerErrorIsShownInTheConversation() throws Exception {
         // Far more than the model's 4096 tokens of context: the server refuses it with a 400.
         String message = "fox ".repeat(5000).strip();
