@@ -135,7 +135,7 @@ class ChatCompletionsTest {
     @Test
     void greedyCompletionReproducesLlamaCppOnTheOraclePrompt() throws Exception {
         JsonNode oracle = new com.fasterxml.jackson.databind.ObjectMapper().readTree(
-                ChatCompletionsTest.class.getResourceAsStream("/oracle/tiny-f32.greedy.json"));
+                EngineTestData.ORACLE.resolve("refs/tiny-f32.logits.json").toFile()).get("cases").get(0);
         String ids = oracle.get("prompt_tokens").toString();
         String expected = post("/detokenize", "{\"tokens\": " + oracle.get("greedy_tokens") + "}").getString("content");
         JsonPath r = post("/v1/completions", "{\"prompt\": " + ids + ", \"temperature\": 0, \"max_tokens\": "

@@ -3,7 +3,6 @@ package dev.glimmer.server;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.config.ServerConfigLoader;
 
-import java.net.URISyntaxException;
 import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.Map;
@@ -13,11 +12,7 @@ import java.util.Optional;
 public final class TestServer {
 
     public static Path tinyModel() {
-        try {
-            return Path.of(TestServer.class.getResource("/models/tiny-f32.gguf").toURI());
-        } catch (URISyntaxException e) {
-            throw new IllegalStateException(e);
-        }
+        return EngineTestData.model("tiny-f32");
     }
 
     /** The bundled defaults with the tiny model, port 0, and {@code overrides} (configuration keys). */

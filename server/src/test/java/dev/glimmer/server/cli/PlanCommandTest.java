@@ -1,5 +1,6 @@
 package dev.glimmer.server.cli;
 
+import dev.glimmer.server.EngineTestData;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.junit.jupiter.api.Test;
@@ -12,7 +13,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** {@code ./glimmer plan} on the oracle models. */
 class PlanCommandTest {
-    static final Path ORACLE = Path.of("../engine/src/test/resources/oracle");
+    static final Path ORACLE = EngineTestData.ORACLE;
 
     private static JsonNode plan(String model) throws Exception {
         MainTest.Result r = MainTest.run("plan", "--model", ORACLE.resolve(model).toString(), "--json");
