@@ -14,6 +14,7 @@ import dev.glimmer.server.routes.CompletionRoutes;
 import dev.glimmer.server.routes.HealthRoutes;
 import dev.glimmer.server.routes.ModelRoutes;
 import dev.glimmer.server.routes.TokenizerRoutes;
+import dev.glimmer.server.routes.WebChatRoutes;
 import io.helidon.webserver.WebServer;
 import io.helidon.webserver.http.HttpRouting;
 
@@ -48,6 +49,7 @@ public final class GlimmerServer implements AutoCloseable {
         routing.register(new ChatCompletionRoutes(host, config));
         routing.register(new CompletionRoutes(host, config));
         routing.register(new TokenizerRoutes(host, config));
+        WebChatRoutes.register(routing);
         routing.any((req, res) -> {
             throw ApiException.notFound("no route " + req.prologue().method().text() + " " + req.path().path()
                     + " (see README.md: API)", null, "not_found");
