@@ -109,8 +109,13 @@ class HttpBasicsTest {
     }
 
     @Test
-    void theApiKeyIsRequiredEverywhereButHealth() {
+    void theApiKeyIsRequiredEverywhereButHealthAndTheWebChatFiles() {
         given().port(keyed.port()).get("/health").then().statusCode(200);
+        // The page must load so that its settings can ask for the key.
+        given().port(keyed.port()).get("/").then().statusCode(200);
+        given().port(keyed.port()).get("/app.js").then().statusCode(200);
+        given().port(keyed.port()).post("/v1/chat/completions").then().statusCode(401);
+        given().port(keyed.port()).get("/tokenize.js").then().statusCode(404);
         given().port(keyed.port()).get("/v1/models").then().statusCode(401)
                 .body("error.type", equalTo("authentication_error"))
                 .body("error.message", containsString("Authorization: Bearer"));

@@ -11,7 +11,9 @@ import java.security.MessageDigest;
 
 /**
  * Requires {@code Authorization: Bearer <key>} on every route except {@code /health} (load balancers
- * probe it without credentials) and CORS preflights (browsers never send credentials with them).
+ * probe it without credentials), CORS preflights (browsers never send credentials with them) and the
+ * web chat's own files: a browser cannot send a key with the page request, and the page holds no
+ * data; it asks the user for the key and sends it with every API call.
  */
 public final class ApiKeyFilter implements Filter {
     private final byte[] expected;
@@ -23,7 +25,8 @@ public final class ApiKeyFilter implements Filter {
     @Override
     public void filter(FilterChain chain, RoutingRequest req, RoutingResponse res) {
         String path = req.path().path();
-        if (path.equals("/health") || req.prologue().method().text().equals("OPTIONS")) {
+        String method = req.prologue().method().text();
+        if (path.equals("/health") || method.equals("OPTIONS") || isWebChatFile(method, path)) {
             chain.proceed();
             return;
         }
@@ -44,5 +47,16 @@ public final class ApiKeyFilter implements Filter {
             return;
         }
         chain.proceed();
+    }
+
+    /** The page, its scripts and styles at the root, and the libraries under /webjars (WebChatRoutes). */
+    static boolean isWebChatFile(String method, String path) {
+        if (!method.equals("GET") && !method.equals("HEAD")) {
+            return false;
+        }
+        if (path.equals("/") || path.startsWith("/webjars/")) {
+            return !path.contains("..");
+        }
+        return path.lastIndexOf('/') == 0 && path.matches("/[\\w.-]+\\.(html|js|css|svg|ico|png)");
     }
 }
