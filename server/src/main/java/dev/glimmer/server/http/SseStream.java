@@ -72,10 +72,4 @@ public final class SseStream implements AutoCloseable {
         }
     }
 
-    /** The client closed the connection; nothing more can be sent. */
-    public static final class ClientGoneException extends RuntimeException {
-        public ClientGoneException() {
-            super("the client closed the connection", null, false, false);
-        }
-    }
 }

@@ -9,6 +9,8 @@ import dev.glimmer.engine.generate.FinishReason;
 import dev.glimmer.server.api.ChatCompletionRequest;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.http.ApiException;
+import dev.glimmer.server.http.ClientGoneException;
+import dev.glimmer.server.http.HeldJsonResponse;
 import dev.glimmer.server.http.Json;
 import dev.glimmer.server.http.RequestBodies;
 import dev.glimmer.server.http.SseStream;
@@ -22,6 +24,7 @@ import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 
 import java.util.List;
+import java.util.Optional;
 
 /**
  * {@code POST /v1/chat/completions}: renders the conversation with the chat template, generates,
@@ -73,12 +76,17 @@ public final class ChatCompletionRoutes implements HttpService {
 
         void whole(InferenceJob job, ServerResponse res) throws InterruptedException {
             ArrayNode logprobs = Json.MAPPER.createArrayNode();
-            JobEvent.Finished end = Jobs.follow(job, null, token -> {
+            HeldJsonResponse held = HeldJsonResponse.open(res);
+            Optional<JobEvent.Finished> ended = Jobs.followHeld(job, held, token -> {
                 parser.accept(token.text());
                 if (token.logprobs() != null) {
                     logprobs.add(ResponseParts.chatLogprob(model.tokenizer(), token.logprobs()));
                 }
             });
+            if (ended.isEmpty()) {
+                return;
+            }
+            JobEvent.Finished end = ended.get();
             parser.finish();
             ChatResult result = parser.result();
             ObjectNode body = Json.object();
@@ -111,7 +119,7 @@ public final class ChatCompletionRoutes implements HttpService {
             }
             body.set("usage", ResponseParts.usage(end));
             body.set("timings", ResponseParts.timings(end));
-            ModelRoutes.send(res, body);
+            held.send(body);
         }
 
         void stream(InferenceJob job, ServerResponse res) throws InterruptedException {
@@ -121,7 +129,7 @@ public final class ChatCompletionRoutes implements HttpService {
                 role.put("role", "assistant");
                 role.putNull("content");
                 sse.data(chunk(role, null, null));
-                JobEvent.Finished end = Jobs.follow(job, sse, token -> {
+                JobEvent.Finished end = Jobs.follow(job, sse::ping, token -> {
                     ObjectNode logprobs = null;
                     if (token.logprobs() != null) {
                         logprobs = Json.object();
@@ -140,7 +148,7 @@ public final class ChatCompletionRoutes implements HttpService {
                     sse.data(Json.write(usage));
                 }
                 sse.done();
-            } catch (SseStream.ClientGoneException gone) {
+            } catch (ClientGoneException gone) {
                 // The job is cancelled; there is nobody to tell.
             } catch (ApiException failed) {
                 StreamEnd.error(sse, failed);

@@ -6,6 +6,8 @@ import dev.glimmer.engine.sampling.TokenLogprobs;
 import dev.glimmer.server.api.CompletionRequest;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.http.ApiException;
+import dev.glimmer.server.http.ClientGoneException;
+import dev.glimmer.server.http.HeldJsonResponse;
 import dev.glimmer.server.http.Json;
 import dev.glimmer.server.http.RequestBodies;
 import dev.glimmer.server.http.SseStream;
@@ -19,6 +21,7 @@ import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 
 import java.nio.charset.StandardCharsets;
+import java.util.Optional;
 
 /**
  * {@code POST /v1/completions}: a raw prompt (text, tokenized with special tokens, or token ids)
@@ -65,12 +68,17 @@ public final class CompletionRoutes implements HttpService {
                               ServerResponse res) throws InterruptedException {
         StringBuilder text = new StringBuilder();
         LegacyLogprobs logprobs = new LegacyLogprobs(model);
-        JobEvent.Finished end = Jobs.follow(job, null, token -> {
+        HeldJsonResponse held = HeldJsonResponse.open(res);
+        Optional<JobEvent.Finished> ended = Jobs.followHeld(job, held, token -> {
             if (token.logprobs() != null) {
                 logprobs.add(token.logprobs(), text.length());
             }
             text.append(token.text());
         });
+        if (ended.isEmpty()) {
+            return;
+        }
+        JobEvent.Finished end = ended.get();
         ObjectNode body = base(model, id, created);
         ObjectNode choice = body.putArray("choices").addObject();
         choice.put("text", text.toString());
@@ -83,7 +91,7 @@ public final class CompletionRoutes implements HttpService {
         choice.put("finish_reason", end.reason().apiName());
         body.set("usage", ResponseParts.usage(end));
         body.set("timings", ResponseParts.timings(end));
-        ModelRoutes.send(res, body);
+        held.send(body);
     }
 
     private static void stream(ServedModel model, CompletionRequest request, InferenceJob job, String id, long created,
@@ -91,7 +99,7 @@ public final class CompletionRoutes implements HttpService {
         SseStream sse = SseStream.open(res);
         try {
             int[] offset = {0};
-            JobEvent.Finished end = Jobs.follow(job, sse, token -> {
+            JobEvent.Finished end = Jobs.follow(job, sse::ping, token -> {
                 if (token.text().isEmpty() && token.logprobs() == null) {
                     return;
                 }
@@ -125,7 +133,7 @@ public final class CompletionRoutes implements HttpService {
                 sse.data(Json.write(usage));
             }
             sse.done();
-        } catch (SseStream.ClientGoneException gone) {
+        } catch (ClientGoneException gone) {
             // The job is cancelled; there is nobody to tell.
         } catch (ApiException failed) {
             StreamEnd.error(sse, failed);

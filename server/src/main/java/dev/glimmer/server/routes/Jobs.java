@@ -2,7 +2,8 @@ package dev.glimmer.server.routes;
 
 import dev.glimmer.server.api.GenerationOptions;
 import dev.glimmer.server.http.ApiException;
-import dev.glimmer.server.http.SseStream;
+import dev.glimmer.server.http.ClientGoneException;
+import dev.glimmer.server.http.HeldJsonResponse;
 import dev.glimmer.server.inference.InferenceJob;
 import dev.glimmer.server.inference.JobEvent;
 import dev.glimmer.server.inference.ServedModel;
@@ -54,31 +55,23 @@ final class Jobs {
     }
 
     /**
-     * Passes every token of {@code job} to {@code onToken} and returns its end. With a stream, silence
-     * and prompt progress are answered with {@code : ping} frames; a client that has gone (a write
-     * fails) ends this call with {@link SseStream.ClientGoneException}. Whenever this call ends before
-     * the job did (a gone client, an interrupt, a failure while handling a token), the job is cancelled.
+     * Passes every token of {@code job} to {@code onToken} and returns its end. Silence and prompt
+     * progress are answered with {@code keepAlive} (a {@code : ping} frame on a stream, a space in a
+     * held JSON response), so that a client that has gone is noticed: a failed write ends this call
+     * with {@link ClientGoneException}. Whenever this call ends before the job did (a gone client, an
+     * interrupt, a failure while handling a token), the job is cancelled.
      *
-     * @param stream the event stream, or null for a non-streaming response
      * @throws ApiException when the job failed: 503 while shutting down, else 500
      */
-    static JobEvent.Finished follow(InferenceJob job, SseStream stream, Consumer<JobEvent.Token> onToken)
+    static JobEvent.Finished follow(InferenceJob job, Runnable keepAlive, Consumer<JobEvent.Token> onToken)
             throws InterruptedException {
         boolean ended = false;
         try {
             while (true) {
                 JobEvent event = job.poll(PING_SECONDS, TimeUnit.SECONDS);
                 switch (event) {
-                    case null -> {
-                        if (stream != null) {
-                            stream.ping();
-                        }
-                    }
-                    case JobEvent.PromptProgress p -> {
-                        if (stream != null) {
-                            stream.ping();
-                        }
-                    }
+                    case null -> keepAlive.run();
+                    case JobEvent.PromptProgress p -> keepAlive.run();
                     case JobEvent.Token t -> onToken.accept(t);
                     case JobEvent.Finished f -> {
                         ended = true;
@@ -94,6 +87,28 @@ final class Jobs {
             if (!ended) {
                 job.cancel();
             }
+        }
+    }
+
+    /**
+     * {@link #follow} for a non-streaming response: a space is written on every token and while the
+     * prompt is processed, so a client that leaves stops its generation as a streaming one does.
+     *
+     * @return the job's end; empty when the client left or the job failed (the failure is answered:
+     *         rethrown with its status while nothing was sent, else in the body)
+     */
+    static Optional<JobEvent.Finished> followHeld(InferenceJob job, HeldJsonResponse held,
+                                                  Consumer<JobEvent.Token> onToken) throws InterruptedException {
+        try {
+            return Optional.of(follow(job, held::keepAlive, token -> {
+                held.keepAlive();
+                onToken.accept(token);
+            }));
+        } catch (ClientGoneException gone) {
+            return Optional.empty();
+        } catch (ApiException failed) {
+            held.fail(failed);
+            return Optional.empty();
         }
     }
 }

@@ -1,6 +1,7 @@
 package dev.glimmer.server.routes;
 
 import dev.glimmer.server.http.ApiException;
+import dev.glimmer.server.http.ClientGoneException;
 import dev.glimmer.server.http.ErrorResponses;
 import dev.glimmer.server.http.SseStream;
 
@@ -14,7 +15,7 @@ final class StreamEnd {
         try {
             sse.data(ErrorResponses.body(failed));
             sse.done();
-        } catch (SseStream.ClientGoneException gone) {
+        } catch (ClientGoneException gone) {
             // Nobody is listening any more.
         }
     }
