@@ -15,15 +15,32 @@ public final class Geometry {
     /** Rows of a weight matrix that one SIMD-group of a mat-vec computes together (activations are loaded once for them). */
     public static final int MV_ROWS_PER_SIMDGROUP = 4;
     /** SIMD-groups per threadgroup of the mat-vec kernels. */
-    public static final int MV_SIMDGROUPS = 2;
+    public static final int MV_SIMDGROUPS = 8;
+    /**
+     * SIMD-groups of a mat-vec threadgroup that share one set of rows, each taking every MV_SPLIT-th
+     * chunk of the columns: decode mat-vecs have few rows, and splitting the columns keeps enough warps
+     * in flight to hide memory latency (one 2-SIMD-group threadgroup per 8 rows left most SMs idle).
+     */
+    public static final int MV_SPLIT = 4;
     /** Rows one mat-vec threadgroup computes. */
-    public static final int MV_ROWS_PER_THREADGROUP = MV_ROWS_PER_SIMDGROUP * MV_SIMDGROUPS;
+    public static final int MV_ROWS_PER_THREADGROUP = MV_ROWS_PER_SIMDGROUP * MV_SIMDGROUPS / MV_SPLIT;
+    /** Threadgroup memory (floats) of the mat-vec kernels: the partial row sums of every SIMD-group (and the norm's sums). */
+    public static final int MV_SCRATCH_FLOATS = MV_SIMDGROUPS * MV_ROWS_PER_SIMDGROUP;
     /** SIMD-groups of the threadgroups that first reduce a whole vector (norms, router, argmax, per-head kernels). */
     public static final int WIDE_SIMDGROUPS = 8;
+    /**
+     * SIMD-groups of the kernels with one threadgroup per attention head or per router (mla_q_heads,
+     * mla_merge, moe_router): their grids are small (heads + 1, heads, 1), so each threadgroup is as
+     * wide as Apple GPUs allow (1024 threads) to stream its weights fast.
+     */
+    public static final int HEAD_SIMDGROUPS = 32;
     /** Values of a weight row one lane handles per step: a half Q4_0 block, a sixteenth of a K-quant block. */
     public static final int CHUNK = 16;
-    /** Threadgroups the attention splits the KV length into: fixed, so that the grid never depends on it. */
-    public static final int ATTENTION_SPLITS = 32;
+    /**
+     * Threadgroups the attention splits the KV length into: fixed, so that the grid never depends on it;
+     * about one per SM of an H100/H200 (132), since at long contexts the attention is most of a step.
+     */
+    public static final int ATTENTION_SPLITS = 128;
     /** Heads one SIMD-group of mla_attention can hold in registers ({@code MAX_HEADS_PER_SIMDGROUP}). */
     public static final int ATTENTION_MAX_HEADS = WIDE_SIMDGROUPS * 4;
     /** Latent + rope values of a cache row mla_attention can hold in registers (32 lanes x {@code MAX_DIMS_PER_LANE}). */
@@ -42,7 +59,9 @@ public final class Geometry {
         d.put("GLIMMER_SIMD_WIDTH", SIMD_WIDTH);
         d.put("GLIMMER_MV_ROWS_PER_SIMDGROUP", MV_ROWS_PER_SIMDGROUP);
         d.put("GLIMMER_MV_SIMDGROUPS", MV_SIMDGROUPS);
+        d.put("GLIMMER_MV_SPLIT", MV_SPLIT);
         d.put("GLIMMER_WIDE_SIMDGROUPS", WIDE_SIMDGROUPS);
+        d.put("GLIMMER_HEAD_SIMDGROUPS", HEAD_SIMDGROUPS);
         d.put("GLIMMER_CHUNK", CHUNK);
         return d;
     }

@@ -23,7 +23,7 @@ struct MatVecPairArgs {
     float eps;       // of the shared input RMS norm
 };
 
-// y1 = W1 rms(x), y2 = W2 rms(x). Grid: ceil(rows1 / 8) + ceil(rows2 / 8) threadgroups.
+// y1 = W1 rms(x), y2 = W2 rms(x). Grid: ceil(rows1 / R) + ceil(rows2 / R) threadgroups, R = MV_SETS * NR.
 kernel void mat_vec_pair(constant MatVecPairArgs & a [[buffer(0)]],
                          device const float * x [[buffer(1)]],
                          device const float * norm_w [[buffer(2)]],
@@ -36,7 +36,7 @@ kernel void mat_vec_pair(constant MatVecPairArgs & a [[buffer(0)]],
                          ushort tiitg [[thread_index_in_threadgroup]],
                          ushort tiisg [[thread_index_in_simdgroup]],
                          ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    const uint per_group = GLIMMER_MV_SIMDGROUPS * NR;
+    const uint per_group = MV_SETS * NR;
     float scale = rms_scale(x, a.cols, a.eps, scratch, tiitg, tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH);
     XNormed xn = {x, norm_w, scale};
     uint groups1 = (a.rows1 + per_group - 1) / per_group;
@@ -45,14 +45,11 @@ kernel void mat_vec_pair(constant MatVecPairArgs & a [[buffer(0)]],
     uint rows = second ? a.rows2 : a.rows1;
     device const char * w = second ? w2 : w1;
     device float * y = second ? y2 : y1;
-    uint first = ((second ? tgpig.x - groups1 : tgpig.x) * GLIMMER_MV_SIMDGROUPS + sgitg) * NR;
+    uint first = ((second ? tgpig.x - groups1 : tgpig.x) * MV_SETS + mv_set(sgitg)) * NR;
     float sums[NR];
-    mv_rows(type, w, first, rows, a.cols, xn, tiisg, sums);
-    if (tiisg < NR && first + tiisg < rows) {
-        float v = sums[0];
-        for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
-        y[first + tiisg] = v;
-    }
+    mv_rows_part(type, w, first, rows, a.cols, xn, mv_lane(tiisg, sgitg), MV_SPLIT * SIMD_WIDTH, sums);
+    float v = mv_combine(sums, scratch, tiisg, sgitg);
+    if (sgitg < MV_SETS && tiisg < NR && first + tiisg < rows) y[first + tiisg] = v;
 }
 
 // Rotates the pairs (2i, 2i+1) of v[0..n) by pos * base^(-2i/n), the angle grown by repeated
@@ -82,10 +79,11 @@ struct QHeadsArgs {
     float rope_base;
 };
 
-// Grid: heads + 1 threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups. Threadgroup h < heads writes
+// Grid: heads + 1 threadgroups of GLIMMER_HEAD_SIMDGROUPS SIMD-groups. Threadgroup h < heads writes
 // q[h] = (k_b[h] q_nope[h], rope(q_pe[h])), latent + rope values; threadgroup `heads` writes the cache row
 // (rms(kv[0..latent)) * kv_a_norm, rope(kv[latent..latent+rope))) at position pos.
-// scratch: GLIMMER_WIDE_SIMDGROUPS + max(nope + rope, latent + rope) floats.
+// scratch: GLIMMER_HEAD_SIMDGROUPS + max(nope + rope, latent + rope) floats.
+[[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
 kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
                         constant StepArgs & step [[buffer(1)]],
                         device const float * q_a [[buffer(2)]],
@@ -101,8 +99,8 @@ kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
                         ushort tiitg [[thread_index_in_threadgroup]],
                         ushort tiisg [[thread_index_in_simdgroup]],
                         ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    const uint threads = GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH;
-    threadgroup float * head = scratch + GLIMMER_WIDE_SIMDGROUPS;
+    const uint threads = GLIMMER_HEAD_SIMDGROUPS * SIMD_WIDTH;
+    threadgroup float * head = scratch + GLIMMER_HEAD_SIMDGROUPS;
     uint h = tgpig.x;
     uint row = a.latent + a.rope;
     if (h == a.heads) {
@@ -120,7 +118,7 @@ kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
     uint per_head = a.nope + a.rope;
     float scale = rms_scale(q_a, a.q_lora, a.eps, scratch, tiitg, tiisg, sgitg, threads);
     XNormed xn = {q_a, q_a_norm, scale};
-    for (uint first = sgitg * NR; first < per_head; first += GLIMMER_WIDE_SIMDGROUPS * NR) {
+    for (uint first = sgitg * NR; first < per_head; first += GLIMMER_HEAD_SIMDGROUPS * NR) {
         float sums[NR];
         mv_rows(a.q_b_type, q_b + h * per_head * row_bytes(a.q_b_type, a.q_lora), first, per_head, a.q_lora, xn,
                 tiisg, sums);
@@ -136,7 +134,7 @@ kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
     // absorption: q_abs[c] = k_b[h][c] . q_nope
     XThreadgroup qn = {head};
     device const char * kb = k_b + h * a.latent * row_bytes(a.k_b_type, a.nope);
-    for (uint first = sgitg * NR; first < a.latent; first += GLIMMER_WIDE_SIMDGROUPS * NR) {
+    for (uint first = sgitg * NR; first < a.latent; first += GLIMMER_HEAD_SIMDGROUPS * NR) {
         float sums[NR];
         mv_rows(a.k_b_type, kb, first, a.latent, a.nope, qn, tiisg, sums);
         if (tiisg < NR && first + tiisg < a.latent) {
@@ -164,7 +162,9 @@ struct AttentionArgs {
 // Grid: `splits` threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups; threadgroup w takes the w-th
 // equal share of the rows 0..kv_len. SIMD-group s handles heads s, s + SIMD-groups, ...; lane l the values
 // l, l + 32, ... of a row. Writes per (w, h): max score, sum of exp, and the unnormalized latent sum
-// (latent values) to partials[(w * heads + h) * (latent + 2)].
+// (latent values) to partials[(w * heads + h) * (latent + 2)]. Every loop over the register arrays has a
+// compile-time bound (the real extent is masked inside), so the compiler keeps them in registers: with
+// runtime bounds CUDA spilled them to local memory and the kernel ran 4x slower.
 kernel void mla_attention(constant AttentionArgs & a [[buffer(0)]],
                           constant StepArgs & step [[buffer(1)]],
                           device const float * q [[buffer(2)]],
@@ -179,50 +179,62 @@ kernel void mla_attention(constant AttentionArgs & a [[buffer(0)]],
     uint start = min(tgpig.x * chunk, step.kv_len);
     uint end = min(start + chunk, step.kv_len);
     uint mine = 0;  // heads of this SIMD-group
+    for (uint h = sgitg; h < a.heads; h += GLIMMER_WIDE_SIMDGROUPS) mine++;
+    if (mine == 0) return;
     float qr[MAX_HEADS_PER_SIMDGROUP][MAX_DIMS_PER_LANE];
     float acc[MAX_HEADS_PER_SIMDGROUP][MAX_DIMS_PER_LANE];
     float m[MAX_HEADS_PER_SIMDGROUP], l[MAX_HEADS_PER_SIMDGROUP];
-    for (uint h = sgitg; h < a.heads; h += GLIMMER_WIDE_SIMDGROUPS, mine++) {
-        for (uint j = 0; j < dims; j++) {
+    #pragma unroll
+    for (uint i = 0; i < MAX_HEADS_PER_SIMDGROUP; i++) {
+        uint h = sgitg + i * GLIMMER_WIDE_SIMDGROUPS;
+        #pragma unroll
+        for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) {
             uint d = tiisg + SIMD_WIDTH * j;
-            qr[mine][j] = d < row ? q[h * row + d] : 0.0f;
-            acc[mine][j] = 0.0f;
+            qr[i][j] = (i < mine && j < dims && d < row) ? q[h * row + d] : 0.0f;
+            acc[i][j] = 0.0f;
         }
-        m[mine] = -INFINITY;
-        l[mine] = 0.0f;
-    }
-    if (mine == 0) {
-        return;  // more SIMD-groups than heads (small models)
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
     }
     for (uint u = start; u < end; u++) {
         device const float * k = cache + u * row;
         float kr[MAX_DIMS_PER_LANE];
-        for (uint j = 0; j < dims; j++) {
+        #pragma unroll
+        for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) {
             uint d = tiisg + SIMD_WIDTH * j;
-            kr[j] = d < row ? k[d] : 0.0f;
+            kr[j] = (j < dims && d < row) ? k[d] : 0.0f;
         }
-        for (uint i = 0; i < mine; i++) {
-            float s = 0.0f;
-            for (uint j = 0; j < dims; j++) s += qr[i][j] * kr[j];
-            s = simd_sum(s) * a.scale;
-            float m_new = max(m[i], s);
-            float correction = exp(m[i] - m_new);
-            float p = exp(s - m_new);
-            l[i] = l[i] * correction + p;
-            for (uint j = 0; j < dims; j++) acc[i][j] = acc[i][j] * correction + p * kr[j];
-            m[i] = m_new;
+        #pragma unroll
+        for (uint i = 0; i < MAX_HEADS_PER_SIMDGROUP; i++) {
+            if (i < mine) {
+                float s = 0.0f;
+                #pragma unroll
+                for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) s += qr[i][j] * kr[j];
+                s = simd_sum(s) * a.scale;
+                float m_new = max(m[i], s);
+                float correction = exp(m[i] - m_new);
+                float p = exp(s - m_new);
+                l[i] = l[i] * correction + p;
+                #pragma unroll
+                for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) acc[i][j] = acc[i][j] * correction + p * kr[j];
+                m[i] = m_new;
+            }
         }
     }
-    uint i = 0;
-    for (uint h = sgitg; h < a.heads; h += GLIMMER_WIDE_SIMDGROUPS, i++) {
-        device float * out = partials + (tgpig.x * a.heads + h) * (a.latent + 2);
-        if (tiisg == 0) {
-            out[0] = m[i];
-            out[1] = l[i];
-        }
-        for (uint j = 0; j < dims; j++) {
-            uint d = tiisg + SIMD_WIDTH * j;
-            if (d < a.latent) out[2 + d] = acc[i][j];  // V is the latent part of the row
+    #pragma unroll
+    for (uint i = 0; i < MAX_HEADS_PER_SIMDGROUP; i++) {
+        if (i < mine) {
+            uint h = sgitg + i * GLIMMER_WIDE_SIMDGROUPS;
+            device float * out = partials + (tgpig.x * a.heads + h) * (a.latent + 2);
+            if (tiisg == 0) {
+                out[0] = m[i];
+                out[1] = l[i];
+            }
+            #pragma unroll
+            for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) {
+                uint d = tiisg + SIMD_WIDTH * j;
+                if (j < dims && d < a.latent) out[2 + d] = acc[i][j];
+            }
         }
     }
 }
@@ -235,8 +247,9 @@ struct MergeArgs {
     uint v_b_type;
 };
 
-// Grid: `heads` threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups. o[h * v_head + e] = v_b[h][e] . o_lat[h],
-// o_lat[h] the softmax-weighted latent sum merged from the partials. scratch: latent floats.
+// Grid: `heads` threadgroups of GLIMMER_HEAD_SIMDGROUPS SIMD-groups. o[h * v_head + e] = v_b[h][e] . o_lat[h],
+// o_lat[h] the softmax-weighted latent sum merged from the partials. scratch: latent + splits floats.
+[[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
 kernel void mla_merge(constant MergeArgs & a [[buffer(0)]],
                       device const float * partials [[buffer(1)]],
                       device const char * v_b [[buffer(2)]],
@@ -246,28 +259,28 @@ kernel void mla_merge(constant MergeArgs & a [[buffer(0)]],
                       ushort tiitg [[thread_index_in_threadgroup]],
                       ushort tiisg [[thread_index_in_simdgroup]],
                       ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    const uint threads = GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH;
+    const uint threads = GLIMMER_HEAD_SIMDGROUPS * SIMD_WIDTH;
     uint h = tgpig.x;
     uint stride = a.heads * (a.latent + 2);
     device const float * part = partials + h * (a.latent + 2);
+    threadgroup float * factor = scratch + a.latent;  // per split: exp(max - overall max), 0 for an empty split
     float mx = -INFINITY;
     for (uint w = 0; w < a.splits; w++) mx = max(mx, part[w * stride]);
+    for (uint w = tiitg; w < a.splits; w += threads) factor[w] = part[w * stride + 1] > 0.0f ? exp(part[w * stride] - mx) : 0.0f;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
     float total = 0.0f;
-    for (uint w = 0; w < a.splits; w++) {
-        float l = part[w * stride + 1];
-        if (l > 0.0f) total += l * exp(part[w * stride] - mx);
-    }
+    for (uint w = 0; w < a.splits; w++) total += part[w * stride + 1] * factor[w];
     for (uint c = tiitg; c < a.latent; c += threads) {
         float v = 0.0f;
         for (uint w = 0; w < a.splits; w++) {
-            if (part[w * stride + 1] > 0.0f) v += part[w * stride + 2 + c] * exp(part[w * stride] - mx);
+            if (factor[w] > 0.0f) v += part[w * stride + 2 + c] * factor[w];
         }
         scratch[c] = v / total;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     XThreadgroup lat = {scratch};
     device const char * vb = v_b + h * a.v_head * row_bytes(a.v_b_type, a.latent);
-    for (uint first = sgitg * NR; first < a.v_head; first += GLIMMER_WIDE_SIMDGROUPS * NR) {
+    for (uint first = sgitg * NR; first < a.v_head; first += GLIMMER_HEAD_SIMDGROUPS * NR) {
         float sums[NR];
         mv_rows(a.v_b_type, vb, first, a.v_head, a.latent, lat, tiisg, sums);
         if (tiisg < NR && first + tiisg < a.v_head) {

@@ -5,6 +5,9 @@
 #define NR GLIMMER_MV_ROWS_PER_SIMDGROUP
 #define CH GLIMMER_CHUNK
 #define SIMD_WIDTH GLIMMER_SIMD_WIDTH
+// mat-vec threadgroups: MV_SETS sets of NR rows, each set's columns split over MV_SPLIT SIMD-groups
+#define MV_SPLIT GLIMMER_MV_SPLIT
+#define MV_SETS (GLIMMER_MV_SIMDGROUPS / GLIMMER_MV_SPLIT)
 
 // ggml type ids (GGUF tensor types) the kernels read.
 #define TYPE_F32 0
@@ -291,14 +294,16 @@ struct Q6_K {
 
 // ---- the SIMD-group mat-vec core ----
 
-// sums[r] = row (first + r) of w times x, for r < NR (rows at or past `rows` give 0); every lane gets the sums.
+// sums[r] = row (first + r) of w times x over the chunks lane, lane + lanes, ... (lanes a multiple of
+// SIMD_WIDTH, the SIMD-group's lanes consecutive), for r < NR (rows at or past `rows` give 0); every lane
+// gets the SIMD-group's sums. lanes > SIMD_WIDTH splits a row over several SIMD-groups: see mv_combine.
 template <typename T, typename X>
 static inline void mv_rows_of(device const uchar * w, uint stride, uint first, uint rows, uint cols, X x,
-                              ushort tiisg, thread float * sums) {
+                              uint lane, uint lanes, thread float * sums) {
     float acc[NR];
     for (uint r = 0; r < NR; r++) acc[r] = 0.0f;
     uint chunks = cols / CH;
-    for (uint c = tiisg; c < chunks; c += SIMD_WIDTH) {
+    for (uint c = lane; c < chunks; c += lanes) {
         float yl[CH];
         float sumy = 0.0f;
         T::load(x, c, yl, sumy);
@@ -310,20 +315,47 @@ static inline void mv_rows_of(device const uchar * w, uint stride, uint first, u
 }
 
 template <typename X>
-static inline void mv_rows(uint type, device const char * w, uint first, uint rows, uint cols, X x, ushort tiisg,
-                           thread float * sums) {
+static inline void mv_rows_part(uint type, device const char * w, uint first, uint rows, uint cols, X x, uint lane,
+                                uint lanes, thread float * sums) {
     device const uchar * wb = (device const uchar *) w;
     uint stride = row_bytes(type, cols);
     switch (type) {
-        case TYPE_F32: mv_rows_of<F32>(wb, stride, first, rows, cols, x, tiisg, sums); break;
-        case TYPE_F16: mv_rows_of<F16>(wb, stride, first, rows, cols, x, tiisg, sums); break;
-        case TYPE_Q4_0: mv_rows_of<Q4_0>(wb, stride, first, rows, cols, x, tiisg, sums); break;
-        case TYPE_Q5_0: mv_rows_of<Q5_0>(wb, stride, first, rows, cols, x, tiisg, sums); break;
-        case TYPE_Q8_0: mv_rows_of<Q8_0>(wb, stride, first, rows, cols, x, tiisg, sums); break;
-        case TYPE_Q4_K: mv_rows_of<Q4_K>(wb, stride, first, rows, cols, x, tiisg, sums); break;
-        case TYPE_Q5_K: mv_rows_of<Q5_K>(wb, stride, first, rows, cols, x, tiisg, sums); break;
-        default: mv_rows_of<Q6_K>(wb, stride, first, rows, cols, x, tiisg, sums); break;
+        case TYPE_F32: mv_rows_of<F32>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        case TYPE_F16: mv_rows_of<F16>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        case TYPE_Q4_0: mv_rows_of<Q4_0>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        case TYPE_Q5_0: mv_rows_of<Q5_0>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        case TYPE_Q8_0: mv_rows_of<Q8_0>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        case TYPE_Q4_K: mv_rows_of<Q4_K>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        case TYPE_Q5_K: mv_rows_of<Q5_K>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        default: mv_rows_of<Q6_K>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
     }
+}
+
+// A whole row set computed by one SIMD-group.
+template <typename X>
+static inline void mv_rows(uint type, device const char * w, uint first, uint rows, uint cols, X x, ushort tiisg,
+                           thread float * sums) {
+    mv_rows_part(type, w, first, rows, cols, x, tiisg, SIMD_WIDTH, sums);
+}
+
+// The mat-vec threadgroup layout: SIMD-group sgitg computes part sgitg / MV_SETS of row set sgitg % MV_SETS.
+static inline uint mv_set(ushort sgitg) { return sgitg % MV_SETS; }
+static inline uint mv_lane(ushort tiisg, ushort sgitg) { return (sgitg / MV_SETS) * SIMD_WIDTH + tiisg; }
+
+// Adds up the MV_SPLIT partial sums of each row set of a mat-vec threadgroup (mv_rows_part with
+// mv_lane and MV_SPLIT * SIMD_WIDTH lanes). Lane r < NR of the set's first SIMD-group (sgitg < MV_SETS)
+// gets row r's total; every thread must call it (barriers). scratch: MV_SIMDGROUPS * NR floats.
+static inline float mv_combine(thread const float * sums, threadgroup float * scratch, ushort tiisg, ushort sgitg) {
+    if (tiisg == 0) {
+        for (uint r = 0; r < NR; r++) scratch[sgitg * NR + r] = sums[r];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float v = 0.0f;
+    if (tiisg < NR) {
+        for (uint p = 0; p < MV_SPLIT; p++) v += scratch[(p * MV_SETS + mv_set(sgitg)) * NR + tiisg];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    return v;
 }
 
 // ---- threadgroup reductions ----

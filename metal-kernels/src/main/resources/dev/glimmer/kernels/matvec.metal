@@ -1,5 +1,5 @@
 // Mat-vec y = W x for every weight type, weights read in place: a threadgroup of
-// GLIMMER_MV_SIMDGROUPS SIMD-groups, each computing NR consecutive rows. Optionally x is first
+// GLIMMER_MV_SIMDGROUPS SIMD-groups computes MV_SETS sets of NR consecutive rows, MV_SPLIT SIMD-groups per set. Optionally x is first
 // RMS-normalized (x * w_norm / rms(x)) and/or a residual is added to the result (y may alias the
 // residual: each row is read and written by one lane). Grid: (ceil(rows / rows per threadgroup), tokens);
 // the token dimension is the batched (prompt) variant.
@@ -28,20 +28,20 @@ kernel void mat_vec(constant MatVecArgs & a [[buffer(0)]],
                     ushort sgitg [[simdgroup_index_in_threadgroup]]) {
     x += tgpig.y * a.x_stride;
     y += tgpig.y * a.y_stride;
-    uint first = (tgpig.x * GLIMMER_MV_SIMDGROUPS + sgitg) * NR;
+    uint first = (tgpig.x * MV_SETS + mv_set(sgitg)) * NR;
+    uint lane = mv_lane(tiisg, sgitg);
     float sums[NR];
     if (a.norm != 0) {
         float scale = rms_scale(x, a.cols, a.eps, scratch, tiitg, tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH);
         XNormed xn = {x, norm_w, scale};
-        mv_rows(a.type, w, first, a.rows, a.cols, xn, tiisg, sums);
+        mv_rows_part(a.type, w, first, a.rows, a.cols, xn, lane, MV_SPLIT * SIMD_WIDTH, sums);
     } else {
         XDevice xd = {x};
-        mv_rows(a.type, w, first, a.rows, a.cols, xd, tiisg, sums);
+        mv_rows_part(a.type, w, first, a.rows, a.cols, xd, lane, MV_SPLIT * SIMD_WIDTH, sums);
     }
-    if (tiisg < NR && first + tiisg < a.rows) {
+    float v = mv_combine(sums, scratch, tiisg, sgitg);
+    if (sgitg < MV_SETS && tiisg < NR && first + tiisg < a.rows) {
         uint r = first + tiisg;
-        float v = sums[0];
-        for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
         if (a.add != 0) v += residual[tgpig.y * a.y_stride + r];
         y[r] = v;
     }

@@ -17,7 +17,10 @@ struct RouterArgs {
     float eps;        // of the ffn_norm RMS norm
 };
 
-// One threadgroup of GLIMMER_WIDE_SIMDGROUPS SIMD-groups. scratch: WIDE_SIMDGROUPS + 2 * experts floats.
+// One threadgroup of GLIMMER_HEAD_SIMDGROUPS SIMD-groups (1024 threads, so that one threadgroup streams the
+// router weights fast). Each set of NR experts is computed by `parts` SIMD-groups that split its columns,
+// as many as keep all SIMD-groups busy. scratch: HEAD_SIMDGROUPS + 2 * experts + max(experts, HEAD_SIMDGROUPS * NR) floats.
+[[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
 kernel void moe_router(constant RouterArgs & a [[buffer(0)]],
                        device const char * w [[buffer(1)]],
                        device const float * x [[buffer(2)]],
@@ -29,21 +32,31 @@ kernel void moe_router(constant RouterArgs & a [[buffer(0)]],
                        ushort tiitg [[thread_index_in_threadgroup]],
                        ushort tiisg [[thread_index_in_simdgroup]],
                        ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    const uint threads = GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH;
-    threadgroup float * prob = scratch + GLIMMER_WIDE_SIMDGROUPS;
+    const uint threads = GLIMMER_HEAD_SIMDGROUPS * SIMD_WIDTH;
+    threadgroup float * prob = scratch + GLIMMER_HEAD_SIMDGROUPS;
     threadgroup float * choice = prob + a.experts;
+    threadgroup float * partial = choice + a.experts;  // [part][expert]
     float scale = rms_scale(x, a.cols, a.eps, scratch, tiitg, tiisg, sgitg, threads);
     XNormed xn = {x, norm_w, scale};
-    for (uint first = sgitg * NR; first < a.experts; first += GLIMMER_WIDE_SIMDGROUPS * NR) {
+    uint sets = (a.experts + NR - 1) / NR;
+    uint parts = max(1u, GLIMMER_HEAD_SIMDGROUPS / sets);
+    uint part = sgitg % parts;
+    for (uint set = sgitg / parts; set < sets; set += GLIMMER_HEAD_SIMDGROUPS / parts) {
+        uint first = set * NR;
         float sums[NR];
-        mv_rows(a.type, w, first, a.experts, a.cols, xn, tiisg, sums);
+        mv_rows_part(a.type, w, first, a.experts, a.cols, xn, part * SIMD_WIDTH + tiisg, parts * SIMD_WIDTH, sums);
         if (tiisg == 0) {
-            for (uint r = 0; r < NR && first + r < a.experts; r++) prob[first + r] = sums[r];
+            for (uint r = 0; r < NR && first + r < a.experts; r++) partial[part * a.experts + first + r] = sums[r];
         }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (tiitg != 0) {
         return;
+    }
+    for (uint e = 0; e < a.experts; e++) {
+        float logit = 0.0f;
+        for (uint p = 0; p < parts; p++) logit += partial[p * a.experts + e];
+        prob[e] = logit;
     }
     // a few dozen values: one thread is enough and keeps the selection order exact
     if (a.gating == 1) {
@@ -103,10 +116,11 @@ kernel void moe_gate_up(constant GateUpArgs & a [[buffer(0)]],
     uint slot = tgpig.y;
     bool shared = slot == a.routed;
     uint rows = shared ? a.shared_rows : a.rows;
-    uint first = (tgpig.x * GLIMMER_MV_SIMDGROUPS + sgitg) * NR;
-    if (first >= rows) {
-        return;
+    if (tgpig.x * MV_SETS * NR >= rows) {
+        return;  // the whole threadgroup is past the slot's rows
     }
+    uint first = (tgpig.x * MV_SETS + mv_set(sgitg)) * NR;
+    uint lane = mv_lane(tiisg, sgitg);
     uint gate_type = shared ? a.shared_gate_type : a.gate_type;
     uint up_type = shared ? a.shared_up_type : a.up_type;
     device const char * gate = gate_shared;
@@ -117,11 +131,11 @@ kernel void moe_gate_up(constant GateUpArgs & a [[buffer(0)]],
         up = up_exps + expert * a.rows * row_bytes(up_type, a.cols);
     }
     float g[NR], u[NR];
-    mv_rows(gate_type, gate, first, rows, a.cols, xn, tiisg, g);
-    mv_rows(up_type, up, first, rows, a.cols, xn, tiisg, u);
-    if (tiisg < NR && first + tiisg < rows) {
-        float gv = g[0], uv = u[0];
-        for (uint i = 1; i < NR; i++) { gv = tiisg == i ? g[i] : gv; uv = tiisg == i ? u[i] : uv; }
+    mv_rows_part(gate_type, gate, first, rows, a.cols, xn, lane, MV_SPLIT * SIMD_WIDTH, g);
+    mv_rows_part(up_type, up, first, rows, a.cols, xn, lane, MV_SPLIT * SIMD_WIDTH, u);
+    float gv = mv_combine(g, scratch, tiisg, sgitg);
+    float uv = mv_combine(u, scratch, tiisg, sgitg);
+    if (sgitg < MV_SETS && tiisg < NR && first + tiisg < rows) {
         act[slot * a.act_stride + first + tiisg] = gv / (1.0f + exp(-gv)) * uv;
     }
 }
@@ -136,7 +150,7 @@ struct DownArgs {
     uint act_stride;
 };
 
-// Grid: ceil(rows / rows per threadgroup). x[row] += sum over slots of weight * (down_slot . act_slot),
+// Grid: ceil(rows / rows per threadgroup); scratch: MV_SIMDGROUPS * NR floats. x[row] += sum over slots of weight * (down_slot . act_slot),
 // the shared slot with weight 1.
 kernel void moe_down(constant DownArgs & a [[buffer(0)]],
                      device const char * down_exps [[buffer(1)]],
@@ -145,31 +159,28 @@ kernel void moe_down(constant DownArgs & a [[buffer(0)]],
                      device const int * ids [[buffer(4)]],
                      device const float * weights [[buffer(5)]],
                      device float * x [[buffer(6)]],
+                     threadgroup float * scratch TG_MEM(0),
                      uint3 tgpig [[threadgroup_position_in_grid]],
                      ushort tiisg [[thread_index_in_simdgroup]],
                      ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    uint first = (tgpig.x * GLIMMER_MV_SIMDGROUPS + sgitg) * NR;
-    if (first >= a.rows) {
-        return;
-    }
+    uint first = (tgpig.x * MV_SETS + mv_set(sgitg)) * NR;
+    uint lane = mv_lane(tiisg, sgitg);
     float total[NR];
     for (uint r = 0; r < NR; r++) total[r] = 0.0f;
     uint expert_bytes = a.rows * row_bytes(a.type, a.cols);
     for (uint slot = 0; slot < a.routed; slot++) {
         XDevice xs = {act + slot * a.act_stride};
         float sums[NR];
-        mv_rows(a.type, down_exps + (uint) ids[slot] * expert_bytes, first, a.rows, a.cols, xs, tiisg, sums);
+        mv_rows_part(a.type, down_exps + (uint) ids[slot] * expert_bytes, first, a.rows, a.cols, xs, lane,
+                     MV_SPLIT * SIMD_WIDTH, sums);
         for (uint r = 0; r < NR; r++) total[r] += weights[slot] * sums[r];
     }
     if (a.shared_cols != 0) {
         XDevice xs = {act + a.routed * a.act_stride};
         float sums[NR];
-        mv_rows(a.shared_type, down_shared, first, a.rows, a.shared_cols, xs, tiisg, sums);
+        mv_rows_part(a.shared_type, down_shared, first, a.rows, a.shared_cols, xs, lane, MV_SPLIT * SIMD_WIDTH, sums);
         for (uint r = 0; r < NR; r++) total[r] += sums[r];
     }
-    if (tiisg < NR && first + tiisg < a.rows) {
-        float v = total[0];
-        for (uint i = 1; i < NR; i++) v = tiisg == i ? total[i] : v;
-        x[first + tiisg] += v;
-    }
+    float v = mv_combine(total, scratch, tiisg, sgitg);
+    if (sgitg < MV_SETS && tiisg < NR && first + tiisg < a.rows) x[first + tiisg] += v;
 }

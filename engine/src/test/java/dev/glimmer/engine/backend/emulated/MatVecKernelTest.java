@@ -78,7 +78,7 @@ class MatVecKernelTest {
             MemorySegment y = add ? floats(arena, residual) : arena.allocate(4L * rows * tokens, 16);
             return List.of(args(arena, "MatVecArgs", a), copy(arena, w), floats(arena, x), y,
                     floats(arena, normW), y);
-        }, 3, new int[] {4 * Geometry.MV_SIMDGROUPS}, Size3.of(groups, tokens), Size3.of(Geometry.MV_SIMDGROUPS * 32));
+        }, 3, new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, Size3.of(groups, tokens), Size3.of(Geometry.MV_SIMDGROUPS * 32));
         assertClose(expected, magnitude, got, TOLERANCE, "mat_vec " + type + " " + cols + "x" + rows);
     }
 }

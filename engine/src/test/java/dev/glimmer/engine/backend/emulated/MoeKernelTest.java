@@ -22,8 +22,8 @@ class MoeKernelTest {
 
     private static final float EPS = 1e-5f;
     private static final double TOLERANCE = 1e-5;
-    private static final int WIDE_THREADS = Geometry.WIDE_SIMDGROUPS * 32;
     private static final int MV_THREADS = Geometry.MV_SIMDGROUPS * 32;
+    private static final int HEAD_THREADS = Geometry.HEAD_SIMDGROUPS * 32;
 
     // ---- router ----
 
@@ -105,7 +105,9 @@ class MoeKernelTest {
         List<float[]> out = runInBothOrders("moe_router", arena -> List.of(args(arena, "RouterArgs", a), copy(arena, w),
                         floats(arena, x), floats(arena, normW), floats(arena, bias), arena.allocate(4L * used),
                         arena.allocate(4L * used)),
-                new int[] {4 * (Geometry.WIDE_SIMDGROUPS + 2 * experts)}, Size3.of(1), Size3.of(WIDE_THREADS), 5, 6);
+                new int[] {4 * (Geometry.HEAD_SIMDGROUPS + 2 * experts
+                        + Math.max(experts, Geometry.HEAD_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP))},
+                Size3.of(1), Size3.of(HEAD_THREADS), 5, 6);
         int[] ids = new int[used];
         for (int k = 0; k < used; k++) {
             ids[k] = Float.floatToRawIntBits(out.get(0)[k]);
@@ -184,7 +186,7 @@ class MoeKernelTest {
             java.util.Arrays.fill(init, Float.NaN);
             b.add(floats(arena, init));
             return b;
-        }, 8, new int[] {4 * Geometry.MV_SIMDGROUPS}, Size3.of(groups, slots), Size3.of(MV_THREADS));
+        }, 8, new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, Size3.of(groups, slots), Size3.of(MV_THREADS));
         for (int s = 0; s < slots; s++) {
             int n = s == routed ? sharedRows : rows;
             for (int r = n; r < stride; r++) {
@@ -260,7 +262,7 @@ class MoeKernelTest {
             b.add(floats(arena, weights));
             b.add(floats(arena, x));
             return b;
-        }, 6, new int[0], Size3.of(groups), Size3.of(MV_THREADS));
+        }, 6, new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, Size3.of(groups), Size3.of(MV_THREADS));
         assertClose(expected, magnitude, got, TOLERANCE, "moe_down");
     }
 
