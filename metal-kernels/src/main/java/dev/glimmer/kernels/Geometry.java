@@ -17,14 +17,14 @@ public final class Geometry {
     /** SIMD-groups per threadgroup of the mat-vec kernels. */
     public static final int MV_SIMDGROUPS = 8;
     /**
-     * SIMD-groups of a mat-vec threadgroup that share one set of rows, each taking every MV_SPLIT-th
-     * chunk of the columns: decode mat-vecs have few rows, and splitting the columns keeps enough warps
-     * in flight to hide memory latency (one 2-SIMD-group threadgroup per 8 rows left most SMs idle).
+     * Rows of a mat-vec dispatch (all its matrices and slots together) from which each SIMD-group takes
+     * whole rows; below, {@link #MV_FEW_ROWS_SPLIT} SIMD-groups share each row set's columns, which keeps
+     * enough warps in flight to hide memory latency when a matrix has few rows.
      */
-    public static final int MV_SPLIT = 4;
-    /** Rows one mat-vec threadgroup computes. */
-    public static final int MV_ROWS_PER_THREADGROUP = MV_ROWS_PER_SIMDGROUP * MV_SIMDGROUPS / MV_SPLIT;
-    /** Threadgroup memory (floats) of the mat-vec kernels: the partial row sums of every SIMD-group (and the norm's sums). */
+    public static final long MV_MANY_ROWS = 4096;
+    /** SIMD-groups per row set of a mat-vec with fewer than {@link #MV_MANY_ROWS} rows. */
+    public static final int MV_FEW_ROWS_SPLIT = 4;
+    /** Threadgroup memory (floats) of the mat-vec kernels besides a staged input: the partial row sums of every SIMD-group (and the norm's sums). */
     public static final int MV_SCRATCH_FLOATS = MV_SIMDGROUPS * MV_ROWS_PER_SIMDGROUP;
     /** SIMD-groups of the threadgroups that first reduce a whole vector (norms, router, argmax, per-head kernels). */
     public static final int WIDE_SIMDGROUPS = 8;
@@ -53,13 +53,22 @@ public final class Geometry {
     private Geometry() {
     }
 
+    /** SIMD-groups per row set (the kernels' {@code split} argument) of a mat-vec dispatch over {@code rows} rows in all. */
+    public static int mvSplit(long rows) {
+        return rows >= MV_MANY_ROWS ? 1 : MV_FEW_ROWS_SPLIT;
+    }
+
+    /** Rows one mat-vec threadgroup computes with {@code split} SIMD-groups per row set. */
+    public static int mvRowsPerThreadgroup(int split) {
+        return MV_ROWS_PER_SIMDGROUP * MV_SIMDGROUPS / split;
+    }
+
     /** The constants as the kernels see them: {@code GLIMMER_<NAME>} macros. */
     public static Map<String, Integer> defines() {
         Map<String, Integer> d = new LinkedHashMap<>();
         d.put("GLIMMER_SIMD_WIDTH", SIMD_WIDTH);
         d.put("GLIMMER_MV_ROWS_PER_SIMDGROUP", MV_ROWS_PER_SIMDGROUP);
         d.put("GLIMMER_MV_SIMDGROUPS", MV_SIMDGROUPS);
-        d.put("GLIMMER_MV_SPLIT", MV_SPLIT);
         d.put("GLIMMER_WIDE_SIMDGROUPS", WIDE_SIMDGROUPS);
         d.put("GLIMMER_HEAD_SIMDGROUPS", HEAD_SIMDGROUPS);
         d.put("GLIMMER_CHUNK", CHUNK);

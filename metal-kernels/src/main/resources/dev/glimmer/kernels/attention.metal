@@ -21,9 +21,11 @@ struct MatVecPairArgs {
     uint type2;
     uint rows2;
     float eps;       // of the shared input RMS norm
+    uint split;      // SIMD-groups per row set, as MatVecArgs.split
 };
 
-// y1 = W1 rms(x), y2 = W2 rms(x). Grid: ceil(rows1 / R) + ceil(rows2 / R) threadgroups, R = MV_SETS * NR.
+// y1 = W1 rms(x), y2 = W2 rms(x). Grid: ceil(rows1 / R) + ceil(rows2 / R) threadgroups, R = mv_sets(split) * NR.
+// scratch: MV_SIMDGROUPS * NR + cols floats.
 kernel void mat_vec_pair(constant MatVecPairArgs & a [[buffer(0)]],
                          device const float * x [[buffer(1)]],
                          device const float * norm_w [[buffer(2)]],
@@ -36,20 +38,21 @@ kernel void mat_vec_pair(constant MatVecPairArgs & a [[buffer(0)]],
                          ushort tiitg [[thread_index_in_threadgroup]],
                          ushort tiisg [[thread_index_in_simdgroup]],
                          ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    const uint per_group = MV_SETS * NR;
-    float scale = rms_scale(x, a.cols, a.eps, scratch, tiitg, tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH);
-    XNormed xn = {x, norm_w, scale};
+    const uint per_group = mv_sets(a.split) * NR;
+    threadgroup float * xs = scratch + GLIMMER_MV_SIMDGROUPS * NR;
+    stage_normed(x, norm_w, a.cols, a.eps, xs, scratch, tiitg, tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH);
+    XThreadgroup xn = {xs};
     uint groups1 = (a.rows1 + per_group - 1) / per_group;
     bool second = tgpig.x >= groups1;
     uint type = second ? a.type2 : a.type1;
     uint rows = second ? a.rows2 : a.rows1;
     device const char * w = second ? w2 : w1;
     device float * y = second ? y2 : y1;
-    uint first = ((second ? tgpig.x - groups1 : tgpig.x) * MV_SETS + mv_set(sgitg)) * NR;
+    uint first = ((second ? tgpig.x - groups1 : tgpig.x) * mv_sets(a.split) + mv_set(sgitg, a.split)) * NR;
     float sums[NR];
-    mv_rows_part(type, w, first, rows, a.cols, xn, mv_lane(tiisg, sgitg), MV_SPLIT * SIMD_WIDTH, sums);
-    float v = mv_combine(sums, scratch, tiisg, sgitg);
-    if (sgitg < MV_SETS && tiisg < NR && first + tiisg < rows) y[first + tiisg] = v;
+    mv_rows_part(type, w, first, rows, a.cols, xn, mv_lane(tiisg, sgitg, a.split), a.split * SIMD_WIDTH, sums);
+    float v = mv_combine(sums, scratch, tiisg, sgitg, a.split);
+    if (sgitg < mv_sets(a.split) && tiisg < NR && first + tiisg < rows) y[first + tiisg] = v;
 }
 
 // Rotates the pairs (2i, 2i+1) of v[0..n) by pos * base^(-2i/n), the angle grown by repeated
@@ -82,7 +85,7 @@ struct QHeadsArgs {
 // Grid: heads + 1 threadgroups of GLIMMER_HEAD_SIMDGROUPS SIMD-groups. Threadgroup h < heads writes
 // q[h] = (k_b[h] q_nope[h], rope(q_pe[h])), latent + rope values; threadgroup `heads` writes the cache row
 // (rms(kv[0..latent)) * kv_a_norm, rope(kv[latent..latent+rope))) at position pos.
-// scratch: GLIMMER_HEAD_SIMDGROUPS + max(nope + rope, latent + rope) floats.
+// scratch: GLIMMER_HEAD_SIMDGROUPS + max(nope + rope, latent + rope) + q_lora floats.
 [[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
 kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
                         constant StepArgs & step [[buffer(1)]],
@@ -116,8 +119,9 @@ kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
     }
     // q_b rows of this head into threadgroup memory
     uint per_head = a.nope + a.rope;
-    float scale = rms_scale(q_a, a.q_lora, a.eps, scratch, tiitg, tiisg, sgitg, threads);
-    XNormed xn = {q_a, q_a_norm, scale};
+    threadgroup float * qs = head + max(per_head, row);
+    stage_normed(q_a, q_a_norm, a.q_lora, a.eps, qs, scratch, tiitg, tiisg, sgitg, threads);
+    XThreadgroup xn = {qs};
     for (uint first = sgitg * NR; first < per_head; first += GLIMMER_HEAD_SIMDGROUPS * NR) {
         float sums[NR];
         mv_rows(a.q_b_type, q_b + h * per_head * row_bytes(a.q_b_type, a.q_lora), first, per_head, a.q_lora, xn,
@@ -263,13 +267,19 @@ kernel void mla_merge(constant MergeArgs & a [[buffer(0)]],
     uint h = tgpig.x;
     uint stride = a.heads * (a.latent + 2);
     device const float * part = partials + h * (a.latent + 2);
-    threadgroup float * factor = scratch + a.latent;  // per split: exp(max - overall max), 0 for an empty split
-    float mx = -INFINITY;
-    for (uint w = 0; w < a.splits; w++) mx = max(mx, part[w * stride]);
-    for (uint w = tiitg; w < a.splits; w += threads) factor[w] = part[w * stride + 1] > 0.0f ? exp(part[w * stride] - mx) : 0.0f;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    float total = 0.0f;
-    for (uint w = 0; w < a.splits; w++) total += part[w * stride + 1] * factor[w];
+    // per split: exp(its max - the overall max), 0 for an empty split; the splits' reductions are spread
+    // over the threads (a serial pass over every split's partial per thread was most of the kernel)
+    threadgroup float * factor = scratch + a.latent;
+    float mine = -INFINITY;
+    for (uint w = tiitg; w < a.splits; w += threads) mine = max(mine, part[w * stride]);
+    float mx = threadgroup_max(mine, scratch, tiisg, sgitg, GLIMMER_HEAD_SIMDGROUPS);
+    float sum = 0.0f;
+    for (uint w = tiitg; w < a.splits; w += threads) {
+        float l = part[w * stride + 1];
+        factor[w] = l > 0.0f ? exp(part[w * stride] - mx) : 0.0f;
+        sum += l * factor[w];
+    }
+    float total = threadgroup_sum(sum, scratch, tiisg, sgitg, GLIMMER_HEAD_SIMDGROUPS);
     for (uint c = tiitg; c < a.latent; c += threads) {
         float v = 0.0f;
         for (uint w = 0; w < a.splits; w++) {

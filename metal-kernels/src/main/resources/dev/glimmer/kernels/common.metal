@@ -5,9 +5,6 @@
 #define NR GLIMMER_MV_ROWS_PER_SIMDGROUP
 #define CH GLIMMER_CHUNK
 #define SIMD_WIDTH GLIMMER_SIMD_WIDTH
-// mat-vec threadgroups: MV_SETS sets of NR rows, each set's columns split over MV_SPLIT SIMD-groups
-#define MV_SPLIT GLIMMER_MV_SPLIT
-#define MV_SETS (GLIMMER_MV_SIMDGROUPS / GLIMMER_MV_SPLIT)
 
 // ggml type ids (GGUF tensor types) the kernels read.
 #define TYPE_F32 0
@@ -42,14 +39,6 @@ static inline float load_half(device const uchar * p) {
 struct XDevice {
     device const float * x;
     float get(uint i) const { return x[i]; }
-};
-
-// x[i] normalized: x[i] * scale * w[i], with scale = 1/sqrt(mean(x^2) + eps).
-struct XNormed {
-    device const float * x;
-    device const float * w;
-    float scale;
-    float get(uint i) const { return x[i] * scale * w[i]; }
 };
 
 struct XThreadgroup {
@@ -338,21 +327,31 @@ static inline void mv_rows(uint type, device const char * w, uint first, uint ro
     mv_rows_part(type, w, first, rows, cols, x, tiisg, SIMD_WIDTH, sums);
 }
 
-// The mat-vec threadgroup layout: SIMD-group sgitg computes part sgitg / MV_SETS of row set sgitg % MV_SETS.
-static inline uint mv_set(ushort sgitg) { return sgitg % MV_SETS; }
-static inline uint mv_lane(ushort tiisg, ushort sgitg) { return (sgitg / MV_SETS) * SIMD_WIDTH + tiisg; }
+// The mat-vec threadgroup layout: GLIMMER_MV_SIMDGROUPS SIMD-groups form mv_sets(split) sets of NR rows;
+// the `split` SIMD-groups of a set take every split-th chunk of the columns (SIMD-group sgitg computes part
+// sgitg / sets of set sgitg % sets). The host picks the split per dispatch: splitting the columns keeps
+// enough warps in flight when a matrix has few rows.
+static inline uint mv_sets(uint split) { return GLIMMER_MV_SIMDGROUPS / split; }
+static inline uint mv_set(ushort sgitg, uint split) { return sgitg % mv_sets(split); }
+static inline uint mv_lane(ushort tiisg, ushort sgitg, uint split) { return (sgitg / mv_sets(split)) * SIMD_WIDTH + tiisg; }
 
-// Adds up the MV_SPLIT partial sums of each row set of a mat-vec threadgroup (mv_rows_part with
-// mv_lane and MV_SPLIT * SIMD_WIDTH lanes). Lane r < NR of the set's first SIMD-group (sgitg < MV_SETS)
-// gets row r's total; every thread must call it (barriers). scratch: MV_SIMDGROUPS * NR floats.
-static inline float mv_combine(thread const float * sums, threadgroup float * scratch, ushort tiisg, ushort sgitg) {
+// Adds up the `split` partial sums of each row set (mv_rows_part with mv_lane and split * SIMD_WIDTH
+// lanes). Lane r < NR of the set's first SIMD-group (sgitg < mv_sets(split)) gets row r's total; every
+// thread must call it (barriers, unless split is 1). scratch: MV_SIMDGROUPS * NR floats.
+static inline float mv_combine(thread const float * sums, threadgroup float * scratch, ushort tiisg, ushort sgitg,
+                               uint split) {
+    if (split == 1) {
+        float v = sums[0];
+        for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
+        return v;
+    }
     if (tiisg == 0) {
         for (uint r = 0; r < NR; r++) scratch[sgitg * NR + r] = sums[r];
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     float v = 0.0f;
     if (tiisg < NR) {
-        for (uint p = 0; p < MV_SPLIT; p++) v += scratch[(p * MV_SETS + mv_set(sgitg)) * NR + tiisg];
+        for (uint p = 0; p < split; p++) v += scratch[(p * mv_sets(split) + mv_set(sgitg, split)) * NR + tiisg];
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     return v;
@@ -372,6 +371,17 @@ static inline float threadgroup_sum(float v, threadgroup float * scratch, ushort
     return total;
 }
 
+// The maximum of `v` over all threads of the threadgroup, as threadgroup_sum.
+static inline float threadgroup_max(float v, threadgroup float * scratch, ushort tiisg, ushort sgitg, uint simdgroups) {
+    float s = simd_max(v);
+    if (tiisg == 0) scratch[sgitg] = s;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float m = -INFINITY;
+    for (uint i = 0; i < simdgroups; i++) m = max(m, scratch[i]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    return m;
+}
+
 // 1/sqrt(mean(x^2) + eps) over x[0..n), computed by the whole threadgroup of `threads` threads.
 static inline float rms_scale(device const float * x, uint n, float eps, threadgroup float * scratch, ushort tiitg,
                               ushort tiisg, ushort sgitg, uint threads) {
@@ -379,4 +389,14 @@ static inline float rms_scale(device const float * x, uint n, float eps, threadg
     for (uint i = tiitg; i < n; i += threads) s += x[i] * x[i];
     float total = threadgroup_sum(s, scratch, tiisg, sgitg, threads / SIMD_WIDTH);
     return 1.0f / sqrt(total / (float) n + eps);
+}
+
+// xs[i] = x[i] * w[i] / rms(x) for i < n: the normalized input, computed once per threadgroup into
+// threadgroup memory so that the mat-vec reads it from there (XThreadgroup) instead of recomputing it
+// from two device loads per value and row set. Ends with a barrier.
+static inline void stage_normed(device const float * x, device const float * w, uint n, float eps, threadgroup float * xs,
+                                threadgroup float * scratch, ushort tiitg, ushort tiisg, ushort sgitg, uint threads) {
+    float scale = rms_scale(x, n, eps, scratch, tiitg, tiisg, sgitg, threads);
+    for (uint i = tiitg; i < n; i += threads) xs[i] = x[i] * scale * w[i];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
 }

@@ -167,6 +167,7 @@ public final class DecodeCommandListBuilder {
         return (rows + perGroup - 1) / perGroup;
     }
 
+
     private CommandList build() {
         Ref step = new Ref(stepBuffer, 0);
         Ref x = activation(s.embedding());
@@ -181,7 +182,6 @@ public final class DecodeCommandListBuilder {
         Ref act = activation((long) (s.expertsUsed() + 1) * actStride);
         Ref logits = activation(s.vocab());
         Ref token = activation(1);
-        int perGroup = Geometry.MV_ROWS_PER_THREADGROUP;
 
         String embd = "token_embd.weight";
         dispatch("embed_row", -1, Size3.of(1), WIDE_THREADS, new int[0],
@@ -191,12 +191,14 @@ public final class DecodeCommandListBuilder {
         for (int l = 0; l < s.layers(); l++) {
             String b = "blk." + l + ".";
             // 1. attn_norm + q_a and kv_a
+            int pairSplit = Geometry.mvSplit(s.qLora() + s.kvRow());
+            int perGroup = Geometry.mvRowsPerThreadgroup(pairSplit);
             dispatch("mat_vec_pair", l, Size3.of(groups(s.qLora(), perGroup) + groups(s.kvRow(), perGroup)), MV_THREADS,
-                    memory(Geometry.MV_SCRATCH_FLOATS),
+                    memory(Geometry.MV_SCRATCH_FLOATS + s.embedding()),
                     List.of(all(b + "attn_norm.weight"), all(b + "attn_q_a.weight"), all(b + "attn_kv_a_mqa.weight")),
                     args("MatVecPairArgs", Map.of("cols", s.embedding(), "type1", type(b + "attn_q_a.weight"),
                             "rows1", s.qLora(), "type2", type(b + "attn_kv_a_mqa.weight"), "rows2", s.kvRow(),
-                            "eps", s.eps())),
+                            "eps", s.eps(), "split", pairSplit)),
                     x, weight(b + "attn_norm.weight"), weight(b + "attn_q_a.weight"), qa,
                     weight(b + "attn_kv_a_mqa.weight"), kv);
             // 2. q heads (q_a_norm, q_b, RoPE, k_b absorption) and the cache row
@@ -211,7 +213,7 @@ public final class DecodeCommandListBuilder {
             qh.put("eps", s.eps());
             qh.put("rope_base", s.ropeBase());
             dispatch("mla_q_heads", l, Size3.of(s.heads() + 1), HEAD_THREADS,
-                    memory(Geometry.HEAD_SIMDGROUPS + Math.max(s.nope() + s.rope(), s.kvRow())),
+                    memory(Geometry.HEAD_SIMDGROUPS + Math.max(s.nope() + s.rope(), s.kvRow()) + s.qLora()),
                     List.of(all(b + "attn_q_a_norm.weight"), all(b + "attn_q_b.weight"), all(b + "attn_k_b.weight"),
                             all(b + "attn_kv_a_norm.weight")),
                     args("QHeadsArgs", qh), step, qa, weight(b + "attn_q_a_norm.weight"), weight(b + "attn_q_b.weight"),
@@ -267,8 +269,10 @@ public final class DecodeCommandListBuilder {
         a.put("norm", norm != null ? 1 : 0);
         a.put("add", residual != null ? 1 : 0);
         a.put("eps", s.eps());
-        dispatch("mat_vec", layer, Size3.of(groups(rows, Geometry.MV_ROWS_PER_THREADGROUP)), MV_THREADS,
-                memory(Geometry.MV_SCRATCH_FLOATS), List.of(all(w)), args("MatVecArgs", a), weight(w), x, out,
+        int split = Geometry.mvSplit(rows);
+        a.put("split", split);
+        dispatch("mat_vec", layer, Size3.of(groups(rows, Geometry.mvRowsPerThreadgroup(split))), MV_THREADS,
+                memory(Geometry.MV_SCRATCH_FLOATS + (norm != null ? cols : 0)), List.of(all(w)), args("MatVecArgs", a), weight(w), x, out,
                 norm != null ? norm : x, residual != null ? residual : out);
     }
 
@@ -300,7 +304,7 @@ public final class DecodeCommandListBuilder {
             reads.add(all(bias));
         }
         long routerScratch = Geometry.HEAD_SIMDGROUPS + 2L * s.experts()
-                + Math.max(s.experts(), Geometry.HEAD_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP);
+                + Math.max(s.experts(), Geometry.HEAD_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP) + s.embedding();
         dispatch("moe_router", l, Size3.of(1), HEAD_THREADS, memory(routerScratch), reads,
                 args("RouterArgs", r), weight(router), x, weight(b + "ffn_norm.weight"),
                 hasBias ? weight(bias) : weight(router), ids, expertWeights);
@@ -342,8 +346,10 @@ public final class DecodeCommandListBuilder {
         a.put("act_stride", actStride);
         a.put("eps", s.eps());
         int rows = Math.max(routed > 0 ? s.expertFfn() : 0, sharedRows);
-        dispatch("moe_gate_up", l, Size3.of(groups(rows, Geometry.MV_ROWS_PER_THREADGROUP), routed + 1), MV_THREADS,
-                memory(Geometry.MV_SCRATCH_FLOATS), reads, args("GateUpArgs", a), x, weight(b + "ffn_norm.weight"),
+        int split = Geometry.mvSplit(2L * rows * (routed + 1));
+        a.put("split", split);
+        dispatch("moe_gate_up", l, Size3.of(groups(rows, Geometry.mvRowsPerThreadgroup(split)), routed + 1), MV_THREADS,
+                memory(Geometry.MV_SCRATCH_FLOATS + s.embedding()), reads, args("GateUpArgs", a), x, weight(b + "ffn_norm.weight"),
                 weight(gate), weight(up), weight(gateSh), weight(upSh), ids, act);
     }
 
@@ -357,7 +363,9 @@ public final class DecodeCommandListBuilder {
         a.put("shared_cols", sharedCols);
         a.put("shared_type", type(downSh));
         a.put("act_stride", actStride);
-        dispatch("moe_down", l, Size3.of(groups(s.embedding(), Geometry.MV_ROWS_PER_THREADGROUP)), MV_THREADS,
+        int split = Geometry.mvSplit(s.embedding());
+        a.put("split", split);
+        dispatch("moe_down", l, Size3.of(groups(s.embedding(), Geometry.mvRowsPerThreadgroup(split))), MV_THREADS,
                 memory(Geometry.MV_SCRATCH_FLOATS),
                 reads, args("DownArgs", a), weight(down), weight(downSh), act, ids, expertWeights, x);
     }
