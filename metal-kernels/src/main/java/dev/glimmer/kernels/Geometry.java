@@ -30,10 +30,14 @@ public final class Geometry {
     public static final int WIDE_SIMDGROUPS = 8;
     /**
      * SIMD-groups of the kernels with one threadgroup per attention head or per router (mla_q_heads,
-     * mla_merge, moe_router): their grids are small (heads + 1, heads, 1), so each threadgroup is as
+     * mla_merge, moe_router): their grids are small (a few per head, or 1), so each threadgroup is as
      * wide as Apple GPUs allow (1024 threads) to stream its weights fast.
      */
     public static final int HEAD_SIMDGROUPS = 32;
+    /** Threadgroups of mla_q_heads per head (each computes a share of the head's absorbed query). */
+    public static final int Q_PARTS = 4;
+    /** Threadgroups of mla_merge per head (each computes a share of the head's v_b rows). */
+    public static final int MERGE_PARTS = 2;
     /** Values of a weight row one lane handles per step: a half Q4_0 block, a sixteenth of a K-quant block. */
     public static final int CHUNK = 16;
     /**
@@ -71,6 +75,8 @@ public final class Geometry {
         d.put("GLIMMER_MV_SIMDGROUPS", MV_SIMDGROUPS);
         d.put("GLIMMER_WIDE_SIMDGROUPS", WIDE_SIMDGROUPS);
         d.put("GLIMMER_HEAD_SIMDGROUPS", HEAD_SIMDGROUPS);
+        d.put("GLIMMER_Q_PARTS", Q_PARTS);
+        d.put("GLIMMER_MERGE_PARTS", MERGE_PARTS);
         d.put("GLIMMER_CHUNK", CHUNK);
         return d;
     }

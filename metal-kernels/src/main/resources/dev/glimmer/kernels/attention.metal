@@ -82,9 +82,12 @@ struct QHeadsArgs {
     float rope_base;
 };
 
-// Grid: heads + 1 threadgroups of GLIMMER_HEAD_SIMDGROUPS SIMD-groups. Threadgroup h < heads writes
-// q[h] = (k_b[h] q_nope[h], rope(q_pe[h])), latent + rope values; threadgroup `heads` writes the cache row
-// (rms(kv[0..latent)) * kv_a_norm, rope(kv[latent..latent+rope))) at position pos.
+// Grid: heads * Q_PARTS + 1 threadgroups of GLIMMER_HEAD_SIMDGROUPS SIMD-groups. The Q_PARTS threadgroups
+// of head h each compute the head's q_b rows (the weights come from L2 after the first) and write a
+// share of q[h] = (k_b[h] q_nope[h], rope(q_pe[h])), latent + rope values: part p the rows
+// p * latent / Q_PARTS .. of the absorption, part 0 also rope(q_pe). Spreading a head over several
+// threadgroups puts 4x more SMs to work on this small, latency-bound step. The last threadgroup
+// writes the cache row (rms(kv[0..latent)) * kv_a_norm, rope(kv[latent..latent+rope))) at position pos.
 // scratch: GLIMMER_HEAD_SIMDGROUPS + max(nope + rope, latent + rope) + q_lora floats.
 [[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
 kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
@@ -104,7 +107,8 @@ kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
                         ushort sgitg [[simdgroup_index_in_threadgroup]]) {
     const uint threads = GLIMMER_HEAD_SIMDGROUPS * SIMD_WIDTH;
     threadgroup float * head = scratch + GLIMMER_HEAD_SIMDGROUPS;
-    uint h = tgpig.x;
+    uint h = tgpig.x / GLIMMER_Q_PARTS;
+    uint part = tgpig.x % GLIMMER_Q_PARTS;
     uint row = a.latent + a.rope;
     if (h == a.heads) {
         float scale = rms_scale(kv, a.latent, a.eps, scratch, tiitg, tiisg, sgitg, threads);
@@ -131,17 +135,21 @@ kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
         }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    rope_pairs(head + a.nope, a.rope, step.pos, a.rope_base, tiitg, threads);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     device float * out = q + h * row;
-    for (uint i = tiitg; i < a.rope; i += threads) out[a.latent + i] = head[a.nope + i];
+    if (part == 0) {
+        rope_pairs(head + a.nope, a.rope, step.pos, a.rope_base, tiitg, threads);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint i = tiitg; i < a.rope; i += threads) out[a.latent + i] = head[a.nope + i];
+    }
     // absorption: q_abs[c] = k_b[h][c] . q_nope
     XThreadgroup qn = {head};
     device const char * kb = k_b + h * a.latent * row_bytes(a.k_b_type, a.nope);
-    for (uint first = sgitg * NR; first < a.latent; first += GLIMMER_HEAD_SIMDGROUPS * NR) {
+    uint share = (a.latent + GLIMMER_Q_PARTS - 1) / GLIMMER_Q_PARTS;
+    uint end = min(a.latent, (part + 1) * share);
+    for (uint first = part * share + sgitg * NR; first < end; first += GLIMMER_HEAD_SIMDGROUPS * NR) {
         float sums[NR];
-        mv_rows(a.k_b_type, kb, first, a.latent, a.nope, qn, tiisg, sums);
-        if (tiisg < NR && first + tiisg < a.latent) {
+        mv_rows(a.k_b_type, kb, first, end, a.nope, qn, tiisg, sums);
+        if (tiisg < NR && first + tiisg < end) {
             float v = sums[0];
             for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
             out[first + tiisg] = v;
@@ -251,8 +259,10 @@ struct MergeArgs {
     uint v_b_type;
 };
 
-// Grid: `heads` threadgroups of GLIMMER_HEAD_SIMDGROUPS SIMD-groups. o[h * v_head + e] = v_b[h][e] . o_lat[h],
-// o_lat[h] the softmax-weighted latent sum merged from the partials. scratch: latent + splits floats.
+// Grid: heads * MERGE_PARTS threadgroups of GLIMMER_HEAD_SIMDGROUPS SIMD-groups. o[h * v_head + e] =
+// v_b[h][e] . o_lat[h], o_lat[h] the softmax-weighted latent sum merged from the partials; each of the
+// MERGE_PARTS threadgroups of a head merges o_lat[h] itself and writes a share of the v_head rows.
+// scratch: latent + splits floats.
 [[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
 kernel void mla_merge(constant MergeArgs & a [[buffer(0)]],
                       device const float * partials [[buffer(1)]],
@@ -264,7 +274,8 @@ kernel void mla_merge(constant MergeArgs & a [[buffer(0)]],
                       ushort tiisg [[thread_index_in_simdgroup]],
                       ushort sgitg [[simdgroup_index_in_threadgroup]]) {
     const uint threads = GLIMMER_HEAD_SIMDGROUPS * SIMD_WIDTH;
-    uint h = tgpig.x;
+    uint h = tgpig.x / GLIMMER_MERGE_PARTS;
+    uint share_index = tgpig.x % GLIMMER_MERGE_PARTS;
     uint stride = a.heads * (a.latent + 2);
     device const float * part = partials + h * (a.latent + 2);
     // per split: exp(its max - the overall max), 0 for an empty split; the splits' reductions are spread
@@ -290,10 +301,12 @@ kernel void mla_merge(constant MergeArgs & a [[buffer(0)]],
     threadgroup_barrier(mem_flags::mem_threadgroup);
     XThreadgroup lat = {scratch};
     device const char * vb = v_b + h * a.v_head * row_bytes(a.v_b_type, a.latent);
-    for (uint first = sgitg * NR; first < a.v_head; first += GLIMMER_HEAD_SIMDGROUPS * NR) {
+    uint share = (a.v_head + GLIMMER_MERGE_PARTS - 1) / GLIMMER_MERGE_PARTS;
+    uint end = min(a.v_head, (share_index + 1) * share);
+    for (uint first = share_index * share + sgitg * NR; first < end; first += GLIMMER_HEAD_SIMDGROUPS * NR) {
         float sums[NR];
-        mv_rows(a.v_b_type, vb, first, a.v_head, a.latent, lat, tiisg, sums);
-        if (tiisg < NR && first + tiisg < a.v_head) {
+        mv_rows(a.v_b_type, vb, first, end, a.latent, lat, tiisg, sums);
+        if (tiisg < NR && first + tiisg < end) {
             float v = sums[0];
             for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
             o[h * a.v_head + first + tiisg] = v;

@@ -212,7 +212,7 @@ public final class DecodeCommandListBuilder {
             qh.put("k_b_type", type(b + "attn_k_b.weight"));
             qh.put("eps", s.eps());
             qh.put("rope_base", s.ropeBase());
-            dispatch("mla_q_heads", l, Size3.of(s.heads() + 1), HEAD_THREADS,
+            dispatch("mla_q_heads", l, Size3.of(s.heads() * Geometry.Q_PARTS + 1), HEAD_THREADS,
                     memory(Geometry.HEAD_SIMDGROUPS + Math.max(s.nope() + s.rope(), s.kvRow()) + s.qLora()),
                     List.of(all(b + "attn_q_a_norm.weight"), all(b + "attn_q_b.weight"), all(b + "attn_k_b.weight"),
                             all(b + "attn_kv_a_norm.weight")),
@@ -225,7 +225,8 @@ public final class DecodeCommandListBuilder {
                             "splits", Geometry.ATTENTION_SPLITS, "scale", s.kqScale())),
                     step, q, new Ref(kvBuffers[l], 0), partials);
             // 4. merge + v_b
-            dispatch("mla_merge", l, Size3.of(s.heads()), HEAD_THREADS, memory(s.latent() + Geometry.ATTENTION_SPLITS), List.of(all(b + "attn_v_b.weight")),
+            dispatch("mla_merge", l, Size3.of(s.heads() * Geometry.MERGE_PARTS), HEAD_THREADS,
+                    memory(s.latent() + Geometry.ATTENTION_SPLITS), List.of(all(b + "attn_v_b.weight")),
                     args("MergeArgs", Map.of("heads", s.heads(), "latent", s.latent(), "splits", Geometry.ATTENTION_SPLITS,
                             "v_head", s.vHead(), "v_b_type", type(b + "attn_v_b.weight"))),
                     partials, weight(b + "attn_v_b.weight"), o);

@@ -167,7 +167,7 @@ class AttentionKernelTest {
             Arrays.fill(cache, Float.NaN);  // only row pos may change
             b.add(floats(arena, cache));
             return b;
-        }, new int[] {4 * (Geometry.HEAD_SIMDGROUPS + Math.max(perHead, row) + qLora)}, Size3.of(heads + 1),
+        }, new int[] {4 * (Geometry.HEAD_SIMDGROUPS + Math.max(perHead, row) + qLora)}, Size3.of(heads * Geometry.Q_PARTS + 1),
                 Size3.of(HEAD_THREADS), 8, 9);
         assertClose(expectedQ, magnitudeQ, out.get(0), TOLERANCE, "q");
         float[] cache = out.get(1);
@@ -253,7 +253,7 @@ class AttentionKernelTest {
                                 step(arena, kvLen - 1), floats(arena, q), floats(arena, cache), partials), new int[0],
                         Size3.of(splits), Size3.of(WIDE_THREADS), order);
                 emulator().dispatch("mla_merge", List.of(args(arena, "MergeArgs", mergeArgs), partials, copy(arena, vb), o),
-                        new int[] {4 * (latent + splits)}, Size3.of(heads), Size3.of(HEAD_THREADS), order);
+                        new int[] {4 * (latent + splits)}, Size3.of(heads * Geometry.MERGE_PARTS), Size3.of(HEAD_THREADS), order);
                 results.add(o.toArray(ValueLayout.JAVA_FLOAT));
             }
         }
