@@ -88,7 +88,7 @@ struct QHeadsArgs {
 // p * latent / Q_PARTS .. of the absorption, part 0 also rope(q_pe). Spreading a head over several
 // threadgroups puts 4x more SMs to work on this small, latency-bound step. The last threadgroup
 // writes the cache row (rms(kv[0..latent)) * kv_a_norm, rope(kv[latent..latent+rope))) at position pos.
-// scratch: GLIMMER_HEAD_SIMDGROUPS + max(nope + rope, latent + rope) + q_lora floats.
+// scratch: GLIMMER_HEAD_SIMDGROUPS + align4(max(nope + rope, latent + rope)) + q_lora floats.
 [[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
 kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
                         constant StepArgs & step [[buffer(1)]],
@@ -123,7 +123,7 @@ kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
     }
     // q_b rows of this head into threadgroup memory
     uint per_head = a.nope + a.rope;
-    threadgroup float * qs = head + max(per_head, row);
+    threadgroup float * qs = head + align4(max(per_head, row));
     stage_normed(q_a, q_a_norm, a.q_lora, a.eps, qs, scratch, tiitg, tiisg, sgitg, threads);
     XThreadgroup xn = {qs};
     for (uint first = sgitg * NR; first < per_head; first += GLIMMER_HEAD_SIMDGROUPS * NR) {

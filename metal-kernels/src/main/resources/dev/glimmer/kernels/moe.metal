@@ -20,7 +20,7 @@ struct RouterArgs {
 // One threadgroup of GLIMMER_HEAD_SIMDGROUPS SIMD-groups (1024 threads, so that one threadgroup streams the
 // router weights fast). Each set of NR experts is computed by `parts` SIMD-groups that split its columns,
 // as many as keep all SIMD-groups busy; SIMD-group 0 then applies the gating and picks the top experts.
-// scratch: HEAD_SIMDGROUPS + 2 * experts + max(experts, HEAD_SIMDGROUPS * NR) + cols floats.
+// scratch: align4(HEAD_SIMDGROUPS + 2 * experts + max(experts, HEAD_SIMDGROUPS * NR)) + cols floats.
 [[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
 kernel void moe_router(constant RouterArgs & a [[buffer(0)]],
                        device const char * w [[buffer(1)]],
@@ -37,7 +37,7 @@ kernel void moe_router(constant RouterArgs & a [[buffer(0)]],
     threadgroup float * prob = scratch + GLIMMER_HEAD_SIMDGROUPS;
     threadgroup float * choice = prob + a.experts;
     threadgroup float * partial = choice + a.experts;  // [part][expert]
-    threadgroup float * xs = partial + max(a.experts, (uint) (GLIMMER_HEAD_SIMDGROUPS * NR));
+    threadgroup float * xs = scratch + align4(GLIMMER_HEAD_SIMDGROUPS + 2 * a.experts + max(a.experts, (uint) (GLIMMER_HEAD_SIMDGROUPS * NR)));
     stage_normed(x, norm_w, a.cols, a.eps, xs, scratch, tiitg, tiisg, sgitg, threads);
     XThreadgroup xn = {xs};
     uint sets = (a.experts + NR - 1) / NR;

@@ -163,6 +163,11 @@ public final class DecodeCommandListBuilder {
         dispatches.add(new Dispatch(kernel, layer, list, grid, Size3.of(threads), memory, !dispatches.isEmpty(), reads));
     }
 
+    /** {@code n} rounded up to a multiple of 4 (the kernels' align4: threadgroup arrays read as float4). */
+    private static int align4(int n) {
+        return (n + 3) / 4 * 4;
+    }
+
     private static int groups(int rows, int perGroup) {
         return (rows + perGroup - 1) / perGroup;
     }
@@ -213,7 +218,7 @@ public final class DecodeCommandListBuilder {
             qh.put("eps", s.eps());
             qh.put("rope_base", s.ropeBase());
             dispatch("mla_q_heads", l, Size3.of(s.heads() * Geometry.Q_PARTS + 1), HEAD_THREADS,
-                    memory(Geometry.HEAD_SIMDGROUPS + Math.max(s.nope() + s.rope(), s.kvRow()) + s.qLora()),
+                    memory(Geometry.HEAD_SIMDGROUPS + align4(Math.max(s.nope() + s.rope(), s.kvRow())) + s.qLora()),
                     List.of(all(b + "attn_q_a_norm.weight"), all(b + "attn_q_b.weight"), all(b + "attn_k_b.weight"),
                             all(b + "attn_kv_a_norm.weight")),
                     args("QHeadsArgs", qh), step, qa, weight(b + "attn_q_a_norm.weight"), weight(b + "attn_q_b.weight"),
@@ -304,8 +309,8 @@ public final class DecodeCommandListBuilder {
         if (hasBias) {
             reads.add(all(bias));
         }
-        long routerScratch = Geometry.HEAD_SIMDGROUPS + 2L * s.experts()
-                + Math.max(s.experts(), Geometry.HEAD_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP) + s.embedding();
+        long routerScratch = align4(Geometry.HEAD_SIMDGROUPS + 2 * s.experts()
+                + Math.max(s.experts(), Geometry.HEAD_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP)) + s.embedding();
         dispatch("moe_router", l, Size3.of(1), HEAD_THREADS, memory(routerScratch), reads,
                 args("RouterArgs", r), weight(router), x, weight(b + "ffn_norm.weight"),
                 hasBias ? weight(bias) : weight(router), ids, expertWeights);

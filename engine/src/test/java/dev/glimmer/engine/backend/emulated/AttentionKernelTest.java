@@ -167,7 +167,7 @@ class AttentionKernelTest {
             Arrays.fill(cache, Float.NaN);  // only row pos may change
             b.add(floats(arena, cache));
             return b;
-        }, new int[] {4 * (Geometry.HEAD_SIMDGROUPS + Math.max(perHead, row) + qLora)}, Size3.of(heads * Geometry.Q_PARTS + 1),
+        }, new int[] {4 * (Geometry.HEAD_SIMDGROUPS + (Math.max(perHead, row) + 3) / 4 * 4 + qLora)}, Size3.of(heads * Geometry.Q_PARTS + 1),
                 Size3.of(HEAD_THREADS), 8, 9);
         assertClose(expectedQ, magnitudeQ, out.get(0), TOLERANCE, "q");
         float[] cache = out.get(1);

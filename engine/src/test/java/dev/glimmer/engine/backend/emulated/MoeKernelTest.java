@@ -105,8 +105,8 @@ class MoeKernelTest {
         List<float[]> out = runInBothOrders("moe_router", arena -> List.of(args(arena, "RouterArgs", a), copy(arena, w),
                         floats(arena, x), floats(arena, normW), floats(arena, bias), arena.allocate(4L * used),
                         arena.allocate(4L * used)),
-                new int[] {4 * (Geometry.HEAD_SIMDGROUPS + 2 * experts
-                        + Math.max(experts, Geometry.HEAD_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP) + cols)},
+                new int[] {4 * ((Geometry.HEAD_SIMDGROUPS + 2 * experts
+                        + Math.max(experts, Geometry.HEAD_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP) + 3) / 4 * 4 + cols)},
                 Size3.of(1), Size3.of(HEAD_THREADS), 5, 6);
         int[] ids = new int[used];
         for (int k = 0; k < used; k++) {
