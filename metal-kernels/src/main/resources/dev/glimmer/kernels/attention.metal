@@ -21,9 +21,11 @@ struct MatVecPairArgs {
     uint type2;
     uint rows2;
     float eps;       // of the shared input RMS norm
+    uint split;      // SIMD-groups per row set, as MatVecArgs.split
 };
 
-// y1 = W1 rms(x), y2 = W2 rms(x). Grid: ceil(rows1 / 8) + ceil(rows2 / 8) threadgroups.
+// y1 = W1 rms(x), y2 = W2 rms(x). Grid: ceil(rows1 / R) + ceil(rows2 / R) threadgroups, R = mv_sets(split) * NR.
+// scratch: MV_SIMDGROUPS * NR + cols floats.
 kernel void mat_vec_pair(constant MatVecPairArgs & a [[buffer(0)]],
                          device const float * x [[buffer(1)]],
                          device const float * norm_w [[buffer(2)]],
@@ -36,23 +38,21 @@ kernel void mat_vec_pair(constant MatVecPairArgs & a [[buffer(0)]],
                          ushort tiitg [[thread_index_in_threadgroup]],
                          ushort tiisg [[thread_index_in_simdgroup]],
                          ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    const uint per_group = GLIMMER_MV_SIMDGROUPS * NR;
-    float scale = rms_scale(x, a.cols, a.eps, scratch, tiitg, tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH);
-    XNormed xn = {x, norm_w, scale};
+    const uint per_group = mv_sets(a.split) * NR;
+    threadgroup float * xs = scratch + GLIMMER_MV_SIMDGROUPS * NR;
+    stage_normed(x, norm_w, a.cols, a.eps, xs, scratch, tiitg, tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH);
+    XThreadgroup xn = {xs};
     uint groups1 = (a.rows1 + per_group - 1) / per_group;
     bool second = tgpig.x >= groups1;
     uint type = second ? a.type2 : a.type1;
     uint rows = second ? a.rows2 : a.rows1;
     device const char * w = second ? w2 : w1;
     device float * y = second ? y2 : y1;
-    uint first = ((second ? tgpig.x - groups1 : tgpig.x) * GLIMMER_MV_SIMDGROUPS + sgitg) * NR;
+    uint first = ((second ? tgpig.x - groups1 : tgpig.x) * mv_sets(a.split) + mv_set(sgitg, a.split)) * NR;
     float sums[NR];
-    mv_rows(type, w, first, rows, a.cols, xn, tiisg, sums);
-    if (tiisg < NR && first + tiisg < rows) {
-        float v = sums[0];
-        for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
-        y[first + tiisg] = v;
-    }
+    mv_rows_part(type, w, first, rows, a.cols, xn, mv_lane(tiisg, sgitg, a.split), a.split * SIMD_WIDTH, sums);
+    float v = mv_combine(sums, scratch, tiisg, sgitg, a.split);
+    if (sgitg < mv_sets(a.split) && tiisg < NR && first + tiisg < rows) y[first + tiisg] = v;
 }
 
 // Rotates the pairs (2i, 2i+1) of v[0..n) by pos * base^(-2i/n), the angle grown by repeated
@@ -82,10 +82,14 @@ struct QHeadsArgs {
     float rope_base;
 };
 
-// Grid: heads + 1 threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups. Threadgroup h < heads writes
-// q[h] = (k_b[h] q_nope[h], rope(q_pe[h])), latent + rope values; threadgroup `heads` writes the cache row
-// (rms(kv[0..latent)) * kv_a_norm, rope(kv[latent..latent+rope))) at position pos.
-// scratch: GLIMMER_WIDE_SIMDGROUPS + max(nope + rope, latent + rope) floats.
+// Grid: heads * Q_PARTS + 1 threadgroups of GLIMMER_HEAD_SIMDGROUPS SIMD-groups. The Q_PARTS threadgroups
+// of head h each compute the head's q_b rows (the weights come from L2 after the first) and write a
+// share of q[h] = (k_b[h] q_nope[h], rope(q_pe[h])), latent + rope values: part p the rows
+// p * latent / Q_PARTS .. of the absorption, part 0 also rope(q_pe). Spreading a head over several
+// threadgroups puts 4x more SMs to work on this small, latency-bound step. The last threadgroup
+// writes the cache row (rms(kv[0..latent)) * kv_a_norm, rope(kv[latent..latent+rope))) at position pos.
+// scratch: GLIMMER_HEAD_SIMDGROUPS + align4(max(nope + rope, latent + rope)) + q_lora floats.
+[[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
 kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
                         constant StepArgs & step [[buffer(1)]],
                         device const float * q_a [[buffer(2)]],
@@ -101,9 +105,10 @@ kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
                         ushort tiitg [[thread_index_in_threadgroup]],
                         ushort tiisg [[thread_index_in_simdgroup]],
                         ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    const uint threads = GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH;
-    threadgroup float * head = scratch + GLIMMER_WIDE_SIMDGROUPS;
-    uint h = tgpig.x;
+    const uint threads = GLIMMER_HEAD_SIMDGROUPS * SIMD_WIDTH;
+    threadgroup float * head = scratch + GLIMMER_HEAD_SIMDGROUPS;
+    uint h = tgpig.x / GLIMMER_Q_PARTS;
+    uint part = tgpig.x % GLIMMER_Q_PARTS;
     uint row = a.latent + a.rope;
     if (h == a.heads) {
         float scale = rms_scale(kv, a.latent, a.eps, scratch, tiitg, tiisg, sgitg, threads);
@@ -118,9 +123,10 @@ kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
     }
     // q_b rows of this head into threadgroup memory
     uint per_head = a.nope + a.rope;
-    float scale = rms_scale(q_a, a.q_lora, a.eps, scratch, tiitg, tiisg, sgitg, threads);
-    XNormed xn = {q_a, q_a_norm, scale};
-    for (uint first = sgitg * NR; first < per_head; first += GLIMMER_WIDE_SIMDGROUPS * NR) {
+    threadgroup float * qs = head + align4(max(per_head, row));
+    stage_normed(q_a, q_a_norm, a.q_lora, a.eps, qs, scratch, tiitg, tiisg, sgitg, threads);
+    XThreadgroup xn = {qs};
+    for (uint first = sgitg * NR; first < per_head; first += GLIMMER_HEAD_SIMDGROUPS * NR) {
         float sums[NR];
         mv_rows(a.q_b_type, q_b + h * per_head * row_bytes(a.q_b_type, a.q_lora), first, per_head, a.q_lora, xn,
                 tiisg, sums);
@@ -129,17 +135,21 @@ kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
         }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    rope_pairs(head + a.nope, a.rope, step.pos, a.rope_base, tiitg, threads);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     device float * out = q + h * row;
-    for (uint i = tiitg; i < a.rope; i += threads) out[a.latent + i] = head[a.nope + i];
+    if (part == 0) {
+        rope_pairs(head + a.nope, a.rope, step.pos, a.rope_base, tiitg, threads);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint i = tiitg; i < a.rope; i += threads) out[a.latent + i] = head[a.nope + i];
+    }
     // absorption: q_abs[c] = k_b[h][c] . q_nope
     XThreadgroup qn = {head};
     device const char * kb = k_b + h * a.latent * row_bytes(a.k_b_type, a.nope);
-    for (uint first = sgitg * NR; first < a.latent; first += GLIMMER_WIDE_SIMDGROUPS * NR) {
+    uint share = (a.latent + GLIMMER_Q_PARTS - 1) / GLIMMER_Q_PARTS;
+    uint end = min(a.latent, (part + 1) * share);
+    for (uint first = part * share + sgitg * NR; first < end; first += GLIMMER_HEAD_SIMDGROUPS * NR) {
         float sums[NR];
-        mv_rows(a.k_b_type, kb, first, a.latent, a.nope, qn, tiisg, sums);
-        if (tiisg < NR && first + tiisg < a.latent) {
+        mv_rows(a.k_b_type, kb, first, end, a.nope, qn, tiisg, sums);
+        if (tiisg < NR && first + tiisg < end) {
             float v = sums[0];
             for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
             out[first + tiisg] = v;
@@ -164,7 +174,9 @@ struct AttentionArgs {
 // Grid: `splits` threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups; threadgroup w takes the w-th
 // equal share of the rows 0..kv_len. SIMD-group s handles heads s, s + SIMD-groups, ...; lane l the values
 // l, l + 32, ... of a row. Writes per (w, h): max score, sum of exp, and the unnormalized latent sum
-// (latent values) to partials[(w * heads + h) * (latent + 2)].
+// (latent values) to partials[(w * heads + h) * (latent + 2)]. Every loop over the register arrays has a
+// compile-time bound (the real extent is masked inside), so the compiler keeps them in registers: with
+// runtime bounds CUDA spilled them to local memory and the kernel ran 4x slower.
 kernel void mla_attention(constant AttentionArgs & a [[buffer(0)]],
                           constant StepArgs & step [[buffer(1)]],
                           device const float * q [[buffer(2)]],
@@ -179,50 +191,62 @@ kernel void mla_attention(constant AttentionArgs & a [[buffer(0)]],
     uint start = min(tgpig.x * chunk, step.kv_len);
     uint end = min(start + chunk, step.kv_len);
     uint mine = 0;  // heads of this SIMD-group
+    for (uint h = sgitg; h < a.heads; h += GLIMMER_WIDE_SIMDGROUPS) mine++;
+    if (mine == 0) return;
     float qr[MAX_HEADS_PER_SIMDGROUP][MAX_DIMS_PER_LANE];
     float acc[MAX_HEADS_PER_SIMDGROUP][MAX_DIMS_PER_LANE];
     float m[MAX_HEADS_PER_SIMDGROUP], l[MAX_HEADS_PER_SIMDGROUP];
-    for (uint h = sgitg; h < a.heads; h += GLIMMER_WIDE_SIMDGROUPS, mine++) {
-        for (uint j = 0; j < dims; j++) {
+    #pragma unroll
+    for (uint i = 0; i < MAX_HEADS_PER_SIMDGROUP; i++) {
+        uint h = sgitg + i * GLIMMER_WIDE_SIMDGROUPS;
+        #pragma unroll
+        for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) {
             uint d = tiisg + SIMD_WIDTH * j;
-            qr[mine][j] = d < row ? q[h * row + d] : 0.0f;
-            acc[mine][j] = 0.0f;
+            qr[i][j] = (i < mine && j < dims && d < row) ? q[h * row + d] : 0.0f;
+            acc[i][j] = 0.0f;
         }
-        m[mine] = -INFINITY;
-        l[mine] = 0.0f;
-    }
-    if (mine == 0) {
-        return;  // more SIMD-groups than heads (small models)
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
     }
     for (uint u = start; u < end; u++) {
         device const float * k = cache + u * row;
         float kr[MAX_DIMS_PER_LANE];
-        for (uint j = 0; j < dims; j++) {
+        #pragma unroll
+        for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) {
             uint d = tiisg + SIMD_WIDTH * j;
-            kr[j] = d < row ? k[d] : 0.0f;
+            kr[j] = (j < dims && d < row) ? k[d] : 0.0f;
         }
-        for (uint i = 0; i < mine; i++) {
-            float s = 0.0f;
-            for (uint j = 0; j < dims; j++) s += qr[i][j] * kr[j];
-            s = simd_sum(s) * a.scale;
-            float m_new = max(m[i], s);
-            float correction = exp(m[i] - m_new);
-            float p = exp(s - m_new);
-            l[i] = l[i] * correction + p;
-            for (uint j = 0; j < dims; j++) acc[i][j] = acc[i][j] * correction + p * kr[j];
-            m[i] = m_new;
+        #pragma unroll
+        for (uint i = 0; i < MAX_HEADS_PER_SIMDGROUP; i++) {
+            if (i < mine) {
+                float s = 0.0f;
+                #pragma unroll
+                for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) s += qr[i][j] * kr[j];
+                s = simd_sum(s) * a.scale;
+                float m_new = max(m[i], s);
+                float correction = exp(m[i] - m_new);
+                float p = exp(s - m_new);
+                l[i] = l[i] * correction + p;
+                #pragma unroll
+                for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) acc[i][j] = acc[i][j] * correction + p * kr[j];
+                m[i] = m_new;
+            }
         }
     }
-    uint i = 0;
-    for (uint h = sgitg; h < a.heads; h += GLIMMER_WIDE_SIMDGROUPS, i++) {
-        device float * out = partials + (tgpig.x * a.heads + h) * (a.latent + 2);
-        if (tiisg == 0) {
-            out[0] = m[i];
-            out[1] = l[i];
-        }
-        for (uint j = 0; j < dims; j++) {
-            uint d = tiisg + SIMD_WIDTH * j;
-            if (d < a.latent) out[2 + d] = acc[i][j];  // V is the latent part of the row
+    #pragma unroll
+    for (uint i = 0; i < MAX_HEADS_PER_SIMDGROUP; i++) {
+        if (i < mine) {
+            uint h = sgitg + i * GLIMMER_WIDE_SIMDGROUPS;
+            device float * out = partials + (tgpig.x * a.heads + h) * (a.latent + 2);
+            if (tiisg == 0) {
+                out[0] = m[i];
+                out[1] = l[i];
+            }
+            #pragma unroll
+            for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) {
+                uint d = tiisg + SIMD_WIDTH * j;
+                if (j < dims && d < a.latent) out[2 + d] = acc[i][j];
+            }
         }
     }
 }
@@ -235,8 +259,11 @@ struct MergeArgs {
     uint v_b_type;
 };
 
-// Grid: `heads` threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups. o[h * v_head + e] = v_b[h][e] . o_lat[h],
-// o_lat[h] the softmax-weighted latent sum merged from the partials. scratch: latent floats.
+// Grid: heads * MERGE_PARTS threadgroups of GLIMMER_HEAD_SIMDGROUPS SIMD-groups. o[h * v_head + e] =
+// v_b[h][e] . o_lat[h], o_lat[h] the softmax-weighted latent sum merged from the partials; each of the
+// MERGE_PARTS threadgroups of a head merges o_lat[h] itself and writes a share of the v_head rows.
+// scratch: latent + splits floats.
+[[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
 kernel void mla_merge(constant MergeArgs & a [[buffer(0)]],
                       device const float * partials [[buffer(1)]],
                       device const char * v_b [[buffer(2)]],
@@ -246,31 +273,40 @@ kernel void mla_merge(constant MergeArgs & a [[buffer(0)]],
                       ushort tiitg [[thread_index_in_threadgroup]],
                       ushort tiisg [[thread_index_in_simdgroup]],
                       ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    const uint threads = GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH;
-    uint h = tgpig.x;
+    const uint threads = GLIMMER_HEAD_SIMDGROUPS * SIMD_WIDTH;
+    uint h = tgpig.x / GLIMMER_MERGE_PARTS;
+    uint share_index = tgpig.x % GLIMMER_MERGE_PARTS;
     uint stride = a.heads * (a.latent + 2);
     device const float * part = partials + h * (a.latent + 2);
-    float mx = -INFINITY;
-    for (uint w = 0; w < a.splits; w++) mx = max(mx, part[w * stride]);
-    float total = 0.0f;
-    for (uint w = 0; w < a.splits; w++) {
+    // per split: exp(its max - the overall max), 0 for an empty split; the splits' reductions are spread
+    // over the threads (a serial pass over every split's partial per thread was most of the kernel)
+    threadgroup float * factor = scratch + a.latent;
+    float mine = -INFINITY;
+    for (uint w = tiitg; w < a.splits; w += threads) mine = max(mine, part[w * stride]);
+    float mx = threadgroup_max(mine, scratch, tiisg, sgitg, GLIMMER_HEAD_SIMDGROUPS);
+    float sum = 0.0f;
+    for (uint w = tiitg; w < a.splits; w += threads) {
         float l = part[w * stride + 1];
-        if (l > 0.0f) total += l * exp(part[w * stride] - mx);
+        factor[w] = l > 0.0f ? exp(part[w * stride] - mx) : 0.0f;
+        sum += l * factor[w];
     }
+    float total = threadgroup_sum(sum, scratch, tiisg, sgitg, GLIMMER_HEAD_SIMDGROUPS);
     for (uint c = tiitg; c < a.latent; c += threads) {
         float v = 0.0f;
         for (uint w = 0; w < a.splits; w++) {
-            if (part[w * stride + 1] > 0.0f) v += part[w * stride + 2 + c] * exp(part[w * stride] - mx);
+            if (factor[w] > 0.0f) v += part[w * stride + 2 + c] * factor[w];
         }
         scratch[c] = v / total;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     XThreadgroup lat = {scratch};
     device const char * vb = v_b + h * a.v_head * row_bytes(a.v_b_type, a.latent);
-    for (uint first = sgitg * NR; first < a.v_head; first += GLIMMER_WIDE_SIMDGROUPS * NR) {
+    uint share = (a.v_head + GLIMMER_MERGE_PARTS - 1) / GLIMMER_MERGE_PARTS;
+    uint end = min(a.v_head, (share_index + 1) * share);
+    for (uint first = share_index * share + sgitg * NR; first < end; first += GLIMMER_HEAD_SIMDGROUPS * NR) {
         float sums[NR];
-        mv_rows(a.v_b_type, vb, first, a.v_head, a.latent, lat, tiisg, sums);
-        if (tiisg < NR && first + tiisg < a.v_head) {
+        mv_rows(a.v_b_type, vb, first, end, a.latent, lat, tiisg, sums);
+        if (tiisg < NR && first + tiisg < end) {
             float v = sums[0];
             for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
             o[h * a.v_head + first + tiisg] = v;

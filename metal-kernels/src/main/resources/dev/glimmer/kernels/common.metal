@@ -30,28 +30,27 @@ static inline uint row_bytes(uint type, uint cols) {
     }
 }
 
+// n rounded up to a multiple of 4: float offsets of threadgroup arrays read as float4.
+static inline uint align4(uint n) { return (n + 3) / 4 * 4; }
+
 static inline float load_half(device const uchar * p) {
     return (float) *((device const half *) p);
 }
 
 // ---- activation sources: where the mat-vec reads x[i] from ----
+// get4(i) reads x[i..i+4) in one load (i a multiple of 4, x 16-byte aligned): the chunk loads read
+// their 16 activations as four of these, a quarter of the load instructions of scalar reads.
 
 struct XDevice {
     device const float * x;
     float get(uint i) const { return x[i]; }
-};
-
-// x[i] normalized: x[i] * scale * w[i], with scale = 1/sqrt(mean(x^2) + eps).
-struct XNormed {
-    device const float * x;
-    device const float * w;
-    float scale;
-    float get(uint i) const { return x[i] * scale * w[i]; }
+    float4 get4(uint i) const { return *((device const float4 *) (x + i)); }
 };
 
 struct XThreadgroup {
     threadgroup const float * x;
     float get(uint i) const { return x[i]; }
+    float4 get4(uint i) const { return *((threadgroup const float4 *) (x + i)); }
 };
 
 // ---- weight formats ----
@@ -70,17 +69,21 @@ struct Q4_0 {
         uint t = i % 4;
         return (c / 2) * 32 + k + (t == 1 ? 1 : t == 2 ? 16 : t == 3 ? 17 : 0);
     }
+    // values base + 2j, base + 2j + 1 (a, b) and base + 2j + 16, base + 2j + 17 (e, f)
+    static void load_pair(uint j, float a, float b, float e, float f, thread float * yl, thread float & sumy) {
+        sumy += a + b + e + f;
+        yl[4 * j + 0] = a;
+        yl[4 * j + 1] = b * (1.0f / 256.0f);
+        yl[4 * j + 2] = e * (1.0f / 16.0f);
+        yl[4 * j + 3] = f * (1.0f / 4096.0f);
+    }
     template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) {
         uint base = (c / 2) * 32 + (c % 2) * 8;
-        for (uint j = 0; j < 4; j++) {
-            float a = x.get(base + 2 * j), b = x.get(base + 2 * j + 1);
-            float e = x.get(base + 2 * j + 16), f = x.get(base + 2 * j + 17);
-            sumy += a + b + e + f;
-            yl[4 * j + 0] = a;
-            yl[4 * j + 1] = b * (1.0f / 256.0f);
-            yl[4 * j + 2] = e * (1.0f / 16.0f);
-            yl[4 * j + 3] = f * (1.0f / 4096.0f);
-        }
+        float4 lo0 = x.get4(base), lo1 = x.get4(base + 4), hi0 = x.get4(base + 16), hi1 = x.get4(base + 20);
+        load_pair(0, lo0.x, lo0.y, hi0.x, hi0.y, yl, sumy);
+        load_pair(1, lo0.z, lo0.w, hi0.z, hi0.w, yl, sumy);
+        load_pair(2, lo1.x, lo1.y, hi1.x, hi1.y, yl, sumy);
+        load_pair(3, lo1.z, lo1.w, hi1.z, hi1.w, yl, sumy);
     }
     static float dot(device const uchar * row, uint c, thread const float * yl, float sumy) {
         device const uchar * block = row + (c / 2) * 18;
@@ -106,10 +109,14 @@ struct Q4_0 {
 
 // Activations of a chunk that covers 16 consecutive values.
 template <typename X> static inline void load_consecutive(X x, uint c, thread float * yl, thread float & sumy) {
-    for (uint i = 0; i < CH; i++) {
-        yl[i] = x.get(c * CH + i);
-        sumy += yl[i];
+    for (uint i = 0; i < CH / 4; i++) {
+        float4 v = x.get4(c * CH + 4 * i);
+        yl[4 * i] = v.x;
+        yl[4 * i + 1] = v.y;
+        yl[4 * i + 2] = v.z;
+        yl[4 * i + 3] = v.w;
     }
+    for (uint i = 0; i < CH; i++) sumy += yl[i];
 }
 
 // 32 values per block of 34 bytes {half d; char qs[32]}: value = qs[i] * d. A chunk is half a block.
@@ -291,14 +298,16 @@ struct Q6_K {
 
 // ---- the SIMD-group mat-vec core ----
 
-// sums[r] = row (first + r) of w times x, for r < NR (rows at or past `rows` give 0); every lane gets the sums.
+// sums[r] = row (first + r) of w times x over the chunks lane, lane + lanes, ... (lanes a multiple of
+// SIMD_WIDTH, the SIMD-group's lanes consecutive), for r < NR (rows at or past `rows` give 0); every lane
+// gets the SIMD-group's sums. lanes > SIMD_WIDTH splits a row over several SIMD-groups: see mv_combine.
 template <typename T, typename X>
 static inline void mv_rows_of(device const uchar * w, uint stride, uint first, uint rows, uint cols, X x,
-                              ushort tiisg, thread float * sums) {
+                              uint lane, uint lanes, thread float * sums) {
     float acc[NR];
     for (uint r = 0; r < NR; r++) acc[r] = 0.0f;
     uint chunks = cols / CH;
-    for (uint c = tiisg; c < chunks; c += SIMD_WIDTH) {
+    for (uint c = lane; c < chunks; c += lanes) {
         float yl[CH];
         float sumy = 0.0f;
         T::load(x, c, yl, sumy);
@@ -310,20 +319,57 @@ static inline void mv_rows_of(device const uchar * w, uint stride, uint first, u
 }
 
 template <typename X>
-static inline void mv_rows(uint type, device const char * w, uint first, uint rows, uint cols, X x, ushort tiisg,
-                           thread float * sums) {
+static inline void mv_rows_part(uint type, device const char * w, uint first, uint rows, uint cols, X x, uint lane,
+                                uint lanes, thread float * sums) {
     device const uchar * wb = (device const uchar *) w;
     uint stride = row_bytes(type, cols);
     switch (type) {
-        case TYPE_F32: mv_rows_of<F32>(wb, stride, first, rows, cols, x, tiisg, sums); break;
-        case TYPE_F16: mv_rows_of<F16>(wb, stride, first, rows, cols, x, tiisg, sums); break;
-        case TYPE_Q4_0: mv_rows_of<Q4_0>(wb, stride, first, rows, cols, x, tiisg, sums); break;
-        case TYPE_Q5_0: mv_rows_of<Q5_0>(wb, stride, first, rows, cols, x, tiisg, sums); break;
-        case TYPE_Q8_0: mv_rows_of<Q8_0>(wb, stride, first, rows, cols, x, tiisg, sums); break;
-        case TYPE_Q4_K: mv_rows_of<Q4_K>(wb, stride, first, rows, cols, x, tiisg, sums); break;
-        case TYPE_Q5_K: mv_rows_of<Q5_K>(wb, stride, first, rows, cols, x, tiisg, sums); break;
-        default: mv_rows_of<Q6_K>(wb, stride, first, rows, cols, x, tiisg, sums); break;
+        case TYPE_F32: mv_rows_of<F32>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        case TYPE_F16: mv_rows_of<F16>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        case TYPE_Q4_0: mv_rows_of<Q4_0>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        case TYPE_Q5_0: mv_rows_of<Q5_0>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        case TYPE_Q8_0: mv_rows_of<Q8_0>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        case TYPE_Q4_K: mv_rows_of<Q4_K>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        case TYPE_Q5_K: mv_rows_of<Q5_K>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        default: mv_rows_of<Q6_K>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
     }
+}
+
+// A whole row set computed by one SIMD-group.
+template <typename X>
+static inline void mv_rows(uint type, device const char * w, uint first, uint rows, uint cols, X x, ushort tiisg,
+                           thread float * sums) {
+    mv_rows_part(type, w, first, rows, cols, x, tiisg, SIMD_WIDTH, sums);
+}
+
+// The mat-vec threadgroup layout: GLIMMER_MV_SIMDGROUPS SIMD-groups form mv_sets(split) sets of NR rows;
+// the `split` SIMD-groups of a set take every split-th chunk of the columns (SIMD-group sgitg computes part
+// sgitg / sets of set sgitg % sets). The host picks the split per dispatch: splitting the columns keeps
+// enough warps in flight when a matrix has few rows.
+static inline uint mv_sets(uint split) { return GLIMMER_MV_SIMDGROUPS / split; }
+static inline uint mv_set(ushort sgitg, uint split) { return sgitg % mv_sets(split); }
+static inline uint mv_lane(ushort tiisg, ushort sgitg, uint split) { return (sgitg / mv_sets(split)) * SIMD_WIDTH + tiisg; }
+
+// Adds up the `split` partial sums of each row set (mv_rows_part with mv_lane and split * SIMD_WIDTH
+// lanes). Lane r < NR of the set's first SIMD-group (sgitg < mv_sets(split)) gets row r's total; every
+// thread must call it (barriers, unless split is 1). scratch: MV_SIMDGROUPS * NR floats.
+static inline float mv_combine(thread const float * sums, threadgroup float * scratch, ushort tiisg, ushort sgitg,
+                               uint split) {
+    if (split == 1) {
+        float v = sums[0];
+        for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
+        return v;
+    }
+    if (tiisg == 0) {
+        for (uint r = 0; r < NR; r++) scratch[sgitg * NR + r] = sums[r];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float v = 0.0f;
+    if (tiisg < NR) {
+        for (uint p = 0; p < split; p++) v += scratch[(p * mv_sets(split) + mv_set(sgitg, split)) * NR + tiisg];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    return v;
 }
 
 // ---- threadgroup reductions ----
@@ -340,6 +386,17 @@ static inline float threadgroup_sum(float v, threadgroup float * scratch, ushort
     return total;
 }
 
+// The maximum of `v` over all threads of the threadgroup, as threadgroup_sum.
+static inline float threadgroup_max(float v, threadgroup float * scratch, ushort tiisg, ushort sgitg, uint simdgroups) {
+    float s = simd_max(v);
+    if (tiisg == 0) scratch[sgitg] = s;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float m = -INFINITY;
+    for (uint i = 0; i < simdgroups; i++) m = max(m, scratch[i]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    return m;
+}
+
 // 1/sqrt(mean(x^2) + eps) over x[0..n), computed by the whole threadgroup of `threads` threads.
 static inline float rms_scale(device const float * x, uint n, float eps, threadgroup float * scratch, ushort tiitg,
                               ushort tiisg, ushort sgitg, uint threads) {
@@ -347,4 +404,14 @@ static inline float rms_scale(device const float * x, uint n, float eps, threadg
     for (uint i = tiitg; i < n; i += threads) s += x[i] * x[i];
     float total = threadgroup_sum(s, scratch, tiisg, sgitg, threads / SIMD_WIDTH);
     return 1.0f / sqrt(total / (float) n + eps);
+}
+
+// xs[i] = x[i] * w[i] / rms(x) for i < n: the normalized input, computed once per threadgroup into
+// threadgroup memory so that the mat-vec reads it from there (XThreadgroup) instead of recomputing it
+// from two device loads per value and row set. Ends with a barrier.
+static inline void stage_normed(device const float * x, device const float * w, uint n, float eps, threadgroup float * xs,
+                                threadgroup float * scratch, ushort tiitg, ushort tiisg, ushort sgitg, uint threads) {
+    float scale = rms_scale(x, n, eps, scratch, tiitg, tiisg, sgitg, threads);
+    for (uint i = tiitg; i < n; i += threads) xs[i] = x[i] * scale * w[i];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
 }

@@ -1,6 +1,6 @@
 // Mat-vec y = W x for every weight type, weights read in place: a threadgroup of
-// GLIMMER_MV_SIMDGROUPS SIMD-groups, each computing NR consecutive rows. Optionally x is first
-// RMS-normalized (x * w_norm / rms(x)) and/or a residual is added to the result (y may alias the
+// GLIMMER_MV_SIMDGROUPS SIMD-groups computes mv_sets(split) sets of NR consecutive rows, `split` SIMD-groups
+// per set. Optionally x is first RMS-normalized (x * w_norm / rms(x), into threadgroup memory) and/or a residual is added to the result (y may alias the
 // residual: each row is read and written by one lane). Grid: (ceil(rows / rows per threadgroup), tokens);
 // the token dimension is the batched (prompt) variant.
 
@@ -13,7 +13,10 @@ struct MatVecArgs {
     uint norm;       // 1: x is RMS-normalized with norm_w first
     uint add;        // 1: y = W x + residual
     float eps;
+    uint split;      // SIMD-groups per row set (1, 2, 4 or 8): rows per threadgroup = NR * MV_SIMDGROUPS / split
 };
+
+// scratch: MV_SIMDGROUPS * NR floats, + cols with norm.
 
 kernel void mat_vec(constant MatVecArgs & a [[buffer(0)]],
                     device const char * w [[buffer(1)]],
@@ -28,20 +31,21 @@ kernel void mat_vec(constant MatVecArgs & a [[buffer(0)]],
                     ushort sgitg [[simdgroup_index_in_threadgroup]]) {
     x += tgpig.y * a.x_stride;
     y += tgpig.y * a.y_stride;
-    uint first = (tgpig.x * GLIMMER_MV_SIMDGROUPS + sgitg) * NR;
+    uint first = (tgpig.x * mv_sets(a.split) + mv_set(sgitg, a.split)) * NR;
+    uint lane = mv_lane(tiisg, sgitg, a.split);
     float sums[NR];
     if (a.norm != 0) {
-        float scale = rms_scale(x, a.cols, a.eps, scratch, tiitg, tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH);
-        XNormed xn = {x, norm_w, scale};
-        mv_rows(a.type, w, first, a.rows, a.cols, xn, tiisg, sums);
+        threadgroup float * xs = scratch + GLIMMER_MV_SIMDGROUPS * NR;
+        stage_normed(x, norm_w, a.cols, a.eps, xs, scratch, tiitg, tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH);
+        XThreadgroup xt = {xs};
+        mv_rows_part(a.type, w, first, a.rows, a.cols, xt, lane, a.split * SIMD_WIDTH, sums);
     } else {
         XDevice xd = {x};
-        mv_rows(a.type, w, first, a.rows, a.cols, xd, tiisg, sums);
+        mv_rows_part(a.type, w, first, a.rows, a.cols, xd, lane, a.split * SIMD_WIDTH, sums);
     }
-    if (tiisg < NR && first + tiisg < a.rows) {
+    float v = mv_combine(sums, scratch, tiisg, sgitg, a.split);
+    if (sgitg < mv_sets(a.split) && tiisg < NR && first + tiisg < a.rows) {
         uint r = first + tiisg;
-        float v = sums[0];
-        for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
         if (a.add != 0) v += residual[tgpig.y * a.y_stride + r];
         y[r] = v;
     }

@@ -31,6 +31,7 @@ public final class DecodeCommandListBuilder {
 
     private static final int MV_THREADS = Geometry.MV_SIMDGROUPS * Geometry.SIMD_WIDTH;
     private static final int WIDE_THREADS = Geometry.WIDE_SIMDGROUPS * Geometry.SIMD_WIDTH;
+    private static final int HEAD_THREADS = Geometry.HEAD_SIMDGROUPS * Geometry.SIMD_WIDTH;
 
     private final DecodeModel model;
     private final ModelShape s;
@@ -162,9 +163,15 @@ public final class DecodeCommandListBuilder {
         dispatches.add(new Dispatch(kernel, layer, list, grid, Size3.of(threads), memory, !dispatches.isEmpty(), reads));
     }
 
+    /** {@code n} rounded up to a multiple of 4 (the kernels' align4: threadgroup arrays read as float4). */
+    private static int align4(int n) {
+        return (n + 3) / 4 * 4;
+    }
+
     private static int groups(int rows, int perGroup) {
         return (rows + perGroup - 1) / perGroup;
     }
+
 
     private CommandList build() {
         Ref step = new Ref(stepBuffer, 0);
@@ -180,7 +187,6 @@ public final class DecodeCommandListBuilder {
         Ref act = activation((long) (s.expertsUsed() + 1) * actStride);
         Ref logits = activation(s.vocab());
         Ref token = activation(1);
-        int perGroup = Geometry.MV_ROWS_PER_THREADGROUP;
 
         String embd = "token_embd.weight";
         dispatch("embed_row", -1, Size3.of(1), WIDE_THREADS, new int[0],
@@ -190,12 +196,14 @@ public final class DecodeCommandListBuilder {
         for (int l = 0; l < s.layers(); l++) {
             String b = "blk." + l + ".";
             // 1. attn_norm + q_a and kv_a
+            int pairSplit = Geometry.mvSplit(s.qLora() + s.kvRow());
+            int perGroup = Geometry.mvRowsPerThreadgroup(pairSplit);
             dispatch("mat_vec_pair", l, Size3.of(groups(s.qLora(), perGroup) + groups(s.kvRow(), perGroup)), MV_THREADS,
-                    memory(Geometry.MV_SIMDGROUPS),
+                    memory(Geometry.MV_SCRATCH_FLOATS + s.embedding()),
                     List.of(all(b + "attn_norm.weight"), all(b + "attn_q_a.weight"), all(b + "attn_kv_a_mqa.weight")),
                     args("MatVecPairArgs", Map.of("cols", s.embedding(), "type1", type(b + "attn_q_a.weight"),
                             "rows1", s.qLora(), "type2", type(b + "attn_kv_a_mqa.weight"), "rows2", s.kvRow(),
-                            "eps", s.eps())),
+                            "eps", s.eps(), "split", pairSplit)),
                     x, weight(b + "attn_norm.weight"), weight(b + "attn_q_a.weight"), qa,
                     weight(b + "attn_kv_a_mqa.weight"), kv);
             // 2. q heads (q_a_norm, q_b, RoPE, k_b absorption) and the cache row
@@ -209,8 +217,8 @@ public final class DecodeCommandListBuilder {
             qh.put("k_b_type", type(b + "attn_k_b.weight"));
             qh.put("eps", s.eps());
             qh.put("rope_base", s.ropeBase());
-            dispatch("mla_q_heads", l, Size3.of(s.heads() + 1), WIDE_THREADS,
-                    memory(Geometry.WIDE_SIMDGROUPS + Math.max(s.nope() + s.rope(), s.kvRow())),
+            dispatch("mla_q_heads", l, Size3.of(s.heads() * Geometry.Q_PARTS + 1), HEAD_THREADS,
+                    memory(Geometry.HEAD_SIMDGROUPS + align4(Math.max(s.nope() + s.rope(), s.kvRow())) + s.qLora()),
                     List.of(all(b + "attn_q_a_norm.weight"), all(b + "attn_q_b.weight"), all(b + "attn_k_b.weight"),
                             all(b + "attn_kv_a_norm.weight")),
                     args("QHeadsArgs", qh), step, qa, weight(b + "attn_q_a_norm.weight"), weight(b + "attn_q_b.weight"),
@@ -222,7 +230,8 @@ public final class DecodeCommandListBuilder {
                             "splits", Geometry.ATTENTION_SPLITS, "scale", s.kqScale())),
                     step, q, new Ref(kvBuffers[l], 0), partials);
             // 4. merge + v_b
-            dispatch("mla_merge", l, Size3.of(s.heads()), WIDE_THREADS, memory(s.latent()), List.of(all(b + "attn_v_b.weight")),
+            dispatch("mla_merge", l, Size3.of(s.heads() * Geometry.MERGE_PARTS), HEAD_THREADS,
+                    memory(s.latent() + Geometry.ATTENTION_SPLITS), List.of(all(b + "attn_v_b.weight")),
                     args("MergeArgs", Map.of("heads", s.heads(), "latent", s.latent(), "splits", Geometry.ATTENTION_SPLITS,
                             "v_head", s.vHead(), "v_b_type", type(b + "attn_v_b.weight"))),
                     partials, weight(b + "attn_v_b.weight"), o);
@@ -266,8 +275,10 @@ public final class DecodeCommandListBuilder {
         a.put("norm", norm != null ? 1 : 0);
         a.put("add", residual != null ? 1 : 0);
         a.put("eps", s.eps());
-        dispatch("mat_vec", layer, Size3.of(groups(rows, Geometry.MV_ROWS_PER_THREADGROUP)), MV_THREADS,
-                memory(Geometry.MV_SIMDGROUPS), List.of(all(w)), args("MatVecArgs", a), weight(w), x, out,
+        int split = Geometry.mvSplit(rows);
+        a.put("split", split);
+        dispatch("mat_vec", layer, Size3.of(groups(rows, Geometry.mvRowsPerThreadgroup(split))), MV_THREADS,
+                memory(Geometry.MV_SCRATCH_FLOATS + (norm != null ? cols : 0)), List.of(all(w)), args("MatVecArgs", a), weight(w), x, out,
                 norm != null ? norm : x, residual != null ? residual : out);
     }
 
@@ -298,7 +309,9 @@ public final class DecodeCommandListBuilder {
         if (hasBias) {
             reads.add(all(bias));
         }
-        dispatch("moe_router", l, Size3.of(1), WIDE_THREADS, memory(Geometry.WIDE_SIMDGROUPS + 2L * s.experts()), reads,
+        long routerScratch = align4(Geometry.HEAD_SIMDGROUPS + 2 * s.experts()
+                + Math.max(s.experts(), Geometry.HEAD_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP)) + s.embedding();
+        dispatch("moe_router", l, Size3.of(1), HEAD_THREADS, memory(routerScratch), reads,
                 args("RouterArgs", r), weight(router), x, weight(b + "ffn_norm.weight"),
                 hasBias ? weight(bias) : weight(router), ids, expertWeights);
 
@@ -339,8 +352,10 @@ public final class DecodeCommandListBuilder {
         a.put("act_stride", actStride);
         a.put("eps", s.eps());
         int rows = Math.max(routed > 0 ? s.expertFfn() : 0, sharedRows);
-        dispatch("moe_gate_up", l, Size3.of(groups(rows, Geometry.MV_ROWS_PER_THREADGROUP), routed + 1), MV_THREADS,
-                memory(Geometry.MV_SIMDGROUPS), reads, args("GateUpArgs", a), x, weight(b + "ffn_norm.weight"),
+        int split = Geometry.mvSplit(2L * rows * (routed + 1));
+        a.put("split", split);
+        dispatch("moe_gate_up", l, Size3.of(groups(rows, Geometry.mvRowsPerThreadgroup(split)), routed + 1), MV_THREADS,
+                memory(Geometry.MV_SCRATCH_FLOATS + s.embedding()), reads, args("GateUpArgs", a), x, weight(b + "ffn_norm.weight"),
                 weight(gate), weight(up), weight(gateSh), weight(upSh), ids, act);
     }
 
@@ -354,7 +369,10 @@ public final class DecodeCommandListBuilder {
         a.put("shared_cols", sharedCols);
         a.put("shared_type", type(downSh));
         a.put("act_stride", actStride);
-        dispatch("moe_down", l, Size3.of(groups(s.embedding(), Geometry.MV_ROWS_PER_THREADGROUP)), MV_THREADS, new int[0],
+        int split = Geometry.mvSplit(s.embedding());
+        a.put("split", split);
+        dispatch("moe_down", l, Size3.of(groups(s.embedding(), Geometry.mvRowsPerThreadgroup(split))), MV_THREADS,
+                memory(Geometry.MV_SCRATCH_FLOATS),
                 reads, args("DownArgs", a), weight(down), weight(downSh), act, ids, expertWeights, x);
     }
 }

@@ -5,8 +5,10 @@ import dev.glimmer.kernels.KernelParam;
 import dev.glimmer.kernels.KernelSignature;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -30,6 +32,13 @@ public final class CudaSourceRewriter {
 
     private static final Pattern KERNEL = Pattern.compile("\\bkernel\\s+void\\s+(\\w+)\\s*\\(");
     private static final Pattern ATTRIBUTE = Pattern.compile("\\[\\[[^\\]]*\\]\\]");
+    /**
+     * MSL's cap on a kernel's threadgroup size, written before {@code kernel}: it becomes
+     * {@code __launch_bounds__}, without which NVCC may give a 1024-thread kernel more registers than a
+     * block of 1024 threads can have (the launch then fails with "too many resources requested").
+     */
+    private static final Pattern MAX_THREADS = Pattern.compile(
+            "\\[\\[\\s*max_total_threads_per_threadgroup\\(([^\\]]*)\\)\\s*\\]\\]\\s*kernel\\s+void\\s+(\\w+)\\s*\\(");
     /** MSL's address-space qualifiers: CUDA's generic pointers cover them all. */
     static final Pattern ADDRESS_SPACE = Pattern.compile("\\b(device|constant|thread|threadgroup)\\b\\s*");
     private static final Set<String> NOT_FUNCTIONS = Set.of("if", "for", "while", "switch", "catch", "return", "sizeof",
@@ -45,6 +54,11 @@ public final class CudaSourceRewriter {
             kernels.add(k.name());
         }
         String text = stripComments(KernelLibrary.concatenate(library.files()));
+        Map<String, String> maxThreads = new HashMap<>();
+        Matcher bound = MAX_THREADS.matcher(text);
+        while (bound.find()) {
+            maxThreads.put(bound.group(2), bound.group(1).trim());
+        }
         text = annotateHelpers(text, kernels);
         text = ATTRIBUTE.matcher(text).replaceAll("");
         text = ADDRESS_SPACE.matcher(text).replaceAll("");
@@ -52,13 +66,13 @@ public final class CudaSourceRewriter {
         StringBuilder out = new StringBuilder(KernelLibrary.resource(PRELUDE));
         out.append('\n').append(text).append("\n#line 1 \"cuda_wrappers\"\n");
         for (KernelSignature k : library.kernels()) {
-            out.append(wrapper(k));
+            out.append(wrapper(k, maxThreads.get(k.name())));
         }
         return out.toString();
     }
 
-    /** The {@code __global__} wrapper of one kernel. */
-    static String wrapper(KernelSignature k) {
+    /** The {@code __global__} wrapper of one kernel; {@code maxThreads} (an expression, or null) caps its block size. */
+    static String wrapper(KernelSignature k, String maxThreads) {
         List<String> params = new ArrayList<>();
         for (int i = 0; i < k.bufferCount(); i++) {
             params.add("unsigned char * b" + i);
@@ -70,7 +84,8 @@ public final class CudaSourceRewriter {
         for (KernelParam p : k.params()) {
             args.add(argument(k.name(), p));
         }
-        return "extern \"C\" __global__ void " + k.name() + "(" + String.join(", ", params) + ") {\n"
+        String bounds = maxThreads == null ? "" : "__launch_bounds__(" + maxThreads + ") ";
+        return "extern \"C\" __global__ void " + bounds + k.name() + "(" + String.join(", ", params) + ") {\n"
                 + "    const uint glimmer_tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);\n"
                 + "    (void) glimmer_tid;\n"
                 + "    " + BODY_PREFIX + k.name() + "(" + String.join(",\n        ", args) + ");\n"

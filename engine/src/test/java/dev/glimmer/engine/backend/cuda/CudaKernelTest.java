@@ -118,13 +118,14 @@ class CudaKernelTest {
             }
         }
         Map<String, Number> a = Map.of("type", type.id, "cols", cols, "rows", rows, "x_stride", cols, "y_stride", rows,
-                "norm", norm ? 1 : 0, "add", add ? 1 : 0, "eps", EPS);
+                "norm", norm ? 1 : 0, "add", add ? 1 : 0, "eps", EPS, "split", Geometry.mvSplit(rows));
         long args = CudaTestSupport.uploadBytes(d, k.library().struct("MatVecArgs").pack(a));
         long weights = CudaTestSupport.upload(d, w);
         long xs = CudaTestSupport.upload(d, x);
         long nw = CudaTestSupport.upload(d, normW);
         long y = d.alloc(4L * rows * tokens);
-        int groups = (rows + Geometry.MV_ROWS_PER_THREADGROUP - 1) / Geometry.MV_ROWS_PER_THREADGROUP;
+        int per = Geometry.mvRowsPerThreadgroup(Geometry.mvSplit(rows));
+        int groups = (rows + per - 1) / per;
         float[] first = null;
         for (int rep = 0; rep < 3; rep++) {
             // with the residual added, y is the residual itself: the in-place update of the decode step
@@ -134,7 +135,7 @@ class CudaKernelTest {
                 d.memset(y, (byte) 0x7F, 4L * rows * tokens);
             }
             k.launch("mat_vec", MemorySegment.NULL, Size3.of(groups, tokens), Size3.of(Geometry.MV_SIMDGROUPS * 32),
-                    new long[] {args, weights, xs, y, nw, y}, new int[] {4 * Geometry.MV_SIMDGROUPS});
+                    new long[] {args, weights, xs, y, nw, y}, new int[] {4 * (Geometry.MV_SCRATCH_FLOATS + cols)});
             float[] got = CudaTestSupport.download(d, y, rows * tokens);
             if (first == null) {
                 first = got;

@@ -31,7 +31,7 @@ class CudaSourceRewriterTest {
     void everyKernelHasAGlobalWrapperWithOnePointerPerBufferAndOneOffsetPerThreadgroupMemory() {
         assertFalse(LIBRARY.kernels().isEmpty());
         for (KernelSignature k : LIBRARY.kernels()) {
-            Matcher m = Pattern.compile("extern \"C\" __global__ void " + k.name() + "\\(([^)]*)\\)").matcher(SOURCE);
+            Matcher m = Pattern.compile("extern \"C\" __global__ void (?:__launch_bounds__\\([^)]*\\) )?" + k.name() + "\\(([^)]*)\\)").matcher(SOURCE);
             assertTrue(m.find(), "no wrapper for " + k.name());
             String params = m.group(1);
             for (int i = 0; i < k.bufferCount(); i++) {
@@ -78,12 +78,22 @@ class CudaSourceRewriterTest {
     }
 
     @Test
+    void theKernelsOfWideThreadgroupsGetLaunchBoundsAndTheOthersNone() {
+        // without the bound NVCC may use more registers than 1024 threads of a block can have
+        for (String wide : new String[] {"mla_q_heads", "mla_merge", "moe_router"}) {
+            assertTrue(SOURCE.contains("extern \"C\" __global__ void __launch_bounds__(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH) "
+                    + wide + "("), wide);
+        }
+        assertTrue(SOURCE.contains("extern \"C\" __global__ void mla_attention("), "mla_attention keeps its register budget");
+    }
+
+    @Test
     void builtinsMapToTheBlockAndWarpOfTheThread() {
         String w = CudaSourceRewriter.wrapper(KernelParser.kernels("""
                 kernel void k(device float * y [[buffer(0)]], constant A & a [[buffer(1)]], threadgroup float * s TG_MEM(0),
                               uint3 tgpig [[threadgroup_position_in_grid]], ushort tiitg [[thread_index_in_threadgroup]],
                               ushort tiisg [[thread_index_in_simdgroup]], ushort sgitg [[simdgroup_index_in_threadgroup]]) {}
-                """).getFirst());
+                """).getFirst(), null);
         assertTrue(w.startsWith("extern \"C\" __global__ void k(unsigned char * b0, unsigned char * b1, uint tg0) {"), w);
         assertTrue(w.contains("(float *) b0"), w);
         assertTrue(w.contains("*(A *) b1"), w);
@@ -97,7 +107,7 @@ class CudaSourceRewriterTest {
     @Test
     void anUnmappedBuiltinIsRefusedWithTheKernelNamed() {
         KernelSignature k = KernelParser.kernels("kernel void odd(uint q [[quad_lane_id]]) {}").getFirst();
-        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> CudaSourceRewriter.wrapper(k));
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> CudaSourceRewriter.wrapper(k, null));
         assertTrue(e.getMessage().contains("odd") && e.getMessage().contains("quad_lane_id"), e.getMessage());
     }
 

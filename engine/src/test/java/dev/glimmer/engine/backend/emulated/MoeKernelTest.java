@@ -22,8 +22,8 @@ class MoeKernelTest {
 
     private static final float EPS = 1e-5f;
     private static final double TOLERANCE = 1e-5;
-    private static final int WIDE_THREADS = Geometry.WIDE_SIMDGROUPS * 32;
     private static final int MV_THREADS = Geometry.MV_SIMDGROUPS * 32;
+    private static final int HEAD_THREADS = Geometry.HEAD_SIMDGROUPS * 32;
 
     // ---- router ----
 
@@ -105,7 +105,9 @@ class MoeKernelTest {
         List<float[]> out = runInBothOrders("moe_router", arena -> List.of(args(arena, "RouterArgs", a), copy(arena, w),
                         floats(arena, x), floats(arena, normW), floats(arena, bias), arena.allocate(4L * used),
                         arena.allocate(4L * used)),
-                new int[] {4 * (Geometry.WIDE_SIMDGROUPS + 2 * experts)}, Size3.of(1), Size3.of(WIDE_THREADS), 5, 6);
+                new int[] {4 * ((Geometry.HEAD_SIMDGROUPS + 2 * experts
+                        + Math.max(experts, Geometry.HEAD_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP) + 3) / 4 * 4 + cols)},
+                Size3.of(1), Size3.of(HEAD_THREADS), 5, 6);
         int[] ids = new int[used];
         for (int k = 0; k < used; k++) {
             ids[k] = Float.floatToRawIntBits(out.get(0)[k]);
@@ -168,7 +170,10 @@ class MoeKernelTest {
                 "gate_type", gateType.id, "up_type", upType.id, "shared_rows", sharedRows,
                 "shared_gate_type", sharedGateType.id, "shared_up_type", sharedUpType.id, "act_stride", stride));
         a.put("eps", EPS);
-        int groups = (stride + Geometry.MV_ROWS_PER_THREADGROUP - 1) / Geometry.MV_ROWS_PER_THREADGROUP;
+        int split = 1;  // the layout of many rows (the decode step's gate+up); mat_vec's tests cover every split
+        a.put("split", split);
+        int per = Geometry.mvRowsPerThreadgroup(split);
+        int groups = (stride + per - 1) / per;
         float[] act = runInBothOrders("moe_gate_up", arena -> {
             List<MemorySegment> b = new ArrayList<>();
             b.add(args(arena, "GateUpArgs", a));
@@ -184,7 +189,7 @@ class MoeKernelTest {
             java.util.Arrays.fill(init, Float.NaN);
             b.add(floats(arena, init));
             return b;
-        }, 8, new int[] {4 * Geometry.MV_SIMDGROUPS}, Size3.of(groups, slots), Size3.of(MV_THREADS));
+        }, 8, new int[] {4 * (Geometry.MV_SCRATCH_FLOATS + cols)}, Size3.of(groups, slots), Size3.of(MV_THREADS));
         for (int s = 0; s < slots; s++) {
             int n = s == routed ? sharedRows : rows;
             for (int r = n; r < stride; r++) {
@@ -248,8 +253,10 @@ class MoeKernelTest {
             }
         }
         Map<String, Number> a = Map.of("cols", cols, "rows", rows, "routed", routed, "type", type.id,
-                "shared_cols", sharedCols, "shared_type", sharedType.id, "act_stride", stride);
-        int groups = (rows + Geometry.MV_ROWS_PER_THREADGROUP - 1) / Geometry.MV_ROWS_PER_THREADGROUP;
+                "shared_cols", sharedCols, "shared_type", sharedType.id, "act_stride", stride,
+                "split", Geometry.MV_FEW_ROWS_SPLIT);
+        int per = Geometry.mvRowsPerThreadgroup(Geometry.MV_FEW_ROWS_SPLIT);
+        int groups = (rows + per - 1) / per;
         float[] got = runInBothOrders("moe_down", arena -> {
             List<MemorySegment> b = new ArrayList<>();
             b.add(args(arena, "DownArgs", a));
@@ -260,7 +267,7 @@ class MoeKernelTest {
             b.add(floats(arena, weights));
             b.add(floats(arena, x));
             return b;
-        }, 6, new int[0], Size3.of(groups), Size3.of(MV_THREADS));
+        }, 6, new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, Size3.of(groups), Size3.of(MV_THREADS));
         assertClose(expected, magnitude, got, TOLERANCE, "moe_down");
     }
 
