@@ -6,17 +6,17 @@ import java.util.List;
  * Finds stop strings in streamed text, even when they are split across tokens: text that could be
  * the start of a stop string is held back until it is clear that it is not.
  */
-final class StopStrings {
+public final class StopStrings {
     private final List<String> stops;
     private final StringBuilder pending = new StringBuilder();
     private boolean matched;
 
-    StopStrings(List<String> stops) {
+    public StopStrings(List<String> stops) {
         this.stops = stops;
     }
 
     /** Adds {@code text}; returns what can be shown now. After a match, returns the text before the stop string. */
-    String push(String text) {
+    public String push(String text) {
         pending.append(text);
         int first = -1;
         for (String stop : stops) {
@@ -37,12 +37,12 @@ final class StopStrings {
         return visible;
     }
 
-    boolean matched() {
+    public boolean matched() {
         return matched;
     }
 
     /** The held-back text, at the end of the generation when no stop string completed. */
-    String flush() {
+    public String flush() {
         String rest = pending.toString();
         pending.setLength(0);
         return rest;

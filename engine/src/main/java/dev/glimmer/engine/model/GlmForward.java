@@ -53,6 +53,12 @@ public final class GlmForward {
     private final float[] ropeCos;       // [rope/2] per token
     private final float[] ropeSin;
     private final float[] lastLogits;
+    // Where each row of the batch goes: its sequence's cache and position. All rows belong to one
+    // sequence while a prompt is processed; a decode step of several sequences has one row each.
+    private final KvCache[] rowCache;
+    private final int[] rowPosition;
+    private final float[] qOne;          // one row of qFull, for the attention of a lone row
+    private final float[] oOne;          // one row of oLatent
 
     public GlmForward(GlmModel model, Backend backend, int maxBatch) {
         if (maxBatch <= 0) {
@@ -92,6 +98,10 @@ public final class GlmForward {
         ropeCos = new float[b * c.ropeDims() / 2];
         ropeSin = new float[b * c.ropeDims() / 2];
         lastLogits = new float[vocab];
+        rowCache = new KvCache[b];
+        rowPosition = new int[b];
+        qOne = new float[c.heads() * width];
+        oOne = new float[c.heads() * c.kvLoraRank()];
     }
 
     /** Sends every intermediate to {@code listener} (null: none, the normal case). */
@@ -132,21 +142,66 @@ public final class GlmForward {
         return allPositions ? all : lastLogits;
     }
 
-    /** The layers for one chunk of {@code n} tokens; leaves the final hidden states in {@code x}. */
+    /**
+     * One decode step of several sequences together: {@code tokens[i]} goes to {@code caches[i]} at that
+     * cache's next position, and every cache advances by one. The weight matrices are read once for all
+     * of them (what makes continuous batching pay); attention runs per sequence over its own cache.
+     * Each row is computed as {@link #forward} computes a lone token.
+     *
+     * @return the logits of every sequence, {@code n × vocab} values (a new array)
+     */
+    public float[] decode(KvCache[] caches, int[] tokens, int n) {
+        if (n <= 0 || n > maxBatch) {
+            throw new IllegalArgumentException("a decode step takes 1.." + maxBatch + " sequences, got " + n);
+        }
+        for (int t = 0; t < n; t++) {
+            if (caches[t].remaining() == 0) {
+                throw new InvalidInputException("the context is full: all " + caches[t].capacity()
+                        + " positions are used");
+            }
+            for (int u = 0; u < t; u++) {
+                if (caches[u] == caches[t]) {
+                    throw new IllegalArgumentException("sequences " + u + " and " + t + " share a cache");
+                }
+            }
+            rowCache[t] = caches[t];
+            rowPosition[t] = caches[t].size();
+        }
+        forwardRows(tokens, 0, n, false);
+        float[] all = new float[n * vocab];
+        logits(0, n, all, 0);
+        return all;
+    }
+
+    /** One chunk of {@code n} tokens of one sequence, at the positions after what {@code cache} holds. */
     private void forwardChunk(KvCache cache, int[] tokens, int from, int n) {
-        int e = c.embedding();
         int start = cache.size();
+        for (int t = 0; t < n; t++) {
+            rowCache[t] = cache;
+            rowPosition[t] = start + t;
+        }
+        forwardRows(tokens, from, n, true);
+    }
+
+    /**
+     * The layers for {@code n} rows placed by {@link #rowCache} and {@link #rowPosition}; leaves the final
+     * hidden states in {@code x}.
+     *
+     * @param oneSequence true when the rows are consecutive positions of one cache (a prompt chunk)
+     */
+    private void forwardRows(int[] tokens, int from, int n, boolean oneSequence) {
+        int e = c.embedding();
         // 1. Token embeddings (no scaling).
         for (int t = 0; t < n; t++) {
             backend.embed(w.tokenEmbedding(), tokens[from + t], x, t * e);
         }
-        ropeAngles(start, n);
+        ropeAngles(n);
         // 2. The layers.
         for (int il = 0; il < c.layers(); il++) {
             GlmWeights.Layer layer = w.layers().get(il);
             rmsNormRows(x, layer.attnNorm(), h, n, e);
             emit("attn_norm", il, h, n, e);
-            attention(cache, il, layer, start, n);
+            attention(il, layer, n, oneSequence);
             for (int i = 0; i < n * e; i++) {
                 x[i] += sub[i];
             }
@@ -164,11 +219,17 @@ public final class GlmForward {
             }
             emit("l_out", il, x, n, e);
         }
-        cache.advance(n);
+        if (oneSequence) {
+            rowCache[0].advance(n);
+        } else {
+            for (int t = 0; t < n; t++) {
+                rowCache[t].advance(1);
+            }
+        }
     }
 
     /** MLA attention of the batch: writes the batch's latent rows to the cache, leaves the output in {@code sub}. */
-    private void attention(KvCache cache, int il, GlmWeights.Layer layer, int start, int n) {
+    private void attention(int il, GlmWeights.Layer layer, int n, boolean oneSequence) {
         int e = c.embedding();
         int heads = c.heads();
         int kmla = c.keyLengthMla();
@@ -202,7 +263,7 @@ public final class GlmForward {
         emitStrided("k_pe", il, kRow, n, width, kvr, rope);
         emit("Kcur", il, kRow, n, width);
         for (int t = 0; t < n; t++) {
-            cache.write(il, start + t, kRow, t * width);
+            rowCache[t].write(il, rowPosition[t], kRow, t * width);
         }
 
         // Absorbed queries: Q[h] = concat(W_k_b[h] · q_nope[h], RoPE(q_pe[h])), rows as wide as the cache's.
@@ -219,7 +280,16 @@ public final class GlmForward {
         emit("Qcur", il, qFull, n, heads * width);
 
         // Softmax(Q·K · kq_scale) over the causal window, weighted sum of the latent values.
-        backend.attention(cache, il, qFull, n, start, heads, c.kqScale(), kvr, oLatent);
+        if (oneSequence) {
+            backend.attention(rowCache[0], il, qFull, n, rowPosition[0], heads, c.kqScale(), kvr, oLatent);
+        } else {
+            // Each row attends over its own sequence's cache.
+            for (int t = 0; t < n; t++) {
+                System.arraycopy(qFull, t * heads * width, qOne, 0, heads * width);
+                backend.attention(rowCache[t], il, qOne, 1, rowPosition[t], heads, c.kqScale(), kvr, oOne);
+                System.arraycopy(oOne, 0, oLatent, t * heads * kvr, heads * kvr);
+            }
+        }
         emit("kqv_latent", il, oLatent, n, heads * kvr);
 
         // Back from the latent space per head, then the output projection.
@@ -356,11 +426,11 @@ public final class GlmForward {
      * RoPE angles of the batch (type NORM, no scaling): for pair i of position p, θ = p · base^(-2i/dims),
      * computed as ggml does, by repeated float multiplication.
      */
-    private void ropeAngles(int start, int n) {
+    private void ropeAngles(int n) {
         int pairs = c.ropeDims() / 2;
         float thetaScale = (float) Math.pow(c.ropeBase(), -2.0f / c.ropeDims());
         for (int t = 0; t < n; t++) {
-            float theta = start + t;
+            float theta = rowPosition[t];
             for (int i = 0; i < pairs; i++) {
                 ropeCos[t * pairs + i] = (float) Math.cos(theta);
                 ropeSin[t * pairs + i] = (float) Math.sin(theta);

@@ -30,6 +30,8 @@ public final class Main {
                 new ChatPromptCommand(),
                 new InfoCommand(),
                 new SynthCommand(),
+                new PlanCommand(),
+                new SelftestCommand(),
                 new BenchCommand());
     }
 

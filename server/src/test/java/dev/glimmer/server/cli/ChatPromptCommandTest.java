@@ -1,5 +1,6 @@
 package dev.glimmer.server.cli;
 
+import dev.glimmer.server.EngineTestData;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.junit.jupiter.api.Test;
@@ -17,7 +18,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class ChatPromptCommandTest {
 
-    static final Path ENGINE_TEST_RESOURCES = Path.of("../engine/src/test/resources");
+    static final Path ENGINE_TEST_RESOURCES = EngineTestData.RESOURCES;
     static final String MODEL = ENGINE_TEST_RESOURCES.resolve("oracle/tiny-f32.gguf").toString();
 
     @TempDir

@@ -1,5 +1,6 @@
 package dev.glimmer.server.cli;
 
+import dev.glimmer.server.EngineTestData;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.junit.jupiter.api.Test;
@@ -13,7 +14,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class InfoCommandTest {
 
-    static final Path ORACLE = Path.of("../engine/src/test/resources/oracle");
+    static final Path ORACLE = EngineTestData.ORACLE;
 
     @TempDir
     Path dir;

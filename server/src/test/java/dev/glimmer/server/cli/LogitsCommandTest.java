@@ -1,5 +1,6 @@
 package dev.glimmer.server.cli;
 
+import dev.glimmer.server.EngineTestData;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.junit.jupiter.api.Test;
@@ -14,7 +15,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /** {@code ./glimmer logits} on the tiny oracle model against llama.cpp's reference logits. */
 class LogitsCommandTest {
     /** The oracle data lives in the engine's test resources; tests run in the module directory. */
-    static final Path ORACLE = Path.of("../engine/src/test/resources/oracle");
+    static final Path ORACLE = EngineTestData.ORACLE;
     private static final ObjectMapper JSON = new ObjectMapper();
 
     @Test

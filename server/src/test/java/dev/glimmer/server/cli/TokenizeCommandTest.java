@@ -1,5 +1,6 @@
 package dev.glimmer.server.cli;
 
+import dev.glimmer.server.EngineTestData;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.junit.jupiter.api.Test;
@@ -15,7 +16,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** The tokenize and detokenize commands on the tiny oracle model, against llama.cpp's ids. */
 class TokenizeCommandTest {
-    static final Path ORACLE = Path.of("../engine/src/test/resources/oracle");
+    static final Path ORACLE = EngineTestData.ORACLE;
     static final String MODEL = ORACLE.resolve("tiny-f32.gguf").toString();
 
     /** The llama.cpp reference case for this text. */

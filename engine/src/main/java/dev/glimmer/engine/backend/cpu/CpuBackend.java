@@ -263,17 +263,17 @@ public final class CpuBackend implements Backend {
                     int s3 = slots[i + 3];
                     inputs.dot4(f.gate(), r, s0 / k, s1 / k, s2 / k, s3 / k, g4);
                     inputs.dot4(f.up(), r, s0 / k, s1 / k, s2 / k, s3 / k, u4);
-                    act[s0 * rows + r] = silu(g4[0]) * u4[0];
-                    act[s1 * rows + r] = silu(g4[1]) * u4[1];
-                    act[s2 * rows + r] = silu(g4[2]) * u4[2];
-                    act[s3 * rows + r] = silu(g4[3]) * u4[3];
+                    act[s0 * rows + r] = Backend.silu(g4[0]) * u4[0];
+                    act[s1 * rows + r] = Backend.silu(g4[1]) * u4[1];
+                    act[s2 * rows + r] = Backend.silu(g4[2]) * u4[2];
+                    act[s3 * rows + r] = Backend.silu(g4[3]) * u4[3];
                 }
                 for (; i < slotCount[e]; i++) {
                     int slot = slots[i];
                     int t = slot / k;
                     float g = inputs.dot(f.gate(), r, t);
                     float u = inputs.dot(f.up(), r, t);
-                    act[slot * rows + r] = silu(g) * u;
+                    act[slot * rows + r] = Backend.silu(g) * u;
                 }
             }
         }
@@ -294,10 +294,5 @@ public final class CpuBackend implements Backend {
                 }
             }
         }
-    }
-
-    /** SiLU as the forward pass computes it (GlmForward.silu): {@code v / (1 + exp(-v))} with a float exponential. */
-    private static float silu(float v) {
-        return v / (1.0f + (float) Math.exp(-v));
     }
 }

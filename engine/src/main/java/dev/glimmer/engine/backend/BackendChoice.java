@@ -1,0 +1,41 @@
+package dev.glimmer.engine.backend;
+
+import java.util.Optional;
+
+/**
+ * The backend a model runs on, and why ({@link Backends#choose}): shown in the log and in
+ * {@code /v1/models}. Close it with the model; it owns the device.
+ *
+ * @param name     {@code cpu} or {@code metal}
+ * @param reason   one line: why this backend (and, after a fallback, what was wrong with the other)
+ * @param selfTest the self-test that decided, when one ran
+ * @param decoders opens a sequence of a given context size on this backend
+ */
+public record BackendChoice(String name, String reason, Optional<SelfTest.Report> selfTest, Decoders decoders)
+        implements AutoCloseable {
+
+    /** Opens sequences on one backend for one model. */
+    public interface Decoders extends AutoCloseable {
+        TokenDecoder open(int capacity);
+
+        /** Releases the device; the CPU holds nothing. */
+        @Override
+        default void close() {
+        }
+    }
+
+    public TokenDecoder open(int capacity) {
+        return decoders.open(capacity);
+    }
+
+    @Override
+    public void close() {
+        try {
+            decoders.close();
+        } catch (RuntimeException e) {
+            throw e;
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
+        }
+    }
+}

@@ -1,0 +1,107 @@
+package dev.glimmer.engine.backend;
+
+import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.backend.cuda.CudaDevice;
+import dev.glimmer.engine.backend.cuda.CudaKernels;
+import dev.glimmer.engine.backend.cuda.CudaTokenDecoder;
+import dev.glimmer.engine.backend.cuda.CudaWeights;
+import dev.glimmer.engine.backend.emulated.DecodeModels;
+import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
+
+import java.io.PrintStream;
+import java.util.Locale;
+import java.util.Optional;
+
+/**
+ * The CUDA half of {@link Backends}: finds the device, compiles (or takes from the cache) the
+ * kernels, runs the self-test against the CPU, then copies the model's weights to the device once;
+ * falls back to the CPU, saying why, when any of it fails.
+ */
+final class CudaChoice {
+
+    private CudaChoice() {
+    }
+
+    /** Whether a CUDA device is usable here (never throws). */
+    static boolean available() {
+        return CudaDevice.probe().device().isPresent();
+    }
+
+    /** Why there is no CUDA device here. */
+    static String unavailable() {
+        return CudaDevice.probe().reason();
+    }
+
+    /** The self-test on the first CUDA device. */
+    static SelfTest.Report selfTest() {
+        CudaDevice device = CudaDevice.probe().device()
+                .orElseThrow(() -> new InvalidInputException("--backend cuda: " + unavailable()));
+        return SelfTest.run("cuda on " + device.name(), CudaChoice::selfTestDecoder);
+    }
+
+    /** A decoder for one built-in self-test model: its own (tiny) weights on the device. */
+    private static GpuTokenDecoder selfTestDecoder(GlmModel model, int capacity) {
+        CudaDevice device = CudaDevice.probe().device().orElseThrow();
+        return CudaTokenDecoder.withOwnWeights(new CudaWeights(model, CudaKernels.load(device), bytes -> {
+        }), capacity);
+    }
+
+    /**
+     * @param explicit {@code --backend cuda} (no device is then an input error) rather than {@code auto}
+     */
+    static BackendChoice choose(GlmModel model, boolean selfTest, boolean explicit, PrintStream log) {
+        Optional<CudaDevice> found = CudaDevice.probe().device();
+        if (found.isEmpty()) {
+            if (explicit) {
+                throw new InvalidInputException("--backend cuda: " + unavailable());
+            }
+            return Backends.cpu(model, "auto: " + Backends.metalUnavailable() + "; CUDA: " + unavailable());
+        }
+        try {
+            DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), 1);
+        } catch (RuntimeException e) {
+            return Backends.cpu(model, "the GPU decode step cannot run this model: " + e.getMessage());
+        }
+        CudaDevice device = found.get();
+        String what = "CUDA on " + device.name();
+        Optional<SelfTest.Report> report = Optional.empty();
+        try {
+            CudaKernels.load(device);
+            if (selfTest) {
+                SelfTest.Report r = SelfTest.run("cuda", CudaChoice::selfTestDecoder);
+                if (!r.passed()) {
+                    return Backends.cpu(model, what + " failed its self-test: " + r.firstFailure(), Optional.of(r));
+                }
+                report = Optional.of(r);
+            }
+        } catch (RuntimeException e) {
+            return Backends.cpu(model, what + " failed its self-test: " + e.getMessage());
+        }
+        long total = model.file().mapping().byteSize();
+        long[] next = {0};
+        CudaWeights weights;
+        try {
+            weights = new CudaWeights(model, CudaKernels.load(device), bytes -> {
+                if (bytes >= next[0]) {
+                    log.printf(Locale.ROOT, "copying weights to %s: %.1f / %.1f GB%n", device.name(), bytes / 1e9, total / 1e9);
+                    next[0] += 4_000_000_000L;
+                }
+            });
+        } catch (RuntimeException e) {
+            return Backends.cpu(model, what + " could not take the weights: " + e.getMessage(), report);
+        }
+        return new BackendChoice("cuda", what + (selfTest ? ", self-test passed" : ", self-test skipped"), report,
+                new BackendChoice.Decoders() {
+                    @Override
+                    public TokenDecoder open(int capacity) {
+                        return new CudaTokenDecoder(weights, capacity);
+                    }
+
+                    @Override
+                    public void close() {
+                        weights.close();
+                    }
+                });
+    }
+}

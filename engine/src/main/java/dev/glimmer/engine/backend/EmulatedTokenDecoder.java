@@ -1,0 +1,49 @@
+package dev.glimmer.engine.backend;
+
+import dev.glimmer.engine.backend.emulated.EmulatedDecoder;
+import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.kernels.emulator.FiberOrder;
+
+/**
+ * The GPU decode step on the CPU kernel emulator, as a {@link TokenDecoder}: slow, but it runs the
+ * same command list and kernels as Metal, so the self-test can check the GPU path where there is no GPU.
+ */
+final class EmulatedTokenDecoder implements GpuTokenDecoder {
+
+    private final EmulatedDecoder decoder;
+    private final int capacity;
+
+    EmulatedTokenDecoder(GlmModel model, int capacity) {
+        this.decoder = new EmulatedDecoder(model, capacity, FiberOrder.inOrder());
+        this.capacity = capacity;
+    }
+
+    @Override
+    public float[] forward(int[] tokens, int from, int count) {
+        float[] logits = null;
+        for (int i = from; i < from + count; i++) {
+            logits = decoder.step(tokens[i]);
+        }
+        return logits;
+    }
+
+    @Override
+    public int greedyToken() {
+        return decoder.greedyToken();
+    }
+
+    @Override
+    public int position() {
+        return decoder.position();
+    }
+
+    @Override
+    public int capacity() {
+        return capacity;
+    }
+
+    @Override
+    public void close() {
+        decoder.close();
+    }
+}

@@ -1,0 +1,8 @@
+package dev.glimmer.engine.backend;
+
+/** A {@link TokenDecoder} whose step ends with an argmax dispatch on the device. */
+public interface GpuTokenDecoder extends TokenDecoder {
+
+    /** The token the last step's argmax dispatch chose (greedy decoding without reading the logits). */
+    int greedyToken();
+}

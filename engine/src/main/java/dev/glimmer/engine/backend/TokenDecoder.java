@@ -1,0 +1,23 @@
+package dev.glimmer.engine.backend;
+
+/**
+ * One sequence being decoded on some backend: it holds the sequence's KV cache and turns tokens
+ * into the logits of the next one. Not thread-safe; one per sequence.
+ */
+public interface TokenDecoder extends AutoCloseable {
+
+    /**
+     * Runs {@code tokens[from .. from+count)} after the positions already held and returns the
+     * logits after the last of them (vocabulary-sized; a new array or one the decoder reuses).
+     */
+    float[] forward(int[] tokens, int from, int count);
+
+    /** Positions held in the cache. */
+    int position();
+
+    /** Positions the cache can hold. */
+    int capacity();
+
+    @Override
+    void close();
+}

@@ -1,0 +1,79 @@
+package dev.glimmer.engine.backend.cuda;
+
+import dev.glimmer.engine.backend.GpuTokenDecoder;
+import dev.glimmer.engine.backend.PartialSteps;
+import dev.glimmer.kernels.decode.CommandList;
+
+/**
+ * A sequence on the CUDA backend as a {@link GpuTokenDecoder}: prompt tokens run the decode graph
+ * without reading anything back; only the last token's logits are copied to the host.
+ */
+public final class CudaTokenDecoder implements GpuTokenDecoder, PartialSteps {
+
+    private final CudaDecoder decoder;
+    private final CudaWeights ownedWeights;
+
+    /** A sequence over weights shared with other sequences (the caller closes them). */
+    public CudaTokenDecoder(CudaWeights weights, int capacity) {
+        this(weights, capacity, false);
+    }
+
+    private CudaTokenDecoder(CudaWeights weights, int capacity, boolean owned) {
+        this.decoder = new CudaDecoder(weights, capacity);
+        this.ownedWeights = owned ? weights : null;
+    }
+
+    /** A sequence with weights of its own, freed when it closes (the self-test's single-sequence models). */
+    public static CudaTokenDecoder withOwnWeights(CudaWeights weights, int capacity) {
+        try {
+            return new CudaTokenDecoder(weights, capacity, true);
+        } catch (RuntimeException e) {
+            weights.close();
+            throw e;
+        }
+    }
+
+    @Override
+    public float[] forward(int[] tokens, int from, int count) {
+        if (count <= 0) {
+            throw new IllegalArgumentException("forward needs at least one token, got " + count);
+        }
+        for (int i = from; i < from + count - 1; i++) {
+            decoder.feed(tokens[i]);
+        }
+        return decoder.step(tokens[from + count - 1]);
+    }
+
+    @Override
+    public int greedyToken() {
+        return decoder.greedyToken();
+    }
+
+    @Override
+    public int position() {
+        return decoder.position();
+    }
+
+    @Override
+    public int capacity() {
+        return decoder.contextSize();
+    }
+
+    @Override
+    public CommandList commandList() {
+        return decoder.commandList();
+    }
+
+    @Override
+    public float[] partialStep(int token, int position, int dispatches, int buffer, long offset, int count) {
+        return decoder.partialStep(token, position, dispatches, buffer, offset, count);
+    }
+
+    @Override
+    public void close() {
+        decoder.close();
+        if (ownedWeights != null) {
+            ownedWeights.close();
+        }
+    }
+}

@@ -1,0 +1,72 @@
+package dev.glimmer.engine.backend;
+
+import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.backend.cpu.CpuBackend;
+import dev.glimmer.engine.kv.KvCache;
+import dev.glimmer.engine.kv.KvCacheType;
+import dev.glimmer.engine.model.GlmForward;
+import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.engine.model.Oracle;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.condition.DisabledOnOs;
+import org.junit.jupiter.api.condition.OS;
+
+import java.io.IOException;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** Backend choice where there is no Metal (this class describes Linux; on a Mac the self-test decides). */
+@DisabledOnOs(OS.MAC)
+class BackendsTest {
+
+    @Test
+    void autoTakesTheCpuAndSaysWhy() throws IOException {
+        Assumptions.assumeFalse(CudaChoice.available(), "a CUDA device is present: auto takes it (CudaBackendTest)");
+        try (GlmModel model = GlmModel.open(Oracle.model("tiny-q8_0"));
+             BackendChoice choice = Backends.choose("auto", model)) {
+            assertEquals("cpu", choice.name());
+            assertEquals("auto: Metal needs macOS on Apple Silicon, this is " + System.getProperty("os.name") + "/"
+                    + System.getProperty("os.arch") + "; CUDA: " + CudaChoice.unavailable(), choice.reason());
+            assertTrue(choice.selfTest().isEmpty());
+            int[] prompt = Oracle.chatCase("tiny-q8_0").promptTokens();
+            try (TokenDecoder decoder = choice.open(64);
+                 KvCache cache = model.newCache(64, KvCacheType.DEFAULT)) {
+                float[] expected = new GlmForward(model, new CpuBackend(), GlmForward.DEFAULT_BATCH)
+                        .forward(cache, prompt, 0, prompt.length, false).clone();
+                assertArrayEquals(expected, decoder.forward(prompt, 0, prompt.length));
+                assertEquals(prompt.length, decoder.position());
+                assertEquals(64, decoder.capacity());
+            }
+        }
+    }
+
+    @Test
+    void cpuIsTakenWhenAskedFor() throws IOException {
+        try (GlmModel model = GlmModel.open(Oracle.model("tiny-q8_0"));
+             BackendChoice choice = Backends.choose("cpu", model)) {
+            assertEquals("cpu", choice.name());
+            assertEquals("asked for with --backend cpu", choice.reason());
+        }
+    }
+
+    @Test
+    void backendsThatCannotRunHereAreRefusedWithAReason() throws IOException {
+        try (GlmModel model = GlmModel.open(Oracle.model("tiny-q8_0"))) {
+            assertEquals("--backend metal: Metal needs macOS on Apple Silicon, this is " + System.getProperty("os.name")
+                    + "/" + System.getProperty("os.arch"),
+                    assertThrows(InvalidInputException.class, () -> Backends.choose("metal", model)).getMessage());
+            if (!CudaChoice.available()) {
+                assertEquals("--backend cuda: " + CudaChoice.unavailable(),
+                        assertThrows(InvalidInputException.class, () -> Backends.choose("cuda", model)).getMessage());
+            }
+            assertEquals("unknown backend 'gpu' (auto, cpu, metal, cuda)",
+                    assertThrows(InvalidInputException.class, () -> Backends.choose("gpu", model)).getMessage());
+        }
+        assertTrue(assertThrows(InvalidInputException.class, () -> Backends.selfTest("metal")).getMessage()
+                .startsWith("--backend metal: Metal needs macOS"));
+    }
+}

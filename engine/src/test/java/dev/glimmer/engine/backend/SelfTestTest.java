@@ -1,0 +1,249 @@
+package dev.glimmer.engine.backend;
+
+import dev.glimmer.engine.backend.cpu.CpuBackend;
+import dev.glimmer.engine.backend.emulated.DecodeModels;
+import dev.glimmer.engine.kv.KvCacheType;
+import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.engine.model.Oracle;
+import dev.glimmer.kernels.decode.CommandList;
+import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
+import dev.glimmer.kernels.decode.Dispatch;
+import org.junit.jupiter.api.Test;
+
+import java.io.IOException;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.function.IntUnaryOperator;
+import java.util.stream.Collectors;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * The self-test on the emulated GPU path (the real kernels and command list on the CPU emulator),
+ * and on stand-ins that are wrong in known ways, which it must report.
+ */
+class SelfTestTest {
+
+    @Test
+    void theKernelsOnTheEmulatorPassOnTheBuiltInModels() {
+        SelfTest.Report report = Backends.selfTest("emulated");
+        assertTrue(report.passed(), report.text());
+        assertEquals(SelfTest.CASES.size(), report.checks().size());
+        for (SelfTest.Check c : report.checks()) {
+            assertTrue(c.maxError() > 0 && c.maxError() <= c.limit(), c.line());
+        }
+        assertTrue(report.text().endsWith("emulated self-test passed\n"), report.text());
+    }
+
+    /** The built-in models dispatch every kernel the decode step of another model shape uses. */
+    @Test
+    void theBuiltInModelsExerciseEveryKernelOfTheDecodeStep() throws IOException {
+        Set<String> used = new TreeSet<>();
+        try (GlmModel model = GlmModel.open(Oracle.model("small-q4_k_m"))) {
+            DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), 16).dispatches()
+                    .forEach(d -> used.add(d.kernel()));
+        }
+        SelfTest.Report report = SelfTest.run("stand-in", (model, capacity) -> new CpuAsGpu(model, capacity, i -> i, -1));
+        assertEquals(used, report.kernels());
+        assertTrue(report.text().contains("kernels exercised: " + String.join(", ", used) + "\n"), report.text());
+    }
+
+    /**
+     * The CPU backend itself as the "GPU": its rounding of the activations to Q8_0 before Q8_0/Q4_0
+     * products (llama.cpp's CPU numerics) is exactly the kind of deviation the tolerance must notice;
+     * F32 products round nothing, and F16's rounding (2^-11 relative) stays within the tolerance.
+     */
+    @Test
+    void activationsRoundedToQ8AreReportedWithTheStepAndLogit() {
+        SelfTest.Report report = SelfTest.run("rounding", (model, capacity) -> new CpuAsGpu(model, capacity, i -> i, -1));
+        assertFalse(report.passed(), report.text());
+        List<SelfTest.Check> checks = report.checks();
+        assertEquals(List.of(true, true, false, false), checks.stream().map(SelfTest.Check::passed).toList(), report.text());
+        for (SelfTest.Check c : checks.subList(2, 4)) {
+            assertTrue(c.maxError() > c.limit(), c.line());
+            assertTrue(c.line().matches("FAIL tiny-q[48]_0 decode step: max \\|Δlogit\\| .* at step \\d+, logit \\d+ \\(CPU .*, GPU .*\\)"),
+                    c.line());
+        }
+        assertTrue(report.text().endsWith("rounding self-test FAILED\n"), report.text());
+        assertEquals(checks.get(2).line(), report.firstFailure());
+    }
+
+    @Test
+    void anArgmaxThatMissesTheLargestLogitIsReported() {
+        SelfTest.Report report = SelfTest.run("bad-argmax",
+                (model, capacity) -> new CpuAsGpu(model, capacity, top -> (top + 1) % model.vocabSize(), -1));
+        assertFalse(report.passed());
+        assertTrue(report.checks().get(0).line().startsWith("FAIL tiny-f32 argmax"), report.text());
+        assertTrue(report.checks().get(0).where().contains("at step 0: the argmax dispatch chose"), report.text());
+    }
+
+    /** A NaN is the worst difference there is, and the report points at it. */
+    @Test
+    void aNanLogitIsReportedWhereItIs() {
+        SelfTest.Report report = SelfTest.run("nan", (model, capacity) -> new CpuAsGpu(model, capacity, i -> i, 77));
+        SelfTest.Check f32 = report.checks().getFirst();
+        assertFalse(f32.passed());
+        assertEquals(Double.POSITIVE_INFINITY, f32.maxError());
+        assertTrue(f32.where().startsWith("at step 0, logit 77 (CPU "), f32.where());
+        assertTrue(f32.where().endsWith(", GPU NaN)"), f32.where());
+    }
+
+    /** A "GPU" whose layer 1 is wrong: the report names that layer and its kernels. */
+    @Test
+    void aWrongLayerIsLocatedWithItsKernels() throws IOException {
+        SelfTest.Report report = SelfTest.run("broken-layer", (model, capacity) -> new BrokenLayer(model, capacity, 1));
+        assertFalse(report.passed(), report.text());
+        String layerOne;
+        try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"))) {
+            layerOne = DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), 8).dispatches().stream()
+                    .filter(d -> d.layer() == 1).map(Dispatch::kernel).distinct().collect(Collectors.joining(", "));
+        }
+        for (SelfTest.Check c : report.checks()) {
+            assertFalse(c.passed(), c.line());
+            assertTrue(c.where().startsWith("at step 0, logit "), c.line());
+            assertTrue(c.where().contains("; first off after layer 1 (kernels " + layerOne + "): max |Δx| "), c.line());
+        }
+        assertEquals("mat_vec_pair, mla_q_heads, mla_attention, mla_merge, mat_vec, moe_router, moe_gate_up, moe_down", layerOne);
+    }
+
+    /**
+     * The CPU forward pass with the kernels' numerics, except that the output of layer {@code bad} is
+     * scaled by 1.1 (the pass goes on with it), as a GPU with a broken kernel in that layer would.
+     * Partial steps re-run the pass from the start and show the residual after the last dispatch's layer.
+     */
+    private static final class BrokenLayer implements GpuTokenDecoder, PartialSteps {
+        private final GlmModel model;
+        private final int bad;
+        private final CpuDecoder cpu;
+        private final CommandList list;
+        private int top;
+
+        BrokenLayer(GlmModel model, int capacity, int bad) {
+            this.model = model;
+            this.bad = bad;
+            this.cpu = broken(capacity, null, -1);
+            this.list = DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), capacity);
+        }
+
+        private CpuDecoder broken(int capacity, float[][] capture, int captureLayer) {
+            CpuDecoder d = new CpuDecoder(model, capacity, KvCacheType.F32, new FloatActivationBackend());
+            d.forwardPass().setListener((name, layer, rows, width, values) -> {
+                if (name.equals("l_out") && layer == bad) {
+                    for (int i = 0; i < rows * width; i++) {
+                        values[i] *= 1.1f;
+                    }
+                }
+                if (name.equals("l_out") && layer == captureLayer) {
+                    capture[0] = Arrays.copyOfRange(values, (rows - 1) * width, rows * width);
+                }
+            });
+            return d;
+        }
+
+        @Override
+        public CommandList commandList() {
+            return list;
+        }
+
+        @Override
+        public float[] partialStep(int token, int position, int dispatches, int buffer, long offset, int count) {
+            assertEquals(SelfTest.TOKENS[position], token);
+            assertEquals(model.config().embedding(), count);
+            float[][] capture = new float[1][];
+            try (CpuDecoder d = broken(position + 1, capture, list.dispatches().get(dispatches - 1).layer())) {
+                for (int t = 0; t <= position; t++) {
+                    d.forward(SelfTest.TOKENS, t, 1);
+                }
+            }
+            return capture[0];
+        }
+
+        @Override
+        public float[] forward(int[] tokens, int from, int count) {
+            float[] logits = cpu.forward(tokens, from, count);
+            top = 0;
+            for (int i = 1; i < logits.length; i++) {
+                if (logits[i] > logits[top]) {
+                    top = i;
+                }
+            }
+            return logits;
+        }
+
+        @Override
+        public int greedyToken() {
+            return top;
+        }
+
+        @Override
+        public int position() {
+            return cpu.position();
+        }
+
+        @Override
+        public int capacity() {
+            return cpu.capacity();
+        }
+
+        @Override
+        public void close() {
+            cpu.close();
+        }
+    }
+
+    /**
+     * A CPU decoder posing as a GPU one; its "argmax dispatch" answers {@code argmax} of the true top
+     * token, and logit {@code nanAt} (unless -1) is NaN.
+     */
+    private static final class CpuAsGpu implements GpuTokenDecoder {
+        private final CpuDecoder cpu;
+        private final IntUnaryOperator argmax;
+        private final int nanAt;
+        private int top;
+
+        CpuAsGpu(GlmModel model, int capacity, IntUnaryOperator argmax, int nanAt) {
+            this.cpu = new CpuDecoder(model, capacity, KvCacheType.F32, new CpuBackend());
+            this.argmax = argmax;
+            this.nanAt = nanAt;
+        }
+
+        @Override
+        public float[] forward(int[] tokens, int from, int count) {
+            float[] logits = cpu.forward(tokens, from, count).clone();
+            if (nanAt >= 0) {
+                logits[nanAt] = Float.NaN;
+            }
+            top = 0;
+            for (int i = 1; i < logits.length; i++) {
+                if (logits[i] > logits[top]) {
+                    top = i;
+                }
+            }
+            return logits;
+        }
+
+        @Override
+        public int greedyToken() {
+            return argmax.applyAsInt(top);
+        }
+
+        @Override
+        public int position() {
+            return cpu.position();
+        }
+
+        @Override
+        public int capacity() {
+            return cpu.capacity();
+        }
+
+        @Override
+        public void close() {
+            cpu.close();
+        }
+    }
+}

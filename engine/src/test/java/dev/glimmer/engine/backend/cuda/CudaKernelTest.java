@@ -1,0 +1,208 @@
+package dev.glimmer.engine.backend.cuda;
+
+import dev.glimmer.engine.gguf.GgufFile;
+import dev.glimmer.engine.gguf.TensorInfo;
+import dev.glimmer.engine.model.Oracle;
+import dev.glimmer.engine.tensor.Dequantizer;
+import dev.glimmer.engine.tensor.GgmlType;
+import dev.glimmer.engine.tensor.Q4_0;
+import dev.glimmer.engine.tensor.Q8_0;
+import dev.glimmer.kernels.Geometry;
+import dev.glimmer.kernels.Size3;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+import java.util.Arrays;
+import java.util.Map;
+import java.util.Random;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * Kernels on the GPU against the CPU reference (ggml's dequantization times float activations, in
+ * double): mat_vec for every weight type the kernels read, at GLM-4.7-Flash shapes and batched,
+ * with random weights quantized by the engine or real tensors of the oracle models; argmax with
+ * ties. Every launch is repeated and must give identical bits.
+ */
+class CudaKernelTest {
+
+    private static final float EPS = 1e-5f;
+    private static final double TOLERANCE = 1e-5;
+    private static final ValueLayout.OfShort HALF = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+
+    @ParameterizedTest
+    @ValueSource(strings = {"F32", "F16", "Q4_0", "Q8_0"})
+    void matVecOfQuantizedRandomWeights(String typeName) {
+        GgmlType type = GgmlType.valueOf(typeName);
+        checkMatVec(type, randomWeights(type, 768, 2048, new Random(1)), 768, 2048, true, false, 1, 11);
+        checkMatVec(type, randomWeights(type, 2048, 5120, new Random(2)), 2048, 5120, false, true, 1, 12);
+        checkMatVec(type, randomWeights(type, 37, 512, new Random(3)), 37, 512, true, true, 3, 13);
+    }
+
+    /** The K-quants and Q5_0 as they are stored in a real file (small-q4_k_m). */
+    @ParameterizedTest
+    @ValueSource(strings = {"blk.0.attn_k_b.weight", "blk.0.attn_output.weight", "token_embd.weight", "output.weight",
+            "blk.1.ffn_down_exps.weight"})
+    void matVecOfOracleTensors(String name) throws IOException {
+        try (GgufFile file = GgufFile.open(Oracle.model("small-q4_k_m"))) {
+            TensorInfo t = file.tensor(name);
+            int cols = (int) t.ne(0);
+            int rows = (int) Math.min(t.ne(1), 4096);
+            MemorySegment w = file.mapping().asSlice(file.fileOffset(t), t.type().rowBytes(cols) * rows);
+            checkMatVec(t.type(), w, rows, cols, true, true, 1, name.hashCode());
+            checkMatVec(t.type(), w, rows, cols, false, false, 2, name.hashCode() + 1);
+        }
+    }
+
+    @Test
+    void argmaxTakesTheFirstOfTiedMaxima() {
+        CudaKernels k = CudaTestSupport.kernels();
+        CudaDriver d = k.device().driver();
+        Random random = new Random(7);
+        int n = 154880;
+        float[] v = new float[n];
+        for (int i = 0; i < n; i++) {
+            v[i] = (float) random.nextGaussian();
+        }
+        v[99_001] = 9f;
+        v[12_345] = 9f;
+        v[150_000] = 9f;
+        long args = CudaTestSupport.uploadBytes(d, k.library().struct("ArgmaxArgs").pack(Map.of("n", n)));
+        long values = CudaTestSupport.upload(d, v);
+        long result = d.alloc(16);
+        for (int rep = 0; rep < 3; rep++) {
+            d.memset(result, (byte) 0xFF, 16);
+            k.launch("argmax", MemorySegment.NULL, Size3.of(1), Size3.of(Geometry.WIDE_SIMDGROUPS * 32),
+                    new long[] {args, values, result}, new int[] {8 * Geometry.WIDE_SIMDGROUPS});
+            assertEquals(12_345, Float.floatToRawIntBits(CudaTestSupport.download(d, result, 1)[0]));
+        }
+        for (long p : new long[] {args, values, result}) {
+            d.free(p);
+        }
+    }
+
+    private static void checkMatVec(GgmlType type, MemorySegment w, int rows, int cols, boolean norm, boolean add,
+                                    int tokens, long seed) {
+        CudaKernels k = CudaTestSupport.kernels();
+        CudaDriver d = k.device().driver();
+        Random random = new Random(seed);
+        float[] x = vector(cols * tokens, random);
+        float[] normW = vector(cols, random);
+        float[] residual = vector(rows * tokens, random);
+        double[] expected = new double[rows * tokens];
+        double[] magnitude = new double[rows * tokens];
+        float[] row = new float[cols];
+        for (int r = 0; r < rows; r++) {
+            Dequantizer.dequantizeRow(type, w, type.rowBytes(cols) * r, row, 0, cols);
+            for (int t = 0; t < tokens; t++) {
+                float[] in = Arrays.copyOfRange(x, t * cols, (t + 1) * cols);
+                if (norm) {
+                    in = rmsNorm(in, normW);
+                }
+                double s = 0;
+                double m = 0;
+                for (int c = 0; c < cols; c++) {
+                    s += (double) row[c] * in[c];
+                    m += Math.abs((double) row[c] * in[c]);
+                }
+                expected[t * rows + r] = s + (add ? residual[t * rows + r] : 0);
+                magnitude[t * rows + r] = m + (add ? Math.abs(residual[t * rows + r]) : 0);
+            }
+        }
+        Map<String, Number> a = Map.of("type", type.id, "cols", cols, "rows", rows, "x_stride", cols, "y_stride", rows,
+                "norm", norm ? 1 : 0, "add", add ? 1 : 0, "eps", EPS, "split", Geometry.mvSplit(rows));
+        long args = CudaTestSupport.uploadBytes(d, k.library().struct("MatVecArgs").pack(a));
+        long weights = CudaTestSupport.upload(d, w);
+        long xs = CudaTestSupport.upload(d, x);
+        long nw = CudaTestSupport.upload(d, normW);
+        long y = d.alloc(4L * rows * tokens);
+        int per = Geometry.mvRowsPerThreadgroup(Geometry.mvSplit(rows));
+        int groups = (rows + per - 1) / per;
+        float[] first = null;
+        for (int rep = 0; rep < 3; rep++) {
+            // with the residual added, y is the residual itself: the in-place update of the decode step
+            if (add) {
+                d.copyToDevice(y, nativeCopy(residual), 4L * rows * tokens);
+            } else {
+                d.memset(y, (byte) 0x7F, 4L * rows * tokens);
+            }
+            k.launch("mat_vec", MemorySegment.NULL, Size3.of(groups, tokens), Size3.of(Geometry.MV_SIMDGROUPS * 32),
+                    new long[] {args, weights, xs, y, nw, y}, new int[] {4 * (Geometry.MV_SCRATCH_FLOATS + cols)});
+            float[] got = CudaTestSupport.download(d, y, rows * tokens);
+            if (first == null) {
+                first = got;
+                for (int i = 0; i < got.length; i++) {
+                    double err = Math.abs(got[i] - expected[i]);
+                    double allowed = TOLERANCE * magnitude[i] + 1e-6;
+                    assertTrue(err <= allowed, "mat_vec " + type + " " + cols + "x" + rows + " element " + i + " is "
+                            + got[i] + ", expected " + expected[i] + " (error " + err + " > " + allowed + ")");
+                }
+            } else {
+                assertArrayEquals(first, got, "mat_vec " + type + ": a repeated launch gave other bits");
+            }
+        }
+        for (long p : new long[] {args, weights, xs, nw, y}) {
+            d.free(p);
+        }
+    }
+
+    private static MemorySegment nativeCopy(float[] v) {
+        MemorySegment s = Arena.ofAuto().allocate(4L * v.length, 16);
+        MemorySegment.copy(v, 0, s, ValueLayout.JAVA_FLOAT, 0, v.length);
+        return s;
+    }
+
+    private static float[] rmsNorm(float[] x, float[] weight) {
+        double ss = 0;
+        for (float v : x) {
+            ss += (double) v * v;
+        }
+        float scale = (float) (1.0 / Math.sqrt(ss / x.length + EPS));
+        float[] out = new float[x.length];
+        for (int i = 0; i < x.length; i++) {
+            out[i] = x[i] * scale * weight[i];
+        }
+        return out;
+    }
+
+    private static float[] vector(int n, Random random) {
+        float[] v = new float[n];
+        for (int i = 0; i < n; i++) {
+            v[i] = (float) random.nextGaussian();
+        }
+        return v;
+    }
+
+    /** rows x cols of {@code type} made from Gaussian floats by the engine's quantizers. */
+    private static MemorySegment randomWeights(GgmlType type, int rows, int cols, Random random) {
+        long rowBytes = type.rowBytes(cols);
+        MemorySegment w = Arena.ofAuto().allocate(rowBytes * rows, 16);
+        float[] values = new float[cols];
+        for (int r = 0; r < rows; r++) {
+            long at = r * rowBytes;
+            for (int i = 0; i < cols; i++) {
+                values[i] = (float) random.nextGaussian();
+            }
+            switch (type) {
+                case F32 -> MemorySegment.copy(values, 0, w, ValueLayout.JAVA_FLOAT_UNALIGNED, at, cols);
+                case F16 -> {
+                    for (int i = 0; i < cols; i++) {
+                        w.set(HALF, at + 2L * i, Float.floatToFloat16(values[i]));
+                    }
+                }
+                case Q4_0 -> Q4_0.quantizeRow(values, 0, cols, w, at);
+                case Q8_0 -> Q8_0.quantizeRow(values, 0, cols, w, at);
+                default -> throw new IllegalArgumentException("no quantizer for " + type + " here");
+            }
+        }
+        return w;
+    }
+}

@@ -1,0 +1,122 @@
+package dev.glimmer.engine.backend.cuda;
+
+import dev.glimmer.kernels.KernelLibrary;
+import dev.glimmer.kernels.KernelParser;
+import dev.glimmer.kernels.KernelSignature;
+import org.junit.jupiter.api.Test;
+
+import java.util.List;
+import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * The CUDA source generated from the project's kernels, checked as text (CI has no GPU; the GPU
+ * tests compile it with NVRTC and run it): one wrapper per kernel with the right parameters, no
+ * MSL-only spelling left, every helper a device function, builtins mapped to CUDA's thread ids.
+ */
+class CudaSourceRewriterTest {
+
+    private static final KernelLibrary LIBRARY = KernelLibrary.load();
+    private static final String SOURCE = CudaSourceRewriter.rewrite(LIBRARY);
+    /** The part after the prelude: the rewritten .metal files and the wrappers. */
+    private static final String REWRITTEN = SOURCE.substring(KernelLibrary.resource(CudaSourceRewriter.PRELUDE).length());
+
+    @Test
+    void everyKernelHasAGlobalWrapperWithOnePointerPerBufferAndOneOffsetPerThreadgroupMemory() {
+        assertFalse(LIBRARY.kernels().isEmpty());
+        for (KernelSignature k : LIBRARY.kernels()) {
+            Matcher m = Pattern.compile("extern \"C\" __global__ void (?:__launch_bounds__\\([^)]*\\) )?" + k.name() + "\\(([^)]*)\\)").matcher(SOURCE);
+            assertTrue(m.find(), "no wrapper for " + k.name());
+            String params = m.group(1);
+            for (int i = 0; i < k.bufferCount(); i++) {
+                assertTrue(params.contains("unsigned char * b" + i), k.name() + " lacks buffer " + i + ": " + params);
+            }
+            assertEquals(k.bufferCount() + k.threadgroupMemoryCount(), params.isBlank() ? 0 : params.split(",").length,
+                    k.name() + ": " + params);
+            assertTrue(SOURCE.contains("static __device__ __forceinline__ void " + CudaSourceRewriter.BODY_PREFIX + k.name() + "("),
+                    k.name() + "'s body is not a device function");
+            assertFalse(m.find(), "two wrappers for " + k.name());
+        }
+    }
+
+    @Test
+    void noMslOnlySpellingRemains() {
+        assertFalse(REWRITTEN.contains("[["), "an attribute is left");
+        assertFalse(Pattern.compile("\\bkernel\\s+void\\b").matcher(REWRITTEN).find(), "a kernel keyword is left");
+        assertFalse(CudaSourceRewriter.ADDRESS_SPACE.matcher(REWRITTEN).find(), "an address-space word is left");
+        assertFalse(SOURCE.contains("metal_stdlib") || SOURCE.contains("using namespace metal"));
+        assertFalse(SOURCE.contains("#include"), "NVRTC has no system headers: the source must stand alone");
+    }
+
+    @Test
+    void everyHelperFunctionIsADeviceFunction() {
+        // the definitions in the .metal files: free helpers, struct members (static or const), templates
+        for (String helper : List.of("row_bytes", "load_half", "scale_min_k4", "load_consecutive", "mv_rows_of", "mv_rows",
+                "threadgroup_sum", "rms_scale", "rope_pairs", "get", "index", "load", "dot", "dequant", "chunk")) {
+            assertTrue(Pattern.compile("__device__ " + helper + "\\(").matcher(REWRITTEN).find(), helper + " is not annotated");
+        }
+        // calls and control statements are left alone
+        assertFalse(REWRITTEN.contains("__device__ if") || REWRITTEN.contains("__device__ for")
+                || REWRITTEN.contains("__device__ switch") || REWRITTEN.contains("= __device__"));
+    }
+
+    @Test
+    void helperAnnotationFindsDefinitionsOnly() {
+        String in = "static inline uint f(uint a) { if (a) { return g(a); } for (;;) {} }\n"
+                + "struct S { float get(uint i) const { return 0; } template <typename X> static void h(X x) {} };\n"
+                + "S s = {1};\n";
+        String out = CudaSourceRewriter.annotateHelpers(in, Set.of());
+        assertEquals("static inline uint __device__ f(uint a) { if (a) { return g(a); } for (;;) {} }\n"
+                + "struct S { float __device__ get(uint i) const { return 0; } template <typename X> static void __device__ h(X x) {} };\n"
+                + "S s = {1};\n", out);
+    }
+
+    @Test
+    void theKernelsOfWideThreadgroupsGetLaunchBoundsAndTheOthersNone() {
+        // without the bound NVCC may use more registers than 1024 threads of a block can have
+        for (String wide : new String[] {"mla_q_heads", "mla_merge", "moe_router"}) {
+            assertTrue(SOURCE.contains("extern \"C\" __global__ void __launch_bounds__(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH) "
+                    + wide + "("), wide);
+        }
+        assertTrue(SOURCE.contains("extern \"C\" __global__ void mla_attention("), "mla_attention keeps its register budget");
+    }
+
+    @Test
+    void builtinsMapToTheBlockAndWarpOfTheThread() {
+        String w = CudaSourceRewriter.wrapper(KernelParser.kernels("""
+                kernel void k(device float * y [[buffer(0)]], constant A & a [[buffer(1)]], threadgroup float * s TG_MEM(0),
+                              uint3 tgpig [[threadgroup_position_in_grid]], ushort tiitg [[thread_index_in_threadgroup]],
+                              ushort tiisg [[thread_index_in_simdgroup]], ushort sgitg [[simdgroup_index_in_threadgroup]]) {}
+                """).getFirst(), null);
+        assertTrue(w.startsWith("extern \"C\" __global__ void k(unsigned char * b0, unsigned char * b1, uint tg0) {"), w);
+        assertTrue(w.contains("(float *) b0"), w);
+        assertTrue(w.contains("*(A *) b1"), w);
+        assertTrue(w.contains("(float *) ((unsigned char *) glimmer_threadgroup_memory + tg0)"), w);
+        assertTrue(w.contains("(uint3) glimmer_uint3(blockIdx.x, blockIdx.y, blockIdx.z)"), w);
+        assertTrue(w.contains("(ushort) glimmer_tid"), w);
+        assertTrue(w.contains("(ushort) (glimmer_tid % 32)"), w);
+        assertTrue(w.contains("(ushort) (glimmer_tid / 32)"), w);
+    }
+
+    @Test
+    void anUnmappedBuiltinIsRefusedWithTheKernelNamed() {
+        KernelSignature k = KernelParser.kernels("kernel void odd(uint q [[quad_lane_id]]) {}").getFirst();
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> CudaSourceRewriter.wrapper(k, null));
+        assertTrue(e.getMessage().contains("odd") && e.getMessage().contains("quad_lane_id"), e.getMessage());
+    }
+
+    @Test
+    void commentsGoButLineNumbersStay() {
+        String in = "a /* x\ny { */ b // c {\nd\n";
+        String out = CudaSourceRewriter.stripComments(in);
+        assertEquals(in.lines().count(), out.lines().count());
+        assertFalse(out.contains("{"));
+        assertTrue(out.contains("a") && out.contains("b") && out.contains("d"));
+    }
+}

@@ -1,0 +1,123 @@
+package dev.glimmer.engine.backend.emulated;
+
+import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.backend.cpu.CpuBackend;
+import dev.glimmer.engine.gguf.GgufValue;
+import dev.glimmer.engine.gguf.GgufWriter.TensorSpec;
+import dev.glimmer.engine.kv.KvCache;
+import dev.glimmer.engine.kv.KvCacheType;
+import dev.glimmer.engine.model.GlmConfig;
+import dev.glimmer.engine.model.GlmForward;
+import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.engine.model.Oracle;
+import dev.glimmer.engine.synth.ModelSynthesizer;
+import dev.glimmer.engine.synth.SynthModel;
+import dev.glimmer.engine.synth.SynthPreset;
+import dev.glimmer.engine.synth.SynthWeightType;
+import dev.glimmer.kernels.emulator.FiberOrder;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Consumer;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * The emulated decode step on variants of the architecture (F32 weights, so the CPU backend's numerics
+ * are the float ones): softmax gating, no selection bias, tied output, unnormalized scaled expert
+ * weights, two dense blocks, two shared experts, an MTP block that is not run.
+ */
+class EmulatedVariantsTest {
+    /** Hidden 64, 4 layers of which 2 dense, 2 heads, 6 experts with 3 used and 2 shared. */
+    private static final SynthPreset OTHER = new SynthPreset("other", 4, 2, 64, 96, 32, 2, 48, 32, 16, 8, 24, 6, 3, 2,
+            512, 512, 400, 100, false);
+    private static final int[] TOKENS = {402, 404, 407, 5, 77, 300, 123, 45, 256, 399, 408, 1, 90, 91};
+    private static final String P = "deepseek2.";
+
+    @TempDir
+    Path dir;
+
+    @Test
+    void softmaxNoBiasTiedOutputUnnormalizedWeightsTwoSharedExperts() throws Exception {
+        try (GlmModel model = write("softmax", m -> {
+            m.remove(P + "expert_gating_func");
+            m.put(P + "expert_weights_scale", GgufValue.float32(2.5f));
+            m.put(P + "expert_weights_norm", GgufValue.bool(false));
+        }, t -> t.removeIf(s -> s.name().endsWith("exp_probs_b.bias") || s.name().equals("output.weight")))) {
+            assertEquals(GlmConfig.GatingFunction.SOFTMAX, model.config().gating());
+            assertDecodeAgrees(model);
+        }
+    }
+
+    @Test
+    void mtpBlockIsNotRun() throws Exception {
+        try (GlmModel model = write("mtp", m -> m.put(P + "nextn_predict_layers", GgufValue.uint32(1)), t -> {
+        })) {
+            assertEquals(3, model.config().layers());
+            assertDecodeAgrees(model);
+        }
+    }
+
+    @Test
+    void mergedGateUpExpertsAreRefusedWithAMessage() throws Exception {
+        try (GlmModel model = write("merged", m -> {
+        }, t -> {
+            List<TensorSpec> edited = new ArrayList<>();
+            for (TensorSpec s : t) {
+                if (s.name().endsWith("ffn_gate_exps.weight")) {
+                    edited.add(new TensorSpec(s.name().replace("ffn_gate_exps", "ffn_gate_up_exps"),
+                            new long[] {OTHER.embd(), 2L * OTHER.ffExpert(), OTHER.experts()}, s.type()));
+                } else if (!s.name().endsWith("ffn_up_exps.weight")) {
+                    edited.add(s);
+                }
+            }
+            t.clear();
+            t.addAll(edited);
+        })) {
+            InvalidInputException e = assertThrows(InvalidInputException.class,
+                    () -> DecodeModels.of(model.file(), model.config()));
+            assertTrue(e.getMessage().contains("merged.gguf stores merged ffn_gate_up_exps tensors"), e.getMessage());
+        }
+    }
+
+    private static void assertDecodeAgrees(GlmModel model) {
+        try (KvCache cache = model.newCache(TOKENS.length, KvCacheType.F32);
+             EmulatedDecoder gpu = new EmulatedDecoder(model, TOKENS.length, FiberOrder.shuffled(3))) {
+            GlmForward cpu = new GlmForward(model, new CpuBackend(), 1);
+            for (int t : TOKENS) {
+                float[] expected = cpu.forward(cache, new int[] {t}, 0, 1, false);
+                float[] got = gpu.step(t);
+                float lo = Float.POSITIVE_INFINITY;
+                float hi = Float.NEGATIVE_INFINITY;
+                for (float v : expected) {
+                    lo = Math.min(lo, v);
+                    hi = Math.max(hi, v);
+                }
+                assertTrue(hi - lo > 0.05, "logits too flat to compare");
+                float diff = Oracle.maxAbsDiff(got, 0, expected, expected.length);
+                assertTrue(diff <= 1e-3 * (hi - lo), "position " + gpu.position() + ": max |Δlogit| " + diff);
+                assertEquals(Oracle.argmax(expected, 0, expected.length), gpu.greedyToken());
+            }
+        }
+    }
+
+    private GlmModel write(String name, Consumer<Map<String, GgufValue>> metadata, Consumer<List<TensorSpec>> tensors)
+            throws Exception {
+        SynthModel base = SynthModel.of(OTHER, SynthWeightType.F32, 7);
+        Map<String, GgufValue> m = new LinkedHashMap<>(base.metadata());
+        metadata.accept(m);
+        List<TensorSpec> t = new ArrayList<>(base.tensors());
+        tensors.accept(t);
+        Path file = dir.resolve(name + ".gguf");
+        ModelSynthesizer.write(new SynthModel(OTHER, SynthWeightType.F32, 7, m, t), file, (written, total) -> {
+        });
+        return GlmModel.open(file);
+    }
+}

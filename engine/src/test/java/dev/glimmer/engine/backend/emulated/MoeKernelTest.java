@@ -1,0 +1,290 @@
+package dev.glimmer.engine.backend.emulated;
+
+import dev.glimmer.engine.tensor.GgmlType;
+import dev.glimmer.kernels.Geometry;
+import dev.glimmer.kernels.Size3;
+import org.junit.jupiter.api.Test;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+
+import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** The MoE kernels (router, gate+up, down) against the float reference of GLM47FLASH.md §5. */
+class MoeKernelTest {
+
+    private static final float EPS = 1e-5f;
+    private static final double TOLERANCE = 1e-5;
+    private static final int MV_THREADS = Geometry.MV_SIMDGROUPS * 32;
+    private static final int HEAD_THREADS = Geometry.HEAD_SIMDGROUPS * 32;
+
+    // ---- router ----
+
+    /** The reference selection: ids and final weights, and the relative gap between the last chosen and the first rejected selection score. */
+    record Routing(int[] ids, double[] weights, double gap) {
+    }
+
+    static Routing routerReference(float[] logits, float[] bias, int used, int gating, boolean normalize, float scale) {
+        int n = logits.length;
+        double[] p = new double[n];
+        if (gating == 1) {
+            double m = Double.NEGATIVE_INFINITY;
+            for (float l : logits) {
+                m = Math.max(m, l);
+            }
+            double sum = 0;
+            for (int e = 0; e < n; e++) {
+                p[e] = Math.exp(logits[e] - m);
+                sum += p[e];
+            }
+            for (int e = 0; e < n; e++) {
+                p[e] /= sum;
+            }
+        } else {
+            for (int e = 0; e < n; e++) {
+                p[e] = 1 / (1 + Math.exp(-logits[e]));
+            }
+        }
+        double[] choice = new double[n];
+        for (int e = 0; e < n; e++) {
+            choice[e] = p[e] + (bias != null ? bias[e] : 0);
+        }
+        int[] ids = new int[used];
+        double[] w = new double[used];
+        double total = 0;
+        for (int k = 0; k < used; k++) {
+            int best = 0;
+            for (int e = 1; e < n; e++) {
+                if (choice[e] > choice[best]) {
+                    best = e;
+                }
+            }
+            ids[k] = best;
+            w[k] = p[best];
+            total += p[best];
+            choice[best] = Double.NEGATIVE_INFINITY;
+        }
+        double lastChosen = p[ids[used - 1]] + (bias != null ? bias[ids[used - 1]] : 0);
+        double firstRejected = Double.NEGATIVE_INFINITY;
+        for (int e = 0; e < n; e++) {
+            firstRejected = Math.max(firstRejected, choice[e]);
+        }
+        double divisor = normalize ? Math.max(total, 6.103515625e-5) : 1;
+        for (int k = 0; k < used; k++) {
+            w[k] = w[k] / divisor * scale;
+        }
+        return new Routing(ids, w, (lastChosen - firstRejected) / Math.abs(lastChosen));
+    }
+
+    private static void checkRouter(int experts, int used, int cols, int gating, boolean withBias, long seed) {
+        Random random = new Random(seed);
+        MemorySegment w = randomWeights(GgmlType.F32, experts, cols, random);
+        float[] x = randomVector(cols, random);
+        float[] normW = randomVector(cols, random);
+        float[] bias = randomVector(experts, random);
+        for (int e = 0; e < experts; e++) {
+            bias[e] *= 0.05f;  // like exp_probs_b: small enough that probabilities still matter
+        }
+        float[] h = rmsNorm(x, normW, EPS);
+        float[] logits = new float[experts];
+        for (int e = 0; e < experts; e++) {
+            logits[e] = (float) dot(dequantizedRow(w, GgmlType.F32, e, cols), h).value();
+        }
+        Routing ref = routerReference(logits, withBias ? bias : null, used, gating, true, 1.8f);
+        assertTrue(ref.gap() > 1e-4, "test data must not hold a near-tie at the selection boundary");
+
+        Map<String, Number> a = Map.of("type", GgmlType.F32.id, "cols", cols, "experts", experts, "used", used,
+                "gating", gating, "has_bias", withBias ? 1 : 0, "normalize", 1, "scale", 1.8f, "eps", EPS);
+        List<float[]> out = runInBothOrders("moe_router", arena -> List.of(args(arena, "RouterArgs", a), copy(arena, w),
+                        floats(arena, x), floats(arena, normW), floats(arena, bias), arena.allocate(4L * used),
+                        arena.allocate(4L * used)),
+                new int[] {4 * ((Geometry.HEAD_SIMDGROUPS + 2 * experts
+                        + Math.max(experts, Geometry.HEAD_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP) + 3) / 4 * 4 + cols)},
+                Size3.of(1), Size3.of(HEAD_THREADS), 5, 6);
+        int[] ids = new int[used];
+        for (int k = 0; k < used; k++) {
+            ids[k] = Float.floatToRawIntBits(out.get(0)[k]);
+        }
+        assertArrayEquals(ref.ids(), ids, "selected experts");
+        for (int k = 0; k < used; k++) {
+            assertEquals(ref.weights()[k], out.get(1)[k], 1e-5 * Math.abs(ref.weights()[k]) + 1e-7, "weight " + k);
+        }
+    }
+
+    @Test
+    void routerSigmoidWithSelectionBias() {
+        checkRouter(8, 2, 256, 2, true, 11);
+        checkRouter(16, 3, 512, 2, true, 12);
+    }
+
+    @Test
+    void routerSoftmaxWithoutBias() {
+        checkRouter(8, 2, 256, 1, false, 13);
+    }
+
+    @Test
+    void routerRealShape() {
+        checkRouter(64, 4, 2048, 2, true, 14);
+    }
+
+    // ---- gate+up ----
+
+    private static void checkGateUp(int experts, int[] ids, int cols, int rows, GgmlType gateType, GgmlType upType,
+                                    int sharedRows, GgmlType sharedGateType, GgmlType sharedUpType, long seed) {
+        Random random = new Random(seed);
+        int routed = ids.length;
+        Map<Integer, MemorySegment> gates = new HashMap<>();
+        Map<Integer, MemorySegment> ups = new HashMap<>();
+        for (int id : ids) {
+            gates.put(id, randomWeights(gateType, rows, cols, random));
+            ups.put(id, randomWeights(upType, rows, cols, random));
+        }
+        MemorySegment gateShared = sharedRows > 0 ? randomWeights(sharedGateType, sharedRows, cols, random) : null;
+        MemorySegment upShared = sharedRows > 0 ? randomWeights(sharedUpType, sharedRows, cols, random) : null;
+        float[] x = randomVector(cols, random);
+        float[] normW = randomVector(cols, random);
+        float[] h = rmsNorm(x, normW, EPS);
+        int stride = Math.max(rows, sharedRows);
+        int slots = routed + 1;
+
+        double[] expected = new double[slots * stride];
+        double[] magnitude = new double[slots * stride];
+        for (int s = 0; s < slots; s++) {
+            boolean shared = s == routed;
+            int n = shared ? sharedRows : rows;
+            for (int r = 0; r < n; r++) {
+                Dot g = dot(dequantizedRow(shared ? gateShared : gates.get(ids[s]), shared ? sharedGateType : gateType, r, cols), h);
+                Dot u = dot(dequantizedRow(shared ? upShared : ups.get(ids[s]), shared ? sharedUpType : upType, r, cols), h);
+                expected[s * stride + r] = silu(g.value()) * u.value();
+                magnitude[s * stride + r] = 2.2 * g.magnitude() * u.magnitude();
+            }
+        }
+        Map<String, Number> a = new HashMap<>(Map.of("cols", cols, "routed", routed, "rows", rows,
+                "gate_type", gateType.id, "up_type", upType.id, "shared_rows", sharedRows,
+                "shared_gate_type", sharedGateType.id, "shared_up_type", sharedUpType.id, "act_stride", stride));
+        a.put("eps", EPS);
+        int split = 1;  // the layout of many rows (the decode step's gate+up); mat_vec's tests cover every split
+        a.put("split", split);
+        int per = Geometry.mvRowsPerThreadgroup(split);
+        int groups = (stride + per - 1) / per;
+        float[] act = runInBothOrders("moe_gate_up", arena -> {
+            List<MemorySegment> b = new ArrayList<>();
+            b.add(args(arena, "GateUpArgs", a));
+            b.add(floats(arena, x));
+            b.add(floats(arena, normW));
+            b.add(stackedExperts(arena, gateType, experts, rows, cols, gates));
+            b.add(stackedExperts(arena, upType, experts, rows, cols, ups));
+            b.add(gateShared != null ? copy(arena, gateShared) : null);
+            b.add(upShared != null ? copy(arena, upShared) : null);
+            b.add(ints(arena, ids));
+            // rows a slot does not have stay untouched: NaN marks them
+            float[] init = new float[slots * stride];
+            java.util.Arrays.fill(init, Float.NaN);
+            b.add(floats(arena, init));
+            return b;
+        }, 8, new int[] {4 * (Geometry.MV_SCRATCH_FLOATS + cols)}, Size3.of(groups, slots), Size3.of(MV_THREADS));
+        for (int s = 0; s < slots; s++) {
+            int n = s == routed ? sharedRows : rows;
+            for (int r = n; r < stride; r++) {
+                assertTrue(Float.isNaN(act[s * stride + r]), "slot " + s + " row " + r + " must not be written");
+                act[s * stride + r] = 0;
+            }
+        }
+        assertClose(expected, magnitude, act, TOLERANCE, "moe_gate_up");
+    }
+
+    @Test
+    void gateUpSmallWithSharedExpertOfAnotherType() {
+        checkGateUp(8, new int[] {5, 2}, 256, 64, GgmlType.Q4_K, GgmlType.Q4_K, 96, GgmlType.Q5_0, GgmlType.Q8_0, 21);
+        checkGateUp(8, new int[] {0, 7, 3}, 512, 40, GgmlType.Q4_0, GgmlType.Q6_K, 24, GgmlType.F16, GgmlType.F32, 22);
+    }
+
+    @Test
+    void gateUpDenseLayerIsTheSharedSlotAlone() {
+        checkGateUp(1, new int[0], 128, 8, GgmlType.F32, GgmlType.F32, 320, GgmlType.Q8_0, GgmlType.Q8_0, 23);
+    }
+
+    /** 64 experts, top-4, 2048 -> 1536, shared expert in another quant type (as in real Q4_0 files). */
+    @Test
+    void gateUpRealShape() {
+        checkGateUp(64, new int[] {63, 0, 17, 42}, 2048, 1536, GgmlType.Q4_0, GgmlType.Q4_0, 1536, GgmlType.Q5_K,
+                GgmlType.Q5_K, 24);
+    }
+
+    // ---- down ----
+
+    private static void checkDown(int experts, int[] ids, int cols, int rows, GgmlType type, int sharedCols,
+                                  GgmlType sharedType, long seed) {
+        Random random = new Random(seed);
+        int routed = ids.length;
+        Map<Integer, MemorySegment> downs = new HashMap<>();
+        for (int id : ids) {
+            downs.put(id, randomWeights(type, rows, cols, random));
+        }
+        MemorySegment shared = sharedCols > 0 ? randomWeights(sharedType, rows, sharedCols, random) : null;
+        int stride = Math.max(cols, sharedCols);
+        float[] act = randomVector((routed + 1) * stride, random);
+        float[] weights = randomVector(Math.max(1, routed), random);
+        float[] x = randomVector(rows, random);
+
+        double[] expected = new double[rows];
+        double[] magnitude = new double[rows];
+        for (int r = 0; r < rows; r++) {
+            expected[r] = x[r];
+            magnitude[r] = Math.abs(x[r]);
+            for (int s = 0; s < routed; s++) {
+                Dot d = dot(dequantizedRow(downs.get(ids[s]), type, r, cols),
+                        java.util.Arrays.copyOfRange(act, s * stride, s * stride + cols));
+                expected[r] += weights[s] * d.value();
+                magnitude[r] += Math.abs(weights[s]) * d.magnitude();
+            }
+            if (shared != null) {
+                Dot d = dot(dequantizedRow(shared, sharedType, r, sharedCols),
+                        java.util.Arrays.copyOfRange(act, routed * stride, routed * stride + sharedCols));
+                expected[r] += d.value();
+                magnitude[r] += d.magnitude();
+            }
+        }
+        Map<String, Number> a = Map.of("cols", cols, "rows", rows, "routed", routed, "type", type.id,
+                "shared_cols", sharedCols, "shared_type", sharedType.id, "act_stride", stride,
+                "split", Geometry.MV_FEW_ROWS_SPLIT);
+        int per = Geometry.mvRowsPerThreadgroup(Geometry.MV_FEW_ROWS_SPLIT);
+        int groups = (rows + per - 1) / per;
+        float[] got = runInBothOrders("moe_down", arena -> {
+            List<MemorySegment> b = new ArrayList<>();
+            b.add(args(arena, "DownArgs", a));
+            b.add(stackedExperts(arena, type, experts, rows, cols, downs));
+            b.add(shared != null ? copy(arena, shared) : null);
+            b.add(floats(arena, act));
+            b.add(ints(arena, ids));
+            b.add(floats(arena, weights));
+            b.add(floats(arena, x));
+            return b;
+        }, 6, new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, Size3.of(groups), Size3.of(MV_THREADS));
+        assertClose(expected, magnitude, got, TOLERANCE, "moe_down");
+    }
+
+    @Test
+    void downSmallWithSharedExpertOfAnotherType() {
+        checkDown(8, new int[] {6, 1}, 256, 48, GgmlType.Q5_K, 512, GgmlType.Q4_0, 31);
+        checkDown(8, new int[] {2, 3, 4}, 64, 20, GgmlType.Q8_0, 64, GgmlType.F16, 32);
+    }
+
+    @Test
+    void downDenseLayer() {
+        checkDown(1, new int[0], 64, 128, GgmlType.F32, 320, GgmlType.Q8_0, 33);
+    }
+
+    /** 64 experts, top-4, 1536 -> 2048, shared expert in another quant type. */
+    @Test
+    void downRealShape() {
+        checkDown(64, new int[] {9, 33, 60, 1}, 1536, 2048, GgmlType.Q4_0, 1536, GgmlType.Q6_K, 34);
+    }
+}

@@ -1,0 +1,83 @@
+package dev.glimmer.kernels;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * The threadgroup geometry of the kernels, in one place: the host side sizes its grids with these
+ * values and {@link KernelLibrary} hands them to the kernels as {@code #define}s, so the two can
+ * never disagree.
+ */
+public final class Geometry {
+
+    /** Threads per SIMD-group on Apple GPUs (and per warp on NVIDIA). */
+    public static final int SIMD_WIDTH = 32;
+    /** Rows of a weight matrix that one SIMD-group of a mat-vec computes together (activations are loaded once for them). */
+    public static final int MV_ROWS_PER_SIMDGROUP = 4;
+    /** SIMD-groups per threadgroup of the mat-vec kernels. */
+    public static final int MV_SIMDGROUPS = 8;
+    /**
+     * Rows of a mat-vec dispatch (all its matrices and slots together) from which each SIMD-group takes
+     * whole rows; below, {@link #MV_FEW_ROWS_SPLIT} SIMD-groups share each row set's columns, which keeps
+     * enough warps in flight to hide memory latency when a matrix has few rows.
+     */
+    public static final long MV_MANY_ROWS = 4096;
+    /** SIMD-groups per row set of a mat-vec with fewer than {@link #MV_MANY_ROWS} rows. */
+    public static final int MV_FEW_ROWS_SPLIT = 4;
+    /** Threadgroup memory (floats) of the mat-vec kernels besides a staged input: the partial row sums of every SIMD-group (and the norm's sums). */
+    public static final int MV_SCRATCH_FLOATS = MV_SIMDGROUPS * MV_ROWS_PER_SIMDGROUP;
+    /** SIMD-groups of the threadgroups that first reduce a whole vector (norms, router, argmax, per-head kernels). */
+    public static final int WIDE_SIMDGROUPS = 8;
+    /**
+     * SIMD-groups of the kernels with one threadgroup per attention head or per router (mla_q_heads,
+     * mla_merge, moe_router): their grids are small (a few per head, or 1), so each threadgroup is as
+     * wide as Apple GPUs allow (1024 threads) to stream its weights fast.
+     */
+    public static final int HEAD_SIMDGROUPS = 32;
+    /** Threadgroups of mla_q_heads per head (each computes a share of the head's absorbed query). */
+    public static final int Q_PARTS = 4;
+    /** Threadgroups of mla_merge per head (each computes a share of the head's v_b rows). */
+    public static final int MERGE_PARTS = 2;
+    /** Values of a weight row one lane handles per step: a half Q4_0 block, a sixteenth of a K-quant block. */
+    public static final int CHUNK = 16;
+    /**
+     * Threadgroups the attention splits the KV length into: fixed, so that the grid never depends on it;
+     * about one per SM of an H100/H200 (132), since at long contexts the attention is most of a step.
+     */
+    public static final int ATTENTION_SPLITS = 128;
+    /** Heads one SIMD-group of mla_attention can hold in registers ({@code MAX_HEADS_PER_SIMDGROUP}). */
+    public static final int ATTENTION_MAX_HEADS = WIDE_SIMDGROUPS * 4;
+    /** Latent + rope values of a cache row mla_attention can hold in registers (32 lanes x {@code MAX_DIMS_PER_LANE}). */
+    public static final int ATTENTION_MAX_ROW = SIMD_WIDTH * 18;
+    /** Threadgroup memory of Apple GPUs. */
+    public static final int MAX_THREADGROUP_MEMORY = 32 * 1024;
+    /** Buffer bindings an indirect compute command can set. */
+    public static final int MAX_BUFFER_BINDINGS = 31;
+
+    private Geometry() {
+    }
+
+    /** SIMD-groups per row set (the kernels' {@code split} argument) of a mat-vec dispatch over {@code rows} rows in all. */
+    public static int mvSplit(long rows) {
+        return rows >= MV_MANY_ROWS ? 1 : MV_FEW_ROWS_SPLIT;
+    }
+
+    /** Rows one mat-vec threadgroup computes with {@code split} SIMD-groups per row set. */
+    public static int mvRowsPerThreadgroup(int split) {
+        return MV_ROWS_PER_SIMDGROUP * MV_SIMDGROUPS / split;
+    }
+
+    /** The constants as the kernels see them: {@code GLIMMER_<NAME>} macros. */
+    public static Map<String, Integer> defines() {
+        Map<String, Integer> d = new LinkedHashMap<>();
+        d.put("GLIMMER_SIMD_WIDTH", SIMD_WIDTH);
+        d.put("GLIMMER_MV_ROWS_PER_SIMDGROUP", MV_ROWS_PER_SIMDGROUP);
+        d.put("GLIMMER_MV_SIMDGROUPS", MV_SIMDGROUPS);
+        d.put("GLIMMER_WIDE_SIMDGROUPS", WIDE_SIMDGROUPS);
+        d.put("GLIMMER_HEAD_SIMDGROUPS", HEAD_SIMDGROUPS);
+        d.put("GLIMMER_Q_PARTS", Q_PARTS);
+        d.put("GLIMMER_MERGE_PARTS", MERGE_PARTS);
+        d.put("GLIMMER_CHUNK", CHUNK);
+        return d;
+    }
+}

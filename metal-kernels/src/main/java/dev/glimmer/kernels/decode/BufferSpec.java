@@ -1,0 +1,25 @@
+package dev.glimmer.kernels.decode;
+
+/**
+ * One buffer of the command list.
+ *
+ * @param name       for messages and the plan
+ * @param kind       what it holds
+ * @param bytes      its length
+ * @param fileOffset for {@link Kind#WEIGHTS}: where the range starts in the model file (page aligned)
+ */
+public record BufferSpec(String name, Kind kind, long bytes, long fileOffset) {
+
+    public enum Kind {
+        /** A range of the mapped model file (Metal: {@code newBufferWithBytesNoCopy}). */
+        WEIGHTS,
+        /** The kernels' argument structs, written once when the list is built ({@link CommandList#args()}). */
+        ARGS,
+        /** {@code StepArgs}: token, position, KV length; written before each token. */
+        STEP,
+        /** Activations and scratch of one step. */
+        ACTIVATIONS,
+        /** The latent KV cache of one layer. */
+        KV_CACHE
+    }
+}

@@ -1,0 +1,53 @@
+package dev.glimmer.kernels.decode;
+
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Everything one decode step runs: its buffers, the bytes of the argument buffer, and the
+ * dispatches in order. It is encoded once (a Metal indirect command buffer, or the emulator's
+ * replay); per token only the {@link BufferSpec.Kind#STEP} buffer changes.
+ *
+ * @param buffers     every buffer the dispatches bind
+ * @param args        the content of the {@link BufferSpec.Kind#ARGS} buffer
+ * @param dispatches  in execution order
+ * @param logits      where the output logits (vocab floats) lie in the activations buffer
+ * @param token       where argmax writes the greedy token (one uint) in the activations buffer
+ */
+public record CommandList(List<BufferSpec> buffers, byte[] args, List<Dispatch> dispatches, long logits,
+                          long token) {
+
+    public CommandList {
+        buffers = List.copyOf(buffers);
+        dispatches = List.copyOf(dispatches);
+    }
+
+    /** The index of the single buffer of {@code kind} (ARGS, STEP, ACTIVATIONS). */
+    public int buffer(BufferSpec.Kind kind) {
+        int found = -1;
+        for (int i = 0; i < buffers.size(); i++) {
+            if (buffers.get(i).kind() == kind) {
+                if (found >= 0) {
+                    throw new IllegalArgumentException("more than one " + kind + " buffer");
+                }
+                found = i;
+            }
+        }
+        if (found < 0) {
+            throw new IllegalArgumentException("no " + kind + " buffer");
+        }
+        return found;
+    }
+
+    /** Weight bytes one step reads: each tensor counted once, with the largest share any dispatch reads. */
+    public long weightBytesPerStep() {
+        Map<String, Long> reads = new HashMap<>();
+        for (Dispatch d : dispatches) {
+            for (Dispatch.WeightRead r : d.weightReads()) {
+                reads.merge(r.tensor(), r.bytes(), Math::max);
+            }
+        }
+        return reads.values().stream().mapToLong(Long::longValue).sum();
+    }
+}

@@ -1,0 +1,315 @@
+// MLA decode attention (GLM47FLASH.md §5) in four dispatches:
+//   mat_vec_pair   attn_norm folded into the q_a and kv_a mat-vecs (one dispatch, two weights);
+//   mla_q_heads    per head: q_a_norm + q_b rows of the head, RoPE on q_pe, q_nope absorbed through k_b;
+//                  one extra threadgroup: kv_a_norm, RoPE on k_pe, the latent row written to the cache;
+//   mla_attention  all heads in one pass over each cached latent row, split over a fixed number of
+//                  threadgroups along the KV length (online softmax partials);
+//   mla_merge      per head: merge of the partials, then v_b.
+// Grids never depend on the position or the KV length: kernels read them from StepArgs.
+
+// What changes per token; the host writes it before each step.
+struct StepArgs {
+    uint token;    // input token id
+    uint pos;      // its position
+    uint kv_len;   // cached rows after this token's row is written (pos + 1)
+};
+
+struct MatVecPairArgs {
+    uint cols;       // length of x
+    uint type1;      // ggml type ids and row counts of the two weights
+    uint rows1;
+    uint type2;
+    uint rows2;
+    float eps;       // of the shared input RMS norm
+    uint split;      // SIMD-groups per row set, as MatVecArgs.split
+};
+
+// y1 = W1 rms(x), y2 = W2 rms(x). Grid: ceil(rows1 / R) + ceil(rows2 / R) threadgroups, R = mv_sets(split) * NR.
+// scratch: MV_SIMDGROUPS * NR + cols floats.
+kernel void mat_vec_pair(constant MatVecPairArgs & a [[buffer(0)]],
+                         device const float * x [[buffer(1)]],
+                         device const float * norm_w [[buffer(2)]],
+                         device const char * w1 [[buffer(3)]],
+                         device float * y1 [[buffer(4)]],
+                         device const char * w2 [[buffer(5)]],
+                         device float * y2 [[buffer(6)]],
+                         threadgroup float * scratch TG_MEM(0),
+                         uint3 tgpig [[threadgroup_position_in_grid]],
+                         ushort tiitg [[thread_index_in_threadgroup]],
+                         ushort tiisg [[thread_index_in_simdgroup]],
+                         ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    const uint per_group = mv_sets(a.split) * NR;
+    threadgroup float * xs = scratch + GLIMMER_MV_SIMDGROUPS * NR;
+    stage_normed(x, norm_w, a.cols, a.eps, xs, scratch, tiitg, tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH);
+    XThreadgroup xn = {xs};
+    uint groups1 = (a.rows1 + per_group - 1) / per_group;
+    bool second = tgpig.x >= groups1;
+    uint type = second ? a.type2 : a.type1;
+    uint rows = second ? a.rows2 : a.rows1;
+    device const char * w = second ? w2 : w1;
+    device float * y = second ? y2 : y1;
+    uint first = ((second ? tgpig.x - groups1 : tgpig.x) * mv_sets(a.split) + mv_set(sgitg, a.split)) * NR;
+    float sums[NR];
+    mv_rows_part(type, w, first, rows, a.cols, xn, mv_lane(tiisg, sgitg, a.split), a.split * SIMD_WIDTH, sums);
+    float v = mv_combine(sums, scratch, tiisg, sgitg, a.split);
+    if (sgitg < mv_sets(a.split) && tiisg < NR && first + tiisg < rows) y[first + tiisg] = v;
+}
+
+// Rotates the pairs (2i, 2i+1) of v[0..n) by pos * base^(-2i/n), the angle grown by repeated
+// multiplication in float as ggml does. Angles reach thousands of radians at long contexts, so the
+// trigonometry is the precise kind. Thread t of `threads` handles pairs t, t + threads, ...
+static inline void rope_pairs(threadgroup float * v, uint n, uint pos, float base, uint t, uint threads) {
+    float step = precise::pow(base, -2.0f / (float) n);
+    for (uint i = t; i < n / 2; i += threads) {
+        float theta = (float) pos;
+        for (uint j = 0; j < i; j++) theta *= step;
+        float c = precise::cos(theta), s = precise::sin(theta);
+        float x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = x0 * c - x1 * s;
+        v[2 * i + 1] = x0 * s + x1 * c;
+    }
+}
+
+struct QHeadsArgs {
+    uint heads;
+    uint q_lora;       // length of q_a (input of q_b)
+    uint nope;         // q_nope values per head
+    uint rope;         // q_pe / k_pe values per head
+    uint latent;       // kv_lora_rank: the latent part of a cache row
+    uint q_b_type;
+    uint k_b_type;
+    float eps;         // of q_a_norm and kv_a_norm
+    float rope_base;
+};
+
+// Grid: heads * Q_PARTS + 1 threadgroups of GLIMMER_HEAD_SIMDGROUPS SIMD-groups. The Q_PARTS threadgroups
+// of head h each compute the head's q_b rows (the weights come from L2 after the first) and write a
+// share of q[h] = (k_b[h] q_nope[h], rope(q_pe[h])), latent + rope values: part p the rows
+// p * latent / Q_PARTS .. of the absorption, part 0 also rope(q_pe). Spreading a head over several
+// threadgroups puts 4x more SMs to work on this small, latency-bound step. The last threadgroup
+// writes the cache row (rms(kv[0..latent)) * kv_a_norm, rope(kv[latent..latent+rope))) at position pos.
+// scratch: GLIMMER_HEAD_SIMDGROUPS + align4(max(nope + rope, latent + rope)) + q_lora floats.
+[[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
+kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
+                        constant StepArgs & step [[buffer(1)]],
+                        device const float * q_a [[buffer(2)]],
+                        device const float * q_a_norm [[buffer(3)]],
+                        device const char * q_b [[buffer(4)]],
+                        device const char * k_b [[buffer(5)]],
+                        device const float * kv [[buffer(6)]],
+                        device const float * kv_a_norm [[buffer(7)]],
+                        device float * q [[buffer(8)]],
+                        device float * cache [[buffer(9)]],
+                        threadgroup float * scratch TG_MEM(0),
+                        uint3 tgpig [[threadgroup_position_in_grid]],
+                        ushort tiitg [[thread_index_in_threadgroup]],
+                        ushort tiisg [[thread_index_in_simdgroup]],
+                        ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    const uint threads = GLIMMER_HEAD_SIMDGROUPS * SIMD_WIDTH;
+    threadgroup float * head = scratch + GLIMMER_HEAD_SIMDGROUPS;
+    uint h = tgpig.x / GLIMMER_Q_PARTS;
+    uint part = tgpig.x % GLIMMER_Q_PARTS;
+    uint row = a.latent + a.rope;
+    if (h == a.heads) {
+        float scale = rms_scale(kv, a.latent, a.eps, scratch, tiitg, tiisg, sgitg, threads);
+        for (uint i = tiitg; i < a.latent; i += threads) head[i] = kv[i] * scale * kv_a_norm[i];
+        for (uint i = tiitg; i < a.rope; i += threads) head[a.latent + i] = kv[a.latent + i];
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        rope_pairs(head + a.latent, a.rope, step.pos, a.rope_base, tiitg, threads);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        device float * out = cache + step.pos * row;
+        for (uint i = tiitg; i < row; i += threads) out[i] = head[i];
+        return;
+    }
+    // q_b rows of this head into threadgroup memory
+    uint per_head = a.nope + a.rope;
+    threadgroup float * qs = head + align4(max(per_head, row));
+    stage_normed(q_a, q_a_norm, a.q_lora, a.eps, qs, scratch, tiitg, tiisg, sgitg, threads);
+    XThreadgroup xn = {qs};
+    for (uint first = sgitg * NR; first < per_head; first += GLIMMER_HEAD_SIMDGROUPS * NR) {
+        float sums[NR];
+        mv_rows(a.q_b_type, q_b + h * per_head * row_bytes(a.q_b_type, a.q_lora), first, per_head, a.q_lora, xn,
+                tiisg, sums);
+        if (tiisg == 0) {
+            for (uint r = 0; r < NR && first + r < per_head; r++) head[first + r] = sums[r];
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    device float * out = q + h * row;
+    if (part == 0) {
+        rope_pairs(head + a.nope, a.rope, step.pos, a.rope_base, tiitg, threads);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint i = tiitg; i < a.rope; i += threads) out[a.latent + i] = head[a.nope + i];
+    }
+    // absorption: q_abs[c] = k_b[h][c] . q_nope
+    XThreadgroup qn = {head};
+    device const char * kb = k_b + h * a.latent * row_bytes(a.k_b_type, a.nope);
+    uint share = (a.latent + GLIMMER_Q_PARTS - 1) / GLIMMER_Q_PARTS;
+    uint end = min(a.latent, (part + 1) * share);
+    for (uint first = part * share + sgitg * NR; first < end; first += GLIMMER_HEAD_SIMDGROUPS * NR) {
+        float sums[NR];
+        mv_rows(a.k_b_type, kb, first, end, a.nope, qn, tiisg, sums);
+        if (tiisg < NR && first + tiisg < end) {
+            float v = sums[0];
+            for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
+            out[first + tiisg] = v;
+        }
+    }
+}
+
+// Register budget of mla_attention: each SIMD-group owns up to MAX_HEADS_PER_SIMDGROUP heads and each
+// lane up to MAX_DIMS_PER_LANE of the latent + rope values of a row (576 / 32 = 18 for GLM-4.7-Flash);
+// the host checks heads <= GLIMMER_WIDE_SIMDGROUPS * MAX_HEADS_PER_SIMDGROUP and latent + rope <= 32 * MAX_DIMS_PER_LANE.
+#define MAX_HEADS_PER_SIMDGROUP 4
+#define MAX_DIMS_PER_LANE 18
+
+struct AttentionArgs {
+    uint heads;
+    uint latent;
+    uint rope;
+    uint splits;     // threadgroups along the KV length (the grid)
+    float scale;     // kq_scale
+};
+
+// Grid: `splits` threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups; threadgroup w takes the w-th
+// equal share of the rows 0..kv_len. SIMD-group s handles heads s, s + SIMD-groups, ...; lane l the values
+// l, l + 32, ... of a row. Writes per (w, h): max score, sum of exp, and the unnormalized latent sum
+// (latent values) to partials[(w * heads + h) * (latent + 2)]. Every loop over the register arrays has a
+// compile-time bound (the real extent is masked inside), so the compiler keeps them in registers: with
+// runtime bounds CUDA spilled them to local memory and the kernel ran 4x slower.
+kernel void mla_attention(constant AttentionArgs & a [[buffer(0)]],
+                          constant StepArgs & step [[buffer(1)]],
+                          device const float * q [[buffer(2)]],
+                          device const float * cache [[buffer(3)]],
+                          device float * partials [[buffer(4)]],
+                          uint3 tgpig [[threadgroup_position_in_grid]],
+                          ushort tiisg [[thread_index_in_simdgroup]],
+                          ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    uint row = a.latent + a.rope;
+    uint dims = (row + SIMD_WIDTH - 1) / SIMD_WIDTH;
+    uint chunk = (step.kv_len + a.splits - 1) / a.splits;
+    uint start = min(tgpig.x * chunk, step.kv_len);
+    uint end = min(start + chunk, step.kv_len);
+    uint mine = 0;  // heads of this SIMD-group
+    for (uint h = sgitg; h < a.heads; h += GLIMMER_WIDE_SIMDGROUPS) mine++;
+    if (mine == 0) return;
+    float qr[MAX_HEADS_PER_SIMDGROUP][MAX_DIMS_PER_LANE];
+    float acc[MAX_HEADS_PER_SIMDGROUP][MAX_DIMS_PER_LANE];
+    float m[MAX_HEADS_PER_SIMDGROUP], l[MAX_HEADS_PER_SIMDGROUP];
+    #pragma unroll
+    for (uint i = 0; i < MAX_HEADS_PER_SIMDGROUP; i++) {
+        uint h = sgitg + i * GLIMMER_WIDE_SIMDGROUPS;
+        #pragma unroll
+        for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) {
+            uint d = tiisg + SIMD_WIDTH * j;
+            qr[i][j] = (i < mine && j < dims && d < row) ? q[h * row + d] : 0.0f;
+            acc[i][j] = 0.0f;
+        }
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+    for (uint u = start; u < end; u++) {
+        device const float * k = cache + u * row;
+        float kr[MAX_DIMS_PER_LANE];
+        #pragma unroll
+        for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) {
+            uint d = tiisg + SIMD_WIDTH * j;
+            kr[j] = (j < dims && d < row) ? k[d] : 0.0f;
+        }
+        #pragma unroll
+        for (uint i = 0; i < MAX_HEADS_PER_SIMDGROUP; i++) {
+            if (i < mine) {
+                float s = 0.0f;
+                #pragma unroll
+                for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) s += qr[i][j] * kr[j];
+                s = simd_sum(s) * a.scale;
+                float m_new = max(m[i], s);
+                float correction = exp(m[i] - m_new);
+                float p = exp(s - m_new);
+                l[i] = l[i] * correction + p;
+                #pragma unroll
+                for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) acc[i][j] = acc[i][j] * correction + p * kr[j];
+                m[i] = m_new;
+            }
+        }
+    }
+    #pragma unroll
+    for (uint i = 0; i < MAX_HEADS_PER_SIMDGROUP; i++) {
+        if (i < mine) {
+            uint h = sgitg + i * GLIMMER_WIDE_SIMDGROUPS;
+            device float * out = partials + (tgpig.x * a.heads + h) * (a.latent + 2);
+            if (tiisg == 0) {
+                out[0] = m[i];
+                out[1] = l[i];
+            }
+            #pragma unroll
+            for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) {
+                uint d = tiisg + SIMD_WIDTH * j;
+                if (j < dims && d < a.latent) out[2 + d] = acc[i][j];
+            }
+        }
+    }
+}
+
+struct MergeArgs {
+    uint heads;
+    uint latent;
+    uint splits;
+    uint v_head;     // rows of v_b per head
+    uint v_b_type;
+};
+
+// Grid: heads * MERGE_PARTS threadgroups of GLIMMER_HEAD_SIMDGROUPS SIMD-groups. o[h * v_head + e] =
+// v_b[h][e] . o_lat[h], o_lat[h] the softmax-weighted latent sum merged from the partials; each of the
+// MERGE_PARTS threadgroups of a head merges o_lat[h] itself and writes a share of the v_head rows.
+// scratch: latent + splits floats.
+[[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
+kernel void mla_merge(constant MergeArgs & a [[buffer(0)]],
+                      device const float * partials [[buffer(1)]],
+                      device const char * v_b [[buffer(2)]],
+                      device float * o [[buffer(3)]],
+                      threadgroup float * scratch TG_MEM(0),
+                      uint3 tgpig [[threadgroup_position_in_grid]],
+                      ushort tiitg [[thread_index_in_threadgroup]],
+                      ushort tiisg [[thread_index_in_simdgroup]],
+                      ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    const uint threads = GLIMMER_HEAD_SIMDGROUPS * SIMD_WIDTH;
+    uint h = tgpig.x / GLIMMER_MERGE_PARTS;
+    uint share_index = tgpig.x % GLIMMER_MERGE_PARTS;
+    uint stride = a.heads * (a.latent + 2);
+    device const float * part = partials + h * (a.latent + 2);
+    // per split: exp(its max - the overall max), 0 for an empty split; the splits' reductions are spread
+    // over the threads (a serial pass over every split's partial per thread was most of the kernel)
+    threadgroup float * factor = scratch + a.latent;
+    float mine = -INFINITY;
+    for (uint w = tiitg; w < a.splits; w += threads) mine = max(mine, part[w * stride]);
+    float mx = threadgroup_max(mine, scratch, tiisg, sgitg, GLIMMER_HEAD_SIMDGROUPS);
+    float sum = 0.0f;
+    for (uint w = tiitg; w < a.splits; w += threads) {
+        float l = part[w * stride + 1];
+        factor[w] = l > 0.0f ? exp(part[w * stride] - mx) : 0.0f;
+        sum += l * factor[w];
+    }
+    float total = threadgroup_sum(sum, scratch, tiisg, sgitg, GLIMMER_HEAD_SIMDGROUPS);
+    for (uint c = tiitg; c < a.latent; c += threads) {
+        float v = 0.0f;
+        for (uint w = 0; w < a.splits; w++) {
+            if (factor[w] > 0.0f) v += part[w * stride + 2 + c] * factor[w];
+        }
+        scratch[c] = v / total;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    XThreadgroup lat = {scratch};
+    device const char * vb = v_b + h * a.v_head * row_bytes(a.v_b_type, a.latent);
+    uint share = (a.v_head + GLIMMER_MERGE_PARTS - 1) / GLIMMER_MERGE_PARTS;
+    uint end = min(a.v_head, (share_index + 1) * share);
+    for (uint first = share_index * share + sgitg * NR; first < end; first += GLIMMER_HEAD_SIMDGROUPS * NR) {
+        float sums[NR];
+        mv_rows(a.v_b_type, vb, first, end, a.latent, lat, tiisg, sums);
+        if (tiisg < NR && first + tiisg < end) {
+            float v = sums[0];
+            for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
+            o[h * a.v_head + first + tiisg] = v;
+        }
+    }
+}

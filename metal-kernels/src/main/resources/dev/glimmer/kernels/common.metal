@@ -1,0 +1,417 @@
+// Helpers every kernel file uses: weight block formats read in place, the SIMD-group mat-vec core,
+// threadgroup reductions. Written in the portable MSL subset (KERNELS.md §6); GLIMMER_* macros
+// come from dev.glimmer.kernels.Geometry.
+
+#define NR GLIMMER_MV_ROWS_PER_SIMDGROUP
+#define CH GLIMMER_CHUNK
+#define SIMD_WIDTH GLIMMER_SIMD_WIDTH
+
+// ggml type ids (GGUF tensor types) the kernels read.
+#define TYPE_F32 0
+#define TYPE_F16 1
+#define TYPE_Q4_0 2
+#define TYPE_Q5_0 6
+#define TYPE_Q8_0 8
+#define TYPE_Q4_K 12
+#define TYPE_Q5_K 13
+#define TYPE_Q6_K 14
+
+// Bytes of a row of `cols` values of `type` (cols is a multiple of the type's block size).
+static inline uint row_bytes(uint type, uint cols) {
+    switch (type) {
+        case TYPE_F32: return cols * 4;
+        case TYPE_F16: return cols * 2;
+        case TYPE_Q4_0: return cols / 32 * 18;
+        case TYPE_Q5_0: return cols / 32 * 22;
+        case TYPE_Q8_0: return cols / 32 * 34;
+        case TYPE_Q4_K: return cols / 256 * 144;
+        case TYPE_Q5_K: return cols / 256 * 176;
+        default: return cols / 256 * 210;  // TYPE_Q6_K
+    }
+}
+
+// n rounded up to a multiple of 4: float offsets of threadgroup arrays read as float4.
+static inline uint align4(uint n) { return (n + 3) / 4 * 4; }
+
+static inline float load_half(device const uchar * p) {
+    return (float) *((device const half *) p);
+}
+
+// ---- activation sources: where the mat-vec reads x[i] from ----
+// get4(i) reads x[i..i+4) in one load (i a multiple of 4, x 16-byte aligned): the chunk loads read
+// their 16 activations as four of these, a quarter of the load instructions of scalar reads.
+
+struct XDevice {
+    device const float * x;
+    float get(uint i) const { return x[i]; }
+    float4 get4(uint i) const { return *((device const float4 *) (x + i)); }
+};
+
+struct XThreadgroup {
+    threadgroup const float * x;
+    float get(uint i) const { return x[i]; }
+    float4 get4(uint i) const { return *((threadgroup const float4 *) (x + i)); }
+};
+
+// ---- weight formats ----
+// A row is read in chunks of CH = 16 values; lane l of a SIMD-group takes chunks l, l+32, ...
+// load() fetches the chunk's 16 activations (in the order dot() wants them), dot() multiplies them
+// with the chunk's weights read in place, dequant() writes the 16 weights in load() order and
+// index() says which element of the row chunk value i is.
+
+// 32 values per block of 18 bytes {half d; uchar qs[16]}: value j in the low nibble of qs[j], j+16 in the high one.
+// A chunk is half a block: bytes 8*il .. 8*il+7, i.e. values 8il..8il+7 and 16+8il..16+8il+7. The block
+// is only 2-byte aligned, so qs is read as ushorts and masked in place; activations are pre-scaled
+// by 1, 1/256, 1/16, 1/4096 to undo the nibble positions, and the -8 zero point folds into sumy.
+struct Q4_0 {
+    static uint index(uint c, uint i) {
+        uint k = (c % 2) * 8 + 2 * (i / 4);
+        uint t = i % 4;
+        return (c / 2) * 32 + k + (t == 1 ? 1 : t == 2 ? 16 : t == 3 ? 17 : 0);
+    }
+    // values base + 2j, base + 2j + 1 (a, b) and base + 2j + 16, base + 2j + 17 (e, f)
+    static void load_pair(uint j, float a, float b, float e, float f, thread float * yl, thread float & sumy) {
+        sumy += a + b + e + f;
+        yl[4 * j + 0] = a;
+        yl[4 * j + 1] = b * (1.0f / 256.0f);
+        yl[4 * j + 2] = e * (1.0f / 16.0f);
+        yl[4 * j + 3] = f * (1.0f / 4096.0f);
+    }
+    template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) {
+        uint base = (c / 2) * 32 + (c % 2) * 8;
+        float4 lo0 = x.get4(base), lo1 = x.get4(base + 4), hi0 = x.get4(base + 16), hi1 = x.get4(base + 20);
+        load_pair(0, lo0.x, lo0.y, hi0.x, hi0.y, yl, sumy);
+        load_pair(1, lo0.z, lo0.w, hi0.z, hi0.w, yl, sumy);
+        load_pair(2, lo1.x, lo1.y, hi1.x, hi1.y, yl, sumy);
+        load_pair(3, lo1.z, lo1.w, hi1.z, hi1.w, yl, sumy);
+    }
+    static float dot(device const uchar * row, uint c, thread const float * yl, float sumy) {
+        device const uchar * block = row + (c / 2) * 18;
+        device const ushort * qs = (device const ushort *) (block + 2) + (c % 2) * 4;
+        float acc = 0.0f;
+        for (uint j = 0; j < 4; j++) {
+            ushort q = qs[j];
+            acc += yl[4 * j + 0] * (float) (q & 0x000F) + yl[4 * j + 1] * (float) (q & 0x0F00)
+                 + yl[4 * j + 2] * (float) (q & 0x00F0) + yl[4 * j + 3] * (float) (q & 0xF000);
+        }
+        return load_half(block) * (acc - 8.0f * sumy);
+    }
+    static void dequant(device const uchar * row, uint c, thread float * out) {
+        device const uchar * block = row + (c / 2) * 18;
+        float d = load_half(block);
+        for (uint j = 0; j < 8; j++) {
+            uchar q = block[2 + (c % 2) * 8 + j];
+            out[(j / 2) * 4 + (j % 2)] = ((float) (q & 0xF) - 8.0f) * d;
+            out[(j / 2) * 4 + 2 + (j % 2)] = ((float) (q >> 4) - 8.0f) * d;
+        }
+    }
+};
+
+// Activations of a chunk that covers 16 consecutive values.
+template <typename X> static inline void load_consecutive(X x, uint c, thread float * yl, thread float & sumy) {
+    for (uint i = 0; i < CH / 4; i++) {
+        float4 v = x.get4(c * CH + 4 * i);
+        yl[4 * i] = v.x;
+        yl[4 * i + 1] = v.y;
+        yl[4 * i + 2] = v.z;
+        yl[4 * i + 3] = v.w;
+    }
+    for (uint i = 0; i < CH; i++) sumy += yl[i];
+}
+
+// 32 values per block of 34 bytes {half d; char qs[32]}: value = qs[i] * d. A chunk is half a block.
+struct Q8_0 {
+    static uint index(uint c, uint i) { return c * CH + i; }
+    template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
+    static void dequant(device const uchar * row, uint c, thread float * out) {
+        device const uchar * block = row + (c / 2) * 34;
+        device const char * qs = (device const char *) (block + 2) + (c % 2) * 16;
+        float d = load_half(block);
+        for (uint i = 0; i < CH; i++) out[i] = (float) qs[i] * d;
+    }
+    static float dot(device const uchar * row, uint c, thread const float * yl, float sumy) {
+        device const uchar * block = row + (c / 2) * 34;
+        device const char * qs = (device const char *) (block + 2) + (c % 2) * 16;
+        float acc = 0.0f;
+        for (uint i = 0; i < CH; i++) acc += (float) qs[i] * yl[i];
+        return acc * load_half(block);
+    }
+};
+
+// 32 values per block of 22 bytes {half d; uchar qh[4]; uchar qs[16]}: value j has its low 4 bits in
+// qs[j % 16] (low nibble for j < 16, high for j >= 16) and its 5th bit in bit j of qh; value = (q - 16) * d.
+struct Q5_0 {
+    static uint index(uint c, uint i) { return c * CH + i; }
+    template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
+    static void dequant(device const uchar * row, uint c, thread float * out) {
+        device const uchar * block = row + (c / 2) * 22;
+        uint h = c % 2;
+        device const ushort * qh16 = (device const ushort *) (block + 2);
+        uint qh = (uint) qh16[h];  // bits 16h .. 16h+15 of the 32-bit qh
+        float d = load_half(block);
+        for (uint i = 0; i < CH; i++) {
+            uint q = ((block[6 + i] >> (4 * h)) & 0xF) | (((qh >> i) & 1) << 4);
+            out[i] = ((float) q - 16.0f) * d;
+        }
+    }
+    static float dot(device const uchar * row, uint c, thread const float * yl, float sumy) {
+        device const uchar * block = row + (c / 2) * 22;
+        uint h = c % 2;
+        device const ushort * qh16 = (device const ushort *) (block + 2);
+        uint qh = (uint) qh16[h];
+        float acc = 0.0f;
+        for (uint i = 0; i < CH; i++) {
+            uint q = ((block[6 + i] >> (4 * h)) & 0xF) | (((qh >> i) & 1) << 4);
+            acc += (float) q * yl[i];
+        }
+        return load_half(block) * (acc - 16.0f * sumy);
+    }
+};
+
+struct F16 {
+    static uint index(uint c, uint i) { return c * CH + i; }
+    template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
+    static void dequant(device const uchar * row, uint c, thread float * out) {
+        device const half * w = (device const half *) row + c * CH;
+        for (uint i = 0; i < CH; i++) out[i] = (float) w[i];
+    }
+    static float dot(device const uchar * row, uint c, thread const float * yl, float sumy) {
+        device const half4 * w = (device const half4 *) ((device const half *) row + c * CH);
+        float acc = 0.0f;
+        for (uint i = 0; i < CH / 4; i++) {
+            float4 v = to_float4(w[i]);
+            acc += v.x * yl[4 * i] + v.y * yl[4 * i + 1] + v.z * yl[4 * i + 2] + v.w * yl[4 * i + 3];
+        }
+        return acc;
+    }
+};
+
+struct F32 {
+    static uint index(uint c, uint i) { return c * CH + i; }
+    template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
+    static void dequant(device const uchar * row, uint c, thread float * out) {
+        device const float * w = (device const float *) row + c * CH;
+        for (uint i = 0; i < CH; i++) out[i] = w[i];
+    }
+    static float dot(device const uchar * row, uint c, thread const float * yl, float sumy) {
+        device const float4 * w = (device const float4 *) ((device const float *) row + c * CH);
+        float acc = 0.0f;
+        for (uint i = 0; i < CH / 4; i++) {
+            float4 v = w[i];
+            acc += v.x * yl[4 * i] + v.y * yl[4 * i + 1] + v.z * yl[4 * i + 2] + v.w * yl[4 * i + 3];
+        }
+        return acc;
+    }
+};
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block, packed in 12 bytes.
+static inline void scale_min_k4(uint j, device const uchar * q, thread float & sc, thread float & m) {
+    if (j < 4) {
+        sc = (float) (q[j] & 63);
+        m = (float) (q[j + 4] & 63);
+    } else {
+        sc = (float) ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        m = (float) ((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+// 256 values per block of 144 bytes {half d; half dmin; uchar scales[12]; uchar qs[128]}: 8 sub-blocks of
+// 32; sub-block s uses the low (even s) or high (odd s) nibbles of qs[32*(s/2) ..]; value = d*sc*q - dmin*m.
+// A chunk is 16 consecutive values of one sub-block.
+struct Q4_K {
+    static uint index(uint c, uint i) { return c * CH + i; }
+    template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
+    static float chunk(device const uchar * row, uint c, thread const float * yl, float sumy, thread float * out) {
+        device const uchar * block = row + (c / 16) * 144;
+        uint v0 = (c % 16) * CH;
+        uint s = v0 / 32;
+        float sc, m;
+        scale_min_k4(s, block + 4, sc, m);
+        float d = load_half(block) * sc;
+        float dm = load_half(block + 2) * m;
+        device const uchar * qs = block + 16 + 32 * (v0 / 64) + v0 % 32;
+        uint shift = (s % 2) * 4;
+        float acc = 0.0f;
+        for (uint i = 0; i < CH; i++) {
+            float q = (float) ((qs[i] >> shift) & 0xF);
+            if (out) out[i] = d * q - dm; else acc += q * yl[i];
+        }
+        return d * acc - dm * sumy;
+    }
+    static float dot(device const uchar * row, uint c, thread const float * yl, float sumy) { return chunk(row, c, yl, sumy, nullptr); }
+    static void dequant(device const uchar * row, uint c, thread float * out) { chunk(row, c, out, 0.0f, out); }
+};
+
+// 256 values per block of 176 bytes {half d; half dmin; uchar scales[12]; uchar qh[32]; uchar qs[128]}:
+// as Q4_K with a 5th bit: bit s of qh[l] for value l of sub-block s.
+struct Q5_K {
+    static uint index(uint c, uint i) { return c * CH + i; }
+    template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
+    static float chunk(device const uchar * row, uint c, thread const float * yl, float sumy, thread float * out) {
+        device const uchar * block = row + (c / 16) * 176;
+        uint v0 = (c % 16) * CH;
+        uint s = v0 / 32;
+        float sc, m;
+        scale_min_k4(s, block + 4, sc, m);
+        float d = load_half(block) * sc;
+        float dm = load_half(block + 2) * m;
+        device const uchar * qh = block + 16 + v0 % 32;
+        device const uchar * qs = block + 48 + 32 * (v0 / 64) + v0 % 32;
+        uint shift = (s % 2) * 4;
+        float acc = 0.0f;
+        for (uint i = 0; i < CH; i++) {
+            float q = (float) (((qs[i] >> shift) & 0xF) | (((qh[i] >> s) & 1) << 4));
+            if (out) out[i] = d * q - dm; else acc += q * yl[i];
+        }
+        return d * acc - dm * sumy;
+    }
+    static float dot(device const uchar * row, uint c, thread const float * yl, float sumy) { return chunk(row, c, yl, sumy, nullptr); }
+    static void dequant(device const uchar * row, uint c, thread float * out) { chunk(row, c, out, 0.0f, out); }
+};
+
+// 256 values per block of 210 bytes {uchar ql[128]; uchar qh[64]; char scales[16]; half d}: two halves
+// of 128; in half n, quarter t (32 values) takes nibble t/2 of ql[64n + 32(t%2) + l] and bits 2t..2t+1
+// of qh[32n + l]; value = d * scales[8n + l/16 + 2t] * (q - 32).
+struct Q6_K {
+    static uint index(uint c, uint i) { return c * CH + i; }
+    template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
+    static float chunk(device const uchar * row, uint c, thread const float * yl, float sumy, thread float * out) {
+        device const uchar * block = row + (c / 16) * 210;
+        uint v0 = (c % 16) * CH;
+        uint n = v0 / 128;
+        uint t = (v0 % 128) / 32;
+        uint l0 = v0 % 32;
+        device const uchar * ql = block + 64 * n + 32 * (t % 2) + l0;
+        device const uchar * qh = block + 128 + 32 * n + l0;
+        float d = load_half(block + 208) * (float) ((device const char *) (block + 192))[8 * n + l0 / 16 + 2 * t];
+        uint shift = (t / 2) * 4;
+        float acc = 0.0f;
+        for (uint i = 0; i < CH; i++) {
+            float q = (float) (((ql[i] >> shift) & 0xF) | (((qh[i] >> (2 * t)) & 3) << 4));
+            if (out) out[i] = d * (q - 32.0f); else acc += q * yl[i];
+        }
+        return d * (acc - 32.0f * sumy);
+    }
+    static float dot(device const uchar * row, uint c, thread const float * yl, float sumy) { return chunk(row, c, yl, sumy, nullptr); }
+    static void dequant(device const uchar * row, uint c, thread float * out) { chunk(row, c, out, 0.0f, out); }
+};
+
+// ---- the SIMD-group mat-vec core ----
+
+// sums[r] = row (first + r) of w times x over the chunks lane, lane + lanes, ... (lanes a multiple of
+// SIMD_WIDTH, the SIMD-group's lanes consecutive), for r < NR (rows at or past `rows` give 0); every lane
+// gets the SIMD-group's sums. lanes > SIMD_WIDTH splits a row over several SIMD-groups: see mv_combine.
+template <typename T, typename X>
+static inline void mv_rows_of(device const uchar * w, uint stride, uint first, uint rows, uint cols, X x,
+                              uint lane, uint lanes, thread float * sums) {
+    float acc[NR];
+    for (uint r = 0; r < NR; r++) acc[r] = 0.0f;
+    uint chunks = cols / CH;
+    for (uint c = lane; c < chunks; c += lanes) {
+        float yl[CH];
+        float sumy = 0.0f;
+        T::load(x, c, yl, sumy);
+        for (uint r = 0; r < NR; r++) {
+            if (first + r < rows) acc[r] += T::dot(w + (first + r) * stride, c, yl, sumy);
+        }
+    }
+    for (uint r = 0; r < NR; r++) sums[r] = simd_sum(acc[r]);
+}
+
+template <typename X>
+static inline void mv_rows_part(uint type, device const char * w, uint first, uint rows, uint cols, X x, uint lane,
+                                uint lanes, thread float * sums) {
+    device const uchar * wb = (device const uchar *) w;
+    uint stride = row_bytes(type, cols);
+    switch (type) {
+        case TYPE_F32: mv_rows_of<F32>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        case TYPE_F16: mv_rows_of<F16>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        case TYPE_Q4_0: mv_rows_of<Q4_0>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        case TYPE_Q5_0: mv_rows_of<Q5_0>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        case TYPE_Q8_0: mv_rows_of<Q8_0>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        case TYPE_Q4_K: mv_rows_of<Q4_K>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        case TYPE_Q5_K: mv_rows_of<Q5_K>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+        default: mv_rows_of<Q6_K>(wb, stride, first, rows, cols, x, lane, lanes, sums); break;
+    }
+}
+
+// A whole row set computed by one SIMD-group.
+template <typename X>
+static inline void mv_rows(uint type, device const char * w, uint first, uint rows, uint cols, X x, ushort tiisg,
+                           thread float * sums) {
+    mv_rows_part(type, w, first, rows, cols, x, tiisg, SIMD_WIDTH, sums);
+}
+
+// The mat-vec threadgroup layout: GLIMMER_MV_SIMDGROUPS SIMD-groups form mv_sets(split) sets of NR rows;
+// the `split` SIMD-groups of a set take every split-th chunk of the columns (SIMD-group sgitg computes part
+// sgitg / sets of set sgitg % sets). The host picks the split per dispatch: splitting the columns keeps
+// enough warps in flight when a matrix has few rows.
+static inline uint mv_sets(uint split) { return GLIMMER_MV_SIMDGROUPS / split; }
+static inline uint mv_set(ushort sgitg, uint split) { return sgitg % mv_sets(split); }
+static inline uint mv_lane(ushort tiisg, ushort sgitg, uint split) { return (sgitg / mv_sets(split)) * SIMD_WIDTH + tiisg; }
+
+// Adds up the `split` partial sums of each row set (mv_rows_part with mv_lane and split * SIMD_WIDTH
+// lanes). Lane r < NR of the set's first SIMD-group (sgitg < mv_sets(split)) gets row r's total; every
+// thread must call it (barriers, unless split is 1). scratch: MV_SIMDGROUPS * NR floats.
+static inline float mv_combine(thread const float * sums, threadgroup float * scratch, ushort tiisg, ushort sgitg,
+                               uint split) {
+    if (split == 1) {
+        float v = sums[0];
+        for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
+        return v;
+    }
+    if (tiisg == 0) {
+        for (uint r = 0; r < NR; r++) scratch[sgitg * NR + r] = sums[r];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float v = 0.0f;
+    if (tiisg < NR) {
+        for (uint p = 0; p < split; p++) v += scratch[(p * mv_sets(split) + mv_set(sgitg, split)) * NR + tiisg];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    return v;
+}
+
+// ---- threadgroup reductions ----
+
+// The sum of `v` over all threads of the threadgroup (every thread gets it). `scratch` holds one float
+// per SIMD-group; the trailing barrier lets the caller reuse it at once.
+static inline float threadgroup_sum(float v, threadgroup float * scratch, ushort tiisg, ushort sgitg, uint simdgroups) {
+    float s = simd_sum(v);
+    if (tiisg == 0) scratch[sgitg] = s;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float total = 0.0f;
+    for (uint i = 0; i < simdgroups; i++) total += scratch[i];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    return total;
+}
+
+// The maximum of `v` over all threads of the threadgroup, as threadgroup_sum.
+static inline float threadgroup_max(float v, threadgroup float * scratch, ushort tiisg, ushort sgitg, uint simdgroups) {
+    float s = simd_max(v);
+    if (tiisg == 0) scratch[sgitg] = s;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float m = -INFINITY;
+    for (uint i = 0; i < simdgroups; i++) m = max(m, scratch[i]);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    return m;
+}
+
+// 1/sqrt(mean(x^2) + eps) over x[0..n), computed by the whole threadgroup of `threads` threads.
+static inline float rms_scale(device const float * x, uint n, float eps, threadgroup float * scratch, ushort tiitg,
+                              ushort tiisg, ushort sgitg, uint threads) {
+    float s = 0.0f;
+    for (uint i = tiitg; i < n; i += threads) s += x[i] * x[i];
+    float total = threadgroup_sum(s, scratch, tiisg, sgitg, threads / SIMD_WIDTH);
+    return 1.0f / sqrt(total / (float) n + eps);
+}
+
+// xs[i] = x[i] * w[i] / rms(x) for i < n: the normalized input, computed once per threadgroup into
+// threadgroup memory so that the mat-vec reads it from there (XThreadgroup) instead of recomputing it
+// from two device loads per value and row set. Ends with a barrier.
+static inline void stage_normed(device const float * x, device const float * w, uint n, float eps, threadgroup float * xs,
+                                threadgroup float * scratch, ushort tiitg, ushort tiisg, ushort sgitg, uint threads) {
+    float scale = rms_scale(x, n, eps, scratch, tiitg, tiisg, sgitg, threads);
+    for (uint i = tiitg; i < n; i += threads) xs[i] = x[i] * scale * w[i];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+}

@@ -1,0 +1,173 @@
+package dev.glimmer.kernels.decode;
+
+import dev.glimmer.kernels.Geometry;
+import dev.glimmer.kernels.KernelLibrary;
+import org.junit.jupiter.api.Test;
+
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Set;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * The command list of the full-size GLM-4.7-Flash (47 layers, Q4_0 with a Q8_0 k_b/v_b, Q6_K output
+ * and a shared expert in Q5_K, as llama-quantize lays out a Q4_0 file), built from a tensor table
+ * with the real shapes and file offsets.
+ */
+class DecodeCommandListTest {
+
+    static final ModelShape GLM = new ModelShape(47, 1, 2048, 20, 768, 512, 192, 64, 256, 10240, 1536, 64, 4, 1536,
+            154880, 1e-5f, 1e6f, 1f / 16, 2, 1.8f, true);
+
+    /** ggml type ids and block geometry of the types used here. */
+    private static long bytes(int type, long elements) {
+        return switch (type) {
+            case 0 -> elements * 4;
+            case 2 -> elements / 32 * 18;
+            case 8 -> elements / 32 * 34;
+            case 13 -> elements / 256 * 176;
+            case 14 -> elements / 256 * 210;
+            default -> throw new IllegalArgumentException("type " + type);
+        };
+    }
+
+    /** Tensors in GGUF order with 32-byte aligned offsets after a 6 MB header, as a real file. */
+    static DecodeModel fullSizeModel() {
+        Map<String, WeightTensor> t = new LinkedHashMap<>();
+        long[] offset = {6_000_000};
+        java.util.function.BiConsumer<String, long[]> add = (name, typeAndElements) -> {
+            long b = bytes((int) typeAndElements[0], typeAndElements[1]);
+            t.put(name, new WeightTensor(name, (int) typeAndElements[0], offset[0], b));
+            offset[0] = (offset[0] + b + 31) / 32 * 32;
+        };
+        ModelShape s = GLM;
+        add.accept("token_embd.weight", new long[] {2, (long) s.embedding() * s.vocab()});
+        for (int l = 0; l < s.layers(); l++) {
+            String b = "blk." + l + ".";
+            add.accept(b + "attn_norm.weight", new long[] {0, s.embedding()});
+            add.accept(b + "attn_q_a.weight", new long[] {2, (long) s.embedding() * s.qLora()});
+            add.accept(b + "attn_q_a_norm.weight", new long[] {0, s.qLora()});
+            add.accept(b + "attn_q_b.weight", new long[] {2, (long) s.qLora() * s.heads() * (s.nope() + s.rope())});
+            add.accept(b + "attn_kv_a_mqa.weight", new long[] {2, (long) s.embedding() * s.kvRow()});
+            add.accept(b + "attn_kv_a_norm.weight", new long[] {0, s.latent()});
+            add.accept(b + "attn_k_b.weight", new long[] {8, (long) s.nope() * s.latent() * s.heads()});
+            add.accept(b + "attn_v_b.weight", new long[] {8, (long) s.latent() * s.vHead() * s.heads()});
+            add.accept(b + "attn_output.weight", new long[] {2, (long) s.heads() * s.vHead() * s.embedding()});
+            add.accept(b + "ffn_norm.weight", new long[] {0, s.embedding()});
+            if (l < s.denseLayers()) {
+                add.accept(b + "ffn_gate.weight", new long[] {2, (long) s.embedding() * s.denseFfn()});
+                add.accept(b + "ffn_up.weight", new long[] {2, (long) s.embedding() * s.denseFfn()});
+                add.accept(b + "ffn_down.weight", new long[] {2, (long) s.denseFfn() * s.embedding()});
+            } else {
+                add.accept(b + "ffn_gate_inp.weight", new long[] {0, (long) s.embedding() * s.experts()});
+                add.accept(b + "exp_probs_b.bias", new long[] {0, s.experts()});
+                long e = (long) s.embedding() * s.expertFfn() * s.experts();
+                add.accept(b + "ffn_gate_exps.weight", new long[] {2, e});
+                add.accept(b + "ffn_up_exps.weight", new long[] {2, e});
+                add.accept(b + "ffn_down_exps.weight", new long[] {2, e});
+                add.accept(b + "ffn_gate_shexp.weight", new long[] {13, (long) s.embedding() * s.sharedFfn()});
+                add.accept(b + "ffn_up_shexp.weight", new long[] {13, (long) s.embedding() * s.sharedFfn()});
+                add.accept(b + "ffn_down_shexp.weight", new long[] {13, (long) s.sharedFfn() * s.embedding()});
+            }
+        }
+        add.accept("output_norm.weight", new long[] {0, s.embedding()});
+        add.accept("output.weight", new long[] {14, (long) s.embedding() * s.vocab()});
+        return new DecodeModel(s, t);
+    }
+
+    @Test
+    void eightDispatchesPerMoeLayerSevenForTheDenseOne() {
+        CommandList list = DecodeCommandListBuilder.build(fullSizeModel(), 4096);
+        Map<Integer, Integer> perLayer = new HashMap<>();
+        for (Dispatch d : list.dispatches()) {
+            perLayer.merge(d.layer(), 1, Integer::sum);
+        }
+        assertEquals(7, perLayer.get(0));
+        for (int l = 1; l < GLM.layers(); l++) {
+            assertEquals(8, perLayer.get(l), "layer " + l);
+        }
+        assertEquals(3, perLayer.get(-1));  // embedding, output, argmax
+        assertEquals(3 + 7 + 46 * 8, list.dispatches().size());
+    }
+
+    @Test
+    void readsExactlyTheActiveWeights() {
+        DecodeModel m = fullSizeModel();
+        CommandList list = DecodeCommandListBuilder.build(m, 4096);
+        assertEquals(m.activeWeightBytes(), list.weightBytesPerStep());
+        Set<String> read = new HashSet<>();
+        list.dispatches().forEach(d -> d.weightReads().forEach(r -> read.add(r.tensor())));
+        assertEquals(m.tensors().keySet(), read, "every tensor is read");
+        // Q4_0 GLM-4.7-Flash: about 2 GB per token (KERNELS.md §8)
+        assertTrue(list.weightBytesPerStep() > 1.5e9 && list.weightBytesPerStep() < 2.5e9, list.weightBytesPerStep() + "");
+    }
+
+    @Test
+    void everyBindingFitsMetalsLimits() {
+        DecodeModel m = fullSizeModel();
+        CommandList list = DecodeCommandListBuilder.build(m, 202752);
+        KernelLibrary library = KernelLibrary.load();
+        assertTrue(list.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.WEIGHTS).count() > 1,
+                "a 17 GB file needs several weight buffers");
+        for (Dispatch d : list.dispatches()) {
+            assertTrue(d.bindings().size() <= Geometry.MAX_BUFFER_BINDINGS, d.kernel());
+            assertEquals(library.kernel(d.kernel()).bufferCount(), d.bindings().size(), d.kernel());
+            assertTrue(d.threadgroupMemoryBytes() <= Geometry.MAX_THREADGROUP_MEMORY, d.kernel());
+            for (int b : d.threadgroupMemory()) {
+                assertEquals(0, b % 16, d.kernel() + " threadgroup memory length must be a multiple of 16");
+            }
+            for (Dispatch.Binding b : d.bindings()) {
+                assertTrue(b.offset() <= DecodeCommandListBuilder.MAX_BINDING_OFFSET, d.kernel() + " offset " + b.offset());
+                assertTrue(b.offset() < list.buffers().get(b.buffer()).bytes(),
+                        d.kernel() + " binds past the end of " + list.buffers().get(b.buffer()).name());
+            }
+        }
+        // every tensor lies inside one weight buffer
+        for (WeightTensor t : m.tensors().values()) {
+            long inside = list.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.WEIGHTS
+                    && t.fileOffset() >= b.fileOffset() && t.fileOffset() + t.bytes() <= b.fileOffset() + b.bytes()).count();
+            assertTrue(inside >= 1, t.name());
+        }
+    }
+
+    @Test
+    void gridsDoNotDependOnTheContext() {
+        CommandList a = DecodeCommandListBuilder.build(fullSizeModel(), 1024);
+        CommandList b = DecodeCommandListBuilder.build(fullSizeModel(), 202752);
+        assertEquals(a.dispatches().size(), b.dispatches().size());
+        for (int i = 0; i < a.dispatches().size(); i++) {
+            assertEquals(a.dispatches().get(i).grid(), b.dispatches().get(i).grid());
+            assertEquals(a.dispatches().get(i).bindings(), b.dispatches().get(i).bindings());
+        }
+        assertTrue(java.util.Arrays.equals(a.args(), b.args()), "arguments are the same for every context size");
+    }
+
+    @Test
+    void planSummaryOfTheFullSizeModel() {
+        DecodeModel m = fullSizeModel();
+        PlanSummary p = PlanSummary.of(m, DecodeCommandListBuilder.build(m, 8192));
+        assertEquals(8, p.maxDispatchesPerLayer());
+        assertEquals(3 + 7 + 46 * 8, p.dispatches());
+        assertEquals(46, p.dispatchesPerKernel().get("moe_router"));
+        assertEquals(47 + 1, p.dispatchesPerKernel().get("mat_vec"));  // attn_output per layer + output
+        assertEquals(p.activeWeightBytes(), p.weightBytesPerToken());
+        assertTrue(p.threadgroupMemory().values().stream().allMatch(b -> b <= Geometry.MAX_THREADGROUP_MEMORY));
+        assertEquals(10, p.maxBindings());  // mla_q_heads
+        assertTrue(p.maxBindingOffset() < 1L << 32 && p.maxBindingOffset() > 1L << 30, p.maxBindingOffset() + "");
+        assertEquals(47L * 8192 * 576 * 4, p.kvCacheBytes());
+    }
+
+    @Test
+    void refusesModelsTheAttentionKernelCannotHold() {
+        ModelShape wide = new ModelShape(1, 1, 2048, 40, 768, 512, 192, 64, 256, 10240, 1536, 64, 4, 1536, 154880,
+                1e-5f, 1e6f, 1f / 16, 2, 1.8f, true);
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> DecodeCommandListBuilder.build(new DecodeModel(wide, fullSizeModel().tensors()), 16));
+        assertTrue(e.getMessage().contains("at most 32 heads"), e.getMessage());
+    }
+}

@@ -1,0 +1,93 @@
+package dev.glimmer.server;
+
+import dev.glimmer.server.config.ServerConfig;
+import dev.glimmer.server.inference.DemoModel;
+import dev.glimmer.server.inference.ModelHost;
+import dev.glimmer.server.inference.ServedModel;
+import dev.glimmer.server.metrics.ServerMetrics;
+
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+/**
+ * A running Glimmer server: starts listening at once (so {@code /health} can answer 503 while
+ * loading), loads the model on a background thread, and shuts everything down in order.
+ */
+public final class GlimmerApp implements AutoCloseable {
+    private static final Logger LOG = Logger.getLogger(GlimmerApp.class.getName());
+
+    private final ServerConfig config;
+    private final Map<String, String> environment;
+    private final ServerMetrics metrics = new ServerMetrics();
+    private final ModelHost host = new ModelHost();
+    private final GlimmerServer server;
+    private final Thread loader;
+
+    private GlimmerApp(ServerConfig config, Map<String, String> environment) {
+        this.config = config;
+        this.environment = environment;
+        this.server = GlimmerServer.start(config, host, metrics);
+        LOG.info("listening on http://" + config.host() + ":" + server.port() + " (model loading)");
+        this.loader = Thread.ofPlatform().name("glimmer-model-loader").start(this::load);
+    }
+
+    /** @param environment where the demo model's cache directory is looked up (XDG_CACHE_HOME) */
+    public static GlimmerApp start(ServerConfig config, Map<String, String> environment) {
+        return new GlimmerApp(config, environment);
+    }
+
+    private void load() {
+        try {
+            boolean demo = config.model().isEmpty();
+            Path path = demo ? DemoModel.ensure(environment, host::progress) : config.model().get();
+            if (demo) {
+                LOG.warning("no --model given: serving the DEMO model " + path
+                        + " (tiny, RANDOM weights: its output is gibberish; pass --model F for a real model)");
+            }
+            host.progress("loading " + path);
+            long start = System.nanoTime();
+            ServedModel model = ServedModel.load(path, demo, config, metrics);
+            host.ready(model);
+            LOG.info("model " + model.facts().id() + " ready in " + (System.nanoTime() - start) / 1_000_000 + " ms ("
+                    + model.facts().params() + " parameters, " + model.facts().quant() + ", context " + model.ctx() + ")");
+        } catch (Exception e) {
+            LOG.log(Level.SEVERE, "the model failed to load: " + e.getMessage());
+            host.failed(e.getMessage());
+        }
+    }
+
+    public int port() {
+        return server.port();
+    }
+
+    public ModelHost host() {
+        return host;
+    }
+
+    /** Waits until the model is loaded (or failed), for tests and tools. */
+    public void awaitLoaded() throws InterruptedException {
+        loader.join();
+    }
+
+    @Override
+    public void close() {
+        try {
+            loader.join();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        ServedModel model = host.state() instanceof ModelHost.Ready ready ? ready.model() : null;
+        if (model != null) {
+            // Running generations end first, so that their streams get a final chunk before the server stops.
+            model.scheduler().close();
+        }
+        server.close();
+        if (model != null) {
+            model.close();
+        }
+        metrics.close();
+        LOG.info("stopped");
+    }
+}

@@ -1,0 +1,77 @@
+package dev.glimmer.server.api;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.chat.ChatRequest;
+import dev.glimmer.engine.chat.ChatRequestParser;
+import dev.glimmer.server.config.ServerConfig;
+import dev.glimmer.server.http.ApiException;
+
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * A {@code POST /v1/chat/completions} body after checking: the conversation as the chat layer
+ * parsed it (messages, tools, thinking switch) and the generation options.
+ *
+ * @param model   the model id the client named, if any
+ * @param chat    the conversation, ready to render
+ * @param options sampling, limits and streaming
+ */
+public record ChatCompletionRequest(Optional<String> model, ChatRequest chat, GenerationOptions options) {
+
+    public static ChatCompletionRequest parse(JsonNode body, ServerConfig.SamplingDefaults defaults) {
+        Fields f = new Fields(body);
+        Optional<String> model = f.string("model");
+        GenerationOptions options = GenerationOptionsParser.parse(f, defaults, true);
+        // The chat layer reads "none" as thinking off; GLM-4.7-Flash has one depth, so the others mean on.
+        f.string("reasoning_effort").ifPresent(effort -> {
+            if (!List.of("none", "minimal", "low", "medium", "high").contains(effort)) {
+                throw ApiException.badRequest("reasoning_effort must be none, minimal, low, medium or high, got '"
+                        + effort + "'", "reasoning_effort");
+            }
+        });
+        ChatRequest chat;
+        try {
+            chat = ChatRequestParser.parse(body);
+        } catch (InvalidInputException e) {
+            throw ApiException.badRequest(e.getMessage(), paramOf(e.getMessage()));
+        }
+        return new ChatCompletionRequest(model, applyToolChoice(f, chat), options);
+    }
+
+    /**
+     * {@code tool_choice}: {@code auto} (the default) offers the tools; {@code none} leaves them out of
+     * the prompt, so the model answers in text; forcing a call ({@code required} or a named function)
+     * needs constrained decoding, which is not there yet, so it is refused rather than ignored.
+     */
+    private static ChatRequest applyToolChoice(Fields f, ChatRequest chat) {
+        var choice = f.node("tool_choice");
+        if (choice.isEmpty()) {
+            return chat;
+        }
+        JsonNode c = choice.get();
+        if (c.isTextual() && c.textValue().equals("auto")) {
+            return chat;
+        }
+        if (c.isTextual() && c.textValue().equals("none")) {
+            return new ChatRequest(chat.messages(), List.of(), chat.enableThinking(), chat.clearThinking());
+        }
+        if (c.isTextual() && c.textValue().equals("required") || c.isObject()) {
+            throw ApiException.badRequest("tool_choice " + (c.isTextual() ? "required" : "with a named function")
+                    + " needs constrained decoding, which this server does not support yet; use \"auto\" or \"none\"",
+                    "tool_choice");
+        }
+        throw ApiException.badRequest("tool_choice must be \"none\", \"auto\", \"required\" or an object, got "
+                + (c.isTextual() ? "'" + c.textValue() + "'" : Fields.typeName(c)), "tool_choice");
+    }
+
+    /** The field a chat-layer message names first ("messages[2].role: ..." names messages). */
+    private static String paramOf(String message) {
+        int end = 0;
+        while (end < message.length() && (Character.isLetterOrDigit(message.charAt(end)) || message.charAt(end) == '_')) {
+            end++;
+        }
+        return end > 0 ? message.substring(0, end) : null;
+    }
+}

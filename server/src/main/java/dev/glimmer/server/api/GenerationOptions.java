@@ -1,0 +1,24 @@
+package dev.glimmer.server.api;
+
+import dev.glimmer.engine.sampling.SamplingParams;
+
+import java.util.List;
+
+/**
+ * What a chat or text completion request asks of the generation, after checking.
+ *
+ * @param sampling      the sampler's parameters
+ * @param maxTokens     the most tokens to generate; empty-context limit when -1
+ * @param stop          stop strings (not returned in the output)
+ * @param logprobs      whether to report log-probabilities of the chosen tokens
+ * @param topLogprobs   how many alternatives per token to report (0-20)
+ * @param stream        answer with server-sent events
+ * @param includeUsage  send the usage chunk at the end of a stream
+ * @param user          the client's end-user id (accepted; nothing depends on it)
+ */
+public record GenerationOptions(SamplingParams sampling, int maxTokens, List<String> stop, boolean logprobs,
+                                int topLogprobs, boolean stream, boolean includeUsage, String user) {
+    public GenerationOptions {
+        stop = List.copyOf(stop);
+    }
+}

@@ -1,0 +1,121 @@
+package dev.glimmer.server.cli;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+import dev.glimmer.engine.backend.emulated.DecodeModels;
+import dev.glimmer.engine.gguf.GgufFile;
+import dev.glimmer.engine.model.GlmConfig;
+import dev.glimmer.kernels.Geometry;
+import dev.glimmer.kernels.decode.CommandList;
+import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
+import dev.glimmer.kernels.decode.DecodeModel;
+import dev.glimmer.kernels.decode.PlanSummary;
+
+import java.io.PrintStream;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * {@code ./glimmer plan}: the GPU decode step of a model file as the Metal backend would encode it,
+ * summarized without running it (the file is only mapped, so this works on the full-size model).
+ */
+final class PlanCommand implements Command {
+
+    private static final int DEFAULT_CONTEXT = 8192;
+
+    @Override
+    public String name() {
+        return "plan";
+    }
+
+    @Override
+    public String summary() {
+        return "show the GPU decode step of a model: dispatches, weight bytes per token, GPU limits";
+    }
+
+    @Override
+    public List<Option> options() {
+        return List.of(
+                Option.required("--model", "F", "the GGUF file"),
+                Option.value("--ctx", "N", "KV cache positions to size the cache for (default 8192, at most the model's context length)"),
+                Option.flag("--json", "print JSON instead of text"));
+    }
+
+    @Override
+    public String details() {
+        return """
+                Checks: at most 8 dispatches per layer, weight bytes per token equal to the model's active weight
+                bytes (no gathers, no dequantized copies), threadgroup memory per kernel at most 32 KiB, at most 31
+                buffer bindings per dispatch, binding offsets below 4 GiB. Exit code 1 when a check fails.
+                """;
+    }
+
+    @Override
+    public int run(Args args, Terminal io) throws Exception {
+        try (GgufFile file = GgufFile.open(args.existingFile("--model"))) {
+            GlmConfig config = GlmConfig.from(file);
+            int ctx = args.integer("--ctx", Math.min(DEFAULT_CONTEXT, config.contextLength()));
+            if (ctx <= 0 || ctx > config.contextLength()) {
+                throw new UsageException("--ctx must be in 1.." + config.contextLength() + ", got " + ctx);
+            }
+            DecodeModel model = DecodeModels.of(file, config);
+            CommandList list = DecodeCommandListBuilder.build(model, ctx);
+            PlanSummary p = PlanSummary.of(model, list);
+            Map<String, Boolean> checks = checks(p);
+            if (args.has("--json")) {
+                Map<String, Object> json = new LinkedHashMap<>();
+                json.put("model", file.path().getFileName().toString());
+                json.put("context", ctx);
+                json.put("dispatches_per_token", p.dispatches());
+                json.put("max_dispatches_per_layer", p.maxDispatchesPerLayer());
+                Map<String, Integer> perLayer = new LinkedHashMap<>();
+                p.dispatchesPerLayer().forEach((l, n) -> perLayer.put(l < 0 ? "outside_layers" : String.valueOf(l), n));
+                json.put("dispatches_per_layer", perLayer);
+                json.put("dispatches_per_kernel", p.dispatchesPerKernel());
+                json.put("weight_bytes_per_token", p.weightBytesPerToken());
+                json.put("active_weight_bytes", p.activeWeightBytes());
+                json.put("threadgroup_memory_bytes", p.threadgroupMemory());
+                json.put("max_bindings_per_dispatch", p.maxBindings());
+                json.put("max_binding_offset", p.maxBindingOffset());
+                json.put("weight_buffers", p.weightBuffers());
+                json.put("kv_cache_bytes", p.kvCacheBytes());
+                json.put("activation_bytes", p.activationBytes());
+                json.put("checks", checks);
+                io.out().println(new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValueAsString(json));
+            } else {
+                text(io.out(), file, ctx, p, checks);
+            }
+            io.out().flush();
+            return checks.containsValue(false) ? 1 : 0;
+        }
+    }
+
+    private static Map<String, Boolean> checks(PlanSummary p) {
+        Map<String, Boolean> c = new LinkedHashMap<>();
+        c.put("at_most_8_dispatches_per_layer", p.maxDispatchesPerLayer() <= 8);
+        c.put("weight_bytes_equal_active_bytes", p.weightBytesPerToken() == p.activeWeightBytes());
+        c.put("threadgroup_memory_within_32k",
+                p.threadgroupMemory().values().stream().allMatch(b -> b <= Geometry.MAX_THREADGROUP_MEMORY));
+        c.put("bindings_within_31", p.maxBindings() <= Geometry.MAX_BUFFER_BINDINGS);
+        c.put("binding_offsets_below_4g", p.maxBindingOffset() < 1L << 32);
+        return c;
+    }
+
+    private static void text(PrintStream out, GgufFile file, int ctx, PlanSummary p, Map<String, Boolean> checks) {
+        out.println("GPU decode step of " + file.path().getFileName() + " (KV cache for " + ctx + " positions)");
+        out.println("dispatches per token: " + p.dispatches() + ", at most " + p.maxDispatchesPerLayer() + " per layer");
+        StringBuilder layers = new StringBuilder();
+        p.dispatchesPerLayer().forEach((l, n) -> layers.append(layers.isEmpty() ? "" : " ")
+                .append(l < 0 ? "other" : l).append(':').append(n));
+        out.println("  per layer: " + layers);
+        p.dispatchesPerKernel().forEach((k, n) -> out.printf("  %-14s %4d dispatches, threadgroup memory %6d bytes%n",
+                k, n, p.threadgroupMemory().get(k)));
+        out.printf("weight bytes per token: %,d (active weight bytes of the model: %,d)%n", p.weightBytesPerToken(),
+                p.activeWeightBytes());
+        out.printf("bindings per dispatch: at most %d; largest binding offset: %,d; weight buffers: %d%n",
+                p.maxBindings(), p.maxBindingOffset(), p.weightBuffers());
+        out.printf("KV cache: %,d bytes; activations: %,d bytes%n", p.kvCacheBytes(), p.activationBytes());
+        checks.forEach((name, ok) -> out.println((ok ? "ok     " : "FAILED ") + name));
+    }
+}

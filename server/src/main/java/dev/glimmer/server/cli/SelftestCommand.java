@@ -1,0 +1,52 @@
+package dev.glimmer.server.cli;
+
+import dev.glimmer.engine.backend.Backends;
+import dev.glimmer.engine.backend.SelfTest;
+
+import java.util.List;
+
+/**
+ * {@code ./glimmer selftest}: checks a GPU decode path against the CPU backend on built-in tiny
+ * models (the check {@code serve} also runs before it trusts Metal). Exit code 1 when it disagrees.
+ */
+final class SelftestCommand implements Command {
+
+    @Override
+    public String name() {
+        return "selftest";
+    }
+
+    @Override
+    public String summary() {
+        return "check the GPU decode step (Metal, CUDA, or the CPU emulator) against the CPU backend";
+    }
+
+    @Override
+    public List<Option> options() {
+        return List.of(Option.value("--backend", "B",
+                "auto (default: metal on macOS/Apple Silicon, cuda where an NVIDIA GPU is, else emulated), metal, cuda or emulated"));
+    }
+
+    @Override
+    public String details() {
+        return """
+                Decodes a fixed token sequence on tiny built-in models (F32, F16, Q8_0, Q4_0 weights) on the GPU path and
+                on the CPU backend, and prints per model the largest logit difference, its limit and where it occurred
+                (on Metal also the first layer that is off and its kernels).
+                emulated runs the same kernels and command list on the CPU kernel emulator (needs clang-19).
+                Exit code 0 when every check passes, 1 when one fails, 2 when the backend cannot run here.
+                """;
+    }
+
+    @Override
+    public int run(Args args, Terminal io) {
+        String backend = args.string("--backend", "auto");
+        if (!Backends.SELF_TEST_NAMES.contains(backend)) {
+            throw new UsageException("--backend must be one of " + String.join(", ", Backends.SELF_TEST_NAMES) + ", got " + backend);
+        }
+        io.err().println("selftest: decoding built-in tiny models on the GPU path and on the CPU (about a minute on the emulator)");
+        SelfTest.Report report = Backends.selfTest(backend);
+        io.out().print(report.text());
+        return report.passed() ? 0 : 1;
+    }
+}

@@ -1,0 +1,163 @@
+package dev.glimmer.server.config;
+
+import dev.glimmer.engine.InvalidInputException;
+import io.helidon.config.Config;
+import io.helidon.config.ConfigSources;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * Builds a {@link ServerConfig} from three layers, the later winning: the defaults in
+ * {@code application.yaml} (shipped in the jar, or a file given with {@code --config}), environment
+ * variables named {@code GLIMMER_} + the key's path in capitals with {@code _} for {@code .} and
+ * {@code -} ({@code GLIMMER_SERVER_PORT}), and CLI flags (passed in by their key). Every value is
+ * checked; a bad one is an {@link InvalidInputException} naming the key and where it came from.
+ */
+public final class ServerConfigLoader {
+    private final Config yaml;
+    private final String yamlName;
+    private final Map<String, String> environment;
+    private final Map<String, String> flags;
+
+    private ServerConfigLoader(Config yaml, String yamlName, Map<String, String> environment, Map<String, String> flags) {
+        this.yaml = yaml;
+        this.yamlName = yamlName;
+        this.environment = environment;
+        this.flags = flags;
+    }
+
+    /**
+     * @param configFile  a YAML file replacing the bundled application.yaml, or empty
+     * @param environment the process environment (tests pass their own)
+     * @param flags       CLI values by configuration key, e.g. {@code server.port -> 9090}
+     */
+    public static ServerConfig load(Optional<Path> configFile, Map<String, String> environment, Map<String, String> flags) {
+        Config.Builder builder = Config.builder().disableEnvironmentVariablesSource().disableSystemPropertiesSource();
+        String name;
+        if (configFile.isPresent()) {
+            Path file = configFile.get();
+            if (!Files.isRegularFile(file)) {
+                throw new InvalidInputException("no such configuration file: " + file);
+            }
+            builder.addSource(ConfigSources.file(file));
+            name = file.toString();
+        } else {
+            builder.addSource(ConfigSources.classpath("application.yaml"));
+            name = "application.yaml";
+        }
+        return new ServerConfigLoader(builder.build(), name, environment, flags).build();
+    }
+
+    private ServerConfig build() {
+        ServerConfig.SamplingDefaults sampling = new ServerConfig.SamplingDefaults(
+                (float) decimal("sampling.temperature", 0.8, 0, 100),
+                (int) integer("sampling.top-k", 40, 0, Integer.MAX_VALUE),
+                (float) decimal("sampling.top-p", 0.95, Double.MIN_VALUE, 1),
+                (float) decimal("sampling.min-p", 0.05, 0, 1),
+                (int) integer("sampling.max-tokens", -1, -1, Integer.MAX_VALUE));
+        String backend = text("model.backend", "auto").toLowerCase(Locale.ROOT);
+        if (!Arrays.asList("auto", "cpu", "metal", "cuda").contains(backend)) {
+            throw bad("model.backend", "must be auto, cpu, metal or cuda, got '" + backend + "'");
+        }
+        String modelPath = text("model.path", "");
+        String apiKey = text("server.api-key", "");
+        String cors = text("server.cors-origins", "");
+        return new ServerConfig(
+                text("server.host", "127.0.0.1"),
+                (int) integer("server.port", 8080, 0, 65535),
+                apiKey.isEmpty() ? Optional.empty() : Optional.of(apiKey),
+                Arrays.stream(cors.split(",")).map(String::strip).filter(s -> !s.isEmpty()).toList(),
+                size("server.max-body", "4M"),
+                modelPath.isEmpty() ? Optional.empty() : Optional.of(Path.of(modelPath)),
+                backend,
+                (int) integer("model.ctx", 8192, 16, 1 << 24),
+                (int) integer("model.threads", 0, 0, 4096),
+                (int) integer("inference.parallel", 2, 1, 256),
+                (int) integer("inference.prompt-chunk", 512, 1, 8192),
+                (int) integer("inference.queue", 16, 0, 1 << 20),
+                integer("inference.kv-budget-mb", 0, 0, 1L << 30),
+                sampling);
+    }
+
+    /** The environment variable that overrides {@code key}. */
+    public static String environmentName(String key) {
+        return "GLIMMER_" + key.toUpperCase(Locale.ROOT).replace('.', '_').replace('-', '_');
+    }
+
+    private record Value(String text, String source) {
+    }
+
+    private Value value(String key, String fallback) {
+        if (flags.containsKey(key)) {
+            return new Value(flags.get(key), "the command line");
+        }
+        String env = environmentName(key);
+        if (environment.containsKey(env)) {
+            return new Value(environment.get(env), "environment variable " + env);
+        }
+        Optional<String> fromYaml = yaml.get(key).asString().asOptional();
+        return fromYaml.map(v -> new Value(v, yamlName)).orElseGet(() -> new Value(fallback, "the built-in default"));
+    }
+
+    private String text(String key, String fallback) {
+        return value(key, fallback).text().strip();
+    }
+
+    private long integer(String key, long fallback, long min, long max) {
+        Value v = value(key, Long.toString(fallback));
+        long n;
+        try {
+            n = Long.parseLong(v.text().strip());
+        } catch (NumberFormatException e) {
+            throw bad(key, "must be an integer, got '" + v.text() + "' (from " + v.source() + ")");
+        }
+        if (n < min || n > max) {
+            throw bad(key, "must be in [" + min + ", " + max + "], got " + n + " (from " + v.source() + ")");
+        }
+        return n;
+    }
+
+    private double decimal(String key, double fallback, double min, double max) {
+        Value v = value(key, Double.toString(fallback));
+        double x;
+        try {
+            x = Double.parseDouble(v.text().strip());
+        } catch (NumberFormatException e) {
+            throw bad(key, "must be a number, got '" + v.text() + "' (from " + v.source() + ")");
+        }
+        if (!(x >= min && x <= max)) {
+            throw bad(key, "must be in [" + min + ", " + max + "], got " + v.text().strip() + " (from " + v.source() + ")");
+        }
+        return x;
+    }
+
+    /** A byte count such as {@code 4096}, {@code 64K} or {@code 4M}. */
+    private long size(String key, String fallback) {
+        Value v = value(key, fallback);
+        String t = v.text().strip().toUpperCase(Locale.ROOT);
+        long unit = 1;
+        if (t.endsWith("K") || t.endsWith("M")) {
+            unit = t.endsWith("K") ? 1024 : 1024 * 1024;
+            t = t.substring(0, t.length() - 1).strip();
+        }
+        try {
+            long n = Long.parseLong(t);
+            if (n <= 0 || n > (1L << 40) / unit) {
+                throw new NumberFormatException();
+            }
+            return n * unit;
+        } catch (NumberFormatException e) {
+            throw bad(key, "must be a positive size such as 4096, 64K or 4M, got '" + v.text() + "' (from " + v.source()
+                    + ")");
+        }
+    }
+
+    private static InvalidInputException bad(String key, String message) {
+        return new InvalidInputException("configuration " + key + " " + message);
+    }
+}

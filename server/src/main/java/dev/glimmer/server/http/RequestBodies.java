@@ -1,0 +1,75 @@
+package dev.glimmer.server.http;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import io.helidon.webserver.http.ServerRequest;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+
+/** Reads a request body as a JSON object within the size limit. */
+public final class RequestBodies {
+
+    /**
+     * @throws ApiException 413 when the body exceeds {@code limit} bytes (checked from Content-Length when
+     *                      given, else while reading), 400 when it is not a JSON object
+     */
+    public static JsonNode jsonObject(ServerRequest req, long limit) {
+        byte[] bytes = read(req, limit);
+        JsonNode node;
+        try {
+            node = Json.MAPPER.readTree(bytes);
+        } catch (JsonProcessingException e) {
+            throw ApiException.badRequest("the body is not valid JSON: " + e.getOriginalMessage() + " (line "
+                    + e.getLocation().getLineNr() + ", column " + e.getLocation().getColumnNr() + ")", null);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        if (node == null || node.isMissingNode()) {
+            throw ApiException.badRequest("the body is empty; expected a JSON object", null);
+        }
+        if (!node.isObject()) {
+            throw ApiException.badRequest("the body must be a JSON object, got " + node.getNodeType().name().toLowerCase(
+                    java.util.Locale.ROOT), null);
+        }
+        return node;
+    }
+
+    /** Bodies over the limit are still read (and dropped) up to this size, so the client sees the 413. */
+    private static final long DRAIN_LIMIT = 64L << 20;
+
+    static byte[] read(ServerRequest req, long limit) {
+        long declared = req.headers().contentLength().orElse(-1);
+        if (declared > DRAIN_LIMIT) {
+            throw ApiException.payloadTooLarge(limit);
+        }
+        if (!req.content().hasEntity()) {
+            return new byte[0];
+        }
+        try (InputStream in = req.content().inputStream()) {
+            ByteArrayOutputStream out = new ByteArrayOutputStream();
+            byte[] buffer = new byte[8192];
+            long total = 0;
+            int n;
+            while ((n = in.read(buffer)) > 0) {
+                total += n;
+                if (total <= limit) {
+                    out.write(buffer, 0, n);
+                } else if (total > DRAIN_LIMIT) {
+                    break;
+                }
+            }
+            if (total > limit) {
+                throw ApiException.payloadTooLarge(limit);
+            }
+            return out.toByteArray();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    private RequestBodies() {
+    }
+}

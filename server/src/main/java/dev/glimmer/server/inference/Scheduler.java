@@ -1,0 +1,272 @@
+package dev.glimmer.server.inference;
+
+import dev.glimmer.engine.generate.FinishReason;
+import dev.glimmer.engine.generate.Vocabulary;
+import dev.glimmer.engine.kv.KvCache;
+import dev.glimmer.engine.model.GlmForward;
+import dev.glimmer.server.http.ApiException;
+import dev.glimmer.server.metrics.ServerMetrics;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+/**
+ * The one owner of the model: a platform thread that runs every forward pass. Up to
+ * {@code parallel} jobs run at once (continuous batching): each loop turn processes one prompt
+ * chunk of the oldest job still in its prompt, then one decode step that feeds the pending token of
+ * every generating job in a single batched forward pass. A job joins at the next turn after a slot
+ * frees and leaves as soon as it ends. Beyond {@code parallel}, up to {@code queue} jobs wait; more
+ * are refused with 503 ({@link #submit}).
+ *
+ * <p>Cancellation ({@link InferenceJob#cancel}) is checked every turn, so a cancelled job stops
+ * within one token or one prompt chunk, and its slot and session are released at once.
+ */
+public final class Scheduler implements AutoCloseable {
+    private static final Logger LOG = Logger.getLogger(Scheduler.class.getName());
+    /** What a client is told to wait before retrying when the queue is full. */
+    static final int RETRY_AFTER_SECONDS = 2;
+
+    private final GlmForward forward;
+    private final Vocabulary vocabulary;
+    private final int vocabSize;
+    private final SessionManager sessions;
+    private final ServerMetrics metrics;
+    private final int parallel;
+    private final int promptChunk;
+    private final int capacity;
+    private final ConcurrentLinkedQueue<InferenceJob> waiting = new ConcurrentLinkedQueue<>();
+    private final List<ActiveSequence> active = new ArrayList<>();
+    /** Jobs accepted and not yet ended: waiting or active. */
+    private final AtomicInteger admitted = new AtomicInteger();
+    private final Thread thread;
+    private volatile boolean stopping;
+    /** Set once the thread has ended and failed the waiting jobs; a job added later must not wait. */
+    private volatile boolean drained;
+
+    public Scheduler(GlmForward forward, Vocabulary vocabulary, int vocabSize, SessionManager sessions,
+                     ServerMetrics metrics, int parallel, int promptChunk, int queue) {
+        if (forward.maxBatch() < Math.max(parallel, promptChunk)) {
+            throw new IllegalArgumentException("the forward pass takes " + forward.maxBatch() + " tokens per step, fewer"
+                    + " than " + parallel + " parallel sequences or a prompt chunk of " + promptChunk);
+        }
+        this.forward = forward;
+        this.vocabulary = vocabulary;
+        this.vocabSize = vocabSize;
+        this.sessions = sessions;
+        this.metrics = metrics;
+        this.parallel = parallel;
+        this.promptChunk = promptChunk;
+        this.capacity = parallel + queue;
+        this.thread = Thread.ofPlatform().name("glimmer-scheduler").daemon().start(this::run);
+    }
+
+    /**
+     * Queues {@code job}; its events follow on the job's queue.
+     *
+     * @throws ApiException 503 with Retry-After when every slot and queue place is taken, or while shutting down
+     */
+    public void submit(InferenceJob job) {
+        if (stopping) {
+            throw ApiException.unavailable("the server is shutting down", RETRY_AFTER_SECONDS);
+        }
+        while (true) {
+            int n = admitted.get();
+            if (n >= capacity) {
+                throw ApiException.unavailable("the server is busy: " + parallel + " requests are running and "
+                        + (capacity - parallel) + " waiting; retry later", RETRY_AFTER_SECONDS);
+            }
+            if (admitted.compareAndSet(n, n + 1)) {
+                break;
+            }
+        }
+        waiting.add(job);
+        if (drained && waiting.remove(job)) {
+            admitted.decrementAndGet();
+            throw ApiException.unavailable("the server is shutting down", RETRY_AFTER_SECONDS);
+        }
+        metrics.queued(waiting.size());
+        LockSupport.unpark(thread);
+    }
+
+    /** Jobs accepted and not yet ended (running or waiting). */
+    public int admitted() {
+        return admitted.get();
+    }
+
+    private void run() {
+        while (!stopping) {
+            try {
+                turn();
+            } catch (RuntimeException | Error e) {
+                // A bug in a forward pass: fail the jobs it touched, keep serving the others.
+                LOG.log(Level.SEVERE, "a forward step failed; its requests are ended", e);
+                for (ActiveSequence s : List.copyOf(active)) {
+                    end(s, null, "internal error: " + e);
+                }
+            }
+        }
+        for (ActiveSequence s : List.copyOf(active)) {
+            end(s, FinishReason.STOP, null);
+        }
+        failWaiting();
+        drained = true;
+        // A job submitted while the flag was being set is failed here (submit sees the flag otherwise).
+        failWaiting();
+        updateGauges();
+    }
+
+    private void failWaiting() {
+        InferenceJob job;
+        while ((job = waiting.poll()) != null) {
+            job.emit(new JobEvent.Failed("the server is shutting down", true));
+            admitted.decrementAndGet();
+        }
+    }
+
+    private void turn() {
+        dropCancelledWaiting();
+        admit();
+        for (ActiveSequence s : List.copyOf(active)) {
+            if (s.job.isCancelled()) {
+                end(s, FinishReason.CANCELLED, null);
+            }
+        }
+        if (active.isEmpty()) {
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(50));
+            return;
+        }
+        prefillChunk();
+        decodeStep();
+    }
+
+    private void dropCancelledWaiting() {
+        for (Iterator<InferenceJob> it = waiting.iterator(); it.hasNext(); ) {
+            InferenceJob job = it.next();
+            if (job.isCancelled()) {
+                it.remove();
+                job.emit(new JobEvent.Finished(FinishReason.CANCELLED, job.prompt().length, 0, 0, 0, 0));
+                metrics.cancelled();
+                admitted.decrementAndGet();
+            }
+        }
+    }
+
+    private void admit() {
+        while (active.size() < parallel && !waiting.isEmpty()) {
+            InferenceJob job = waiting.poll();
+            SessionManager.Lease lease = sessions.acquire(job.prompt());
+            try {
+                active.add(new ActiveSequence(job, lease, vocabulary, vocabSize));
+            } catch (RuntimeException e) {
+                // The handler checks requests before submitting them; this only guards the other jobs.
+                sessions.release(lease.session(), Arrays.copyOf(job.prompt(), lease.reused()));
+                job.emit(new JobEvent.Failed("the request could not start: " + e.getMessage(), false));
+                admitted.decrementAndGet();
+            }
+        }
+        updateGauges();
+    }
+
+    /** One chunk of the oldest prompt still being processed. */
+    private void prefillChunk() {
+        ActiveSequence s = active.stream().filter(ActiveSequence::prefilling).findFirst().orElse(null);
+        if (s == null) {
+            return;
+        }
+        int[] prompt = s.job.prompt();
+        int from = s.prefilled();
+        int n = Math.min(promptChunk, prompt.length - from);
+        float[] logits = forward.forward(s.cache(), prompt, from, n, false);
+        s.prefilledUpTo(from + n);
+        metrics.promptChunk(n);
+        if (s.prefilling()) {
+            s.job.emit(new JobEvent.PromptProgress(from + n, prompt.length));
+            return;
+        }
+        s.promptDone();
+        int cached = s.lease.reused();
+        metrics.promptDone(prompt.length - cached, cached, Duration.ofNanos((long) (s.promptMillis() * 1e6)));
+        FinishReason finish = s.next(logits);
+        metrics.firstToken(Duration.ofNanos(System.nanoTime() - s.job.createdNanos()));
+        if (finish != null) {
+            end(s, finish, null);
+        }
+    }
+
+    /** Feeds the pending token of every generating sequence in one forward step, then samples each. */
+    private void decodeStep() {
+        List<ActiveSequence> batch = active.stream().filter(s -> s.pendingToken() >= 0).toList();
+        int n = batch.size();
+        if (n == 0) {
+            return;
+        }
+        KvCache[] caches = new KvCache[n];
+        int[] tokens = new int[n];
+        for (int i = 0; i < n; i++) {
+            caches[i] = batch.get(i).cache();
+            tokens[i] = batch.get(i).pendingToken();
+        }
+        float[] logits = forward.decode(caches, tokens, n);
+        metrics.decodeStep(n);
+        for (int i = 0; i < n; i++) {
+            ActiveSequence s = batch.get(i);
+            long previous = s.lastTokenNanos();
+            FinishReason finish = s.next(Arrays.copyOfRange(logits, i * vocabSize, (i + 1) * vocabSize));
+            metrics.token(Duration.ofNanos(s.lastTokenNanos() - previous));
+            if (finish != null) {
+                end(s, finish, null);
+            }
+        }
+    }
+
+    /** Ends a sequence: reports it, returns its session, frees its slot. {@code reason} null means it failed. */
+    private void end(ActiveSequence s, FinishReason reason, String failure) {
+        active.remove(s);
+        if (reason == null) {
+            sessions.discard(s.lease.session());
+            s.job.emit(new JobEvent.Failed(failure, false));
+        } else {
+            sessions.release(s.lease.session(), s.cachedTokens());
+            if (reason == FinishReason.CANCELLED) {
+                metrics.cancelled();
+            }
+            metrics.generation(s.generatedCount(), Duration.ofNanos((long) (s.generationMillis() * 1e6)));
+            JobEvent.Finished finished = new JobEvent.Finished(reason, s.job.prompt().length, s.lease.reused(),
+                    s.generatedCount(), s.promptMillis(), s.generationMillis());
+            LOG.info(String.format(Locale.ROOT, "%d prompt tokens (%d cached) in %.0f ms, %d generated in %.0f ms: %s",
+                    finished.promptTokens(), finished.cachedTokens(), finished.promptMillis(), finished.generatedTokens(),
+                    finished.generationMillis(), reason.apiName()));
+            s.job.emit(finished);
+        }
+        admitted.decrementAndGet();
+        updateGauges();
+    }
+
+    private void updateGauges() {
+        metrics.running(active.size());
+        metrics.queued(waiting.size());
+        metrics.kvCache(sessions.bytesUsed(), sessions.budgetBytes(), sessions.sessions());
+    }
+
+    /** Stops taking jobs, ends running ones (their streams get a final chunk) and waits for the thread. */
+    @Override
+    public void close() {
+        stopping = true;
+        LockSupport.unpark(thread);
+        try {
+            thread.join(TimeUnit.SECONDS.toMillis(30));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}

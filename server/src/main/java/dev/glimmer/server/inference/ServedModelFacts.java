@@ -1,0 +1,42 @@
+package dev.glimmer.server.inference;
+
+import dev.glimmer.engine.gguf.GgufFile;
+import dev.glimmer.engine.gguf.TensorInfo;
+import dev.glimmer.engine.tensor.GgmlType;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.util.EnumMap;
+import java.util.Map;
+
+/**
+ * What {@code /v1/models} says about the served model (the engine's {@code ModelFacts} describe a file
+ * for {@code info}; these are the few a client sees).
+ *
+ * @param id       the model id clients send (the file name without {@code .gguf})
+ * @param created  when the file was written, in seconds since the epoch
+ * @param ctx      the context length served, in tokens
+ * @param params   the number of weights
+ * @param quant    the weights' main type, e.g. {@code Q4_0}
+ * @param demo     whether these are the built-in demo model's random weights
+ * @param path     the GGUF file
+ */
+public record ServedModelFacts(String id, long created, int ctx, long params, String quant, boolean demo, String path) {
+
+    /** The facts of an opened GGUF file served with {@code ctx} tokens of context. */
+    public static ServedModelFacts of(GgufFile file, int ctx, boolean demo) throws IOException {
+        String name = file.path().getFileName().toString();
+        String id = name.endsWith(".gguf") ? name.substring(0, name.length() - 5) : name;
+        long created = Files.getLastModifiedTime(file.path()).toMillis() / 1000;
+        long params = 0;
+        // The "quant" is the type holding most of the weight bytes (norms and biases stay F32 in every file).
+        Map<GgmlType, Long> bytesByType = new EnumMap<>(GgmlType.class);
+        for (TensorInfo t : file.tensors()) {
+            params += t.elements();
+            bytesByType.merge(t.type(), t.size(), Long::sum);
+        }
+        String quant = bytesByType.entrySet().stream().max(Map.Entry.comparingByValue())
+                .map(e -> e.getKey().name()).orElse("none");
+        return new ServedModelFacts(id, created, ctx, params, quant, demo, file.path().toString());
+    }
+}

@@ -1,0 +1,158 @@
+package dev.glimmer.server.metrics;
+
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.DistributionSummary;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.binder.jvm.ClassLoaderMetrics;
+import io.micrometer.core.instrument.binder.jvm.JvmGcMetrics;
+import io.micrometer.core.instrument.binder.jvm.JvmMemoryMetrics;
+import io.micrometer.core.instrument.binder.jvm.JvmThreadMetrics;
+import io.micrometer.core.instrument.binder.system.ProcessorMetrics;
+import io.micrometer.prometheusmetrics.PrometheusConfig;
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+
+import java.time.Duration;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The server's Micrometer meters, exposed on {@code /metrics} in Prometheus text format. Names
+ * follow llama-server's where one exists ({@code glimmer_} prefix instead of {@code llamacpp:}).
+ * The inference side reports through the methods here; gauges read the atomic values.
+ */
+public final class ServerMetrics implements AutoCloseable {
+    /** Prometheus text exposition format 0.0.4, what scrapers and SERVER.md expect. */
+    public static final String CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
+
+    private final PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+    private final JvmGcMetrics gcMetrics = new JvmGcMetrics();
+
+    private final Counter promptTokens;
+    private final Counter promptTokensCached;
+    private final Counter generatedTokens;
+    private final Counter cancelledRequests;
+    private final Timer timeToFirstToken;
+    private final Timer interTokenLatency;
+    private final DistributionSummary promptSpeed;
+    private final DistributionSummary generationSpeed;
+    private final DistributionSummary decodeBatch;
+
+    private final AtomicLong running = new AtomicLong();
+    private final AtomicLong queued = new AtomicLong();
+    private final AtomicLong kvBytesUsed = new AtomicLong();
+    private final AtomicLong kvBytesBudget = new AtomicLong();
+    private final AtomicLong sessionsCached = new AtomicLong();
+    private final AtomicLong handlersActive = new AtomicLong();
+
+    public ServerMetrics() {
+        promptTokens = Counter.builder("glimmer.prompt.tokens").description("prompt tokens processed (not from cache)")
+                .register(registry);
+        promptTokensCached = Counter.builder("glimmer.prompt.tokens.cached")
+                .description("prompt tokens taken from a cached KV prefix").register(registry);
+        generatedTokens = Counter.builder("glimmer.tokens.predicted").description("tokens generated").register(registry);
+        cancelledRequests = Counter.builder("glimmer.requests.cancelled")
+                .description("generations stopped because the client disconnected").register(registry);
+        timeToFirstToken = Timer.builder("glimmer.time.to.first.token").description("request arrival to first token")
+                .publishPercentileHistogram().register(registry);
+        interTokenLatency = Timer.builder("glimmer.inter.token.latency").description("time between generated tokens")
+                .publishPercentileHistogram().register(registry);
+        promptSpeed = DistributionSummary.builder("glimmer.prompt.tokens.per.second")
+                .description("prompt processing speed per request").register(registry);
+        generationSpeed = DistributionSummary.builder("glimmer.predicted.tokens.per.second")
+                .description("generation speed per request").register(registry);
+        decodeBatch = DistributionSummary.builder("glimmer.decode.batch.size")
+                .description("sequences decoded together per forward step").register(registry);
+        Gauge.builder("glimmer.requests.processing", running, AtomicLong::get).description("requests being generated")
+                .register(registry);
+        Gauge.builder("glimmer.requests.deferred", queued, AtomicLong::get).description("requests waiting for a slot")
+                .register(registry);
+        Gauge.builder("glimmer.http.handlers.active", handlersActive, AtomicLong::get)
+                .description("HTTP handlers that have not returned yet").register(registry);
+        Gauge.builder("glimmer.kv.cache.used.bytes", kvBytesUsed, AtomicLong::get)
+                .description("KV cache memory held by sessions").register(registry);
+        Gauge.builder("glimmer.kv.cache.budget.bytes", kvBytesBudget, AtomicLong::get)
+                .description("KV cache memory budget").register(registry);
+        Gauge.builder("glimmer.sessions.cached", sessionsCached, AtomicLong::get)
+                .description("conversations whose KV cache is kept").register(registry);
+        new JvmMemoryMetrics().bindTo(registry);
+        gcMetrics.bindTo(registry);
+        new JvmThreadMetrics().bindTo(registry);
+        new ClassLoaderMetrics().bindTo(registry);
+        new ProcessorMetrics().bindTo(registry);
+    }
+
+    /** Counts one finished HTTP request by route pattern and status. */
+    public void request(String route, int status) {
+        Counter.builder("glimmer.http.requests").description("HTTP requests by route and status")
+                .tag("route", route).tag("status", Integer.toString(status)).register(registry).increment();
+    }
+
+    /** A chunk of {@code tokens} prompt tokens was processed (counted even if the request is cancelled later). */
+    public void promptChunk(int tokens) {
+        promptTokens.increment(tokens);
+    }
+
+    /** A prompt is done: {@code processed} tokens computed in {@code duration}, {@code cached} taken from a cache. */
+    public void promptDone(int processed, int cached, Duration duration) {
+        promptTokensCached.increment(cached);
+        if (processed > 0 && duration.toNanos() > 0) {
+            promptSpeed.record(processed * 1e9 / duration.toNanos());
+        }
+    }
+
+    public void generation(int tokens, Duration duration) {
+        if (tokens > 0 && duration.toNanos() > 0) {
+            generationSpeed.record(tokens * 1e9 / duration.toNanos());
+        }
+    }
+
+    /** A token after a sequence's first, {@code sincePrevious} after the one before it. */
+    public void token(Duration sincePrevious) {
+        generatedTokens.increment();
+        interTokenLatency.record(sincePrevious);
+    }
+
+    /** A sequence's first token, {@code sinceArrival} after its request came in. */
+    public void firstToken(Duration sinceArrival) {
+        generatedTokens.increment();
+        timeToFirstToken.record(sinceArrival);
+    }
+
+    /** One decode step fed {@code sequences} tokens at once. */
+    public void decodeStep(int sequences) {
+        decodeBatch.record(sequences);
+    }
+
+    public void cancelled() {
+        cancelledRequests.increment();
+    }
+
+    public void running(int n) {
+        running.set(n);
+    }
+
+    public void queued(int n) {
+        queued.set(n);
+    }
+
+    /** A handler starts ({@code +1}) or returns ({@code -1}). */
+    public void handlers(int delta) {
+        handlersActive.addAndGet(delta);
+    }
+
+    public void kvCache(long usedBytes, long budgetBytes, int sessions) {
+        kvBytesUsed.set(usedBytes);
+        kvBytesBudget.set(budgetBytes);
+        sessionsCached.set(sessions);
+    }
+
+    public String scrape() {
+        return registry.scrape(CONTENT_TYPE);
+    }
+
+    @Override
+    public void close() {
+        gcMetrics.close();
+        registry.close();
+    }
+}

@@ -1,0 +1,47 @@
+package dev.glimmer.server.routes;
+
+import dev.glimmer.server.http.ApiException;
+import dev.glimmer.server.http.ErrorResponses;
+import dev.glimmer.server.inference.ModelHost;
+import dev.glimmer.server.metrics.ServerMetrics;
+import io.helidon.http.HeaderNames;
+import io.helidon.webserver.http.HttpRules;
+import io.helidon.webserver.http.HttpService;
+import io.helidon.webserver.http.ServerRequest;
+import io.helidon.webserver.http.ServerResponse;
+
+import java.nio.charset.StandardCharsets;
+
+/** {@code GET /health} (200 when ready, 503 while loading) and {@code GET /metrics} (Prometheus text). */
+public final class HealthRoutes implements HttpService {
+    private final ModelHost host;
+    private final ServerMetrics metrics;
+
+    public HealthRoutes(ModelHost host, ServerMetrics metrics) {
+        this.host = host;
+        this.metrics = metrics;
+    }
+
+    @Override
+    public void routing(HttpRules rules) {
+        rules.get("/health", this::health).get("/metrics", this::metrics);
+    }
+
+    private void health(ServerRequest req, ServerResponse res) {
+        if (host.state() instanceof ModelHost.Ready) {
+            res.header(HeaderNames.CONTENT_TYPE, "application/json");
+            res.send("{\"status\":\"ok\"}".getBytes(StandardCharsets.UTF_8));
+            return;
+        }
+        try {
+            host.require();
+        } catch (ApiException e) {
+            ErrorResponses.send(res, e);
+        }
+    }
+
+    private void metrics(ServerRequest req, ServerResponse res) {
+        res.header(HeaderNames.CONTENT_TYPE, ServerMetrics.CONTENT_TYPE);
+        res.send(metrics.scrape().getBytes(StandardCharsets.UTF_8));
+    }
+}

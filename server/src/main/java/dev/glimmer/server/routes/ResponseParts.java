@@ -1,0 +1,74 @@
+package dev.glimmer.server.routes;
+
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.glimmer.engine.sampling.TokenLogprobs;
+import dev.glimmer.engine.tokenizer.Tokenizer;
+import dev.glimmer.server.http.Json;
+import dev.glimmer.server.inference.JobEvent;
+
+import java.nio.charset.StandardCharsets;
+import java.security.SecureRandom;
+import java.util.HexFormat;
+
+/** JSON pieces shared by chat and text completions: ids, usage, llama-server's timings, logprobs. */
+final class ResponseParts {
+    private static final SecureRandom RANDOM = new SecureRandom();
+
+    private ResponseParts() {
+    }
+
+    static String newId(String prefix) {
+        byte[] bytes = new byte[12];
+        RANDOM.nextBytes(bytes);
+        return prefix + HexFormat.of().formatHex(bytes);
+    }
+
+    static long now() {
+        return System.currentTimeMillis() / 1000;
+    }
+
+    static ObjectNode usage(JobEvent.Finished f) {
+        ObjectNode u = Json.object();
+        u.put("prompt_tokens", f.promptTokens());
+        u.put("completion_tokens", f.generatedTokens());
+        u.put("total_tokens", f.promptTokens() + f.generatedTokens());
+        u.putObject("prompt_tokens_details").put("cached_tokens", f.cachedTokens());
+        return u;
+    }
+
+    static ObjectNode timings(JobEvent.Finished f) {
+        ObjectNode t = Json.object();
+        int processed = f.promptTokens() - f.cachedTokens();
+        t.put("cache_n", f.cachedTokens());
+        t.put("prompt_n", processed);
+        t.put("prompt_ms", f.promptMillis());
+        t.put("prompt_per_second", f.promptMillis() > 0 ? processed * 1000.0 / f.promptMillis() : 0);
+        t.put("predicted_n", f.generatedTokens());
+        t.put("predicted_ms", f.generationMillis());
+        t.put("predicted_per_second", f.generationMillis() > 0 ? f.generatedTokens() * 1000.0 / f.generationMillis() : 0);
+        return t;
+    }
+
+    /** One entry of a chat response's {@code logprobs.content}: the token, its bytes, its alternatives. */
+    static ObjectNode chatLogprob(Tokenizer tokenizer, TokenLogprobs lp) {
+        ObjectNode entry = tokenEntry(tokenizer, lp.token(), lp.logprob());
+        ArrayNode top = entry.putArray("top_logprobs");
+        for (TokenLogprobs.Candidate c : lp.top()) {
+            top.add(tokenEntry(tokenizer, c.token(), c.logprob()));
+        }
+        return entry;
+    }
+
+    private static ObjectNode tokenEntry(Tokenizer tokenizer, int token, float logprob) {
+        byte[] bytes = tokenizer.piece(token, true);
+        ObjectNode e = Json.object();
+        e.put("token", new String(bytes, StandardCharsets.UTF_8));
+        e.put("logprob", logprob);
+        ArrayNode b = e.putArray("bytes");
+        for (byte x : bytes) {
+            b.add(x & 0xff);
+        }
+        return e;
+    }
+}

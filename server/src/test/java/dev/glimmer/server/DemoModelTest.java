@@ -1,0 +1,48 @@
+package dev.glimmer.server;
+
+import dev.glimmer.server.config.ServerConfig;
+import dev.glimmer.server.config.ServerConfigLoader;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.FileTime;
+import java.util.Map;
+import java.util.Optional;
+
+import static io.restassured.RestAssured.given;
+import static org.hamcrest.Matchers.containsString;
+import static org.hamcrest.Matchers.equalTo;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** Without a model, serve writes the demo model once to the cache directory and says it is random. */
+class DemoModelTest {
+
+    @Test
+    void theDemoModelIsWrittenOnceAndAnnounced(@TempDir Path cache) throws Exception {
+        ServerConfig config = ServerConfigLoader.load(Optional.empty(), Map.of(),
+                Map.of("server.port", "0", "model.ctx", "512"));
+        Map<String, String> env = Map.of("XDG_CACHE_HOME", cache.toString());
+        Path file = cache.resolve("glimmer").resolve("glimmer-demo-tiny-f32-seed42.gguf");
+        FileTime written;
+        try (GlimmerApp app = GlimmerApp.start(config, env)) {
+            app.awaitLoaded();
+            assertTrue(Files.isRegularFile(file));
+            written = Files.getLastModifiedTime(file);
+            given().port(app.port()).get("/v1/models").then().statusCode(200)
+                    .body("data[0].id", equalTo("glimmer-demo-tiny-f32-seed42"))
+                    .body("data[0].meta.demo", equalTo(true))
+                    .body("data[0].meta.note", containsString("random weights"));
+            given().port(app.port()).contentType("application/json")
+                    .body("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 5}")
+                    .post("/v1/chat/completions").then().statusCode(200).body("usage.completion_tokens", equalTo(5));
+        }
+        try (GlimmerApp again = GlimmerApp.start(config, env)) {
+            again.awaitLoaded();
+            given().port(again.port()).get("/health").then().statusCode(200);
+        }
+        assertEquals(written, Files.getLastModifiedTime(file), "written once, reused afterwards");
+    }
+}

@@ -1,0 +1,165 @@
+package dev.glimmer.server;
+
+import com.openai.client.OpenAIClient;
+import com.openai.client.okhttp.OpenAIOkHttpClient;
+import com.openai.core.JsonValue;
+import com.openai.core.http.StreamResponse;
+import com.openai.models.FunctionDefinition;
+import com.openai.models.FunctionParameters;
+import com.openai.models.completions.Completion;
+import com.openai.models.completions.CompletionCreateParams;
+import com.openai.models.chat.completions.ChatCompletion;
+import com.openai.models.chat.completions.ChatCompletionChunk;
+import com.openai.models.chat.completions.ChatCompletionCreateParams;
+import com.openai.models.chat.completions.ChatCompletionMessageFunctionToolCall;
+import com.openai.models.chat.completions.ChatCompletionStreamOptions;
+import com.openai.models.chat.completions.ChatCompletionTokenLogprob;
+import com.openai.models.models.Model;
+import io.restassured.path.json.JsonPath;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+import static io.restassured.RestAssured.given;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** The official OpenAI Java client, pointed at Glimmer, does not notice the difference. */
+class OpenAiClientTest {
+    static GlimmerApp app;
+    static OpenAIClient client;
+
+    @BeforeAll
+    static void start() {
+        app = TestServer.start(Map.of("server.api-key", "sesame"));
+        client = OpenAIOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port() + "/v1").apiKey("sesame")
+                .maxRetries(0).build();
+    }
+
+    @AfterAll
+    static void stop() {
+        client.close();
+        app.close();
+    }
+
+    static ChatCompletionCreateParams.Builder hello() {
+        return ChatCompletionCreateParams.builder().model("tiny-f32")
+                .addUserMessage("Hello, world! Tell me a story about a fox.").temperature(0.0).maxCompletionTokens(10);
+    }
+
+    @Test
+    void nonStreamingChat() {
+        ChatCompletion c = client.chat().completions().create(hello().build());
+        assertEquals(1, c.choices().size());
+        assertEquals(ChatCompletion.Choice.FinishReason.LENGTH, c.choices().getFirst().finishReason());
+        assertEquals(10, c.usage().orElseThrow().completionTokens());
+        assertEquals(24, c.usage().orElseThrow().promptTokens());
+        assertTrue(c.choices().getFirst().message()._additionalProperties().containsKey("reasoning_content"));
+    }
+
+    @Test
+    void streamingChatWithUsageGivesTheSameText() {
+        ChatCompletion whole = client.chat().completions().create(hello().build());
+        String wholeText = whole.choices().getFirst().message()._additionalProperties().get("reasoning_content")
+                .asString().orElseThrow() + whole.choices().getFirst().message().content().orElse("");
+        StringBuilder text = new StringBuilder();
+        List<ChatCompletionChunk> chunks = new ArrayList<>();
+        try (StreamResponse<ChatCompletionChunk> stream = client.chat().completions().createStreaming(
+                hello().streamOptions(ChatCompletionStreamOptions.builder().includeUsage(true).build()).build())) {
+            stream.stream().forEach(chunk -> {
+                chunks.add(chunk);
+                for (ChatCompletionChunk.Choice choice : chunk.choices()) {
+                    JsonValue reasoning = choice.delta()._additionalProperties().get("reasoning_content");
+                    if (reasoning != null) {
+                        text.append(reasoning.asString().orElseThrow());
+                    }
+                    choice.delta().content().ifPresent(text::append);
+                }
+            });
+        }
+        assertEquals(wholeText, text.toString());
+        ChatCompletionChunk last = chunks.getLast();
+        assertTrue(last.choices().isEmpty());
+        assertEquals(10, last.usage().orElseThrow().completionTokens());
+        assertEquals(ChatCompletionChunk.Choice.FinishReason.LENGTH,
+                chunks.get(chunks.size() - 2).choices().getFirst().finishReason().orElseThrow());
+    }
+
+    /**
+     * A tool call forced by logit_bias and a repetition penalty: {@code <tool_call>} gets the largest
+     * bias, the tool's one-token name the next, {@code </tool_call>} the next and {@code <|observation|>}
+     * (end of generation) the smallest. Greedy picks the largest biased token not yet used; the penalty
+     * (logit / 8 for used tokens) pushes used ones below the next. The user message is long enough to
+     * keep the tool block's tokens out of the 64-token penalty window.
+     */
+    @Test
+    void toolCallForcedByLogitBias() {
+        List<Integer> tags = tokens("<tool_call></tool_call><|observation|>");
+        List<Integer> name = tokens("z");
+        assertEquals(3, tags.size());
+        assertEquals(1, name.size());
+        String longMessage = "Please tell me what the weather is like today, and then tell me once more, in a long"
+                + " and polite answer with many words, as long as possible, with details about the clouds, the rain,"
+                + " the sun, the temperature, the humidity, the wind and what people should wear when they go out.";
+        ChatCompletionCreateParams params = ChatCompletionCreateParams.builder().model("tiny-f32")
+                .addUserMessage(longMessage).temperature(0.0).maxCompletionTokens(20)
+                .addFunctionTool(FunctionDefinition.builder().name("z").description("the weather")
+                        .parameters(FunctionParameters.builder().putAdditionalProperty("type", JsonValue.from("object"))
+                                .putAdditionalProperty("properties", JsonValue.from(Map.of())).build()).build())
+                .logitBias(ChatCompletionCreateParams.LogitBias.builder()
+                        .putAdditionalProperty(tags.get(0).toString(), JsonValue.from(100))
+                        .putAdditionalProperty(name.getFirst().toString(), JsonValue.from(70))
+                        .putAdditionalProperty(tags.get(1).toString(), JsonValue.from(40))
+                        .putAdditionalProperty(tags.get(2).toString(), JsonValue.from(25)).build())
+                .putAdditionalBodyProperty("repeat_penalty", JsonValue.from(8))
+                .putAdditionalBodyProperty("chat_template_kwargs", JsonValue.from(Map.of("enable_thinking", false)))
+                .build();
+        ChatCompletion c = client.chat().completions().create(params);
+        ChatCompletion.Choice choice = c.choices().getFirst();
+        assertEquals(ChatCompletion.Choice.FinishReason.TOOL_CALLS, choice.finishReason());
+        ChatCompletionMessageFunctionToolCall call = choice.message().toolCalls().orElseThrow().getFirst().asFunction();
+        assertEquals("z", call.function().name());
+        assertEquals("{}", call.function().arguments());
+        assertEquals(4, c.usage().orElseThrow().completionTokens());
+    }
+
+    @Test
+    void logprobs() {
+        ChatCompletion c = client.chat().completions().create(hello().logprobs(true).topLogprobs(2).build());
+        List<ChatCompletionTokenLogprob> content = c.choices().getFirst().logprobs().orElseThrow().content().orElseThrow();
+        assertEquals(10, content.size());
+        for (ChatCompletionTokenLogprob lp : content) {
+            assertEquals(2, lp.topLogprobs().size());
+            assertEquals(lp.topLogprobs().getFirst().logprob(), lp.logprob(), 0.0);
+        }
+    }
+
+    @Test
+    void completions() {
+        Completion c = client.completions().create(CompletionCreateParams.builder().model("tiny-f32")
+                .prompt("Once upon a time").maxTokens(6).temperature(0.0).build());
+        assertEquals(6, c.usage().orElseThrow().completionTokens());
+        JsonPath raw = given().port(app.port()).header("Authorization", "Bearer sesame").contentType("application/json")
+                .body("{\"prompt\": \"Once upon a time\", \"max_tokens\": 6, \"temperature\": 0}").post("/v1/completions")
+                .then().statusCode(200).extract().jsonPath();
+        assertEquals(raw.getString("choices[0].text"), c.choices().getFirst().text());
+    }
+
+    @Test
+    void models() {
+        List<Model> models = client.models().list().data();
+        assertEquals(1, models.size());
+        assertEquals("tiny-f32", models.getFirst().id());
+        assertEquals("tiny-f32", client.models().retrieve("tiny-f32").id());
+    }
+
+    static List<Integer> tokens(String text) {
+        return given().port(app.port()).header("Authorization", "Bearer sesame").contentType("application/json")
+                .body(Map.of("content", text)).post("/tokenize").then().statusCode(200).extract().jsonPath()
+                .getList("tokens", Integer.class);
+    }
+}

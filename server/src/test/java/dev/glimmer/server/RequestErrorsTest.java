@@ -1,0 +1,130 @@
+package dev.glimmer.server;
+
+import io.restassured.response.ValidatableResponse;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import java.util.Map;
+
+import static io.restassured.RestAssured.given;
+import static org.hamcrest.Matchers.containsString;
+import static org.hamcrest.Matchers.equalTo;
+
+/** Every client mistake gets an OpenAI error object with the right status, never a 500. */
+class RequestErrorsTest {
+    static GlimmerApp app;
+
+    @BeforeAll
+    static void start() {
+        app = TestServer.start(Map.of("server.max-body", "64K", "model.ctx", "256"));
+    }
+
+    @AfterAll
+    static void stop() {
+        app.close();
+    }
+
+    static ValidatableResponse post(String path, String body) {
+        return given().port(app.port()).contentType("application/json").body(body).post(path).then();
+    }
+
+    static ValidatableResponse chat(String body) {
+        return post("/v1/chat/completions", body);
+    }
+
+    static void badRequest(ValidatableResponse r, String param, String message) {
+        r.statusCode(400).contentType("application/json")
+                .body("error.type", equalTo("invalid_request_error"))
+                .body("error.param", equalTo(param))
+                .body("error.message", containsString(message));
+    }
+
+    @Test
+    void invalidJson() {
+        badRequest(chat("{\"messages\": ["), null, "the body is not valid JSON");
+        badRequest(chat(""), null, "the body is empty");
+        badRequest(chat("[1,2]"), null, "the body must be a JSON object, got array");
+    }
+
+    @Test
+    void messagesMustBeANonEmptyArrayOfKnownRoles() {
+        badRequest(chat("{}"), "messages", "messages");
+        badRequest(chat("{\"messages\": \"hi\"}"), "messages", "messages");
+        badRequest(chat("{\"messages\": []}"), "messages", "messages");
+        badRequest(chat("{\"messages\": [{\"role\": \"bot\", \"content\": \"hi\"}]}"), "messages", "unknown role 'bot'");
+    }
+
+    @Test
+    void wrongTypesNameTheField() {
+        String msgs = "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]";
+        badRequest(chat("{" + msgs + ", \"temperature\": \"hot\"}"), "temperature", "temperature must be a number, got a string");
+        badRequest(chat("{" + msgs + ", \"stream\": \"yes\"}"), "stream", "stream must be a boolean");
+        badRequest(chat("{" + msgs + ", \"stop\": 5}"), "stop", "stop must be a string or an array of strings");
+        badRequest(chat("{" + msgs + ", \"top_p\": 1.5}"), "top_p", "top_p must be in (0, 1]");
+        badRequest(chat("{" + msgs + ", \"logit_bias\": {\"abc\": 1}}"), "logit_bias", "logit_bias keys must be token ids");
+        badRequest(chat("{" + msgs + ", \"logit_bias\": {\"5000\": 1}}"), "logit_bias", "beyond the vocabulary");
+        badRequest(chat("{" + msgs + ", \"top_logprobs\": 3}"), "top_logprobs", "top_logprobs needs logprobs: true");
+        badRequest(chat("{" + msgs + ", \"reasoning_effort\": \"extreme\"}"), "reasoning_effort", "reasoning_effort");
+    }
+
+    @Test
+    void negativeOrAbsurdMaxTokens() {
+        String msgs = "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]";
+        badRequest(chat("{" + msgs + ", \"max_tokens\": -1}"), "max_tokens", "max_tokens must be between 1 and 16777216, got -1");
+        badRequest(chat("{" + msgs + ", \"max_tokens\": 0}"), "max_tokens", "got 0");
+        badRequest(chat("{" + msgs + ", \"max_completion_tokens\": 99999999999}"), "max_completion_tokens", "between 1 and");
+        badRequest(chat("{" + msgs + ", \"max_tokens\": 2.5}"), "max_tokens", "max_tokens must be an integer");
+    }
+
+    @Test
+    void unsupportedFeaturesAreRefusedClearly() {
+        String msgs = "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]";
+        badRequest(chat("{" + msgs + ", \"n\": 2}"), "n", "n must be 1");
+        badRequest(chat("{" + msgs + ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {}}}"),
+                "response_format", "needs constrained decoding, which this server does not support yet");
+        badRequest(chat("{" + msgs + ", \"tool_choice\": \"required\"}"), "tool_choice", "tool_choice required needs constrained decoding");
+        badRequest(chat("{" + msgs + ", \"tool_choice\": \"sometimes\"}"), "tool_choice", "tool_choice must be");
+    }
+
+    @Test
+    void promptsLongerThanTheContextSayBothNumbers() {
+        String longText = "word ".repeat(400);
+        chat("{\"messages\": [{\"role\": \"user\", \"content\": \"" + longText + "\"}]}").statusCode(400)
+                .body("error.message", containsString("but the context holds 256"))
+                .body("error.message", containsString("the prompt has "));
+        post("/v1/completions", "{\"prompt\": \"" + longText + "\"}").statusCode(400)
+                .body("error.message", containsString("but the context holds 256"));
+    }
+
+    @Test
+    void bodiesOverTheLimitAre413() {
+        String big = "{\"prompt\": \"" + "x".repeat(70 * 1024) + "\"}";
+        post("/v1/completions", big).statusCode(413).body("error.code", equalTo("request_too_large"))
+                .body("error.message", containsString("65536 bytes"));
+    }
+
+    @Test
+    void unknownModelIs404() {
+        chat("{\"model\": \"gpt-4o\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}").statusCode(404)
+                .body("error.code", equalTo("model_not_found"));
+        post("/v1/completions", "{\"model\": \"gpt-4o\", \"prompt\": \"hi\"}").statusCode(404);
+    }
+
+    @Test
+    void completionPromptsAreChecked() {
+        badRequest(post("/v1/completions", "{}"), "prompt", "prompt is required");
+        badRequest(post("/v1/completions", "{\"prompt\": 5}"), "prompt", "prompt must be a string or an array of token ids");
+        badRequest(post("/v1/completions", "{\"prompt\": [1, -2]}"), "prompt", "prompt[1] must be a token id");
+        badRequest(post("/v1/completions", "{\"prompt\": [1, 99999]}"), "prompt", "beyond the vocabulary");
+        badRequest(post("/v1/completions", "{\"prompt\": \"\"}"), "prompt", "prompt must not be empty");
+        badRequest(post("/v1/completions", "{\"prompt\": \"hi\", \"logprobs\": 9}"), "logprobs", "between 0 and 5");
+    }
+
+    @Test
+    void tokenizerHelpersCheckTheirInput() {
+        badRequest(post("/tokenize", "{\"content\": 5}"), "content", "content must be a string");
+        badRequest(post("/detokenize", "{\"tokens\": [1, 100000]}"), "tokens", "tokens[1] must be a token id");
+        badRequest(post("/apply-template", "{\"messages\": []}"), "messages", "messages");
+    }
+}
