@@ -18,6 +18,8 @@ import jdk.incubator.vector.VectorSpecies;
  */
 final class CpuAttention implements WorkerPool.Task {
     private static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
+    /** Positions whose values are added per pass over the outputs. */
+    private static final int BLOCK = 16;
 
     private final WorkerPool pool;
     private float[][] rows = new float[0][];
@@ -43,8 +45,8 @@ final class CpuAttention implements WorkerPool.Task {
     void compute(KvCache cache, int layer, float[] q, int n, int firstPosition, int heads, float scale, int valueWidth, float[] out) {
         int width = cache.rowWidth();
         int capacity = cache.capacity();
-        if (rows.length < pool.threads() || rows[0].length < width) {
-            rows = new float[pool.threads()][width];
+        if (rows.length < pool.threads() || rows[0].length < Math.max(width, BLOCK * valueWidth)) {
+            rows = new float[pool.threads()][Math.max(width, BLOCK * valueWidth)];
             halves = new short[pool.threads()][width];
         }
         if (scores.length < heads * capacity) {
@@ -140,30 +142,44 @@ final class CpuAttention implements WorkerPool.Task {
         }
     }
 
-    /** {@code out[h][i] = Σ_u p_h[u] · V_u[i]} for this share of the values i, every head. */
+    /**
+     * {@code out[h][i] = Σ_u p_h[u] · V_u[i]} for this share of the values i, every head. Positions go in
+     * blocks of {@link #BLOCK}: their values are read once into {@code rows[worker]}, then each head's
+     * outputs are loaded once per block and the block's terms added to them in position order.
+     */
     private void values(int worker, int workers) {
         int capacity = cache.capacity();
-        float[] row = rows[worker];
+        float[] block = rows[worker];
         int from = CpuBackend.shareStart(valueWidth / F.length(), worker, workers) * F.length();
         int to = worker + 1 == workers ? valueWidth : CpuBackend.shareStart(valueWidth / F.length(), worker + 1, workers) * F.length();
+        int count = to - from;
         for (int h = 0; h < heads; h++) {
             java.util.Arrays.fill(out, outOff + h * valueWidth + from, outOff + h * valueWidth + to, 0f);
         }
-        int count = to - from;
         int vectorEnd = F.loopBound(count);
-        for (int u = 0; u < length; u++) {
-            cache.read(layer, u, from, count, row, 0, halves[worker]);
+        for (int u0 = 0; u0 < length; u0 += BLOCK) {
+            int us = Math.min(BLOCK, length - u0);
+            for (int j = 0; j < us; j++) {
+                cache.read(layer, u0 + j, from, count, block, j * count, halves[worker]);
+            }
             for (int h = 0; h < heads; h++) {
-                float p = scores[h * capacity + u];
                 int o = outOff + h * valueWidth + from;
-                FloatVector pv = FloatVector.broadcast(F, p);
+                int p = h * capacity + u0;
                 int i = 0;
                 for (; i < vectorEnd; i += F.length()) {
-                    // Multiply, then add (two roundings), as the scalar reference does.
-                    FloatVector.fromArray(F, out, o + i).add(pv.mul(FloatVector.fromArray(F, row, i))).intoArray(out, o + i);
+                    FloatVector acc = FloatVector.fromArray(F, out, o + i);
+                    for (int j = 0; j < us; j++) {
+                        // Multiply, then add (two roundings), as the scalar reference does.
+                        acc = acc.add(FloatVector.fromArray(F, block, j * count + i).mul(scores[p + j]));
+                    }
+                    acc.intoArray(out, o + i);
                 }
                 for (; i < count; i++) {
-                    out[o + i] += p * row[i];
+                    float acc = out[o + i];
+                    for (int j = 0; j < us; j++) {
+                        acc += scores[p + j] * block[j * count + i];
+                    }
+                    out[o + i] = acc;
                 }
             }
         }
