@@ -134,6 +134,23 @@ public final class KvCache implements AutoCloseable {
         }
     }
 
+    /**
+     * Values {@code from .. from+count-1} of the row of {@code layer} at {@code position}, as floats, into
+     * {@code dst[dstOff ..]}; {@code halves} is scratch of at least {@code count} entries (F16 caches copy
+     * the raw values there first, so that the conversion runs as one vectorizable loop).
+     */
+    public void read(int layer, int position, int from, int count, float[] dst, int dstOff, short[] halves) {
+        long base = index(layer, position) + from;
+        if (type == KvCacheType.F32) {
+            MemorySegment.copy(data, F32, base * 4, dst, dstOff, count);
+        } else {
+            MemorySegment.copy(data, F16, base * 2, halves, 0, count);
+            for (int i = 0; i < count; i++) {
+                dst[dstOff + i] = Float.float16ToFloat(halves[i]);
+            }
+        }
+    }
+
     private long index(int layer, int position) {
         if (layer < 0 || layer >= layers || position < 0 || position >= capacity) {
             throw new IndexOutOfBoundsException("layer " + layer + ", position " + position + " outside a cache of "

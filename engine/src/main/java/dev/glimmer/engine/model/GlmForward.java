@@ -40,19 +40,16 @@ public final class GlmForward {
     private final float[] oLatent;  // attention output in latent space [H][kv_lora_rank]
     private final float[] o;        // per-head values [H][value_length_mla]
     private final float[] sub;      // output of a sub-block [E]
-    private final float[] ffnA;     // FFN gate / SwiGLU [widest FFN]
-    private final float[] ffnB;     // FFN up [widest FFN]
+    private final float[] act;      // SwiGLU rows of the FFNs, one per token and slot [K][widest FFN]
     private final float[] shared;   // shared expert output [E]
     private final float[] routerLogits; // [X]
     private final float[] probs;        // [X]
     private final float[] selection;    // [X]
     private final int[] chosen;          // [K] expert ids in selection order
     private final float[] chosenWeights; // [K]
-    private final float[] expertIn;      // gathered rows for one expert [E]
-    private final float[] expertOut;     // [E]
-    private final float[] slots;         // weighted expert outputs [K][E]
-    private final int[] expertTokens;    // which batch rows chose the expert being computed
-    private final int[] expertSlots;     // and in which slot
+    private final GlmWeights.Ffn[] single = new GlmWeights.Ffn[1]; // a dense FFN as the one "expert"
+    private final int[] firstExpert;     // [1] per token: expert 0 of {single}
+    private final float[] unitWeights;   // [1] per token: weight 1
     private final float[] ropeCos;       // [rope/2] per token
     private final float[] ropeSin;
     private final float[] lastLogits;
@@ -88,19 +85,16 @@ public final class GlmForward {
         oLatent = new float[b * c.heads() * c.kvLoraRank()];
         o = new float[b * c.heads() * c.valueLengthMla()];
         sub = new float[b * e];
-        ffnA = new float[b * widestFfn];
-        ffnB = new float[b * widestFfn];
+        act = new float[b * Math.max(k, 1) * widestFfn];
         shared = new float[b * e];
         routerLogits = new float[b * c.experts()];
         probs = new float[b * c.experts()];
         selection = new float[b * c.experts()];
         chosen = new int[b * k];
         chosenWeights = new float[b * k];
-        expertIn = new float[b * e];
-        expertOut = new float[b * e];
-        slots = new float[b * k * e];
-        expertTokens = new int[b];
-        expertSlots = new int[b];
+        firstExpert = new int[b];
+        unitWeights = new float[b];
+        Arrays.fill(unitWeights, 1f);
         ropeCos = new float[b * c.ropeDims() / 2];
         ropeSin = new float[b * c.ropeDims() / 2];
         lastLogits = new float[vocab];
@@ -273,8 +267,8 @@ public final class GlmForward {
         }
 
         // Absorbed queries: Q[h] = concat(W_k_b[h] · q_nope[h], RoPE(q_pe[h])), rows as wide as the cache's.
+        backend.matmulHeads(layer.kB(), q, 0, kmla, heads * kmla, n, qFull, 0, width, heads * width);
         for (int hd = 0; hd < heads; hd++) {
-            backend.matmul(layer.kB()[hd], q, hd * kmla, heads * kmla, n, qFull, hd * width, heads * width);
             for (int t = 0; t < n; t++) {
                 int dst = (t * heads + hd) * width + kvr;
                 System.arraycopy(q, (t * heads + hd) * kmla + nope, qFull, dst, rope);
@@ -299,29 +293,21 @@ public final class GlmForward {
         emit("kqv_latent", il, oLatent, n, heads * kvr);
 
         // Back from the latent space per head, then the output projection.
-        for (int hd = 0; hd < heads; hd++) {
-            backend.matmul(layer.vB()[hd], oLatent, hd * kvr, heads * kvr, n, o, hd * vh, heads * vh);
-        }
+        backend.matmulHeads(layer.vB(), oLatent, 0, kvr, heads * kvr, n, o, 0, vh, heads * vh);
         emit("kqv_out", il, o, n, heads * vh);
         backend.matmul(layer.attnOutput(), o, 0, heads * vh, n, sub, 0, e);
     }
 
     /**
-     * {@code out = down · (silu(gate · in) ⊙ (up · in))} for {@code n} rows of {@code in}; the SwiGLU rows are
-     * reported as {@code swigluName} when that is not null.
+     * {@code out = down · (silu(gate · in) ⊙ (up · in))} for {@code n} rows of {@code in} (one "expert" of weight 1);
+     * the SwiGLU rows are reported as {@code swigluName} when that is not null.
      */
     private void ffn(GlmWeights.Ffn f, float[] in, int n, float[] out, String swigluName, int il) {
-        int e = c.embedding();
-        int width = f.gate().rows();
-        backend.matmul(f.gate(), in, 0, e, n, ffnA, 0, width);
-        backend.matmul(f.up(), in, 0, e, n, ffnB, 0, width);
-        for (int i = 0; i < n * width; i++) {
-            ffnA[i] = silu(ffnA[i]) * ffnB[i];
-        }
+        single[0] = f;
+        backend.expertFfn(single, firstExpert, unitWeights, 1, in, n, act, out);
         if (swigluName != null) {
-            emit(swigluName, il, ffnA, n, width);
+            emit(swigluName, il, act, n, f.gate().rows());
         }
-        backend.matmul(f.down(), ffnA, 0, width, n, out, 0, e);
     }
 
     /** The MoE block of layer {@code il} on the normed rows in {@code h}; output in {@code sub}. */
@@ -385,42 +371,10 @@ public final class GlmForward {
         }
         emit("ffn_moe_weights_scaled", il, chosenWeights, n, k);
 
-        // Each expert computes the rows that chose it; results land in the token's slot.
-        for (int expert = 0; expert < experts; expert++) {
-            int m = 0;
-            for (int t = 0; t < n; t++) {
-                for (int s = 0; s < k; s++) {
-                    if (chosen[t * k + s] == expert) {
-                        expertTokens[m] = t;
-                        expertSlots[m] = s;
-                        System.arraycopy(h, t * e, expertIn, m * e, e);
-                        m++;
-                    }
-                }
-            }
-            if (m == 0) {
-                continue;
-            }
-            ffn(moe.experts()[expert], expertIn, m, expertOut, listener == null ? null : "ffn_moe_swiglu_" + expert, il);
-            for (int r = 0; r < m; r++) {
-                int t = expertTokens[r];
-                int s = expertSlots[r];
-                float weight = chosenWeights[t * k + s];
-                int dst = (t * k + s) * e;
-                for (int i = 0; i < e; i++) {
-                    slots[dst + i] = expertOut[r * e + i] * weight;
-                }
-            }
-        }
-        // Sum the slots in selection order (as llama.cpp adds them), then the shared expert.
-        for (int t = 0; t < n; t++) {
-            System.arraycopy(slots, t * k * e, sub, t * e, e);
-            for (int s = 1; s < k; s++) {
-                int src = (t * k + s) * e;
-                for (int i = 0; i < e; i++) {
-                    sub[t * e + i] += slots[src + i];
-                }
-            }
+        // The selected experts of every token, weighted and summed in slot order (as llama.cpp adds them).
+        backend.expertFfn(moe.experts(), chosen, chosenWeights, k, h, n, act, sub);
+        if (listener != null) {
+            emitExpertRows(il, moe.experts()[0].gate().rows(), n, k);
         }
         emit("ffn_moe_out", il, sub, n, e);
         if (moe.shared() != null) {
@@ -498,10 +452,6 @@ public final class GlmForward {
         }
     }
 
-    private static float silu(float v) {
-        return v / (1.0f + (float) Math.exp(-v));
-    }
-
     private static float sigmoid(float v) {
         return 1.0f / (1.0f + (float) Math.exp(-v));
     }
@@ -547,6 +497,22 @@ public final class GlmForward {
             }
         }
         return false;
+    }
+
+    /** Each selected expert's SwiGLU rows, in token order, as {@code ffn_moe_swiglu_<expert>}. */
+    private void emitExpertRows(int il, int width, int n, int k) {
+        for (int expert = 0; expert < c.experts(); expert++) {
+            int m = 0;
+            float[] rows = new float[n * k * width];
+            for (int slot = 0; slot < n * k; slot++) {
+                if (chosen[slot] == expert) {
+                    System.arraycopy(act, slot * width, rows, m++ * width, width);
+                }
+            }
+            if (m > 0) {
+                listener.tensor("ffn_moe_swiglu_" + expert, il, m, width, rows);
+            }
+        }
     }
 
     private void emit(String name, int layer, float[] data, int n, int width) {

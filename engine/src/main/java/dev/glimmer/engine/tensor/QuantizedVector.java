@@ -64,6 +64,16 @@ public final class QuantizedVector {
         }
     }
 
+    /** Q8_*: quant {@code i} (a fast backend copies the quants into its own layout). */
+    public byte quant(int i) {
+        return quants[i];
+    }
+
+    /** Q8_*: the scale of block {@code b}, as the exact float value of the stored fp16. */
+    public float blockScale(int b) {
+        return scales[b];
+    }
+
     /** The values this vector now stands for (what the dot products see), into {@code dst[dstOffset..]}. */
     public void dequantize(float[] dst, int dstOffset) {
         for (int i = 0; i < length; i++) {

@@ -31,7 +31,8 @@ public final class Main {
                 new InfoCommand(),
                 new SynthCommand(),
                 new PlanCommand(),
-                new SelftestCommand());
+                new SelftestCommand(),
+                new BenchCommand());
     }
 
     public static void main(String[] argv) {

@@ -3,25 +3,60 @@ package dev.glimmer.engine.backend.cpu;
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.model.Backend;
+import dev.glimmer.engine.model.GlmWeights;
 import dev.glimmer.engine.model.WeightMatrix;
-
 import dev.glimmer.engine.tensor.Dequantizer;
-import dev.glimmer.engine.tensor.GgmlType;
-import dev.glimmer.engine.tensor.QuantizedVector;
-import dev.glimmer.engine.tensor.VecDot;
-
-import java.lang.foreign.MemorySegment;
-import java.util.EnumMap;
-import java.util.Map;
 
 /**
- * The plain Java backend: scalar loops over weights read in place from the mapping, with the
- * tensor package's llama.cpp numerics for every weight type. Single-threaded and not thread-safe
- * (it keeps activation and score buffers); one instance per sequence being computed.
+ * The Java backend: SIMD kernels ({@link Kernels}) over weights read in place from the mapping, split
+ * across a fixed pool of platform threads ({@link WorkerPool}), with the tensor package's llama.cpp
+ * numerics. Weight types without a SIMD kernel use the tensor package's scalar dot products, still in
+ * parallel. Every parallel operation splits its output rows evenly among the threads; a weight row is
+ * read from memory once per operation and stays in the L1 cache while it is dotted with every token of
+ * the batch that needs it.
+ *
+ * <p>Not thread-safe (it keeps activation buffers and task objects, so that the decode path allocates
+ * nothing): one instance per sequence being computed; instances share the worker threads.
  */
 public final class CpuBackend implements Backend {
-    private final Map<GgmlType, QuantizedVector[]> activationRows = new EnumMap<>(GgmlType.class);
-    private float[] scores = new float[0];
+    /** Below this many multiply-adds an operation runs on the calling thread alone: the handoff would cost more. */
+    private static final long PARALLEL_WORK = 32_768;
+
+    private final WorkerPool pool;
+    private final ActivationRows inputs = new ActivationRows();
+    private final ActivationRows hidden = new ActivationRows();
+    private final MatmulTask matmul = new MatmulTask();
+    private final ExpertTask experts = new ExpertTask();
+    private final CpuAttention attention;
+    /** Per thread: 4 results of a {@link ActivationRows#dot4}, twice. */
+    private final float[][] quads;
+    private final float[][] quads2;
+
+    /** A backend using one thread per physical core. */
+    public CpuBackend() {
+        this(WorkerPool.physicalCores());
+    }
+
+    /** A backend computing with {@code threads} threads (the calling thread included). */
+    public CpuBackend(int threads) {
+        if (threads < 1) {
+            throw new InvalidInputException("the number of threads must be at least 1, got " + threads);
+        }
+        this.pool = WorkerPool.shared(threads);
+        this.attention = new CpuAttention(pool);
+        this.quads = new float[threads][4];
+        this.quads2 = new float[threads][4];
+    }
+
+    /** Threads this backend computes with. */
+    public int threads() {
+        return pool.threads();
+    }
+
+    /** The number of threads a backend uses by default here: one per physical core. */
+    public static int defaultThreads() {
+        return WorkerPool.physicalCores();
+    }
 
     @Override
     public void embed(WeightMatrix table, int token, float[] out, int outOff) {
@@ -31,73 +66,233 @@ public final class CpuBackend implements Backend {
         Dequantizer.dequantizeRow(table.type(), table.data(), token * table.rowBytes(), out, outOff, table.cols());
     }
 
-    /**
-     * Each activation row is first converted to the weight type's dot-product type (as llama.cpp's
-     * CPU matmul does), then every weight row is dotted with every activation row: weight rows outer,
-     * so each is read from the mapping once per call.
-     */
     @Override
     public void matmul(WeightMatrix w, float[] x, int xOff, int xStride, int n, float[] out, int outOff, int outStride) {
-        QuantizedVector[] rows = activations(w.type(), n);
-        for (int t = 0; t < n; t++) {
-            rows[t].quantize(x, xOff + t * xStride, w.cols());
-        }
-        MemorySegment data = w.data();
-        long rowBytes = w.rowBytes();
-        for (int r = 0; r < w.rows(); r++) {
-            for (int t = 0; t < n; t++) {
-                out[outOff + t * outStride + r] = VecDot.dot(w.type(), data, r * rowBytes, rows[t], w.cols());
-            }
-        }
+        inputs.reserve(w.type(), n, w.cols());
+        inputs.set(w.type(), 0, x, xOff, xStride, n, w.cols());
+        matmul.set(w, null, n, out, outOff, 0, outStride);
+        dispatch(matmul, (long) w.rows() * w.cols() * n);
     }
 
-    /** At least {@code n} reusable activation vectors of the dot-product type of {@code weightType}. */
-    private QuantizedVector[] activations(GgmlType weightType, int n) {
-        GgmlType type = VecDot.vecDotType(weightType);
-        QuantizedVector[] rows = activationRows.get(type);
-        if (rows == null || rows.length < n) {
-            QuantizedVector[] grown = new QuantizedVector[n];
-            for (int i = 0; i < n; i++) {
-                grown[i] = rows != null && i < rows.length ? rows[i] : new QuantizedVector(type);
-            }
-            activationRows.put(type, grown);
-            rows = grown;
+    /**
+     * One operation for all heads: the activation rows of every head are converted first (row
+     * {@code h*n + t}), then the (head, row) pairs are split among the threads.
+     */
+    @Override
+    public void matmulHeads(WeightMatrix[] w, float[] x, int xOff, int xHeadStride, int xStride, int n,
+                            float[] out, int outOff, int outHeadStride, int outStride) {
+        WeightMatrix first = w[0];
+        inputs.reserve(first.type(), w.length * n, first.cols());
+        for (int h = 0; h < w.length; h++) {
+            inputs.set(first.type(), h * n, x, xOff + h * xHeadStride, xStride, n, first.cols());
         }
-        return rows;
+        matmul.set(null, w, n, out, outOff, outHeadStride, outStride);
+        dispatch(matmul, (long) w.length * first.rows() * first.cols() * n);
+    }
+
+    @Override
+    public void expertFfn(GlmWeights.Ffn[] ffns, int[] chosen, float[] weights, int k, float[] x, int n,
+                          float[] act, float[] out) {
+        experts.compute(ffns, chosen, weights, k, x, n, act, out);
     }
 
     @Override
     public void attention(KvCache cache, int layer, float[] q, int n, int firstPosition, int heads, float scale,
                           int valueWidth, float[] out) {
-        int width = cache.rowWidth();
-        if (scores.length < firstPosition + n) {
-            scores = new float[firstPosition + n];
+        attention.compute(cache, layer, q, n, firstPosition, heads, scale, valueWidth, out);
+    }
+
+    private void dispatch(WorkerPool.Task task, long work) {
+        if (work < PARALLEL_WORK) {
+            task.run(0, 1);
+        } else {
+            pool.run(task);
         }
-        for (int t = 0; t < n; t++) {
-            int last = firstPosition + t;
-            for (int h = 0; h < heads; h++) {
-                int qo = (t * heads + h) * width;
-                float max = Float.NEGATIVE_INFINITY;
-                for (int u = 0; u <= last; u++) {
-                    float s = cache.dot(layer, u, q, qo) * scale;
-                    scores[u] = s;
-                    max = Math.max(max, s);
+    }
+
+    /** Share {@code worker} of {@code workers} of {@code units} units: {@code [from, to)}. */
+    static int shareStart(int units, int worker, int workers) {
+        return (int) ((long) units * worker / workers);
+    }
+
+    /**
+     * A matmul, or one matmul per head (head h: weights {@code heads[h]}, activation rows {@code h*n + t},
+     * output at {@code outOff + h*outHeadStride}); the units split among threads are (head, row) pairs.
+     */
+    private final class MatmulTask implements WorkerPool.Task {
+        private WeightMatrix single;
+        private WeightMatrix[] heads;
+        private int n;
+        private float[] out;
+        private int outOff;
+        private int outHeadStride;
+        private int outStride;
+
+        void set(WeightMatrix single, WeightMatrix[] heads, int n, float[] out, int outOff, int outHeadStride, int outStride) {
+            this.single = single;
+            this.heads = heads;
+            this.n = n;
+            this.out = out;
+            this.outOff = outOff;
+            this.outHeadStride = outHeadStride;
+            this.outStride = outStride;
+        }
+
+        @Override
+        public void run(int worker, int workers) {
+            int rows = single != null ? single.rows() : heads[0].rows();
+            int count = single != null ? 1 : heads.length;
+            int from = shareStart(count * rows, worker, workers);
+            int to = shareStart(count * rows, worker + 1, workers);
+            for (int unit = from; unit < to; unit++) {
+                int h = unit / rows;
+                int r = unit % rows;
+                WeightMatrix w = single != null ? single : heads[h];
+                int o = outOff + h * outHeadStride + r;
+                int t = 0;
+                float[] four = quads[worker];
+                for (; t + 4 <= n; t += 4) {
+                    int i = h * n + t;
+                    inputs.dot4(w, r, i, i + 1, i + 2, i + 3, four);
+                    for (int j = 0; j < 4; j++) {
+                        out[o + (t + j) * outStride] = four[j];
+                    }
                 }
-                // Softmax as ggml: exponentials in float, their sum in double.
-                double sum = 0;
-                for (int u = 0; u <= last; u++) {
-                    float e = (float) Math.exp(scores[u] - max);
-                    scores[u] = e;
-                    sum += e;
-                }
-                float inv = (float) (1.0 / sum);
-                int oo = (t * heads + h) * valueWidth;
-                java.util.Arrays.fill(out, oo, oo + valueWidth, 0f);
-                for (int u = 0; u <= last; u++) {
-                    cache.accumulate(layer, u, scores[u] * inv, out, oo, valueWidth);
+                for (; t < n; t++) {
+                    out[o + t * outStride] = inputs.dot(w, r, h * n + t);
                 }
             }
         }
     }
 
+    /**
+     * The expert FFNs of a batch in two parallel phases. Tokens are grouped per expert, so that each
+     * selected expert's weights are read once for all the tokens that chose it.
+     * <ol>
+     *   <li>gate and up: the units are (selected expert, row) pairs; each unit reads the gate and the
+     *       up row once and computes {@code silu(gate·x) · (up·x)} for every token of the expert, into
+     *       the token's slot of {@code act};</li>
+     *   <li>down, fused with the weighted sum: the units are output rows; each sums, per token, its
+     *       slots' {@code weight · (down_e · act)} in slot order (as llama.cpp adds the slots).</li>
+     * </ol>
+     */
+    private final class ExpertTask implements WorkerPool.Task {
+        private GlmWeights.Ffn[] ffns;
+        private int[] chosen;
+        private float[] weights;
+        private int k;
+        private int n;
+        private float[] act;
+        private float[] out;
+        private boolean down;
+        /** The selected experts, and for each the slots (t*k + s) that chose it, in token order. */
+        private int[] selected = new int[0];
+        private int selectedCount;
+        private int[][] slotsOf = new int[0][];
+        private int[] slotCount = new int[0];
+
+        void compute(GlmWeights.Ffn[] ffns, int[] chosen, float[] weights, int k, float[] x, int n, float[] act, float[] out) {
+            this.ffns = ffns;
+            this.chosen = chosen;
+            this.weights = weights;
+            this.k = k;
+            this.n = n;
+            this.act = act;
+            this.out = out;
+            group();
+            GlmWeights.Ffn any = ffns[selected[0]];
+            int hiddenWidth = any.gate().rows();
+            int width = any.gate().cols();
+            inputs.reserve(any.gate().type(), n, width);
+            inputs.set(any.gate().type(), 0, x, 0, width, n, width);
+            down = false;
+            dispatch(this, 2L * n * k * hiddenWidth * width);
+            hidden.reserve(any.down().type(), n * k, hiddenWidth);
+            hidden.set(any.down().type(), 0, act, 0, hiddenWidth, n * k, hiddenWidth);
+            down = true;
+            dispatch(this, (long) n * k * hiddenWidth * width);
+            this.ffns = null;
+            this.act = null;
+            this.out = null;
+        }
+
+        /** Fills {@link #selected} and {@link #slotsOf} from {@link #chosen}. */
+        private void group() {
+            int expertCount = ffns.length;
+            if (slotsOf.length < expertCount || (expertCount > 0 && slotsOf[0].length < n * k)) {
+                slotsOf = new int[expertCount][n * k];
+                slotCount = new int[expertCount];
+                selected = new int[expertCount];
+            }
+            java.util.Arrays.fill(slotCount, 0);
+            selectedCount = 0;
+            for (int slot = 0; slot < n * k; slot++) {
+                int e = chosen[slot];
+                if (slotCount[e] == 0) {
+                    selected[selectedCount++] = e;
+                }
+                slotsOf[e][slotCount[e]++] = slot;
+            }
+        }
+
+        @Override
+        public void run(int worker, int workers) {
+            if (down) {
+                downRows(worker, workers);
+            } else {
+                gateUpRows(worker, workers);
+            }
+        }
+
+        private void gateUpRows(int worker, int workers) {
+            int rows = ffns[selected[0]].gate().rows();
+            int from = shareStart(selectedCount * rows, worker, workers);
+            int to = shareStart(selectedCount * rows, worker + 1, workers);
+            for (int unit = from; unit < to; unit++) {
+                int e = selected[unit / rows];
+                int r = unit % rows;
+                GlmWeights.Ffn f = ffns[e];
+                int[] slots = slotsOf[e];
+                int i = 0;
+                float[] g4 = quads[worker];
+                float[] u4 = quads2[worker];
+                for (; i + 4 <= slotCount[e]; i += 4) {
+                    int s0 = slots[i];
+                    int s1 = slots[i + 1];
+                    int s2 = slots[i + 2];
+                    int s3 = slots[i + 3];
+                    inputs.dot4(f.gate(), r, s0 / k, s1 / k, s2 / k, s3 / k, g4);
+                    inputs.dot4(f.up(), r, s0 / k, s1 / k, s2 / k, s3 / k, u4);
+                    act[s0 * rows + r] = Backend.silu(g4[0]) * u4[0];
+                    act[s1 * rows + r] = Backend.silu(g4[1]) * u4[1];
+                    act[s2 * rows + r] = Backend.silu(g4[2]) * u4[2];
+                    act[s3 * rows + r] = Backend.silu(g4[3]) * u4[3];
+                }
+                for (; i < slotCount[e]; i++) {
+                    int slot = slots[i];
+                    int t = slot / k;
+                    float g = inputs.dot(f.gate(), r, t);
+                    float u = inputs.dot(f.up(), r, t);
+                    act[slot * rows + r] = Backend.silu(g) * u;
+                }
+            }
+        }
+
+        private void downRows(int worker, int workers) {
+            int rows = ffns[selected[0]].down().rows();
+            int from = shareStart(rows, worker, workers);
+            int to = shareStart(rows, worker + 1, workers);
+            for (int r = from; r < to; r++) {
+                for (int t = 0; t < n; t++) {
+                    float sum = 0;
+                    for (int s = 0; s < k; s++) {
+                        int slot = t * k + s;
+                        float v = hidden.dot(ffns[chosen[slot]].down(), r, slot) * weights[slot];
+                        sum = s == 0 ? v : sum + v;
+                    }
+                    out[t * rows + r] = sum;
+                }
+            }
+        }
+    }
 }

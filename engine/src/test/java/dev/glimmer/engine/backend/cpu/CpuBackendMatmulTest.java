@@ -1,0 +1,129 @@
+package dev.glimmer.engine.backend.cpu;
+
+import dev.glimmer.engine.model.WeightMatrix;
+import dev.glimmer.engine.tensor.GgmlType;
+import dev.glimmer.engine.tensor.Q4_0;
+import dev.glimmer.engine.tensor.Q8_0;
+import dev.glimmer.engine.tensor.QuantizedVector;
+import dev.glimmer.engine.tensor.VecDot;
+import org.junit.jupiter.api.Test;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+import java.util.Random;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+/**
+ * The SIMD, multi-threaded matmul against the tensor package's reference dot products (the numerics the
+ * conformance tests hold against llama.cpp): for every weight type with a kernel, for batches of 1 and
+ * several tokens, with 1 and 2 threads, every output equals the reference dot of that row and token.
+ * The weight rows start at odd multiples of 2 bytes (as 18-byte Q4_0 blocks do in a file) and the
+ * activations span several orders of magnitude, so the double accumulation is exercised.
+ */
+class CpuBackendMatmulTest {
+    private static final int ROWS = 37;
+    private static final int COLS = 2048 + 64;
+
+    @Test
+    void q4_0MatchesReferenceDots() {
+        check(GgmlType.Q4_0, quantizedRows(GgmlType.Q4_0));
+    }
+
+    @Test
+    void q8_0MatchesReferenceDots() {
+        check(GgmlType.Q8_0, quantizedRows(GgmlType.Q8_0));
+    }
+
+    @Test
+    void f32MatchesReferenceDots() {
+        Random random = new Random(3);
+        MemorySegment data = Arena.ofAuto().allocate(2 + (long) ROWS * COLS * 4).asSlice(2);
+        for (long i = 0; i < (long) ROWS * COLS; i++) {
+            data.set(ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN), 4 * i, (float) random.nextGaussian());
+        }
+        check(GgmlType.F32, data);
+    }
+
+    @Test
+    void typesWithoutKernelUseTheReferenceDots() {
+        Random random = new Random(4);
+        MemorySegment data = Arena.ofAuto().allocate((long) ROWS * COLS * 2);
+        for (long i = 0; i < (long) ROWS * COLS; i++) {
+            data.set(ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN), 2 * i,
+                    Float.floatToFloat16((float) random.nextGaussian()));
+        }
+        check(GgmlType.F16, data);
+    }
+
+    /**
+     * The largest products the quants allow, all of one sign: Q4_0 weights of -8 (a constant row) and
+     * Q8_0 weights of 127, against activations that all round to ±127. A 16-bit lane must not overflow.
+     */
+    @Test
+    void extremeQuantsDoNotOverflow() {
+        for (GgmlType type : new GgmlType[] {GgmlType.Q4_0, GgmlType.Q8_0}) {
+            long rowBytes = type.rowBytes(COLS);
+            MemorySegment data = Arena.ofAuto().allocate(rowBytes);
+            float[] row = new float[COLS];
+            java.util.Arrays.fill(row, type == GgmlType.Q4_0 ? -1f : 1f);
+            byte[] q = type == GgmlType.Q4_0 ? Q4_0.quantizeRow(row, 0, COLS) : Q8_0.quantizeRow(row, 0, COLS);
+            MemorySegment.copy(MemorySegment.ofArray(q), 0, data, 0, rowBytes);
+            WeightMatrix w = new WeightMatrix("extreme", type, data, 1, COLS);
+            for (float sign : new float[] {-1f, 1f}) {
+                float[] x = new float[COLS];
+                java.util.Arrays.fill(x, sign * 3f);
+                float[] out = new float[1];
+                new CpuBackend(1).matmul(w, x, 0, COLS, 1, out, 0, 1);
+                QuantizedVector xq = QuantizedVector.forWeights(type);
+                xq.quantize(x, 0, COLS);
+                assertEquals(VecDot.dot(type, data, 0, xq, COLS), out[0], type + " sign " + sign);
+            }
+        }
+    }
+
+    /** Random rows quantized by the reference quantizer, placed 2 bytes past an 8-byte boundary. */
+    private static MemorySegment quantizedRows(GgmlType type) {
+        Random random = new Random(type.ordinal());
+        long rowBytes = type.rowBytes(COLS);
+        MemorySegment data = Arena.ofAuto().allocate(2 + ROWS * rowBytes).asSlice(2);
+        float[] row = new float[COLS];
+        for (int r = 0; r < ROWS; r++) {
+            for (int i = 0; i < COLS; i++) {
+                row[i] = (float) (random.nextGaussian() * Math.pow(10, random.nextInt(3) - 1));
+            }
+            byte[] q = type == GgmlType.Q4_0 ? Q4_0.quantizeRow(row, 0, COLS) : Q8_0.quantizeRow(row, 0, COLS);
+            MemorySegment.copy(MemorySegment.ofArray(q), 0, data, r * rowBytes, rowBytes);
+        }
+        return data;
+    }
+
+    private static void check(GgmlType type, MemorySegment data) {
+        WeightMatrix w = new WeightMatrix("w", type, data, ROWS, COLS);
+        Random random = new Random(7);
+        int n = 5;
+        int stride = COLS + 3;
+        float[] x = new float[1 + n * stride];
+        for (int i = 0; i < x.length; i++) {
+            x[i] = (float) (random.nextGaussian() * Math.pow(10, random.nextInt(5) - 2));
+        }
+        for (int threads = 1; threads <= 2; threads++) {
+            CpuBackend backend = new CpuBackend(threads);
+            for (int tokens : new int[] {1, n}) {
+                int outStride = ROWS + 1;
+                float[] out = new float[tokens * outStride];
+                backend.matmul(w, x, 1, stride, tokens, out, 0, outStride);
+                for (int t = 0; t < tokens; t++) {
+                    QuantizedVector xq = QuantizedVector.forWeights(type);
+                    xq.quantize(x, 1 + t * stride, COLS);
+                    for (int r = 0; r < ROWS; r++) {
+                        float expected = VecDot.dot(type, data, r * w.rowBytes(), xq, COLS);
+                        assertEquals(expected, out[t * outStride + r], type + " row " + r + " token " + t + " threads " + threads);
+                    }
+                }
+            }
+        }
+    }
+}
