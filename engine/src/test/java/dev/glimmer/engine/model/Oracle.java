@@ -79,6 +79,17 @@ public final class Oracle {
     }
 
     /** The index of the largest value, the first one on ties (how the references chose greedy tokens). */
+    /** The spread of a logit vector (largest minus smallest), the scale GPU tolerances are relative to. */
+    public static float range(float[] logits) {
+        float lo = Float.POSITIVE_INFINITY;
+        float hi = Float.NEGATIVE_INFINITY;
+        for (float v : logits) {
+            lo = Math.min(lo, v);
+            hi = Math.max(hi, v);
+        }
+        return hi - lo;
+    }
+
     public static int argmax(float[] v, int off, int n) {
         int best = 0;
         for (int i = 1; i < n; i++) {
