@@ -1,12 +1,11 @@
 package dev.glimmer.engine.backend.cuda;
 
+import dev.glimmer.engine.backend.emulated.KernelTestSupport;
 import dev.glimmer.engine.gguf.GgufFile;
 import dev.glimmer.engine.gguf.TensorInfo;
 import dev.glimmer.engine.model.Oracle;
 import dev.glimmer.engine.tensor.Dequantizer;
 import dev.glimmer.engine.tensor.GgmlType;
-import dev.glimmer.engine.tensor.Q4_0;
-import dev.glimmer.engine.tensor.Q8_0;
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.Size3;
 import org.junit.jupiter.api.Test;
@@ -17,7 +16,6 @@ import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.nio.ByteOrder;
 import java.util.Arrays;
 import java.util.Map;
 import java.util.Random;
@@ -36,15 +34,14 @@ class CudaKernelTest {
 
     private static final float EPS = 1e-5f;
     private static final double TOLERANCE = 1e-5;
-    private static final ValueLayout.OfShort HALF = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
 
     @ParameterizedTest
     @ValueSource(strings = {"F32", "F16", "Q4_0", "Q8_0"})
     void matVecOfQuantizedRandomWeights(String typeName) {
         GgmlType type = GgmlType.valueOf(typeName);
-        checkMatVec(type, randomWeights(type, 768, 2048, new Random(1)), 768, 2048, true, false, 1, 11);
-        checkMatVec(type, randomWeights(type, 2048, 5120, new Random(2)), 2048, 5120, false, true, 1, 12);
-        checkMatVec(type, randomWeights(type, 37, 512, new Random(3)), 37, 512, true, true, 3, 13);
+        checkMatVec(type, KernelTestSupport.randomWeights(type, 768, 2048, new Random(1)), 768, 2048, true, false, 1, 11);
+        checkMatVec(type, KernelTestSupport.randomWeights(type, 2048, 5120, new Random(2)), 2048, 5120, false, true, 1, 12);
+        checkMatVec(type, KernelTestSupport.randomWeights(type, 37, 512, new Random(3)), 37, 512, true, true, 3, 13);
     }
 
     /** The K-quants and Q5_0 as they are stored in a real file (small-q4_k_m). */
@@ -94,9 +91,9 @@ class CudaKernelTest {
         CudaKernels k = CudaTestSupport.kernels();
         CudaDriver d = k.device().driver();
         Random random = new Random(seed);
-        float[] x = vector(cols * tokens, random);
-        float[] normW = vector(cols, random);
-        float[] residual = vector(rows * tokens, random);
+        float[] x = KernelTestSupport.randomVector(cols * tokens, random);
+        float[] normW = KernelTestSupport.randomVector(cols, random);
+        float[] residual = KernelTestSupport.randomVector(rows * tokens, random);
         double[] expected = new double[rows * tokens];
         double[] magnitude = new double[rows * tokens];
         float[] row = new float[cols];
@@ -105,7 +102,7 @@ class CudaKernelTest {
             for (int t = 0; t < tokens; t++) {
                 float[] in = Arrays.copyOfRange(x, t * cols, (t + 1) * cols);
                 if (norm) {
-                    in = rmsNorm(in, normW);
+                    in = KernelTestSupport.rmsNorm(in, normW, EPS);
                 }
                 double s = 0;
                 double m = 0;
@@ -158,51 +155,5 @@ class CudaKernelTest {
         MemorySegment s = Arena.ofAuto().allocate(4L * v.length, 16);
         MemorySegment.copy(v, 0, s, ValueLayout.JAVA_FLOAT, 0, v.length);
         return s;
-    }
-
-    private static float[] rmsNorm(float[] x, float[] weight) {
-        double ss = 0;
-        for (float v : x) {
-            ss += (double) v * v;
-        }
-        float scale = (float) (1.0 / Math.sqrt(ss / x.length + EPS));
-        float[] out = new float[x.length];
-        for (int i = 0; i < x.length; i++) {
-            out[i] = x[i] * scale * weight[i];
-        }
-        return out;
-    }
-
-    private static float[] vector(int n, Random random) {
-        float[] v = new float[n];
-        for (int i = 0; i < n; i++) {
-            v[i] = (float) random.nextGaussian();
-        }
-        return v;
-    }
-
-    /** rows x cols of {@code type} made from Gaussian floats by the engine's quantizers. */
-    private static MemorySegment randomWeights(GgmlType type, int rows, int cols, Random random) {
-        long rowBytes = type.rowBytes(cols);
-        MemorySegment w = Arena.ofAuto().allocate(rowBytes * rows, 16);
-        float[] values = new float[cols];
-        for (int r = 0; r < rows; r++) {
-            long at = r * rowBytes;
-            for (int i = 0; i < cols; i++) {
-                values[i] = (float) random.nextGaussian();
-            }
-            switch (type) {
-                case F32 -> MemorySegment.copy(values, 0, w, ValueLayout.JAVA_FLOAT_UNALIGNED, at, cols);
-                case F16 -> {
-                    for (int i = 0; i < cols; i++) {
-                        w.set(HALF, at + 2L * i, Float.floatToFloat16(values[i]));
-                    }
-                }
-                case Q4_0 -> Q4_0.quantizeRow(values, 0, cols, w, at);
-                case Q8_0 -> Q8_0.quantizeRow(values, 0, cols, w, at);
-                default -> throw new IllegalArgumentException("no quantizer for " + type + " here");
-            }
-        }
-        return w;
     }
 }

@@ -25,7 +25,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * Random weights of every kernel type, the float reference (ggml's dequantization times float
  * activations, in double) and running a kernel in two fiber orders that must agree bit for bit.
  */
-final class KernelTestSupport {
+public final class KernelTestSupport {
 
     static final List<GgmlType> TYPES = List.of(GgmlType.F32, GgmlType.F16, GgmlType.Q4_0, GgmlType.Q5_0,
             GgmlType.Q8_0, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K);
@@ -44,10 +44,13 @@ final class KernelTestSupport {
         return emulator;
     }
 
-    /** A rows x cols weight matrix of {@code type}: quantized from random floats where we have the reference quantizer, else random blocks with sane scales. */
-    static MemorySegment randomWeights(GgmlType type, int rows, int cols, Random random) {
+    /**
+     * A rows x cols weight matrix of {@code type}: quantized from random floats where we have the reference
+     * quantizer, else random blocks with sane scales. Off-heap, so native code (the CUDA copy) can read it.
+     */
+    public static MemorySegment randomWeights(GgmlType type, int rows, int cols, Random random) {
         long rowBytes = type.rowBytes(cols);
-        MemorySegment w = MemorySegment.ofArray(new byte[Math.toIntExact(rowBytes * rows)]);
+        MemorySegment w = Arena.ofAuto().allocate(rowBytes * rows, 16);
         float[] values = new float[cols];
         for (int r = 0; r < rows; r++) {
             long at = r * rowBytes;
@@ -93,7 +96,7 @@ final class KernelTestSupport {
         w.set(HALF, at, Float.floatToFloat16((float) (random.nextGaussian() * scale)));
     }
 
-    static float[] randomVector(int n, Random random) {
+    public static float[] randomVector(int n, Random random) {
         float[] v = new float[n];
         for (int i = 0; i < n; i++) {
             v[i] = (float) random.nextGaussian();
@@ -122,7 +125,7 @@ final class KernelTestSupport {
         return new Dot(s, m);
     }
 
-    static float[] rmsNorm(float[] x, float[] weight, float eps) {
+    public static float[] rmsNorm(float[] x, float[] weight, float eps) {
         double ss = 0;
         for (float v : x) {
             ss += (double) v * v;
