@@ -17,13 +17,13 @@ public final class Geometry {
     /** SIMD-groups per threadgroup of the mat-vec kernels. */
     public static final int MV_SIMDGROUPS = 8;
     /**
-     * Rows of a mat-vec dispatch (all its matrices and slots together) from which each SIMD-group takes
-     * whole rows; below, {@link #MV_FEW_ROWS_SPLIT} SIMD-groups share each row set's columns, which keeps
-     * enough warps in flight to hide memory latency when a matrix has few rows.
+     * SIMD-groups a mat-vec dispatch should keep in flight to hide memory latency: enough to fill an
+     * H100/H200 (132 SMs of 64 warps), about twice what the largest Apple GPUs hold. A dispatch with
+     * fewer row sets than this splits each row set's columns over several SIMD-groups.
      */
-    public static final long MV_MANY_ROWS = 4096;
-    /** SIMD-groups per row set of a mat-vec with fewer than {@link #MV_MANY_ROWS} rows. */
-    public static final int MV_FEW_ROWS_SPLIT = 4;
+    public static final long MV_TARGET_SIMDGROUPS = 8192;
+    /** The most SIMD-groups that share one row set's columns (beyond it too many lanes of a short row idle). */
+    public static final int MV_MAX_SPLIT = 4;
     /** Threadgroup memory (floats) of the mat-vec kernels besides a staged input: the partial row sums of every SIMD-group (and the norm's sums). */
     public static final int MV_SCRATCH_FLOATS = MV_SIMDGROUPS * MV_ROWS_PER_SIMDGROUP;
     /** SIMD-groups of the threadgroups that first reduce a whole vector (norms, router, argmax, per-head kernels). */
@@ -45,10 +45,17 @@ public final class Geometry {
      * about one per SM of an H100/H200 (132), since at long contexts the attention is most of a step.
      */
     public static final int ATTENTION_SPLITS = 128;
+    /**
+     * Fewest cached rows per attention split: at short contexts only the first splits get rows and the
+     * merge reads only their partials.
+     */
+    public static final int ATTENTION_MIN_ROWS = 16;
     /** Heads one SIMD-group of mla_attention can hold in registers ({@code MAX_HEADS_PER_SIMDGROUP}). */
-    public static final int ATTENTION_MAX_HEADS = WIDE_SIMDGROUPS * 4;
+    public static final int ATTENTION_MAX_HEADS = WIDE_SIMDGROUPS * 3;
     /** Latent + rope values of a cache row mla_attention can hold in registers (32 lanes x {@code MAX_DIMS_PER_LANE}). */
     public static final int ATTENTION_MAX_ROW = SIMD_WIDTH * 18;
+    /** Routed experts the selection in moe_gate_up holds in registers (32 lanes x {@code MAX_EXPERTS_PER_LANE}). */
+    public static final int ROUTER_MAX_EXPERTS = SIMD_WIDTH * 8;
     /** Threadgroup memory of Apple GPUs. */
     public static final int MAX_THREADGROUP_MEMORY = 32 * 1024;
     /** Buffer bindings an indirect compute command can set. */
@@ -57,9 +64,19 @@ public final class Geometry {
     private Geometry() {
     }
 
-    /** SIMD-groups per row set (the kernels' {@code split} argument) of a mat-vec dispatch over {@code rows} rows in all. */
+    /**
+     * SIMD-groups per row set (the kernels' {@code split} argument) of a mat-vec dispatch over {@code rows}
+     * rows in all (rows computed by one SIMD-group together, such as gate and up, count once): the
+     * smallest power of two that brings the dispatch to {@link #MV_TARGET_SIMDGROUPS}, at most
+     * {@link #MV_MAX_SPLIT}.
+     */
     public static int mvSplit(long rows) {
-        return rows >= MV_MANY_ROWS ? 1 : MV_FEW_ROWS_SPLIT;
+        long sets = (rows + MV_ROWS_PER_SIMDGROUP - 1) / MV_ROWS_PER_SIMDGROUP;
+        int split = 1;
+        while (split < MV_MAX_SPLIT && sets * split < MV_TARGET_SIMDGROUPS) {
+            split *= 2;
+        }
+        return split;
     }
 
     /** Rows one mat-vec threadgroup computes with {@code split} SIMD-groups per row set. */
@@ -78,6 +95,7 @@ public final class Geometry {
         d.put("GLIMMER_Q_PARTS", Q_PARTS);
         d.put("GLIMMER_MERGE_PARTS", MERGE_PARTS);
         d.put("GLIMMER_CHUNK", CHUNK);
+        d.put("GLIMMER_ATTENTION_MIN_ROWS", ATTENTION_MIN_ROWS);
         return d;
     }
 }

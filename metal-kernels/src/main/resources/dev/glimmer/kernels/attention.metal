@@ -25,7 +25,7 @@ struct MatVecPairArgs {
 };
 
 // y1 = W1 rms(x), y2 = W2 rms(x). Grid: ceil(rows1 / R) + ceil(rows2 / R) threadgroups, R = mv_sets(split) * NR.
-// scratch: MV_SIMDGROUPS * NR + cols floats.
+// scratch: MV_SIMDGROUPS * NR floats.
 kernel void mat_vec_pair(constant MatVecPairArgs & a [[buffer(0)]],
                          device const float * x [[buffer(1)]],
                          device const float * norm_w [[buffer(2)]],
@@ -39,9 +39,6 @@ kernel void mat_vec_pair(constant MatVecPairArgs & a [[buffer(0)]],
                          ushort tiisg [[thread_index_in_simdgroup]],
                          ushort sgitg [[simdgroup_index_in_threadgroup]]) {
     const uint per_group = mv_sets(a.split) * NR;
-    threadgroup float * xs = scratch + GLIMMER_MV_SIMDGROUPS * NR;
-    stage_normed(x, norm_w, a.cols, a.eps, xs, scratch, tiitg, tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH);
-    XThreadgroup xn = {xs};
     uint groups1 = (a.rows1 + per_group - 1) / per_group;
     bool second = tgpig.x >= groups1;
     uint type = second ? a.type2 : a.type1;
@@ -50,7 +47,8 @@ kernel void mat_vec_pair(constant MatVecPairArgs & a [[buffer(0)]],
     device float * y = second ? y2 : y1;
     uint first = ((second ? tgpig.x - groups1 : tgpig.x) * mv_sets(a.split) + mv_set(sgitg, a.split)) * NR;
     float sums[NR];
-    mv_rows_part(type, w, first, rows, a.cols, xn, mv_lane(tiisg, sgitg, a.split), a.split * SIMD_WIDTH, sums);
+    mv_rows_normed(type, w, first, rows, a.cols, x, norm_w, a.eps, mv_lane(tiisg, sgitg, a.split), a.split * SIMD_WIDTH,
+                   scratch, tiitg, tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH, sums);
     float v = mv_combine(sums, scratch, tiisg, sgitg, a.split);
     if (sgitg < mv_sets(a.split) && tiisg < NR && first + tiisg < rows) y[first + tiisg] = v;
 }
@@ -88,7 +86,7 @@ struct QHeadsArgs {
 // p * latent / Q_PARTS .. of the absorption, part 0 also rope(q_pe). Spreading a head over several
 // threadgroups puts 4x more SMs to work on this small, latency-bound step. The last threadgroup
 // writes the cache row (rms(kv[0..latent)) * kv_a_norm, rope(kv[latent..latent+rope))) at position pos.
-// scratch: GLIMMER_HEAD_SIMDGROUPS + align4(max(nope + rope, latent + rope)) + q_lora floats.
+// scratch: GLIMMER_HEAD_SIMDGROUPS + align4(max(nope + rope, latent + rope)) floats.
 [[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
 kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
                         constant StepArgs & step [[buffer(1)]],
@@ -121,11 +119,10 @@ kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
         for (uint i = tiitg; i < row; i += threads) out[i] = head[i];
         return;
     }
-    // q_b rows of this head into threadgroup memory
+    // q_b rows of this head times q_a * q_a_norm into threadgroup memory; the norm's 1/rms factor is
+    // applied to the outputs (RoPE and the absorption are linear), so the weight loads need not wait for it
     uint per_head = a.nope + a.rope;
-    threadgroup float * qs = head + align4(max(per_head, row));
-    stage_normed(q_a, q_a_norm, a.q_lora, a.eps, qs, scratch, tiitg, tiisg, sgitg, threads);
-    XThreadgroup xn = {qs};
+    XScaled xn = {q_a, q_a_norm};
     for (uint first = sgitg * NR; first < per_head; first += GLIMMER_HEAD_SIMDGROUPS * NR) {
         float sums[NR];
         mv_rows(a.q_b_type, q_b + h * per_head * row_bytes(a.q_b_type, a.q_lora), first, per_head, a.q_lora, xn,
@@ -134,12 +131,12 @@ kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
             for (uint r = 0; r < NR && first + r < per_head; r++) head[first + r] = sums[r];
         }
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float scale = rms_scale(q_a, a.q_lora, a.eps, scratch, tiitg, tiisg, sgitg, threads);  // its barriers publish head
     device float * out = q + h * row;
     if (part == 0) {
         rope_pairs(head + a.nope, a.rope, step.pos, a.rope_base, tiitg, threads);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint i = tiitg; i < a.rope; i += threads) out[a.latent + i] = head[a.nope + i];
+        for (uint i = tiitg; i < a.rope; i += threads) out[a.latent + i] = head[a.nope + i] * scale;
     }
     // absorption: q_abs[c] = k_b[h][c] . q_nope
     XThreadgroup qn = {head};
@@ -152,7 +149,7 @@ kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
         if (tiisg < NR && first + tiisg < end) {
             float v = sums[0];
             for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
-            out[first + tiisg] = v;
+            out[first + tiisg] = v * scale;
         }
     }
 }
@@ -160,8 +157,11 @@ kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
 // Register budget of mla_attention: each SIMD-group owns up to MAX_HEADS_PER_SIMDGROUP heads and each
 // lane up to MAX_DIMS_PER_LANE of the latent + rope values of a row (576 / 32 = 18 for GLM-4.7-Flash);
 // the host checks heads <= GLIMMER_WIDE_SIMDGROUPS * MAX_HEADS_PER_SIMDGROUP and latent + rope <= 32 * MAX_DIMS_PER_LANE.
-#define MAX_HEADS_PER_SIMDGROUP 4
+#define MAX_HEADS_PER_SIMDGROUP 3
 #define MAX_DIMS_PER_LANE 18
+// Cached rows mla_attention loads before it scores them: the loads of a block are in flight together
+// and its SIMD-group sums are independent, instead of one memory round trip and one reduction per row.
+#define ATTENTION_BLOCK 4
 
 struct AttentionArgs {
     uint heads;
@@ -171,12 +171,25 @@ struct AttentionArgs {
     float scale;     // kq_scale
 };
 
+// Rows of each split: an equal share of the KV length, but at least GLIMMER_ATTENTION_MIN_ROWS, so that
+// at short contexts only the first few splits get rows (the others return at once) and the merge reads
+// only their partials.
+static inline uint attention_chunk(uint kv_len, uint splits) {
+    return max((kv_len + splits - 1) / splits, (uint) GLIMMER_ATTENTION_MIN_ROWS);
+}
+
+// Splits that hold rows: the partials mla_merge reads.
+static inline uint attention_splits_used(uint kv_len, uint splits) {
+    uint chunk = attention_chunk(kv_len, splits);
+    return (kv_len + chunk - 1) / chunk;
+}
+
 // Grid: `splits` threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups; threadgroup w takes the w-th
-// equal share of the rows 0..kv_len. SIMD-group s handles heads s, s + SIMD-groups, ...; lane l the values
-// l, l + 32, ... of a row. Writes per (w, h): max score, sum of exp, and the unnormalized latent sum
-// (latent values) to partials[(w * heads + h) * (latent + 2)]. Every loop over the register arrays has a
-// compile-time bound (the real extent is masked inside), so the compiler keeps them in registers: with
-// runtime bounds CUDA spilled them to local memory and the kernel ran 4x slower.
+// share (attention_chunk) of the rows 0..kv_len. SIMD-group s handles heads s, s + SIMD-groups, ...; lane l
+// the values l, l + 32, ... of a row. Writes per (w, h) of a split with rows: max score, sum of exp, and the
+// unnormalized latent sum (latent values) to partials[(w * heads + h) * (latent + 2)]. Every loop over the
+// register arrays has a compile-time bound (the real extent is masked inside), so the compiler keeps them
+// in registers: with runtime bounds CUDA spilled them to local memory and the kernel ran 4x slower.
 kernel void mla_attention(constant AttentionArgs & a [[buffer(0)]],
                           constant StepArgs & step [[buffer(1)]],
                           device const float * q [[buffer(2)]],
@@ -187,12 +200,12 @@ kernel void mla_attention(constant AttentionArgs & a [[buffer(0)]],
                           ushort sgitg [[simdgroup_index_in_threadgroup]]) {
     uint row = a.latent + a.rope;
     uint dims = (row + SIMD_WIDTH - 1) / SIMD_WIDTH;
-    uint chunk = (step.kv_len + a.splits - 1) / a.splits;
+    uint chunk = attention_chunk(step.kv_len, a.splits);
     uint start = min(tgpig.x * chunk, step.kv_len);
     uint end = min(start + chunk, step.kv_len);
     uint mine = 0;  // heads of this SIMD-group
     for (uint h = sgitg; h < a.heads; h += GLIMMER_WIDE_SIMDGROUPS) mine++;
-    if (mine == 0) return;
+    if (mine == 0 || start == end) return;
     float qr[MAX_HEADS_PER_SIMDGROUP][MAX_DIMS_PER_LANE];
     float acc[MAX_HEADS_PER_SIMDGROUP][MAX_DIMS_PER_LANE];
     float m[MAX_HEADS_PER_SIMDGROUP], l[MAX_HEADS_PER_SIMDGROUP];
@@ -208,28 +221,42 @@ kernel void mla_attention(constant AttentionArgs & a [[buffer(0)]],
         m[i] = -INFINITY;
         l[i] = 0.0f;
     }
-    for (uint u = start; u < end; u++) {
-        device const float * k = cache + u * row;
-        float kr[MAX_DIMS_PER_LANE];
+    for (uint u = start; u < end; u += ATTENTION_BLOCK) {
+        float kr[ATTENTION_BLOCK][MAX_DIMS_PER_LANE];
         #pragma unroll
-        for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) {
-            uint d = tiisg + SIMD_WIDTH * j;
-            kr[j] = (j < dims && d < row) ? k[d] : 0.0f;
+        for (uint b = 0; b < ATTENTION_BLOCK; b++) {
+            device const float * k = cache + (u + b) * row;
+            #pragma unroll
+            for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) {
+                uint d = tiisg + SIMD_WIDTH * j;
+                kr[b][j] = (u + b < end && j < dims && d < row) ? k[d] : 0.0f;
+            }
         }
         #pragma unroll
         for (uint i = 0; i < MAX_HEADS_PER_SIMDGROUP; i++) {
             if (i < mine) {
-                float s = 0.0f;
+                float s[ATTENTION_BLOCK];
                 #pragma unroll
-                for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) s += qr[i][j] * kr[j];
-                s = simd_sum(s) * a.scale;
-                float m_new = max(m[i], s);
-                float correction = exp(m[i] - m_new);
-                float p = exp(s - m_new);
-                l[i] = l[i] * correction + p;
+                for (uint b = 0; b < ATTENTION_BLOCK; b++) {
+                    s[b] = 0.0f;
+                    #pragma unroll
+                    for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) s[b] += qr[i][j] * kr[b][j];
+                }
                 #pragma unroll
-                for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) acc[i][j] = acc[i][j] * correction + p * kr[j];
-                m[i] = m_new;
+                for (uint b = 0; b < ATTENTION_BLOCK; b++) s[b] = simd_sum(s[b]) * a.scale;
+                // the online softmax, row by row in order
+                #pragma unroll
+                for (uint b = 0; b < ATTENTION_BLOCK; b++) {
+                    if (u + b < end) {
+                        float m_new = max(m[i], s[b]);
+                        float correction = exp(m[i] - m_new);
+                        float p = exp(s[b] - m_new);
+                        l[i] = l[i] * correction + p;
+                        #pragma unroll
+                        for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) acc[i][j] = acc[i][j] * correction + p * kr[b][j];
+                        m[i] = m_new;
+                    }
+                }
             }
         }
     }
@@ -260,14 +287,15 @@ struct MergeArgs {
 };
 
 // Grid: heads * MERGE_PARTS threadgroups of GLIMMER_HEAD_SIMDGROUPS SIMD-groups. o[h * v_head + e] =
-// v_b[h][e] . o_lat[h], o_lat[h] the softmax-weighted latent sum merged from the partials; each of the
-// MERGE_PARTS threadgroups of a head merges o_lat[h] itself and writes a share of the v_head rows.
-// scratch: latent + splits floats.
+// v_b[h][e] . o_lat[h], o_lat[h] the softmax-weighted latent sum merged from the partials of the splits
+// that hold rows; each of the MERGE_PARTS threadgroups of a head merges o_lat[h] itself and writes a share
+// of the v_head rows. scratch: latent + splits floats.
 [[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
 kernel void mla_merge(constant MergeArgs & a [[buffer(0)]],
-                      device const float * partials [[buffer(1)]],
-                      device const char * v_b [[buffer(2)]],
-                      device float * o [[buffer(3)]],
+                      constant StepArgs & step [[buffer(1)]],
+                      device const float * partials [[buffer(2)]],
+                      device const char * v_b [[buffer(3)]],
+                      device float * o [[buffer(4)]],
                       threadgroup float * scratch TG_MEM(0),
                       uint3 tgpig [[threadgroup_position_in_grid]],
                       ushort tiitg [[thread_index_in_threadgroup]],
@@ -277,25 +305,33 @@ kernel void mla_merge(constant MergeArgs & a [[buffer(0)]],
     uint h = tgpig.x / GLIMMER_MERGE_PARTS;
     uint share_index = tgpig.x % GLIMMER_MERGE_PARTS;
     uint stride = a.heads * (a.latent + 2);
+    uint used = attention_splits_used(step.kv_len, a.splits);
     device const float * part = partials + h * (a.latent + 2);
-    // per split: exp(its max - the overall max), 0 for an empty split; the splits' reductions are spread
-    // over the threads (a serial pass over every split's partial per thread was most of the kernel)
+    // per split: exp(its max - the overall max); the splits' reductions are spread over the threads
     threadgroup float * factor = scratch + a.latent;
     float mine = -INFINITY;
-    for (uint w = tiitg; w < a.splits; w += threads) mine = max(mine, part[w * stride]);
+    for (uint w = tiitg; w < used; w += threads) mine = max(mine, part[w * stride]);
     float mx = threadgroup_max(mine, scratch, tiisg, sgitg, GLIMMER_HEAD_SIMDGROUPS);
     float sum = 0.0f;
-    for (uint w = tiitg; w < a.splits; w += threads) {
-        float l = part[w * stride + 1];
-        factor[w] = l > 0.0f ? exp(part[w * stride] - mx) : 0.0f;
-        sum += l * factor[w];
+    for (uint w = tiitg; w < used; w += threads) {
+        factor[w] = exp(part[w * stride] - mx);
+        sum += part[w * stride + 1] * factor[w];
     }
     float total = threadgroup_sum(sum, scratch, tiisg, sgitg, GLIMMER_HEAD_SIMDGROUPS);
+    // the splits' values of latent c four at a time: their loads are in flight together (the sum keeps
+    // the split order)
     for (uint c = tiitg; c < a.latent; c += threads) {
+        device const float * pc = part + 2 + c;
         float v = 0.0f;
-        for (uint w = 0; w < a.splits; w++) {
-            if (factor[w] > 0.0f) v += part[w * stride + 2 + c] * factor[w];
+        uint w = 0;
+        for (; w + 4 <= used; w += 4) {
+            float p0 = pc[w * stride], p1 = pc[(w + 1) * stride], p2 = pc[(w + 2) * stride], p3 = pc[(w + 3) * stride];
+            v += p0 * factor[w];
+            v += p1 * factor[w + 1];
+            v += p2 * factor[w + 2];
+            v += p3 * factor[w + 3];
         }
+        for (; w < used; w++) v += pc[w * stride] * factor[w];
         scratch[c] = v / total;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);

@@ -53,6 +53,26 @@ struct XThreadgroup {
     float4 get4(uint i) const { return *((threadgroup const float4 *) (x + i)); }
 };
 
+// x[i] * w[i]: an RMS-normalized input without its 1/rms factor, read straight from device memory. The
+// kernels that normalize their input multiply the finished dot products by that factor instead (it
+// is common to every value of a row), so the weight loads go out together with the input loads rather
+// than after a pass that stages the normalized input in threadgroup memory: one memory round trip
+// and two barriers less before the mat-vec starts.
+struct XScaled {
+    device const float * x;
+    device const float * w;
+    float get(uint i) const { return x[i] * w[i]; }
+    float4 get4(uint i) const {
+        float4 v = *((device const float4 *) (x + i));
+        float4 n = *((device const float4 *) (w + i));
+        v.x *= n.x;
+        v.y *= n.y;
+        v.z *= n.z;
+        v.w *= n.w;
+        return v;
+    }
+};
+
 // ---- weight formats ----
 // A row is read in chunks of CH = 16 values; lane l of a SIMD-group takes chunks l, l+32, ...
 // load() fetches the chunk's 16 activations (in the order dot() wants them), dot() multiplies them
@@ -406,12 +426,15 @@ static inline float rms_scale(device const float * x, uint n, float eps, threadg
     return 1.0f / sqrt(total / (float) n + eps);
 }
 
-// xs[i] = x[i] * w[i] / rms(x) for i < n: the normalized input, computed once per threadgroup into
-// threadgroup memory so that the mat-vec reads it from there (XThreadgroup) instead of recomputing it
-// from two device loads per value and row set. Ends with a barrier.
-static inline void stage_normed(device const float * x, device const float * w, uint n, float eps, threadgroup float * xs,
-                                threadgroup float * scratch, ushort tiitg, ushort tiisg, ushort sgitg, uint threads) {
-    float scale = rms_scale(x, n, eps, scratch, tiitg, tiisg, sgitg, threads);
-    for (uint i = tiitg; i < n; i += threads) xs[i] = x[i] * scale * w[i];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+// sums[r] = row (first + r) of w times x * norm_w / rms(x), as mv_rows_part: the weights are read
+// together with the input (XScaled) and the 1/rms factor is applied to the finished sums. Every thread
+// of the threadgroup of `threads` threads must call it (the norm's reduction has barriers).
+static inline void mv_rows_normed(uint type, device const char * w, uint first, uint rows, uint cols,
+                                  device const float * x, device const float * norm_w, float eps, uint lane,
+                                  uint lanes, threadgroup float * scratch, ushort tiitg, ushort tiisg, ushort sgitg,
+                                  uint threads, thread float * sums) {
+    XScaled xs = {x, norm_w};
+    mv_rows_part(type, w, first, rows, cols, xs, lane, lanes, sums);
+    float scale = rms_scale(x, cols, eps, scratch, tiitg, tiisg, sgitg, threads);
+    for (uint r = 0; r < NR; r++) sums[r] *= scale;
 }

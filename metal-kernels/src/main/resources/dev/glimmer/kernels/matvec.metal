@@ -1,6 +1,6 @@
 // Mat-vec y = W x for every weight type, weights read in place: a threadgroup of
 // GLIMMER_MV_SIMDGROUPS SIMD-groups computes mv_sets(split) sets of NR consecutive rows, `split` SIMD-groups
-// per set. Optionally x is first RMS-normalized (x * w_norm / rms(x), into threadgroup memory) and/or a residual is added to the result (y may alias the
+// per set. Optionally x is RMS-normalized (x * w_norm / rms(x)) and/or a residual is added to the result (y may alias the
 // residual: each row is read and written by one lane). Grid: (ceil(rows / rows per threadgroup), tokens);
 // the token dimension is the batched (prompt) variant.
 
@@ -16,7 +16,7 @@ struct MatVecArgs {
     uint split;      // SIMD-groups per row set (1, 2, 4 or 8): rows per threadgroup = NR * MV_SIMDGROUPS / split
 };
 
-// scratch: MV_SIMDGROUPS * NR floats, + cols with norm.
+// scratch: MV_SIMDGROUPS * NR floats.
 
 kernel void mat_vec(constant MatVecArgs & a [[buffer(0)]],
                     device const char * w [[buffer(1)]],
@@ -35,10 +35,8 @@ kernel void mat_vec(constant MatVecArgs & a [[buffer(0)]],
     uint lane = mv_lane(tiisg, sgitg, a.split);
     float sums[NR];
     if (a.norm != 0) {
-        threadgroup float * xs = scratch + GLIMMER_MV_SIMDGROUPS * NR;
-        stage_normed(x, norm_w, a.cols, a.eps, xs, scratch, tiitg, tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH);
-        XThreadgroup xt = {xs};
-        mv_rows_part(a.type, w, first, a.rows, a.cols, xt, lane, a.split * SIMD_WIDTH, sums);
+        mv_rows_normed(a.type, w, first, a.rows, a.cols, x, norm_w, a.eps, lane, a.split * SIMD_WIDTH, scratch, tiitg,
+                       tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH, sums);
     } else {
         XDevice xd = {x};
         mv_rows_part(a.type, w, first, a.rows, a.cols, xd, lane, a.split * SIMD_WIDTH, sums);

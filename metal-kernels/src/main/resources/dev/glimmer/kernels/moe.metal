@@ -1,101 +1,37 @@
-// The MoE block of a layer in three dispatches: the router writes the selected expert ids and
-// weights to a buffer; gate+up reads the ids on the GPU and runs the selected experts and the
-// shared expert (weights read in place from the stacked tensors, no copies), with silu(gate)*up in
-// the epilogue; down owns each output row across all experts and adds the weighted sum to the
-// residual stream. A dense FFN layer is the same with no routed slots and the dense FFN as the
-// "shared" one.
+// The MoE block of a layer in three dispatches: the router writes the logits of every expert (many
+// threadgroups: a single one streaming the router weights was most of the block's time); gate+up
+// picks the experts from the logits on the GPU and runs the selected experts and the shared expert
+// (weights read in place from the stacked tensors, no copies), with silu(gate)*up in the epilogue, and
+// one of its SIMD-groups writes the selected ids and weights for down; down owns each output row across
+// all experts and adds the weighted sum to the residual stream. A dense FFN layer is the same with no
+// router, no routed slots and the dense FFN as the "shared" one.
 
 struct RouterArgs {
     uint type;        // ggml type id of the router weights (F32 in llama.cpp's files)
     uint cols;        // hidden size
-    uint experts;     // routed experts
-    uint used;        // experts selected per token
-    uint gating;      // llama.cpp's expert_gating_func: 1 softmax, 2 sigmoid
-    uint has_bias;    // 1: bias (exp_probs_b) is added for the selection only
-    uint normalize;   // 1: the selected weights are divided by their sum
-    float scale;      // then multiplied by this (expert_weights_scale)
+    uint experts;     // routed experts (rows of the router)
     float eps;        // of the ffn_norm RMS norm
+    uint split;       // SIMD-groups per row set, as MatVecArgs.split
 };
 
-// One threadgroup of GLIMMER_HEAD_SIMDGROUPS SIMD-groups (1024 threads, so that one threadgroup streams the
-// router weights fast). Each set of NR experts is computed by `parts` SIMD-groups that split its columns,
-// as many as keep all SIMD-groups busy; SIMD-group 0 then applies the gating and picks the top experts.
-// scratch: align4(HEAD_SIMDGROUPS + 2 * experts + max(experts, HEAD_SIMDGROUPS * NR)) + cols floats.
-[[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
+// logits[e] = router row e . (x * norm_w / rms(x)), in the mat_vec layout. Grid: ceil(experts / R)
+// threadgroups, R = mv_sets(split) * NR; scratch: MV_SIMDGROUPS * NR floats.
 kernel void moe_router(constant RouterArgs & a [[buffer(0)]],
                        device const char * w [[buffer(1)]],
                        device const float * x [[buffer(2)]],
                        device const float * norm_w [[buffer(3)]],
-                       device const float * bias [[buffer(4)]],
-                       device int * ids [[buffer(5)]],
-                       device float * weights [[buffer(6)]],
+                       device float * logits [[buffer(4)]],
                        threadgroup float * scratch TG_MEM(0),
+                       uint3 tgpig [[threadgroup_position_in_grid]],
                        ushort tiitg [[thread_index_in_threadgroup]],
                        ushort tiisg [[thread_index_in_simdgroup]],
                        ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    const uint threads = GLIMMER_HEAD_SIMDGROUPS * SIMD_WIDTH;
-    threadgroup float * prob = scratch + GLIMMER_HEAD_SIMDGROUPS;
-    threadgroup float * choice = prob + a.experts;
-    threadgroup float * partial = choice + a.experts;  // [part][expert]
-    threadgroup float * xs = scratch + align4(GLIMMER_HEAD_SIMDGROUPS + 2 * a.experts + max(a.experts, (uint) (GLIMMER_HEAD_SIMDGROUPS * NR)));
-    stage_normed(x, norm_w, a.cols, a.eps, xs, scratch, tiitg, tiisg, sgitg, threads);
-    XThreadgroup xn = {xs};
-    uint sets = (a.experts + NR - 1) / NR;
-    uint parts = max(1u, GLIMMER_HEAD_SIMDGROUPS / sets);
-    uint part = sgitg % parts;
-    for (uint set = sgitg / parts; set < sets; set += GLIMMER_HEAD_SIMDGROUPS / parts) {
-        uint first = set * NR;
-        float sums[NR];
-        mv_rows_part(a.type, w, first, a.experts, a.cols, xn, part * SIMD_WIDTH + tiisg, parts * SIMD_WIDTH, sums);
-        if (tiisg == 0) {
-            for (uint r = 0; r < NR && first + r < a.experts; r++) partial[part * a.experts + first + r] = sums[r];
-        }
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (sgitg != 0) {
-        return;
-    }
-    // SIMD-group 0 finishes: lane l owns experts l, l + 32, ... (only the owner touches prob[e] and
-    // choice[e]); the top-k picks are SIMD-group reductions, and lane 0 writes them.
-    float m = -INFINITY;
-    for (uint e = tiisg; e < a.experts; e += SIMD_WIDTH) {
-        float logit = 0.0f;
-        for (uint p = 0; p < parts; p++) logit += partial[p * a.experts + e];
-        prob[e] = logit;
-        m = max(m, logit);
-    }
-    if (a.gating == 1) {
-        m = simd_max(m);
-        float sum = 0.0f;
-        for (uint e = tiisg; e < a.experts; e += SIMD_WIDTH) { prob[e] = exp(prob[e] - m); sum += prob[e]; }
-        sum = simd_sum(sum);
-        for (uint e = tiisg; e < a.experts; e += SIMD_WIDTH) prob[e] /= sum;
-    } else {
-        for (uint e = tiisg; e < a.experts; e += SIMD_WIDTH) prob[e] = 1.0f / (1.0f + exp(-prob[e]));
-    }
-    for (uint e = tiisg; e < a.experts; e += SIMD_WIDTH) choice[e] = prob[e] + (a.has_bias != 0 ? bias[e] : 0.0f);
-    float total = 0.0f;
-    for (uint k = 0; k < a.used; k++) {
-        float best = -INFINITY;
-        float best_e = (float) a.experts;
-        for (uint e = tiisg; e < a.experts; e += SIMD_WIDTH) {
-            if (choice[e] > best) { best = choice[e]; best_e = (float) e; }  // the lane's first maximum
-        }
-        float top = simd_max(best);
-        uint chosen = (uint) simd_min(best == top ? best_e : (float) a.experts);  // first maximum wins
-        bool owner = chosen % SIMD_WIDTH == tiisg;
-        float p = simd_sum(owner ? prob[chosen] : 0.0f);
-        if (owner) choice[chosen] = -INFINITY;
-        if (tiisg == 0) {
-            ids[k] = (int) chosen;
-            weights[k] = p;
-            total += p;
-        }
-    }
-    if (tiisg == 0) {
-        float divisor = a.normalize != 0 ? max(total, 6.103515625e-5f) : 1.0f;
-        for (uint k = 0; k < a.used; k++) weights[k] = weights[k] / divisor * a.scale;
-    }
+    uint first = (tgpig.x * mv_sets(a.split) + mv_set(sgitg, a.split)) * NR;
+    float sums[NR];
+    mv_rows_normed(a.type, w, first, a.experts, a.cols, x, norm_w, a.eps, mv_lane(tiisg, sgitg, a.split),
+                   a.split * SIMD_WIDTH, scratch, tiitg, tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH, sums);
+    float v = mv_combine(sums, scratch, tiisg, sgitg, a.split);
+    if (sgitg < mv_sets(a.split) && tiisg < NR && first + tiisg < a.experts) logits[first + tiisg] = v;
 }
 
 struct GateUpArgs {
@@ -110,11 +46,95 @@ struct GateUpArgs {
     uint act_stride;        // floats between slots of act
     float eps;              // of the ffn_norm RMS norm
     uint split;             // SIMD-groups per row set, as MatVecArgs.split
+    uint experts;           // routed experts (length of the logits)
+    uint gating;            // llama.cpp's expert_gating_func: 1 softmax, 2 sigmoid
+    uint has_bias;          // 1: bias (exp_probs_b) is added for the selection only
+    uint normalize;         // 1: the selected weights are divided by their sum
+    float scale;            // then multiplied by this (expert_weights_scale)
 };
 
+// Register budget of the expert selection: lane l holds experts l, l + 32, ... (the host checks
+// experts <= 32 * MAX_EXPERTS_PER_LANE).
+#define MAX_EXPERTS_PER_LANE 8
+
+// The router's choice from its logits, as llama.cpp makes it: gating (softmax or sigmoid), the bias
+// added for the selection only, the top `routed` by repeated first-maximum picks, the picked
+// probabilities normalized and scaled. One whole SIMD-group computes it from registers (every
+// SIMD-group that needs it does so on its own: no barrier, no threadgroup memory) and gets the id
+// picked `slot`-th; with `write`, this lane also stores every pick's id and final weight.
+static inline uint select_experts(constant GateUpArgs & a, device const float * logits, device const float * bias,
+                                  uint slot, bool write, device int * ids, device float * weights, ushort tiisg) {
+    float prob[MAX_EXPERTS_PER_LANE], choice[MAX_EXPERTS_PER_LANE];
+    float m = -INFINITY;
+    #pragma unroll
+    for (uint j = 0; j < MAX_EXPERTS_PER_LANE; j++) {
+        uint e = tiisg + SIMD_WIDTH * j;
+        prob[j] = e < a.experts ? logits[e] : -INFINITY;
+        m = max(m, prob[j]);
+    }
+    if (a.gating == 1) {
+        m = simd_max(m);
+        float sum = 0.0f;
+        #pragma unroll
+        for (uint j = 0; j < MAX_EXPERTS_PER_LANE; j++) {
+            prob[j] = tiisg + SIMD_WIDTH * j < a.experts ? exp(prob[j] - m) : 0.0f;
+            sum += prob[j];
+        }
+        sum = simd_sum(sum);
+        #pragma unroll
+        for (uint j = 0; j < MAX_EXPERTS_PER_LANE; j++) prob[j] /= sum;
+    } else {
+        #pragma unroll
+        for (uint j = 0; j < MAX_EXPERTS_PER_LANE; j++) {
+            prob[j] = tiisg + SIMD_WIDTH * j < a.experts ? 1.0f / (1.0f + exp(-prob[j])) : 0.0f;
+        }
+    }
+    #pragma unroll
+    for (uint j = 0; j < MAX_EXPERTS_PER_LANE; j++) {
+        uint e = tiisg + SIMD_WIDTH * j;
+        choice[j] = e < a.experts ? prob[j] + (a.has_bias != 0 ? bias[e] : 0.0f) : -INFINITY;
+    }
+    uint picked = a.experts;
+    float total = 0.0f;
+    for (uint k = 0; k < a.routed; k++) {
+        float best = -INFINITY;
+        uint best_e = a.experts;
+        #pragma unroll
+        for (uint j = 0; j < MAX_EXPERTS_PER_LANE; j++) {
+            if (choice[j] > best) {  // the lane's first maximum: its experts rise with j
+                best = choice[j];
+                best_e = tiisg + SIMD_WIDTH * j;
+            }
+        }
+        float top = simd_max(best);
+        uint chosen = simd_min(best == top ? best_e : a.experts);  // the first maximum wins
+        float p = 0.0f;
+        #pragma unroll
+        for (uint j = 0; j < MAX_EXPERTS_PER_LANE; j++) {
+            if (tiisg + SIMD_WIDTH * j == chosen) {
+                p = prob[j];
+                choice[j] = -INFINITY;
+            }
+        }
+        p = simd_sum(p);
+        total += p;
+        if (k == slot) picked = chosen;
+        if (write) {
+            ids[k] = (int) chosen;
+            weights[k] = p;
+        }
+    }
+    if (write) {
+        float divisor = a.normalize != 0 ? max(total, 6.103515625e-5f) : 1.0f;
+        for (uint k = 0; k < a.routed; k++) weights[k] = weights[k] / divisor * a.scale;
+    }
+    return picked;
+}
+
 // Grid: (ceil(max(rows, shared_rows) / rows per threadgroup), routed + 1); slot y < routed is the
-// y-th selected expert, slot `routed` the shared expert. act[slot][row] = silu(gate) * up.
-// scratch: MV_SIMDGROUPS * NR + cols floats.
+// y-th selected expert, slot `routed` the shared expert. act[slot][row] = silu(gate) * up. SIMD-group 0
+// of the shared slot's first threadgroup writes the selection (ids, weights) that down reads.
+// scratch: MV_SIMDGROUPS * NR floats.
 kernel void moe_gate_up(constant GateUpArgs & a [[buffer(0)]],
                         device const float * x [[buffer(1)]],
                         device const float * norm_w [[buffer(2)]],
@@ -122,8 +142,11 @@ kernel void moe_gate_up(constant GateUpArgs & a [[buffer(0)]],
                         device const char * up_exps [[buffer(4)]],
                         device const char * gate_shared [[buffer(5)]],
                         device const char * up_shared [[buffer(6)]],
-                        device const int * ids [[buffer(7)]],
-                        device float * act [[buffer(8)]],
+                        device const float * logits [[buffer(7)]],
+                        device const float * bias [[buffer(8)]],
+                        device float * act [[buffer(9)]],
+                        device int * ids [[buffer(10)]],
+                        device float * weights [[buffer(11)]],
                         threadgroup float * scratch TG_MEM(0),
                         uint3 tgpig [[threadgroup_position_in_grid]],
                         ushort tiitg [[thread_index_in_threadgroup]],
@@ -132,12 +155,12 @@ kernel void moe_gate_up(constant GateUpArgs & a [[buffer(0)]],
     uint slot = tgpig.y;
     bool shared = slot == a.routed;
     uint rows = shared ? a.shared_rows : a.rows;
+    if (a.routed > 0 && shared && tgpig.x == 0 && sgitg == 0) {
+        select_experts(a, logits, bias, slot, tiisg == 0, ids, weights, tiisg);
+    }
     if (tgpig.x * mv_sets(a.split) * NR >= rows) {
         return;  // the whole threadgroup is past the slot's rows
     }
-    threadgroup float * xs = scratch + GLIMMER_MV_SIMDGROUPS * NR;
-    stage_normed(x, norm_w, a.cols, a.eps, xs, scratch, tiitg, tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH);
-    XThreadgroup xn = {xs};
     uint first = (tgpig.x * mv_sets(a.split) + mv_set(sgitg, a.split)) * NR;
     uint lane = mv_lane(tiisg, sgitg, a.split);
     uint gate_type = shared ? a.shared_gate_type : a.gate_type;
@@ -145,13 +168,19 @@ kernel void moe_gate_up(constant GateUpArgs & a [[buffer(0)]],
     device const char * gate = gate_shared;
     device const char * up = up_shared;
     if (!shared) {
-        uint expert = (uint) ids[slot];
+        uint expert = select_experts(a, logits, bias, slot, false, ids, weights, tiisg);
         gate = gate_exps + expert * a.rows * row_bytes(gate_type, a.cols);
         up = up_exps + expert * a.rows * row_bytes(up_type, a.cols);
     }
+    XScaled xn = {x, norm_w};
     float g[NR], u[NR];
     mv_rows_part(gate_type, gate, first, rows, a.cols, xn, lane, a.split * SIMD_WIDTH, g);
     mv_rows_part(up_type, up, first, rows, a.cols, xn, lane, a.split * SIMD_WIDTH, u);
+    float scale = rms_scale(x, a.cols, a.eps, scratch, tiitg, tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH);
+    for (uint r = 0; r < NR; r++) {
+        g[r] *= scale;
+        u[r] *= scale;
+    }
     float gv = mv_combine(g, scratch, tiisg, sgitg, a.split);
     float uv = mv_combine(u, scratch, tiisg, sgitg, a.split);
     if (sgitg < mv_sets(a.split) && tiisg < NR && first + tiisg < rows) {

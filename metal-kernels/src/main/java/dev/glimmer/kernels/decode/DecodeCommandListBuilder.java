@@ -79,6 +79,10 @@ public final class DecodeCommandListBuilder {
                     + " heads and cache rows of " + Geometry.ATTENTION_MAX_ROW + " values; the model has " + s.heads()
                     + " and " + s.kvRow());
         }
+        if (s.experts() > Geometry.ROUTER_MAX_EXPERTS) {
+            throw new IllegalArgumentException("the expert selection holds at most " + Geometry.ROUTER_MAX_EXPERTS
+                    + " experts; the model has " + s.experts());
+        }
     }
 
     private int add(BufferSpec b) {
@@ -181,6 +185,7 @@ public final class DecodeCommandListBuilder {
         Ref q = activation((long) s.heads() * s.kvRow());
         Ref partials = activation((long) Geometry.ATTENTION_SPLITS * s.heads() * (s.latent() + 2));
         Ref o = activation((long) s.heads() * s.vHead());
+        Ref routerLogits = activation(Math.max(1, s.experts()));
         Ref ids = activation(Math.max(1, s.expertsUsed()));
         Ref expertWeights = activation(Math.max(1, s.expertsUsed()));
         int actStride = Math.max(Math.max(s.expertFfn(), s.sharedFfn()), s.denseFfn());
@@ -199,7 +204,7 @@ public final class DecodeCommandListBuilder {
             int pairSplit = Geometry.mvSplit(s.qLora() + s.kvRow());
             int perGroup = Geometry.mvRowsPerThreadgroup(pairSplit);
             dispatch("mat_vec_pair", l, Size3.of(groups(s.qLora(), perGroup) + groups(s.kvRow(), perGroup)), MV_THREADS,
-                    memory(Geometry.MV_SCRATCH_FLOATS + s.embedding()),
+                    memory(Geometry.MV_SCRATCH_FLOATS),
                     List.of(all(b + "attn_norm.weight"), all(b + "attn_q_a.weight"), all(b + "attn_kv_a_mqa.weight")),
                     args("MatVecPairArgs", Map.of("cols", s.embedding(), "type1", type(b + "attn_q_a.weight"),
                             "rows1", s.qLora(), "type2", type(b + "attn_kv_a_mqa.weight"), "rows2", s.kvRow(),
@@ -218,7 +223,7 @@ public final class DecodeCommandListBuilder {
             qh.put("eps", s.eps());
             qh.put("rope_base", s.ropeBase());
             dispatch("mla_q_heads", l, Size3.of(s.heads() * Geometry.Q_PARTS + 1), HEAD_THREADS,
-                    memory(Geometry.HEAD_SIMDGROUPS + align4(Math.max(s.nope() + s.rope(), s.kvRow())) + s.qLora()),
+                    memory(Geometry.HEAD_SIMDGROUPS + align4(Math.max(s.nope() + s.rope(), s.kvRow()))),
                     List.of(all(b + "attn_q_a_norm.weight"), all(b + "attn_q_b.weight"), all(b + "attn_k_b.weight"),
                             all(b + "attn_kv_a_norm.weight")),
                     args("QHeadsArgs", qh), step, qa, weight(b + "attn_q_a_norm.weight"), weight(b + "attn_q_b.weight"),
@@ -234,14 +239,14 @@ public final class DecodeCommandListBuilder {
                     memory(s.latent() + Geometry.ATTENTION_SPLITS), List.of(all(b + "attn_v_b.weight")),
                     args("MergeArgs", Map.of("heads", s.heads(), "latent", s.latent(), "splits", Geometry.ATTENTION_SPLITS,
                             "v_head", s.vHead(), "v_b_type", type(b + "attn_v_b.weight"))),
-                    partials, weight(b + "attn_v_b.weight"), o);
+                    step, partials, weight(b + "attn_v_b.weight"), o);
             // 5. attn_output + residual
             matVec(l, b + "attn_output.weight", s.heads() * s.vHead(), s.embedding(), o, x, null, x);
             // 6-8. the FFN
             if (l < s.denseLayers()) {
-                denseFfn(l, b, x, act, ids, expertWeights, actStride);
+                denseFfn(l, b, x, routerLogits, act, ids, expertWeights, actStride);
             } else {
-                moe(l, b, x, act, ids, expertWeights, actStride);
+                moe(l, b, x, routerLogits, act, ids, expertWeights, actStride);
             }
         }
         String out = model.has("output.weight") ? "output.weight" : embd;
@@ -278,42 +283,29 @@ public final class DecodeCommandListBuilder {
         int split = Geometry.mvSplit(rows);
         a.put("split", split);
         dispatch("mat_vec", layer, Size3.of(groups(rows, Geometry.mvRowsPerThreadgroup(split))), MV_THREADS,
-                memory(Geometry.MV_SCRATCH_FLOATS + (norm != null ? cols : 0)), List.of(all(w)), args("MatVecArgs", a), weight(w), x, out,
+                memory(Geometry.MV_SCRATCH_FLOATS), List.of(all(w)), args("MatVecArgs", a), weight(w), x, out,
                 norm != null ? norm : x, residual != null ? residual : out);
     }
 
-    private void denseFfn(int l, String b, Ref x, Ref act, Ref ids, Ref expertWeights, int actStride) {
+    private void denseFfn(int l, String b, Ref x, Ref logits, Ref act, Ref ids, Ref expertWeights, int actStride) {
         String gate = b + "ffn_gate.weight";
         String up = b + "ffn_up.weight";
         String down = b + "ffn_down.weight";
-        gateUp(l, b, x, act, ids, actStride, 0, s.denseFfn(), gate, up, gate, up,
+        gateUp(l, b, x, logits, null, act, ids, expertWeights, actStride, 0, s.denseFfn(), gate, up, gate, up,
                 List.of(all(b + "ffn_norm.weight"), all(gate), all(up)));
         down(l, x, act, ids, expertWeights, actStride, 0, down, s.denseFfn(), down, List.of(all(down)));
     }
 
-    private void moe(int l, String b, Ref x, Ref act, Ref ids, Ref expertWeights, int actStride) {
+    private void moe(int l, String b, Ref x, Ref logits, Ref act, Ref ids, Ref expertWeights, int actStride) {
         String router = b + "ffn_gate_inp.weight";
         String bias = b + "exp_probs_b.bias";
         boolean hasBias = model.has(bias);
-        Map<String, Number> r = new LinkedHashMap<>();
-        r.put("type", type(router));
-        r.put("cols", s.embedding());
-        r.put("experts", s.experts());
-        r.put("used", s.expertsUsed());
-        r.put("gating", s.gating());
-        r.put("has_bias", hasBias ? 1 : 0);
-        r.put("normalize", s.expertWeightsNorm() ? 1 : 0);
-        r.put("scale", s.expertWeightsScale());
-        r.put("eps", s.eps());
-        List<Dispatch.WeightRead> reads = new ArrayList<>(List.of(all(b + "ffn_norm.weight"), all(router)));
-        if (hasBias) {
-            reads.add(all(bias));
-        }
-        long routerScratch = align4(Geometry.HEAD_SIMDGROUPS + 2 * s.experts()
-                + Math.max(s.experts(), Geometry.HEAD_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP)) + s.embedding();
-        dispatch("moe_router", l, Size3.of(1), HEAD_THREADS, memory(routerScratch), reads,
-                args("RouterArgs", r), weight(router), x, weight(b + "ffn_norm.weight"),
-                hasBias ? weight(bias) : weight(router), ids, expertWeights);
+        int routerSplit = Geometry.mvSplit(s.experts());
+        dispatch("moe_router", l, Size3.of(groups(s.experts(), Geometry.mvRowsPerThreadgroup(routerSplit))), MV_THREADS,
+                memory(Geometry.MV_SCRATCH_FLOATS), List.of(all(b + "ffn_norm.weight"), all(router)),
+                args("RouterArgs", Map.of("type", type(router), "cols", s.embedding(), "experts", s.experts(),
+                        "eps", s.eps(), "split", routerSplit)),
+                weight(router), x, weight(b + "ffn_norm.weight"), logits);
 
         String gate = b + "ffn_gate_exps.weight";
         String up = b + "ffn_up_exps.weight";
@@ -323,13 +315,17 @@ public final class DecodeCommandListBuilder {
         String upSh = shared ? b + "ffn_up_shexp.weight" : up;
         String downSh = shared ? b + "ffn_down_shexp.weight" : down;
         List<Dispatch.WeightRead> gateUpReads = new ArrayList<>(List.of(all(b + "ffn_norm.weight"), used(gate), used(up)));
+        if (hasBias) {
+            gateUpReads.add(all(bias));
+        }
         List<Dispatch.WeightRead> downReads = new ArrayList<>(List.of(used(down)));
         if (shared) {
             gateUpReads.add(all(gateSh));
             gateUpReads.add(all(upSh));
             downReads.add(all(downSh));
         }
-        gateUp(l, b, x, act, ids, actStride, s.expertsUsed(), s.sharedFfn(), gate, up, gateSh, upSh, gateUpReads);
+        gateUp(l, b, x, logits, hasBias ? bias : null, act, ids, expertWeights, actStride, s.expertsUsed(), s.sharedFfn(),
+                gate, up, gateSh, upSh, gateUpReads);
         down(l, x, act, ids, expertWeights, actStride, s.expertsUsed(), down, s.sharedFfn(), downSh, downReads);
     }
 
@@ -338,8 +334,14 @@ public final class DecodeCommandListBuilder {
         return new Dispatch.WeightRead(name, model.tensor(name).bytes() / s.experts() * s.expertsUsed());
     }
 
-    private void gateUp(int l, String b, Ref x, Ref act, Ref ids, int actStride, int routed, int sharedRows, String gate,
-                        String up, String gateSh, String upSh, List<Dispatch.WeightRead> reads) {
+    /**
+     * The gate+up dispatch; with routed slots it also makes the expert selection from the router's
+     * {@code logits} (and {@code bias}, the tensor name of exp_probs_b or null) and writes it to
+     * {@code ids} and {@code expertWeights}.
+     */
+    private void gateUp(int l, String b, Ref x, Ref logits, String bias, Ref act, Ref ids, Ref expertWeights,
+                        int actStride, int routed, int sharedRows, String gate, String up, String gateSh, String upSh,
+                        List<Dispatch.WeightRead> reads) {
         Map<String, Number> a = new LinkedHashMap<>();
         a.put("cols", s.embedding());
         a.put("routed", routed);
@@ -352,11 +354,17 @@ public final class DecodeCommandListBuilder {
         a.put("act_stride", actStride);
         a.put("eps", s.eps());
         int rows = Math.max(routed > 0 ? s.expertFfn() : 0, sharedRows);
-        int split = Geometry.mvSplit(2L * rows * (routed + 1));
+        int split = Geometry.mvSplit((long) rows * (routed + 1));
         a.put("split", split);
+        a.put("experts", s.experts());
+        a.put("gating", s.gating());
+        a.put("has_bias", bias != null ? 1 : 0);
+        a.put("normalize", s.expertWeightsNorm() ? 1 : 0);
+        a.put("scale", s.expertWeightsScale());
         dispatch("moe_gate_up", l, Size3.of(groups(rows, Geometry.mvRowsPerThreadgroup(split)), routed + 1), MV_THREADS,
-                memory(Geometry.MV_SCRATCH_FLOATS + s.embedding()), reads, args("GateUpArgs", a), x, weight(b + "ffn_norm.weight"),
-                weight(gate), weight(up), weight(gateSh), weight(upSh), ids, act);
+                memory(Geometry.MV_SCRATCH_FLOATS), reads, args("GateUpArgs", a), x, weight(b + "ffn_norm.weight"),
+                weight(gate), weight(up), weight(gateSh), weight(upSh), logits, bias != null ? weight(bias) : logits, act,
+                ids, expertWeights);
     }
 
     private void down(int l, Ref x, Ref act, Ref ids, Ref expertWeights, int actStride, int routed, String down,

@@ -57,12 +57,12 @@ class AttentionKernelTest {
         float[] normW = randomVector(cols, random);
         float[] h = rmsNorm(x, normW, EPS);
         Map<String, Number> a = Map.of("cols", cols, "type1", type1.id, "rows1", rows1, "type2", type2.id,
-                "rows2", rows2, "eps", EPS, "split", Geometry.MV_FEW_ROWS_SPLIT);
-        int per = Geometry.mvRowsPerThreadgroup(Geometry.MV_FEW_ROWS_SPLIT);
+                "rows2", rows2, "eps", EPS, "split", Geometry.MV_MAX_SPLIT);
+        int per = Geometry.mvRowsPerThreadgroup(Geometry.MV_MAX_SPLIT);
         List<float[]> out = runInBothOrders("mat_vec_pair", arena -> List.of(args(arena, "MatVecPairArgs", a),
                         floats(arena, x), floats(arena, normW), copy(arena, w1), arena.allocate(4L * rows1),
                         copy(arena, w2), arena.allocate(4L * rows2)),
-                new int[] {4 * (Geometry.MV_SCRATCH_FLOATS + cols)}, Size3.of((rows1 + per - 1) / per + (rows2 + per - 1) / per),
+                new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, Size3.of((rows1 + per - 1) / per + (rows2 + per - 1) / per),
                 Size3.of(Geometry.MV_SIMDGROUPS * 32), 4, 6);
         for (int k = 0; k < 2; k++) {
             MemorySegment w = k == 0 ? w1 : w2;
@@ -167,7 +167,7 @@ class AttentionKernelTest {
             Arrays.fill(cache, Float.NaN);  // only row pos may change
             b.add(floats(arena, cache));
             return b;
-        }, new int[] {4 * (Geometry.HEAD_SIMDGROUPS + (Math.max(perHead, row) + 3) / 4 * 4 + qLora)}, Size3.of(heads * Geometry.Q_PARTS + 1),
+        }, new int[] {4 * (Geometry.HEAD_SIMDGROUPS + (Math.max(perHead, row) + 3) / 4 * 4)}, Size3.of(heads * Geometry.Q_PARTS + 1),
                 Size3.of(HEAD_THREADS), 8, 9);
         assertClose(expectedQ, magnitudeQ, out.get(0), TOLERANCE, "q");
         float[] cache = out.get(1);
@@ -252,7 +252,8 @@ class AttentionKernelTest {
                 emulator().dispatch("mla_attention", List.of(args(arena, "AttentionArgs", attentionArgs),
                                 step(arena, kvLen - 1), floats(arena, q), floats(arena, cache), partials), new int[0],
                         Size3.of(splits), Size3.of(WIDE_THREADS), order);
-                emulator().dispatch("mla_merge", List.of(args(arena, "MergeArgs", mergeArgs), partials, copy(arena, vb), o),
+                emulator().dispatch("mla_merge", List.of(args(arena, "MergeArgs", mergeArgs), step(arena, kvLen - 1),
+                                partials, copy(arena, vb), o),
                         new int[] {4 * (latent + splits)}, Size3.of(heads * Geometry.MERGE_PARTS), Size3.of(HEAD_THREADS), order);
                 results.add(o.toArray(ValueLayout.JAVA_FLOAT));
             }

@@ -23,7 +23,6 @@ class MoeKernelTest {
     private static final float EPS = 1e-5f;
     private static final double TOLERANCE = 1e-5;
     private static final int MV_THREADS = Geometry.MV_SIMDGROUPS * 32;
-    private static final int HEAD_THREADS = Geometry.HEAD_SIMDGROUPS * 32;
 
     // ---- router ----
 
@@ -94,27 +93,32 @@ class MoeKernelTest {
         }
         float[] h = rmsNorm(x, normW, EPS);
         float[] logits = new float[experts];
+        double[] expected = new double[experts];
+        double[] magnitude = new double[experts];
         for (int e = 0; e < experts; e++) {
-            logits[e] = (float) dot(dequantizedRow(w, GgmlType.F32, e, cols), h).value();
+            Dot d = dot(dequantizedRow(w, GgmlType.F32, e, cols), h);
+            logits[e] = (float) d.value();
+            expected[e] = d.value();
+            magnitude[e] = d.magnitude();
         }
         Routing ref = routerReference(logits, withBias ? bias : null, used, gating, true, 1.8f);
         assertTrue(ref.gap() > 1e-4, "test data must not hold a near-tie at the selection boundary");
 
-        Map<String, Number> a = Map.of("type", GgmlType.F32.id, "cols", cols, "experts", experts, "used", used,
-                "gating", gating, "has_bias", withBias ? 1 : 0, "normalize", 1, "scale", 1.8f, "eps", EPS);
-        List<float[]> out = runInBothOrders("moe_router", arena -> List.of(args(arena, "RouterArgs", a), copy(arena, w),
-                        floats(arena, x), floats(arena, normW), floats(arena, bias), arena.allocate(4L * used),
-                        arena.allocate(4L * used)),
-                new int[] {4 * ((Geometry.HEAD_SIMDGROUPS + 2 * experts
-                        + Math.max(experts, Geometry.HEAD_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP) + 3) / 4 * 4 + cols)},
-                Size3.of(1), Size3.of(HEAD_THREADS), 5, 6);
-        int[] ids = new int[used];
+        int split = Geometry.mvSplit(experts);
+        int per = Geometry.mvRowsPerThreadgroup(split);
+        Map<String, Number> a = Map.of("type", GgmlType.F32.id, "cols", cols, "experts", experts, "eps", EPS,
+                "split", split);
+        float[] got = runInBothOrders("moe_router", arena -> List.of(args(arena, "RouterArgs", a), copy(arena, w),
+                        floats(arena, x), floats(arena, normW), arena.allocate(4L * experts)), 4,
+                new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, Size3.of((experts + per - 1) / per), Size3.of(MV_THREADS));
+        assertClose(expected, magnitude, got, TOLERANCE, "router logits");
+
+        // the selection gate+up makes from the kernel's logits is the reference's from the exact ones
+        Selection s = runGateUp(experts, java.util.stream.IntStream.range(0, experts).toArray(), got, withBias ? bias : null, gating, used, 256, 8, GgmlType.Q8_0, GgmlType.Q8_0,
+                0, GgmlType.F32, GgmlType.F32, seed);
+        assertArrayEquals(ref.ids(), s.ids(), "selected experts");
         for (int k = 0; k < used; k++) {
-            ids[k] = Float.floatToRawIntBits(out.get(0)[k]);
-        }
-        assertArrayEquals(ref.ids(), ids, "selected experts");
-        for (int k = 0; k < used; k++) {
-            assertEquals(ref.weights()[k], out.get(1)[k], 1e-5 * Math.abs(ref.weights()[k]) + 1e-7, "weight " + k);
+            assertEquals(ref.weights()[k], s.weights()[k], 1e-5 * Math.abs(ref.weights()[k]) + 1e-7, "weight " + k);
         }
     }
 
@@ -134,17 +138,26 @@ class MoeKernelTest {
         checkRouter(64, 4, 2048, 2, true, 14);
     }
 
-    // ---- gate+up ----
+    // ---- gate+up (with the expert selection) ----
 
-    private static void checkGateUp(int experts, int[] ids, int cols, int rows, GgmlType gateType, GgmlType upType,
-                                    int sharedRows, GgmlType sharedGateType, GgmlType sharedUpType, long seed) {
+    /** What moe_gate_up wrote: the selection for down (ids, weights) and act (rows a slot does not have zeroed). */
+    record Selection(int[] ids, float[] weights, float[] act) {
+    }
+
+    /**
+     * Runs moe_gate_up with the router's {@code logits} over stacked experts of which {@code stocked}
+     * hold random data (the others zeros); checks act against the float reference for the experts the
+     * kernel selected, and that rows a slot does not have stay untouched.
+     */
+    private static Selection runGateUp(int experts, int[] stocked, float[] logits, float[] bias, int gating, int routed, int cols,
+                                       int rows, GgmlType gateType, GgmlType upType, int sharedRows,
+                                       GgmlType sharedGateType, GgmlType sharedUpType, long seed) {
         Random random = new Random(seed);
-        int routed = ids.length;
         Map<Integer, MemorySegment> gates = new HashMap<>();
         Map<Integer, MemorySegment> ups = new HashMap<>();
-        for (int id : ids) {
-            gates.put(id, randomWeights(gateType, rows, cols, random));
-            ups.put(id, randomWeights(upType, rows, cols, random));
+        for (int e : stocked) {
+            gates.put(e, randomWeights(gateType, rows, cols, random));
+            ups.put(e, randomWeights(upType, rows, cols, random));
         }
         MemorySegment gateShared = sharedRows > 0 ? randomWeights(sharedGateType, sharedRows, cols, random) : null;
         MemorySegment upShared = sharedRows > 0 ? randomWeights(sharedUpType, sharedRows, cols, random) : null;
@@ -154,50 +167,94 @@ class MoeKernelTest {
         int stride = Math.max(rows, sharedRows);
         int slots = routed + 1;
 
+        Map<String, Number> a = new HashMap<>(Map.of("cols", cols, "routed", routed, "rows", rows,
+                "gate_type", gateType.id, "up_type", upType.id, "shared_rows", sharedRows,
+                "shared_gate_type", sharedGateType.id, "shared_up_type", sharedUpType.id, "act_stride", stride));
+        a.put("eps", EPS);
+        int split = Geometry.mvSplit((long) stride * slots);
+        a.put("split", split);
+        a.put("experts", experts);
+        a.put("gating", gating);
+        a.put("has_bias", bias != null ? 1 : 0);
+        a.put("normalize", 1);
+        a.put("scale", 1.8f);
+        int per = Geometry.mvRowsPerThreadgroup(split);
+        int groups = (stride + per - 1) / per;
+        List<float[]> out = runInBothOrders("moe_gate_up", arena -> {
+            List<MemorySegment> b = new ArrayList<>();
+            b.add(args(arena, "GateUpArgs", a));
+            b.add(floats(arena, x));
+            b.add(floats(arena, normW));
+            b.add(routed > 0 ? stackedExperts(arena, gateType, experts, rows, cols, gates) : null);
+            b.add(routed > 0 ? stackedExperts(arena, upType, experts, rows, cols, ups) : null);
+            b.add(gateShared != null ? copy(arena, gateShared) : null);
+            b.add(upShared != null ? copy(arena, upShared) : null);
+            b.add(floats(arena, logits));
+            b.add(bias != null ? floats(arena, bias) : null);
+            // rows a slot does not have stay untouched: NaN marks them
+            float[] init = new float[slots * stride];
+            java.util.Arrays.fill(init, Float.NaN);
+            b.add(floats(arena, init));
+            b.add(arena.allocate(4L * Math.max(1, routed)));
+            b.add(arena.allocate(4L * Math.max(1, routed)));
+            return b;
+        }, new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, Size3.of(groups, slots), Size3.of(MV_THREADS), 9, 10, 11);
+        float[] act = out.get(0);
+        int[] ids = new int[routed];
+        float[] weights = new float[routed];
+        for (int k = 0; k < routed; k++) {
+            ids[k] = Float.floatToRawIntBits(out.get(1)[k]);
+            weights[k] = out.get(2)[k];
+            assertTrue(ids[k] >= 0 && ids[k] < experts, "selected expert " + ids[k]);
+        }
+
         double[] expected = new double[slots * stride];
         double[] magnitude = new double[slots * stride];
         for (int s = 0; s < slots; s++) {
             boolean shared = s == routed;
             int n = shared ? sharedRows : rows;
             for (int r = 0; r < n; r++) {
-                Dot g = dot(dequantizedRow(shared ? gateShared : gates.get(ids[s]), shared ? sharedGateType : gateType, r, cols), h);
-                Dot u = dot(dequantizedRow(shared ? upShared : ups.get(ids[s]), shared ? sharedUpType : upType, r, cols), h);
+                MemorySegment gw = shared ? gateShared : gates.get(ids[s]);
+                MemorySegment uw = shared ? upShared : ups.get(ids[s]);
+                assertTrue(gw != null, "slot " + s + " selected an expert without test data");
+                Dot g = dot(dequantizedRow(gw, shared ? sharedGateType : gateType, r, cols), h);
+                Dot u = dot(dequantizedRow(uw, shared ? sharedUpType : upType, r, cols), h);
                 expected[s * stride + r] = silu(g.value()) * u.value();
                 magnitude[s * stride + r] = 2.2 * g.magnitude() * u.magnitude();
             }
-        }
-        Map<String, Number> a = new HashMap<>(Map.of("cols", cols, "routed", routed, "rows", rows,
-                "gate_type", gateType.id, "up_type", upType.id, "shared_rows", sharedRows,
-                "shared_gate_type", sharedGateType.id, "shared_up_type", sharedUpType.id, "act_stride", stride));
-        a.put("eps", EPS);
-        int split = 1;  // the layout of many rows (the decode step's gate+up); mat_vec's tests cover every split
-        a.put("split", split);
-        int per = Geometry.mvRowsPerThreadgroup(split);
-        int groups = (stride + per - 1) / per;
-        float[] act = runInBothOrders("moe_gate_up", arena -> {
-            List<MemorySegment> b = new ArrayList<>();
-            b.add(args(arena, "GateUpArgs", a));
-            b.add(floats(arena, x));
-            b.add(floats(arena, normW));
-            b.add(stackedExperts(arena, gateType, experts, rows, cols, gates));
-            b.add(stackedExperts(arena, upType, experts, rows, cols, ups));
-            b.add(gateShared != null ? copy(arena, gateShared) : null);
-            b.add(upShared != null ? copy(arena, upShared) : null);
-            b.add(ints(arena, ids));
-            // rows a slot does not have stay untouched: NaN marks them
-            float[] init = new float[slots * stride];
-            java.util.Arrays.fill(init, Float.NaN);
-            b.add(floats(arena, init));
-            return b;
-        }, 8, new int[] {4 * (Geometry.MV_SCRATCH_FLOATS + cols)}, Size3.of(groups, slots), Size3.of(MV_THREADS));
-        for (int s = 0; s < slots; s++) {
-            int n = s == routed ? sharedRows : rows;
             for (int r = n; r < stride; r++) {
                 assertTrue(Float.isNaN(act[s * stride + r]), "slot " + s + " row " + r + " must not be written");
                 act[s * stride + r] = 0;
             }
         }
         assertClose(expected, magnitude, act, TOLERANCE, "moe_gate_up");
+        return new Selection(ids, weights, act);
+    }
+
+    /**
+     * gate+up for the experts {@code ids}, picked in this order by sigmoid gating from logits that
+     * rank them first: the selection written for down must be the reference's.
+     */
+    private static void checkGateUp(int experts, int[] ids, int cols, int rows, GgmlType gateType, GgmlType upType,
+                                    int sharedRows, GgmlType sharedGateType, GgmlType sharedUpType, long seed) {
+        Random random = new Random(seed);
+        float[] logits = new float[experts];
+        for (int e = 0; e < experts; e++) {
+            logits[e] = -4 + 2 * random.nextFloat();
+        }
+        for (int k = 0; k < ids.length; k++) {
+            logits[ids[k]] = 3 - 0.5f * k;
+        }
+        Selection s = runGateUp(experts, ids, logits, null, 2, ids.length, cols, rows, gateType, upType, sharedRows,
+                sharedGateType, sharedUpType, seed);
+        assertArrayEquals(ids, s.ids(), "selected experts");
+        if (ids.length > 0) {
+            Routing ref = routerReference(logits, null, ids.length, 2, true, 1.8f);
+            assertArrayEquals(ids, ref.ids(), "the test's logits rank the experts in the given order");
+            for (int k = 0; k < ids.length; k++) {
+                assertEquals(ref.weights()[k], s.weights()[k], 1e-5 * Math.abs(ref.weights()[k]) + 1e-7, "weight " + k);
+            }
+        }
     }
 
     @Test
@@ -254,8 +311,8 @@ class MoeKernelTest {
         }
         Map<String, Number> a = Map.of("cols", cols, "rows", rows, "routed", routed, "type", type.id,
                 "shared_cols", sharedCols, "shared_type", sharedType.id, "act_stride", stride,
-                "split", Geometry.MV_FEW_ROWS_SPLIT);
-        int per = Geometry.mvRowsPerThreadgroup(Geometry.MV_FEW_ROWS_SPLIT);
+                "split", Geometry.MV_MAX_SPLIT);
+        int per = Geometry.mvRowsPerThreadgroup(Geometry.MV_MAX_SPLIT);
         int groups = (rows + per - 1) / per;
         float[] got = runInBothOrders("moe_down", arena -> {
             List<MemorySegment> b = new ArrayList<>();
