@@ -17,13 +17,16 @@ public final class Geometry {
     /** SIMD-groups per threadgroup of the mat-vec kernels. */
     public static final int MV_SIMDGROUPS = 8;
     /**
-     * SIMD-groups a mat-vec dispatch should keep in flight to hide memory latency: enough to fill an
-     * H100/H200 (132 SMs of 64 warps), about twice what the largest Apple GPUs hold. A dispatch with
-     * fewer row sets than this splits each row set's columns over several SIMD-groups.
+     * Rows of a mat-vec dispatch (all its matrices and slots together) from which each SIMD-group takes
+     * whole rows; below, {@link #MV_FEW_ROWS_SPLIT} SIMD-groups share each row set's columns, which keeps
+     * enough warps in flight to hide memory latency when a matrix has few rows. Measured on an H200
+     * (full-size GLM-4.7-Flash Q4_0): gate+up (7,680 rows; each threadgroup also normalizes its input
+     * and selects its expert) is fastest unsplit (split 2 or 4: 6-8% slower decode), attn_output, down
+     * and q_a/kv_a (up to 2,048 rows) with 4 (2: 10% slower, 1: 25%, 8: 4%).
      */
-    public static final long MV_TARGET_SIMDGROUPS = 8192;
-    /** The most SIMD-groups that share one row set's columns (beyond it too many lanes of a short row idle). */
-    public static final int MV_MAX_SPLIT = 4;
+    public static final long MV_MANY_ROWS = 4096;
+    /** SIMD-groups per row set of a mat-vec with fewer than {@link #MV_MANY_ROWS} rows. */
+    public static final int MV_FEW_ROWS_SPLIT = 4;
     /** Threadgroup memory (floats) of the mat-vec kernels besides a staged input: the partial row sums of every SIMD-group (and the norm's sums). */
     public static final int MV_SCRATCH_FLOATS = MV_SIMDGROUPS * MV_ROWS_PER_SIMDGROUP;
     /** SIMD-groups of the threadgroups that first reduce a whole vector (norms, router, argmax, per-head kernels). */
@@ -66,17 +69,10 @@ public final class Geometry {
 
     /**
      * SIMD-groups per row set (the kernels' {@code split} argument) of a mat-vec dispatch over {@code rows}
-     * rows in all (rows computed by one SIMD-group together, such as gate and up, count once): the
-     * smallest power of two that brings the dispatch to {@link #MV_TARGET_SIMDGROUPS}, at most
-     * {@link #MV_MAX_SPLIT}.
+     * rows in all (rows one SIMD-group computes together, such as gate and up, count once).
      */
     public static int mvSplit(long rows) {
-        long sets = (rows + MV_ROWS_PER_SIMDGROUP - 1) / MV_ROWS_PER_SIMDGROUP;
-        int split = 1;
-        while (split < MV_MAX_SPLIT && sets * split < MV_TARGET_SIMDGROUPS) {
-            split *= 2;
-        }
-        return split;
+        return rows >= MV_MANY_ROWS ? 1 : MV_FEW_ROWS_SPLIT;
     }
 
     /** Rows one mat-vec threadgroup computes with {@code split} SIMD-groups per row set. */

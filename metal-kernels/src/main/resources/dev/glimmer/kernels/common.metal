@@ -355,6 +355,52 @@ static inline void mv_rows_part(uint type, device const char * w, uint first, ui
     }
 }
 
+// As mv_rows_part for two matrices of one type and shape times the same x (gate and up): each chunk of x
+// is loaded once for both, and the two matrices' loads are in flight together.
+template <typename T, typename X>
+static inline void mv_rows_of2(device const uchar * w1, device const uchar * w2, uint stride, uint first, uint rows,
+                               uint cols, X x, uint lane, uint lanes, thread float * sums1, thread float * sums2) {
+    float acc1[NR], acc2[NR];
+    for (uint r = 0; r < NR; r++) {
+        acc1[r] = 0.0f;
+        acc2[r] = 0.0f;
+    }
+    uint chunks = cols / CH;
+    for (uint c = lane; c < chunks; c += lanes) {
+        float yl[CH];
+        float sumy = 0.0f;
+        T::load(x, c, yl, sumy);
+        for (uint r = 0; r < NR; r++) {
+            if (first + r < rows) {
+                acc1[r] += T::dot(w1 + (first + r) * stride, c, yl, sumy);
+                acc2[r] += T::dot(w2 + (first + r) * stride, c, yl, sumy);
+            }
+        }
+    }
+    for (uint r = 0; r < NR; r++) {
+        sums1[r] = simd_sum(acc1[r]);
+        sums2[r] = simd_sum(acc2[r]);
+    }
+}
+
+template <typename X>
+static inline void mv_rows_part2(uint type, device const char * w1, device const char * w2, uint first, uint rows,
+                                 uint cols, X x, uint lane, uint lanes, thread float * sums1, thread float * sums2) {
+    device const uchar * a = (device const uchar *) w1;
+    device const uchar * b = (device const uchar *) w2;
+    uint stride = row_bytes(type, cols);
+    switch (type) {
+        case TYPE_F32: mv_rows_of2<F32>(a, b, stride, first, rows, cols, x, lane, lanes, sums1, sums2); break;
+        case TYPE_F16: mv_rows_of2<F16>(a, b, stride, first, rows, cols, x, lane, lanes, sums1, sums2); break;
+        case TYPE_Q4_0: mv_rows_of2<Q4_0>(a, b, stride, first, rows, cols, x, lane, lanes, sums1, sums2); break;
+        case TYPE_Q5_0: mv_rows_of2<Q5_0>(a, b, stride, first, rows, cols, x, lane, lanes, sums1, sums2); break;
+        case TYPE_Q8_0: mv_rows_of2<Q8_0>(a, b, stride, first, rows, cols, x, lane, lanes, sums1, sums2); break;
+        case TYPE_Q4_K: mv_rows_of2<Q4_K>(a, b, stride, first, rows, cols, x, lane, lanes, sums1, sums2); break;
+        case TYPE_Q5_K: mv_rows_of2<Q5_K>(a, b, stride, first, rows, cols, x, lane, lanes, sums1, sums2); break;
+        default: mv_rows_of2<Q6_K>(a, b, stride, first, rows, cols, x, lane, lanes, sums1, sums2); break;
+    }
+}
+
 // A whole row set computed by one SIMD-group.
 template <typename X>
 static inline void mv_rows(uint type, device const char * w, uint first, uint rows, uint cols, X x, ushort tiisg,

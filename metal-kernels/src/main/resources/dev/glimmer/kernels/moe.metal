@@ -174,8 +174,12 @@ kernel void moe_gate_up(constant GateUpArgs & a [[buffer(0)]],
     }
     XScaled xn = {x, norm_w};
     float g[NR], u[NR];
-    mv_rows_part(gate_type, gate, first, rows, a.cols, xn, lane, a.split * SIMD_WIDTH, g);
-    mv_rows_part(up_type, up, first, rows, a.cols, xn, lane, a.split * SIMD_WIDTH, u);
+    if (gate_type == up_type) {
+        mv_rows_part2(gate_type, gate, up, first, rows, a.cols, xn, lane, a.split * SIMD_WIDTH, g, u);
+    } else {
+        mv_rows_part(gate_type, gate, first, rows, a.cols, xn, lane, a.split * SIMD_WIDTH, g);
+        mv_rows_part(up_type, up, first, rows, a.cols, xn, lane, a.split * SIMD_WIDTH, u);
+    }
     float scale = rms_scale(x, a.cols, a.eps, scratch, tiitg, tiisg, sgitg, GLIMMER_MV_SIMDGROUPS * SIMD_WIDTH);
     for (uint r = 0; r < NR; r++) {
         g[r] *= scale;

@@ -57,8 +57,8 @@ class AttentionKernelTest {
         float[] normW = randomVector(cols, random);
         float[] h = rmsNorm(x, normW, EPS);
         Map<String, Number> a = Map.of("cols", cols, "type1", type1.id, "rows1", rows1, "type2", type2.id,
-                "rows2", rows2, "eps", EPS, "split", Geometry.MV_MAX_SPLIT);
-        int per = Geometry.mvRowsPerThreadgroup(Geometry.MV_MAX_SPLIT);
+                "rows2", rows2, "eps", EPS, "split", Geometry.MV_FEW_ROWS_SPLIT);
+        int per = Geometry.mvRowsPerThreadgroup(Geometry.MV_FEW_ROWS_SPLIT);
         List<float[]> out = runInBothOrders("mat_vec_pair", arena -> List.of(args(arena, "MatVecPairArgs", a),
                         floats(arena, x), floats(arena, normW), copy(arena, w1), arena.allocate(4L * rows1),
                         copy(arena, w2), arena.allocate(4L * rows2)),

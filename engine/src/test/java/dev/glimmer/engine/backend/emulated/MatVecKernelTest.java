@@ -29,7 +29,7 @@ class MatVecKernelTest {
         for (GgmlType t : TYPES) {
             for (boolean norm : new boolean[] {false, true}) {
                 for (boolean add : new boolean[] {false, true}) {
-                    cases.add(Arguments.of(t, 512, 37, norm, add, 1, add ? 1 : Geometry.MV_MAX_SPLIT));
+                    cases.add(Arguments.of(t, 512, 37, norm, add, 1, add ? 1 : Geometry.MV_FEW_ROWS_SPLIT));
                 }
             }
             cases.add(Arguments.of(t, 256, 19, true, true, 3, 2));  // batched: three tokens in grid.y

@@ -311,8 +311,8 @@ class MoeKernelTest {
         }
         Map<String, Number> a = Map.of("cols", cols, "rows", rows, "routed", routed, "type", type.id,
                 "shared_cols", sharedCols, "shared_type", sharedType.id, "act_stride", stride,
-                "split", Geometry.MV_MAX_SPLIT);
-        int per = Geometry.mvRowsPerThreadgroup(Geometry.MV_MAX_SPLIT);
+                "split", Geometry.MV_FEW_ROWS_SPLIT);
+        int per = Geometry.mvRowsPerThreadgroup(Geometry.MV_FEW_ROWS_SPLIT);
         int groups = (rows + per - 1) / per;
         float[] got = runInBothOrders("moe_down", arena -> {
             List<MemorySegment> b = new ArrayList<>();
