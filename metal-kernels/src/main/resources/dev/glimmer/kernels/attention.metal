@@ -122,13 +122,17 @@ kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
     // q_b rows of this head times q_a * q_a_norm into threadgroup memory; the norm's 1/rms factor is
     // applied to the outputs (RoPE and the absorption are linear), so the weight loads need not wait for it
     uint per_head = a.nope + a.rope;
+    // (two row sets per SIMD-group and pass: their loads go out together)
     XScaled xn = {q_a, q_a_norm};
-    for (uint first = sgitg * NR; first < per_head; first += GLIMMER_HEAD_SIMDGROUPS * NR) {
-        float sums[NR];
-        mv_rows(a.q_b_type, q_b + h * per_head * row_bytes(a.q_b_type, a.q_lora), first, per_head, a.q_lora, xn,
-                tiisg, sums);
+    const uint pass = GLIMMER_HEAD_SIMDGROUPS * NR;
+    device const char * qb = q_b + h * per_head * row_bytes(a.q_b_type, a.q_lora);
+    for (uint first = sgitg * NR; first < per_head; first += 2 * pass) {
+        float s1[NR], s2[NR];
+        mv_rows_part2(a.q_b_type, qb, qb + pass * row_bytes(a.q_b_type, a.q_lora), first, per_head,
+                      per_head > pass ? per_head - pass : 0, a.q_lora, xn, tiisg, SIMD_WIDTH, s1, s2);
         if (tiisg == 0) {
-            for (uint r = 0; r < NR && first + r < per_head; r++) head[first + r] = sums[r];
+            for (uint r = 0; r < NR && first + r < per_head; r++) head[first + r] = s1[r];
+            for (uint r = 0; r < NR && first + pass + r < per_head; r++) head[first + pass + r] = s2[r];
         }
     }
     float scale = rms_scale(q_a, a.q_lora, a.eps, scratch, tiitg, tiisg, sgitg, threads);  // its barriers publish head

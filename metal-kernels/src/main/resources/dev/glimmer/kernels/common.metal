@@ -355,11 +355,13 @@ static inline void mv_rows_part(uint type, device const char * w, uint first, ui
     }
 }
 
-// As mv_rows_part for two matrices of one type and shape times the same x (gate and up): each chunk of x
-// is loaded once for both, and the two matrices' loads are in flight together.
+// As mv_rows_part for two matrices of one type and row length times the same x (gate and up, or two row
+// sets of one matrix): each chunk of x is loaded once for both, and the two matrices' loads are in flight
+// together. Rows at or past rows1 (of w1) and rows2 (of w2) give 0.
 template <typename T, typename X>
-static inline void mv_rows_of2(device const uchar * w1, device const uchar * w2, uint stride, uint first, uint rows,
-                               uint cols, X x, uint lane, uint lanes, thread float * sums1, thread float * sums2) {
+static inline void mv_rows_of2(device const uchar * w1, device const uchar * w2, uint stride, uint first, uint rows1,
+                               uint rows2, uint cols, X x, uint lane, uint lanes, thread float * sums1,
+                               thread float * sums2) {
     float acc1[NR], acc2[NR];
     for (uint r = 0; r < NR; r++) {
         acc1[r] = 0.0f;
@@ -371,10 +373,8 @@ static inline void mv_rows_of2(device const uchar * w1, device const uchar * w2,
         float sumy = 0.0f;
         T::load(x, c, yl, sumy);
         for (uint r = 0; r < NR; r++) {
-            if (first + r < rows) {
-                acc1[r] += T::dot(w1 + (first + r) * stride, c, yl, sumy);
-                acc2[r] += T::dot(w2 + (first + r) * stride, c, yl, sumy);
-            }
+            if (first + r < rows1) acc1[r] += T::dot(w1 + (first + r) * stride, c, yl, sumy);
+            if (first + r < rows2) acc2[r] += T::dot(w2 + (first + r) * stride, c, yl, sumy);
         }
     }
     for (uint r = 0; r < NR; r++) {
@@ -384,20 +384,21 @@ static inline void mv_rows_of2(device const uchar * w1, device const uchar * w2,
 }
 
 template <typename X>
-static inline void mv_rows_part2(uint type, device const char * w1, device const char * w2, uint first, uint rows,
-                                 uint cols, X x, uint lane, uint lanes, thread float * sums1, thread float * sums2) {
+static inline void mv_rows_part2(uint type, device const char * w1, device const char * w2, uint first, uint rows1,
+                                 uint rows2, uint cols, X x, uint lane, uint lanes, thread float * sums1,
+                                 thread float * sums2) {
     device const uchar * a = (device const uchar *) w1;
     device const uchar * b = (device const uchar *) w2;
     uint stride = row_bytes(type, cols);
     switch (type) {
-        case TYPE_F32: mv_rows_of2<F32>(a, b, stride, first, rows, cols, x, lane, lanes, sums1, sums2); break;
-        case TYPE_F16: mv_rows_of2<F16>(a, b, stride, first, rows, cols, x, lane, lanes, sums1, sums2); break;
-        case TYPE_Q4_0: mv_rows_of2<Q4_0>(a, b, stride, first, rows, cols, x, lane, lanes, sums1, sums2); break;
-        case TYPE_Q5_0: mv_rows_of2<Q5_0>(a, b, stride, first, rows, cols, x, lane, lanes, sums1, sums2); break;
-        case TYPE_Q8_0: mv_rows_of2<Q8_0>(a, b, stride, first, rows, cols, x, lane, lanes, sums1, sums2); break;
-        case TYPE_Q4_K: mv_rows_of2<Q4_K>(a, b, stride, first, rows, cols, x, lane, lanes, sums1, sums2); break;
-        case TYPE_Q5_K: mv_rows_of2<Q5_K>(a, b, stride, first, rows, cols, x, lane, lanes, sums1, sums2); break;
-        default: mv_rows_of2<Q6_K>(a, b, stride, first, rows, cols, x, lane, lanes, sums1, sums2); break;
+        case TYPE_F32: mv_rows_of2<F32>(a, b, stride, first, rows1, rows2, cols, x, lane, lanes, sums1, sums2); break;
+        case TYPE_F16: mv_rows_of2<F16>(a, b, stride, first, rows1, rows2, cols, x, lane, lanes, sums1, sums2); break;
+        case TYPE_Q4_0: mv_rows_of2<Q4_0>(a, b, stride, first, rows1, rows2, cols, x, lane, lanes, sums1, sums2); break;
+        case TYPE_Q5_0: mv_rows_of2<Q5_0>(a, b, stride, first, rows1, rows2, cols, x, lane, lanes, sums1, sums2); break;
+        case TYPE_Q8_0: mv_rows_of2<Q8_0>(a, b, stride, first, rows1, rows2, cols, x, lane, lanes, sums1, sums2); break;
+        case TYPE_Q4_K: mv_rows_of2<Q4_K>(a, b, stride, first, rows1, rows2, cols, x, lane, lanes, sums1, sums2); break;
+        case TYPE_Q5_K: mv_rows_of2<Q5_K>(a, b, stride, first, rows1, rows2, cols, x, lane, lanes, sums1, sums2); break;
+        default: mv_rows_of2<Q6_K>(a, b, stride, first, rows1, rows2, cols, x, lane, lanes, sums1, sums2); break;
     }
 }
 

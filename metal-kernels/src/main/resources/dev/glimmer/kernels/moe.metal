@@ -175,7 +175,7 @@ kernel void moe_gate_up(constant GateUpArgs & a [[buffer(0)]],
     XScaled xn = {x, norm_w};
     float g[NR], u[NR];
     if (gate_type == up_type) {
-        mv_rows_part2(gate_type, gate, up, first, rows, a.cols, xn, lane, a.split * SIMD_WIDTH, g, u);
+        mv_rows_part2(gate_type, gate, up, first, rows, rows, a.cols, xn, lane, a.split * SIMD_WIDTH, g, u);
     } else {
         mv_rows_part(gate_type, gate, first, rows, a.cols, xn, lane, a.split * SIMD_WIDTH, g);
         mv_rows_part(up_type, up, first, rows, a.cols, xn, lane, a.split * SIMD_WIDTH, u);
@@ -203,6 +203,52 @@ struct DownArgs {
     uint split;         // SIMD-groups per row set, as MatVecArgs.split
 };
 
+// The routed slots of down as one mat-vec: the chunks of every slot's rows are numbered one after another
+// (slot k's chunk c is k * chunks + c) and lane l takes l, l + lanes, ..., so a lane's loads for several
+// experts go out in one pass instead of one pass (and one SIMD-group reduction) per expert; each chunk's
+// dot product is weighted by its slot's routing weight. sums as mv_rows_of.
+template <typename T>
+static inline void down_routed_of(device const uchar * exps, uint expert_bytes, uint stride, device const int * ids,
+                                  device const float * weights, device const float * act, uint act_stride,
+                                  uint routed, uint first, uint rows, uint cols, uint lane, uint lanes,
+                                  thread float * sums) {
+    float acc[NR];
+    for (uint r = 0; r < NR; r++) acc[r] = 0.0f;
+    uint chunks = cols / CH;
+    for (uint k = lane; k < routed * chunks; k += lanes) {
+        uint slot = k / chunks;
+        uint c = k - slot * chunks;
+        XDevice xs = {act + slot * act_stride};
+        float yl[CH];
+        float sumy = 0.0f;
+        T::load(xs, c, yl, sumy);
+        device const uchar * w = exps + (uint) ids[slot] * expert_bytes;
+        float weight = weights[slot];
+        for (uint r = 0; r < NR; r++) {
+            if (first + r < rows) acc[r] += weight * T::dot(w + (first + r) * stride, c, yl, sumy);
+        }
+    }
+    for (uint r = 0; r < NR; r++) sums[r] = simd_sum(acc[r]);
+}
+
+static inline void down_routed(uint type, device const char * exps, device const int * ids, device const float * weights,
+                               device const float * act, uint act_stride, uint routed, uint first, uint rows,
+                               uint cols, uint lane, uint lanes, thread float * sums) {
+    device const uchar * e = (device const uchar *) exps;
+    uint stride = row_bytes(type, cols);
+    uint bytes = rows * stride;
+    switch (type) {
+        case TYPE_F32: down_routed_of<F32>(e, bytes, stride, ids, weights, act, act_stride, routed, first, rows, cols, lane, lanes, sums); break;
+        case TYPE_F16: down_routed_of<F16>(e, bytes, stride, ids, weights, act, act_stride, routed, first, rows, cols, lane, lanes, sums); break;
+        case TYPE_Q4_0: down_routed_of<Q4_0>(e, bytes, stride, ids, weights, act, act_stride, routed, first, rows, cols, lane, lanes, sums); break;
+        case TYPE_Q5_0: down_routed_of<Q5_0>(e, bytes, stride, ids, weights, act, act_stride, routed, first, rows, cols, lane, lanes, sums); break;
+        case TYPE_Q8_0: down_routed_of<Q8_0>(e, bytes, stride, ids, weights, act, act_stride, routed, first, rows, cols, lane, lanes, sums); break;
+        case TYPE_Q4_K: down_routed_of<Q4_K>(e, bytes, stride, ids, weights, act, act_stride, routed, first, rows, cols, lane, lanes, sums); break;
+        case TYPE_Q5_K: down_routed_of<Q5_K>(e, bytes, stride, ids, weights, act, act_stride, routed, first, rows, cols, lane, lanes, sums); break;
+        default: down_routed_of<Q6_K>(e, bytes, stride, ids, weights, act, act_stride, routed, first, rows, cols, lane, lanes, sums); break;
+    }
+}
+
 // Grid: ceil(rows / rows per threadgroup); scratch: MV_SIMDGROUPS * NR floats. x[row] += sum over slots of weight * (down_slot . act_slot),
 // the shared slot with weight 1.
 kernel void moe_down(constant DownArgs & a [[buffer(0)]],
@@ -219,15 +265,8 @@ kernel void moe_down(constant DownArgs & a [[buffer(0)]],
     uint first = (tgpig.x * mv_sets(a.split) + mv_set(sgitg, a.split)) * NR;
     uint lane = mv_lane(tiisg, sgitg, a.split);
     float total[NR];
-    for (uint r = 0; r < NR; r++) total[r] = 0.0f;
-    uint expert_bytes = a.rows * row_bytes(a.type, a.cols);
-    for (uint slot = 0; slot < a.routed; slot++) {
-        XDevice xs = {act + slot * a.act_stride};
-        float sums[NR];
-        mv_rows_part(a.type, down_exps + (uint) ids[slot] * expert_bytes, first, a.rows, a.cols, xs, lane,
-                     a.split * SIMD_WIDTH, sums);
-        for (uint r = 0; r < NR; r++) total[r] += weights[slot] * sums[r];
-    }
+    down_routed(a.type, down_exps, ids, weights, act, a.act_stride, a.routed, first, a.rows, a.cols, lane,
+                a.split * SIMD_WIDTH, total);
     if (a.shared_cols != 0) {
         XDevice xs = {act + a.routed * a.act_stride};
         float sums[NR];
