@@ -2,6 +2,7 @@ package dev.glimmer.server;
 
 import dev.glimmer.engine.backend.Backends;
 import dev.glimmer.server.config.ServerConfig;
+import dev.glimmer.server.inference.BackendChooser;
 import dev.glimmer.server.inference.DemoModel;
 import dev.glimmer.server.inference.ModelHost;
 import dev.glimmer.server.inference.ServedModel;
@@ -21,13 +22,13 @@ public final class GlimmerApp implements AutoCloseable {
 
     private final ServerConfig config;
     private final Map<String, String> environment;
-    private final ServedModel.BackendChooser backends;
+    private final BackendChooser backends;
     private final ServerMetrics metrics = new ServerMetrics();
     private final ModelHost host = new ModelHost();
     private final GlimmerServer server;
     private final Thread loader;
 
-    private GlimmerApp(ServerConfig config, Map<String, String> environment, ServedModel.BackendChooser backends) {
+    private GlimmerApp(ServerConfig config, Map<String, String> environment, BackendChooser backends) {
         this.config = config;
         this.environment = environment;
         this.backends = backends;
@@ -42,7 +43,7 @@ public final class GlimmerApp implements AutoCloseable {
     }
 
     /** A server whose backend comes from {@code backends} rather than {@code --backend} (tests: a GPU-style decoder without a GPU). */
-    static GlimmerApp start(ServerConfig config, Map<String, String> environment, ServedModel.BackendChooser backends) {
+    static GlimmerApp start(ServerConfig config, Map<String, String> environment, BackendChooser backends) {
         return new GlimmerApp(config, environment, backends);
     }
 

@@ -2,7 +2,7 @@ package dev.glimmer.server;
 
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.config.ServerConfigLoader;
-import dev.glimmer.server.inference.ServedModel;
+import dev.glimmer.server.inference.BackendChooser;
 
 import java.nio.file.Path;
 import java.util.HashMap;
@@ -34,7 +34,7 @@ public final class TestServer {
     }
 
     /** Starts a server on the backend {@code backends} gives and waits until its model is loaded. */
-    public static GlimmerApp start(Map<String, String> overrides, ServedModel.BackendChooser backends) {
+    public static GlimmerApp start(Map<String, String> overrides, BackendChooser backends) {
         return awaitLoaded(GlimmerApp.start(config(overrides), Map.of(), backends));
     }
 

@@ -47,12 +47,6 @@ public final class ServedModel implements AutoCloseable {
         this.ctx = ctx;
     }
 
-    /** Picks the backend for a model: {@link Backends#choose} when serving; tests may substitute their own. */
-    @FunctionalInterface
-    public interface BackendChooser {
-        BackendChoice choose(String requested, GlmModel model);
-    }
-
     /** Opens {@code path}, chooses its backend ({@code --backend}) and starts its scheduler. */
     public static ServedModel load(Path path, boolean demo, ServerConfig config, ServerMetrics metrics) throws IOException {
         return load(path, demo, config, metrics, Backends::choose);
