@@ -1,6 +1,8 @@
 package dev.glimmer.server;
 
+import dev.glimmer.engine.backend.Backends;
 import dev.glimmer.server.config.ServerConfig;
+import dev.glimmer.server.inference.BackendChooser;
 import dev.glimmer.server.inference.DemoModel;
 import dev.glimmer.server.inference.ModelHost;
 import dev.glimmer.server.inference.ServedModel;
@@ -20,14 +22,16 @@ public final class GlimmerApp implements AutoCloseable {
 
     private final ServerConfig config;
     private final Map<String, String> environment;
+    private final BackendChooser backends;
     private final ServerMetrics metrics = new ServerMetrics();
     private final ModelHost host = new ModelHost();
     private final GlimmerServer server;
     private final Thread loader;
 
-    private GlimmerApp(ServerConfig config, Map<String, String> environment) {
+    private GlimmerApp(ServerConfig config, Map<String, String> environment, BackendChooser backends) {
         this.config = config;
         this.environment = environment;
+        this.backends = backends;
         this.server = GlimmerServer.start(config, host, metrics);
         LOG.info("listening on http://" + config.host() + ":" + server.port() + " (model loading)");
         this.loader = Thread.ofPlatform().name("glimmer-model-loader").start(this::load);
@@ -35,7 +39,12 @@ public final class GlimmerApp implements AutoCloseable {
 
     /** @param environment where the demo model's cache directory is looked up (XDG_CACHE_HOME) */
     public static GlimmerApp start(ServerConfig config, Map<String, String> environment) {
-        return new GlimmerApp(config, environment);
+        return new GlimmerApp(config, environment, Backends::choose);
+    }
+
+    /** A server whose backend comes from {@code backends} rather than {@code --backend} (tests: a GPU-style decoder without a GPU). */
+    static GlimmerApp start(ServerConfig config, Map<String, String> environment, BackendChooser backends) {
+        return new GlimmerApp(config, environment, backends);
     }
 
     private void load() {
@@ -48,10 +57,11 @@ public final class GlimmerApp implements AutoCloseable {
             }
             host.progress("loading " + path);
             long start = System.nanoTime();
-            ServedModel model = ServedModel.load(path, demo, config, metrics);
+            ServedModel model = ServedModel.load(path, demo, config, metrics, backends);
             host.ready(model);
             LOG.info("model " + model.facts().id() + " ready in " + (System.nanoTime() - start) / 1_000_000 + " ms ("
-                    + model.facts().params() + " parameters, " + model.facts().quant() + ", context " + model.ctx() + ")");
+                    + model.facts().params() + " parameters, " + model.facts().quant() + ", context " + model.ctx()
+                    + ", backend " + model.facts().backend() + ")");
         } catch (Exception e) {
             LOG.log(Level.SEVERE, "the model failed to load: " + e.getMessage());
             host.failed(e.getMessage());

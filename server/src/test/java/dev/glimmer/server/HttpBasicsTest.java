@@ -59,10 +59,12 @@ class HttpBasicsTest {
 
     @Test
     void healthSaysWhyTheModelFailedToLoad() {
-        try (GlimmerApp failed = TestServer.start(Map.of("model.backend", "cuda"))) {
+        // A file that is not GGUF (one of llama.cpp's reference files).
+        String notGguf = EngineTestData.ORACLE.resolve("refs/tiny-f32.logits.json").toString();
+        try (GlimmerApp failed = TestServer.start(Map.of("model.path", notGguf))) {
             given().port(failed.port()).get("/health").then().statusCode(503)
-                    .body("error.message", equalTo("the model failed to load: serve runs on the CPU in this version (the"
-                            + " cuda decoder has no batched or prefix-reusing path yet); use --backend cpu (or auto)"));
+                    .body("error.message", startsWith("the model failed to load: "))
+                    .body("error.message", containsString("tiny-f32.logits.json"));
         }
     }
 
@@ -77,7 +79,9 @@ class HttpBasicsTest {
                 .body("data[0].created", greaterThan(0))
                 .body("data[0].meta.n_ctx", equalTo(1024))
                 .body("data[0].meta.quant", equalTo("F32"))
-                .body("data[0].meta.demo", equalTo(false));
+                .body("data[0].meta.demo", equalTo(false))
+                .body("data[0].meta.backend", equalTo("cpu"))
+                .body("data[0].meta.backend_reason", equalTo("asked for with --backend cpu"));
         plain().get("/v1/models/tiny-f32").then().statusCode(200).body("id", equalTo("tiny-f32"));
     }
 

@@ -2,6 +2,7 @@ package dev.glimmer.server;
 
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.config.ServerConfigLoader;
+import dev.glimmer.server.inference.BackendChooser;
 
 import java.nio.file.Path;
 import java.util.HashMap;
@@ -21,13 +22,23 @@ public final class TestServer {
         flags.put("model.path", tinyModel().toString());
         flags.put("server.port", "0");
         flags.put("model.ctx", "1024");
+        // The CPU whatever the machine has: auto would take a GPU where there is one.
+        flags.put("model.backend", "cpu");
         flags.putAll(overrides);
         return ServerConfigLoader.load(Optional.empty(), Map.of(), flags);
     }
 
     /** Starts a server and waits until its model is loaded. */
     public static GlimmerApp start(Map<String, String> overrides) {
-        GlimmerApp app = GlimmerApp.start(config(overrides), Map.of());
+        return awaitLoaded(GlimmerApp.start(config(overrides), Map.of()));
+    }
+
+    /** Starts a server on the backend {@code backends} gives and waits until its model is loaded. */
+    public static GlimmerApp start(Map<String, String> overrides, BackendChooser backends) {
+        return awaitLoaded(GlimmerApp.start(config(overrides), Map.of(), backends));
+    }
+
+    private static GlimmerApp awaitLoaded(GlimmerApp app) {
         try {
             app.awaitLoaded();
         } catch (InterruptedException e) {

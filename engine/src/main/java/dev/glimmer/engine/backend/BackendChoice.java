@@ -1,12 +1,13 @@
 package dev.glimmer.engine.backend;
 
 import java.util.Optional;
+import java.util.OptionalLong;
 
 /**
  * The backend a model runs on, and why ({@link Backends#choose}): shown in the log and in
  * {@code /v1/models}. Close it with the model; it owns the device.
  *
- * @param name     {@code cpu} or {@code metal}
+ * @param name     {@code cpu}, {@code metal} or {@code cuda}
  * @param reason   one line: why this backend (and, after a fallback, what was wrong with the other)
  * @param selfTest the self-test that decided, when one ran
  * @param decoders opens a sequence of a given context size on this backend
@@ -18,6 +19,14 @@ public record BackendChoice(String name, String reason, Optional<SelfTest.Report
     public interface Decoders extends AutoCloseable {
         TokenDecoder open(int capacity);
 
+        /**
+         * Device memory the backend holds now (weights and open sequences, as the driver counts it);
+         * empty where the backend has no memory of its own (the CPU; Metal's unified memory).
+         */
+        default OptionalLong gpuMemoryUsed() {
+            return OptionalLong.empty();
+        }
+
         /** Releases the device; the CPU holds nothing. */
         @Override
         default void close() {
@@ -26,6 +35,11 @@ public record BackendChoice(String name, String reason, Optional<SelfTest.Report
 
     public TokenDecoder open(int capacity) {
         return decoders.open(capacity);
+    }
+
+    /** See {@link Decoders#gpuMemoryUsed()}. */
+    public OptionalLong gpuMemoryUsed() {
+        return decoders.gpuMemoryUsed();
     }
 
     @Override

@@ -47,6 +47,16 @@ public final class CpuDecoder implements TokenDecoder {
     }
 
     @Override
+    public void truncate(int n) {
+        cache.truncate(n);
+    }
+
+    @Override
+    public long bytes() {
+        return cache.bytes();
+    }
+
+    @Override
     public void close() {
         cache.close();
     }

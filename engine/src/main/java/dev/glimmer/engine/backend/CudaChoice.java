@@ -12,6 +12,7 @@ import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
 import java.io.PrintStream;
 import java.util.Locale;
 import java.util.Optional;
+import java.util.OptionalLong;
 
 /**
  * The CUDA half of {@link Backends}: finds the device, compiles (or takes from the cache) the
@@ -80,6 +81,7 @@ final class CudaChoice {
         }
         long total = model.file().mapping().byteSize();
         long[] next = {0};
+        long usedBefore = device.memoryUsed();
         CudaWeights weights;
         try {
             weights = new CudaWeights(model, CudaKernels.load(device), bytes -> {
@@ -96,6 +98,11 @@ final class CudaChoice {
                     @Override
                     public TokenDecoder open(int capacity) {
                         return new CudaTokenDecoder(weights, capacity);
+                    }
+
+                    @Override
+                    public OptionalLong gpuMemoryUsed() {
+                        return OptionalLong.of(device.memoryUsed() - usedBefore);
                     }
 
                     @Override

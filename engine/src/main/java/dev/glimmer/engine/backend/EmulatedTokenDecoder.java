@@ -6,14 +6,15 @@ import dev.glimmer.kernels.emulator.FiberOrder;
 
 /**
  * The GPU decode step on the CPU kernel emulator, as a {@link TokenDecoder}: slow, but it runs the
- * same command list and kernels as Metal, so the self-test can check the GPU path where there is no GPU.
+ * same command list and kernels as Metal, so the self-test (and the server's tests of serving on a
+ * GPU-style decoder) can check the GPU path where there is no GPU. Needs clang-19 to build the emulator.
  */
-final class EmulatedTokenDecoder implements GpuTokenDecoder {
+public final class EmulatedTokenDecoder implements GpuTokenDecoder {
 
     private final EmulatedDecoder decoder;
     private final int capacity;
 
-    EmulatedTokenDecoder(GlmModel model, int capacity) {
+    public EmulatedTokenDecoder(GlmModel model, int capacity) {
         this.decoder = new EmulatedDecoder(model, capacity, FiberOrder.inOrder());
         this.capacity = capacity;
     }
@@ -40,6 +41,16 @@ final class EmulatedTokenDecoder implements GpuTokenDecoder {
     @Override
     public int capacity() {
         return capacity;
+    }
+
+    @Override
+    public void truncate(int n) {
+        decoder.truncate(n);
+    }
+
+    @Override
+    public long bytes() {
+        return decoder.bytes();
     }
 
     @Override

@@ -18,6 +18,16 @@ public interface TokenDecoder extends AutoCloseable {
     /** Positions the cache can hold. */
     int capacity();
 
+    /**
+     * Keeps the first {@code n} positions and forgets the rest ({@code 0 ≤ n ≤ position()}), so that a
+     * request sharing a prefix with what the cache holds continues from there. GPU decoders only move
+     * their position: attention reads the rows below the KV length alone, and later steps overwrite the rest.
+     */
+    void truncate(int n);
+
+    /** Memory this sequence holds (its KV cache and working buffers): host memory on the CPU, device memory on a GPU. */
+    long bytes();
+
     @Override
     void close();
 }

@@ -190,6 +190,16 @@ class SelfTestTest {
         }
 
         @Override
+        public void truncate(int n) {
+            cpu.truncate(n);
+        }
+
+        @Override
+        public long bytes() {
+            return cpu.bytes();
+        }
+
+        @Override
         public void close() {
             cpu.close();
         }
@@ -239,6 +249,16 @@ class SelfTestTest {
         @Override
         public int capacity() {
             return cpu.capacity();
+        }
+
+        @Override
+        public void truncate(int n) {
+            cpu.truncate(n);
+        }
+
+        @Override
+        public long bytes() {
+            return cpu.bytes();
         }
 
         @Override

@@ -31,6 +31,7 @@ final class NearTieExplainer {
     private static final double CANDIDATE_MARGIN = 2e-3;
     private static final int MAX_DEPTH = 2;
     private static final int MAX_CANDIDATES = 16;
+    private static final int PAIR_CANDIDATES = 6;
 
     /**
      * A decision taken the other way: element {@code index} of row {@code row} of intermediate
@@ -148,8 +149,10 @@ final class NearTieExplainer {
     }
 
     /**
-     * Greedy search at position {@code p}: the closest near-ties, each decided the other way; keep the one that
-     * brings p closest to llama.cpp, and look again from there (deciding one tie moves the values after it).
+     * Greedy search at position {@code p}: the closest near-ties decided the other way, alone and in pairs; keep the
+     * choice that brings p closest to llama.cpp, and look again from there (deciding a tie moves the values after it).
+     * Pairs matter: two ties of one quantized row (say two elements of one attention head's output) can each move the
+     * logits further from llama.cpp's alone, through a router downstream, and bring them back only together.
      * Null when no near-ties found this way bring p back to llama.cpp's logits.
      */
     private Explanation search(List<Tie> decided, Run run, int p) {
@@ -157,30 +160,45 @@ final class NearTieExplainer {
         double best = run.diffs[p];
         Run current = run;
         for (int depth = 0; depth < MAX_DEPTH && best > AGREED; depth++) {
-            List<Tie> candidates = nearTies(current, p);
-            Tie bestTie = null;
-            for (Tie tie : candidates.subList(0, Math.min(MAX_CANDIDATES, candidates.size()))) {
+            List<List<Tie>> trials = trials(nearTies(current, p));
+            List<Tie> bestTrial = null;
+            for (List<Tie> ties : trials) {
                 List<Tie> trial = new ArrayList<>(decided);
                 trial.addAll(chosen);
-                trial.add(tie);
+                trial.addAll(ties);
                 double diff = run(trial, false).diffs[p];
                 if (diff < best) {
                     best = diff;
-                    bestTie = tie;
+                    bestTrial = ties;
                 }
                 if (diff <= AGREED) {
                     break;
                 }
             }
-            if (bestTie == null) {
+            if (bestTrial == null) {
                 break;
             }
-            chosen.add(bestTie);
+            chosen.addAll(bestTrial);
             List<Tie> sofar = new ArrayList<>(decided);
             sofar.addAll(chosen);
             current = run(sofar, true);
         }
         return best <= AGREED ? new Explanation(p, run.diffs[p], best, List.copyOf(chosen)) : null;
+    }
+
+    /** The closest {@link #MAX_CANDIDATES} ties one by one, then every pair of the closest {@link #PAIR_CANDIDATES}. */
+    private static List<List<Tie>> trials(List<Tie> candidates) {
+        List<List<Tie>> trials = new ArrayList<>();
+        for (Tie tie : candidates.subList(0, Math.min(MAX_CANDIDATES, candidates.size()))) {
+            trials.add(List.of(tie));
+        }
+        int pairs = Math.min(PAIR_CANDIDATES, candidates.size());
+        for (int i = 0; i < pairs; i++) {
+            for (int j = i + 1; j < pairs; j++) {
+                trials.add(List.of(candidates.get(i), candidates.get(j)));
+            }
+        }
+        return trials;
     }
 
     private static int firstBeyond(float[] diffs, double threshold) {

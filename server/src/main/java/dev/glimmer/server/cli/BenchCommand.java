@@ -1,5 +1,9 @@
 package dev.glimmer.server.cli;
 
+import dev.glimmer.engine.backend.BackendChoice;
+import dev.glimmer.engine.backend.Backends;
+import dev.glimmer.engine.backend.KernelTimings;
+import dev.glimmer.engine.backend.TokenDecoder;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.gguf.TensorInfo;
 import dev.glimmer.engine.kv.KvCache;
@@ -7,8 +11,8 @@ import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.ModelFacts;
-
 import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.server.inference.BackendChooser;
 
 import java.io.IOException;
 import java.lang.foreign.FunctionDescriptor;
@@ -28,14 +32,28 @@ import java.util.stream.Collectors;
 
 /**
  * {@code ./glimmer bench}: prompt processing and decode speed on a model file, measured as llama-bench
- * measures them (pp: a prompt of N random tokens processed as one batch into an empty cache; tg: N
- * tokens decoded one by one after the context given by --ctx), after one warm-up of each, with the
- * median and spread over --reps repetitions; see docs/BENCH.md.
+ * measures them (pp: a prompt of N random tokens processed into an empty cache; tg: N tokens decoded
+ * one by one after the context given by --ctx), after one warm-up of each, with the median and spread
+ * over --reps repetitions; see docs/BENCH.md. On the CPU the prompt is one batch of the forward pass;
+ * on a GPU backend the sequence is the backend's {@link TokenDecoder}, as the server runs it, and the
+ * report adds the GPU memory used and, where the backend can time its kernels, where a step's time goes.
  */
 final class BenchCommand implements Command {
     private static final int DEFAULT_PP = 64;
     private static final int DEFAULT_TG = 16;
     private static final int DEFAULT_REPS = 5;
+
+    private final BackendChooser backends;
+
+    /** The bench of the CLI: the backend from {@link Backends#choose}, without the self-test (it measures speed only). */
+    BenchCommand() {
+        this((requested, model) -> Backends.choose(requested, model, false));
+    }
+
+    /** A bench on the backends {@code backends} gives (tests: a GPU-style decoder without a GPU). */
+    BenchCommand(BackendChooser backends) {
+        this.backends = backends;
+    }
 
     @Override
     public String name() {
@@ -54,7 +72,7 @@ final class BenchCommand implements Command {
                 Option.value("--pp", "N", "prompt tokens processed as one batch (default " + DEFAULT_PP + ", 0: skip)"),
                 Option.value("--tg", "N", "tokens decoded one by one (default " + DEFAULT_TG + ", 0: skip)"),
                 Option.value("--threads", "N", "threads (default: one per physical core, here " + CpuBackend.defaultThreads() + ")"),
-                Option.value("--backend", "B", "the backend: cpu (default cpu)"),
+                Option.value("--backend", "B", "auto, cpu, metal or cuda (default cpu); auto takes a GPU where there is one"),
                 Option.value("--reps", "N", "repetitions of each measurement (default " + DEFAULT_REPS + ")"),
                 Option.value("--bandwidth", "GBPS", "the machine's memory bandwidth, to report decode as a fraction of its limit"),
                 Option.value("--ctx", "N", "tokens already in the context when decoding starts (default 0)"),
@@ -65,15 +83,20 @@ final class BenchCommand implements Command {
     @Override
     public String details() {
         return """
-                pp: a prompt of N random token ids is run through the model as one batch into an empty cache.
-                tg: N tokens are decoded one at a time, each fed back, after --ctx positions of context; those
-                positions are filled with random cache rows rather than computed (the cost of attention depends
-                only on their number), so a long context is quick to set up.
-                Reported: model facts and weight bytes read per decode token, load time (open, map, ready), the
-                median tok/s with min..max over --reps, decode as a fraction of the bandwidth limit (--bandwidth
-                GB/s ÷ bytes per token), and the peak anonymous memory (everything but the mapped file).
+                pp: a prompt of N random token ids is run into an empty cache (on the CPU as one batch; on a GPU
+                through the backend's decoder, as the server runs it).
+                tg: N tokens are decoded one at a time after --ctx positions of context. On the CPU those
+                positions are random cache rows rather than computed (the cost of attention depends only on
+                their number), so a long context is quick to set up; on a GPU they are computed once.
+                Reported: model facts and weight bytes read per decode token, the backend (with --backend auto
+                or a GPU that cannot serve this model: which one and why), load time (open, map, weights on
+                the device: ready), the median tok/s with min..max over --reps, decode as a fraction of the
+                bandwidth limit (--bandwidth GB/s ÷ bytes per token), the peak anonymous memory (everything but
+                the mapped file); on CUDA also the GPU memory used and the GPU time per kernel of one step.
+                The GPU self-test is not run (./glimmer selftest runs it).
                 The last line is for scripts: pp_tok_s=… tg_tok_s=…
-                Example: ./glimmer bench --model /tmp/glm-full-q4_0.gguf --pp 64 --tg 16 --bandwidth 22.4""";
+                Example: ./glimmer bench --model /tmp/glm-full-q4_0.gguf --pp 64 --tg 16 --bandwidth 22.4
+                         ./glimmer bench --model /tmp/glm-full-q4_0.gguf --backend cuda --pp 512 --tg 64 --ctx 4096""";
     }
 
     @Override
@@ -91,8 +114,8 @@ final class BenchCommand implements Command {
         if (reps < 1 || depth < 0 || threads < 1 || bandwidth < 0) {
             throw new UsageException("--reps and --threads must be ≥ 1, --ctx and --bandwidth ≥ 0");
         }
-        if (!backendName.equals("cpu")) {
-            throw new UsageException("unknown backend '" + backendName + "' (available: cpu)");
+        if (!Backends.NAMES.contains(backendName)) {
+            throw new UsageException("unknown backend '" + backendName + "' (" + String.join(", ", Backends.NAMES) + ")");
         }
         Path file = args.existingFile("--model");
         MemoryPeak memory = MemoryPeak.begin();
@@ -100,16 +123,21 @@ final class BenchCommand implements Command {
         long loadStart = System.nanoTime();
         try (GlmModel model = GlmModel.open(file)) {
             int contextSize = Math.max(pp, depth + tg);
-            int batch = Math.max(1, Math.min(pp, GlmForward.DEFAULT_BATCH));
-            try (KvCache cache = model.newCache(contextSize, KvCacheType.DEFAULT)) {
-                GlmForward forward = new GlmForward(model, new CpuBackend(threads), batch);
+            BackendChoice choice = backends.choose(backendName, model);
+            try (Sequence sequence = choice.name().equals("cpu")
+                    ? new CpuSequence(model, threads, contextSize, Math.max(1, Math.min(pp, GlmForward.DEFAULT_BATCH)))
+                    : new DecoderSequence(choice.open(contextSize))) {
                 double loadSeconds = (System.nanoTime() - loadStart) / 1e9;
 
                 long bytesPerToken = ModelFacts.weightBytesPerToken(model.file());
                 io.out().printf(Locale.ROOT, "model: %s (%.2f GB), weights: %s%n", file, model.file().fileSize() / 1e9,
                         weightTypes(model.file().tensors()));
                 io.out().printf(Locale.ROOT, "weights read per decode token: %.3f GB%n", bytesPerToken / 1e9);
-                io.out().printf(Locale.ROOT, "backend: %s, threads: %d; load: %.2f s%n", backendName, threads, loadSeconds);
+                io.out().printf(Locale.ROOT, "backend: %s, %s; load: %.2f s%n", choice.name(),
+                        sequence instanceof CpuSequence ? "threads: " + threads : choice.reason(), loadSeconds);
+                if (!backendName.equals(choice.name())) {
+                    io.err().println("glimmer bench: measuring " + choice.name() + ": " + choice.reason());
+                }
                 if (args.has("--mlock")) {
                     long lockStart = System.nanoTime();
                     lock(model.file().mapping());
@@ -117,35 +145,184 @@ final class BenchCommand implements Command {
                 }
 
                 Random random = new Random(42);
-                int[] tokens = random.ints(Math.max(pp, tg + 1), 0, model.vocabSize()).toArray();
+                int[] tokens = random.ints(Math.max(pp, Math.max(depth, tg + 1)), 0, model.vocabSize()).toArray();
                 double ppRate = Double.NaN;
                 double tgRate = Double.NaN;
                 if (pp > 0) {
                     double[] rates = new double[reps];
-                    prompt(forward, cache, tokens, pp); // warm-up
+                    sequence.prompt(tokens, pp); // warm-up
                     for (int r = 0; r < reps; r++) {
-                        rates[r] = prompt(forward, cache, tokens, pp);
+                        rates[r] = sequence.prompt(tokens, pp);
                     }
                     ppRate = report(io, "pp" + pp, rates);
                 }
                 if (tg > 0) {
                     double[] rates = new double[reps];
-                    fillContext(cache, depth, random);
-                    decode(forward, cache, tokens, Math.min(tg, 2), depth); // warm-up
+                    sequence.fillContext(depth, tokens, random);
+                    sequence.decode(tokens, Math.min(tg, 2), depth); // warm-up
                     for (int r = 0; r < reps; r++) {
-                        rates[r] = decode(forward, cache, tokens, tg, depth);
+                        rates[r] = sequence.decode(tokens, tg, depth);
                     }
                     tgRate = report(io, "tg" + tg + (depth > 0 ? " @ ctx " + depth : ""), rates);
                     io.out().printf(Locale.ROOT, "decode streams %.1f GB/s of weights%s%n", tgRate * bytesPerToken / 1e9,
                             bandwidth > 0 ? String.format(Locale.ROOT, ", %.0f %% of the %.1f GB/s limit (%.2f tok/s)",
                                     100 * tgRate * bytesPerToken / (bandwidth * 1e9), bandwidth, bandwidth * 1e9 / bytesPerToken) : "");
                 }
-                io.out().printf(Locale.ROOT, "peak memory beyond the mapped file: %.2f GB (anonymous resident, sampled; cache %.2f GB)%n",
-                        memory.end() / 1e9, cache.bytes() / 1e9);
+                io.out().printf(Locale.ROOT, "peak memory beyond the mapped file: %.2f GB (anonymous resident, sampled; %s)%n",
+                        memory.end() / 1e9, sequence.memory());
+                choice.gpuMemoryUsed().ifPresent(bytes -> io.out().printf(Locale.ROOT,
+                        "GPU memory used: %.2f GB (weights and one sequence of %d positions)%n", bytes / 1e9, contextSize));
+                if (sequence instanceof DecoderSequence d && d.decoder() instanceof KernelTimings timings) {
+                    // The step at depth first: the one at context 0 cuts the computed context off.
+                    List<KernelTimings.KernelTime> atDepth = depth > 0 && tg > 0 ? d.profile(timings, depth) : List.of();
+                    printKernelTimes(io, "GPU time per kernel, one decode step at context 0:", d.profile(timings, 0));
+                    if (!atDepth.isEmpty()) {
+                        printKernelTimes(io, "GPU time per kernel, one decode step at context " + depth + ":", atDepth);
+                    }
+                }
                 io.out().printf(Locale.ROOT, "pp_tok_s=%.2f tg_tok_s=%.2f%n", ppRate, tgRate);
+            } finally {
+                choice.close();
             }
         }
         return 0;
+    }
+
+    /** One sequence of the chosen backend, measured: a prompt into an empty cache, decode steps after some context. */
+    private sealed interface Sequence extends AutoCloseable permits CpuSequence, DecoderSequence {
+        /** Tokens per second of one prompt of {@code n} tokens into an empty cache. */
+        double prompt(int[] tokens, int n);
+
+        /** Puts {@code depth} positions of context in the cache, for {@link #decode}. */
+        void fillContext(int depth, int[] tokens, Random random);
+
+        /** Tokens per second of {@code n} single-token steps after the first {@code depth} positions. */
+        double decode(int[] tokens, int n, int depth);
+
+        /** What the sequence holds in memory, for the memory line. */
+        String memory();
+
+        @Override
+        void close();
+    }
+
+    /**
+     * The CPU backend: the forward pass over a host cache, the prompt as one batch. The context for
+     * decode is random cache rows rather than computed ones (the cost of attention depends only on
+     * their number), so a long context is quick to set up.
+     */
+    private static final class CpuSequence implements Sequence {
+        private final GlmForward forward;
+        private final KvCache cache;
+
+        CpuSequence(GlmModel model, int threads, int contextSize, int batch) {
+            this.cache = model.newCache(contextSize, KvCacheType.DEFAULT);
+            this.forward = new GlmForward(model, new CpuBackend(threads), batch);
+        }
+
+        @Override
+        public double prompt(int[] tokens, int n) {
+            cache.truncate(0);
+            long start = System.nanoTime();
+            forward.forward(cache, tokens, 0, n, false);
+            return n / ((System.nanoTime() - start) / 1e9);
+        }
+
+        @Override
+        public void fillContext(int depth, int[] tokens, Random random) {
+            cache.truncate(0);
+            float[] row = new float[cache.rowWidth()];
+            for (int p = 0; p < depth; p++) {
+                for (int layer = 0; layer < cache.layers(); layer++) {
+                    for (int i = 0; i < row.length; i++) {
+                        row[i] = (float) random.nextGaussian();
+                    }
+                    cache.write(layer, p, row, 0);
+                }
+            }
+            cache.advance(depth);
+        }
+
+        @Override
+        public double decode(int[] tokens, int n, int depth) {
+            cache.truncate(depth);
+            long start = System.nanoTime();
+            for (int i = 0; i < n; i++) {
+                forward.forward(cache, tokens, i, 1, false);
+            }
+            return n / ((System.nanoTime() - start) / 1e9);
+        }
+
+        @Override
+        public String memory() {
+            return String.format(Locale.ROOT, "cache %.2f GB", cache.bytes() / 1e9);
+        }
+
+        @Override
+        public void close() {
+            cache.close();
+        }
+    }
+
+    /**
+     * A GPU backend's sequence: a {@link TokenDecoder} as the server runs it (the prompt through its
+     * forward, the logits read back after every decode step). The context for decode is computed: a
+     * prompt of {@code depth} tokens run once, then cut back to before every repetition.
+     */
+    private record DecoderSequence(TokenDecoder decoder) implements Sequence {
+        @Override
+        public double prompt(int[] tokens, int n) {
+            decoder.truncate(0);
+            long start = System.nanoTime();
+            decoder.forward(tokens, 0, n);
+            return n / ((System.nanoTime() - start) / 1e9);
+        }
+
+        @Override
+        public void fillContext(int depth, int[] tokens, Random random) {
+            decoder.truncate(0);
+            if (depth > 0) {
+                decoder.forward(tokens, 0, depth);
+            }
+        }
+
+        @Override
+        public double decode(int[] tokens, int n, int depth) {
+            decoder.truncate(depth);
+            long start = System.nanoTime();
+            for (int i = 0; i < n; i++) {
+                decoder.forward(tokens, i, 1);
+            }
+            return n / ((System.nanoTime() - start) / 1e9);
+        }
+
+        /** One profiled step after the first {@code depth} positions (which {@link #fillContext} computed). */
+        List<KernelTimings.KernelTime> profile(KernelTimings timings, int depth) {
+            decoder.truncate(depth);
+            return timings.profileStep(1);
+        }
+
+        @Override
+        public String memory() {
+            return String.format(Locale.ROOT, "the sequence holds %.2f GB on the device", decoder.bytes() / 1e9);
+        }
+
+        @Override
+        public void close() {
+            decoder.close();
+        }
+    }
+
+    /** A profile as a table: kernel, dispatches, milliseconds, share of the step, weight bytes and their GB/s. */
+    private static void printKernelTimes(Terminal io, String title, List<KernelTimings.KernelTime> profile) {
+        double total = profile.stream().mapToDouble(KernelTimings.KernelTime::millis).sum();
+        io.out().println(title);
+        io.out().printf(Locale.ROOT, "  %-28s %10s %9s %6s %9s %8s%n", "kernel", "dispatches", "ms", "share", "weight MB", "GB/s");
+        for (KernelTimings.KernelTime t : profile) {
+            io.out().printf(Locale.ROOT, "  %-28s %10d %9.3f %5.1f%% %9.1f %8.1f%n", t.kernel(), t.dispatches(), t.millis(),
+                    100 * t.millis() / total, t.weightBytes() / 1e6, t.gigabytesPerSecond());
+        }
+        io.out().printf(Locale.ROOT, "  %-28s %10s %9.3f (%.0f tok/s of kernel time alone)%n", "total", "", total, 1000 / total);
     }
 
     /** mlock(2) on the mapping: reads it all in and keeps it resident until the process ends. */
@@ -163,39 +340,6 @@ final class BenchCommand implements Command {
             throw new InvalidInputException("cannot lock " + mapping.byteSize() / 1_000_000 + " MB in RAM (mlock failed:"
                     + " not enough memory, or no permission to lock that much)");
         }
-    }
-
-    /** Tokens per second of one prompt of {@code n} tokens into an empty cache. */
-    private static double prompt(GlmForward forward, KvCache cache, int[] tokens, int n) {
-        cache.truncate(0);
-        long start = System.nanoTime();
-        forward.forward(cache, tokens, 0, n, false);
-        return n / ((System.nanoTime() - start) / 1e9);
-    }
-
-    /** Tokens per second of {@code n} single-token steps after {@code depth} positions of context. */
-    private static double decode(GlmForward forward, KvCache cache, int[] tokens, int n, int depth) {
-        cache.truncate(depth);
-        long start = System.nanoTime();
-        for (int i = 0; i < n; i++) {
-            forward.forward(cache, tokens, i, 1, false);
-        }
-        return n / ((System.nanoTime() - start) / 1e9);
-    }
-
-    /** The first {@code depth} positions of every layer filled with random rows of a plausible size. */
-    private static void fillContext(KvCache cache, int depth, Random random) {
-        cache.truncate(0);
-        float[] row = new float[cache.rowWidth()];
-        for (int p = 0; p < depth; p++) {
-            for (int layer = 0; layer < cache.layers(); layer++) {
-                for (int i = 0; i < row.length; i++) {
-                    row[i] = (float) random.nextGaussian();
-                }
-                cache.write(layer, p, row, 0);
-            }
-        }
-        cache.advance(depth);
     }
 
     private static double report(Terminal io, String test, double[] rates) {

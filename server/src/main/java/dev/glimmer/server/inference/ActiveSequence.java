@@ -4,7 +4,6 @@ import dev.glimmer.engine.generate.FinishReason;
 import dev.glimmer.engine.generate.StopStrings;
 import dev.glimmer.engine.generate.TextDecoder;
 import dev.glimmer.engine.generate.Vocabulary;
-import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.sampling.Sampler;
 import dev.glimmer.engine.sampling.TokenLogprobs;
 
@@ -49,7 +48,7 @@ final class ActiveSequence {
         this.prefilled = lease.reused();
     }
 
-    KvCache cache() {
+    SequenceCache cache() {
         return lease.session().cache();
     }
 

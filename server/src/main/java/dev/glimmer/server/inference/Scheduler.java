@@ -2,8 +2,6 @@ package dev.glimmer.server.inference;
 
 import dev.glimmer.engine.generate.FinishReason;
 import dev.glimmer.engine.generate.Vocabulary;
-import dev.glimmer.engine.kv.KvCache;
-import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.server.http.ApiException;
 import dev.glimmer.server.metrics.ServerMetrics;
 
@@ -21,11 +19,12 @@ import java.util.logging.Level;
 import java.util.logging.Logger;
 
 /**
- * The one owner of the model: a platform thread that runs every forward pass. Up to
- * {@code parallel} jobs run at once (continuous batching): each loop turn processes one prompt
- * chunk of the oldest job still in its prompt, then one decode step that feeds the pending token of
- * every generating job in a single batched forward pass. A job joins at the next turn after a slot
- * frees and leaves as soon as it ends. Beyond {@code parallel}, up to {@code queue} jobs wait; more
+ * The one owner of the model: a platform thread that runs every forward pass through the backend's
+ * {@link StepRunner}. Up to {@code parallel} jobs run at once (continuous batching): each loop turn
+ * processes one prompt chunk of the oldest job still in its prompt, then one decode step that feeds
+ * the pending token of every generating job (on the CPU in a single batched forward pass, on a GPU
+ * decoder one sequence after another). A job joins at the next turn after a slot frees and leaves as
+ * soon as it ends. Beyond {@code parallel}, up to {@code queue} jobs wait; more
  * are refused with 503 ({@link #submit}).
  *
  * <p>Cancellation ({@link InferenceJob#cancel}) is checked every turn, so a cancelled job stops
@@ -36,7 +35,7 @@ public final class Scheduler implements AutoCloseable {
     /** What a client is told to wait before retrying when the queue is full. */
     static final int RETRY_AFTER_SECONDS = 2;
 
-    private final GlmForward forward;
+    private final StepRunner steps;
     private final Vocabulary vocabulary;
     private final int vocabSize;
     private final SessionManager sessions;
@@ -53,13 +52,9 @@ public final class Scheduler implements AutoCloseable {
     /** Set once the thread has ended and failed the waiting jobs; a job added later must not wait. */
     private volatile boolean drained;
 
-    public Scheduler(GlmForward forward, Vocabulary vocabulary, int vocabSize, SessionManager sessions,
-                     ServerMetrics metrics, int parallel, int promptChunk, int queue) {
-        if (forward.maxBatch() < Math.max(parallel, promptChunk)) {
-            throw new IllegalArgumentException("the forward pass takes " + forward.maxBatch() + " tokens per step, fewer"
-                    + " than " + parallel + " parallel sequences or a prompt chunk of " + promptChunk);
-        }
-        this.forward = forward;
+    Scheduler(StepRunner steps, Vocabulary vocabulary, int vocabSize, SessionManager sessions,
+              ServerMetrics metrics, int parallel, int promptChunk, int queue) {
+        this.steps = steps;
         this.vocabulary = vocabulary;
         this.vocabSize = vocabSize;
         this.sessions = sessions;
@@ -164,7 +159,16 @@ public final class Scheduler implements AutoCloseable {
     private void admit() {
         while (active.size() < parallel && !waiting.isEmpty()) {
             InferenceJob job = waiting.poll();
-            SessionManager.Lease lease = sessions.acquire(job.prompt());
+            SessionManager.Lease lease;
+            try {
+                lease = sessions.acquire(job.prompt());
+            } catch (RuntimeException e) {
+                // No cache could be made (a GPU out of memory): this job fails, the running ones go on.
+                LOG.log(Level.SEVERE, "no KV cache for a request", e);
+                job.emit(new JobEvent.Failed("the request could not start: " + e.getMessage(), false));
+                admitted.decrementAndGet();
+                continue;
+            }
             try {
                 active.add(new ActiveSequence(job, lease, vocabulary, vocabSize));
             } catch (RuntimeException e) {
@@ -186,7 +190,7 @@ public final class Scheduler implements AutoCloseable {
         int[] prompt = s.job.prompt();
         int from = s.prefilled();
         int n = Math.min(promptChunk, prompt.length - from);
-        float[] logits = forward.forward(s.cache(), prompt, from, n, false);
+        float[] logits = steps.prefill(s.cache(), prompt, from, n);
         s.prefilledUpTo(from + n);
         metrics.promptChunk(n);
         if (s.prefilling()) {
@@ -203,20 +207,20 @@ public final class Scheduler implements AutoCloseable {
         }
     }
 
-    /** Feeds the pending token of every generating sequence in one forward step, then samples each. */
+    /** Feeds the pending token of every generating sequence in one decode step, then samples each. */
     private void decodeStep() {
         List<ActiveSequence> batch = active.stream().filter(s -> s.pendingToken() >= 0).toList();
         int n = batch.size();
         if (n == 0) {
             return;
         }
-        KvCache[] caches = new KvCache[n];
+        SequenceCache[] caches = new SequenceCache[n];
         int[] tokens = new int[n];
         for (int i = 0; i < n; i++) {
             caches[i] = batch.get(i).cache();
             tokens[i] = batch.get(i).pendingToken();
         }
-        float[] logits = forward.decode(caches, tokens, n);
+        float[] logits = steps.decode(caches, tokens, n);
         metrics.decodeStep(n);
         for (int i = 0; i < n; i++) {
             ActiveSequence s = batch.get(i);

@@ -1,12 +1,12 @@
 package dev.glimmer.server.inference;
 
-import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.backend.BackendChoice;
+import dev.glimmer.engine.backend.Backends;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.chat.ChatFormat;
 import dev.glimmer.engine.chat.ChatTemplates;
 import dev.glimmer.engine.generate.Vocabulary;
 import dev.glimmer.engine.kv.KvCacheType;
-import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.tokenizer.Tokenizer;
 import dev.glimmer.server.config.ServerConfig;
@@ -17,9 +17,9 @@ import java.nio.file.Path;
 import java.util.logging.Logger;
 
 /**
- * The loaded model and everything that serves it: tokenizer, chat format, the session manager
- * and the scheduler that owns the forward pass. Closing it stops the scheduler, frees the caches
- * and unmaps the file.
+ * The loaded model and everything that serves it: tokenizer, chat format, the backend's
+ * {@link StepRunner}, the session manager and the scheduler that owns the forward pass. Closing it
+ * stops the scheduler, frees the caches and the backend (a GPU's weights) and unmaps the file.
  */
 public final class ServedModel implements AutoCloseable {
     private static final Logger LOG = Logger.getLogger(ServedModel.class.getName());
@@ -30,32 +30,33 @@ public final class ServedModel implements AutoCloseable {
     private final ServedModelFacts facts;
     private final Tokenizer tokenizer;
     private final ChatFormat chatFormat;
+    private final StepRunner steps;
     private final SessionManager sessions;
     private final Scheduler scheduler;
     private final int ctx;
 
     private ServedModel(GlmModel model, ServedModelFacts facts, Tokenizer tokenizer, ChatFormat chatFormat,
-                        SessionManager sessions, Scheduler scheduler, int ctx) {
+                        StepRunner steps, SessionManager sessions, Scheduler scheduler, int ctx) {
         this.model = model;
         this.facts = facts;
         this.tokenizer = tokenizer;
         this.chatFormat = chatFormat;
+        this.steps = steps;
         this.sessions = sessions;
         this.scheduler = scheduler;
         this.ctx = ctx;
     }
 
-    /** Opens {@code path} and starts its scheduler. */
+    /** Opens {@code path}, chooses its backend ({@code --backend}) and starts its scheduler. */
     public static ServedModel load(Path path, boolean demo, ServerConfig config, ServerMetrics metrics) throws IOException {
-        if (config.backend().equals("metal") || config.backend().equals("cuda")) {
-            // The GPU decoders run one sequence without prefix reuse; the server needs both batching and reuse.
-            throw new InvalidInputException("serve runs on the CPU in this version (the " + config.backend()
-                    + " decoder has no batched or prefix-reusing path yet); use --backend cpu (or auto)");
-        }
-        if (config.threads() != 0) {
-            LOG.warning("--threads " + config.threads() + " has no effect yet: the CPU backend computes on one thread");
-        }
+        return load(path, demo, config, metrics, Backends::choose);
+    }
+
+    /** {@link #load(Path, boolean, ServerConfig, ServerMetrics)} with the backend from {@code chooser}. */
+    public static ServedModel load(Path path, boolean demo, ServerConfig config, ServerMetrics metrics,
+                                   BackendChooser chooser) throws IOException {
         GlmModel model = GlmModel.open(path);
+        StepRunner steps = null;
         try {
             Tokenizer tokenizer = Tokenizer.fromMetadata(model.file().metadata());
             ChatFormat format = ChatTemplates.recognise(
@@ -65,22 +66,45 @@ public final class ServedModel implements AutoCloseable {
             if (ctx < config.ctx()) {
                 LOG.info("context " + config.ctx() + " is more than the model's " + ctx + "; serving " + ctx);
             }
-            long cacheBytes = (long) model.config().layers() * ctx * model.config().kvRowWidth() * CACHE_TYPE.bytes;
+            BackendChoice choice = chooser.choose(config.backend(), model);
+            String reason = choice.reason();
+            steps = runner(choice, model, config, ctx);
+            LOG.info("serving on " + steps.backend() + ": " + reason);
+            long cacheBytes = steps.cacheBytes();
             long budget = config.kvBudgetMb() > 0 ? config.kvBudgetMb() << 20 : (config.parallel() + 2) * cacheBytes;
-            SessionManager sessions = new SessionManager(() -> model.newCache(ctx, CACHE_TYPE), cacheBytes, budget,
-                    config.parallel());
-            GlmForward forward = new GlmForward(model, new CpuBackend(),
-                    Math.max(config.promptChunk(), config.parallel()));
-            Scheduler scheduler = new Scheduler(forward, Vocabulary.of(tokenizer, true), model.vocabSize(), sessions,
+            SessionManager sessions = new SessionManager(steps::newCache, cacheBytes, budget, config.parallel());
+            Scheduler scheduler = new Scheduler(steps, Vocabulary.of(tokenizer, true), model.vocabSize(), sessions,
                     metrics, config.parallel(), config.promptChunk(), config.queue());
-            LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB: " + sessions.budgetBytes() / cacheBytes
-                    + " cached conversations of " + ctx + " tokens");
-            return new ServedModel(model, ServedModelFacts.of(model.file(), ctx, demo), tokenizer, format, sessions,
-                    scheduler, ctx);
+            LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB" + (steps.backend().equals("cpu") ? "" : " of "
+                    + steps.backend() + " memory") + ": " + sessions.budgetBytes() / cacheBytes + " cached conversations of "
+                    + ctx + " tokens");
+            return new ServedModel(model, ServedModelFacts.of(model.file(), ctx, demo, steps.backend(), reason), tokenizer,
+                    format, steps, sessions, scheduler, ctx);
         } catch (RuntimeException | IOException e) {
+            if (steps != null) {
+                steps.close();
+            }
             model.close();
             throw e;
         }
+    }
+
+    /**
+     * The CPU's batched forward pass when the choice is the CPU (its own decoder factory serves one
+     * sequence; the server batches), else the chosen backend's decoders, one per conversation.
+     */
+    private static StepRunner runner(BackendChoice choice, GlmModel model, ServerConfig config, int ctx) {
+        if (!choice.name().equals("cpu")) {
+            try {
+                return new DecoderStepRunner(choice, ctx, model.vocabSize());
+            } catch (RuntimeException e) {
+                choice.close();
+                throw e;
+            }
+        }
+        choice.close();
+        int threads = config.threads() > 0 ? config.threads() : CpuBackend.defaultThreads();
+        return new CpuStepRunner(model, threads, ctx, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel()));
     }
 
     public ServedModelFacts facts() {
@@ -116,6 +140,7 @@ public final class ServedModel implements AutoCloseable {
     public void close() {
         scheduler.close();
         sessions.close();
+        steps.close();
         model.close();
     }
 }

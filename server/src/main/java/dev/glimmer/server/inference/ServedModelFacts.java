@@ -20,11 +20,15 @@ import java.util.Map;
  * @param quant    the weights' main type, e.g. {@code Q4_0}
  * @param demo     whether these are the built-in demo model's random weights
  * @param path     the GGUF file
+ * @param backend  the backend serving it, e.g. {@code cpu} or {@code cuda}
+ * @param backendReason why that backend (one line)
  */
-public record ServedModelFacts(String id, long created, int ctx, long params, String quant, boolean demo, String path) {
+public record ServedModelFacts(String id, long created, int ctx, long params, String quant, boolean demo, String path,
+                               String backend, String backendReason) {
 
-    /** The facts of an opened GGUF file served with {@code ctx} tokens of context. */
-    public static ServedModelFacts of(GgufFile file, int ctx, boolean demo) throws IOException {
+    /** The facts of an opened GGUF file served with {@code ctx} tokens of context on {@code backend}. */
+    public static ServedModelFacts of(GgufFile file, int ctx, boolean demo, String backend, String backendReason)
+            throws IOException {
         String name = file.path().getFileName().toString();
         String id = name.endsWith(".gguf") ? name.substring(0, name.length() - 5) : name;
         long created = Files.getLastModifiedTime(file.path()).toMillis() / 1000;
@@ -37,6 +41,6 @@ public record ServedModelFacts(String id, long created, int ctx, long params, St
         }
         String quant = bytesByType.entrySet().stream().max(Map.Entry.comparingByValue())
                 .map(e -> e.getKey().name()).orElse("none");
-        return new ServedModelFacts(id, created, ctx, params, quant, demo, file.path().toString());
+        return new ServedModelFacts(id, created, ctx, params, quant, demo, file.path().toString(), backend, backendReason);
     }
 }

@@ -1,14 +1,13 @@
 package dev.glimmer.server.inference;
 
-import dev.glimmer.engine.kv.KvCache;
-
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.function.Supplier;
 
 /**
- * Keeps the KV caches of recent conversations within a memory budget so that a follow-up request
+ * Keeps the KV caches of recent conversations (on whatever backend serves: {@link SequenceCache})
+ * within a memory budget so that a follow-up request
  * processes only its new tokens. A request takes the idle cache whose tokens share the longest
  * prefix with its prompt, truncated to that prefix ({@link #acquire}); when none shares anything it
  * gets a new cache, evicting least recently used idle caches to stay within the budget. A cache in
@@ -20,16 +19,16 @@ public final class SessionManager implements AutoCloseable {
 
     /** One cached conversation: a KV cache and the tokens it holds. */
     public static final class Session {
-        private final KvCache cache;
+        private final SequenceCache cache;
         private int[] tokens = new int[0];
         private boolean inUse;
         private long lastUsed;
 
-        private Session(KvCache cache) {
+        private Session(SequenceCache cache) {
             this.cache = cache;
         }
 
-        public KvCache cache() {
+        SequenceCache cache() {
             return cache;
         }
     }
@@ -43,7 +42,7 @@ public final class SessionManager implements AutoCloseable {
     public record Lease(Session session, int reused) {
     }
 
-    private final Supplier<KvCache> newCache;
+    private final Supplier<SequenceCache> newCache;
     private final long cacheBytes;
     private final long budgetBytes;
     private final List<Session> sessions = new ArrayList<>();
@@ -51,11 +50,11 @@ public final class SessionManager implements AutoCloseable {
 
     /**
      * @param newCache    makes an empty cache of the served context size
-     * @param cacheBytes  the memory of one cache
+     * @param cacheBytes  the memory of one cache (host or device)
      * @param budgetBytes the memory all caches may take; raised to {@code minSessions} caches if smaller,
      *                    because every running request needs one
      */
-    public SessionManager(Supplier<KvCache> newCache, long cacheBytes, long budgetBytes, int minSessions) {
+    SessionManager(Supplier<SequenceCache> newCache, long cacheBytes, long budgetBytes, int minSessions) {
         this.newCache = newCache;
         this.cacheBytes = cacheBytes;
         this.budgetBytes = Math.max(budgetBytes, cacheBytes * minSessions);

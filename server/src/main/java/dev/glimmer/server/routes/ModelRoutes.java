@@ -16,7 +16,7 @@ import java.nio.charset.StandardCharsets;
 
 /**
  * {@code GET /v1/models} and {@code GET /v1/models/{id}}: OpenAI's model objects, with the model's
- * facts under {@code meta} (and {@code demo: true} when the weights are random).
+ * facts under {@code meta} (the backend serving it and why, and {@code demo: true} when the weights are random).
  */
 public final class ModelRoutes implements HttpService {
     private final ModelHost host;
@@ -59,6 +59,8 @@ public final class ModelRoutes implements HttpService {
         meta.put("n_params", facts.params());
         meta.put("quant", facts.quant());
         meta.put("demo", facts.demo());
+        meta.put("backend", facts.backend());
+        meta.put("backend_reason", facts.backendReason());
         if (facts.demo()) {
             meta.put("note", "demo model: random weights, its output is meaningless");
         }

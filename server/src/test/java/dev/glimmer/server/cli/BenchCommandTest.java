@@ -1,15 +1,28 @@
 package dev.glimmer.server.cli;
 
+import dev.glimmer.engine.backend.BackendChoice;
+import dev.glimmer.engine.backend.EmulatedTokenDecoder;
+import dev.glimmer.engine.backend.cuda.CudaDevice;
+import dev.glimmer.engine.backend.metal.MetalPlatform;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
 import java.util.List;
+import java.util.Optional;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-/** {@code ./glimmer bench} on the tiny Q4_0 oracle model: the report and its last line for scripts. */
+/**
+ * {@code ./glimmer bench} on the tiny Q4_0 oracle model: the report and its last line for scripts, on
+ * the CPU and on a GPU-style decoder (the GPU decode step on the kernel emulator), and the backend
+ * choice.
+ */
 class BenchCommandTest {
     private static final String MODEL = LogitsCommandTest.ORACLE.resolve("tiny-q4_0.gguf").toString();
 
@@ -50,5 +63,52 @@ class BenchCommandTest {
             assertEquals(2, r.code(), String.join(" ", args) + ": " + r.err());
             assertEquals(1, r.err().strip().lines().count(), r.err());
         }
+    }
+
+    @Test
+    void autoWithoutAGpuMeasuresTheCpuAndSaysWhy() {
+        Assumptions.assumeTrue(CudaDevice.probe().device().isEmpty() && !MetalPlatform.isMacArm64(),
+                "a GPU is present: auto measures it");
+        MainTest.Result r = MainTest.run("bench", "--model", MODEL, "--pp", "4", "--tg", "2", "--reps", "1",
+                "--backend", "auto");
+        assertEquals(0, r.code(), r.err());
+        assertTrue(r.out().contains("backend: cpu, threads: "), r.out());
+        assertEquals("glimmer bench: measuring cpu: auto: Metal needs macOS on Apple Silicon, this is "
+                + System.getProperty("os.name") + "/" + System.getProperty("os.arch") + "; CUDA: "
+                + CudaDevice.probe().reason(), r.err().strip());
+    }
+
+    @Test
+    void cudaWithoutADeviceIsAOneLineError() {
+        Assumptions.assumeTrue(CudaDevice.probe().device().isEmpty(), "a CUDA device is present: bench measures it");
+        MainTest.Result r = MainTest.run("bench", "--model", MODEL, "--backend", "cuda");
+        assertEquals(2, r.code(), r.err());
+        assertEquals("glimmer bench: --backend cuda: " + CudaDevice.probe().reason(), r.err().strip());
+    }
+
+    /**
+     * A backend whose sequences are token decoders (as the GPUs'), here the GPU decode step on the kernel
+     * emulator: the same report, the backend named with its reason, the context computed by the decoder.
+     */
+    @Test
+    void aGpuDecoderIsMeasuredThroughItsTokenDecoder() throws Exception {
+        BenchCommand bench = new BenchCommand((requested, model) -> new BackendChoice("emulated",
+                "the GPU decode step on the CPU kernel emulator", Optional.empty(),
+                capacity -> new EmulatedTokenDecoder(model, capacity)));
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        ByteArrayOutputStream err = new ByteArrayOutputStream();
+        int code = bench.run(Args.parse(bench, new String[] {"--model", MODEL, "--pp", "4", "--tg", "2", "--reps", "1",
+                "--ctx", "3", "--backend", "auto"}), new Terminal(new PrintStream(out, true, StandardCharsets.UTF_8),
+                new PrintStream(err, true, StandardCharsets.UTF_8)));
+        String report = out.toString(StandardCharsets.UTF_8);
+        assertEquals(0, code, err.toString(StandardCharsets.UTF_8));
+        assertTrue(report.contains("backend: emulated, the GPU decode step on the CPU kernel emulator; load: "), report);
+        assertTrue(report.contains("tg2 @ ctx 3"), report);
+        assertTrue(report.contains("(anonymous resident, sampled; the sequence holds "), report);
+        Matcher last = Pattern.compile("pp_tok_s=(\\d+\\.\\d+) tg_tok_s=(\\d+\\.\\d+)").matcher(report.strip().lines().toList().getLast());
+        assertTrue(last.matches(), report);
+        assertTrue(Double.parseDouble(last.group(1)) > 0 && Double.parseDouble(last.group(2)) > 0, report);
+        assertEquals("glimmer bench: measuring emulated: the GPU decode step on the CPU kernel emulator",
+                err.toString(StandardCharsets.UTF_8).strip());
     }
 }

@@ -15,12 +15,13 @@ class SessionManagerTest {
         KvCache probe = new KvCache(2, 8, CTX, KvCacheType.F32);
         long bytes = probe.bytes();
         probe.close();
-        return new SessionManager(() -> new KvCache(2, 8, CTX, KvCacheType.F32), bytes, budgetCaches * bytes, minSessions);
+        return new SessionManager(() -> new CpuStepRunner.HostCache(new KvCache(2, 8, CTX, KvCacheType.F32)), bytes,
+                budgetCaches * bytes, minSessions);
     }
 
     /** Pretends a request filled its cache with {@code tokens} and returns the session. */
     static void finish(SessionManager m, SessionManager.Lease lease, int[] tokens) {
-        lease.session().cache().advance(tokens.length - lease.session().cache().size());
+        ((CpuStepRunner.HostCache) lease.session().cache()).kv().advance(tokens.length - lease.session().cache().size());
         m.release(lease.session(), tokens);
     }
 

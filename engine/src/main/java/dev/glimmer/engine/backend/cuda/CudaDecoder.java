@@ -1,6 +1,7 @@
 package dev.glimmer.engine.backend.cuda;
 
 import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.backend.KernelTimings.KernelTime;
 import dev.glimmer.engine.backend.emulated.DecodeModels;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.kernels.ArgStruct;
@@ -216,18 +217,6 @@ public final class CudaDecoder implements AutoCloseable {
         MemorySegment out = arena.allocate(ValueLayout.JAVA_FLOAT, Math.max(1, count));
         driver.copyToHost(out, buffers[buffer] + offset, 4L * count);
         return out.toArray(ValueLayout.JAVA_FLOAT);
-    }
-
-    /**
-     * GPU time of one kind of dispatch summed over a step: a kernel and the weight it reads
-     * ({@code mat_vec attn_output.weight}, layer prefix dropped), how many dispatches, and the
-     * weight bytes they read (so that time can be held against memory bandwidth).
-     */
-    public record KernelTime(String kernel, int dispatches, double millis, long weightBytes) {
-        /** Weight bytes read per second of GPU time, in GB/s. */
-        public double gigabytesPerSecond() {
-            return millis > 0 ? weightBytes / (millis * 1e6) : 0;
-        }
     }
 
     /**

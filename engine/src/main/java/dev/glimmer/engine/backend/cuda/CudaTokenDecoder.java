@@ -1,14 +1,17 @@
 package dev.glimmer.engine.backend.cuda;
 
 import dev.glimmer.engine.backend.GpuTokenDecoder;
+import dev.glimmer.engine.backend.KernelTimings;
 import dev.glimmer.engine.backend.PartialSteps;
 import dev.glimmer.kernels.decode.CommandList;
+
+import java.util.List;
 
 /**
  * A sequence on the CUDA backend as a {@link GpuTokenDecoder}: prompt tokens run the decode graph
  * without reading anything back; only the last token's logits are copied to the host.
  */
-public final class CudaTokenDecoder implements GpuTokenDecoder, PartialSteps {
+public final class CudaTokenDecoder implements GpuTokenDecoder, PartialSteps, KernelTimings {
 
     private final CudaDecoder decoder;
     private final CudaWeights ownedWeights;
@@ -57,6 +60,25 @@ public final class CudaTokenDecoder implements GpuTokenDecoder, PartialSteps {
     @Override
     public int capacity() {
         return decoder.contextSize();
+    }
+
+    @Override
+    public void truncate(int n) {
+        if (n < 0 || n > decoder.position()) {
+            throw new IllegalArgumentException("cannot truncate a sequence of " + decoder.position() + " positions to " + n);
+        }
+        decoder.seek(n);
+    }
+
+    /** Device memory of this sequence: KV cache, activations, arguments (the weights are shared). */
+    @Override
+    public long bytes() {
+        return decoder.deviceBytes();
+    }
+
+    @Override
+    public List<KernelTime> profileStep(int token) {
+        return decoder.profileStep(token);
     }
 
     @Override

@@ -75,6 +75,22 @@ public final class EmulatedDecoder implements AutoCloseable {
         return position;
     }
 
+    /**
+     * Keeps the first {@code n} positions ({@code 0 ≤ n ≤ position()}): the kernels read only the cache
+     * rows below the KV length, and the next steps overwrite the rest.
+     */
+    public void truncate(int n) {
+        if (n < 0 || n > position) {
+            throw new IllegalArgumentException("cannot truncate a sequence of " + position + " positions to " + n);
+        }
+        position = n;
+    }
+
+    /** Native memory of this sequence's buffers: all but the weights, which are views of the mapped file. */
+    public long bytes() {
+        return list.buffers().stream().filter(b -> b.kind() != BufferSpec.Kind.WEIGHTS).mapToLong(BufferSpec::bytes).sum();
+    }
+
     /** Runs one decode step for {@code token} at the next position; returns the logits (a new array). */
     public float[] step(int token) {
         if (token < 0 || token >= model.weights().tokenEmbedding().rows()) {

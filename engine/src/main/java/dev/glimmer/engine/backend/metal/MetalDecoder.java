@@ -150,6 +150,20 @@ public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
         return capacity;
     }
 
+    @Override
+    public void truncate(int n) {
+        if (n < 0 || n > position) {
+            throw new IllegalArgumentException("cannot truncate a sequence of " + position + " positions to " + n);
+        }
+        position = n;
+    }
+
+    /** The shared-storage buffers of this sequence (the weights are no-copy views of the mapped file). */
+    @Override
+    public long bytes() {
+        return list.buffers().stream().filter(b -> b.kind() != BufferSpec.Kind.WEIGHTS).mapToLong(BufferSpec::bytes).sum();
+    }
+
     private void releaseBuffers() {
         for (MemorySegment b : buffers) {
             rt.release(b);

@@ -1,0 +1,92 @@
+package dev.glimmer.server.inference;
+
+import dev.glimmer.engine.backend.cpu.CpuBackend;
+import dev.glimmer.engine.kv.KvCache;
+import dev.glimmer.engine.kv.KvCacheType;
+import dev.glimmer.engine.model.GlmForward;
+import dev.glimmer.engine.model.GlmModel;
+
+/**
+ * The CPU backend's steps: the engine's forward pass over host {@link KvCache}s, with every sequence of
+ * a decode step in one batched pass (the weights are read once for all of them: what makes continuous
+ * batching pay on the CPU).
+ */
+final class CpuStepRunner implements StepRunner {
+
+    /** A host KV cache as a {@link SequenceCache}. */
+    record HostCache(KvCache kv) implements SequenceCache {
+        @Override
+        public int size() {
+            return kv.size();
+        }
+
+        @Override
+        public int capacity() {
+            return kv.capacity();
+        }
+
+        @Override
+        public void truncate(int n) {
+            kv.truncate(n);
+        }
+
+        @Override
+        public void close() {
+            kv.close();
+        }
+    }
+
+    private final GlmModel model;
+    private final GlmForward forward;
+    private final int ctx;
+    private final KvCacheType cacheType;
+
+    /**
+     * @param threads  threads of the CPU backend
+     * @param maxBatch the most tokens of one step: at least the prompt chunk and the parallel sequences
+     */
+    CpuStepRunner(GlmModel model, int threads, int ctx, KvCacheType cacheType, int maxBatch) {
+        this.model = model;
+        this.forward = new GlmForward(model, new CpuBackend(threads), maxBatch);
+        this.ctx = ctx;
+        this.cacheType = cacheType;
+    }
+
+    @Override
+    public String backend() {
+        return "cpu";
+    }
+
+    @Override
+    public SequenceCache newCache() {
+        return new HostCache(model.newCache(ctx, cacheType));
+    }
+
+    @Override
+    public long cacheBytes() {
+        return (long) model.config().layers() * ctx * model.config().kvRowWidth() * cacheType.bytes;
+    }
+
+    @Override
+    public float[] prefill(SequenceCache cache, int[] tokens, int from, int count) {
+        return forward.forward(host(cache), tokens, from, count, false);
+    }
+
+    @Override
+    public float[] decode(SequenceCache[] caches, int[] tokens, int n) {
+        KvCache[] kv = new KvCache[n];
+        for (int i = 0; i < n; i++) {
+            kv[i] = host(caches[i]);
+        }
+        return forward.decode(kv, tokens, n);
+    }
+
+    private static KvCache host(SequenceCache cache) {
+        return ((HostCache) cache).kv();
+    }
+
+    /** The worker threads are shared by every CPU backend of the process; nothing to free. */
+    @Override
+    public void close() {
+    }
+}

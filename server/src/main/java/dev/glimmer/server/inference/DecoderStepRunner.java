@@ -1,0 +1,88 @@
+package dev.glimmer.server.inference;
+
+import dev.glimmer.engine.backend.BackendChoice;
+import dev.glimmer.engine.backend.TokenDecoder;
+
+/**
+ * Steps on a backend whose sequences are {@link TokenDecoder}s (the GPU backends): each cached
+ * conversation is a decoder holding its KV cache on the device; a decode step feeds the sequences one
+ * after another. Prefix reuse truncates a decoder ({@link TokenDecoder#truncate}).
+ */
+final class DecoderStepRunner implements StepRunner {
+
+    /** A decoder as a {@link SequenceCache}. */
+    private record DecoderCache(TokenDecoder decoder) implements SequenceCache {
+        @Override
+        public int size() {
+            return decoder.position();
+        }
+
+        @Override
+        public int capacity() {
+            return decoder.capacity();
+        }
+
+        @Override
+        public void truncate(int n) {
+            decoder.truncate(n);
+        }
+
+        @Override
+        public void close() {
+            decoder.close();
+        }
+    }
+
+    private final BackendChoice backend;
+    private final int ctx;
+    private final int vocab;
+    private final long cacheBytes;
+
+    /** Takes ownership of {@code backend} (closed with this runner); opens one decoder to learn its size. */
+    DecoderStepRunner(BackendChoice backend, int ctx, int vocab) {
+        this.backend = backend;
+        this.ctx = ctx;
+        this.vocab = vocab;
+        try (TokenDecoder probe = backend.open(ctx)) {
+            this.cacheBytes = probe.bytes();
+        }
+    }
+
+    @Override
+    public String backend() {
+        return backend.name();
+    }
+
+    @Override
+    public SequenceCache newCache() {
+        return new DecoderCache(backend.open(ctx));
+    }
+
+    @Override
+    public long cacheBytes() {
+        return cacheBytes;
+    }
+
+    @Override
+    public float[] prefill(SequenceCache cache, int[] tokens, int from, int count) {
+        return decoder(cache).forward(tokens, from, count);
+    }
+
+    @Override
+    public float[] decode(SequenceCache[] caches, int[] tokens, int n) {
+        float[] all = new float[n * vocab];
+        for (int i = 0; i < n; i++) {
+            System.arraycopy(decoder(caches[i]).forward(tokens, i, 1), 0, all, i * vocab, vocab);
+        }
+        return all;
+    }
+
+    private static TokenDecoder decoder(SequenceCache cache) {
+        return ((DecoderCache) cache).decoder();
+    }
+
+    @Override
+    public void close() {
+        backend.close();
+    }
+}

@@ -1,0 +1,37 @@
+package dev.glimmer.server.inference;
+
+/**
+ * The scheduler's model work on one backend: it makes the KV caches the session manager keeps (one
+ * per cached conversation) and runs prompt chunks and decode steps over them. Two kinds:
+ * {@link CpuStepRunner}, the CPU's batched forward pass over host caches (the sequences of a decode
+ * step share one pass over the weights), and {@link DecoderStepRunner}, one
+ * {@link dev.glimmer.engine.backend.TokenDecoder} per conversation (a GPU holds each cache), stepped
+ * one after another. Called from the scheduler's thread only (and {@link #close} after it stopped).
+ */
+interface StepRunner extends AutoCloseable {
+
+    /** The backend's name, e.g. {@code cpu} or {@code cuda}. */
+    String backend();
+
+    /** An empty cache of the served context, for one conversation. */
+    SequenceCache newCache();
+
+    /** Memory one cache takes (host or device), for the KV budget. */
+    long cacheBytes();
+
+    /**
+     * Runs {@code tokens[from .. from+count)} after the positions {@code cache} holds, which it then
+     * holds too; returns the logits after the last of them (vocabulary-sized, valid until the next call).
+     */
+    float[] prefill(SequenceCache cache, int[] tokens, int from, int count);
+
+    /**
+     * One decode step of {@code n} sequences: {@code tokens[i]} goes into {@code caches[i]} (distinct
+     * caches). Returns the logits of every sequence, {@code n × vocab} values.
+     */
+    float[] decode(SequenceCache[] caches, int[] tokens, int n);
+
+    /** Frees what the backend holds beyond the caches (a GPU's copy of the weights). */
+    @Override
+    void close();
+}

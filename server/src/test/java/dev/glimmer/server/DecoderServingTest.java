@@ -1,0 +1,201 @@
+package dev.glimmer.server;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.glimmer.engine.backend.BackendChoice;
+import dev.glimmer.engine.backend.EmulatedTokenDecoder;
+import io.restassured.path.json.JsonPath;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+
+import static io.restassured.RestAssured.given;
+import static org.hamcrest.Matchers.containsString;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * Serving on a backend whose sequences are token decoders holding their own KV cache, as the GPU
+ * backends are: here the GPU decode step on the CPU kernel emulator (the real {@code .metal} kernels and
+ * command list; needs clang-19), one decoder per cached conversation. Its greedy output is the CPU
+ * path's and llama.cpp's, follow-ups reuse a conversation's decoder (truncated to the shared prefix),
+ * and concurrent clients, one of which hangs up, leave nothing behind.
+ */
+class DecoderServingTest {
+    static final String HELLO = "\"messages\": [{\"role\": \"user\", \"content\": \"Hello, world! Tell me a story about a fox.\"}]";
+
+    /** The server on the emulated GPU decoder, and the CPU server it is compared with. */
+    static GlimmerApp gpu;
+    static GlimmerApp cpu;
+
+    @BeforeAll
+    static void start() {
+        Map<String, String> config = Map.of("model.ctx", "256", "inference.parallel", "2", "inference.queue", "8");
+        gpu = TestServer.start(config, (requested, model) -> new BackendChoice("emulated",
+                "the GPU decode step on the CPU kernel emulator", Optional.empty(),
+                capacity -> new EmulatedTokenDecoder(model, capacity)));
+        cpu = TestServer.start(config);
+    }
+
+    @AfterAll
+    static void stop() {
+        if (gpu != null) {
+            gpu.close();
+        }
+        if (cpu != null) {
+            cpu.close();
+        }
+    }
+
+    static JsonPath post(GlimmerApp app, String path, Object body) {
+        return given().port(app.port()).contentType("application/json").body(body).post(path).then().statusCode(200)
+                .extract().jsonPath();
+    }
+
+    static String stream(GlimmerApp app, String body) {
+        return given().port(app.port()).contentType("application/json").body(body).post("/v1/chat/completions").then()
+                .statusCode(200).extract().asString();
+    }
+
+    @Test
+    void theModelsRouteNamesTheBackendAndWhy() {
+        given().port(gpu.port()).get("/v1/models").then().statusCode(200)
+                .body("data[0].meta.backend", org.hamcrest.Matchers.equalTo("emulated"))
+                .body("data[0].meta.backend_reason", org.hamcrest.Matchers.equalTo("the GPU decode step on the CPU kernel emulator"));
+        given().port(cpu.port()).get("/v1/models").then().statusCode(200)
+                .body("data[0].meta.backend", org.hamcrest.Matchers.equalTo("cpu"))
+                .body("data[0].meta.backend_reason", org.hamcrest.Matchers.equalTo("asked for with --backend cpu"));
+    }
+
+    /**
+     * The oracle's chat prompt, streamed at temperature 0: the same reasoning and content as on the
+     * CPU, and the same tokens as llama.cpp's greedy run (asked for by token ids, which also reuses the
+     * chat's cached prompt: the decoder is cut back from the 32 generated tokens to the shared prefix).
+     */
+    @Test
+    void greedyStreamedChatIsTheCpuPathsAndLlamaCpps() throws Exception {
+        JsonNode oracle = new ObjectMapper().readTree(EngineTestData.ORACLE.resolve("refs/tiny-f32.logits.json").toFile())
+                .get("cases").get(0);
+        int greedy = oracle.get("greedy_tokens").size();
+        String request = "{" + HELLO + ", \"temperature\": 0, \"max_tokens\": " + greedy + ", \"stream\": true,"
+                + " \"stream_options\": {\"include_usage\": true}}";
+        List<JsonNode> onGpu = Sse.events(stream(gpu, request));
+        List<JsonNode> onCpu = Sse.events(stream(cpu, request));
+        assertEquals(ConcurrencyTest.reasoningAndContent(onCpu), ConcurrencyTest.reasoningAndContent(onGpu));
+        assertEquals(greedy, onGpu.getLast().at("/usage/completion_tokens").asInt());
+
+        String expected = post(gpu, "/detokenize", "{\"tokens\": " + oracle.get("greedy_tokens") + "}").getString("content");
+        JsonPath byIds = post(gpu, "/v1/completions", "{\"prompt\": " + oracle.get("prompt_tokens")
+                + ", \"temperature\": 0, \"max_tokens\": " + greedy + "}");
+        assertEquals(expected, byIds.getString("choices[0].text"));
+        int prompt = oracle.get("prompt_tokens").size();
+        assertEquals(prompt - 1, byIds.getInt("usage.prompt_tokens_details.cached_tokens"), "the chat's prompt was reused");
+        assertEquals(1, byIds.getInt("timings.prompt_n"));
+    }
+
+    /**
+     * A follow-up that continues a conversation processes only its new tokens on the conversation's
+     * decoder, which held the first reply too (cut off here: {@code <|user|>} follows the prompt), and
+     * answers what a fresh CPU sequence answers.
+     */
+    @Test
+    void aFollowUpReusesTheConversationsDecoder() {
+        List<Integer> first = new ArrayList<>();
+        while (first.size() < 40) {
+            first.addAll(post(gpu, "/tokenize", Map.of("content", "The quick brown fox jumps over the lazy dog. "))
+                    .getList("tokens", Integer.class));
+        }
+        JsonPath r1 = post(gpu, "/v1/completions", Map.of("prompt", first, "max_tokens", 4, "temperature", 0));
+        assertEquals(first.size(), r1.getInt("timings.prompt_n"));
+
+        List<Integer> second = new ArrayList<>(first);
+        second.addAll(post(gpu, "/tokenize", Map.of("content", "<|user|>And then?<|assistant|>")).getList("tokens", Integer.class));
+        Map<String, Object> followUp = Map.of("prompt", second, "max_tokens", 6, "temperature", 0);
+        JsonPath r2 = post(gpu, "/v1/completions", followUp);
+        assertEquals(first.size(), r2.getInt("usage.prompt_tokens_details.cached_tokens"));
+        assertEquals(second.size() - first.size(), r2.getInt("timings.prompt_n"));
+        assertEquals(post(cpu, "/v1/completions", followUp).getString("choices[0].text"), r2.getString("choices[0].text"));
+    }
+
+    /**
+     * Four streaming clients on two decode slots, one of which hangs up after a few chunks while
+     * generating without end: the others get the reference answer, two sequences shared decode steps,
+     * and afterwards no slot, queue place, session or handler is held.
+     */
+    @Test
+    void concurrentClientsAndAHangUpLeaveNothingBehind() throws Exception {
+        String complete = "{" + HELLO + ", \"temperature\": 0, \"max_tokens\": 8, \"stream\": true}";
+        String endless = "{" + HELLO + ", \"temperature\": 0, \"max_tokens\": 200, \"stream\": true,"
+                + " \"logit_bias\": {\"960\": -100, \"967\": -100, \"969\": -100}}";
+        String reference = ConcurrencyTest.reasoningAndContent(Sse.events(stream(cpu, complete)));
+        double cancelledBefore = metric("glimmer_requests_cancelled_total");
+        List<Callable<String>> clients = List.of(() -> hangUpAfterChunks(endless, 3), () -> stream(gpu, complete),
+                () -> stream(gpu, complete), () -> stream(gpu, complete));
+        try (ExecutorService pool = Executors.newVirtualThreadPerTaskExecutor()) {
+            List<Future<String>> results = pool.invokeAll(clients);
+            for (int i = 1; i < clients.size(); i++) {
+                assertEquals(reference, ConcurrencyTest.reasoningAndContent(Sse.events(results.get(i).get())), "client " + i);
+            }
+            results.getFirst().get();
+        }
+        long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+        while ((gpu.host().require().scheduler().admitted() > 0 || metric("glimmer_http_handlers_active") > 1)
+                && System.nanoTime() < deadline) {
+            Thread.sleep(20);
+        }
+        assertEquals(0, gpu.host().require().scheduler().admitted(), "no slot or queue place left taken");
+        assertEquals(0, gpu.host().require().sessions().sessionsInUse(), "no session left in use");
+        assertEquals(cancelledBefore + 1, metric("glimmer_requests_cancelled_total"));
+        given().port(gpu.port()).get("/metrics").then().statusCode(200)
+                .body(containsString("glimmer_requests_processing 0.0"))
+                .body(containsString("glimmer_requests_deferred 0.0"))
+                .body(containsString("glimmer_http_handlers_active 1.0"));
+        assertEquals(2.0, metric("glimmer_decode_batch_size_max"), "two sequences stepped in one turn");
+        assertTrue(gpu.host().require().sessions().bytesUsed() <= gpu.host().require().sessions().budgetBytes(),
+                "the idle decoders are back within the KV budget");
+        assertEquals(reference, ConcurrencyTest.reasoningAndContent(Sse.events(stream(gpu, complete))), "still serving");
+    }
+
+    /** Sends a streaming chat request on a raw socket, reads {@code chunks} data frames, then closes the connection. */
+    static String hangUpAfterChunks(String body, int chunks) throws Exception {
+        try (Socket socket = new Socket("127.0.0.1", gpu.port())) {
+            byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
+            OutputStream out = socket.getOutputStream();
+            out.write(("POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: " + bytes.length + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+            out.write(bytes);
+            out.flush();
+            BufferedReader in = new BufferedReader(new InputStreamReader(socket.getInputStream(), StandardCharsets.UTF_8));
+            int seen = 0;
+            String line;
+            while (seen < chunks && (line = in.readLine()) != null) {
+                if (line.startsWith("data: ")) {
+                    seen++;
+                }
+            }
+            assertEquals(chunks, seen);
+        }
+        return "";
+    }
+
+    static double metric(String name) {
+        String text = given().port(gpu.port()).get("/metrics").then().statusCode(200).extract().asString();
+        return text.lines().filter(l -> l.startsWith(name + " ")).mapToDouble(l -> Double.parseDouble(l.split(" ")[1]))
+                .findFirst().orElseThrow(() -> new AssertionError("no metric " + name));
+    }
+}
