@@ -27,14 +27,14 @@ public final class Geometry {
     public static final long MV_MANY_ROWS = 4096;
     /** SIMD-groups per row set of a mat-vec with fewer than {@link #MV_MANY_ROWS} rows. */
     public static final int MV_FEW_ROWS_SPLIT = 4;
-    /** Threadgroup memory (floats) of the mat-vec kernels besides a staged input: the partial row sums of every SIMD-group (and the norm's sums). */
+    /** Threadgroup memory (floats) of the mat-vec kernels: the partial row sums of every SIMD-group (and the norm's sums). */
     public static final int MV_SCRATCH_FLOATS = MV_SIMDGROUPS * MV_ROWS_PER_SIMDGROUP;
-    /** SIMD-groups of the threadgroups that first reduce a whole vector (norms, router, argmax, per-head kernels). */
+    /** SIMD-groups of the threadgroups of embed_row, argmax and mla_attention. */
     public static final int WIDE_SIMDGROUPS = 8;
     /**
-     * SIMD-groups of the kernels with one threadgroup per attention head or per router (mla_q_heads,
-     * mla_merge, moe_router): their grids are small (a few per head, or 1), so each threadgroup is as
-     * wide as Apple GPUs allow (1024 threads) to stream its weights fast.
+     * SIMD-groups of the kernels with a few threadgroups per attention head (mla_q_heads, mla_merge): their
+     * grids are small, so each threadgroup is as wide as Apple GPUs allow (1024 threads) to stream its
+     * weights fast (16 measured 6% slower decode on an H200).
      */
     public static final int HEAD_SIMDGROUPS = 32;
     /** Threadgroups of mla_q_heads per head (each computes a share of the head's absorbed query). */
