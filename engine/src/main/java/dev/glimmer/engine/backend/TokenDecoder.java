@@ -1,5 +1,7 @@
 package dev.glimmer.engine.backend;
 
+import dev.glimmer.engine.sampling.Sampler;
+
 /**
  * One sequence being decoded on some backend: it holds the sequence's KV cache and turns tokens
  * into the logits of the next one. Not thread-safe; one per sequence.
@@ -11,6 +13,16 @@ public interface TokenDecoder extends AutoCloseable {
      * logits after the last of them (vocabulary-sized; a new array or one the decoder reuses).
      */
     float[] forward(int[] tokens, int from, int count);
+
+    /**
+     * Runs the tokens as {@link #forward} does and returns only the greedy next token, the first maximum
+     * of the logits ({@link Sampler#argmax}). GPU decoders take it from their argmax dispatch, so that
+     * greedy decoding need not copy the vocabulary-sized logits to the host.
+     */
+    default int forwardGreedy(int[] tokens, int from, int count) {
+        float[] logits = forward(tokens, from, count);
+        return Sampler.argmax(logits, logits.length);
+    }
 
     /** Positions held in the cache. */
     int position();

@@ -81,6 +81,14 @@ public final class Sampler {
         return draw(n);
     }
 
+    /**
+     * True when {@link #sample} always returns the first maximum of the logits as given (greedy, with no
+     * logit bias and no repetition penalties), so that the greedy token alone can stand in for the logits.
+     */
+    public boolean picksFirstMaximum() {
+        return params.isGreedy() && params.logitBias().isEmpty() && !hasPenalties();
+    }
+
     /** Records a token of the sequence (prompt or generated) for the repetition penalties. */
     public void accept(int token) {
         if (recent.length == 0) {

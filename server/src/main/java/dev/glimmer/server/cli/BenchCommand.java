@@ -85,7 +85,8 @@ final class BenchCommand implements Command {
         return """
                 pp: a prompt of N random token ids is run into an empty cache (on the CPU as one batch; on a GPU
                 through the backend's decoder, as the server runs it).
-                tg: N tokens are decoded one at a time after --ctx positions of context. On the CPU those
+                tg: N tokens are decoded one at a time after --ctx positions of context (on a GPU as a greedy
+                request is served: only the chosen token is read back, not the logits). On the CPU those
                 positions are random cache rows rather than computed (the cost of attention depends only on
                 their number), so a long context is quick to set up; on a GPU they are computed once.
                 Reported: model facts and weight bytes read per decode token, the backend (with --backend auto
@@ -266,7 +267,8 @@ final class BenchCommand implements Command {
 
     /**
      * A GPU backend's sequence: a {@link TokenDecoder} as the server runs it (the prompt through its
-     * forward, the logits read back after every decode step). The context for decode is computed: a
+     * forward; each decode step as for a greedy request, reading back only the greedy token, see
+     * {@link TokenDecoder#forwardGreedy}). The context for decode is computed: a
      * prompt of {@code depth} tokens run once, then cut back to before every repetition.
      */
     private record DecoderSequence(TokenDecoder decoder) implements Sequence {
@@ -291,7 +293,7 @@ final class BenchCommand implements Command {
             decoder.truncate(depth);
             long start = System.nanoTime();
             for (int i = 0; i < n; i++) {
-                decoder.forward(tokens, i, 1);
+                decoder.forwardGreedy(tokens, i, 1);
             }
             return n / ((System.nanoTime() - start) / 1e9);
         }

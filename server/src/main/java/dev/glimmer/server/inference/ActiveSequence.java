@@ -92,13 +92,23 @@ final class ActiveSequence {
     }
 
     /**
-     * Picks the next token from {@code logits} (the last fed token's) and reports it.
+     * True when the next token is the greedy one and nothing else reads the logits (no log-probabilities
+     * asked for): a decode step may give this sequence its greedy token instead of its logits.
+     */
+    boolean greedyOnly() {
+        return sampler.picksFirstMaximum() && !job.logprobs();
+    }
+
+    /**
+     * Picks the next token from what the last fed token's step gave (its logits, or the greedy token
+     * alone when {@link #greedyOnly}) and reports it.
      *
      * @return why the sequence ends, or null when its token is to be fed in the next decode step
      */
-    FinishReason next(float[] logits) {
+    FinishReason next(StepRunner.NextToken step) {
         pendingToken = -1;
-        int token = sampler.sample(logits);
+        float[] logits = step.logits();
+        int token = logits == null ? step.greedyToken() : sampler.sample(logits);
         sampler.accept(token);
         TokenLogprobs logprobs = job.logprobs() ? TokenLogprobs.of(logits, vocabSize, token, job.topLogprobs()) : null;
         generated[count++] = token;

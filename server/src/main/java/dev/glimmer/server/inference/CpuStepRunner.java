@@ -6,6 +6,8 @@ import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 
+import java.util.Arrays;
+
 /**
  * The CPU backend's steps: the engine's forward pass over host {@link KvCache}s, with every sequence of
  * a decode step in one batched pass (the weights are read once for all of them: what makes continuous
@@ -72,13 +74,20 @@ final class CpuStepRunner implements StepRunner {
         return forward.forward(host(cache), tokens, from, count, false);
     }
 
+    /** Every sequence gets its logits: the batched pass computes them on the host anyway. */
     @Override
-    public float[] decode(SequenceCache[] caches, int[] tokens, int n) {
+    public NextToken[] decode(SequenceCache[] caches, int[] tokens, boolean[] greedyOnly, int n) {
         KvCache[] kv = new KvCache[n];
         for (int i = 0; i < n; i++) {
             kv[i] = host(caches[i]);
         }
-        return forward.decode(kv, tokens, n);
+        float[] logits = forward.decode(kv, tokens, n);
+        int vocab = model.vocabSize();
+        NextToken[] next = new NextToken[n];
+        for (int i = 0; i < n; i++) {
+            next[i] = NextToken.of(Arrays.copyOfRange(logits, i * vocab, (i + 1) * vocab));
+        }
+        return next;
     }
 
     private static KvCache host(SequenceCache cache) {

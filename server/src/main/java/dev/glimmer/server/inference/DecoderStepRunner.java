@@ -35,14 +35,12 @@ final class DecoderStepRunner implements StepRunner {
 
     private final BackendChoice backend;
     private final int ctx;
-    private final int vocab;
     private final long cacheBytes;
 
     /** Takes ownership of {@code backend} (closed with this runner); opens one decoder to learn its size. */
-    DecoderStepRunner(BackendChoice backend, int ctx, int vocab) {
+    DecoderStepRunner(BackendChoice backend, int ctx) {
         this.backend = backend;
         this.ctx = ctx;
-        this.vocab = vocab;
         try (TokenDecoder probe = backend.open(ctx)) {
             this.cacheBytes = probe.bytes();
         }
@@ -68,13 +66,16 @@ final class DecoderStepRunner implements StepRunner {
         return decoder(cache).forward(tokens, from, count);
     }
 
+    /** Greedy-only sequences read back only their greedy token ({@link TokenDecoder#forwardGreedy}). */
     @Override
-    public float[] decode(SequenceCache[] caches, int[] tokens, int n) {
-        float[] all = new float[n * vocab];
+    public NextToken[] decode(SequenceCache[] caches, int[] tokens, boolean[] greedyOnly, int n) {
+        NextToken[] next = new NextToken[n];
         for (int i = 0; i < n; i++) {
-            System.arraycopy(decoder(caches[i]).forward(tokens, i, 1), 0, all, i * vocab, vocab);
+            TokenDecoder d = decoder(caches[i]);
+            // Logits in an array the decoder may reuse: valid until its next step, after the scheduler picked.
+            next[i] = greedyOnly[i] ? NextToken.greedy(d.forwardGreedy(tokens, i, 1)) : NextToken.of(d.forward(tokens, i, 1));
         }
-        return all;
+        return next;
     }
 
     private static TokenDecoder decoder(SequenceCache cache) {

@@ -200,7 +200,7 @@ public final class Scheduler implements AutoCloseable {
         s.promptDone();
         int cached = s.lease.reused();
         metrics.promptDone(prompt.length - cached, cached, Duration.ofNanos((long) (s.promptMillis() * 1e6)));
-        FinishReason finish = s.next(logits);
+        FinishReason finish = s.next(StepRunner.NextToken.of(logits));
         metrics.firstToken(Duration.ofNanos(System.nanoTime() - s.job.createdNanos()));
         if (finish != null) {
             end(s, finish, null);
@@ -220,12 +220,16 @@ public final class Scheduler implements AutoCloseable {
             caches[i] = batch.get(i).cache();
             tokens[i] = batch.get(i).pendingToken();
         }
-        float[] logits = steps.decode(caches, tokens, n);
+        boolean[] greedyOnly = new boolean[n];
+        for (int i = 0; i < n; i++) {
+            greedyOnly[i] = batch.get(i).greedyOnly();
+        }
+        StepRunner.NextToken[] next = steps.decode(caches, tokens, greedyOnly, n);
         metrics.decodeStep(n);
         for (int i = 0; i < n; i++) {
             ActiveSequence s = batch.get(i);
             long previous = s.lastTokenNanos();
-            FinishReason finish = s.next(Arrays.copyOfRange(logits, i * vocabSize, (i + 1) * vocabSize));
+            FinishReason finish = s.next(next[i]);
             metrics.token(Duration.ofNanos(s.lastTokenNanos() - previous));
             if (finish != null) {
                 end(s, finish, null);

@@ -96,7 +96,7 @@ public final class ServedModel implements AutoCloseable {
     private static StepRunner runner(BackendChoice choice, GlmModel model, ServerConfig config, int ctx) {
         if (!choice.name().equals("cpu")) {
             try {
-                return new DecoderStepRunner(choice, ctx, model.vocabSize());
+                return new DecoderStepRunner(choice, ctx);
             } catch (RuntimeException e) {
                 choice.close();
                 throw e;

@@ -27,9 +27,22 @@ interface StepRunner extends AutoCloseable {
 
     /**
      * One decode step of {@code n} sequences: {@code tokens[i]} goes into {@code caches[i]} (distinct
-     * caches). Returns the logits of every sequence, {@code n × vocab} values.
+     * caches). Returns what each sequence's next token is picked from: its logits, or, where
+     * {@code greedyOnly[i]} (its sampler picks the first maximum and nothing else reads the logits), the
+     * runner may give only that greedy token (a GPU then copies no logits to the host).
      */
-    float[] decode(SequenceCache[] caches, int[] tokens, int n);
+    NextToken[] decode(SequenceCache[] caches, int[] tokens, boolean[] greedyOnly, int n);
+
+    /** What a step gives one sequence to pick its next token from: its logits, or (logits null) the greedy token alone. */
+    record NextToken(float[] logits, int greedyToken) {
+        static NextToken of(float[] logits) {
+            return new NextToken(logits, -1);
+        }
+
+        static NextToken greedy(int token) {
+            return new NextToken(null, token);
+        }
+    }
 
     /** Frees what the backend holds beyond the caches (a GPU's copy of the weights). */
     @Override

@@ -44,8 +44,10 @@ public final class CudaDecoder implements AutoCloseable {
     private final MemorySegment graph;
     private final Arena arena = Arena.ofShared();
     private final MemorySegment stepBytes;
-    private final MemorySegment logits;
-    private final MemorySegment token;
+    /** Pinned host memory the step's logits or greedy token are copied into on the step's stream. */
+    private final MemorySegment readBack;
+    /** The logits handed out by {@link #step}, reused from step to step. */
+    private final float[] logits;
     private final ArgStruct stepArgs;
     private final long deviceBytes;
     private int position;
@@ -98,8 +100,8 @@ public final class CudaDecoder implements AutoCloseable {
         enqueueDispatches(null);
         graph = driver.endCaptureAndInstantiate(stream);
         stepBytes = arena.allocate(stepArgs.size());
-        logits = arena.allocate(ValueLayout.JAVA_FLOAT, vocab);
-        token = arena.allocate(ValueLayout.JAVA_INT);
+        readBack = driver.allocHost(4L * vocab);
+        logits = new float[vocab];
     }
 
     /** Every dispatch on the stream in order; with {@code events}, one recorded before the first and after each. */
@@ -151,40 +153,51 @@ public final class CudaDecoder implements AutoCloseable {
         return contextSize;
     }
 
-    /** Runs one decode step for {@code token}; returns the logits (a new array). */
+    /**
+     * Runs one decode step for {@code token}; returns the logits in an array this decoder reuses (valid
+     * until the next step). They come back with the step: copied on its stream into pinned memory.
+     */
     public float[] step(int tokenId) {
-        run(tokenId);
-        driver.copyToHost(logits, buffers[list.buffer(BufferSpec.Kind.ACTIVATIONS)] + list.logits(), 4L * vocab);
-        return logits.toArray(ValueLayout.JAVA_FLOAT);
+        run(tokenId, list.logits(), 4L * vocab);
+        MemorySegment.copy(readBack, ValueLayout.JAVA_FLOAT, 0, logits, 0, vocab);
+        return logits;
     }
 
     /** Runs one decode step for {@code token}, reading nothing back (a prompt token whose logits nobody needs). */
     public void feed(int tokenId) {
-        run(tokenId);
+        run(tokenId, 0, 0);
     }
 
     /** Runs one decode step for {@code token} and returns only the greedy next token (4 bytes read back). */
     public int stepGreedy(int tokenId) {
-        run(tokenId);
-        return readToken();
+        run(tokenId, list.token(), 4);
+        return readBack.get(ValueLayout.JAVA_INT, 0);
     }
 
     /** The greedy token the last step's argmax dispatch chose. */
     public int greedyToken() {
         device.makeCurrent();
-        return readToken();
+        driver.copyToHostAsync(readBack, activations() + list.token(), 4, stream);
+        driver.synchronize(stream);
+        return readBack.get(ValueLayout.JAVA_INT, 0);
     }
 
-    private int readToken() {
-        driver.copyToHost(token, buffers[list.buffer(BufferSpec.Kind.ACTIVATIONS)] + list.token(), 4);
-        return token.get(ValueLayout.JAVA_INT, 0);
-    }
-
-    private void run(int tokenId) {
+    /**
+     * Launches the step's graph and, after it on the same stream, copies {@code bytes} of the activations
+     * from {@code offset} into {@link #readBack}; one synchronization waits for both.
+     */
+    private void run(int tokenId, long offset, long bytes) {
         writeStep(tokenId);
         driver.launchGraph(graph, stream);
+        if (bytes > 0) {
+            driver.copyToHostAsync(readBack, activations() + offset, bytes, stream);
+        }
         driver.synchronize(stream);
         position++;
+    }
+
+    private long activations() {
+        return buffers[list.buffer(BufferSpec.Kind.ACTIVATIONS)];
     }
 
     private void writeStep(int tokenId) {
@@ -273,6 +286,7 @@ public final class CudaDecoder implements AutoCloseable {
         driver.destroyGraph(graph);
         driver.destroyStream(stream);
         freeBuffers();
+        driver.freeHost(readBack);
         arena.close();
     }
 }

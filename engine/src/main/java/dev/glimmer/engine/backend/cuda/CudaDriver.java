@@ -39,7 +39,7 @@ public final class CudaDriver {
     private final MethodHandle cuInit, cuDriverGetVersion, cuDeviceGetCount, cuDeviceGet, cuDeviceGetName,
             cuDeviceGetAttribute, cuDeviceTotalMem, cuDevicePrimaryCtxRetain, cuCtxSetCurrent, cuCtxSynchronize,
             cuModuleLoadData, cuModuleGetFunction, cuMemAlloc, cuMemFree, cuMemcpyHtoD, cuMemcpyDtoH,
-            cuMemcpyHtoDAsync, cuMemsetD8, cuMemGetInfo, cuStreamCreate, cuStreamSynchronize, cuLaunchKernel,
+            cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuMemAllocHost, cuMemFreeHost, cuMemsetD8, cuMemGetInfo, cuStreamCreate, cuStreamSynchronize, cuLaunchKernel,
             cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiateWithFlags, cuGraphLaunch, cuEventCreate,
             cuEventRecord, cuEventSynchronize, cuEventElapsedTime, cuEventDestroy, cuStreamDestroy, cuGraphExecDestroy,
             cuGetErrorString;
@@ -63,6 +63,9 @@ public final class CudaDriver {
         cuMemcpyHtoD = fn("cuMemcpyHtoD_v2", JAVA_LONG, ADDRESS, JAVA_LONG);
         cuMemcpyDtoH = fn("cuMemcpyDtoH_v2", ADDRESS, JAVA_LONG, JAVA_LONG);
         cuMemcpyHtoDAsync = fn("cuMemcpyHtoDAsync_v2", JAVA_LONG, ADDRESS, JAVA_LONG, ADDRESS);
+        cuMemcpyDtoHAsync = fn("cuMemcpyDtoHAsync_v2", ADDRESS, JAVA_LONG, JAVA_LONG, ADDRESS);
+        cuMemAllocHost = fn("cuMemAllocHost_v2", ADDRESS, JAVA_LONG);
+        cuMemFreeHost = fn("cuMemFreeHost", ADDRESS);
         cuMemsetD8 = fn("cuMemsetD8_v2", JAVA_LONG, JAVA_BYTE, JAVA_LONG);
         cuMemGetInfo = fn("cuMemGetInfo_v2", ADDRESS, ADDRESS);
         cuStreamCreate = fn("cuStreamCreate", ADDRESS, JAVA_INT);
@@ -269,6 +272,30 @@ public final class CudaDriver {
     /** Ordered on {@code stream}; the host bytes may be reused when the call returns (pageable memory is staged). */
     public void copyToDeviceAsync(long device, MemorySegment host, long bytes, MemorySegment stream) {
         check("cuMemcpyHtoDAsync", call(cuMemcpyHtoDAsync, device, host, bytes, stream));
+    }
+
+    /**
+     * Ordered on {@code stream}: done once the stream is synchronized. {@code host} should be
+     * {@link #allocHost pinned}: from pageable memory the driver stages the copy and returns only when it is done.
+     */
+    public void copyToHostAsync(MemorySegment host, long device, long bytes, MemorySegment stream) {
+        check("cuMemcpyDtoHAsync", call(cuMemcpyDtoHAsync, host, device, bytes, stream));
+    }
+
+    /**
+     * {@code bytes} of page-locked host memory (at least 1), which the GPU copies to and from directly
+     * (no staging through a driver buffer); free it with {@link #freeHost}.
+     */
+    public MemorySegment allocHost(long bytes) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment p = a.allocate(ADDRESS);
+            check("cuMemAllocHost(" + bytes + " bytes)", call(cuMemAllocHost, p, Math.max(1, bytes)));
+            return p.get(ADDRESS, 0).reinterpret(Math.max(1, bytes));
+        }
+    }
+
+    public void freeHost(MemorySegment host) {
+        check("cuMemFreeHost", call(cuMemFreeHost, host));
     }
 
     public void memset(long device, byte value, long bytes) {

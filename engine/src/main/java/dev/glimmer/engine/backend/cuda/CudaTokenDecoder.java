@@ -9,7 +9,8 @@ import java.util.List;
 
 /**
  * A sequence on the CUDA backend as a {@link GpuTokenDecoder}: prompt tokens run the decode graph
- * without reading anything back; only the last token's logits are copied to the host.
+ * without reading anything back; only the last token's logits (into pinned memory, then an array
+ * reused from step to step) or, for {@link #forwardGreedy}, only its greedy token are copied to the host.
  */
 public final class CudaTokenDecoder implements GpuTokenDecoder, PartialSteps, KernelTimings {
 
@@ -45,6 +46,18 @@ public final class CudaTokenDecoder implements GpuTokenDecoder, PartialSteps, Ke
             decoder.feed(tokens[i]);
         }
         return decoder.step(tokens[from + count - 1]);
+    }
+
+    /** The prompt tokens and the last one as in {@link #forward}, with only the argmax's 4 bytes read back. */
+    @Override
+    public int forwardGreedy(int[] tokens, int from, int count) {
+        if (count <= 0) {
+            throw new IllegalArgumentException("forward needs at least one token, got " + count);
+        }
+        for (int i = from; i < from + count - 1; i++) {
+            decoder.feed(tokens[i]);
+        }
+        return decoder.stepGreedy(tokens[from + count - 1]);
     }
 
     @Override

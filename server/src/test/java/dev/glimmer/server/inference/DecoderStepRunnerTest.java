@@ -1,0 +1,65 @@
+package dev.glimmer.server.inference;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.glimmer.engine.backend.BackendChoice;
+import dev.glimmer.engine.backend.EmulatedTokenDecoder;
+import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.engine.sampling.Sampler;
+import dev.glimmer.server.EngineTestData;
+import org.junit.jupiter.api.Test;
+
+import java.io.IOException;
+import java.util.Optional;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+
+/**
+ * Decode steps on GPU-style decoders (the GPU decode step on the CPU kernel emulator; needs clang-19):
+ * a greedy-only sequence gets its greedy token without logits, and that token is what the logits of a
+ * twin sequence, stepped alongside on the same tokens, pick; the run is llama.cpp's greedy run.
+ */
+class DecoderStepRunnerTest {
+
+    @Test
+    void greedyOnlySequencesGetTheTokenTheirLogitsWouldGive() throws IOException {
+        JsonNode oracle = new ObjectMapper().readTree(EngineTestData.ORACLE.resolve("refs/tiny-f32.logits.json").toFile())
+                .get("cases").get(0);
+        int[] prompt = ints(oracle.get("prompt_tokens"));
+        int[] expected = ints(oracle.get("greedy_tokens"));
+        try (GlmModel model = GlmModel.open(EngineTestData.model("tiny-f32"));
+             DecoderStepRunner runner = new DecoderStepRunner(new BackendChoice("emulated", "the kernel emulator",
+                     Optional.empty(), capacity -> new EmulatedTokenDecoder(model, capacity)), prompt.length + expected.length)) {
+            SequenceCache greedy = runner.newCache();
+            SequenceCache withLogits = runner.newCache();
+            float[] logits = runner.prefill(greedy, prompt, 0, prompt.length);
+            int[] run = new int[expected.length];
+            run[0] = Sampler.argmax(logits, logits.length);
+            runner.prefill(withLogits, prompt, 0, prompt.length);
+            for (int k = 1; k < run.length; k++) {
+                int[] tokens = {run[k - 1], run[k - 1]};
+                StepRunner.NextToken[] next = runner.decode(new SequenceCache[] {greedy, withLogits}, tokens,
+                        new boolean[] {true, false}, 2);
+                assertNull(next[0].logits(), "step " + k + ": a greedy-only sequence gets no logits");
+                assertNotNull(next[1].logits(), "step " + k + ": the other sequence gets its logits");
+                assertEquals(Sampler.argmax(next[1].logits(), next[1].logits().length), next[0].greedyToken(),
+                        "step " + k + ": the greedy token is the logits' first maximum");
+                run[k] = next[0].greedyToken();
+            }
+            assertArrayEquals(expected, run);
+            greedy.close();
+            withLogits.close();
+        }
+    }
+
+    private static int[] ints(JsonNode array) {
+        int[] out = new int[array.size()];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = array.get(i).asInt();
+        }
+        return out;
+    }
+}
