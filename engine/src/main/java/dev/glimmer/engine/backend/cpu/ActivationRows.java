@@ -12,7 +12,9 @@ import dev.glimmer.engine.tensor.VecDot;
  * <ul>
  *   <li>for Q4_0 and Q8_0 weights (Q8_0 activations): the quants as 16-bit integers,
  *       {@code quants[i*cols ..]}, and the block scales {@code scales[i*cols/32 ..]}, rounded by the
- *       tensor package's quantizer;</li>
+ *       tensor package's quantizer; for Q4_0 the quants in the grouped order of
+ *       {@link Kernels#groupQ4_0Quants}, with its lane biases {@code biases[i*cols/4 ..]} and lane scales
+ *       {@code laneScales[i*cols/8 ..]};</li>
  *   <li>for F32 weights with a kernel: the values, {@code floats[i*cols ..]};</li>
  *   <li>for any other type: {@code vectors[i]}, for the tensor package's scalar dots.</li>
  * </ul>
@@ -20,6 +22,8 @@ import dev.glimmer.engine.tensor.VecDot;
 final class ActivationRows {
     short[] quants = new short[0];
     float[] scales = new float[0];
+    short[] biases = new short[0];
+    float[] laneScales = new float[0];
     float[] floats = new float[0];
     QuantizedVector[] vectors = new QuantizedVector[0];
     private final QuantizedVector scratch = new QuantizedVector(GgmlType.Q8_0);
@@ -43,6 +47,8 @@ final class ActivationRows {
             if (quants.length < rows * cols) {
                 quants = new short[rows * cols];
                 scales = new float[rows * cols / Kernels.QK];
+                biases = new short[rows * cols / 4];
+                laneScales = new float[rows * cols / 8];
             }
         } else if (floats.length < rows * cols) {
             floats = new float[rows * cols];
@@ -60,6 +66,9 @@ final class ActivationRows {
             int from = xOff + t * xStride;
             if (!hasKernel(weightType)) {
                 vectors[row].quantize(x, from, cols);
+            } else if (weightType == GgmlType.Q4_0) {
+                scratch.quantize(x, from, cols);
+                Kernels.groupQ4_0Quants(scratch, cols, quants, biases, laneScales, scales, row * cols);
             } else if (type == GgmlType.Q8_0) {
                 scratch.quantize(x, from, cols);
                 int q = row * cols;
@@ -83,7 +92,7 @@ final class ActivationRows {
      */
     void dot4(WeightMatrix w, int r, int i0, int i1, int i2, int i3, float[] result) {
         if (w.type() == GgmlType.Q4_0 && hasKernel(w.type())) {
-            Kernels.dotQ4_0x4(w.data(), r * w.rowBytes(), quants, scales, w.cols() / Kernels.QK, i0, i1, i2, i3, result);
+            Kernels.dotQ4_0x4(w.data(), r * w.rowBytes(), quants, biases, laneScales, scales, w.cols() / Kernels.QK, i0, i1, i2, i3, result);
         } else {
             result[0] = dot(w, r, i0);
             result[1] = dot(w, r, i1);
@@ -100,7 +109,7 @@ final class ActivationRows {
             return VecDot.dot(w.type(), w.data(), row, vectors[i], cols);
         }
         return switch (w.type()) {
-            case Q4_0 -> Kernels.dotQ4_0(w.data(), row, quants, i * cols, scales, i * cols / Kernels.QK, cols / Kernels.QK);
+            case Q4_0 -> Kernels.dotQ4_0(w.data(), row, quants, biases, laneScales, scales, i * cols, cols / Kernels.QK);
             case Q8_0 -> Kernels.dotQ8_0(w.data(), row, quants, i * cols, scales, i * cols / Kernels.QK, cols / Kernels.QK);
             default -> Kernels.dotF32(w.data(), row, floats, i * cols, cols);
         };
