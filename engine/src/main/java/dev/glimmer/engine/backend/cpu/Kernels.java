@@ -44,6 +44,9 @@ final class Kernels {
     private static final VectorSpecies<Byte> B = ByteVector.SPECIES_128;
     private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
     private static final ValueLayout.OfShort HALF = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(LE);
+    private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(LE);
+    /** Lane j: 1 &lt;&lt; j (16 lanes), to test bit j of a 16-bit field in lane j. */
+    private static final ShortVector BIT_OF_LANE = ShortVector.broadcast(S, (short) 1).lanewise(VectorOperators.LSHL, ShortVector.zero(S).addIndex(1));
     private static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(LE);
 
     /** 32 shorts, 16 ints, 16 floats: the 512-bit vectors of the four-block Q4_0 kernels. */
@@ -64,6 +67,7 @@ final class Kernels {
 
     static final int Q4_0_BLOCK_BYTES = 18;
     static final int Q8_0_BLOCK_BYTES = 34;
+    static final int Q5_0_BLOCK_BYTES = 22;
     static final int QK = 32;
 
     private Kernels() {
@@ -321,6 +325,33 @@ final class Kernels {
         result[1] = (float) (s1.lane(0) + s1.lane(1));
         result[2] = (float) (s2.lane(0) + s2.lane(1));
         result[3] = (float) (s3.lane(0) + s3.lane(1));
+    }
+
+    /**
+     * Q5_0 weights (22-byte blocks: fp16 d, 32 fifth bits, 16 bytes of low nibbles laid out as Q4_0's,
+     * each value minus 16) · Q8_0 activations in natural order ({@code xq[xOff ..]}, {@code xd[xOff/32 ..]}).
+     * Each block's exact integer sum is scaled and added in double as the tensor package's reference
+     * does, so the result equals it bit for bit. A fifth bit of 0 is the same as subtracting 16 from the
+     * nibble, of 1 as keeping it: 16 bits of the bit field per half block, tested lane by lane.
+     */
+    static float dotQ5_0(MemorySegment w, long offset, short[] xq, float[] xd, int xOff, int blocks) {
+        double sum = 0;
+        for (int b = 0; b < blocks; b++) {
+            long wb = offset + (long) b * Q5_0_BLOCK_BYTES;
+            int xb = xOff + b * QK;
+            int highBits = w.get(INT, wb + 2);
+            ShortVector packed = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 6, LE)
+                    .convertShape(VectorOperators.ZERO_EXTEND_B2S, S, 0);
+            ShortVector lo = packed.and((short) 0x0F);
+            ShortVector hi = packed.lanewise(VectorOperators.LSHR, 4);
+            lo = lo.sub((short) 16).blend(lo, ShortVector.broadcast(S, (short) highBits).and(BIT_OF_LANE).compare(VectorOperators.NE, 0));
+            hi = hi.sub((short) 16).blend(hi, ShortVector.broadcast(S, (short) (highBits >>> 16)).and(BIT_OF_LANE).compare(VectorOperators.NE, 0));
+            IntVector pairs = lo.mul(ShortVector.fromArray(S, xq, xb)).add(hi.mul(ShortVector.fromArray(S, xq, xb + QK / 2))).reinterpretAsInts();
+            int sumi = pairs.lanewise(VectorOperators.ASHR, 16).add(pairs.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
+                    .reduceLanes(VectorOperators.ADD);
+            sum += (double) (Float.float16ToFloat(w.get(HALF, wb)) * xd[xOff / QK + b]) * sumi;
+        }
+        return (float) sum;
     }
 
     /** Q8_0 weights (34-byte blocks: fp16 d, 32 signed quants) · Q8_0 activations, as {@link #dotQ4_0}. */
