@@ -23,12 +23,13 @@ import java.nio.ByteOrder;
  * the weight and activation quants are multiplied and summed exactly in integer lanes (16-bit lanes hold
  * 2 products; Q4_0's, |q_w·q_x| ≤ 1016, are folded to 4 or 8 per lane there, Q8_0's, up to 127·127, are
  * widened to 32 bits first; the four-block Q4_0 kernels sum 8 products per 32-bit lane); each block's
- * lane sums are
- * scaled by {@code fp16(d_w) * d_x} (a float, as ggml forms it) in double lanes, exact there, and the
+ * lane sums are scaled by {@code fp16(d_w) * d_x} (a float, as ggml forms it) in double lanes, exact there, and the
  * lanes summed in a fixed order at the end. So the result differs from the reference's double sum only
- * by double rounding. Float accumulation measured ~40 % faster, but its rounding decides near-ties of
- * the tiny oracle models' activations differently from llama.cpp often enough to fail the conformance
- * tests.
+ * by double rounding. Float accumulation was measured for the four-block Q4_0 kernel (its 16 lanes
+ * converted to float and fma'd there): ~25 % more GB/s on weights in the cache, none on weights streamed
+ * from memory (as decode reads them); and it decides a near-tie of tiny-q4_0's chat case differently
+ * from llama.cpp (position 24; greedy decoding then leaves llama.cpp's tokens after 14 of 32), where the
+ * double sums agree with llama.cpp at every position. So double it stays.
  *
  * <p>The code is written out flat in each kernel (no helper calls): C2 intrinsifies a Vector API
  * operation only when it can inline the whole chain of library methods behind it, and a kernel inlined
@@ -209,80 +210,85 @@ final class Kernels {
     }
 
     /**
-     * {@link #dotQ4_0} of one weight row with 4 activation rows at once (rows {@code x0..x3}, of
+     * {@link #dotQ4_0} of one weight row with 2 activation rows at once (rows {@code x0, x1}, of
      * {@code 32·blocks} values each, in the layout of {@link #groupQ4_0Quants}), into
-     * {@code result[0..3]}: each weight block is unpacked once for the 4 tokens, which more than halves
-     * the work per token of a batch. The numerics per token are those of {@link #dotQ4_0}, operation for
-     * operation.
+     * {@code result[at], result[at+1]}, for rows whose blocks all go four at a time
+     * ({@code groupedBlocks(blocks) == blocks}): each weight block is unpacked once for the 2 tokens. The
+     * numerics per token are those of {@link #dotQ4_0}, operation for operation. Two tokens, not four: a
+     * method that big is more than C1 can compile (out of virtual registers), and the failed compile
+     * leaves it running for minutes as the Vector API's very slow Java fallbacks before C2 takes it.
      */
-    static void dotQ4_0x4(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd4, float[] xd, int blocks,
+    static void dotQ4_0x2Grouped(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd4, int blocks,
+                                 int x0, int x1, float[] result, int at) {
+        int cols = blocks * QK;
+        int o0 = x0 * cols;
+        int o1 = x1 * cols;
+        DoubleVector acc0 = DoubleVector.zero(D);
+        DoubleVector acc1 = DoubleVector.zero(D);
+        DoubleVector high0 = DoubleVector.zero(D);
+        DoubleVector high1 = DoubleVector.zero(D);
+        for (int b = 0; b < blocks; b += 4) {
+            long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
+            int xb = b * QK;
+            ShortVector first = ShortVector.fromMemorySegment(S32, w, wb, LE);
+            ShortVector nibbles = NIBBLE_LANES.selectFrom(first, ShortVector.fromMemorySegment(S32, w, wb + 8, LE));
+            ShortVector q0 = nibbles.and((short) 0xF);
+            ShortVector q1 = nibbles.lanewise(VectorOperators.LSHR, 4).and((short) 0xF);
+            ShortVector q2 = nibbles.lanewise(VectorOperators.LSHR, 8).and((short) 0xF);
+            ShortVector q3 = nibbles.lanewise(VectorOperators.LSHR, 12);
+            IntVector halves = SCALE_LANES.selectFrom(first).reinterpretAsInts();
+            IntVector magnitude = halves.and(0x7FFF);
+            IntVector bits = magnitude.lanewise(VectorOperators.LSHL, 13);
+            FloatVector dw = bits.reinterpretAsFloats().mul(0x1p112f).reinterpretAsInts()
+                    .blend(bits.or(0x7F800000), magnitude.compare(VectorOperators.GE, 0x7C00))
+                    .or(halves.and(0x80000000)).reinterpretAsFloats();
+
+            IntVector p0 = q0.mul(ShortVector.fromArray(S32, xq, o0 + xb)).add(q1.mul(ShortVector.fromArray(S32, xq, o0 + xb + 32)))
+                    .add(q2.mul(ShortVector.fromArray(S32, xq, o0 + xb + 64))).add(q3.mul(ShortVector.fromArray(S32, xq, o0 + xb + 96)))
+                    .sub(ShortVector.fromArray(S32, xBias, (o0 + xb) / 4)).reinterpretAsInts();
+            IntVector p1 = q0.mul(ShortVector.fromArray(S32, xq, o1 + xb)).add(q1.mul(ShortVector.fromArray(S32, xq, o1 + xb + 32)))
+                    .add(q2.mul(ShortVector.fromArray(S32, xq, o1 + xb + 64))).add(q3.mul(ShortVector.fromArray(S32, xq, o1 + xb + 96)))
+                    .sub(ShortVector.fromArray(S32, xBias, (o1 + xb) / 4)).reinterpretAsInts();
+            IntVector s0 = p0.lanewise(VectorOperators.ASHR, 16).add(p0.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            IntVector s1 = p1.lanewise(VectorOperators.ASHR, 16).add(p1.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            FloatVector d0 = dw.mul(FloatVector.fromArray(F16L, xd4, (o0 + xb) / 8));
+            FloatVector d1 = dw.mul(FloatVector.fromArray(F16L, xd4, (o1 + xb) / 8));
+            acc0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D, 0)).fma((DoubleVector) d0.convertShape(VectorOperators.F2D, D, 0), acc0);
+            acc1 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D, 0)).fma((DoubleVector) d1.convertShape(VectorOperators.F2D, D, 0), acc1);
+            high0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D, 1)).fma((DoubleVector) d0.convertShape(VectorOperators.F2D, D, 1), high0);
+            high1 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D, 1)).fma((DoubleVector) d1.convertShape(VectorOperators.F2D, D, 1), high1);
+        }
+        acc0 = acc0.add(high0);
+        acc1 = acc1.add(high1);
+        // The lanes of each summed in the fixed order of dotQ4_0.
+        if (D.length() == 8) {
+            acc0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 1));
+        }
+        DoubleVector s0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector s1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        result[at] = (float) (s0.lane(0) + s0.lane(1));
+        result[at + 1] = (float) (s1.lane(0) + s1.lane(1));
+    }
+
+    /**
+     * {@link #dotQ4_0} of one weight row with 4 activation rows at once, one block at a time (rows whose
+     * activations are all in natural order: {@code groupedBlocks(blocks) == 0}), into {@code result[0..3]};
+     * each weight block is unpacked once for the 4 tokens. The numerics per token are those of
+     * {@link #dotQ4_0}, operation for operation.
+     */
+    static void dotQ4_0x4(MemorySegment w, long offset, short[] xq, float[] xd, int blocks,
                           int x0, int x1, int x2, int x3, float[] result) {
         int cols = blocks * QK;
         int o0 = x0 * cols;
         int o1 = x1 * cols;
         int o2 = x2 * cols;
         int o3 = x3 * cols;
-        int grouped = groupedBlocks(blocks);
         DoubleVector acc0 = DoubleVector.zero(D);
         DoubleVector acc1 = DoubleVector.zero(D);
         DoubleVector acc2 = DoubleVector.zero(D);
         DoubleVector acc3 = DoubleVector.zero(D);
-        if (grouped > 0) {
-            DoubleVector high0 = DoubleVector.zero(D);
-            DoubleVector high1 = DoubleVector.zero(D);
-            DoubleVector high2 = DoubleVector.zero(D);
-            DoubleVector high3 = DoubleVector.zero(D);
-            for (int b = 0; b < grouped; b += 4) {
-                long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
-                int xb = b * QK;
-                ShortVector first = ShortVector.fromMemorySegment(S32, w, wb, LE);
-                ShortVector nibbles = NIBBLE_LANES.selectFrom(first, ShortVector.fromMemorySegment(S32, w, wb + 8, LE));
-                ShortVector q0 = nibbles.and((short) 0xF);
-                ShortVector q1 = nibbles.lanewise(VectorOperators.LSHR, 4).and((short) 0xF);
-                ShortVector q2 = nibbles.lanewise(VectorOperators.LSHR, 8).and((short) 0xF);
-                ShortVector q3 = nibbles.lanewise(VectorOperators.LSHR, 12);
-                IntVector halves = SCALE_LANES.selectFrom(first).reinterpretAsInts();
-                IntVector magnitude = halves.and(0x7FFF);
-                IntVector bits = magnitude.lanewise(VectorOperators.LSHL, 13);
-                FloatVector dw = bits.reinterpretAsFloats().mul(0x1p112f).reinterpretAsInts()
-                        .blend(bits.or(0x7F800000), magnitude.compare(VectorOperators.GE, 0x7C00))
-                        .or(halves.and(0x80000000)).reinterpretAsFloats();
-
-                IntVector p0 = q0.mul(ShortVector.fromArray(S32, xq, o0 + xb)).add(q1.mul(ShortVector.fromArray(S32, xq, o0 + xb + 32)))
-                        .add(q2.mul(ShortVector.fromArray(S32, xq, o0 + xb + 64))).add(q3.mul(ShortVector.fromArray(S32, xq, o0 + xb + 96)))
-                        .sub(ShortVector.fromArray(S32, xBias, (o0 + xb) / 4)).reinterpretAsInts();
-                IntVector p1 = q0.mul(ShortVector.fromArray(S32, xq, o1 + xb)).add(q1.mul(ShortVector.fromArray(S32, xq, o1 + xb + 32)))
-                        .add(q2.mul(ShortVector.fromArray(S32, xq, o1 + xb + 64))).add(q3.mul(ShortVector.fromArray(S32, xq, o1 + xb + 96)))
-                        .sub(ShortVector.fromArray(S32, xBias, (o1 + xb) / 4)).reinterpretAsInts();
-                IntVector p2 = q0.mul(ShortVector.fromArray(S32, xq, o2 + xb)).add(q1.mul(ShortVector.fromArray(S32, xq, o2 + xb + 32)))
-                        .add(q2.mul(ShortVector.fromArray(S32, xq, o2 + xb + 64))).add(q3.mul(ShortVector.fromArray(S32, xq, o2 + xb + 96)))
-                        .sub(ShortVector.fromArray(S32, xBias, (o2 + xb) / 4)).reinterpretAsInts();
-                IntVector p3 = q0.mul(ShortVector.fromArray(S32, xq, o3 + xb)).add(q1.mul(ShortVector.fromArray(S32, xq, o3 + xb + 32)))
-                        .add(q2.mul(ShortVector.fromArray(S32, xq, o3 + xb + 64))).add(q3.mul(ShortVector.fromArray(S32, xq, o3 + xb + 96)))
-                        .sub(ShortVector.fromArray(S32, xBias, (o3 + xb) / 4)).reinterpretAsInts();
-                IntVector s0 = p0.lanewise(VectorOperators.ASHR, 16).add(p0.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
-                IntVector s1 = p1.lanewise(VectorOperators.ASHR, 16).add(p1.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
-                IntVector s2 = p2.lanewise(VectorOperators.ASHR, 16).add(p2.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
-                IntVector s3 = p3.lanewise(VectorOperators.ASHR, 16).add(p3.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
-                FloatVector d0 = dw.mul(FloatVector.fromArray(F16L, xd4, (o0 + xb) / 8));
-                FloatVector d1 = dw.mul(FloatVector.fromArray(F16L, xd4, (o1 + xb) / 8));
-                FloatVector d2 = dw.mul(FloatVector.fromArray(F16L, xd4, (o2 + xb) / 8));
-                FloatVector d3 = dw.mul(FloatVector.fromArray(F16L, xd4, (o3 + xb) / 8));
-                acc0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D, 0)).fma((DoubleVector) d0.convertShape(VectorOperators.F2D, D, 0), acc0);
-                acc1 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D, 0)).fma((DoubleVector) d1.convertShape(VectorOperators.F2D, D, 0), acc1);
-                acc2 = ((DoubleVector) s2.convertShape(VectorOperators.I2D, D, 0)).fma((DoubleVector) d2.convertShape(VectorOperators.F2D, D, 0), acc2);
-                acc3 = ((DoubleVector) s3.convertShape(VectorOperators.I2D, D, 0)).fma((DoubleVector) d3.convertShape(VectorOperators.F2D, D, 0), acc3);
-                high0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D, 1)).fma((DoubleVector) d0.convertShape(VectorOperators.F2D, D, 1), high0);
-                high1 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D, 1)).fma((DoubleVector) d1.convertShape(VectorOperators.F2D, D, 1), high1);
-                high2 = ((DoubleVector) s2.convertShape(VectorOperators.I2D, D, 1)).fma((DoubleVector) d2.convertShape(VectorOperators.F2D, D, 1), high2);
-                high3 = ((DoubleVector) s3.convertShape(VectorOperators.I2D, D, 1)).fma((DoubleVector) d3.convertShape(VectorOperators.F2D, D, 1), high3);
-            }
-            acc0 = acc0.add(high0);
-            acc1 = acc1.add(high1);
-            acc2 = acc2.add(high2);
-            acc3 = acc3.add(high3);
-        }
-        for (int b = grouped; b < blocks; b++) {
+        for (int b = 0; b < blocks; b++) {
             long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
             ShortVector packed = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 2, LE)
                     .convertShape(VectorOperators.ZERO_EXTEND_B2S, S, 0);

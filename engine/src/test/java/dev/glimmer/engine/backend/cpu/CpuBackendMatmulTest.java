@@ -39,6 +39,13 @@ class CpuBackendMatmulTest {
         check(GgmlType.Q4_0, quantizedRows(GgmlType.Q4_0));
     }
 
+    /** Rows of whole groups of four blocks, which batches take through the two-token grouped kernel. */
+    @Test
+    void q4_0RowsOfWholeBlockGroupsMatchReferenceDots() {
+        int cols = 2048;
+        check(new WeightMatrix("w", GgmlType.Q4_0, quantizedRows(GgmlType.Q4_0, cols), ROWS, cols));
+    }
+
     @Test
     void q8_0MatchesReferenceDots() {
         check(GgmlType.Q8_0, quantizedRows(GgmlType.Q8_0));
@@ -113,15 +120,19 @@ class CpuBackendMatmulTest {
 
     /** Random rows quantized by the reference quantizer, placed 2 bytes past an 8-byte boundary. */
     private static MemorySegment quantizedRows(GgmlType type) {
+        return quantizedRows(type, COLS);
+    }
+
+    private static MemorySegment quantizedRows(GgmlType type, int cols) {
         Random random = new Random(type.ordinal());
-        long rowBytes = type.rowBytes(COLS);
+        long rowBytes = type.rowBytes(cols);
         MemorySegment data = Arena.ofAuto().allocate(2 + ROWS * rowBytes).asSlice(2);
-        float[] row = new float[COLS];
+        float[] row = new float[cols];
         for (int r = 0; r < ROWS; r++) {
-            for (int i = 0; i < COLS; i++) {
+            for (int i = 0; i < cols; i++) {
                 row[i] = (float) (random.nextGaussian() * Math.pow(10, random.nextInt(3) - 1));
             }
-            byte[] q = type == GgmlType.Q4_0 ? Q4_0.quantizeRow(row, 0, COLS) : Q8_0.quantizeRow(row, 0, COLS);
+            byte[] q = type == GgmlType.Q4_0 ? Q4_0.quantizeRow(row, 0, cols) : Q8_0.quantizeRow(row, 0, cols);
             MemorySegment.copy(MemorySegment.ofArray(q), 0, data, r * rowBytes, rowBytes);
         }
         return data;
