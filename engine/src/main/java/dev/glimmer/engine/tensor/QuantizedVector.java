@@ -74,6 +74,11 @@ public final class QuantizedVector {
         return scales[b];
     }
 
+    /** Q8_K: the sum of quants {@code 16g .. 16g+15} (a fast backend copies them into its own layout). */
+    public short blockSum(int g) {
+        return blockSums[g];
+    }
+
     /** The values this vector now stands for (what the dot products see), into {@code dst[dstOffset..]}. */
     public void dequantize(float[] dst, int dstOffset) {
         for (int i = 0; i < length; i++) {

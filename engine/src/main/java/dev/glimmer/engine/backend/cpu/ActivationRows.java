@@ -10,9 +10,14 @@ import dev.glimmer.engine.tensor.VecDot;
  * (grown when more or wider rows come, never shrunk; nothing allocated on the decode path once warm).
  * Row i of {@code cols} values is:
  * <ul>
- *   <li>for Q4_0 and Q8_0 weights (Q8_0 activations): the quants as 16-bit integers,
+ *   <li>for Q4_0, Q5_0 and Q8_0 weights (Q8_0 activations): the quants as 16-bit integers,
  *       {@code quants[i*cols ..]}, and the block scales {@code scales[i*cols/32 ..]}, rounded by the
- *       tensor package's quantizer;</li>
+ *       tensor package's quantizer; for Q4_0 the quants in the grouped order of
+ *       {@link Kernels#groupQ4_0Quants}, with its lane biases {@code biases[i*cols/4 ..]} and lane scales
+ *       {@code laneScales[i*cols/8 ..]};</li>
+ *   <li>for Q4_K, Q5_K and Q6_K weights (Q8_K activations): the quants, {@code quants[i*cols ..]}, the
+ *       super-block scales {@code scales[i*cols/256 ..]} and the sums of each 16 quants
+ *       {@code blockSums[i*cols/16 ..]};</li>
  *   <li>for F32 weights with a kernel: the values, {@code floats[i*cols ..]};</li>
  *   <li>for any other type: {@code vectors[i]}, for the tensor package's scalar dots.</li>
  * </ul>
@@ -20,13 +25,20 @@ import dev.glimmer.engine.tensor.VecDot;
 final class ActivationRows {
     short[] quants = new short[0];
     float[] scales = new float[0];
+    short[] biases = new short[0];
+    float[] laneScales = new float[0];
+    short[] blockSums = new short[0];
     float[] floats = new float[0];
     QuantizedVector[] vectors = new QuantizedVector[0];
     private final QuantizedVector scratch = new QuantizedVector(GgmlType.Q8_0);
+    private final QuantizedVector scratchK = new QuantizedVector(GgmlType.Q8_K);
 
-    /** Whether {@link Kernels} has a dot product for weights of {@code type}. */
+    /** Whether {@link Kernels} or {@link KQuantKernels} has a dot product for weights of {@code type}. */
     static boolean hasKernel(GgmlType type) {
-        return Kernels.supported() && (type == GgmlType.Q4_0 || type == GgmlType.Q8_0 || type == GgmlType.F32);
+        return Kernels.supported() && switch (type) {
+            case Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, F32 -> true;
+            default -> false;
+        };
     }
 
     /** Makes room for {@code rows} rows of {@code cols} values for {@code weightType} weights. */
@@ -39,13 +51,16 @@ final class ActivationRows {
                     vectors[i] = new QuantizedVector(type);
                 }
             }
-        } else if (type == GgmlType.Q8_0) {
-            if (quants.length < rows * cols) {
-                quants = new short[rows * cols];
-                scales = new float[rows * cols / Kernels.QK];
+        } else if (type == GgmlType.F32) {
+            if (floats.length < rows * cols) {
+                floats = new float[rows * cols];
             }
-        } else if (floats.length < rows * cols) {
-            floats = new float[rows * cols];
+        } else if (quants.length < rows * cols) {
+            quants = new short[rows * cols];
+            scales = new float[rows * cols / Kernels.QK];
+            biases = new short[rows * cols / 4];
+            laneScales = new float[rows * cols / 8];
+            blockSums = new short[rows * cols / 16];
         }
     }
 
@@ -60,15 +75,24 @@ final class ActivationRows {
             int from = xOff + t * xStride;
             if (!hasKernel(weightType)) {
                 vectors[row].quantize(x, from, cols);
-            } else if (type == GgmlType.Q8_0) {
+            } else if (weightType == GgmlType.Q4_0) {
                 scratch.quantize(x, from, cols);
-                int q = row * cols;
+                Kernels.groupQ4_0Quants(scratch, cols, quants, biases, laneScales, scales, row * cols);
+            } else if (type == GgmlType.Q8_0 || type == GgmlType.Q8_K) {
+                QuantizedVector q = type == GgmlType.Q8_0 ? scratch : scratchK;
+                q.quantize(x, from, cols);
+                int at = row * cols;
                 for (int i = 0; i < cols; i++) {
-                    quants[q + i] = scratch.quant(i);
+                    quants[at + i] = q.quant(i);
                 }
-                int s = row * cols / Kernels.QK;
-                for (int b = 0; b < cols / Kernels.QK; b++) {
-                    scales[s + b] = scratch.blockScale(b);
+                int blockSize = type.blockSize;
+                for (int b = 0; b < cols / blockSize; b++) {
+                    scales[at / blockSize + b] = q.blockScale(b);
+                }
+                if (type == GgmlType.Q8_K) {
+                    for (int g = 0; g < cols / 16; g++) {
+                        blockSums[at / 16 + g] = q.blockSum(g);
+                    }
                 }
             } else {
                 System.arraycopy(x, from, floats, row * cols, cols);
@@ -78,12 +102,18 @@ final class ActivationRows {
 
     /**
      * Weight row {@code r} of {@code w} · activation rows {@code i0..i3}, into {@code result[at .. at+3]}:
-     * for Q4_0 the weight row is unpacked once for the four (what makes a batch cheaper per token than
-     * decode), otherwise four {@link #dot}s.
+     * for Q4_0 the weight row is unpacked once for each two or all four (what makes a batch cheaper per
+     * token than decode) when its blocks go all four at a time or all one by one, otherwise four
+     * {@link #dot}s.
      */
     void dot4(WeightMatrix w, int r, int i0, int i1, int i2, int i3, float[] result) {
-        if (w.type() == GgmlType.Q4_0 && hasKernel(w.type())) {
-            Kernels.dotQ4_0x4(w.data(), r * w.rowBytes(), quants, scales, w.cols() / Kernels.QK, i0, i1, i2, i3, result);
+        int blocks = w.cols() / Kernels.QK;
+        boolean q4_0 = w.type() == GgmlType.Q4_0 && hasKernel(w.type());
+        if (q4_0 && Kernels.groupedBlocks(blocks) == blocks) {
+            Kernels.dotQ4_0x2Grouped(w.data(), r * w.rowBytes(), quants, biases, laneScales, blocks, i0, i1, result, 0);
+            Kernels.dotQ4_0x2Grouped(w.data(), r * w.rowBytes(), quants, biases, laneScales, blocks, i2, i3, result, 2);
+        } else if (q4_0 && Kernels.groupedBlocks(blocks) == 0) {
+            Kernels.dotQ4_0x4(w.data(), r * w.rowBytes(), quants, scales, blocks, i0, i1, i2, i3, result);
         } else {
             result[0] = dot(w, r, i0);
             result[1] = dot(w, r, i1);
@@ -100,8 +130,12 @@ final class ActivationRows {
             return VecDot.dot(w.type(), w.data(), row, vectors[i], cols);
         }
         return switch (w.type()) {
-            case Q4_0 -> Kernels.dotQ4_0(w.data(), row, quants, i * cols, scales, i * cols / Kernels.QK, cols / Kernels.QK);
+            case Q4_0 -> Kernels.dotQ4_0(w.data(), row, quants, biases, laneScales, scales, i * cols, cols / Kernels.QK);
+            case Q5_0 -> Kernels.dotQ5_0(w.data(), row, quants, scales, i * cols, cols / Kernels.QK);
             case Q8_0 -> Kernels.dotQ8_0(w.data(), row, quants, i * cols, scales, i * cols / Kernels.QK, cols / Kernels.QK);
+            case Q4_K -> KQuantKernels.dotQ4_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
+            case Q5_K -> KQuantKernels.dotQ5_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
+            case Q6_K -> KQuantKernels.dotQ6_K(w.data(), row, quants, scales, i * cols, cols / KQuantKernels.QK_K);
             default -> Kernels.dotF32(w.data(), row, floats, i * cols, cols);
         };
     }

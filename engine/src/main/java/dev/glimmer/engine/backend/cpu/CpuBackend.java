@@ -31,6 +31,8 @@ public final class CpuBackend implements Backend {
     /** Per thread: 4 results of a {@link ActivationRows#dot4}, twice. */
     private final float[][] quads;
     private final float[][] quads2;
+    /** Per thread: one output row's down-projection value for every slot of a batch (grown, never shrunk). */
+    private final float[][] slotValues;
 
     /** A backend using one thread per physical core. */
     public CpuBackend() {
@@ -46,6 +48,7 @@ public final class CpuBackend implements Backend {
         this.attention = new CpuAttention(pool);
         this.quads = new float[threads][4];
         this.quads2 = new float[threads][4];
+        this.slotValues = new float[threads][0];
     }
 
     /** Threads this backend computes with. */
@@ -172,8 +175,10 @@ public final class CpuBackend implements Backend {
      *   <li>gate and up: the units are (selected expert, row) pairs; each unit reads the gate and the
      *       up row once and computes {@code silu(gate·x) · (up·x)} for every token of the expert, into
      *       the token's slot of {@code act};</li>
-     *   <li>down, fused with the weighted sum: the units are output rows; each sums, per token, its
-     *       slots' {@code weight · (down_e · act)} in slot order (as llama.cpp adds the slots).</li>
+     *   <li>down, fused with the weighted sum: the units are output rows; each computes the row's
+     *       {@code down_e · act} for every slot, expert by expert (so each expert's row is unpacked once
+     *       for up to four of its tokens), then sums, per token, its slots' {@code weight · value} in slot
+     *       order (as llama.cpp adds the slots).</li>
      * </ol>
      */
     private final class ExpertTask implements WorkerPool.Task {
@@ -209,6 +214,11 @@ public final class CpuBackend implements Backend {
             dispatch(this, 2L * n * k * hiddenWidth * width);
             hidden.reserve(any.down().type(), n * k, hiddenWidth);
             hidden.set(any.down().type(), 0, act, 0, hiddenWidth, n * k, hiddenWidth);
+            if (slotValues[0].length < n * k) {
+                for (int i = 0; i < slotValues.length; i++) {
+                    slotValues[i] = new float[n * k];
+                }
+            }
             down = true;
             dispatch(this, (long) n * k * hiddenWidth * width);
             this.ffns = null;
@@ -282,12 +292,30 @@ public final class CpuBackend implements Backend {
             int rows = ffns[selected[0]].down().rows();
             int from = shareStart(rows, worker, workers);
             int to = shareStart(rows, worker + 1, workers);
+            float[] values = slotValues[worker];
+            float[] four = quads[worker];
             for (int r = from; r < to; r++) {
+                for (int j = 0; j < selectedCount; j++) {
+                    int e = selected[j];
+                    WeightMatrix down = ffns[e].down();
+                    int[] slots = slotsOf[e];
+                    int i = 0;
+                    for (; i + 4 <= slotCount[e]; i += 4) {
+                        hidden.dot4(down, r, slots[i], slots[i + 1], slots[i + 2], slots[i + 3], four);
+                        values[slots[i]] = four[0];
+                        values[slots[i + 1]] = four[1];
+                        values[slots[i + 2]] = four[2];
+                        values[slots[i + 3]] = four[3];
+                    }
+                    for (; i < slotCount[e]; i++) {
+                        values[slots[i]] = hidden.dot(down, r, slots[i]);
+                    }
+                }
                 for (int t = 0; t < n; t++) {
                     float sum = 0;
                     for (int s = 0; s < k; s++) {
                         int slot = t * k + s;
-                        float v = hidden.dot(ffns[chosen[slot]].down(), r, slot) * weights[slot];
+                        float v = values[slot] * weights[slot];
                         sum = s == 0 ? v : sum + v;
                     }
                     out[t * rows + r] = sum;

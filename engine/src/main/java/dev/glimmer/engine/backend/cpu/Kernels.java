@@ -8,6 +8,8 @@ import jdk.incubator.vector.ShortVector;
 import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
 
+import dev.glimmer.engine.tensor.QuantizedVector;
+
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
@@ -20,12 +22,15 @@ import java.nio.ByteOrder;
  * against llama.cpp: activations rounded to Q8_0 (kept here as 16-bit integers); within a block of 32
  * the weight and activation quants are multiplied and summed exactly in integer lanes (16-bit lanes hold
  * 2 products; Q4_0's, |q_w·q_x| ≤ 1016, are folded to 4 or 8 per lane there, Q8_0's, up to 127·127, are
- * widened to 32 bits first); each block's lane sums are
- * scaled by {@code fp16(d_w) * d_x} (a float, as ggml forms it) in double lanes, exact there, and the
+ * widened to 32 bits first; the four-block Q4_0 kernels sum 8 products per 32-bit lane); each block's
+ * lane sums are scaled by {@code fp16(d_w) * d_x} (a float, as ggml forms it) in double lanes, exact there, and the
  * lanes summed in a fixed order at the end. So the result differs from the reference's double sum only
- * by double rounding. Float accumulation measured ~40 % faster, but its rounding decides near-ties of
- * the tiny oracle models' activations differently from llama.cpp often enough to fail the conformance
- * tests.
+ * by double rounding. Float accumulation was measured for the four-block Q4_0 kernel (its 16 lanes
+ * converted to float and fma'd there): 20-30 % more GB/s on weights in the cache, 0-18 % on weights
+ * streamed from memory (as decode reads them; two runs, single thread); but it decides a near-tie of
+ * tiny-q4_0's chat case differently from llama.cpp (position 24; greedy decoding then leaves llama.cpp's
+ * tokens after 14 of 32), where the double sums agree with llama.cpp at every position. The conformance
+ * test tolerates that (the tie is explained), but the exact agreement is worth more. So double it stays.
  *
  * <p>The code is written out flat in each kernel (no helper calls): C2 intrinsifies a Vector API
  * operation only when it can inline the whole chain of library methods behind it, and a kernel inlined
@@ -41,13 +46,84 @@ final class Kernels {
     private static final VectorSpecies<Byte> B = ByteVector.SPECIES_128;
     private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
     private static final ValueLayout.OfShort HALF = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(LE);
+    private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(LE);
+    /** Lane j: 1 &lt;&lt; j (16 lanes), to test bit j of a 16-bit field in lane j. */
+    private static final ShortVector BIT_OF_LANE = ShortVector.broadcast(S, (short) 1).lanewise(VectorOperators.LSHL, ShortVector.zero(S).addIndex(1));
     private static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(LE);
+
+    /** 32 shorts, 16 ints, 16 floats: the 512-bit vectors of the four-block Q4_0 kernels. */
+    private static final VectorSpecies<Short> S32 = ShortVector.SPECIES_512;
+    private static final VectorSpecies<Float> F16L = FloatVector.SPECIES_512;
+    /** Whether Q4_0 rows go four blocks at a time (512-bit vectors: AVX-512 and the like). */
+    private static final boolean GROUPED_Q4_0 = ShortVector.SPECIES_PREFERRED.length() == 32;
+    /**
+     * Gathers the 4 blocks' nibbles from two 64-byte loads at the first block and 8 bytes on (shorts
+     * 0..31 and 4..35 of the 72 bytes): lane 8k+p is short 9k+1+p, the nibble bytes 2p, 2p+1 of block k.
+     */
+    private static final ShortVector NIBBLE_LANES = lanes(i -> {
+        int source = 9 * (i / 8) + 1 + i % 8;
+        return source < 32 ? source : 32 + source - 4;
+    });
+    /** Puts block k's fp16 scale (short 9k) into both halves of 32-bit lanes 4k..4k+3. */
+    private static final ShortVector SCALE_LANES = lanes(i -> 9 * (i / 8));
 
     static final int Q4_0_BLOCK_BYTES = 18;
     static final int Q8_0_BLOCK_BYTES = 34;
+    static final int Q5_0_BLOCK_BYTES = 22;
     static final int QK = 32;
 
     private Kernels() {
+    }
+
+    private static ShortVector lanes(java.util.function.IntUnaryOperator index) {
+        short[] lanes = new short[S32.length()];
+        for (int i = 0; i < lanes.length; i++) {
+            lanes[i] = (short) index.applyAsInt(i);
+        }
+        return ShortVector.fromArray(S32, lanes, 0);
+    }
+
+    /** How many of a Q4_0 row's {@code blocks} blocks {@link #dotQ4_0} takes four at a time (the rest one by one). */
+    static int groupedBlocks(int blocks) {
+        return GROUPED_Q4_0 ? blocks & ~3 : 0;
+    }
+
+    /**
+     * Lays out a Q4_0 activation row (Q8_0 {@code quants} of {@code cols} values and block {@code scales})
+     * for {@link #dotQ4_0}: {@code xq[xOff ..]}, {@code xBias[xOff/4 ..]}, {@code xd4[xOff/8 ..]},
+     * {@code xd[xOff/32 ..]}. In each group of four blocks, the 128 quants are stored as 4 runs of 32
+     * lanes, lane 8k+p of run g holding value 2p (g=0), 2p+16 (g=1), 2p+1 (g=2) or 2p+17 (g=3) of block
+     * k: the value whose weight nibble the kernel finds in that lane. The lane's bias is 8 times the sum
+     * of its 4 quants (Σ (q-8)·x = Σ q·x - 8·Σ x).
+     */
+    static void groupQ4_0Quants(QuantizedVector x, int cols, short[] xq, short[] xBias, float[] xd4, float[] xd, int xOff) {
+        int blocks = cols / QK;
+        int grouped = groupedBlocks(blocks);
+        for (int b = 0; b < grouped; b += 4) {
+            int base = b * QK;
+            for (int i = 0; i < 32; i++) {
+                int block = base + (i / 8) * QK;
+                int p = i % 8;
+                int bias = 0;
+                for (int g = 0; g < 4; g++) {
+                    int value = block + 2 * p + (g % 2) * 16 + g / 2;
+                    xq[xOff + base + 32 * g + i] = x.quant(value);
+                    bias += x.quant(value);
+                }
+                xBias[(xOff + base) / 4 + i] = (short) (8 * bias);
+            }
+            for (int k = 0; k < 4; k++) {
+                for (int lane = 0; lane < 4; lane++) {
+                    xd4[(xOff + base) / 8 + 4 * k + lane] = x.blockScale(b + k);
+                }
+            }
+        }
+        for (int i = grouped * QK; i < cols; i++) {
+            xq[xOff + i] = x.quant(i);
+        }
+        for (int b = 0; b < blocks; b++) {
+            xd[xOff / QK + b] = x.blockScale(b);
+        }
     }
 
     /** Whether these kernels can run here: 256-bit vectors at least (AVX2, AVX-512, SVE-256 and the like). */
@@ -57,12 +133,58 @@ final class Kernels {
 
     /**
      * Q4_0 weights (18-byte blocks: fp16 d, 16 bytes of nibbles, value j the low nibble of byte j, value
-     * j+16 its high nibble, each minus 8) · Q8_0 activations {@code xq} with block scales {@code xd},
-     * over {@code blocks} blocks.
+     * j+16 its high nibble, each minus 8) · Q8_0 activations, over {@code blocks} blocks. The activation
+     * row is in the layout {@link ActivationRows} gives Q4_0 activations: {@code xq} from {@code xOff} the
+     * quants (the first {@link #groupedBlocks} blocks in groups of four, see {@link #groupQ4_0Quants}, the
+     * rest in order), {@code xBias} from {@code xOff/4} the groups' lane biases, {@code xd4} from
+     * {@code xOff/8} each block's scale 4 times, {@code xd} from {@code xOff/32} each block's scale.
+     *
+     * <p>With 512-bit vectors, four blocks per step: two loads span the 72 bytes of the four blocks, one
+     * two-vector permute gathers their 64 nibble bytes, seen as 32 16-bit lanes (8 per block, each holding
+     * 4 nibbles), and shifts and masks split them into 4 vectors of quants 0..15. Their products with the
+     * matching activation quants (the grouped layout puts them in the same lanes) are summed per lane and
+     * the lane's bias {@code 8·Σx} subtracted, which is the exact Σ (q-8)·x of 4 values; adjacent lanes
+     * are added into 32-bit lanes (4 per block), converted to double and multiplied there by the block's
+     * {@code fp16(d_w)·d_x}, whose 4 fp16 scales are widened to float in the vector lanes as well. Left
+     * over blocks (fewer than 4, or every block without 512-bit vectors) go one at a time.
      */
-    static float dotQ4_0(MemorySegment w, long offset, short[] xq, int xOff, float[] xd, int xdOff, int blocks) {
+    static float dotQ4_0(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd4, float[] xd, int xOff, int blocks) {
+        int grouped = groupedBlocks(blocks);
         DoubleVector acc = DoubleVector.zero(D);
-        for (int b = 0; b < blocks; b++) {
+        if (grouped > 0) {
+            DoubleVector acc1 = DoubleVector.zero(D);
+            for (int b = 0; b < grouped; b += 4) {
+                long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
+                int xb = xOff + b * QK;
+                ShortVector first = ShortVector.fromMemorySegment(S32, w, wb, LE);
+                ShortVector nibbles = NIBBLE_LANES.selectFrom(first, ShortVector.fromMemorySegment(S32, w, wb + 8, LE));
+                ShortVector q0 = nibbles.and((short) 0xF);
+                ShortVector q1 = nibbles.lanewise(VectorOperators.LSHR, 4).and((short) 0xF);
+                ShortVector q2 = nibbles.lanewise(VectorOperators.LSHR, 8).and((short) 0xF);
+                ShortVector q3 = nibbles.lanewise(VectorOperators.LSHR, 12);
+                ShortVector sums = q0.mul(ShortVector.fromArray(S32, xq, xb))
+                        .add(q1.mul(ShortVector.fromArray(S32, xq, xb + 32)))
+                        .add(q2.mul(ShortVector.fromArray(S32, xq, xb + 64)))
+                        .add(q3.mul(ShortVector.fromArray(S32, xq, xb + 96)))
+                        .sub(ShortVector.fromArray(S32, xBias, xb / 4));
+                IntVector pairs = sums.reinterpretAsInts();
+                IntVector sumi = pairs.lanewise(VectorOperators.ASHR, 16).add(pairs.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+                // Each 32-bit lane gets its block's fp16 scale in both halves; widened to float exactly:
+                // the magnitude bits moved into place and rescaled by 2^112 (exact for normal and subnormal
+                // halves), infinities and NaNs given the float exponent, the sign put back.
+                IntVector halves = SCALE_LANES.selectFrom(first).reinterpretAsInts();
+                IntVector magnitude = halves.and(0x7FFF);
+                IntVector bits = magnitude.lanewise(VectorOperators.LSHL, 13);
+                FloatVector d = bits.reinterpretAsFloats().mul(0x1p112f).reinterpretAsInts()
+                        .blend(bits.or(0x7F800000), magnitude.compare(VectorOperators.GE, 0x7C00))
+                        .or(halves.and(0x80000000)).reinterpretAsFloats()
+                        .mul(FloatVector.fromArray(F16L, xd4, xb / 8));
+                acc = ((DoubleVector) sumi.convertShape(VectorOperators.I2D, D, 0)).fma((DoubleVector) d.convertShape(VectorOperators.F2D, D, 0), acc);
+                acc1 = ((DoubleVector) sumi.convertShape(VectorOperators.I2D, D, 1)).fma((DoubleVector) d.convertShape(VectorOperators.F2D, D, 1), acc1);
+            }
+            acc = acc.add(acc1);
+        }
+        for (int b = grouped; b < blocks; b++) {
             long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
             int xb = xOff + b * QK;
             ShortVector packed = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 2, LE)
@@ -76,7 +198,7 @@ final class Kernels {
                 folded = ((ShortVector) folded.reinterpretShape(ShortVector.SPECIES_64, 0))
                         .add((ShortVector) folded.reinterpretShape(ShortVector.SPECIES_64, 1));
             }
-            float d = Float.float16ToFloat(w.get(HALF, wb)) * xd[xdOff + b];
+            float d = Float.float16ToFloat(w.get(HALF, wb)) * xd[xOff / QK + b];
             acc = ((DoubleVector) folded.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, d), acc);
         }
         // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
@@ -89,14 +211,80 @@ final class Kernels {
     }
 
     /**
-     * {@link #dotQ4_0} of one weight row with 4 activation rows at once (rows {@code x0..x3} of
-     * {@code xq}/{@code xd}, {@code cols = 32·blocks} values each), into {@code result[0..3]}: each weight
-     * block is unpacked once for the 4 tokens, which halves the work per token of a batch. The numerics
-     * per token are those of {@link #dotQ4_0}, operation for operation.
+     * {@link #dotQ4_0} of one weight row with 2 activation rows at once (rows {@code x0, x1}, of
+     * {@code 32·blocks} values each, in the layout of {@link #groupQ4_0Quants}), into
+     * {@code result[at], result[at+1]}, for rows whose blocks all go four at a time
+     * ({@code groupedBlocks(blocks) == blocks}): each weight block is unpacked once for the 2 tokens. The
+     * numerics per token are those of {@link #dotQ4_0}, operation for operation. Two tokens, not four: a
+     * method that big is more than C1 can compile (out of virtual registers), and the failed compile
+     * leaves it running for minutes as the Vector API's very slow Java fallbacks before C2 takes it.
+     */
+    static void dotQ4_0x2Grouped(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd4, int blocks,
+                                 int x0, int x1, float[] result, int at) {
+        int cols = blocks * QK;
+        int o0 = x0 * cols;
+        int o1 = x1 * cols;
+        DoubleVector acc0 = DoubleVector.zero(D);
+        DoubleVector acc1 = DoubleVector.zero(D);
+        DoubleVector high0 = DoubleVector.zero(D);
+        DoubleVector high1 = DoubleVector.zero(D);
+        for (int b = 0; b < blocks; b += 4) {
+            long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
+            int xb = b * QK;
+            ShortVector first = ShortVector.fromMemorySegment(S32, w, wb, LE);
+            ShortVector nibbles = NIBBLE_LANES.selectFrom(first, ShortVector.fromMemorySegment(S32, w, wb + 8, LE));
+            ShortVector q0 = nibbles.and((short) 0xF);
+            ShortVector q1 = nibbles.lanewise(VectorOperators.LSHR, 4).and((short) 0xF);
+            ShortVector q2 = nibbles.lanewise(VectorOperators.LSHR, 8).and((short) 0xF);
+            ShortVector q3 = nibbles.lanewise(VectorOperators.LSHR, 12);
+            IntVector halves = SCALE_LANES.selectFrom(first).reinterpretAsInts();
+            IntVector magnitude = halves.and(0x7FFF);
+            IntVector bits = magnitude.lanewise(VectorOperators.LSHL, 13);
+            FloatVector dw = bits.reinterpretAsFloats().mul(0x1p112f).reinterpretAsInts()
+                    .blend(bits.or(0x7F800000), magnitude.compare(VectorOperators.GE, 0x7C00))
+                    .or(halves.and(0x80000000)).reinterpretAsFloats();
+
+            IntVector p0 = q0.mul(ShortVector.fromArray(S32, xq, o0 + xb)).add(q1.mul(ShortVector.fromArray(S32, xq, o0 + xb + 32)))
+                    .add(q2.mul(ShortVector.fromArray(S32, xq, o0 + xb + 64))).add(q3.mul(ShortVector.fromArray(S32, xq, o0 + xb + 96)))
+                    .sub(ShortVector.fromArray(S32, xBias, (o0 + xb) / 4)).reinterpretAsInts();
+            IntVector p1 = q0.mul(ShortVector.fromArray(S32, xq, o1 + xb)).add(q1.mul(ShortVector.fromArray(S32, xq, o1 + xb + 32)))
+                    .add(q2.mul(ShortVector.fromArray(S32, xq, o1 + xb + 64))).add(q3.mul(ShortVector.fromArray(S32, xq, o1 + xb + 96)))
+                    .sub(ShortVector.fromArray(S32, xBias, (o1 + xb) / 4)).reinterpretAsInts();
+            IntVector s0 = p0.lanewise(VectorOperators.ASHR, 16).add(p0.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            IntVector s1 = p1.lanewise(VectorOperators.ASHR, 16).add(p1.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            FloatVector d0 = dw.mul(FloatVector.fromArray(F16L, xd4, (o0 + xb) / 8));
+            FloatVector d1 = dw.mul(FloatVector.fromArray(F16L, xd4, (o1 + xb) / 8));
+            acc0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D, 0)).fma((DoubleVector) d0.convertShape(VectorOperators.F2D, D, 0), acc0);
+            acc1 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D, 0)).fma((DoubleVector) d1.convertShape(VectorOperators.F2D, D, 0), acc1);
+            high0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D, 1)).fma((DoubleVector) d0.convertShape(VectorOperators.F2D, D, 1), high0);
+            high1 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D, 1)).fma((DoubleVector) d1.convertShape(VectorOperators.F2D, D, 1), high1);
+        }
+        acc0 = acc0.add(high0);
+        acc1 = acc1.add(high1);
+        // The lanes of each summed in the fixed order of dotQ4_0.
+        if (D.length() == 8) {
+            acc0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 1));
+        }
+        DoubleVector s0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector s1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        result[at] = (float) (s0.lane(0) + s0.lane(1));
+        result[at + 1] = (float) (s1.lane(0) + s1.lane(1));
+    }
+
+    /**
+     * {@link #dotQ4_0} of one weight row with 4 activation rows at once, one block at a time (rows whose
+     * activations are all in natural order: {@code groupedBlocks(blocks) == 0}), into {@code result[0..3]};
+     * each weight block is unpacked once for the 4 tokens. The numerics per token are those of
+     * {@link #dotQ4_0}, operation for operation.
      */
     static void dotQ4_0x4(MemorySegment w, long offset, short[] xq, float[] xd, int blocks,
                           int x0, int x1, int x2, int x3, float[] result) {
         int cols = blocks * QK;
+        int o0 = x0 * cols;
+        int o1 = x1 * cols;
+        int o2 = x2 * cols;
+        int o3 = x3 * cols;
         DoubleVector acc0 = DoubleVector.zero(D);
         DoubleVector acc1 = DoubleVector.zero(D);
         DoubleVector acc2 = DoubleVector.zero(D);
@@ -110,10 +298,10 @@ final class Kernels {
             float dw = Float.float16ToFloat(w.get(HALF, wb));
             int xb = b * QK;
 
-            ShortVector p0 = lo.mul(ShortVector.fromArray(S, xq, x0 * cols + xb)).add(hi.mul(ShortVector.fromArray(S, xq, x0 * cols + xb + QK / 2)));
-            ShortVector p1 = lo.mul(ShortVector.fromArray(S, xq, x1 * cols + xb)).add(hi.mul(ShortVector.fromArray(S, xq, x1 * cols + xb + QK / 2)));
-            ShortVector p2 = lo.mul(ShortVector.fromArray(S, xq, x2 * cols + xb)).add(hi.mul(ShortVector.fromArray(S, xq, x2 * cols + xb + QK / 2)));
-            ShortVector p3 = lo.mul(ShortVector.fromArray(S, xq, x3 * cols + xb)).add(hi.mul(ShortVector.fromArray(S, xq, x3 * cols + xb + QK / 2)));
+            ShortVector p0 = lo.mul(ShortVector.fromArray(S, xq, o0 + xb)).add(hi.mul(ShortVector.fromArray(S, xq, o0 + xb + QK / 2)));
+            ShortVector p1 = lo.mul(ShortVector.fromArray(S, xq, o1 + xb)).add(hi.mul(ShortVector.fromArray(S, xq, o1 + xb + QK / 2)));
+            ShortVector p2 = lo.mul(ShortVector.fromArray(S, xq, o2 + xb)).add(hi.mul(ShortVector.fromArray(S, xq, o2 + xb + QK / 2)));
+            ShortVector p3 = lo.mul(ShortVector.fromArray(S, xq, o3 + xb)).add(hi.mul(ShortVector.fromArray(S, xq, o3 + xb + QK / 2)));
             ShortVector f0 = ((ShortVector) p0.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p0.reinterpretShape(ShortVector.SPECIES_128, 1));
             ShortVector f1 = ((ShortVector) p1.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p1.reinterpretShape(ShortVector.SPECIES_128, 1));
             ShortVector f2 = ((ShortVector) p2.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p2.reinterpretShape(ShortVector.SPECIES_128, 1));
@@ -124,10 +312,10 @@ final class Kernels {
                 f2 = ((ShortVector) f2.reinterpretShape(ShortVector.SPECIES_64, 0)).add((ShortVector) f2.reinterpretShape(ShortVector.SPECIES_64, 1));
                 f3 = ((ShortVector) f3.reinterpretShape(ShortVector.SPECIES_64, 0)).add((ShortVector) f3.reinterpretShape(ShortVector.SPECIES_64, 1));
             }
-            acc0 = ((DoubleVector) f0.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[x0 * blocks + b]), acc0);
-            acc1 = ((DoubleVector) f1.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[x1 * blocks + b]), acc1);
-            acc2 = ((DoubleVector) f2.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[x2 * blocks + b]), acc2);
-            acc3 = ((DoubleVector) f3.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[x3 * blocks + b]), acc3);
+            acc0 = ((DoubleVector) f0.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[o0 / QK + b]), acc0);
+            acc1 = ((DoubleVector) f1.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[o1 / QK + b]), acc1);
+            acc2 = ((DoubleVector) f2.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[o2 / QK + b]), acc2);
+            acc3 = ((DoubleVector) f3.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[o3 / QK + b]), acc3);
         }
         // The lanes of each summed in the fixed order of dotQ4_0.
         if (D.length() == 8) {
@@ -144,6 +332,33 @@ final class Kernels {
         result[1] = (float) (s1.lane(0) + s1.lane(1));
         result[2] = (float) (s2.lane(0) + s2.lane(1));
         result[3] = (float) (s3.lane(0) + s3.lane(1));
+    }
+
+    /**
+     * Q5_0 weights (22-byte blocks: fp16 d, 32 fifth bits, 16 bytes of low nibbles laid out as Q4_0's,
+     * each value minus 16) · Q8_0 activations in natural order ({@code xq[xOff ..]}, {@code xd[xOff/32 ..]}).
+     * Each block's exact integer sum is scaled and added in double as the tensor package's reference
+     * does, so the result equals it bit for bit. A fifth bit of 0 is the same as subtracting 16 from the
+     * nibble, of 1 as keeping it: 16 bits of the bit field per half block, tested lane by lane.
+     */
+    static float dotQ5_0(MemorySegment w, long offset, short[] xq, float[] xd, int xOff, int blocks) {
+        double sum = 0;
+        for (int b = 0; b < blocks; b++) {
+            long wb = offset + (long) b * Q5_0_BLOCK_BYTES;
+            int xb = xOff + b * QK;
+            int highBits = w.get(INT, wb + 2);
+            ShortVector packed = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 6, LE)
+                    .convertShape(VectorOperators.ZERO_EXTEND_B2S, S, 0);
+            ShortVector lo = packed.and((short) 0x0F);
+            ShortVector hi = packed.lanewise(VectorOperators.LSHR, 4);
+            lo = lo.sub((short) 16).blend(lo, ShortVector.broadcast(S, (short) highBits).and(BIT_OF_LANE).compare(VectorOperators.NE, 0));
+            hi = hi.sub((short) 16).blend(hi, ShortVector.broadcast(S, (short) (highBits >>> 16)).and(BIT_OF_LANE).compare(VectorOperators.NE, 0));
+            IntVector pairs = lo.mul(ShortVector.fromArray(S, xq, xb)).add(hi.mul(ShortVector.fromArray(S, xq, xb + QK / 2))).reinterpretAsInts();
+            int sumi = pairs.lanewise(VectorOperators.ASHR, 16).add(pairs.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
+                    .reduceLanes(VectorOperators.ADD);
+            sum += (double) (Float.float16ToFloat(w.get(HALF, wb)) * xd[xOff / QK + b]) * sumi;
+        }
+        return (float) sum;
     }
 
     /** Q8_0 weights (34-byte blocks: fp16 d, 32 signed quants) · Q8_0 activations, as {@link #dotQ4_0}. */

@@ -8,11 +8,18 @@ import dev.glimmer.engine.tensor.QuantizedVector;
 import dev.glimmer.engine.tensor.VecDot;
 import org.junit.jupiter.api.Test;
 
+import dev.glimmer.engine.gguf.GgufFile;
+import dev.glimmer.engine.gguf.TensorInfo;
+import dev.glimmer.engine.model.Oracle;
+
+import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
+import java.util.EnumSet;
 import java.util.Random;
+import java.util.Set;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
@@ -32,6 +39,13 @@ class CpuBackendMatmulTest {
         check(GgmlType.Q4_0, quantizedRows(GgmlType.Q4_0));
     }
 
+    /** Rows of whole groups of four blocks, which batches take through the two-token grouped kernel. */
+    @Test
+    void q4_0RowsOfWholeBlockGroupsMatchReferenceDots() {
+        int cols = 2048;
+        check(new WeightMatrix("w", GgmlType.Q4_0, quantizedRows(GgmlType.Q4_0, cols), ROWS, cols));
+    }
+
     @Test
     void q8_0MatchesReferenceDots() {
         check(GgmlType.Q8_0, quantizedRows(GgmlType.Q8_0));
@@ -45,6 +59,26 @@ class CpuBackendMatmulTest {
             data.set(ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN), 4 * i, (float) random.nextGaussian());
         }
         check(GgmlType.F32, data);
+    }
+
+    /**
+     * Real rows as llama-quantize writes them: every Q4_K, Q5_K, Q6_K and Q5_0 tensor of the small Q4_K_M
+     * oracle model (its first rows), each output equal to the reference dot.
+     */
+    @Test
+    void kQuantAndQ5_0RowsOfTheQ4_K_MOracleModelMatchReferenceDots() throws IOException {
+        Set<GgmlType> types = EnumSet.of(GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.Q5_0);
+        Set<GgmlType> seen = EnumSet.noneOf(GgmlType.class);
+        try (GgufFile file = GgufFile.open(Oracle.model("small-q4_k_m"))) {
+            for (TensorInfo t : file.tensors()) {
+                if (types.contains(t.type()) && t.shape().length > 1) {
+                    int rows = (int) Math.min(t.rows(), ROWS);
+                    check(new WeightMatrix(t.name(), t.type(), file.data(t), rows, (int) t.ne(0)));
+                    seen.add(t.type());
+                }
+            }
+        }
+        assertEquals(types, seen, "weight types found in small-q4_k_m");
     }
 
     @Test
@@ -86,25 +120,39 @@ class CpuBackendMatmulTest {
 
     /** Random rows quantized by the reference quantizer, placed 2 bytes past an 8-byte boundary. */
     private static MemorySegment quantizedRows(GgmlType type) {
+        return quantizedRows(type, COLS);
+    }
+
+    private static MemorySegment quantizedRows(GgmlType type, int cols) {
         Random random = new Random(type.ordinal());
-        long rowBytes = type.rowBytes(COLS);
+        long rowBytes = type.rowBytes(cols);
         MemorySegment data = Arena.ofAuto().allocate(2 + ROWS * rowBytes).asSlice(2);
-        float[] row = new float[COLS];
+        float[] row = new float[cols];
         for (int r = 0; r < ROWS; r++) {
-            for (int i = 0; i < COLS; i++) {
+            for (int i = 0; i < cols; i++) {
                 row[i] = (float) (random.nextGaussian() * Math.pow(10, random.nextInt(3) - 1));
             }
-            byte[] q = type == GgmlType.Q4_0 ? Q4_0.quantizeRow(row, 0, COLS) : Q8_0.quantizeRow(row, 0, COLS);
+            byte[] q = type == GgmlType.Q4_0 ? Q4_0.quantizeRow(row, 0, cols) : Q8_0.quantizeRow(row, 0, cols);
             MemorySegment.copy(MemorySegment.ofArray(q), 0, data, r * rowBytes, rowBytes);
         }
         return data;
     }
 
     private static void check(GgmlType type, MemorySegment data) {
-        WeightMatrix w = new WeightMatrix("w", type, data, ROWS, COLS);
+        check(new WeightMatrix("w", type, data, ROWS, COLS));
+    }
+
+    /**
+     * Every output of {@code w} · 1 and 5 tokens, with 1 and 2 threads, equals the reference dot of its
+     * row and token.
+     */
+    private static void check(WeightMatrix w) {
+        GgmlType type = w.type();
+        int cols = w.cols();
+        int rows = w.rows();
         Random random = new Random(7);
         int n = 5;
-        int stride = COLS + 3;
+        int stride = cols + 3;
         float[] x = new float[1 + n * stride];
         for (int i = 0; i < x.length; i++) {
             x[i] = (float) (random.nextGaussian() * Math.pow(10, random.nextInt(5) - 2));
@@ -112,15 +160,15 @@ class CpuBackendMatmulTest {
         for (int threads = 1; threads <= 2; threads++) {
             CpuBackend backend = new CpuBackend(threads);
             for (int tokens : new int[] {1, n}) {
-                int outStride = ROWS + 1;
+                int outStride = rows + 1;
                 float[] out = new float[tokens * outStride];
                 backend.matmul(w, x, 1, stride, tokens, out, 0, outStride);
                 for (int t = 0; t < tokens; t++) {
                     QuantizedVector xq = QuantizedVector.forWeights(type);
-                    xq.quantize(x, 1 + t * stride, COLS);
-                    for (int r = 0; r < ROWS; r++) {
-                        float expected = VecDot.dot(type, data, r * w.rowBytes(), xq, COLS);
-                        assertEquals(expected, out[t * outStride + r], type + " row " + r + " token " + t + " threads " + threads);
+                    xq.quantize(x, 1 + t * stride, cols);
+                    for (int r = 0; r < rows; r++) {
+                        float expected = VecDot.dot(type, w.data(), r * w.rowBytes(), xq, cols);
+                        assertEquals(expected, out[t * outStride + r], w.name() + " " + type + " row " + r + " token " + t + " threads " + threads);
                     }
                 }
             }

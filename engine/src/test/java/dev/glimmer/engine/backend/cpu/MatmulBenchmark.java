@@ -24,8 +24,8 @@ import java.util.concurrent.TimeUnit;
 /**
  * Mat-vec (one token) of the CPU backend at the shapes of GLM-4.7-Flash, reporting the weights
  * streamed in GB/s (the {@code gigabytes} counter, per second) to hold against the machine's memory
- * bandwidth. Shapes are {@code in x out}; {@code 2048x1536x4} is the four selected experts' gate
- * projections, one after the other (each a different matrix, as in decode). The weights are random
+ * bandwidth, for the weight types of Q4_0, Q8_0 and Q4_K_M files. Shapes are {@code in x out};
+ * {@code 2048x1536x4} is the four selected experts' gate projections, one after the other (each a different matrix, as in decode). The weights are random
  * bytes of the type with valid scales, off-heap, 2 bytes past an aligned address like a file's blocks;
  * the biggest ones (the output head, 178 MB as Q4_0) do not fit in any cache, the small ones partly do.
  *
@@ -42,7 +42,7 @@ public class MatmulBenchmark {
     @Param({"2048x768", "768x5120", "2048x576", "5120x2048", "2048x1536x4", "1536x2048", "2048x154880"})
     public String shape;
 
-    @Param({"Q4_0", "Q8_0"})
+    @Param({"Q4_0", "Q8_0", "Q5_0", "Q4_K", "Q5_K", "Q6_K"})
     public String type;
 
     @Param({"1", "2"})
@@ -78,9 +78,16 @@ public class MatmulBenchmark {
             for (long off = 0; off < rows * rowBytes; off += bytes.length) {
                 MemorySegment.copy(MemorySegment.ofArray(bytes), 0, data, off, Math.min(bytes.length, rows * rowBytes - off));
             }
-            // Valid, small fp16 scales at the start of every block.
+            // Valid, small fp16 scales in every block: d (and Q4_K/Q5_K's dmin) first, Q6_K's d last.
+            int[] scaleFields = switch (t) {
+                case Q4_K, Q5_K -> new int[] {0, 2};
+                case Q6_K -> new int[] {208};
+                default -> new int[] {0};
+            };
             for (long b = 0; b < rows * rowBytes; b += t.bytesPerBlock) {
-                data.set(java.lang.foreign.ValueLayout.JAVA_SHORT_UNALIGNED, b, Float.floatToFloat16(0.01f));
+                for (int field : scaleFields) {
+                    data.set(java.lang.foreign.ValueLayout.JAVA_SHORT_UNALIGNED, b + field, Float.floatToFloat16(0.01f));
+                }
             }
             matrices[m] = new WeightMatrix("w" + m, t, data, rows, cols);
             bytesPerCall += rows * rowBytes;
