@@ -18,7 +18,8 @@ import dev.glimmer.engine.tensor.VecDot;
  *   <li>for Q4_K, Q5_K and Q6_K weights (Q8_K activations): the quants, {@code quants[i*cols ..]}, the
  *       super-block scales {@code scales[i*cols/256 ..]} and the sums of each 16 quants
  *       {@code blockSums[i*cols/16 ..]};</li>
- *   <li>for F32 weights with a kernel: the values, {@code floats[i*cols ..]};</li>
+ *   <li>for F32 weights: the values, {@code floats[i*cols ..]}; for F16 weights: the values rounded to F16
+ *       (F16 activations) and widened back, {@code floats[i*cols ..]};</li>
  *   <li>for any other type: {@code vectors[i]}, for the tensor package's scalar dots.</li>
  * </ul>
  */
@@ -36,7 +37,7 @@ final class ActivationRows {
     /** Whether {@link Kernels} or {@link KQuantKernels} has a dot product for weights of {@code type}. */
     static boolean hasKernel(GgmlType type) {
         return Kernels.supported() && switch (type) {
-            case Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, F32 -> true;
+            case Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, F16, F32 -> true;
             default -> false;
         };
     }
@@ -51,7 +52,7 @@ final class ActivationRows {
                     vectors[i] = new QuantizedVector(type);
                 }
             }
-        } else if (type == GgmlType.F32) {
+        } else if (type == GgmlType.F32 || type == GgmlType.F16) {
             if (floats.length < rows * cols) {
                 floats = new float[rows * cols];
             }
@@ -93,6 +94,11 @@ final class ActivationRows {
                     for (int g = 0; g < cols / 16; g++) {
                         blockSums[at / 16 + g] = q.blockSum(g);
                     }
+                }
+            } else if (type == GgmlType.F16) {
+                // Rounded to F16 as the reference's activations are, kept widened (exactly) as floats.
+                for (int i = 0; i < cols; i++) {
+                    floats[row * cols + i] = Float.float16ToFloat(Float.floatToFloat16(x[from + i]));
                 }
             } else {
                 System.arraycopy(x, from, floats, row * cols, cols);
@@ -136,6 +142,7 @@ final class ActivationRows {
             case Q4_K -> KQuantKernels.dotQ4_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
             case Q5_K -> KQuantKernels.dotQ5_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
             case Q6_K -> KQuantKernels.dotQ6_K(w.data(), row, quants, scales, i * cols, cols / KQuantKernels.QK_K);
+            case F16 -> Kernels.dotF16(w.data(), row, floats, i * cols, cols);
             default -> Kernels.dotF32(w.data(), row, floats, i * cols, cols);
         };
     }

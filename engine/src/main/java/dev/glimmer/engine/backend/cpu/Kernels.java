@@ -391,6 +391,45 @@ final class Kernels {
         return (float) (pair.lane(0) + pair.lane(1));
     }
 
+    /** Halves per step of {@link #dotF16}: as many as the double lanes. */
+    private static final VectorSpecies<Short> HALVES_D = D.length() == 8 ? ShortVector.SPECIES_128 : ShortVector.SPECIES_64;
+    private static final VectorSpecies<Integer> INTS_D = D.length() == 8 ? IntVector.SPECIES_256 : IntVector.SPECIES_128;
+
+    /**
+     * F16 weights · activations rounded to F16 and widened ({@code x}, exact floats), as the tensor package's
+     * F16 dot: each product is exact in float (two 11-bit significands), and the products are summed in
+     * double lanes, then the lanes in a fixed order; {@code n} any length. The halves are widened in
+     * vector lanes: the magnitude's bits shifted into float position and scaled by 2^112 (exact for normal
+     * and subnormal halves), infinities and NaNs given the float exponent directly, then the sign.
+     */
+    static float dotF16(MemorySegment w, long offset, float[] x, int xOff, int n) {
+        DoubleVector acc = DoubleVector.zero(D);
+        int step = D.length();
+        int i = 0;
+        for (; i + step <= n; i += step) {
+            IntVector h = (IntVector) ShortVector.fromMemorySegment(HALVES_D, w, offset + 2L * i, LE)
+                    .convertShape(VectorOperators.ZERO_EXTEND_S2I, INTS_D, 0);
+            IntVector magnitude = h.and(0x7fff);
+            IntVector finite = ((FloatVector) magnitude.lanewise(VectorOperators.LSHL, 13).reinterpretAsFloats())
+                    .mul(0x1p112f).reinterpretAsInts();
+            IntVector special = magnitude.lanewise(VectorOperators.LSHL, 13).or(0x7f800000);
+            IntVector bits = finite.blend(special, magnitude.compare(VectorOperators.GE, 0x7c00))
+                    .or(h.and(0x8000).lanewise(VectorOperators.LSHL, 16));
+            FloatVector product = bits.reinterpretAsFloats().mul(FloatVector.fromArray(HALF_D, x, xOff + i));
+            acc = acc.add(product.convertShape(VectorOperators.F2D, D, 0));
+        }
+        // The lanes summed in a fixed order, as in dotF32.
+        if (D.length() == 8) {
+            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+        }
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        double sum = pair.lane(0) + pair.lane(1);
+        for (; i < n; i++) {
+            sum += (double) Float.float16ToFloat(w.get(HALF, offset + 2L * i)) * x[xOff + i];
+        }
+        return (float) sum;
+    }
+
     /** F32 weights · F32 activations: each product exact in double, summed in double lanes; {@code n} any length. */
     static float dotF32(MemorySegment w, long offset, float[] x, int xOff, int n) {
         DoubleVector acc = DoubleVector.zero(D);

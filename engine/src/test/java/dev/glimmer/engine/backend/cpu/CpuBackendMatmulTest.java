@@ -81,15 +81,34 @@ class CpuBackendMatmulTest {
         assertEquals(types, seen, "weight types found in small-q4_k_m");
     }
 
+    /**
+     * F16 weights over their whole range (normal values of several magnitudes, subnormals, ±0, the largest
+     * finite half) in the rows of a file, 2 bytes past an 8-byte boundary.
+     */
     @Test
-    void typesWithoutKernelUseTheReferenceDots() {
+    void f16MatchesReferenceDots() {
         Random random = new Random(4);
-        MemorySegment data = Arena.ofAuto().allocate((long) ROWS * COLS * 2);
+        MemorySegment data = Arena.ofAuto().allocate(2 + (long) ROWS * COLS * 2).asSlice(2);
+        short[] special = {0x0001, (short) 0x8001, 0x03ff, 0x0000, (short) 0x8000, 0x7bff, (short) 0xfbff};
         for (long i = 0; i < (long) ROWS * COLS; i++) {
-            data.set(ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN), 2 * i,
-                    Float.floatToFloat16((float) random.nextGaussian()));
+            short h = i % 97 < special.length ? special[(int) (i % 97)]
+                    : Float.floatToFloat16((float) (random.nextGaussian() * Math.pow(10, random.nextInt(5) - 3)));
+            data.set(ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN), 2 * i, h);
         }
         check(GgmlType.F16, data);
+        check(new WeightMatrix("odd", GgmlType.F16, data, ROWS, COLS - 61)); // a row length the vector steps leave a tail of
+    }
+
+    @Test
+    void typesWithoutKernelUseTheReferenceDots() {
+        Random random = new Random(5);
+        MemorySegment data = Arena.ofAuto().allocate((long) ROWS * COLS * 2);
+        for (long i = 0; i < (long) ROWS * COLS; i++) {
+            float v = (float) random.nextGaussian();
+            data.set(ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN), 2 * i,
+                    (short) (Float.floatToRawIntBits(v) >>> 16));
+        }
+        check(GgmlType.BF16, data);
     }
 
     /**

@@ -24,7 +24,7 @@ import java.util.concurrent.TimeUnit;
 /**
  * Mat-vec (one token) of the CPU backend at the shapes of GLM-4.7-Flash, reporting the weights
  * streamed in GB/s (the {@code gigabytes} counter, per second) to hold against the machine's memory
- * bandwidth, for the weight types of Q4_0, Q8_0 and Q4_K_M files. Shapes are {@code in x out};
+ * bandwidth, for the weight types of Q4_0, Q8_0 and Q4_K_M files and F16. Shapes are {@code in x out};
  * {@code 2048x1536x4} is the four selected experts' gate projections, one after the other (each a different matrix, as in decode). The weights are random
  * bytes of the type with valid scales, off-heap, 2 bytes past an aligned address like a file's blocks;
  * the biggest ones (the output head, 178 MB as Q4_0) do not fit in any cache, the small ones partly do.
@@ -42,7 +42,7 @@ public class MatmulBenchmark {
     @Param({"2048x768", "768x5120", "2048x576", "5120x2048", "2048x1536x4", "1536x2048", "2048x154880"})
     public String shape;
 
-    @Param({"Q4_0", "Q8_0", "Q5_0", "Q4_K", "Q5_K", "Q6_K"})
+    @Param({"Q4_0", "Q8_0", "Q5_0", "Q4_K", "Q5_K", "Q6_K", "F16"})
     public String type;
 
     @Param({"1", "2"})
