@@ -61,7 +61,7 @@ class ConcurrencyTest {
 
         List<Callable<String>> clients = new ArrayList<>();
         for (int i = 0; i < CLIENTS; i++) {
-            clients.add(i % (CLIENTS / QUITTERS) == 0 ? () -> hangUpAfterChunks(endless, 3) : () -> post(complete));
+            clients.add(i % (CLIENTS / QUITTERS) == 0 ? () -> hangUpAfterChunks(app.port(), endless, 3) : () -> post(complete));
         }
         try (ExecutorService pool = Executors.newVirtualThreadPerTaskExecutor()) {
             List<Future<String>> results = pool.invokeAll(clients);
@@ -108,9 +108,9 @@ class ConcurrencyTest {
         }
     }
 
-    /** Sends a streaming request on a raw socket, reads {@code chunks} data frames, then closes the connection. */
-    static String hangUpAfterChunks(String body, int chunks) throws Exception {
-        try (Socket socket = new Socket("127.0.0.1", app.port())) {
+    /** Sends a streaming request to {@code port} on a raw socket, reads {@code chunks} data frames, then closes the connection. */
+    static String hangUpAfterChunks(int port, String body, int chunks) throws Exception {
+        try (Socket socket = new Socket("127.0.0.1", port)) {
             byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
             OutputStream out = socket.getOutputStream();
             out.write(("POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"

@@ -9,11 +9,6 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.io.OutputStream;
-import java.net.Socket;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -144,7 +139,7 @@ class DecoderServingTest {
                 + " \"logit_bias\": {\"960\": -100, \"967\": -100, \"969\": -100}}";
         String reference = ConcurrencyTest.reasoningAndContent(Sse.events(stream(cpu, complete)));
         double cancelledBefore = metric("glimmer_requests_cancelled_total");
-        List<Callable<String>> clients = List.of(() -> hangUpAfterChunks(endless, 3), () -> stream(gpu, complete),
+        List<Callable<String>> clients = List.of(() -> ConcurrencyTest.hangUpAfterChunks(gpu.port(), endless, 3), () -> stream(gpu, complete),
                 () -> stream(gpu, complete), () -> stream(gpu, complete));
         try (ExecutorService pool = Executors.newVirtualThreadPerTaskExecutor()) {
             List<Future<String>> results = pool.invokeAll(clients);
@@ -169,28 +164,6 @@ class DecoderServingTest {
         assertTrue(gpu.host().require().sessions().bytesUsed() <= gpu.host().require().sessions().budgetBytes(),
                 "the idle decoders are back within the KV budget");
         assertEquals(reference, ConcurrencyTest.reasoningAndContent(Sse.events(stream(gpu, complete))), "still serving");
-    }
-
-    /** Sends a streaming chat request on a raw socket, reads {@code chunks} data frames, then closes the connection. */
-    static String hangUpAfterChunks(String body, int chunks) throws Exception {
-        try (Socket socket = new Socket("127.0.0.1", gpu.port())) {
-            byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
-            OutputStream out = socket.getOutputStream();
-            out.write(("POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-                    + "Content-Length: " + bytes.length + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
-            out.write(bytes);
-            out.flush();
-            BufferedReader in = new BufferedReader(new InputStreamReader(socket.getInputStream(), StandardCharsets.UTF_8));
-            int seen = 0;
-            String line;
-            while (seen < chunks && (line = in.readLine()) != null) {
-                if (line.startsWith("data: ")) {
-                    seen++;
-                }
-            }
-            assertEquals(chunks, seen);
-        }
-        return "";
     }
 
     static double metric(String name) {
