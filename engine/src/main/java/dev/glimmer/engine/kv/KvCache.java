@@ -42,7 +42,12 @@ public final class KvCache implements AutoCloseable {
         this.capacity = capacity;
         this.type = type;
         this.arena = Arena.ofShared();
-        this.data = arena.allocate((long) layers * capacity * rowWidth * type.bytes, 64);
+        this.data = arena.allocate(bytes(layers, rowWidth, capacity, type), 64);
+    }
+
+    /** Bytes a cache of these dimensions holds off-heap (what {@link #bytes()} returns), without making one. */
+    public static long bytes(int layers, int rowWidth, int capacity, KvCacheType type) {
+        return (long) layers * capacity * rowWidth * type.bytes;
     }
 
     public int layers() {

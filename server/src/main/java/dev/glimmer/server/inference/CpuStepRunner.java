@@ -66,7 +66,7 @@ final class CpuStepRunner implements StepRunner {
 
     @Override
     public long cacheBytes() {
-        return (long) model.config().layers() * ctx * model.config().kvRowWidth() * cacheType.bytes;
+        return KvCache.bytes(model.config().layers(), model.config().kvRowWidth(), ctx, cacheType);
     }
 
     @Override
