@@ -111,60 +111,30 @@ class SelfTestTest {
     }
 
     /**
-     * The CPU forward pass with the kernels' numerics, except that the output of layer {@code bad} is
-     * scaled by 1.1 (the pass goes on with it), as a GPU with a broken kernel in that layer would.
-     * Partial steps re-run the pass from the start and show the residual after the last dispatch's layer.
+     * A CPU decoder posing as a GPU one: its logits are the CPU's (as {@link #logits} leaves them) and its
+     * "argmax dispatch" answers {@link #argmax} of their first maximum.
      */
-    private static final class BrokenLayer implements GpuTokenDecoder, PartialSteps {
-        private final GlmModel model;
-        private final int bad;
-        private final CpuDecoder cpu;
-        private final CommandList list;
+    private abstract static class CpuPosingAsGpu implements GpuTokenDecoder {
+        final CpuDecoder cpu;
         private int top;
 
-        BrokenLayer(GlmModel model, int capacity, int bad) {
-            this.model = model;
-            this.bad = bad;
-            this.cpu = broken(capacity, null, -1);
-            this.list = DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), capacity);
+        CpuPosingAsGpu(CpuDecoder cpu) {
+            this.cpu = cpu;
         }
 
-        private CpuDecoder broken(int capacity, float[][] capture, int captureLayer) {
-            CpuDecoder d = new CpuDecoder(model, capacity, KvCacheType.F32, new FloatActivationBackend());
-            d.forwardPass().setListener((name, layer, rows, width, values) -> {
-                if (name.equals("l_out") && layer == bad) {
-                    for (int i = 0; i < rows * width; i++) {
-                        values[i] *= 1.1f;
-                    }
-                }
-                if (name.equals("l_out") && layer == captureLayer) {
-                    capture[0] = Arrays.copyOfRange(values, (rows - 1) * width, rows * width);
-                }
-            });
-            return d;
+        /** The logits this stand-in returns, from the CPU's (which it may change in place). */
+        float[] logits(float[] cpuLogits) {
+            return cpuLogits;
         }
 
-        @Override
-        public CommandList commandList() {
-            return list;
-        }
-
-        @Override
-        public float[] partialStep(int token, int position, int dispatches, int buffer, long offset, int count) {
-            assertEquals(SelfTest.TOKENS[position], token);
-            assertEquals(model.config().embedding(), count);
-            float[][] capture = new float[1][];
-            try (CpuDecoder d = broken(position + 1, capture, list.dispatches().get(dispatches - 1).layer())) {
-                for (int t = 0; t <= position; t++) {
-                    d.forward(SelfTest.TOKENS, t, 1);
-                }
-            }
-            return capture[0];
+        /** The token the argmax dispatch answers when {@code top} is the first maximum. */
+        int argmax(int top) {
+            return top;
         }
 
         @Override
         public float[] forward(int[] tokens, int from, int count) {
-            float[] logits = cpu.forward(tokens, from, count);
+            float[] logits = logits(cpu.forward(tokens, from, count));
             top = 0;
             for (int i = 1; i < logits.length; i++) {
                 if (logits[i] > logits[top]) {
@@ -176,7 +146,7 @@ class SelfTestTest {
 
         @Override
         public int greedyToken() {
-            return top;
+            return argmax(top);
         }
 
         @Override
@@ -206,64 +176,82 @@ class SelfTestTest {
     }
 
     /**
+     * The CPU forward pass with the kernels' numerics, except that the output of layer {@code bad} is
+     * scaled by 1.1 (the pass goes on with it), as a GPU with a broken kernel in that layer would.
+     * Partial steps re-run the pass from the start and show the residual after the last dispatch's layer.
+     */
+    private static final class BrokenLayer extends CpuPosingAsGpu implements PartialSteps {
+        private final GlmModel model;
+        private final int bad;
+        private final CommandList list;
+
+        BrokenLayer(GlmModel model, int capacity, int bad) {
+            super(broken(model, bad, capacity, null, -1));
+            this.model = model;
+            this.bad = bad;
+            this.list = DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), capacity);
+        }
+
+        private static CpuDecoder broken(GlmModel model, int bad, int capacity, float[][] capture, int captureLayer) {
+            CpuDecoder d = new CpuDecoder(model, capacity, KvCacheType.F32, new FloatActivationBackend());
+            d.forwardPass().setListener((name, layer, rows, width, values) -> {
+                if (name.equals("l_out") && layer == bad) {
+                    for (int i = 0; i < rows * width; i++) {
+                        values[i] *= 1.1f;
+                    }
+                }
+                if (name.equals("l_out") && layer == captureLayer) {
+                    capture[0] = Arrays.copyOfRange(values, (rows - 1) * width, rows * width);
+                }
+            });
+            return d;
+        }
+
+        @Override
+        public CommandList commandList() {
+            return list;
+        }
+
+        @Override
+        public float[] partialStep(int token, int position, int dispatches, int buffer, long offset, int count) {
+            assertEquals(SelfTest.TOKENS[position], token);
+            assertEquals(model.config().embedding(), count);
+            float[][] capture = new float[1][];
+            try (CpuDecoder d = broken(model, bad, position + 1, capture, list.dispatches().get(dispatches - 1).layer())) {
+                for (int t = 0; t <= position; t++) {
+                    d.forward(SelfTest.TOKENS, t, 1);
+                }
+            }
+            return capture[0];
+        }
+    }
+
+    /**
      * A CPU decoder posing as a GPU one; its "argmax dispatch" answers {@code argmax} of the true top
      * token, and logit {@code nanAt} (unless -1) is NaN.
      */
-    private static final class CpuAsGpu implements GpuTokenDecoder {
-        private final CpuDecoder cpu;
+    private static final class CpuAsGpu extends CpuPosingAsGpu {
         private final IntUnaryOperator argmax;
         private final int nanAt;
-        private int top;
 
         CpuAsGpu(GlmModel model, int capacity, IntUnaryOperator argmax, int nanAt) {
-            this.cpu = new CpuDecoder(model, capacity, KvCacheType.F32, new CpuBackend());
+            super(new CpuDecoder(model, capacity, KvCacheType.F32, new CpuBackend()));
             this.argmax = argmax;
             this.nanAt = nanAt;
         }
 
         @Override
-        public float[] forward(int[] tokens, int from, int count) {
-            float[] logits = cpu.forward(tokens, from, count).clone();
+        float[] logits(float[] cpuLogits) {
+            float[] logits = cpuLogits.clone();
             if (nanAt >= 0) {
                 logits[nanAt] = Float.NaN;
-            }
-            top = 0;
-            for (int i = 1; i < logits.length; i++) {
-                if (logits[i] > logits[top]) {
-                    top = i;
-                }
             }
             return logits;
         }
 
         @Override
-        public int greedyToken() {
+        int argmax(int top) {
             return argmax.applyAsInt(top);
-        }
-
-        @Override
-        public int position() {
-            return cpu.position();
-        }
-
-        @Override
-        public int capacity() {
-            return cpu.capacity();
-        }
-
-        @Override
-        public void truncate(int n) {
-            cpu.truncate(n);
-        }
-
-        @Override
-        public long bytes() {
-            return cpu.bytes();
-        }
-
-        @Override
-        public void close() {
-            cpu.close();
         }
     }
 }
