@@ -14,6 +14,16 @@ public final class Geometry {
     public static final int SIMD_WIDTH = 32;
     /** Rows of a weight matrix that one SIMD-group of a mat-vec computes together (activations are loaded once for them). */
     public static final int MV_ROWS_PER_SIMDGROUP = 4;
+    /**
+     * Tokens whose activations the prompt kernels (mat_mat and the grouped experts) multiply with each
+     * dequantized weight chunk: with {@link #MV_ROWS_PER_SIMDGROUP} rows, one sum per lane of a SIMD-group.
+     */
+    public static final int MM_TOKENS = SIMD_WIDTH / MV_ROWS_PER_SIMDGROUP;
+    /**
+     * SIMD-groups per threadgroup of the prompt kernels: they hold many registers (a dequantized chunk of each
+     * row and a sum per row and token), so smaller threadgroups let more of them share an SM.
+     */
+    public static final int MM_SIMDGROUPS = 4;
     /** SIMD-groups per threadgroup of the mat-vec kernels. */
     public static final int MV_SIMDGROUPS = 8;
     /**
@@ -48,6 +58,18 @@ public final class Geometry {
      * about one per SM of an H100/H200 (132), since at long contexts the attention is most of a step.
      */
     public static final int ATTENTION_SPLITS = 128;
+    /**
+     * Threadgroups of mla_attention per token in a prompt batch: every token of the batch has its own,
+     * so far fewer per token than a decode step's {@link #ATTENTION_SPLITS} keep the GPU busy, and each
+     * split's partials (heads x (latent + 2) floats per token) stay small.
+     */
+    public static final int PROMPT_ATTENTION_SPLITS = 8;
+    /**
+     * Tokens of a prompt batch: the token count of the prompt command list, whose kernels read each
+     * weight once for all of them (their threadgroups for one weight row set are neighbours in the grid
+     * and share it through the caches). Longer prompts run in several batches.
+     */
+    public static final int PROMPT_TOKENS = 128;
     /**
      * Fewest cached rows per attention split: at short contexts only the first splits get rows and the
      * merge reads only their partials.
@@ -91,6 +113,8 @@ public final class Geometry {
         d.put("GLIMMER_Q_PARTS", Q_PARTS);
         d.put("GLIMMER_MERGE_PARTS", MERGE_PARTS);
         d.put("GLIMMER_CHUNK", CHUNK);
+        d.put("GLIMMER_MM_TOKENS", MM_TOKENS);
+        d.put("GLIMMER_MM_SIMDGROUPS", MM_SIMDGROUPS);
         d.put("GLIMMER_ATTENTION_MIN_ROWS", ATTENTION_MIN_ROWS);
         return d;
     }

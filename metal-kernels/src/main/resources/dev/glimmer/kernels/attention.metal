@@ -7,13 +7,6 @@
 //   mla_merge      per head: merge of the partials, then v_b.
 // Grids never depend on the position or the KV length: kernels read them from StepArgs.
 
-// What changes per token; the host writes it before each step.
-struct StepArgs {
-    uint token;    // input token id
-    uint pos;      // its position
-    uint kv_len;   // cached rows after this token's row is written (pos + 1)
-};
-
 struct MatVecPairArgs {
     uint cols;       // length of x
     uint type1;      // ggml type ids and row counts of the two weights
@@ -188,14 +181,15 @@ static inline uint attention_splits_used(uint kv_len, uint splits) {
     return (kv_len + chunk - 1) / chunk;
 }
 
-// Grid: `splits` threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups; threadgroup w takes the w-th
+// Grid: (tokens, splits) threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups (token t reads q + t * heads * row
+// and writes partials + t * splits * heads * (latent + 2)); threadgroup (t, w) takes the w-th
 // share (attention_chunk) of the rows 0..kv_len. SIMD-group s handles heads s, s + SIMD-groups, ...; lane l
 // the values l, l + 32, ... of a row. Writes per (w, h) of a split with rows: max score, sum of exp, and the
 // unnormalized latent sum (latent values) to partials[(w * heads + h) * (latent + 2)]. Every loop over the
 // register arrays has a compile-time bound (the real extent is masked inside), so the compiler keeps them
 // in registers: with runtime bounds CUDA spilled them to local memory and the kernel ran 4x slower.
 kernel void mla_attention(constant AttentionArgs & a [[buffer(0)]],
-                          constant StepArgs & step [[buffer(1)]],
+                          constant StepArgs * steps [[buffer(1)]],
                           device const float * q [[buffer(2)]],
                           device const float * cache [[buffer(3)]],
                           device float * partials [[buffer(4)]],
@@ -203,9 +197,12 @@ kernel void mla_attention(constant AttentionArgs & a [[buffer(0)]],
                           ushort tiisg [[thread_index_in_simdgroup]],
                           ushort sgitg [[simdgroup_index_in_threadgroup]]) {
     uint row = a.latent + a.rope;
+    constant StepArgs & step = steps[tgpig.x];
+    q += tgpig.x * a.heads * row;
+    partials += tgpig.x * a.splits * a.heads * (a.latent + 2);
     uint dims = (row + SIMD_WIDTH - 1) / SIMD_WIDTH;
     uint chunk = attention_chunk(step.kv_len, a.splits);
-    uint start = min(tgpig.x * chunk, step.kv_len);
+    uint start = min(tgpig.y * chunk, step.kv_len);
     uint end = min(start + chunk, step.kv_len);
     uint mine = 0;  // heads of this SIMD-group
     for (uint h = sgitg; h < a.heads; h += GLIMMER_WIDE_SIMDGROUPS) mine++;
@@ -268,7 +265,7 @@ kernel void mla_attention(constant AttentionArgs & a [[buffer(0)]],
     for (uint i = 0; i < MAX_HEADS_PER_SIMDGROUP; i++) {
         if (i < mine) {
             uint h = sgitg + i * GLIMMER_WIDE_SIMDGROUPS;
-            device float * out = partials + (tgpig.x * a.heads + h) * (a.latent + 2);
+            device float * out = partials + (tgpig.y * a.heads + h) * (a.latent + 2);
             if (tiisg == 0) {
                 out[0] = m[i];
                 out[1] = l[i];
@@ -280,6 +277,44 @@ kernel void mla_attention(constant AttentionArgs & a [[buffer(0)]],
             }
         }
     }
+}
+
+// o[c] (c < latent) = the softmax-weighted latent sum of one head, merged from the partials of the `used` splits
+// that hold rows: part points at the head's partials of split 0, `stride` floats between splits. Every thread
+// of the threadgroup of `simdgroups` SIMD-groups must call it (barriers); factor: `used` floats, reduce:
+// `simdgroups` floats of threadgroup memory (o may overlap reduce: it is written after the reductions).
+template <typename P>
+static inline void merge_splits(device const float * part, uint stride, uint used, uint latent, P o,
+                                threadgroup float * factor, threadgroup float * reduce, ushort tiitg, ushort tiisg,
+                                ushort sgitg, uint simdgroups) {
+    const uint threads = simdgroups * SIMD_WIDTH;
+    // per split: exp(its max - the overall max); the splits' reductions are spread over the threads
+    float mine = -INFINITY;
+    for (uint w = tiitg; w < used; w += threads) mine = max(mine, part[w * stride]);
+    float mx = threadgroup_max(mine, reduce, tiisg, sgitg, simdgroups);
+    float sum = 0.0f;
+    for (uint w = tiitg; w < used; w += threads) {
+        factor[w] = exp(part[w * stride] - mx);
+        sum += part[w * stride + 1] * factor[w];
+    }
+    float total = threadgroup_sum(sum, reduce, tiisg, sgitg, simdgroups);
+    // the splits' values of latent c four at a time: their loads are in flight together (the sum keeps
+    // the split order)
+    for (uint c = tiitg; c < latent; c += threads) {
+        device const float * pc = part + 2 + c;
+        float v = 0.0f;
+        uint w = 0;
+        for (; w + 4 <= used; w += 4) {
+            float p0 = pc[w * stride], p1 = pc[(w + 1) * stride], p2 = pc[(w + 2) * stride], p3 = pc[(w + 3) * stride];
+            v += p0 * factor[w];
+            v += p1 * factor[w + 1];
+            v += p2 * factor[w + 2];
+            v += p3 * factor[w + 3];
+        }
+        for (; w < used; w++) v += pc[w * stride] * factor[w];
+        o[c] = v / total;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
 }
 
 struct MergeArgs {
@@ -305,40 +340,11 @@ kernel void mla_merge(constant MergeArgs & a [[buffer(0)]],
                       ushort tiitg [[thread_index_in_threadgroup]],
                       ushort tiisg [[thread_index_in_simdgroup]],
                       ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    const uint threads = GLIMMER_HEAD_SIMDGROUPS * SIMD_WIDTH;
     uint h = tgpig.x / GLIMMER_MERGE_PARTS;
     uint share_index = tgpig.x % GLIMMER_MERGE_PARTS;
     uint stride = a.heads * (a.latent + 2);
-    uint used = attention_splits_used(step.kv_len, a.splits);
-    device const float * part = partials + h * (a.latent + 2);
-    // per split: exp(its max - the overall max); the splits' reductions are spread over the threads
-    threadgroup float * factor = scratch + a.latent;
-    float mine = -INFINITY;
-    for (uint w = tiitg; w < used; w += threads) mine = max(mine, part[w * stride]);
-    float mx = threadgroup_max(mine, scratch, tiisg, sgitg, GLIMMER_HEAD_SIMDGROUPS);
-    float sum = 0.0f;
-    for (uint w = tiitg; w < used; w += threads) {
-        factor[w] = exp(part[w * stride] - mx);
-        sum += part[w * stride + 1] * factor[w];
-    }
-    float total = threadgroup_sum(sum, scratch, tiisg, sgitg, GLIMMER_HEAD_SIMDGROUPS);
-    // the splits' values of latent c four at a time: their loads are in flight together (the sum keeps
-    // the split order)
-    for (uint c = tiitg; c < a.latent; c += threads) {
-        device const float * pc = part + 2 + c;
-        float v = 0.0f;
-        uint w = 0;
-        for (; w + 4 <= used; w += 4) {
-            float p0 = pc[w * stride], p1 = pc[(w + 1) * stride], p2 = pc[(w + 2) * stride], p3 = pc[(w + 3) * stride];
-            v += p0 * factor[w];
-            v += p1 * factor[w + 1];
-            v += p2 * factor[w + 2];
-            v += p3 * factor[w + 3];
-        }
-        for (; w < used; w++) v += pc[w * stride] * factor[w];
-        scratch[c] = v / total;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    merge_splits(partials + h * (a.latent + 2), stride, attention_splits_used(step.kv_len, a.splits), a.latent, scratch,
+                 scratch + a.latent, scratch, tiitg, tiisg, sgitg, GLIMMER_HEAD_SIMDGROUPS);
     XThreadgroup lat = {scratch};
     device const char * vb = v_b + h * a.v_head * row_bytes(a.v_b_type, a.latent);
     uint share = (a.v_head + GLIMMER_MERGE_PARTS - 1) / GLIMMER_MERGE_PARTS;

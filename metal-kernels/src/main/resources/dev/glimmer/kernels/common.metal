@@ -6,6 +6,16 @@
 #define CH GLIMMER_CHUNK
 #define SIMD_WIDTH GLIMMER_SIMD_WIDTH
 
+// What changes per token; the host writes it before each step, one per token of a prompt batch (the
+// decode step is a batch of one). The kernels of a prompt batch (prompt.metal, and embed_row and
+// mla_attention, which the decode step shares) read token t's entry at tgpig.x; a batch shorter than the
+// prompt command list's token count ends in entries with kv_len 0, whose threadgroups return at once.
+struct StepArgs {
+    uint token;    // input token id
+    uint pos;      // its position
+    uint kv_len;   // cached rows after this token's row is written (pos + 1); 0: no token here
+};
+
 // ggml type ids (GGUF tensor types) the kernels read.
 #define TYPE_F32 0
 #define TYPE_F16 1
@@ -77,7 +87,8 @@ struct XScaled {
 // A row is read in chunks of CH = 16 values; lane l of a SIMD-group takes chunks l, l+32, ...
 // load() fetches the chunk's 16 activations (in the order dot() wants them), dot() multiplies them
 // with the chunk's weights read in place, dequant() writes the 16 weights in load() order and
-// index() says which element of the row chunk value i is.
+// index() says which element of the row chunk value i is; gather() fetches the chunk's 16 activations
+// in that order as they are (the prompt kernels multiply them with dequantized weights).
 
 // 32 values per block of 18 bytes {half d; uchar qs[16]}: value j in the low nibble of qs[j], j+16 in the high one.
 // A chunk is half a block: bytes 8*il .. 8*il+7, i.e. values 8il..8il+7 and 16+8il..16+8il+7. The block
@@ -105,6 +116,14 @@ struct Q4_0 {
         load_pair(2, lo1.x, lo1.y, hi1.x, hi1.y, yl, sumy);
         load_pair(3, lo1.z, lo1.w, hi1.z, hi1.w, yl, sumy);
     }
+    template <typename X> static void gather(X x, uint c, thread float * v) {
+        uint base = (c / 2) * 32 + (c % 2) * 8;
+        float4 lo0 = x.get4(base), lo1 = x.get4(base + 4), hi0 = x.get4(base + 16), hi1 = x.get4(base + 20);
+        v[0] = lo0.x; v[1] = lo0.y; v[2] = hi0.x; v[3] = hi0.y;
+        v[4] = lo0.z; v[5] = lo0.w; v[6] = hi0.z; v[7] = hi0.w;
+        v[8] = lo1.x; v[9] = lo1.y; v[10] = hi1.x; v[11] = hi1.y;
+        v[12] = lo1.z; v[13] = lo1.w; v[14] = hi1.z; v[15] = hi1.w;
+    }
     static float dot(device const uchar * row, uint c, thread const float * yl, float sumy) {
         device const uchar * block = row + (c / 2) * 18;
         device const ushort * qs = (device const ushort *) (block + 2) + (c % 2) * 4;
@@ -118,17 +137,21 @@ struct Q4_0 {
     }
     static void dequant(device const uchar * row, uint c, thread float * out) {
         device const uchar * block = row + (c / 2) * 18;
+        device const ushort * qs = (device const ushort *) (block + 2) + (c % 2) * 4;
         float d = load_half(block);
-        for (uint j = 0; j < 8; j++) {
-            uchar q = block[2 + (c % 2) * 8 + j];
-            out[(j / 2) * 4 + (j % 2)] = ((float) (q & 0xF) - 8.0f) * d;
-            out[(j / 2) * 4 + 2 + (j % 2)] = ((float) (q >> 4) - 8.0f) * d;
+        #pragma unroll
+        for (uint j = 0; j < 4; j++) {
+            uint q = qs[j];  // bytes 2j (low half) and 2j + 1: values 2j, 2j + 1 and, in the high nibbles, 2j + 16, 2j + 17
+            out[4 * j + 0] = ((float) (q & 0xF) - 8.0f) * d;
+            out[4 * j + 1] = ((float) ((q >> 8) & 0xF) - 8.0f) * d;
+            out[4 * j + 2] = ((float) ((q >> 4) & 0xF) - 8.0f) * d;
+            out[4 * j + 3] = ((float) (q >> 12) - 8.0f) * d;
         }
     }
 };
 
 // Activations of a chunk that covers 16 consecutive values.
-template <typename X> static inline void load_consecutive(X x, uint c, thread float * yl, thread float & sumy) {
+template <typename X> static inline void gather_consecutive(X x, uint c, thread float * yl) {
     for (uint i = 0; i < CH / 4; i++) {
         float4 v = x.get4(c * CH + 4 * i);
         yl[4 * i] = v.x;
@@ -136,6 +159,10 @@ template <typename X> static inline void load_consecutive(X x, uint c, thread fl
         yl[4 * i + 2] = v.z;
         yl[4 * i + 3] = v.w;
     }
+}
+
+template <typename X> static inline void load_consecutive(X x, uint c, thread float * yl, thread float & sumy) {
+    gather_consecutive(x, c, yl);
     for (uint i = 0; i < CH; i++) sumy += yl[i];
 }
 
@@ -143,6 +170,7 @@ template <typename X> static inline void load_consecutive(X x, uint c, thread fl
 struct Q8_0 {
     static uint index(uint c, uint i) { return c * CH + i; }
     template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
+    template <typename X> static void gather(X x, uint c, thread float * v) { gather_consecutive(x, c, v); }
     static void dequant(device const uchar * row, uint c, thread float * out) {
         device const uchar * block = row + (c / 2) * 34;
         device const char * qs = (device const char *) (block + 2) + (c % 2) * 16;
@@ -163,6 +191,7 @@ struct Q8_0 {
 struct Q5_0 {
     static uint index(uint c, uint i) { return c * CH + i; }
     template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
+    template <typename X> static void gather(X x, uint c, thread float * v) { gather_consecutive(x, c, v); }
     static void dequant(device const uchar * row, uint c, thread float * out) {
         device const uchar * block = row + (c / 2) * 22;
         uint h = c % 2;
@@ -191,6 +220,7 @@ struct Q5_0 {
 struct F16 {
     static uint index(uint c, uint i) { return c * CH + i; }
     template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
+    template <typename X> static void gather(X x, uint c, thread float * v) { gather_consecutive(x, c, v); }
     static void dequant(device const uchar * row, uint c, thread float * out) {
         device const half * w = (device const half *) row + c * CH;
         for (uint i = 0; i < CH; i++) out[i] = (float) w[i];
@@ -209,6 +239,7 @@ struct F16 {
 struct F32 {
     static uint index(uint c, uint i) { return c * CH + i; }
     template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
+    template <typename X> static void gather(X x, uint c, thread float * v) { gather_consecutive(x, c, v); }
     static void dequant(device const uchar * row, uint c, thread float * out) {
         device const float * w = (device const float *) row + c * CH;
         for (uint i = 0; i < CH; i++) out[i] = w[i];
@@ -241,6 +272,7 @@ static inline void scale_min_k4(uint j, device const uchar * q, thread float & s
 struct Q4_K {
     static uint index(uint c, uint i) { return c * CH + i; }
     template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
+    template <typename X> static void gather(X x, uint c, thread float * v) { gather_consecutive(x, c, v); }
     static float chunk(device const uchar * row, uint c, thread const float * yl, float sumy, thread float * out) {
         device const uchar * block = row + (c / 16) * 144;
         uint v0 = (c % 16) * CH;
@@ -267,6 +299,7 @@ struct Q4_K {
 struct Q5_K {
     static uint index(uint c, uint i) { return c * CH + i; }
     template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
+    template <typename X> static void gather(X x, uint c, thread float * v) { gather_consecutive(x, c, v); }
     static float chunk(device const uchar * row, uint c, thread const float * yl, float sumy, thread float * out) {
         device const uchar * block = row + (c / 16) * 176;
         uint v0 = (c % 16) * CH;
@@ -295,6 +328,7 @@ struct Q5_K {
 struct Q6_K {
     static uint index(uint c, uint i) { return c * CH + i; }
     template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
+    template <typename X> static void gather(X x, uint c, thread float * v) { gather_consecutive(x, c, v); }
     static float chunk(device const uchar * row, uint c, thread const float * yl, float sumy, thread float * out) {
         device const uchar * block = row + (c / 16) * 210;
         uint v0 = (c % 16) * CH;

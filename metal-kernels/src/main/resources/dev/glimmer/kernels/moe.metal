@@ -51,6 +51,7 @@ struct GateUpArgs {
     uint has_bias;          // 1: bias (exp_probs_b) is added for the selection only
     uint normalize;         // 1: the selected weights are divided by their sum
     float scale;            // then multiplied by this (expert_weights_scale)
+    uint tokens;            // tokens of a prompt batch: the length of each expert's token list (prompt.metal)
 };
 
 // Register budget of the expert selection: lane l holds experts l, l + 32, ... (the host checks
@@ -201,6 +202,8 @@ struct DownArgs {
     uint shared_type;
     uint act_stride;
     uint split;         // SIMD-groups per row set, as MatVecArgs.split
+    uint experts;       // routed experts and tokens of a prompt batch, for moe_experts_down (prompt.metal)
+    uint tokens;
 };
 
 // The routed slots of down as one mat-vec: the chunks of every slot's rows are numbered one after another

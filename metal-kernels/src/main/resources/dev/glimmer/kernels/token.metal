@@ -1,17 +1,23 @@
-// The ends of a decode step: the token's embedding row and the greedy choice from the logits.
+// The ends of a step: the tokens' embedding rows, the last token's row of a batch, and the greedy choice
+// from the logits.
 
 struct EmbedArgs {
     uint type;    // ggml type id of token_embd
     uint cols;    // hidden size
 };
 
-// x = token_embd[step.token], dequantized. One threadgroup of GLIMMER_WIDE_SIMDGROUPS SIMD-groups.
+// x + t * cols = token_embd[steps[t].token], dequantized. Grid: (tokens, 1) threadgroups of
+// GLIMMER_WIDE_SIMDGROUPS SIMD-groups.
 kernel void embed_row(constant EmbedArgs & a [[buffer(0)]],
-                      constant StepArgs & step [[buffer(1)]],
+                      constant StepArgs * steps [[buffer(1)]],
                       device const char * table [[buffer(2)]],
                       device float * x [[buffer(3)]],
+                      uint3 tgpig [[threadgroup_position_in_grid]],
                       ushort tiitg [[thread_index_in_threadgroup]]) {
     const uint threads = GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH;
+    constant StepArgs & step = steps[tgpig.x];
+    if (step.kv_len == 0) return;
+    x += tgpig.x * a.cols;
     device const uchar * row = (device const uchar *) table + step.token * row_bytes(a.type, a.cols);
     float v[CH];
     for (uint c = tiitg; c < a.cols / CH; c += threads) {
@@ -26,6 +32,26 @@ kernel void embed_row(constant EmbedArgs & a [[buffer(0)]],
             default: Q6_K::dequant(row, c, v); for (uint i = 0; i < CH; i++) x[Q6_K::index(c, i)] = v[i]; break;
         }
     }
+}
+
+struct LastRowArgs {
+    uint tokens;  // rows of x (the command list's batch)
+    uint cols;    // values per row
+};
+
+// y = the row of x of the batch's last token (the last with kv_len != 0): the one whose logits a prompt
+// batch returns. One threadgroup of GLIMMER_WIDE_SIMDGROUPS SIMD-groups.
+kernel void last_row(constant LastRowArgs & a [[buffer(0)]],
+                     constant StepArgs * steps [[buffer(1)]],
+                     device const float * x [[buffer(2)]],
+                     device float * y [[buffer(3)]],
+                     ushort tiitg [[thread_index_in_threadgroup]]) {
+    const uint threads = GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH;
+    uint last = 0;
+    for (uint t = 1; t < a.tokens; t++) {
+        if (steps[t].kv_len != 0) last = t;
+    }
+    for (uint i = tiitg; i < a.cols; i += threads) y[i] = x[last * a.cols + i];
 }
 
 struct ArgmaxArgs {

@@ -11,21 +11,23 @@ import dev.glimmer.kernels.emulator.FiberOrder;
  */
 public final class EmulatedTokenDecoder implements GpuTokenDecoder {
 
+    /**
+     * Tokens of a prompt batch: fewer than a GPU's (the emulator runs every threadgroup of a batch, used
+     * or not), but enough that prompts span several batches, the last one partly used.
+     */
+    static final int PROMPT_TOKENS = 4;
+
     private final EmulatedDecoder decoder;
     private final int capacity;
 
     public EmulatedTokenDecoder(GlmModel model, int capacity) {
-        this.decoder = new EmulatedDecoder(model, capacity, FiberOrder.inOrder());
+        this.decoder = new EmulatedDecoder(model, capacity, FiberOrder.inOrder(), PROMPT_TOKENS);
         this.capacity = capacity;
     }
 
     @Override
     public float[] forward(int[] tokens, int from, int count) {
-        float[] logits = null;
-        for (int i = from; i < from + count; i++) {
-            logits = decoder.step(tokens[i]);
-        }
-        return logits;
+        return count == 1 ? decoder.step(tokens[from]) : decoder.prompt(tokens, from, count);
     }
 
     @Override

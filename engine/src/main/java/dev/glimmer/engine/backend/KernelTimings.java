@@ -3,8 +3,8 @@ package dev.glimmer.engine.backend;
 import java.util.List;
 
 /**
- * A GPU decoder that can time one decode step kernel by kernel (for {@code ./glimmer bench}: where
- * a step's time goes).
+ * A GPU decoder that can time one decode step or one prompt batch kernel by kernel (for
+ * {@code ./glimmer bench}: where the time goes).
  */
 public interface KernelTimings {
 
@@ -25,4 +25,13 @@ public interface KernelTimings {
      * every dispatch, and returns the time per kind of dispatch, largest first.
      */
     List<KernelTime> profileStep(int token);
+
+    /** Tokens of one batch of the prompt command list. */
+    int promptBatch();
+
+    /**
+     * Runs {@code tokens[from .. from+count)} ({@code count ≤ promptBatch()}) as one real prompt batch at the
+     * next positions, timing every dispatch, and returns the time per kind of dispatch, largest first.
+     */
+    List<KernelTime> profilePrompt(int[] tokens, int from, int count);
 }

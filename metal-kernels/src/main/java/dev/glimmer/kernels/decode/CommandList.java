@@ -14,9 +14,11 @@ import java.util.Map;
  * @param dispatches  in execution order
  * @param logits      where the output logits (vocab floats) lie in the activations buffer
  * @param token       where argmax writes the greedy token (one uint) in the activations buffer
+ * @param tokens      the most tokens one run takes (1 for the decode step; the prompt command list's
+ *                    batch): the STEP buffer holds that many {@code StepArgs}; logits and token are the last one's
  */
 public record CommandList(List<BufferSpec> buffers, byte[] args, List<Dispatch> dispatches, long logits,
-                          long token) {
+                          long token, int tokens) {
 
     public CommandList {
         buffers = List.copyOf(buffers);

@@ -19,6 +19,15 @@ import java.util.Map;
  * per layer 8 dispatches (q_a/kv_a, q heads + cache row, attention, merge + v_b, attn_output +
  * residual, router, gate+up, down + residual; 7 for a dense layer, which has no router), plus
  * the embedding, the output mat-vec and argmax. Nothing in it depends on the position or KV length.
+ *
+ * <p>With more than one token it builds the prompt command list instead, which runs a batch of
+ * consecutive tokens (prompt.metal; {@link #promptLayers}): the token is the first grid dimension of the
+ * per-token kernels (each token's activations lie at a fixed stride, its position in its own
+ * {@code StepArgs}), the weight-heavy steps multiply each dequantized weight chunk with several tokens,
+ * the experts run grouped by expert, the attention takes {@link Geometry#PROMPT_ATTENTION_SPLITS} splits
+ * per token, and one more dispatch picks the last token's row for the output mat-vec. Each token's row
+ * of the KV cache is written before any token's attention reads it, and a token reads only the rows up
+ * to its own position, so the batch is causal.
  */
 public final class DecodeCommandListBuilder {
 
@@ -32,6 +41,9 @@ public final class DecodeCommandListBuilder {
     private static final int MV_THREADS = Geometry.MV_SIMDGROUPS * Geometry.SIMD_WIDTH;
     private static final int WIDE_THREADS = Geometry.WIDE_SIMDGROUPS * Geometry.SIMD_WIDTH;
     private static final int HEAD_THREADS = Geometry.HEAD_SIMDGROUPS * Geometry.SIMD_WIDTH;
+    private static final int MM_THREADS = Geometry.MM_SIMDGROUPS * Geometry.SIMD_WIDTH;
+    /** Rows one threadgroup of mat_mat and moe_experts_down computes. */
+    private static final int MM_ROWS = Geometry.MM_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP;
 
     private final DecodeModel model;
     private final ModelShape s;
@@ -44,20 +56,29 @@ public final class DecodeCommandListBuilder {
     private final int stepBuffer;
     private final int activationsBuffer;
     private final int[] kvBuffers;
+    /** Tokens of a run: 1 for the decode step, more for the prompt command list. */
+    private final int tokens;
+    /** mla_attention's threadgroups per token. */
+    private final int splits;
     private long activationBytes;
 
     /** A place in a buffer. */
     private record Ref(int buffer, long offset) {
     }
 
-    private DecodeCommandListBuilder(DecodeModel model, int contextLength, KernelLibrary library) {
+    private DecodeCommandListBuilder(DecodeModel model, int contextLength, int tokens, KernelLibrary library) {
         this.model = model;
         this.s = model.shape();
         this.library = library;
+        if (tokens < 1) {
+            throw new IllegalArgumentException("a command list runs at least one token, not " + tokens);
+        }
+        this.tokens = tokens;
+        this.splits = tokens == 1 ? Geometry.ATTENTION_SPLITS : Geometry.PROMPT_ATTENTION_SPLITS;
         check();
         placeWeights();
         argsBuffer = add(new BufferSpec("args", BufferSpec.Kind.ARGS, 0, 0));
-        stepBuffer = add(new BufferSpec("step", BufferSpec.Kind.STEP, library.struct("StepArgs").size(), 0));
+        stepBuffer = add(new BufferSpec("step", BufferSpec.Kind.STEP, (long) tokens * library.struct("StepArgs").size(), 0));
         activationsBuffer = add(new BufferSpec("activations", BufferSpec.Kind.ACTIVATIONS, 0, 0));
         kvBuffers = new int[s.layers()];
         for (int l = 0; l < s.layers(); l++) {
@@ -65,9 +86,17 @@ public final class DecodeCommandListBuilder {
         }
     }
 
-    /** The command list of {@code model} with a KV cache of {@code contextLength} rows per layer. */
+    /** The decode step of {@code model} with a KV cache of {@code contextLength} rows per layer. */
     public static CommandList build(DecodeModel model, int contextLength) {
-        return new DecodeCommandListBuilder(model, contextLength, KernelLibrary.load()).build();
+        return build(model, contextLength, 1);
+    }
+
+    /**
+     * The command list that runs up to {@code tokens} consecutive tokens at once (1: the decode step); its
+     * KV cache buffers have the same names and sizes as the decode step's, so that both can share them.
+     */
+    public static CommandList build(DecodeModel model, int contextLength, int tokens) {
+        return new DecodeCommandListBuilder(model, contextLength, tokens, KernelLibrary.load()).build();
     }
 
     private void check() {
@@ -144,6 +173,11 @@ public final class DecodeCommandListBuilder {
         return r;
     }
 
+    /** An activation region with {@code floats} floats per token of the batch. */
+    private Ref perToken(long floats) {
+        return activation((long) tokens * Math.max(1, floats));
+    }
+
     private Ref activation(long floats) {
         long offset = (activationBytes + ALIGN - 1) / ALIGN * ALIGN;
         activationBytes = offset + 4 * Math.max(1, floats);
@@ -179,25 +213,48 @@ public final class DecodeCommandListBuilder {
 
     private CommandList build() {
         Ref step = new Ref(stepBuffer, 0);
-        Ref x = activation(s.embedding());
-        Ref qa = activation(s.qLora());
-        Ref kv = activation(s.kvRow());
-        Ref q = activation((long) s.heads() * s.kvRow());
-        Ref partials = activation((long) Geometry.ATTENTION_SPLITS * s.heads() * (s.latent() + 2));
-        Ref o = activation((long) s.heads() * s.vHead());
-        Ref routerLogits = activation(Math.max(1, s.experts()));
-        Ref ids = activation(Math.max(1, s.expertsUsed()));
-        Ref expertWeights = activation(Math.max(1, s.expertsUsed()));
-        int actStride = Math.max(Math.max(s.expertFfn(), s.sharedFfn()), s.denseFfn());
-        Ref act = activation((long) (s.expertsUsed() + 1) * actStride);
+        Ref x = perToken(s.embedding());
+        String embd = "token_embd.weight";
+        dispatch("embed_row", -1, Size3.of(tokens, 1), WIDE_THREADS, new int[0],
+                List.of(new Dispatch.WeightRead(embd, (long) tokens * model.tensor(embd).bytes() / s.vocab())),
+                args("EmbedArgs", Map.of("type", type(embd), "cols", s.embedding())), step, weight(embd), x);
+        if (tokens == 1) {
+            decodeLayers(step, x);
+        } else {
+            promptLayers(step, x);
+        }
         Ref logits = activation(s.vocab());
         Ref token = activation(1);
+        String out = model.has("output.weight") ? "output.weight" : embd;
+        Ref last = x;
+        if (tokens > 1) {
+            last = activation(s.embedding());
+            dispatch("last_row", -1, Size3.of(1), WIDE_THREADS, new int[0], List.of(),
+                    args("LastRowArgs", Map.of("tokens", tokens, "cols", s.embedding())), step, x, last);
+        }
+        matVec(-1, out, s.embedding(), s.vocab(), last, logits, weight("output_norm.weight"), null);
+        dispatches.set(dispatches.size() - 1, withRead(dispatches.getLast(), all("output_norm.weight")));
+        dispatch("argmax", -1, Size3.of(1), WIDE_THREADS, memory(2L * Geometry.WIDE_SIMDGROUPS), List.of(),
+                args("ArgmaxArgs", Map.of("n", s.vocab())), logits, token);
 
-        String embd = "token_embd.weight";
-        dispatch("embed_row", -1, Size3.of(1), WIDE_THREADS, new int[0],
-                List.of(new Dispatch.WeightRead(embd, model.tensor(embd).bytes() / s.vocab())),
-                args("EmbedArgs", Map.of("type", type(embd), "cols", s.embedding())), step, weight(embd), x);
+        List<BufferSpec> finalBuffers = new ArrayList<>(buffers);
+        finalBuffers.set(argsBuffer, new BufferSpec("args", BufferSpec.Kind.ARGS, args.size(), 0));
+        finalBuffers.set(activationsBuffer, new BufferSpec("activations", BufferSpec.Kind.ACTIVATIONS, activationBytes, 0));
+        return new CommandList(finalBuffers, args.toByteArray(), dispatches, logits.offset(), token.offset(), tokens);
+    }
 
+    /** The layers of the decode step, 8 dispatches each (7 for a dense FFN): see the class comment. */
+    private void decodeLayers(Ref step, Ref x) {
+        Ref qa = perToken(s.qLora());
+        Ref kv = perToken(s.kvRow());
+        Ref q = perToken((long) s.heads() * s.kvRow());
+        Ref partials = perToken((long) splits * s.heads() * (s.latent() + 2));
+        Ref o = perToken((long) s.heads() * s.vHead());
+        Ref routerLogits = perToken(s.experts());
+        Ref ids = perToken(s.expertsUsed());
+        Ref expertWeights = perToken(s.expertsUsed());
+        int actStride = Math.max(Math.max(s.expertFfn(), s.sharedFfn()), s.denseFfn());
+        Ref act = perToken((long) (s.expertsUsed() + 1) * actStride);
         for (int l = 0; l < s.layers(); l++) {
             String b = "blk." + l + ".";
             // 1. attn_norm + q_a and kv_a
@@ -230,14 +287,14 @@ public final class DecodeCommandListBuilder {
                     weight(b + "attn_k_b.weight"), kv, weight(b + "attn_kv_a_norm.weight"), q,
                     new Ref(kvBuffers[l], 0));
             // 3. attention over the cache, split along the KV length
-            dispatch("mla_attention", l, Size3.of(Geometry.ATTENTION_SPLITS), WIDE_THREADS, new int[0], List.of(),
+            dispatch("mla_attention", l, Size3.of(tokens, splits), WIDE_THREADS, new int[0], List.of(),
                     args("AttentionArgs", Map.of("heads", s.heads(), "latent", s.latent(), "rope", s.rope(),
-                            "splits", Geometry.ATTENTION_SPLITS, "scale", s.kqScale())),
+                            "splits", splits, "scale", s.kqScale())),
                     step, q, new Ref(kvBuffers[l], 0), partials);
             // 4. merge + v_b
             dispatch("mla_merge", l, Size3.of(s.heads() * Geometry.MERGE_PARTS), HEAD_THREADS,
-                    memory(s.latent() + Geometry.ATTENTION_SPLITS), List.of(all(b + "attn_v_b.weight")),
-                    args("MergeArgs", Map.of("heads", s.heads(), "latent", s.latent(), "splits", Geometry.ATTENTION_SPLITS,
+                    memory(s.latent() + splits), List.of(all(b + "attn_v_b.weight")),
+                    args("MergeArgs", Map.of("heads", s.heads(), "latent", s.latent(), "splits", splits,
                             "v_head", s.vHead(), "v_b_type", type(b + "attn_v_b.weight"))),
                     step, partials, weight(b + "attn_v_b.weight"), o);
             // 5. attn_output + residual
@@ -249,16 +306,173 @@ public final class DecodeCommandListBuilder {
                 moe(l, b, x, routerLogits, act, ids, expertWeights, actStride);
             }
         }
-        String out = model.has("output.weight") ? "output.weight" : embd;
-        matVec(-1, out, s.embedding(), s.vocab(), x, logits, weight("output_norm.weight"), null);
-        dispatches.set(dispatches.size() - 1, withRead(dispatches.getLast(), all("output_norm.weight")));
-        dispatch("argmax", -1, Size3.of(1), WIDE_THREADS, memory(2L * Geometry.WIDE_SIMDGROUPS), List.of(),
-                args("ArgmaxArgs", Map.of("n", s.vocab())), logits, token);
+    }
 
-        List<BufferSpec> finalBuffers = new ArrayList<>(buffers);
-        finalBuffers.set(argsBuffer, new BufferSpec("args", BufferSpec.Kind.ARGS, args.size(), 0));
-        finalBuffers.set(activationsBuffer, new BufferSpec("activations", BufferSpec.Kind.ACTIVATIONS, activationBytes, 0));
-        return new CommandList(finalBuffers, args.toByteArray(), dispatches, logits.offset(), token.offset());
+    /**
+     * The layers of the prompt command list: the weight-heavy steps through mat_mat, which multiplies each
+     * dequantized weight chunk with several tokens' activations, and the experts grouped by expert (moe_route
+     * lists each expert's tokens); the norms, RoPE with the cache rows, the attention merge and the weighted
+     * sum of the experts as small per-token kernels. Per MoE layer: attn_norm, q_a, kv_a, q_a_norm, q_b, RoPE
+     * + cache rows, k_b, attention, merge, v_b, attn_output + residual, ffn_norm, router, routing, gate+up,
+     * down, weighted sum + residual.
+     */
+    private void promptLayers(Ref step, Ref x) {
+        int perHead = s.nope() + s.rope();
+        int actStride = Math.max(Math.max(s.expertFfn(), s.sharedFfn()), s.denseFfn());
+        int slots = s.expertsUsed() + 1;
+        Ref xn = perToken(s.embedding());
+        Ref qa = perToken(s.qLora());
+        Ref qaNormed = perToken(s.qLora());
+        Ref kv = perToken(s.kvRow());
+        Ref qFull = perToken((long) s.heads() * perHead);
+        Ref q = perToken((long) s.heads() * s.kvRow());
+        Ref partials = perToken((long) splits * s.heads() * (s.latent() + 2));
+        Ref latent = perToken((long) s.heads() * s.latent());
+        Ref o = perToken((long) s.heads() * s.vHead());
+        Ref routerLogits = perToken(s.experts());
+        Ref ids = perToken(s.expertsUsed());
+        Ref expertWeights = perToken(s.expertsUsed());
+        Ref routes = activation((long) Math.max(1, s.experts()) * tokens);
+        Ref counts = activation(Math.max(1, s.experts()));
+        Ref blocks = activation(Math.max(1, routedBlocks(s.expertsUsed(), s.experts())));
+        Ref act = perToken((long) slots * actStride);
+        Ref ffnOut = perToken((long) slots * s.embedding());
+        for (int l = 0; l < s.layers(); l++) {
+            String b = "blk." + l + ".";
+            Ref cache = new Ref(kvBuffers[l], 0);
+            normRows(l, b + "attn_norm.weight", s.embedding(), x, xn);
+            matMat(l, b + "attn_q_a.weight", s.embedding(), s.qLora(), xn, qa, false);
+            matMat(l, b + "attn_kv_a_mqa.weight", s.embedding(), s.kvRow(), xn, kv, false);
+            normRows(l, b + "attn_q_a_norm.weight", s.qLora(), qa, qaNormed);
+            matMat(l, b + "attn_q_b.weight", s.qLora(), s.heads() * perHead, qaNormed, qFull, false);
+            dispatch("mla_rope_cache", l, Size3.of(tokens, s.heads() + 1), WIDE_THREADS,
+                    memory(Geometry.WIDE_SIMDGROUPS + align4(s.kvRow())), List.of(all(b + "attn_kv_a_norm.weight")),
+                    args("RopeCacheArgs", Map.of("heads", s.heads(), "nope", s.nope(), "rope", s.rope(),
+                            "latent", s.latent(), "eps", s.eps(), "rope_base", s.ropeBase())),
+                    step, qFull, kv, weight(b + "attn_kv_a_norm.weight"), q, cache);
+            // q_nope of each head absorbed through its k_b: one matrix per head (grid z)
+            String kb = b + "attn_k_b.weight";
+            headMatMat(l, kb, s.nope(), s.latent(), qFull, perHead, q, s.kvRow());
+            dispatch("mla_attention", l, Size3.of(tokens, splits), WIDE_THREADS, new int[0], List.of(),
+                    args("AttentionArgs", Map.of("heads", s.heads(), "latent", s.latent(), "rope", s.rope(),
+                            "splits", splits, "scale", s.kqScale())),
+                    step, q, cache, partials);
+            String vb = b + "attn_v_b.weight";
+            dispatch("mla_merge_latent", l, Size3.of(tokens, s.heads()), WIDE_THREADS,
+                    memory(Geometry.WIDE_SIMDGROUPS + splits), List.of(),
+                    args("MergeArgs", Map.of("heads", s.heads(), "latent", s.latent(), "splits", splits,
+                            "v_head", s.vHead(), "v_b_type", type(vb))),
+                    step, partials, latent);
+            headMatMat(l, vb, s.latent(), s.vHead(), latent, s.latent(), o, s.vHead());
+            matMat(l, b + "attn_output.weight", s.heads() * s.vHead(), s.embedding(), o, x, true);
+            normRows(l, b + "ffn_norm.weight", s.embedding(), x, xn);
+            if (l < s.denseLayers()) {
+                String gate = b + "ffn_gate.weight";
+                String up = b + "ffn_up.weight";
+                String down = b + "ffn_down.weight";
+                expertsPrompt(l, 0, xn, act, ffnOut, routes, counts, blocks, expertWeights, x, actStride, gate, up, down,
+                        s.denseFfn(), gate, up, down);
+            } else {
+                String router = b + "ffn_gate_inp.weight";
+                String bias = b + "exp_probs_b.bias";
+                boolean hasBias = model.has(bias);
+                matMat(l, router, s.embedding(), s.experts(), xn, routerLogits, false);
+                String gate = b + "ffn_gate_exps.weight";
+                String up = b + "ffn_up_exps.weight";
+                String down = b + "ffn_down_exps.weight";
+                boolean shared = s.sharedFfn() > 0;
+                String gateSh = shared ? b + "ffn_gate_shexp.weight" : gate;
+                String upSh = shared ? b + "ffn_up_shexp.weight" : up;
+                String downSh = shared ? b + "ffn_down_shexp.weight" : down;
+                dispatch("moe_route", l, Size3.of(1), HEAD_THREADS, memory((long) tokens * s.expertsUsed() + s.experts()),
+                        hasBias ? List.of(all(bias)) : List.of(),
+                        args("GateUpArgs", gateUpArgs(s.expertsUsed(), s.sharedFfn(), gate, up, gateSh, upSh,
+                                hasBias ? bias : null, actStride, 1)),
+                        routerLogits, hasBias ? weight(bias) : routerLogits, ids, expertWeights, routes, counts, blocks,
+                        step);
+                expertsPrompt(l, s.expertsUsed(), xn, act, ffnOut, routes, counts, blocks, expertWeights, x, actStride, gate, up,
+                        down, s.sharedFfn(), gateSh, upSh, downSh);
+            }
+        }
+    }
+
+    /**
+     * Blocks of {@link Geometry#MM_TOKENS} entries that {@code routed} slots of a batch fill in the experts' token
+     * lists at most (prompt.metal's routed_blocks: the two must agree).
+     */
+    private int routedBlocks(int routed, int experts) {
+        return routed > 0 ? groups(tokens * routed, Geometry.MM_TOKENS) + experts : 0;
+    }
+
+    /** y[t] = rms-normalized x[t] * the norm weight {@code norm}, rows of {@code cols} values. */
+    private void normRows(int layer, String norm, int cols, Ref x, Ref y) {
+        dispatch("rms_norm_rows", layer, Size3.of(tokens), WIDE_THREADS, memory(Geometry.WIDE_SIMDGROUPS),
+                List.of(all(norm)), args("NormArgs", Map.of("cols", cols, "eps", s.eps())), x, weight(norm), y,
+                new Ref(stepBuffer, 0));
+    }
+
+    /** y[t] = W x[t] (+ y[t] with {@code add}) for a batch; x and y rows of cols and rows values. */
+    private void matMat(int layer, String w, int cols, int rows, Ref x, Ref y, boolean add) {
+        matMat(layer, w, cols, rows, 1, 0, x, cols, 0, y, rows, 0, add);
+    }
+
+    /**
+     * Per head h (grid z): y[t][h] = W[h] x[t][h] for a stacked per-head weight (k_b, v_b), x rows of
+     * {@code xPerHead} floats per head (the first cols used), y rows of {@code yPerHead} per head (the first rows written).
+     */
+    private void headMatMat(int layer, String w, int cols, int rows, Ref x, int xPerHead, Ref y, int yPerHead) {
+        matMat(layer, w, cols, rows, s.heads(), model.tensor(w).bytes() / s.heads(), x, s.heads() * xPerHead, xPerHead,
+                y, s.heads() * yPerHead, yPerHead, false);
+    }
+
+    private void matMat(int layer, String w, int cols, int rows, int matrices, long wStep, Ref x, int xStride, int xStep,
+                        Ref y, int yStride, int yStep, boolean add) {
+        Map<String, Number> a = new LinkedHashMap<>();
+        a.put("type", type(w));
+        a.put("cols", cols);
+        a.put("rows", rows);
+        a.put("tokens", tokens);
+        a.put("x_stride", xStride);
+        a.put("y_stride", yStride);
+        a.put("w_step", wStep);
+        a.put("x_step", xStep);
+        a.put("y_step", yStep);
+        a.put("add", add ? 1 : 0);
+        dispatch("mat_mat", layer, new Size3(groups(tokens, Geometry.MM_TOKENS), groups(rows, MM_ROWS), matrices),
+                MM_THREADS, new int[0], List.of(all(w)), args("MatMatArgs", a), weight(w), x, y, new Ref(stepBuffer, 0));
+    }
+
+    /**
+     * The FFN of a prompt batch, grouped by expert: gate+up and down over {@code routed} slots of the stacked
+     * tensors (each expert's token list from moe_route) and the shared expert (or, with {@code routed} 0, the
+     * dense FFN) of {@code sharedWidth}, then the weighted sum added to x.
+     */
+    private void expertsPrompt(int l, int routed, Ref xn, Ref act, Ref ffnOut, Ref routes, Ref counts, Ref blocks,
+                               Ref expertWeights,
+                               Ref x, int actStride, String gate, String up, String down, int sharedWidth, String gateSh,
+                               String upSh, String downSh) {
+        int experts = routed > 0 ? s.experts() : 0;
+        int blockColumns = routedBlocks(routed, experts) + (sharedWidth > 0 ? groups(tokens, Geometry.MM_TOKENS) : 0);
+        int rows = Math.max(routed > 0 ? s.expertFfn() : 0, sharedWidth);
+        Ref step = new Ref(stepBuffer, 0);
+        List<Dispatch.WeightRead> gateUpReads = new ArrayList<>(List.of(all(gate), all(up)));
+        List<Dispatch.WeightRead> downReads = new ArrayList<>(List.of(all(down)));
+        if (routed > 0 && sharedWidth > 0) {
+            gateUpReads.addAll(List.of(all(gateSh), all(upSh)));
+            downReads.add(all(downSh));
+        }
+        // half the SIMD-groups compute gate rows, the other half the same up rows
+        dispatch("moe_experts_gate_up", l, Size3.of(blockColumns, groups(rows, MM_ROWS / 2)), MM_THREADS,
+                memory((long) MM_ROWS * Geometry.MM_TOKENS), gateUpReads,
+                args("GateUpArgs", gateUpArgs(routed, sharedWidth, gate, up, gateSh, upSh, null, actStride, 1)),
+                xn, weight(gate), weight(up), weight(gateSh), weight(upSh), routes, counts, blocks, act, step);
+        dispatch("moe_experts_down", l, Size3.of(blockColumns, groups(s.embedding(), MM_ROWS)), MM_THREADS,
+                new int[0], downReads, args("DownArgs", downArgs(routed, down, sharedWidth, downSh, actStride, 1)),
+                weight(down), weight(downSh), act, routes, counts, blocks, ffnOut, step);
+        dispatch("moe_combine", l, Size3.of(tokens, groups(s.embedding(), WIDE_THREADS)), WIDE_THREADS, new int[0],
+                List.of(), args("CombineArgs", Map.of("rows", s.embedding(), "routed", routed,
+                        "shared", sharedWidth > 0 ? 1 : 0)),
+                ffnOut, expertWeights, x, step);
     }
 
     private static Dispatch withRead(Dispatch d, Dispatch.WeightRead read) {
@@ -342,6 +556,21 @@ public final class DecodeCommandListBuilder {
     private void gateUp(int l, String b, Ref x, Ref logits, String bias, Ref act, Ref ids, Ref expertWeights,
                         int actStride, int routed, int sharedRows, String gate, String up, String gateSh, String upSh,
                         List<Dispatch.WeightRead> reads) {
+        int rows = Math.max(routed > 0 ? s.expertFfn() : 0, sharedRows);
+        int split = Geometry.mvSplit((long) rows * (routed + 1));
+        Map<String, Number> a = gateUpArgs(routed, sharedRows, gate, up, gateSh, upSh, bias, actStride, split);
+        dispatch("moe_gate_up", l, Size3.of(groups(rows, Geometry.mvRowsPerThreadgroup(split)), routed + 1), MV_THREADS,
+                memory(Geometry.MV_SCRATCH_FLOATS), reads, args("GateUpArgs", a), x, weight(b + "ffn_norm.weight"),
+                weight(gate), weight(up), weight(gateSh), weight(upSh), logits, bias != null ? weight(bias) : logits, act,
+                ids, expertWeights);
+    }
+
+    /**
+     * GateUpArgs: {@code routed} slots of the stacked {@code gate}/{@code up} (0: a dense layer, whose FFN is the
+     * shared {@code gateSh}/{@code upSh} of {@code sharedRows} rows); {@code bias} the exp_probs_b tensor or null.
+     */
+    private Map<String, Number> gateUpArgs(int routed, int sharedRows, String gate, String up, String gateSh, String upSh,
+                                           String bias, int actStride, int split) {
         Map<String, Number> a = new LinkedHashMap<>();
         a.put("cols", s.embedding());
         a.put("routed", routed);
@@ -353,22 +582,18 @@ public final class DecodeCommandListBuilder {
         a.put("shared_up_type", type(upSh));
         a.put("act_stride", actStride);
         a.put("eps", s.eps());
-        int rows = Math.max(routed > 0 ? s.expertFfn() : 0, sharedRows);
-        int split = Geometry.mvSplit((long) rows * (routed + 1));
         a.put("split", split);
-        a.put("experts", s.experts());
+        a.put("experts", routed > 0 ? s.experts() : 0);
         a.put("gating", s.gating());
         a.put("has_bias", bias != null ? 1 : 0);
         a.put("normalize", s.expertWeightsNorm() ? 1 : 0);
         a.put("scale", s.expertWeightsScale());
-        dispatch("moe_gate_up", l, Size3.of(groups(rows, Geometry.mvRowsPerThreadgroup(split)), routed + 1), MV_THREADS,
-                memory(Geometry.MV_SCRATCH_FLOATS), reads, args("GateUpArgs", a), x, weight(b + "ffn_norm.weight"),
-                weight(gate), weight(up), weight(gateSh), weight(upSh), logits, bias != null ? weight(bias) : logits, act,
-                ids, expertWeights);
+        a.put("tokens", tokens);
+        return a;
     }
 
-    private void down(int l, Ref x, Ref act, Ref ids, Ref expertWeights, int actStride, int routed, String down,
-                      int sharedCols, String downSh, List<Dispatch.WeightRead> reads) {
+    /** DownArgs: {@code routed} slots of the stacked {@code down} and the shared {@code downSh} of {@code sharedCols} columns. */
+    private Map<String, Number> downArgs(int routed, String down, int sharedCols, String downSh, int actStride, int split) {
         Map<String, Number> a = new LinkedHashMap<>();
         a.put("cols", s.expertFfn());
         a.put("rows", s.embedding());
@@ -377,8 +602,16 @@ public final class DecodeCommandListBuilder {
         a.put("shared_cols", sharedCols);
         a.put("shared_type", type(downSh));
         a.put("act_stride", actStride);
-        int split = Geometry.mvSplit(s.embedding());
         a.put("split", split);
+        a.put("experts", routed > 0 ? s.experts() : 0);
+        a.put("tokens", tokens);
+        return a;
+    }
+
+    private void down(int l, Ref x, Ref act, Ref ids, Ref expertWeights, int actStride, int routed, String down,
+                      int sharedCols, String downSh, List<Dispatch.WeightRead> reads) {
+        int split = Geometry.mvSplit(s.embedding());
+        Map<String, Number> a = downArgs(routed, down, sharedCols, downSh, actStride, split);
         dispatch("moe_down", l, Size3.of(groups(s.embedding(), Geometry.mvRowsPerThreadgroup(split))), MV_THREADS,
                 memory(Geometry.MV_SCRATCH_FLOATS),
                 reads, args("DownArgs", a), weight(down), weight(downSh), act, ids, expertWeights, x);

@@ -2,11 +2,14 @@ package dev.glimmer.kernels.decode;
 
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.KernelLibrary;
+import dev.glimmer.kernels.Size3;
 import org.junit.jupiter.api.Test;
 
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
@@ -160,6 +163,64 @@ class DecodeCommandListTest {
         assertEquals(12, p.maxBindings());  // moe_gate_up
         assertTrue(p.maxBindingOffset() < 1L << 32 && p.maxBindingOffset() > 1L << 30, p.maxBindingOffset() + "");
         assertEquals(47L * 8192 * 576 * 4, p.kvCacheBytes());
+    }
+
+    @Test
+    void thePromptListBatchesEveryLayer() {
+        DecodeModel m = fullSizeModel();
+        int tokens = Geometry.PROMPT_TOKENS;
+        CommandList decode = DecodeCommandListBuilder.build(m, 4096);
+        CommandList prompt = DecodeCommandListBuilder.build(m, 4096, tokens);
+        assertEquals(tokens, prompt.tokens());
+        assertEquals(1, decode.tokens());
+        List<String> moeLayer = List.of("rms_norm_rows", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat", "mla_rope_cache",
+                "mat_mat", "mla_attention", "mla_merge_latent", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat", "moe_route",
+                "moe_experts_gate_up", "moe_experts_down", "moe_combine");
+        List<String> denseLayer = new ArrayList<>(moeLayer);
+        denseLayer.remove(13);  // moe_route
+        denseLayer.remove(12);  // the router's mat_mat
+        List<String> expected = new ArrayList<>(List.of("embed_row"));
+        expected.addAll(denseLayer);
+        for (int l = 1; l < GLM.layers(); l++) {
+            expected.addAll(moeLayer);
+        }
+        expected.addAll(List.of("last_row", "mat_vec", "argmax"));
+        assertEquals(expected, prompt.dispatches().stream().map(Dispatch::kernel).toList());
+        int blocks = (tokens + Geometry.MM_TOKENS - 1) / Geometry.MM_TOKENS;
+        for (Dispatch d : prompt.dispatches()) {
+            if (d.kernel().equals("mat_vec")) {
+                // the output mat-vec of the last token, as the decode step's
+                assertEquals(decode.dispatches().get(decode.dispatches().size() - 2).grid(), d.grid());
+                continue;
+            }
+            int perToken = switch (d.kernel()) {
+                case "mat_mat" -> blocks;
+                // the blocks of the experts' token lists (at most one partly filled per expert), then the shared expert's
+                case "moe_experts_gate_up", "moe_experts_down" -> d.layer() == 0 ? blocks
+                        : (tokens * GLM.expertsUsed() + Geometry.MM_TOKENS - 1) / Geometry.MM_TOKENS + GLM.experts() + blocks;
+                case "last_row", "argmax", "moe_route" -> 1;
+                default -> tokens;
+            };
+            assertEquals(perToken, d.grid().x(), d.kernel() + " of layer " + d.layer());
+            assertTrue(d.threadgroupMemory().length == 0 || d.threadgroupMemory()[0] <= Geometry.MAX_THREADGROUP_MEMORY,
+                    d.kernel());
+        }
+        // k_b and v_b: one matrix per head; the experts: one grid slot per expert and one for the shared expert
+        Dispatch kb = prompt.dispatches().get(7);
+        assertEquals(GLM.heads(), kb.grid().z());
+        assertEquals("blk.0.attn_k_b.weight", kb.weightReads().getFirst().tensor());
+        Dispatch experts = prompt.dispatches().get(1 + denseLayer.size() + 14);
+        assertEquals("moe_experts_gate_up", experts.kernel());
+
+        // the KV cache buffers match by name and size, so the two lists can share them
+        for (BufferSpec kv : decode.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE).toList()) {
+            assertTrue(prompt.buffers().contains(kv), kv.name());
+        }
+        assertEquals(tokens * 12L, prompt.buffers().get(prompt.buffer(BufferSpec.Kind.STEP)).bytes());
+        // per token: x, q, the attention partials (PROMPT_ATTENTION_SPLITS of heads x (latent + 2)), ... under 1 MB
+        long activations = prompt.buffers().get(prompt.buffer(BufferSpec.Kind.ACTIVATIONS)).bytes();
+        assertTrue(activations < tokens * (1L << 20), activations + " bytes of activations");
+        assertThrows(IllegalArgumentException.class, () -> DecodeCommandListBuilder.build(m, 4096, 0));
     }
 
     @Test

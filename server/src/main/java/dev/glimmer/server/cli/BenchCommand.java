@@ -84,7 +84,8 @@ final class BenchCommand implements Command {
     public String details() {
         return """
                 pp: a prompt of N random token ids is run into an empty cache (on the CPU as one batch; on a GPU
-                through the backend's decoder, as the server runs it).
+                through the backend's decoder, as the server runs it: CUDA runs prompts through its prompt
+                command list, batches of up to 128 tokens).
                 tg: N tokens are decoded one at a time after --ctx positions of context (on a GPU as a greedy
                 request is served: only the chosen token is read back, not the logits). On the CPU those
                 positions are random cache rows rather than computed (the cost of attention depends only on
@@ -93,7 +94,8 @@ final class BenchCommand implements Command {
                 or a GPU that cannot serve this model: which one and why), load time (open, map, weights on
                 the device: ready), the median tok/s with min..max over --reps, decode as a fraction of the
                 bandwidth limit (--bandwidth GB/s ÷ bytes per token), the peak anonymous memory (everything but
-                the mapped file); on CUDA also the GPU memory used and the GPU time per kernel of one step.
+                the mapped file); on CUDA also the GPU memory used and the GPU time per kernel of one decode step
+                and of one prompt batch.
                 The GPU self-test is not run (./glimmer selftest runs it).
                 The last line is for scripts: pp_tok_s=… tg_tok_s=…
                 Example: ./glimmer bench --model /tmp/glm-full-q4_0.gguf --pp 64 --tg 16 --bandwidth 22.4
@@ -176,9 +178,15 @@ final class BenchCommand implements Command {
                 if (sequence instanceof DecoderSequence d && d.decoder() instanceof KernelTimings timings) {
                     // The step at depth first: the one at context 0 cuts the computed context off.
                     List<KernelTimings.KernelTime> atDepth = depth > 0 && tg > 0 ? d.profile(timings, depth) : List.of();
-                    printKernelTimes(io, "GPU time per kernel, one decode step at context 0:", d.profile(timings, 0));
+                    printKernelTimes(io, "GPU time per kernel, one decode step at context 0:", d.profile(timings, 0), 1);
                     if (!atDepth.isEmpty()) {
-                        printKernelTimes(io, "GPU time per kernel, one decode step at context " + depth + ":", atDepth);
+                        printKernelTimes(io, "GPU time per kernel, one decode step at context " + depth + ":", atDepth, 1);
+                    }
+                    if (pp > 0) {
+                        int n = Math.min(pp, timings.promptBatch());
+                        d.decoder().truncate(0);
+                        printKernelTimes(io, "GPU time per kernel, one prompt batch of " + n + " tokens into an empty cache:",
+                                timings.profilePrompt(tokens, 0, n), n);
                     }
                 }
                 io.out().printf(Locale.ROOT, "pp_tok_s=%.2f tg_tok_s=%.2f%n", ppRate, tgRate);
@@ -315,8 +323,11 @@ final class BenchCommand implements Command {
         }
     }
 
-    /** A profile as a table: kernel, dispatches, milliseconds, share of the step, weight bytes and their GB/s. */
-    private static void printKernelTimes(Terminal io, String title, List<KernelTimings.KernelTime> profile) {
+    /**
+     * A profile of a run of {@code tokens} tokens as a table: kernel, dispatches, milliseconds, share of the
+     * run, weight bytes and their GB/s.
+     */
+    private static void printKernelTimes(Terminal io, String title, List<KernelTimings.KernelTime> profile, int tokens) {
         double total = profile.stream().mapToDouble(KernelTimings.KernelTime::millis).sum();
         io.out().println(title);
         io.out().printf(Locale.ROOT, "  %-28s %10s %9s %6s %9s %8s%n", "kernel", "dispatches", "ms", "share", "weight MB", "GB/s");
@@ -324,7 +335,8 @@ final class BenchCommand implements Command {
             io.out().printf(Locale.ROOT, "  %-28s %10d %9.3f %5.1f%% %9.1f %8.1f%n", t.kernel(), t.dispatches(), t.millis(),
                     100 * t.millis() / total, t.weightBytes() / 1e6, t.gigabytesPerSecond());
         }
-        io.out().printf(Locale.ROOT, "  %-28s %10s %9.3f (%.0f tok/s of kernel time alone)%n", "total", "", total, 1000 / total);
+        io.out().printf(Locale.ROOT, "  %-28s %10s %9.3f (%.0f tok/s of kernel time alone)%n", "total", "", total,
+                1000 * tokens / total);
     }
 
     /** mlock(2) on the mapping: reads it all in and keeps it resident until the process ends. */

@@ -5,9 +5,11 @@ import dev.glimmer.engine.backend.KernelTimings.KernelTime;
 import dev.glimmer.engine.backend.emulated.DecodeModels;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.kernels.ArgStruct;
+import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.decode.BufferSpec;
 import dev.glimmer.kernels.decode.CommandList;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
+import dev.glimmer.kernels.decode.DecodeModel;
 import dev.glimmer.kernels.decode.Dispatch;
 
 import java.lang.foreign.Arena;
@@ -19,11 +21,12 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * One sequence decoded on a CUDA device: the decode {@link CommandList} (the one a Metal indirect
- * command buffer encodes) captured once into a CUDA graph over the model's {@link CudaWeights} and
- * this sequence's own KV cache, activations and argument structs in device memory. Per
- * token the host writes the {@code StepArgs} (token, position, KV length) with an ordered copy,
- * launches the graph and reads back the logits or only the greedy token.
+ * One sequence on a CUDA device: the decode {@link CommandList} and the prompt command list (the ones a
+ * Metal indirect command buffer encodes) each captured once into a CUDA graph over the model's
+ * {@link CudaWeights}, this sequence's KV cache (shared by the two) and each list's own activations and
+ * argument structs in device memory. Per run the host writes the {@code StepArgs} (token, position, KV
+ * length; one per token of a prompt batch) with an ordered copy, launches the graph and reads back the
+ * logits or only the greedy token.
  *
  * <p>Not thread-safe: one sequence, one caller at a time (it makes the device's context current
  * on whatever thread calls it).
@@ -33,26 +36,131 @@ public final class CudaDecoder implements AutoCloseable {
     private final CudaDevice device;
     private final CudaDriver driver;
     private final CudaKernels kernels;
-    private final CommandList list;
     private final int contextSize;
     private final int vocab;
-    private final long[] buffers;
-    /** Which buffers this sequence allocated (the weights belong to {@link CudaWeights}). */
-    private final boolean[] owned;
-    private final long[][] bindings;
-    private final MemorySegment stream;
-    private final MemorySegment graph;
-    private final Arena arena = Arena.ofShared();
-    private final MemorySegment stepBytes;
-    /** Pinned host memory the step's logits or greedy token are copied into on the step's stream. */
-    private final MemorySegment readBack;
-    /** The logits handed out by {@link #step}, reused from step to step. */
-    private final float[] logits;
     private final ArgStruct stepArgs;
-    private final long deviceBytes;
+    private final Arena arena = Arena.ofShared();
+    private final Graph decode;
+    private final Graph prompt;
+    private final MemorySegment stream;
+    /** Host staging of the StepArgs of the largest batch. */
+    private final MemorySegment stepBytes;
+    /** Pinned host memory the run's logits or greedy token are copied into on the run's stream. */
+    private final MemorySegment readBack;
+    /** The logits handed out by {@link #step} and {@link #prompt}, reused from run to run. */
+    private final float[] logits;
+    /** The graph that ran last: its argmax holds the greedy token. */
+    private Graph last;
     private int position;
 
-    /** A sequence of at most {@code contextSize} positions over uploaded {@code weights}; captures the decode graph. */
+    /** Where a run's result goes: nowhere, the logits, or the greedy token. */
+    private enum ReadBack { NOTHING, LOGITS, TOKEN }
+
+    /** One command list in device memory and its captured graph. */
+    private final class Graph {
+        final CommandList list;
+        final long[] buffers;
+        /** Which buffers this graph allocated (the weights belong to {@link CudaWeights}, a shared KV cache to the other graph). */
+        final boolean[] owned;
+        final long[][] bindings;
+        final long deviceBytes;
+        MemorySegment exec;
+
+        /** Allocates {@code list}'s buffers; its KV cache buffers are {@code shared}'s where given. */
+        Graph(CommandList list, CudaWeights weights, Graph shared) {
+            this.list = list;
+            buffers = new long[list.buffers().size()];
+            owned = new boolean[buffers.length];
+            long total = 0;
+            try {
+                for (int i = 0; i < buffers.length; i++) {
+                    BufferSpec b = list.buffers().get(i);
+                    if (b.kind() == BufferSpec.Kind.WEIGHTS) {
+                        buffers[i] = weights.pointer(b);
+                    } else if (b.kind() == BufferSpec.Kind.KV_CACHE && shared != null) {
+                        buffers[i] = shared.buffers[shared.list.buffers().indexOf(b)];
+                    } else {
+                        buffers[i] = driver.alloc(b.bytes());
+                        owned[i] = true;
+                        total += Math.max(1, b.bytes());
+                        if (b.kind() == BufferSpec.Kind.ARGS) {
+                            driver.copyToDevice(buffers[i], arena.allocateFrom(ValueLayout.JAVA_BYTE, list.args()),
+                                    list.args().length);
+                        } else {
+                            driver.memset(buffers[i], (byte) 0, Math.max(1, b.bytes()));
+                        }
+                    }
+                }
+            } catch (RuntimeException e) {
+                free();
+                throw e;
+            }
+            this.deviceBytes = total;
+            bindings = new long[list.dispatches().size()][];
+            for (int d = 0; d < bindings.length; d++) {
+                List<Dispatch.Binding> bs = list.dispatches().get(d).bindings();
+                bindings[d] = new long[bs.size()];
+                for (Dispatch.Binding b : bs) {
+                    bindings[d][b.index()] = buffers[b.buffer()] + b.offset();
+                }
+            }
+        }
+
+        void capture(MemorySegment stream) {
+            driver.beginCapture(stream);
+            enqueue(stream, bindings.length, null);
+            exec = driver.endCaptureAndInstantiate(stream);
+        }
+
+        /** The first {@code count} dispatches on the stream in order; with {@code events}, one recorded before the first and after each. */
+        void enqueue(MemorySegment stream, int count, MemorySegment[] events) {
+            if (events != null) {
+                driver.record(events[0], stream);
+            }
+            for (int d = 0; d < count; d++) {
+                Dispatch dispatch = list.dispatches().get(d);
+                kernels.launch(dispatch.kernel(), stream, dispatch.grid(), dispatch.threads(), bindings[d],
+                        dispatch.threadgroupMemory());
+                if (events != null) {
+                    driver.record(events[d + 1], stream);
+                }
+            }
+        }
+
+        long activations() {
+            return buffers[list.buffer(BufferSpec.Kind.ACTIVATIONS)];
+        }
+
+        /** Writes the StepArgs of {@code count} tokens from position {@code at}; the rest of the batch gets none (kv_len 0). */
+        void writeSteps(int[] tokens, int from, int count, int at) {
+            for (int t = 0; t < list.tokens(); t++) {
+                byte[] b = t < count
+                        ? stepArgs.pack(Map.of("token", tokens[from + t], "pos", at + t, "kv_len", at + t + 1))
+                        : stepArgs.pack(Map.of("token", 0, "pos", 0, "kv_len", 0));
+                MemorySegment.copy(b, 0, stepBytes, ValueLayout.JAVA_BYTE, (long) t * stepArgs.size(), b.length);
+            }
+            driver.copyToDeviceAsync(buffers[list.buffer(BufferSpec.Kind.STEP)], stepBytes,
+                    (long) list.tokens() * stepArgs.size(), stream);
+        }
+
+        void free() {
+            if (exec != null) {
+                driver.destroyGraph(exec);
+                exec = null;
+            }
+            for (int i = 0; i < buffers.length; i++) {
+                if (owned[i] && buffers[i] != 0) {
+                    driver.free(buffers[i]);
+                    buffers[i] = 0;
+                }
+            }
+        }
+    }
+
+    /**
+     * A sequence of at most {@code contextSize} positions over uploaded {@code weights}; captures the decode
+     * graph and the prompt graph (batches of {@link Geometry#PROMPT_TOKENS}).
+     */
     public CudaDecoder(CudaWeights weights, int contextSize) {
         GlmModel model = weights.model();
         this.kernels = weights.kernels();
@@ -60,77 +168,50 @@ public final class CudaDecoder implements AutoCloseable {
         this.driver = device.driver();
         this.contextSize = contextSize;
         this.vocab = model.vocabSize();
-        this.list = DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), contextSize);
         this.stepArgs = kernels.library().struct("StepArgs");
+        DecodeModel shape = DecodeModels.of(model.file(), model.config());
+        CommandList decodeList = DecodeCommandListBuilder.build(shape, contextSize);
+        CommandList promptList = DecodeCommandListBuilder.build(shape, contextSize, Geometry.PROMPT_TOKENS);
         device.makeCurrent();
-        buffers = new long[list.buffers().size()];
-        owned = new boolean[buffers.length];
-        long total = 0;
+        Graph d = null;
+        Graph p = null;
+        MemorySegment s = null;
         try {
-            for (int i = 0; i < buffers.length; i++) {
-                BufferSpec b = list.buffers().get(i);
-                if (b.kind() == BufferSpec.Kind.WEIGHTS) {
-                    buffers[i] = weights.pointer(b);
-                    continue;
-                }
-                buffers[i] = driver.alloc(b.bytes());
-                owned[i] = true;
-                total += Math.max(1, b.bytes());
-                if (b.kind() == BufferSpec.Kind.ARGS) {
-                    driver.copyToDevice(buffers[i], arena.allocateFrom(ValueLayout.JAVA_BYTE, list.args()), list.args().length);
-                } else {
-                    driver.memset(buffers[i], (byte) 0, Math.max(1, b.bytes()));
-                }
-            }
+            d = new Graph(decodeList, weights, null);
+            p = new Graph(promptList, weights, d);
+            s = driver.newStream();
+            d.capture(s);
+            p.capture(s);
         } catch (RuntimeException e) {
-            freeBuffers();
+            if (p != null) {
+                p.free();
+            }
+            if (d != null) {
+                d.free();
+            }
+            if (s != null) {
+                driver.destroyStream(s);
+            }
+            arena.close();
             throw e;
         }
-        this.deviceBytes = total;
-        bindings = new long[list.dispatches().size()][];
-        for (int d = 0; d < bindings.length; d++) {
-            List<Dispatch.Binding> bs = list.dispatches().get(d).bindings();
-            bindings[d] = new long[bs.size()];
-            for (Dispatch.Binding b : bs) {
-                bindings[d][b.index()] = buffers[b.buffer()] + b.offset();
-            }
-        }
-        stream = driver.newStream();
-        driver.beginCapture(stream);
-        enqueueDispatches(null);
-        graph = driver.endCaptureAndInstantiate(stream);
-        stepBytes = arena.allocate(stepArgs.size());
+        this.decode = d;
+        this.prompt = p;
+        this.stream = s;
+        this.last = decode;
+        stepBytes = arena.allocate((long) promptList.tokens() * stepArgs.size());
         readBack = driver.allocHost(4L * vocab);
         logits = new float[vocab];
     }
 
-    /** Every dispatch on the stream in order; with {@code events}, one recorded before the first and after each. */
-    private void enqueueDispatches(MemorySegment[] events) {
-        enqueueDispatches(bindings.length, events);
-    }
-
-    /** The first {@code count} dispatches on the stream in order. */
-    private void enqueueDispatches(int count, MemorySegment[] events) {
-        if (events != null) {
-            driver.record(events[0], stream);
-        }
-        for (int d = 0; d < count; d++) {
-            Dispatch dispatch = list.dispatches().get(d);
-            kernels.launch(dispatch.kernel(), stream, dispatch.grid(), dispatch.threads(), bindings[d],
-                    dispatch.threadgroupMemory());
-            if (events != null) {
-                driver.record(events[d + 1], stream);
-            }
-        }
-    }
-
+    /** The decode step's command list. */
     public CommandList commandList() {
-        return list;
+        return decode.list;
     }
 
-    /** Device memory this sequence allocated: KV cache, activations, arguments. */
+    /** Device memory this sequence allocated: KV cache, activations and arguments of both graphs. */
     public long deviceBytes() {
-        return deviceBytes;
+        return decode.deviceBytes + prompt.deviceBytes;
     }
 
     /** Positions already in the KV cache. */
@@ -155,80 +236,101 @@ public final class CudaDecoder implements AutoCloseable {
 
     /**
      * Runs one decode step for {@code token}; returns the logits in an array this decoder reuses (valid
-     * until the next step). They come back with the step: copied on its stream into pinned memory.
+     * until the next run). They come back with the step: copied on its stream into pinned memory.
      */
     public float[] step(int tokenId) {
-        run(tokenId, list.logits(), 4L * vocab);
-        MemorySegment.copy(readBack, ValueLayout.JAVA_FLOAT, 0, logits, 0, vocab);
+        run(decode, new int[] {tokenId}, 0, 1, ReadBack.LOGITS);
         return logits;
-    }
-
-    /** Runs one decode step for {@code token}, reading nothing back (a prompt token whose logits nobody needs). */
-    public void feed(int tokenId) {
-        run(tokenId, 0, 0);
     }
 
     /** Runs one decode step for {@code token} and returns only the greedy next token (4 bytes read back). */
     public int stepGreedy(int tokenId) {
-        run(tokenId, list.token(), 4);
+        run(decode, new int[] {tokenId}, 0, 1, ReadBack.TOKEN);
         return readBack.get(ValueLayout.JAVA_INT, 0);
     }
 
-    /** The greedy token the last step's argmax dispatch chose. */
+    /**
+     * Runs {@code tokens[from .. from+count)} through the prompt graph, {@link Geometry#PROMPT_TOKENS} at a
+     * time, and returns the logits after the last of them (the array {@link #step} reuses).
+     */
+    public float[] prompt(int[] tokens, int from, int count) {
+        runPrompt(tokens, from, count, ReadBack.LOGITS);
+        return logits;
+    }
+
+    /** The prompt as {@link #prompt}, returning only the greedy next token. */
+    public int promptGreedy(int[] tokens, int from, int count) {
+        runPrompt(tokens, from, count, ReadBack.TOKEN);
+        return readBack.get(ValueLayout.JAVA_INT, 0);
+    }
+
+    private void runPrompt(int[] tokens, int from, int count, ReadBack result) {
+        check(tokens, from, count, position);
+        int batch = prompt.list.tokens();
+        for (int done = 0; done < count; done += batch) {
+            int n = Math.min(batch, count - done);
+            run(prompt, tokens, from + done, n, done + n == count ? result : ReadBack.NOTHING);
+        }
+    }
+
+    /** The greedy token the last run's argmax dispatch chose. */
     public int greedyToken() {
         device.makeCurrent();
-        driver.copyToHostAsync(readBack, activations() + list.token(), 4, stream);
+        driver.copyToHostAsync(readBack, last.activations() + last.list.token(), 4, stream);
         driver.synchronize(stream);
         return readBack.get(ValueLayout.JAVA_INT, 0);
     }
 
     /**
-     * Launches the step's graph and, after it on the same stream, copies {@code bytes} of the activations
-     * from {@code offset} into {@link #readBack}; one synchronization waits for both.
+     * Writes the StepArgs of {@code count} tokens at the next positions, launches {@code graph} and, after it
+     * on the same stream, copies its {@code result} into {@link #readBack}; one synchronization waits for all.
      */
-    private void run(int tokenId, long offset, long bytes) {
-        writeStep(tokenId);
-        driver.launchGraph(graph, stream);
-        if (bytes > 0) {
-            driver.copyToHostAsync(readBack, activations() + offset, bytes, stream);
+    private void run(Graph graph, int[] tokens, int from, int count, ReadBack result) {
+        check(tokens, from, count, position);
+        device.makeCurrent();
+        graph.writeSteps(tokens, from, count, position);
+        driver.launchGraph(graph.exec, stream);
+        switch (result) {
+            case LOGITS -> driver.copyToHostAsync(readBack, graph.activations() + graph.list.logits(), 4L * vocab, stream);
+            case TOKEN -> driver.copyToHostAsync(readBack, graph.activations() + graph.list.token(), 4, stream);
+            case NOTHING -> { }
         }
         driver.synchronize(stream);
-        position++;
-    }
-
-    private long activations() {
-        return buffers[list.buffer(BufferSpec.Kind.ACTIVATIONS)];
-    }
-
-    private void writeStep(int tokenId) {
-        writeStep(tokenId, position);
-    }
-
-    private void writeStep(int tokenId, int at) {
-        if (tokenId < 0 || tokenId >= vocab) {
-            throw new InvalidInputException("token id " + tokenId + " is outside the vocabulary of " + vocab);
+        if (result == ReadBack.LOGITS) {
+            MemorySegment.copy(readBack, ValueLayout.JAVA_FLOAT, 0, logits, 0, vocab);
         }
-        if (at >= contextSize) {
+        last = graph;
+        position += count;
+    }
+
+    private void check(int[] tokens, int from, int count, int at) {
+        if (count < 1) {
+            throw new IllegalArgumentException("a run needs at least one token, got " + count);
+        }
+        for (int i = from; i < from + count; i++) {
+            if (tokens[i] < 0 || tokens[i] >= vocab) {
+                throw new InvalidInputException("token id " + tokens[i] + " is outside the vocabulary of " + vocab);
+            }
+        }
+        if (at + count > contextSize) {
             throw new InvalidInputException("the context of " + contextSize + " positions is full");
         }
-        device.makeCurrent();
-        byte[] b = stepArgs.pack(Map.of("token", tokenId, "pos", at, "kv_len", at + 1));
-        MemorySegment.copy(b, 0, stepBytes, ValueLayout.JAVA_BYTE, 0, b.length);
-        driver.copyToDeviceAsync(buffers[list.buffer(BufferSpec.Kind.STEP)], stepBytes, b.length, stream);
     }
 
     /**
-     * Runs the first {@code dispatches} dispatches of the step of {@code token} at position {@code at}
+     * Runs the first {@code dispatches} dispatches of the decode step of {@code token} at position {@code at}
      * (one already decoded with that token: its cache rows are rewritten with the same values) and
      * returns {@code count} floats of command-list buffer {@code buffer} from byte {@code offset}.
      * The position does not move. For locating where a wrong step first leaves the CPU's path.
      */
     public float[] partialStep(int tokenId, int at, int dispatches, int buffer, long offset, int count) {
-        writeStep(tokenId, at);
-        enqueueDispatches(Math.min(dispatches, bindings.length), null);
+        check(new int[] {tokenId}, 0, 1, at);
+        device.makeCurrent();
+        decode.writeSteps(new int[] {tokenId}, 0, 1, at);
+        decode.enqueue(stream, Math.min(dispatches, decode.bindings.length), null);
         driver.synchronize(stream);
         MemorySegment out = arena.allocate(ValueLayout.JAVA_FLOAT, Math.max(1, count));
-        driver.copyToHost(out, buffers[buffer] + offset, 4L * count);
+        driver.copyToHost(out, decode.buffers[buffer] + offset, 4L * count);
         return out.toArray(ValueLayout.JAVA_FLOAT);
     }
 
@@ -237,17 +339,38 @@ public final class CudaDecoder implements AutoCloseable {
      * returns the GPU time per kind of dispatch, largest first. The step is a real one (the position advances).
      */
     public List<KernelTime> profileStep(int tokenId) {
-        writeStep(tokenId);
-        MemorySegment[] events = new MemorySegment[bindings.length + 1];
+        return profile(decode, new int[] {tokenId}, 0, 1);
+    }
+
+    /** Tokens of one prompt batch. */
+    public int promptBatch() {
+        return prompt.list.tokens();
+    }
+
+    /** {@link #profileStep} for a batch of prompt tokens (at most {@link Geometry#PROMPT_TOKENS}) through the prompt graph. */
+    public List<KernelTime> profilePrompt(int[] tokens, int from, int count) {
+        if (count > prompt.list.tokens()) {
+            throw new IllegalArgumentException("a prompt batch holds at most " + prompt.list.tokens() + " tokens");
+        }
+        return profile(prompt, tokens, from, count);
+    }
+
+    private List<KernelTime> profile(Graph graph, int[] tokens, int from, int count) {
+        check(tokens, from, count, position);
+        device.makeCurrent();
+        graph.writeSteps(tokens, from, count, position);
+        int n = graph.bindings.length;
+        MemorySegment[] events = new MemorySegment[n + 1];
         for (int i = 0; i < events.length; i++) {
             events[i] = driver.newEvent();
         }
-        enqueueDispatches(events);
+        graph.enqueue(stream, n, events);
         driver.synchronize(stream);
-        position++;
+        last = graph;
+        position += count;
         Map<String, double[]> perKind = new LinkedHashMap<>();
-        for (int d = 0; d < bindings.length; d++) {
-            Dispatch dispatch = list.dispatches().get(d);
+        for (int d = 0; d < n; d++) {
+            Dispatch dispatch = graph.list.dispatches().get(d);
             double[] t = perKind.computeIfAbsent(kind(dispatch), k -> new double[3]);
             t[0]++;
             t[1] += driver.elapsedMillis(events[d], events[d + 1]);
@@ -262,30 +385,21 @@ public final class CudaDecoder implements AutoCloseable {
         return out;
     }
 
-    /** The kernel, and for mat_vec the weight it multiplies (the same kernel runs very different shapes). */
+    /** The kernel, and for mat_vec and mat_mat the weight it multiplies (the same kernel runs very different shapes). */
     private static String kind(Dispatch d) {
-        if (!d.kernel().equals("mat_vec") || d.weightReads().isEmpty()) {
+        if (!(d.kernel().equals("mat_vec") || d.kernel().equals("mat_mat")) || d.weightReads().isEmpty()) {
             return d.kernel();
         }
         return d.kernel() + " " + d.weightReads().getFirst().tensor().replaceFirst("^blk\\.\\d+\\.", "");
-    }
-
-    private void freeBuffers() {
-        for (int i = 0; i < buffers.length; i++) {
-            if (owned[i] && buffers[i] != 0) {
-                driver.free(buffers[i]);
-                buffers[i] = 0;
-            }
-        }
     }
 
     @Override
     public void close() {
         device.makeCurrent();
         driver.synchronize(stream);
-        driver.destroyGraph(graph);
+        prompt.free();
+        decode.free();
         driver.destroyStream(stream);
-        freeBuffers();
         driver.freeHost(readBack);
         arena.close();
     }

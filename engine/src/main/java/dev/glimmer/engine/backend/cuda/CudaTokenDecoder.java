@@ -8,9 +8,9 @@ import dev.glimmer.kernels.decode.CommandList;
 import java.util.List;
 
 /**
- * A sequence on the CUDA backend as a {@link GpuTokenDecoder}: prompt tokens run the decode graph
- * without reading anything back; only the last token's logits (into pinned memory, then an array
- * reused from step to step) or, for {@link #forwardGreedy}, only its greedy token are copied to the host.
+ * A sequence on the CUDA backend as a {@link GpuTokenDecoder}: prompts run the prompt graph in batches,
+ * single tokens the decode graph; only the last token's logits (into pinned memory, then an array
+ * reused from run to run) or, for {@link #forwardGreedy}, only its greedy token are copied to the host.
  */
 public final class CudaTokenDecoder implements GpuTokenDecoder, PartialSteps, KernelTimings {
 
@@ -37,27 +37,16 @@ public final class CudaTokenDecoder implements GpuTokenDecoder, PartialSteps, Ke
         }
     }
 
+    /** One token runs the decode graph, more the prompt graph in batches; only the last token's logits come back. */
     @Override
     public float[] forward(int[] tokens, int from, int count) {
-        if (count <= 0) {
-            throw new IllegalArgumentException("forward needs at least one token, got " + count);
-        }
-        for (int i = from; i < from + count - 1; i++) {
-            decoder.feed(tokens[i]);
-        }
-        return decoder.step(tokens[from + count - 1]);
+        return count == 1 ? decoder.step(tokens[from]) : decoder.prompt(tokens, from, count);
     }
 
-    /** The prompt tokens and the last one as in {@link #forward}, with only the argmax's 4 bytes read back. */
+    /** The tokens as in {@link #forward}, with only the argmax's 4 bytes read back. */
     @Override
     public int forwardGreedy(int[] tokens, int from, int count) {
-        if (count <= 0) {
-            throw new IllegalArgumentException("forward needs at least one token, got " + count);
-        }
-        for (int i = from; i < from + count - 1; i++) {
-            decoder.feed(tokens[i]);
-        }
-        return decoder.stepGreedy(tokens[from + count - 1]);
+        return count == 1 ? decoder.stepGreedy(tokens[from]) : decoder.promptGreedy(tokens, from, count);
     }
 
     @Override
@@ -92,6 +81,16 @@ public final class CudaTokenDecoder implements GpuTokenDecoder, PartialSteps, Ke
     @Override
     public List<KernelTime> profileStep(int token) {
         return decoder.profileStep(token);
+    }
+
+    @Override
+    public int promptBatch() {
+        return decoder.promptBatch();
+    }
+
+    @Override
+    public List<KernelTime> profilePrompt(int[] tokens, int from, int count) {
+        return decoder.profilePrompt(tokens, from, count);
     }
 
     @Override

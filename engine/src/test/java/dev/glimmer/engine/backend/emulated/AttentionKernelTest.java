@@ -251,7 +251,7 @@ class AttentionKernelTest {
                 MemorySegment o = arena.allocate(4L * heads * vHead);
                 emulator().dispatch("mla_attention", List.of(args(arena, "AttentionArgs", attentionArgs),
                                 step(arena, kvLen - 1), floats(arena, q), floats(arena, cache), partials), new int[0],
-                        Size3.of(splits), Size3.of(WIDE_THREADS), order);
+                        Size3.of(1, splits), Size3.of(WIDE_THREADS), order);
                 emulator().dispatch("mla_merge", List.of(args(arena, "MergeArgs", mergeArgs), step(arena, kvLen - 1),
                                 partials, copy(arena, vb), o),
                         new int[] {4 * (latent + splits)}, Size3.of(heads * Geometry.MERGE_PARTS), Size3.of(HEAD_THREADS), order);

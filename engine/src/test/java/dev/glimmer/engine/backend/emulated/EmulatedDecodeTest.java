@@ -6,6 +6,7 @@ import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
+import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.emulator.FiberOrder;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -18,34 +19,44 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * The whole decode step on the emulator against the engine's forward pass on the oracle models:
- * the chat prompt fed token by token, then a 32-token greedy run; at every step the logits agree
- * within 1e-3 of the logit range and the argmax dispatch picks the same token.
+ * The GPU command lists on the emulator against the engine's forward pass on the oracle models: the
+ * chat prompt fed token by token through the decode step (or all but its last token through the prompt
+ * command list, in batches of {@link #BATCH}), then a 32-token greedy run; after the prompt batches and
+ * at every step the logits agree within 1e-3 of the logit range and the argmax dispatch picks the same token.
  */
 class EmulatedDecodeTest {
 
     private static final int GREEDY = 32;
     private static final double TOLERANCE = 1e-3;
+    /**
+     * Tokens of a prompt batch here: the chat prompts span several, the last one partly used, and each batch
+     * has two blocks of the multi-token kernels, the second partly used.
+     */
+    private static final int BATCH = Geometry.MM_TOKENS + 3;
 
     /** The greedy tokens of the run, after checking every step against the float reference. */
-    private static int[] run(String name, FiberOrder order) throws IOException {
+    private static int[] run(String name, FiberOrder order, boolean batchedPrompt) throws IOException {
         try (GlmModel model = GlmModel.open(Oracle.model(name))) {
             int[] prompt = Oracle.chatCase(name).promptTokens();
             int context = prompt.length + GREEDY;
             KvCache cache = model.newCache(context, KvCacheType.F32);
             GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 1);
             int[] greedy = new int[GREEDY];
-            try (EmulatedDecoder gpu = new EmulatedDecoder(model, context, order)) {
-                int token = prompt[0];
-                for (int step = 0; step < prompt.length + GREEDY - 1; step++) {
+            try (EmulatedDecoder gpu = new EmulatedDecoder(model, context, order, BATCH)) {
+                int first = 0;
+                if (batchedPrompt) {
+                    int n = prompt.length - 1;
+                    assertTrue(n > BATCH && n % BATCH != 0, "the prompt must span batches and end in a partial one: " + n);
+                    float[] expected = reference.forward(cache, prompt, 0, n, false);
+                    float[] got = gpu.prompt(prompt, 0, n);
+                    assertClose(name + " prompt batches", expected, got, gpu.greedyToken());
+                    first = n;
+                }
+                int token = prompt[first];
+                for (int step = first; step < prompt.length + GREEDY - 1; step++) {
                     float[] expected = reference.forward(cache, new int[] {token}, 0, 1, false);
                     float[] got = gpu.step(token);
-                    float range = Oracle.range(expected);
-                    float diff = Oracle.maxAbsDiff(got, 0, expected, expected.length);
-                    assertTrue(diff <= TOLERANCE * range, name + " step " + step + ": max |Δlogit| " + diff
-                            + " > " + TOLERANCE + " × range " + range);
-                    int next = Oracle.argmax(expected, 0, expected.length);
-                    assertEquals(next, gpu.greedyToken(), name + " step " + step + ": greedy token");
+                    int next = assertClose(name + " step " + step, expected, got, gpu.greedyToken());
                     if (step >= prompt.length - 1) {
                         greedy[step - prompt.length + 1] = next;
                     }
@@ -56,16 +67,36 @@ class EmulatedDecodeTest {
         }
     }
 
+    /** Asserts the logits and the greedy token; returns the expected greedy token. */
+    private static int assertClose(String where, float[] expected, float[] got, int greedy) {
+        float range = Oracle.range(expected);
+        float diff = Oracle.maxAbsDiff(got, 0, expected, expected.length);
+        assertTrue(diff <= TOLERANCE * range, where + ": max |Δlogit| " + diff + " > " + TOLERANCE + " × range " + range);
+        int next = Oracle.argmax(expected, 0, expected.length);
+        assertEquals(next, greedy, where + ": greedy token");
+        return next;
+    }
+
     @ParameterizedTest
     @ValueSource(strings = {"tiny-q8_0", "tiny-q4_0", "small-q4_k_m"})
     void decodeStepMatchesTheForwardPass(String name) throws IOException {
-        run(name, FiberOrder.inOrder());
+        run(name, FiberOrder.inOrder(), false);
     }
 
-    /** On the F32 model (here with the fibers shuffled) the float path is llama.cpp's: the greedy run is the oracle's. */
+    @ParameterizedTest
+    @ValueSource(strings = {"tiny-q4_0", "small-q4_k_m"})
+    void promptBatchesMatchTheForwardPass(String name) throws IOException {
+        run(name, FiberOrder.inOrder(), true);
+    }
+
+    /**
+     * On the F32 model (here with the fibers shuffled) the float path is llama.cpp's: the greedy run is the
+     * oracle's, after the prompt token by token and after it in batches.
+     */
     @Test
     void tinyF32GreedyRunIsLlamaCpps() throws IOException {
-        int[] greedy = run("tiny-f32", FiberOrder.shuffled(5));
-        assertArrayEquals(Oracle.chatCase("tiny-f32").greedyTokens(), greedy);
+        int[] expected = Oracle.chatCase("tiny-f32").greedyTokens();
+        assertArrayEquals(expected, run("tiny-f32", FiberOrder.shuffled(5), false));
+        assertArrayEquals(expected, run("tiny-f32", FiberOrder.shuffled(6), true));
     }
 }

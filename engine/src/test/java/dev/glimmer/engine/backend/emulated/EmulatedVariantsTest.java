@@ -89,23 +89,30 @@ class EmulatedVariantsTest {
 
     private static void assertDecodeAgrees(GlmModel model) {
         try (KvCache cache = model.newCache(TOKENS.length, KvCacheType.F32);
-             EmulatedDecoder gpu = new EmulatedDecoder(model, TOKENS.length, FiberOrder.shuffled(3))) {
+             EmulatedDecoder gpu = new EmulatedDecoder(model, TOKENS.length, FiberOrder.shuffled(3), 4)) {
             GlmForward cpu = new GlmForward(model, new CpuBackend(), 1);
+            float[] expected = null;
             for (int t : TOKENS) {
-                float[] expected = cpu.forward(cache, new int[] {t}, 0, 1, false);
-                float[] got = gpu.step(t);
-                float lo = Float.POSITIVE_INFINITY;
-                float hi = Float.NEGATIVE_INFINITY;
-                for (float v : expected) {
-                    lo = Math.min(lo, v);
-                    hi = Math.max(hi, v);
-                }
-                assertTrue(hi - lo > 0.05, "logits too flat to compare");
-                float diff = Oracle.maxAbsDiff(got, 0, expected, expected.length);
-                assertTrue(diff <= 1e-3 * (hi - lo), "position " + gpu.position() + ": max |Δlogit| " + diff);
-                assertEquals(Oracle.argmax(expected, 0, expected.length), gpu.greedyToken());
+                expected = cpu.forward(cache, new int[] {t}, 0, 1, false).clone();
+                assertAgrees(expected, gpu.step(t), gpu.greedyToken(), "position " + gpu.position());
             }
+            // the same tokens through the prompt command list (batches of 4, the last one partly used)
+            gpu.truncate(0);
+            assertAgrees(expected, gpu.prompt(TOKENS, 0, TOKENS.length), gpu.greedyToken(), "prompt batches");
         }
+    }
+
+    private static void assertAgrees(float[] expected, float[] got, int greedy, String where) {
+        float lo = Float.POSITIVE_INFINITY;
+        float hi = Float.NEGATIVE_INFINITY;
+        for (float v : expected) {
+            lo = Math.min(lo, v);
+            hi = Math.max(hi, v);
+        }
+        assertTrue(hi - lo > 0.05, "logits too flat to compare");
+        float diff = Oracle.maxAbsDiff(got, 0, expected, expected.length);
+        assertTrue(diff <= 1e-3 * (hi - lo), where + ": max |Δlogit| " + diff);
+        assertEquals(Oracle.argmax(expected, 0, expected.length), greedy, where);
     }
 
     private GlmModel write(String name, Consumer<Map<String, GgufValue>> metadata, Consumer<List<TensorSpec>> tensors)

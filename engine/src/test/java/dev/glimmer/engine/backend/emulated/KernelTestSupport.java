@@ -175,6 +175,20 @@ public final class KernelTestSupport {
     }
 
     /**
+     * The {@code StepArgs} of a batch of {@code tokens}: the first {@code active} at positions 0, 1, ...,
+     * the rest with kv_len 0 (no token there: the kernels skip them).
+     */
+    static MemorySegment steps(Arena arena, int tokens, int active) {
+        var struct = emulator().library().struct("StepArgs");
+        MemorySegment s = arena.allocate((long) struct.size() * tokens, 16);
+        for (int t = 0; t < tokens; t++) {
+            byte[] b = struct.pack(Map.of("token", 0, "pos", t, "kv_len", t < active ? t + 1 : 0));
+            MemorySegment.copy(b, 0, s, ValueLayout.JAVA_BYTE, (long) t * struct.size(), b.length);
+        }
+        return s;
+    }
+
+    /**
      * Runs a dispatch once in order and once in a shuffled order, each on fresh copies of the
      * buffers from {@code setup}; asserts that the {@code outputs} buffers end bit-identical and
      * returns them (as floats; int buffers through {@link Float#floatToRawIntBits}).

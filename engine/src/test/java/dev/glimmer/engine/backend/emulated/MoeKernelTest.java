@@ -178,6 +178,7 @@ class MoeKernelTest {
         a.put("has_bias", bias != null ? 1 : 0);
         a.put("normalize", 1);
         a.put("scale", 1.8f);
+        a.put("tokens", 1);
         int per = Geometry.mvRowsPerThreadgroup(split);
         int groups = (stride + per - 1) / per;
         List<float[]> out = runInBothOrders("moe_gate_up", arena -> {
@@ -311,7 +312,7 @@ class MoeKernelTest {
         }
         Map<String, Number> a = Map.of("cols", cols, "rows", rows, "routed", routed, "type", type.id,
                 "shared_cols", sharedCols, "shared_type", sharedType.id, "act_stride", stride,
-                "split", Geometry.MV_FEW_ROWS_SPLIT);
+                "split", Geometry.MV_FEW_ROWS_SPLIT, "experts", experts, "tokens", 1);
         int per = Geometry.mvRowsPerThreadgroup(Geometry.MV_FEW_ROWS_SPLIT);
         int groups = (rows + per - 1) / per;
         float[] got = runInBothOrders("moe_down", arena -> {

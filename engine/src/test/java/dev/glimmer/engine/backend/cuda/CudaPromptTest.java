@@ -1,0 +1,74 @@
+package dev.glimmer.engine.backend.cuda;
+
+import dev.glimmer.engine.backend.FloatActivationBackend;
+import dev.glimmer.engine.kv.KvCache;
+import dev.glimmer.engine.kv.KvCacheType;
+import dev.glimmer.engine.model.GlmForward;
+import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.engine.model.Oracle;
+import dev.glimmer.kernels.Geometry;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.io.IOException;
+import java.util.Random;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * The prompt command list as a CUDA graph against the engine's forward pass on the oracle models: a
+ * prompt of random tokens long enough for three batches of {@link Geometry#PROMPT_TOKENS} (the last
+ * one partly used), then greedy decode steps after it; the logits agree within 1e-3 of the logit range
+ * and the argmax picks the reference's token. The same prompt again gives bit-identical logits, and a
+ * prompt split into two runs gives the logits of the whole.
+ */
+class CudaPromptTest {
+
+    private static final double TOLERANCE = 1e-3;
+    private static final int STEPS = 8;
+
+    private static int assertClose(String where, float[] expected, float[] got, int greedy) {
+        float range = Oracle.range(expected);
+        float diff = Oracle.maxAbsDiff(got, 0, expected, expected.length);
+        assertTrue(diff <= TOLERANCE * range, where + ": max |Δlogit| " + diff + " > " + TOLERANCE + " × range " + range);
+        int next = Oracle.argmax(expected, 0, expected.length);
+        assertEquals(next, greedy, where + ": greedy token");
+        return next;
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"tiny-q4_0", "small-q4_k_m", "tiny-f32"})
+    void promptBatchesMatchTheForwardPass(String name) throws IOException {
+        CudaKernels kernels = CudaTestSupport.kernels();
+        int n = 2 * Geometry.PROMPT_TOKENS + 37;
+        try (GlmModel model = GlmModel.open(Oracle.model(name))) {
+            int[] prompt = new Random(7).ints(n, 0, model.vocabSize()).toArray();
+            int context = n + STEPS;
+            KvCache cache = model.newCache(context, KvCacheType.F32);
+            GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 64);
+            try (CudaWeights weights = new CudaWeights(model, kernels, bytes -> { });
+                 CudaDecoder gpu = new CudaDecoder(weights, context)) {
+                float[] expected = reference.forward(cache, prompt, 0, n, false).clone(); // the reference reuses its array
+                float[] got = gpu.prompt(prompt, 0, n).clone();
+                int token = assertClose(name + " prompt of " + n, expected, got, gpu.greedyToken());
+                assertEquals(n, gpu.position());
+                for (int step = 0; step < STEPS; step++) {
+                    float[] e = reference.forward(cache, new int[] {token}, 0, 1, false);
+                    token = assertClose(name + " step " + step + " after the prompt", e, gpu.step(token), gpu.greedyToken());
+                }
+                // the same prompt again: bit-identical (a race would show as a difference)
+                gpu.seek(0);
+                assertArrayEquals(got, gpu.prompt(prompt, 0, n), name + ": the prompt differs between runs");
+                // only the greedy token read back: the same token
+                gpu.seek(0);
+                assertEquals(Oracle.argmax(expected, 0, expected.length), gpu.promptGreedy(prompt, 0, n), name + " promptGreedy");
+                // split into two runs that do not end on a batch boundary: the logits of the whole
+                gpu.seek(0);
+                gpu.prompt(prompt, 0, 5);
+                assertClose(name + " prompt in two runs", expected, gpu.prompt(prompt, 5, n - 5), gpu.greedyToken());
+            }
+        }
+    }
+}

@@ -1,0 +1,473 @@
+// The kernels of the prompt command list, which runs a batch of consecutive tokens at once. The
+// weight-heavy steps are mat_mat: it dequantizes each chunk of a weight row once into registers and
+// multiplies it with the activations of GLIMMER_MM_TOKENS tokens, where a mat-vec would read and
+// convert the weights again for every token. The MoE experts run grouped by expert: moe_route lists
+// the tokens routed to each expert, so that an expert's rows are dequantized once for all of them. The
+// rest are small per-token kernels: the norms, RoPE and the cache row, the merge of the attention
+// splits, and the weighted sum of the experts. The attention itself is mla_attention with a token
+// dimension (attention.metal).
+
+#define MT GLIMMER_MM_TOKENS
+
+// ---- where the tokens of a block find their activations ----
+
+// Tokens first, first + 1, ... of the batch, one row of x each.
+struct ConsecutiveRows {
+    device const float * x;
+    uint stride;   // floats between two tokens' rows
+    uint first;
+    device const float * row(uint j) const { return x + (first + j) * stride; }
+};
+
+// The entries of an expert's token list (token * routed + slot): one row of x per token (slots 1), or
+// one per (token, slot) (slots routed + 1: the act buffer of the experts).
+struct ListedRows {
+    device const float * x;
+    uint stride;   // floats per row of x
+    uint slots;
+    uint routed;
+    device const uint * entries;
+    device const float * row(uint j) const {
+        uint e = entries[j];
+        uint token = e / routed;
+        return x + (token * slots + (slots == 1 ? 0 : e % routed)) * stride;
+    }
+};
+
+// Tokens first .. first + MT - 1 of the batch that hold a row: a prefix of them, since only the end of a
+// batch is unused (kv_len 0).
+static inline uint batch_tokens(constant StepArgs * steps, uint first, uint tokens) {
+    uint n = 0;
+    for (uint j = 0; j < MT; j++) {
+        if (first + j < tokens && steps[first + j].kv_len != 0) n = j + 1;
+    }
+    return n;
+}
+
+// ---- the multi-token core ----
+
+// sums[r * MT + j] = row (first + r) of w . (the activations of token j of the block), for r < NR and the
+// first n tokens (the others give 0); rows at or past `rows` give 0. One SIMD-group: lane l takes the
+// chunks l, l + 32, ...; each weight chunk is dequantized once for all n tokens. Every lane gets every sum.
+template <typename T, typename S>
+static inline void mm_rows_of(device const uchar * w, uint stride, uint first, uint rows, uint cols, S src, uint n,
+                              ushort tiisg, thread float * sums) {
+    // Every loop over the register arrays is unrolled (compile-time bounds, the real extents masked inside):
+    // an index the compiler cannot resolve would move acc to local memory.
+    float acc[NR * MT];
+    #pragma unroll
+    for (uint i = 0; i < NR * MT; i++) acc[i] = 0.0f;
+    uint chunks = cols / CH;
+    for (uint c = tiisg; c < chunks; c += SIMD_WIDTH) {
+        float wv[NR][CH];
+        #pragma unroll
+        for (uint r = 0; r < NR; r++) {
+            if (first + r < rows) {
+                T::dequant(w + (first + r) * stride, c, wv[r]);
+            } else {
+                #pragma unroll
+                for (uint i = 0; i < CH; i++) wv[r][i] = 0.0f;
+            }
+        }
+        #pragma unroll
+        for (uint j = 0; j < MT; j++) {
+            if (j < n) {
+                XDevice xd = {src.row(j)};
+                float v[CH];
+                T::gather(xd, c, v);
+                #pragma unroll
+                for (uint r = 0; r < NR; r++) {
+                    float d = 0.0f;
+                    #pragma unroll
+                    for (uint i = 0; i < CH; i++) d += wv[r][i] * v[i];
+                    acc[r * MT + j] += d;
+                }
+            }
+        }
+    }
+    #pragma unroll
+    for (uint i = 0; i < NR * MT; i++) sums[i] = simd_sum(acc[i]);
+}
+
+template <typename S>
+static inline void mm_rows(uint type, device const char * w, uint first, uint rows, uint cols, S src, uint n,
+                           ushort tiisg, thread float * sums) {
+    device const uchar * wb = (device const uchar *) w;
+    uint stride = row_bytes(type, cols);
+    switch (type) {
+        case TYPE_F32: mm_rows_of<F32>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_F16: mm_rows_of<F16>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_Q4_0: mm_rows_of<Q4_0>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_Q5_0: mm_rows_of<Q5_0>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_Q8_0: mm_rows_of<Q8_0>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_Q4_K: mm_rows_of<Q4_K>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_Q5_K: mm_rows_of<Q5_K>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        default: mm_rows_of<Q6_K>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+    }
+}
+
+// The sum lane tiisg owns: NR * MT is SIMD_WIDTH, lane i holds row i / MT of token i % MT. (A loop of
+// selects rather than sums[tiisg]: an index known only at run time would move the array to local memory.)
+static inline float mm_pick(thread const float * sums, ushort tiisg) {
+    float v = 0.0f;
+    #pragma unroll
+    for (uint i = 0; i < NR * MT; i++) v = tiisg == i ? sums[i] : v;
+    return v;
+}
+
+// ---- dense weights ----
+
+struct MatMatArgs {
+    uint type;       // ggml type id of W
+    uint cols;       // values per row of W
+    uint rows;
+    uint tokens;     // tokens of the batch
+    uint x_stride;   // floats between two tokens' x
+    uint y_stride;   // floats between two tokens' y
+    uint w_step;     // bytes between the matrices of grid z (the heads of k_b or v_b; 0 for one matrix)
+    uint x_step;     // floats between the x of grid z within a token's row
+    uint y_step;     // floats between the y of grid z within a token's row
+    uint add;        // 1: y += W x (y is the residual stream)
+};
+
+// y[t] = W x[t] (+ y[t]) for the tokens of the batch that hold a row. Grid: (ceil(tokens / MT),
+// ceil(rows / (MM_SIMDGROUPS * NR)), matrices) threadgroups of GLIMMER_MM_SIMDGROUPS SIMD-groups; SIMD-group s
+// of threadgroup (b, g, z) computes rows (g * MM_SIMDGROUPS + s) * NR .. + NR of matrix z for tokens b * MT ..
+kernel void mat_mat(constant MatMatArgs & a [[buffer(0)]],
+                    device const char * w [[buffer(1)]],
+                    device const float * x [[buffer(2)]],
+                    device float * y [[buffer(3)]],
+                    constant StepArgs * steps [[buffer(4)]],
+                    uint3 tgpig [[threadgroup_position_in_grid]],
+                    ushort tiisg [[thread_index_in_simdgroup]],
+                    ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    uint first_token = tgpig.x * MT;
+    uint n = batch_tokens(steps, first_token, a.tokens);
+    if (n == 0) return;
+    w += tgpig.z * a.w_step;
+    x += tgpig.z * a.x_step;
+    y += tgpig.z * a.y_step;
+    uint first = (tgpig.y * GLIMMER_MM_SIMDGROUPS + sgitg) * NR;
+    ConsecutiveRows src = {x, a.x_stride, first_token};
+    float sums[NR * MT];
+    mm_rows(a.type, w, first, a.rows, a.cols, src, n, tiisg, sums);
+    uint r = first + tiisg / MT;
+    uint j = tiisg % MT;
+    float v = mm_pick(sums, tiisg);
+    if (r < a.rows && j < n) {
+        device float * out = y + (first_token + j) * a.y_stride + r;
+        *out = a.add != 0 ? *out + v : v;
+    }
+}
+
+struct NormArgs {
+    uint cols;
+    float eps;
+};
+
+// y[t] = x[t] * w / rms(x[t]) (rows of cols values) for each token with a row. Grid: (tokens) threadgroups of
+// GLIMMER_WIDE_SIMDGROUPS SIMD-groups; scratch: GLIMMER_WIDE_SIMDGROUPS floats.
+kernel void rms_norm_rows(constant NormArgs & a [[buffer(0)]],
+                          device const float * x [[buffer(1)]],
+                          device const float * w [[buffer(2)]],
+                          device float * y [[buffer(3)]],
+                          constant StepArgs * steps [[buffer(4)]],
+                          threadgroup float * scratch TG_MEM(0),
+                          uint3 tgpig [[threadgroup_position_in_grid]],
+                          ushort tiitg [[thread_index_in_threadgroup]],
+                          ushort tiisg [[thread_index_in_simdgroup]],
+                          ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    const uint threads = GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH;
+    if (steps[tgpig.x].kv_len == 0) return;
+    x += tgpig.x * a.cols;
+    y += tgpig.x * a.cols;
+    float scale = rms_scale(x, a.cols, a.eps, scratch, tiitg, tiisg, sgitg, threads);
+    for (uint i = tiitg; i < a.cols; i += threads) y[i] = x[i] * scale * w[i];
+}
+
+// ---- attention around mla_attention ----
+
+struct RopeCacheArgs {
+    uint heads;
+    uint nope;        // q_nope values per head
+    uint rope;        // q_pe / k_pe values per head
+    uint latent;
+    float eps;        // of kv_a_norm
+    float rope_base;
+};
+
+// For token t at its position: q[t][h][latent ..] = rope(q_full[t][h][nope ..]) (threadgroup h < heads; q_full
+// holds q_b's output, nope + rope values per head), and threadgroup `heads` writes the token's cache row
+// (rms(kv[t][0 .. latent)) * kv_a_norm, rope(kv[t][latent ..])), as mla_q_heads does for one token. Grid: (tokens,
+// heads + 1) threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups; scratch: GLIMMER_WIDE_SIMDGROUPS +
+// align4(latent + rope) floats.
+kernel void mla_rope_cache(constant RopeCacheArgs & a [[buffer(0)]],
+                           constant StepArgs * steps [[buffer(1)]],
+                           device const float * q_full [[buffer(2)]],
+                           device const float * kv [[buffer(3)]],
+                           device const float * kv_a_norm [[buffer(4)]],
+                           device float * q [[buffer(5)]],
+                           device float * cache [[buffer(6)]],
+                           threadgroup float * scratch TG_MEM(0),
+                           uint3 tgpig [[threadgroup_position_in_grid]],
+                           ushort tiitg [[thread_index_in_threadgroup]],
+                           ushort tiisg [[thread_index_in_simdgroup]],
+                           ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    const uint threads = GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH;
+    constant StepArgs & step = steps[tgpig.x];
+    if (step.kv_len == 0) return;
+    uint h = tgpig.y;
+    uint row = a.latent + a.rope;
+    threadgroup float * v = scratch + GLIMMER_WIDE_SIMDGROUPS;
+    if (h == a.heads) {
+        device const float * k = kv + tgpig.x * row;
+        float scale = rms_scale(k, a.latent, a.eps, scratch, tiitg, tiisg, sgitg, threads);
+        for (uint i = tiitg; i < a.latent; i += threads) v[i] = k[i] * scale * kv_a_norm[i];
+        for (uint i = tiitg; i < a.rope; i += threads) v[a.latent + i] = k[a.latent + i];
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        rope_pairs(v + a.latent, a.rope, step.pos, a.rope_base, tiitg, threads);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        device float * out = cache + step.pos * row;
+        for (uint i = tiitg; i < row; i += threads) out[i] = v[i];
+        return;
+    }
+    device const float * pe = q_full + (tgpig.x * a.heads + h) * (a.nope + a.rope) + a.nope;
+    for (uint i = tiitg; i < a.rope; i += threads) v[i] = pe[i];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    rope_pairs(v, a.rope, step.pos, a.rope_base, tiitg, threads);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    device float * out = q + (tgpig.x * a.heads + h) * row + a.latent;
+    for (uint i = tiitg; i < a.rope; i += threads) out[i] = v[i];
+}
+
+// o_lat[t][h] = the softmax-weighted latent sum of head h merged from the partials of token t's splits that
+// hold rows (mla_merge without v_b, which mat_mat then applies to the whole batch). Grid: (tokens, heads)
+// threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups; scratch: GLIMMER_WIDE_SIMDGROUPS + splits floats.
+kernel void mla_merge_latent(constant MergeArgs & a [[buffer(0)]],
+                             constant StepArgs * steps [[buffer(1)]],
+                             device const float * partials [[buffer(2)]],
+                             device float * o_lat [[buffer(3)]],
+                             threadgroup float * scratch TG_MEM(0),
+                             uint3 tgpig [[threadgroup_position_in_grid]],
+                             ushort tiitg [[thread_index_in_threadgroup]],
+                             ushort tiisg [[thread_index_in_simdgroup]],
+                             ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    constant StepArgs & step = steps[tgpig.x];
+    if (step.kv_len == 0) return;
+    uint h = tgpig.y;
+    device const float * part = partials + tgpig.x * a.splits * a.heads * (a.latent + 2) + h * (a.latent + 2);
+    merge_splits(part, a.heads * (a.latent + 2), attention_splits_used(step.kv_len, a.splits), a.latent,
+                 o_lat + (tgpig.x * a.heads + h) * a.latent, scratch + GLIMMER_WIDE_SIMDGROUPS, scratch, tiitg, tiisg,
+                 sgitg, GLIMMER_WIDE_SIMDGROUPS);
+}
+
+// ---- the experts, grouped by expert ----
+
+// Routed blocks of a batch: each expert's list in blocks of MT entries, at most this many in all.
+static inline uint routed_blocks(uint tokens, uint routed, uint experts) {
+    return routed > 0 ? (tokens * routed + MT - 1) / MT + experts : 0;
+}
+
+// Grid: 1 threadgroup of GLIMMER_HEAD_SIMDGROUPS SIMD-groups. The expert selection of every token of the batch
+// from its router logits (select_experts; SIMD-group s takes tokens s, s + SIMD-groups, ...) into ids and
+// weights; then for each expert e the list of the (token, slot) entries routed to it, as token * routed + slot
+// in token order, at routes[e * tokens ..], and its length in counts[e]; then the table of the lists' blocks of
+// MT entries, expert << 16 | first entry, in blocks[0 .. routed_blocks), the unused end 0xFFFFFFFF (so that the
+// expert kernels' grids need not depend on the routing). scratch: tokens * routed + experts floats.
+[[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
+kernel void moe_route(constant GateUpArgs & a [[buffer(0)]],
+                      device const float * logits [[buffer(1)]],
+                      device const float * bias [[buffer(2)]],
+                      device int * ids [[buffer(3)]],
+                      device float * weights [[buffer(4)]],
+                      device uint * routes [[buffer(5)]],
+                      device uint * counts [[buffer(6)]],
+                      device uint * blocks [[buffer(7)]],
+                      constant StepArgs * steps [[buffer(8)]],
+                      threadgroup float * scratch TG_MEM(0),
+                      ushort tiitg [[thread_index_in_threadgroup]],
+                      ushort tiisg [[thread_index_in_simdgroup]],
+                      ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    const uint threads = GLIMMER_HEAD_SIMDGROUPS * SIMD_WIDTH;
+    threadgroup int * picked = (threadgroup int *) scratch;
+    for (uint t = sgitg; t < a.tokens; t += GLIMMER_HEAD_SIMDGROUPS) {
+        if (steps[t].kv_len == 0) {
+            for (uint k = tiisg; k < a.routed; k += SIMD_WIDTH) picked[t * a.routed + k] = -1;
+            continue;
+        }
+        select_experts(a, logits + t * a.experts, bias, 0, tiisg == 0, ids + t * a.routed, weights + t * a.routed,
+                       tiisg);
+        if (tiisg == 0) {
+            for (uint k = 0; k < a.routed; k++) picked[t * a.routed + k] = ids[t * a.routed + k];
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup uint * listed = (threadgroup uint *) (picked + a.tokens * a.routed);
+    for (uint e = tiitg; e < a.experts; e += threads) {
+        uint count = 0;
+        for (uint i = 0; i < a.tokens * a.routed; i++) {
+            if (picked[i] == (int) e) routes[e * a.tokens + count++] = i;
+        }
+        counts[e] = count;
+        listed[e] = count;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (tiitg == 0) {
+        uint b = 0;
+        for (uint e = 0; e < a.experts; e++) {
+            for (uint first = 0; first < listed[e]; first += MT) blocks[b++] = e << 16 | first;
+        }
+        for (; b < routed_blocks(a.tokens, a.routed, a.experts); b++) blocks[b] = 0xFFFFFFFFu;
+    }
+}
+
+// Which entries threadgroup column x of the expert kernels takes: x < routed_blocks is a block of moe_route's
+// table (expert, first entry of its list), the rest are the shared expert's (or the dense FFN's) blocks of
+// tokens; n is how many entries the block holds (0: none, the threadgroup has nothing to do).
+struct ExpertBlock {
+    bool shared;
+    uint expert;
+    uint first;
+    uint n;
+};
+
+static inline ExpertBlock expert_block(device const uint * blocks, device const uint * counts,
+                                       constant StepArgs * steps, uint x, uint tokens, uint routed, uint experts) {
+    ExpertBlock b;
+    uint table = routed_blocks(tokens, routed, experts);
+    b.shared = x >= table;
+    if (b.shared) {
+        b.expert = experts;
+        b.first = (x - table) * MT;
+        b.n = batch_tokens(steps, b.first, tokens);
+        return b;
+    }
+    uint entry = blocks[x];
+    b.expert = entry >> 16;
+    b.first = entry & 0xFFFF;
+    b.n = entry == 0xFFFFFFFFu ? 0 : min((uint) MT, counts[b.expert] - b.first);
+    return b;
+}
+
+// Grid: (routed_blocks + ceil(tokens / MT) (shared blocks, if there is a shared expert), ceil(max(rows, shared_rows) /
+// R)) threadgroups of GLIMMER_MM_SIMDGROUPS SIMD-groups, R = NR * MM_SIMDGROUPS / 2: threadgroup (b, g) takes the
+// entries of block b (expert_block); its first half of SIMD-groups computes R gate rows, the second half the same up rows, and
+// act[t][slot][row] = silu(gate) * up (the shared expert's slot is `routed`). x: the normalized input, a row per
+// token. scratch: MM_SIMDGROUPS * NR * MT floats.
+kernel void moe_experts_gate_up(constant GateUpArgs & a [[buffer(0)]],
+                                device const float * x [[buffer(1)]],
+                                device const char * gate_exps [[buffer(2)]],
+                                device const char * up_exps [[buffer(3)]],
+                                device const char * gate_shared [[buffer(4)]],
+                                device const char * up_shared [[buffer(5)]],
+                                device const uint * routes [[buffer(6)]],
+                                device const uint * counts [[buffer(7)]],
+                                device const uint * blocks [[buffer(8)]],
+                                device float * act [[buffer(9)]],
+                                constant StepArgs * steps [[buffer(10)]],
+                                threadgroup float * scratch TG_MEM(0),
+                                uint3 tgpig [[threadgroup_position_in_grid]],
+                                ushort tiisg [[thread_index_in_simdgroup]],
+                                ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    const uint half_groups = GLIMMER_MM_SIMDGROUPS / 2;
+    ExpertBlock blk = expert_block(blocks, counts, steps, tgpig.x, a.tokens, a.routed, a.experts);
+    uint z = blk.expert;
+    bool shared = blk.shared;
+    uint rows = shared ? a.shared_rows : a.rows;
+    uint first_entry = blk.first;
+    uint n = blk.n;
+    if (n == 0 || tgpig.y * half_groups * NR >= rows) return;
+    bool up_half = sgitg >= half_groups;
+    uint first = (tgpig.y * half_groups + sgitg % half_groups) * NR;
+    uint type = shared ? (up_half ? a.shared_up_type : a.shared_gate_type) : (up_half ? a.up_type : a.gate_type);
+    device const char * w = shared ? (up_half ? up_shared : gate_shared)
+                                   : (up_half ? up_exps : gate_exps) + z * a.rows * row_bytes(type, a.cols);
+    device const uint * entries = routes + z * a.tokens + first_entry;
+    float sums[NR * MT];
+    if (shared) {
+        ConsecutiveRows src = {x, a.cols, first_entry};
+        mm_rows(type, w, first, rows, a.cols, src, n, tiisg, sums);
+    } else {
+        ListedRows src = {x, a.cols, 1, a.routed, entries};
+        mm_rows(type, w, first, rows, a.cols, src, n, tiisg, sums);
+    }
+    scratch[sgitg * NR * MT + tiisg] = mm_pick(sums, tiisg);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    uint r = first + tiisg / MT;
+    uint j = tiisg % MT;
+    if (!up_half && r < rows && j < n) {
+        float g = scratch[sgitg * NR * MT + tiisg];
+        float u = scratch[(sgitg + half_groups) * NR * MT + tiisg];
+        uint token = shared ? first_entry + j : entries[j] / a.routed;
+        uint slot = shared ? a.routed : entries[j] % a.routed;
+        act[(token * (a.routed + 1) + slot) * a.act_stride + r] = g / (1.0f + exp(-g)) * u;
+    }
+}
+
+// Grid: (as moe_experts_gate_up, ceil(rows / (MM_SIMDGROUPS * NR))) threadgroups of GLIMMER_MM_SIMDGROUPS
+// SIMD-groups: y[t][slot][row] = down . act[t][slot] for the entries of block b (expert_block), as mat_mat
+// computes rows.
+kernel void moe_experts_down(constant DownArgs & a [[buffer(0)]],
+                             device const char * down_exps [[buffer(1)]],
+                             device const char * down_shared [[buffer(2)]],
+                             device const float * act [[buffer(3)]],
+                             device const uint * routes [[buffer(4)]],
+                             device const uint * counts [[buffer(5)]],
+                             device const uint * blocks [[buffer(6)]],
+                             device float * y [[buffer(7)]],
+                             constant StepArgs * steps [[buffer(8)]],
+                             uint3 tgpig [[threadgroup_position_in_grid]],
+                             ushort tiisg [[thread_index_in_simdgroup]],
+                             ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    ExpertBlock blk = expert_block(blocks, counts, steps, tgpig.x, a.tokens, a.routed, a.experts);
+    uint z = blk.expert;
+    bool shared = blk.shared;
+    uint first_entry = blk.first;
+    uint n = blk.n;
+    if (n == 0) return;
+    uint first = (tgpig.y * GLIMMER_MM_SIMDGROUPS + sgitg) * NR;
+    uint slots = a.routed + 1;
+    uint type = shared ? a.shared_type : a.type;
+    device const uint * entries = routes + z * a.tokens + first_entry;
+    float sums[NR * MT];
+    if (shared) {
+        ConsecutiveRows src = {act + a.routed * a.act_stride, slots * a.act_stride, first_entry};
+        mm_rows(type, down_shared, first, a.rows, a.shared_cols, src, n, tiisg, sums);
+    } else {
+        ListedRows src = {act, a.act_stride, slots, a.routed, entries};
+        mm_rows(type, down_exps + z * a.rows * row_bytes(type, a.cols), first, a.rows, a.cols, src, n, tiisg, sums);
+    }
+    uint r = first + tiisg / MT;
+    uint j = tiisg % MT;
+    float v = mm_pick(sums, tiisg);
+    if (r < a.rows && j < n) {
+        uint token = shared ? first_entry + j : entries[j] / a.routed;
+        uint slot = shared ? a.routed : entries[j] % a.routed;
+        y[(token * slots + slot) * a.rows + r] = v;
+    }
+}
+
+struct CombineArgs {
+    uint rows;     // hidden size
+    uint routed;   // routed slots
+    uint shared;   // 1: slot `routed` holds the shared expert (or the dense FFN)
+};
+
+// x[t][row] += the routing-weighted sum of y[t][0 .. routed)[row] in slot order, plus y[t][routed][row] with
+// `shared`. Grid: (tokens, ceil(rows / threads)) threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups.
+kernel void moe_combine(constant CombineArgs & a [[buffer(0)]],
+                        device const float * y [[buffer(1)]],
+                        device const float * weights [[buffer(2)]],
+                        device float * x [[buffer(3)]],
+                        constant StepArgs * steps [[buffer(4)]],
+                        uint3 tgpig [[threadgroup_position_in_grid]],
+                        ushort tiitg [[thread_index_in_threadgroup]]) {
+    uint t = tgpig.x;
+    uint row = tgpig.y * GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH + tiitg;
+    if (steps[t].kv_len == 0 || row >= a.rows) return;
+    uint slots = a.routed + 1;
+    float v = 0.0f;
+    for (uint k = 0; k < a.routed; k++) v += weights[t * a.routed + k] * y[(t * slots + k) * a.rows + row];
+    if (a.shared != 0) v += y[(t * slots + a.routed) * a.rows + row];
+    x[t * a.rows + row] += v;
+}
