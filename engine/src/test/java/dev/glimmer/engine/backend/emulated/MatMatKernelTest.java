@@ -32,6 +32,8 @@ class MatMatKernelTest {
         for (boolean add : new boolean[] {false, true}) {
             check(type, 512, 37, add, type.ordinal() * 10L + (add ? 1 : 0));
         }
+        // a row that ends inside a lane's step (the K-quants' blocks are 256 values)
+        check(type, type.blockSize == 256 ? 768 : 160, 9, false, type.ordinal() * 10L + 2);
     }
 
     private static void check(GgmlType type, int cols, int rows, boolean add, long seed) {
