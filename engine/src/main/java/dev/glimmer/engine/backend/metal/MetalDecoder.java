@@ -6,10 +6,12 @@ import dev.glimmer.engine.backend.PartialSteps;
 import dev.glimmer.engine.backend.emulated.DecodeModels;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.kernels.ArgStruct;
+import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.KernelLibrary;
 import dev.glimmer.kernels.decode.BufferSpec;
 import dev.glimmer.kernels.decode.CommandList;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
+import dev.glimmer.kernels.decode.DecodeModel;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -18,27 +20,33 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * One sequence decoded on the GPU: the decode command list of the model, its buffers (weights as
- * no-copy views of the mapped file, kept resident with a residency set where macOS has them, the
- * rest in shared storage) and the step encoded once. Each
- * token writes the step buffer, runs the step and reads the logits; the prompt goes through the
- * same step token by token (there is no batched prompt command list yet).
+ * One sequence decoded on the GPU: the decode command list and the prompt command list of the model,
+ * their buffers (weights as no-copy views of the mapped file, kept resident with a residency set where
+ * macOS has them; the KV cache shared by the two lists; the rest in shared storage) and each list encoded
+ * once. A single token writes the step buffer, runs the decode step and reads the logits; a prompt runs
+ * through the prompt command list, {@link Geometry#PROMPT_TOKENS} tokens at a time.
  */
 public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
 
     private final MetalDevice device;
     private final ObjcRuntime rt;
     private final GlmModel model;
-    private final CommandList list;
-    private final List<MemorySegment> buffers = new ArrayList<>();
-    private final StepEncoder encoder;
-    private final MemorySegment residency;
-    private final MemorySegment step;
-    private final MemorySegment activations;
     private final ArgStruct stepArgs = KernelLibrary.load().struct("StepArgs");
+    /** Every buffer this sequence made (the two lists share the weights and the KV cache). */
+    private final List<MemorySegment> owned = new ArrayList<>();
+    private final Encoded decode;
+    private final Encoded prompt;
+    private final MemorySegment residency;
     private final int capacity;
     private final int vocab;
+    /** The list that ran last: its argmax holds the greedy token. */
+    private Encoded last;
     private int position;
+
+    /** A command list, its Metal buffers (same order as its BufferSpecs) and its encoding. */
+    private record Encoded(CommandList list, List<MemorySegment> buffers, StepEncoder encoder, MemorySegment step,
+                           MemorySegment activations) {
+    }
 
     /**
      * @throws InvalidInputException when the model's shape is one the GPU decode step does not handle
@@ -50,48 +58,76 @@ public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
         this.model = model;
         this.capacity = capacity;
         this.vocab = model.vocabSize();
+        CommandList decodeList;
+        CommandList promptList;
         try {
-            this.list = DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), capacity);
+            DecodeModel shape = DecodeModels.of(model.file(), model.config());
+            decodeList = DecodeCommandListBuilder.build(shape, capacity);
+            promptList = DecodeCommandListBuilder.build(shape, capacity, Geometry.PROMPT_TOKENS);
         } catch (IllegalArgumentException e) {
             throw new InvalidInputException(model.file().path().getFileName() + ": " + e.getMessage());
         }
-        StepEncoder built = null;
+        Encoded d = null;
+        Encoded p = null;
         MemorySegment resident = MemorySegment.NULL;
         try (ObjcRuntime.AutoreleasePool pool = rt.autoreleasePool()) {
-            long base = model.file().mapping().address();
+            d = encode(decodeList, null);
+            p = encode(promptList, d);
             List<MemorySegment> weights = new ArrayList<>();
-            for (BufferSpec b : list.buffers()) {
-                MemorySegment buffer = b.kind() == BufferSpec.Kind.WEIGHTS ? device.wrap(base + b.fileOffset(), b.bytes())
-                        : device.newSharedBuffer(b.bytes());
-                buffers.add(buffer);
-                if (b.kind() == BufferSpec.Kind.WEIGHTS) {
-                    weights.add(buffer);
+            for (int i = 0; i < decodeList.buffers().size(); i++) {
+                if (decodeList.buffers().get(i).kind() == BufferSpec.Kind.WEIGHTS) {
+                    weights.add(d.buffers().get(i));
                 }
             }
-            MemorySegment args = buffers.get(list.buffer(BufferSpec.Kind.ARGS));
-            MemorySegment.copy(list.args(), 0, device.contents(args, list.args().length), ValueLayout.JAVA_BYTE, 0,
-                    list.args().length);
-            this.step = device.contents(buffers.get(list.buffer(BufferSpec.Kind.STEP)), stepArgs.size());
-            BufferSpec act = list.buffers().get(list.buffer(BufferSpec.Kind.ACTIVATIONS));
-            this.activations = device.contents(buffers.get(list.buffer(BufferSpec.Kind.ACTIVATIONS)), act.bytes());
-            built = new StepEncoder(device.calls(), list, buffers, device.pipelines(), device.mode());
             resident = device.keepResident(weights);
         } catch (RuntimeException e) {
-            if (built != null) {
-                rt.release(built.indirectCommandBuffer());
+            for (Encoded built : new Encoded[] {d, p}) {
+                if (built != null) {
+                    rt.release(built.encoder().indirectCommandBuffer());
+                }
             }
             releaseBuffers();
             throw e;
         }
-        this.encoder = built;
+        this.decode = d;
+        this.prompt = p;
+        this.last = d;
         this.residency = resident;
     }
 
-    @Override
-    public CommandList commandList() {
-        return list;
+    /** Makes the buffers of {@code list} (the weights and KV cache as {@code shared}'s, where given) and encodes it. */
+    private Encoded encode(CommandList list, Encoded shared) {
+        long base = model.file().mapping().address();
+        List<MemorySegment> buffers = new ArrayList<>();
+        for (BufferSpec b : list.buffers()) {
+            boolean sharedKind = b.kind() == BufferSpec.Kind.WEIGHTS || b.kind() == BufferSpec.Kind.KV_CACHE;
+            if (shared != null && sharedKind) {
+                buffers.add(shared.buffers().get(shared.list().buffers().indexOf(b)));
+                continue;
+            }
+            MemorySegment buffer = b.kind() == BufferSpec.Kind.WEIGHTS ? device.wrap(base + b.fileOffset(), b.bytes())
+                    : device.newSharedBuffer(b.bytes());
+            owned.add(buffer);
+            buffers.add(buffer);
+        }
+        MemorySegment args = buffers.get(list.buffer(BufferSpec.Kind.ARGS));
+        MemorySegment.copy(list.args(), 0, device.contents(args, list.args().length), ValueLayout.JAVA_BYTE, 0,
+                list.args().length);
+        MemorySegment step = device.contents(buffers.get(list.buffer(BufferSpec.Kind.STEP)),
+                (long) list.tokens() * stepArgs.size());
+        BufferSpec act = list.buffers().get(list.buffer(BufferSpec.Kind.ACTIVATIONS));
+        MemorySegment activations = device.contents(buffers.get(list.buffer(BufferSpec.Kind.ACTIVATIONS)), act.bytes());
+        StepEncoder encoder = new StepEncoder(device.calls(), list, buffers, device.pipelines(), device.mode());
+        return new Encoded(list, buffers, encoder, step, activations);
     }
 
+    /** The decode step's command list. */
+    @Override
+    public CommandList commandList() {
+        return decode.list();
+    }
+
+    /** One token runs the decode step, more the prompt command list in batches; returns the last token's logits. */
     @Override
     public float[] forward(int[] tokens, int from, int count) {
         if (count <= 0) {
@@ -101,28 +137,33 @@ public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
             throw new InvalidInputException("the context of " + capacity + " positions has room for "
                     + (capacity - position) + " more tokens, not " + count);
         }
-        float[] logits = null;
         for (int i = from; i < from + count; i++) {
-            logits = step(tokens[i]);
+            if (tokens[i] < 0 || tokens[i] >= model.weights().tokenEmbedding().rows()) {
+                throw new InvalidInputException("token id " + tokens[i] + " is outside the vocabulary");
+            }
         }
-        return logits;
+        Encoded list = count == 1 ? decode : prompt;
+        for (int done = 0; done < count; ) {
+            int n = Math.min(list.list().tokens(), count - done);
+            run(list, tokens, from + done, n, position, list.list().dispatches().size());
+            position += n;
+            done += n;
+        }
+        return last.activations().asSlice(last.list().logits(), 4L * vocab).toArray(ValueLayout.JAVA_FLOAT);
     }
 
-    private float[] step(int token) {
-        run(token, position, list.dispatches().size());
-        position++;
-        return activations.asSlice(list.logits(), 4L * vocab).toArray(ValueLayout.JAVA_FLOAT);
-    }
-
-    private void run(int token, int at, int dispatches) {
-        if (token < 0 || token >= model.weights().tokenEmbedding().rows()) {
-            throw new InvalidInputException("token id " + token + " is outside the vocabulary");
+    /** Writes the StepArgs of {@code count} tokens from position {@code at} (the rest of the batch: none) and runs the list. */
+    private void run(Encoded list, int[] tokens, int from, int count, int at, int dispatches) {
+        for (int t = 0; t < list.list().tokens(); t++) {
+            byte[] args = t < count
+                    ? stepArgs.pack(Map.of("token", tokens[from + t], "pos", at + t, "kv_len", at + t + 1))
+                    : stepArgs.pack(Map.of("token", 0, "pos", 0, "kv_len", 0));
+            MemorySegment.copy(args, 0, list.step(), ValueLayout.JAVA_BYTE, (long) t * stepArgs.size(), args.length);
         }
-        byte[] args = stepArgs.pack(Map.of("token", token, "pos", at, "kv_len", at + 1));
-        MemorySegment.copy(args, 0, step, ValueLayout.JAVA_BYTE, 0, args.length);
         try (ObjcRuntime.AutoreleasePool pool = rt.autoreleasePool()) {
-            encoder.run(device.queue(), dispatches);
+            list.encoder().run(device.queue(), dispatches);
         }
+        last = list;
     }
 
     @Override
@@ -130,14 +171,14 @@ public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
         if (at >= position) {
             throw new IllegalArgumentException("position " + at + " has not been decoded yet");
         }
-        run(token, at, dispatches);
-        return device.contents(buffers.get(buffer), offset + 4L * count).asSlice(offset)
+        run(decode, new int[] {token}, 0, 1, at, dispatches);
+        return device.contents(decode.buffers().get(buffer), offset + 4L * count).asSlice(offset)
                 .toArray(ValueLayout.JAVA_FLOAT);
     }
 
     @Override
     public int greedyToken() {
-        return activations.get(ValueLayout.JAVA_INT, list.token());
+        return last.activations().get(ValueLayout.JAVA_INT, last.list().token());
     }
 
     @Override
@@ -161,20 +202,26 @@ public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
     /** The shared-storage buffers of this sequence (the weights are no-copy views of the mapped file). */
     @Override
     public long bytes() {
-        return list.buffers().stream().filter(b -> b.kind() != BufferSpec.Kind.WEIGHTS).mapToLong(BufferSpec::bytes).sum();
+        long decodeBytes = decode.list().buffers().stream().filter(b -> b.kind() != BufferSpec.Kind.WEIGHTS)
+                .mapToLong(BufferSpec::bytes).sum();
+        long promptBytes = prompt.list().buffers().stream()
+                .filter(b -> b.kind() != BufferSpec.Kind.WEIGHTS && b.kind() != BufferSpec.Kind.KV_CACHE)
+                .mapToLong(BufferSpec::bytes).sum();
+        return decodeBytes + promptBytes;
     }
 
     private void releaseBuffers() {
-        for (MemorySegment b : buffers) {
+        for (MemorySegment b : owned) {
             rt.release(b);
         }
-        buffers.clear();
+        owned.clear();
     }
 
     @Override
     public void close() {
         device.endResidency(residency);
-        rt.release(encoder.indirectCommandBuffer());
+        rt.release(decode.encoder().indirectCommandBuffer());
+        rt.release(prompt.encoder().indirectCommandBuffer());
         releaseBuffers();
     }
 }

@@ -2,10 +2,13 @@ package dev.glimmer.engine.backend.metal;
 
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
+import dev.glimmer.engine.backend.emulated.DecodeModels;
+import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.KernelLibrary;
 import dev.glimmer.kernels.Size3;
 import dev.glimmer.kernels.decode.BufferSpec;
 import dev.glimmer.kernels.decode.CommandList;
+import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
 import dev.glimmer.kernels.decode.Dispatch;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.DisabledOnOs;
@@ -55,15 +58,20 @@ class MetalOverFakeRuntimeTest {
         FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", false, null).withResidencySets();
         KernelLibrary kernels = KernelLibrary.load();
         CommandList list;
+        CommandList prompt;
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
              MetalDevice device = MetalDevice.open(fake.runtime())) {
             assertEquals("Fake Apple M1", device.name());
             assertEquals(StepEncoder.Mode.INDIRECT_WITH_EMPTY_DISPATCHES, device.mode());
             try (MetalDecoder decoder = new MetalDecoder(device, model, 8)) {
                 list = decoder.commandList();
+                prompt = DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), 8,
+                        Geometry.PROMPT_TOKENS);
+                // a prompt of TOKENS (the prompt command list), then one decode step
                 float[] logits = decoder.forward(new int[] {5, 9}, 0, TOKENS);
                 assertEquals(model.vocabSize(), logits.length);
-                assertEquals(TOKENS, decoder.position());
+                assertEquals(model.vocabSize(), decoder.forward(new int[] {7}, 0, 1).length);
+                assertEquals(TOKENS + 1, decoder.position());
             }
         }
         List<String> log = fake.log();
@@ -77,30 +85,40 @@ class MetalOverFakeRuntimeTest {
                 starting(log, "newFunctionWithName"));
         assertEquals(kernels.kernels().size(), starting(log, "setSupportIndirectCommandBuffers: 1").size());
 
-        // The indirect command buffer: its descriptor, then each dispatch of the list.
-        int n = list.dispatches().size();
-        int maxBindings = list.dispatches().stream().mapToInt(d -> d.bindings().size()).max().orElseThrow();
-        assertEquals(List.of("setCommandTypes: 32", "setMaxKernelBufferBindCount: " + maxBindings), log.stream()
-                .filter(l -> l.startsWith("setCommandTypes") || l.startsWith("setMaxKernelBufferBindCount")).toList());
-        assertEquals(List.of("setInheritPipelineState: 0", "setInheritBuffers: 0"), starting(log, "setInherit"));
-        assertEquals(List.of("newIndirectCommandBufferWithDescriptor:maxCommandCount:options: MTLIndirectCommandBufferDescriptor "
-                + n + " 0"), starting(log, "newIndirectCommandBuffer"));
+        // Two indirect command buffers, the decode step's and the prompt list's: their descriptors, then each dispatch.
+        List<String> descriptors = new ArrayList<>();
+        List<String> icbs = new ArrayList<>();
         List<String> dispatches = new ArrayList<>();
         List<String> bindings = new ArrayList<>();
-        for (Dispatch d : list.dispatches()) {
-            dispatches.add("concurrentDispatchThreadgroups:threadsPerThreadgroup: " + size(d.grid()) + " " + size(d.threads()));
-            for (Dispatch.Binding b : d.bindings()) {
-                bindings.add("setKernelBuffer:offset:atIndex: MTLBuffer " + b.offset() + " " + b.index());
+        int barriers = 0;
+        for (CommandList l : List.of(list, prompt)) {
+            int maxBindings = l.dispatches().stream().mapToInt(d -> d.bindings().size()).max().orElseThrow();
+            descriptors.addAll(List.of("setCommandTypes: 32", "setMaxKernelBufferBindCount: " + maxBindings));
+            icbs.add("newIndirectCommandBufferWithDescriptor:maxCommandCount:options: MTLIndirectCommandBufferDescriptor "
+                    + l.dispatches().size() + " 0");
+            for (Dispatch d : l.dispatches()) {
+                dispatches.add("concurrentDispatchThreadgroups:threadsPerThreadgroup: " + size(d.grid()) + " " + size(d.threads()));
+                for (Dispatch.Binding b : d.bindings()) {
+                    bindings.add("setKernelBuffer:offset:atIndex: MTLBuffer " + b.offset() + " " + b.index());
+                }
             }
+            barriers += l.dispatches().size() - 1;
         }
+        assertEquals(descriptors, log.stream()
+                .filter(l -> l.startsWith("setCommandTypes") || l.startsWith("setMaxKernelBufferBindCount")).toList());
+        assertEquals(List.of("setInheritPipelineState: 0", "setInheritBuffers: 0", "setInheritPipelineState: 0",
+                "setInheritBuffers: 0"), starting(log, "setInherit"));
+        assertEquals(icbs, starting(log, "newIndirectCommandBuffer"));
         assertEquals(dispatches, starting(log, "concurrentDispatch"));
         assertEquals(bindings, starting(log, "setKernelBuffer"));
-        assertEquals(n - 1, starting(log, "setBarrier").size());
+        assertEquals(barriers, starting(log, "setBarrier").size());
 
-        // Buffers: the weights wrapped in place, page-aligned; the rest allocated shared.
+        // Buffers: the weights wrapped in place, page-aligned, once; the KV cache shared by the two lists; the rest
+        // allocated shared.
         long page = fake.runtime().pageSize();
         List<String> wrapped = starting(log, "newBufferWithBytesNoCopy");
-        assertEquals(list.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.WEIGHTS).count(), wrapped.size());
+        int weights = (int) list.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.WEIGHTS).count();
+        assertEquals(weights, wrapped.size());
         for (String w : wrapped) {
             String[] f = w.split(" ");
             assertEquals(0, Long.decode(f[1]) % page, w);
@@ -108,18 +126,27 @@ class MetalOverFakeRuntimeTest {
             assertEquals("0", f[3], w);
             assertEquals("(nil)", f[4], w);
         }
-        assertEquals(list.buffers().size() - wrapped.size(), starting(log, "newBufferWithLength:options:").size());
+        long promptOwn = prompt.buffers().stream()
+                .filter(b -> b.kind() != BufferSpec.Kind.WEIGHTS && b.kind() != BufferSpec.Kind.KV_CACHE).count();
+        assertEquals(list.buffers().size() - weights + promptOwn, starting(log, "newBufferWithLength:options:").size());
 
-        // Each token: the M1 workaround, residency, the whole range.
+        // Each run (the prompt batch, then the decode step): the M1 workaround, residency, the whole range.
         Set<String> pipelines = new LinkedHashSet<>();
         list.dispatches().forEach(d -> pipelines.add(d.kernel()));
-        assertEquals(TOKENS * pipelines.size(), starting(log, "dispatchThreadgroups:threadsPerThreadgroup: 0x0x0 0x0x0").size());
-        assertEquals(TOKENS, starting(log, "executeCommandsInBuffer:withRange: MTLIndirectCommandBuffer 0 " + n).size());
-        int weights = wrapped.size();
-        assertEquals(TOKENS, starting(log, "useResources:count:usage: " + weights + " (" + weights + " buffers) 1").size());
+        Set<String> promptPipelines = new LinkedHashSet<>();
+        prompt.dispatches().forEach(d -> promptPipelines.add(d.kernel()));
+        assertEquals(pipelines.size() + promptPipelines.size(),
+                starting(log, "dispatchThreadgroups:threadsPerThreadgroup: 0x0x0 0x0x0").size());
+        assertEquals(List.of("executeCommandsInBuffer:withRange: MTLIndirectCommandBuffer 0 " + prompt.dispatches().size(),
+                "executeCommandsInBuffer:withRange: MTLIndirectCommandBuffer 0 " + list.dispatches().size()),
+                starting(log, "executeCommandsInBuffer"));
+        assertEquals(2, starting(log, "useResources:count:usage: " + weights + " (" + weights + " buffers) 1").size());
         int others = list.buffers().size() - weights;
-        assertEquals(TOKENS, starting(log, "useResources:count:usage: " + others + " (" + others + " buffers) 3").size());
-        assertEquals(TOKENS, starting(log, "waitUntilCompleted").size());
+        int promptOthers = prompt.buffers().size() - weights;
+        assertEquals(List.of("useResources:count:usage: " + promptOthers + " (" + promptOthers + " buffers) 3",
+                "useResources:count:usage: " + others + " (" + others + " buffers) 3"),
+                log.stream().filter(l -> l.startsWith("useResources") && l.endsWith(" 3")).toList());
+        assertEquals(2, starting(log, "waitUntilCompleted").size());
 
         // The weights stay resident between tokens: a residency set on the queue, ended on close.
         List<String> residency = log.stream().filter(l -> l.contains("esidency") || l.startsWith("addAllocation")
