@@ -7,10 +7,12 @@ import dev.glimmer.engine.synth.ModelSynthesizer;
 import dev.glimmer.engine.synth.SynthModel;
 import dev.glimmer.engine.synth.SynthPreset;
 import dev.glimmer.engine.synth.SynthWeightType;
+import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.KernelLibrary;
 import dev.glimmer.kernels.KernelParam;
 import dev.glimmer.kernels.decode.CommandList;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
+import dev.glimmer.kernels.decode.DecodeModel;
 import dev.glimmer.kernels.decode.Dispatch;
 
 import java.io.IOException;
@@ -122,9 +124,12 @@ public final class SelfTest {
                 ModelSynthesizer.write(SynthModel.of(SynthPreset.TINY, c.weights(), SEED), file, (done, total) -> {
                 });
                 try (GlmModel model = GlmModel.open(file)) {
-                    DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), TOKENS.length)
-                            .dispatches().forEach(d -> kernels.add(d.kernel()));
+                    DecodeModel shape = DecodeModels.of(model.file(), model.config());
+                    DecodeCommandListBuilder.build(shape, TOKENS.length).dispatches().forEach(d -> kernels.add(d.kernel()));
+                    DecodeCommandListBuilder.build(shape, TOKENS.length, Geometry.PROMPT_TOKENS).dispatches()
+                            .forEach(d -> kernels.add(d.kernel()));
                     checks.add(decode(c, model, gpu));
+                    checks.add(prompt(c, model, gpu));
                 } finally {
                     Files.deleteIfExists(file);
                 }
@@ -148,15 +153,8 @@ public final class SelfTest {
                 float[] expected = cpu.forward(TOKENS, step, 1).clone();
                 float[] got = g.forward(TOKENS, step, 1);
                 double limit = TOLERANCE * range(expected);
-                int at = 0;
-                double error = 0;
-                for (int i = 0; i < expected.length; i++) {
-                    double d = difference(got[i], expected[i]);
-                    if (d > error) {
-                        error = d;
-                        at = i;
-                    }
-                }
+                int at = worstLogit(expected, got);
+                double error = difference(got[at], expected[at]);
                 if (error > worst || where.isEmpty()) {
                     worst = error;
                     worstLimit = limit;
@@ -175,6 +173,46 @@ public final class SelfTest {
             }
         }
         return new Check(c.name() + " decode step", worst, worstLimit, where, true);
+    }
+
+    /**
+     * All the tokens as one prompt from position 0 on the GPU (its prompt command list, in one or more
+     * batches) against the CPU's logits after them, and the argmax of the last token.
+     */
+    static Check prompt(Case c, GlmModel model, GpuDecoders gpu) {
+        try (TokenDecoder cpu = new CpuDecoder(model, TOKENS.length, KvCacheType.F32, new FloatActivationBackend());
+             GpuTokenDecoder g = gpu.open(model, TOKENS.length)) {
+            float[] expected = cpu.forward(TOKENS, 0, TOKENS.length).clone();
+            float[] got = g.forward(TOKENS, 0, TOKENS.length);
+            double limit = TOLERANCE * range(expected);
+            int at = worstLogit(expected, got);
+            double error = difference(got[at], expected[at]);
+            String where = "after a prompt of " + TOKENS.length + " tokens, logit " + at + " (CPU " + expected[at] + ", GPU "
+                    + got[at] + ")";
+            if (error > limit) {
+                return new Check(c.name() + " prompt", error, limit, where, false);
+            }
+            int greedy = g.greedyToken();
+            if (greedy < 0 || greedy >= got.length || got[greedy] != max(got)) {
+                return new Check(c.name() + " prompt argmax", error, limit, "after a prompt of " + TOKENS.length
+                        + " tokens: the argmax dispatch chose " + greedy + ", the largest GPU logit is " + max(got), false);
+            }
+            return new Check(c.name() + " prompt", error, limit, where, true);
+        }
+    }
+
+    /** The index of the largest difference between the two (a NaN is the largest there is). */
+    private static int worstLogit(float[] expected, float[] got) {
+        int at = 0;
+        double error = 0;
+        for (int i = 0; i < expected.length; i++) {
+            double d = difference(got[i], expected[i]);
+            if (d > error) {
+                error = d;
+                at = i;
+            }
+        }
+        return at;
     }
 
     /**

@@ -6,7 +6,9 @@ import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
 import dev.glimmer.kernels.decode.CommandList;
+import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
+import dev.glimmer.kernels.decode.DecodeModel;
 import dev.glimmer.kernels.decode.Dispatch;
 import org.junit.jupiter.api.Test;
 
@@ -32,20 +34,21 @@ class SelfTestTest {
     void theKernelsOnTheEmulatorPassOnTheBuiltInModels() {
         SelfTest.Report report = Backends.selfTest("emulated");
         assertTrue(report.passed(), report.text());
-        assertEquals(SelfTest.CASES.size(), report.checks().size());
+        assertEquals(2 * SelfTest.CASES.size(), report.checks().size());  // the decode steps and the prompt of each
         for (SelfTest.Check c : report.checks()) {
             assertTrue(c.maxError() > 0 && c.maxError() <= c.limit(), c.line());
         }
         assertTrue(report.text().endsWith("emulated self-test passed\n"), report.text());
     }
 
-    /** The built-in models dispatch every kernel the decode step of another model shape uses. */
+    /** The built-in models dispatch every kernel the decode step and the prompt list of another model shape use. */
     @Test
     void theBuiltInModelsExerciseEveryKernelOfTheDecodeStep() throws IOException {
         Set<String> used = new TreeSet<>();
         try (GlmModel model = GlmModel.open(Oracle.model("small-q4_k_m"))) {
-            DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), 16).dispatches()
-                    .forEach(d -> used.add(d.kernel()));
+            DecodeModel shape = DecodeModels.of(model.file(), model.config());
+            DecodeCommandListBuilder.build(shape, 16).dispatches().forEach(d -> used.add(d.kernel()));
+            DecodeCommandListBuilder.build(shape, 16, Geometry.PROMPT_TOKENS).dispatches().forEach(d -> used.add(d.kernel()));
         }
         SelfTest.Report report = SelfTest.run("stand-in", (model, capacity) -> new CpuAsGpu(model, capacity, i -> i, -1));
         assertEquals(used, report.kernels());
@@ -62,14 +65,22 @@ class SelfTestTest {
         SelfTest.Report report = SelfTest.run("rounding", (model, capacity) -> new CpuAsGpu(model, capacity, i -> i, -1));
         assertFalse(report.passed(), report.text());
         List<SelfTest.Check> checks = report.checks();
-        assertEquals(List.of(true, true, false, false), checks.stream().map(SelfTest.Check::passed).toList(), report.text());
-        for (SelfTest.Check c : checks.subList(2, 4)) {
+        // per case the decode steps, then the prompt: f32 and f16 pass, q8_0 and q4_0 fail both
+        assertEquals(List.of(true, true, true, true, false, false, false, false),
+                checks.stream().map(SelfTest.Check::passed).toList(), report.text());
+        for (SelfTest.Check c : checks.subList(4, 8)) {
             assertTrue(c.maxError() > c.limit(), c.line());
-            assertTrue(c.line().matches("FAIL tiny-q[48]_0 decode step: max \\|Δlogit\\| .* at step \\d+, logit \\d+ \\(CPU .*, GPU .*\\)"),
-                    c.line());
+        }
+        for (int i : new int[] {4, 6}) {
+            assertTrue(checks.get(i).line().matches(
+                    "FAIL tiny-q[48]_0 decode step: max \\|Δlogit\\| .* at step \\d+, logit \\d+ \\(CPU .*, GPU .*\\)"),
+                    checks.get(i).line());
+            assertTrue(checks.get(i + 1).line().matches(
+                    "FAIL tiny-q[48]_0 prompt: max \\|Δlogit\\| .* after a prompt of 8 tokens, logit \\d+ \\(CPU .*, GPU .*\\)"),
+                    checks.get(i + 1).line());
         }
         assertTrue(report.text().endsWith("rounding self-test FAILED\n"), report.text());
-        assertEquals(checks.get(2).line(), report.firstFailure());
+        assertEquals(checks.get(4).line(), report.firstFailure());
     }
 
     @Test
@@ -102,12 +113,13 @@ class SelfTestTest {
             layerOne = DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), 8).dispatches().stream()
                     .filter(d -> d.layer() == 1).map(Dispatch::kernel).distinct().collect(Collectors.joining(", "));
         }
-        for (SelfTest.Check c : report.checks()) {
+        for (SelfTest.Check c : report.checks().stream().filter(c -> c.name().endsWith("decode step")).toList()) {
             assertFalse(c.passed(), c.line());
             assertTrue(c.where().startsWith("at step 0, logit "), c.line());
             assertTrue(c.where().contains("; first off after layer 1 (kernels " + layerOne + "): max |Δx| "), c.line());
         }
         assertEquals("mat_vec_pair, mla_q_heads, mla_attention, mla_merge, mat_vec, moe_router, moe_gate_up, moe_down", layerOne);
+        assertTrue(report.checks().stream().noneMatch(SelfTest.Check::passed), "the prompts fail as well: " + report.text());
     }
 
     /**
