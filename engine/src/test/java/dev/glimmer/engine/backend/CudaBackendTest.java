@@ -30,7 +30,9 @@ class CudaBackendTest {
     void selfTestPassesOnEveryBuiltInModel() {
         SelfTest.Report report = Backends.selfTest("cuda");
         assertTrue(report.passed(), report.text());
-        assertEquals(SelfTest.CASES.size(), report.checks().size());
+        // per built-in model: its decode steps, then its tokens as one prompt (the prompt command list)
+        assertEquals(2 * SelfTest.CASES.size(), report.checks().size());
+        assertEquals(SelfTest.CASES.size(), report.checks().stream().filter(c -> c.name().endsWith(" prompt")).count());
     }
 
     @Test
