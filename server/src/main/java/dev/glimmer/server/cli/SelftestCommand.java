@@ -18,7 +18,7 @@ final class SelftestCommand implements Command {
 
     @Override
     public String summary() {
-        return "check the GPU decode step (Metal, CUDA, or the CPU emulator) against the CPU backend";
+        return "check the GPU decode step and prompt command list (Metal, CUDA, or the CPU emulator) against the CPU backend";
     }
 
     @Override
@@ -31,8 +31,9 @@ final class SelftestCommand implements Command {
     public String details() {
         return """
                 Decodes a fixed token sequence on tiny built-in models (F32, F16, Q8_0, Q4_0 weights) on the GPU path and
-                on the CPU backend, and prints per model the largest logit difference, its limit and where it occurred
-                (on Metal also the first layer that is off and its kernels).
+                on the CPU backend, token by token (the decode step) and as one prompt (the prompt command list), and
+                prints per model and check the largest logit difference, its limit and where it occurred (for a decode
+                step on Metal also the first layer that is off and its kernels).
                 emulated runs the same kernels and command list on the CPU kernel emulator (needs clang-19).
                 Exit code 0 when every check passes, 1 when one fails, 2 when the backend cannot run here.
                 """;
