@@ -11,6 +11,9 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 /** The llama.cpp reference data in the test resources (see /oracle/README of the project's oracle data). */
 public final class Oracle {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -78,7 +81,6 @@ public final class Oracle {
         return m;
     }
 
-    /** The index of the largest value, the first one on ties (how the references chose greedy tokens). */
     /** The spread of a logit vector (largest minus smallest), the scale GPU tolerances are relative to. */
     public static float range(float[] logits) {
         float lo = Float.POSITIVE_INFINITY;
@@ -90,6 +92,7 @@ public final class Oracle {
         return hi - lo;
     }
 
+    /** The index of the largest value, the first one on ties (how the references chose greedy tokens). */
     public static int argmax(float[] v, int off, int n) {
         int best = 0;
         for (int i = 1; i < n; i++) {
@@ -106,6 +109,19 @@ public final class Oracle {
             max = Math.max(max, Math.abs(a[aOff + i] - b[i]));
         }
         return max;
+    }
+
+    /**
+     * Asserts that a GPU run's logits lie within {@code tolerance} of the reference's logit range of them and that
+     * its argmax dispatch chose the reference's greedy token; returns that token.
+     */
+    public static int assertGpuLogits(String where, float[] expected, float[] got, int greedy, double tolerance) {
+        float range = range(expected);
+        float diff = maxAbsDiff(got, 0, expected, expected.length);
+        assertTrue(diff <= tolerance * range, where + ": max |Δlogit| " + diff + " > " + tolerance + " × range " + range);
+        int next = argmax(expected, 0, expected.length);
+        assertEquals(next, greedy, where + ": greedy token");
+        return next;
     }
 
     private Oracle() {

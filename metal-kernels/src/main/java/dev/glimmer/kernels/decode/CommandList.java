@@ -1,5 +1,7 @@
 package dev.glimmer.kernels.decode;
 
+import dev.glimmer.kernels.ArgStruct;
+
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -40,6 +42,25 @@ public record CommandList(List<BufferSpec> buffers, byte[] args, List<Dispatch> 
             throw new IllegalArgumentException("no " + kind + " buffer");
         }
         return found;
+    }
+
+    /**
+     * The content of the STEP buffer for a run of {@code count} tokens, {@code ids[from ..]}, from position
+     * {@code at}: a {@code StepArgs} each ({@code stepArgs}, the library's struct), then empty ones (kv_len 0: no
+     * token there) up to {@link #tokens}.
+     */
+    public byte[] steps(ArgStruct stepArgs, int[] ids, int from, int count, int at) {
+        if (count < 1 || count > tokens) {
+            throw new IllegalArgumentException("a run of this list takes 1.." + tokens + " tokens, not " + count);
+        }
+        byte[] all = new byte[tokens * stepArgs.size()];
+        for (int t = 0; t < tokens; t++) {
+            byte[] b = t < count
+                    ? stepArgs.pack(Map.of("token", ids[from + t], "pos", at + t, "kv_len", at + t + 1))
+                    : stepArgs.pack(Map.of("token", 0, "pos", 0, "kv_len", 0));
+            System.arraycopy(b, 0, all, t * stepArgs.size(), b.length);
+        }
+        return all;
     }
 
     /** Weight bytes one step reads: each tensor counted once, with the largest share any dispatch reads. */

@@ -370,28 +370,22 @@ public final class DecodeCommandListBuilder {
                 String gate = b + "ffn_gate.weight";
                 String up = b + "ffn_up.weight";
                 String down = b + "ffn_down.weight";
-                expertsPrompt(l, 0, xn, act, ffnOut, routes, counts, blocks, expertWeights, x, actStride, gate, up, down,
-                        s.denseFfn(), gate, up, down);
+                // the dense FFN in the shared expert's slot, with no routed slots
+                expertsPrompt(l, 0, new FfnTensors(gate, up, down, gate, up, down), s.denseFfn(), xn, act, ffnOut, routes,
+                        counts, blocks, expertWeights, x, actStride);
             } else {
                 String router = b + "ffn_gate_inp.weight";
                 String bias = b + "exp_probs_b.bias";
                 boolean hasBias = model.has(bias);
                 matMat(l, router, s.embedding(), s.experts(), xn, routerLogits, false);
-                String gate = b + "ffn_gate_exps.weight";
-                String up = b + "ffn_up_exps.weight";
-                String down = b + "ffn_down_exps.weight";
-                boolean shared = s.sharedFfn() > 0;
-                String gateSh = shared ? b + "ffn_gate_shexp.weight" : gate;
-                String upSh = shared ? b + "ffn_up_shexp.weight" : up;
-                String downSh = shared ? b + "ffn_down_shexp.weight" : down;
+                FfnTensors t = moeTensors(b);
                 dispatch("moe_route", l, Size3.of(1), HEAD_THREADS, memory((long) tokens * s.expertsUsed() + s.experts()),
                         hasBias ? List.of(all(bias)) : List.of(),
-                        args("GateUpArgs", gateUpArgs(s.expertsUsed(), s.sharedFfn(), gate, up, gateSh, upSh,
-                                hasBias ? bias : null, actStride, 1)),
+                        args("GateUpArgs", gateUpArgs(s.expertsUsed(), s.sharedFfn(), t, hasBias ? bias : null, actStride, 1)),
                         routerLogits, hasBias ? weight(bias) : routerLogits, ids, expertWeights, routes, counts, blocks,
                         step);
-                expertsPrompt(l, s.expertsUsed(), xn, act, ffnOut, routes, counts, blocks, expertWeights, x, actStride, gate, up,
-                        down, s.sharedFfn(), gateSh, upSh, downSh);
+                expertsPrompt(l, s.expertsUsed(), t, s.sharedFfn(), xn, act, ffnOut, routes, counts, blocks, expertWeights,
+                        x, actStride);
             }
         }
     }
@@ -447,28 +441,27 @@ public final class DecodeCommandListBuilder {
      * tensors (each expert's token list from moe_route) and the shared expert (or, with {@code routed} 0, the
      * dense FFN) of {@code sharedWidth}, then the weighted sum added to x.
      */
-    private void expertsPrompt(int l, int routed, Ref xn, Ref act, Ref ffnOut, Ref routes, Ref counts, Ref blocks,
-                               Ref expertWeights,
-                               Ref x, int actStride, String gate, String up, String down, int sharedWidth, String gateSh,
-                               String upSh, String downSh) {
+    private void expertsPrompt(int l, int routed, FfnTensors t, int sharedWidth, Ref xn, Ref act, Ref ffnOut, Ref routes,
+                               Ref counts, Ref blocks, Ref expertWeights, Ref x, int actStride) {
         int experts = routed > 0 ? s.experts() : 0;
         int blockColumns = routedBlocks(routed, experts) + (sharedWidth > 0 ? groups(tokens, Geometry.MM_TOKENS) : 0);
         int rows = Math.max(routed > 0 ? s.expertFfn() : 0, sharedWidth);
         Ref step = new Ref(stepBuffer, 0);
-        List<Dispatch.WeightRead> gateUpReads = new ArrayList<>(List.of(all(gate), all(up)));
-        List<Dispatch.WeightRead> downReads = new ArrayList<>(List.of(all(down)));
+        List<Dispatch.WeightRead> gateUpReads = new ArrayList<>(List.of(all(t.gate()), all(t.up())));
+        List<Dispatch.WeightRead> downReads = new ArrayList<>(List.of(all(t.down())));
         if (routed > 0 && sharedWidth > 0) {
-            gateUpReads.addAll(List.of(all(gateSh), all(upSh)));
-            downReads.add(all(downSh));
+            gateUpReads.addAll(List.of(all(t.gateShared()), all(t.upShared())));
+            downReads.add(all(t.downShared()));
         }
         // half the SIMD-groups compute gate rows, the other half the same up rows
         dispatch("moe_experts_gate_up", l, Size3.of(blockColumns, groups(rows, MM_ROWS / 2)), MM_THREADS,
                 memory((long) MM_ROWS * Geometry.MM_TOKENS), gateUpReads,
-                args("GateUpArgs", gateUpArgs(routed, sharedWidth, gate, up, gateSh, upSh, null, actStride, 1)),
-                xn, weight(gate), weight(up), weight(gateSh), weight(upSh), routes, counts, blocks, act, step);
+                args("GateUpArgs", gateUpArgs(routed, sharedWidth, t, null, actStride, 1)),
+                xn, weight(t.gate()), weight(t.up()), weight(t.gateShared()), weight(t.upShared()), routes, counts, blocks,
+                act, step);
         dispatch("moe_experts_down", l, Size3.of(blockColumns, groups(s.embedding(), MM_ROWS)), MM_THREADS,
-                new int[0], downReads, args("DownArgs", downArgs(routed, down, sharedWidth, downSh, actStride, 1)),
-                weight(down), weight(downSh), act, routes, counts, blocks, ffnOut, step);
+                new int[0], downReads, args("DownArgs", downArgs(routed, t, sharedWidth, actStride, 1)),
+                weight(t.down()), weight(t.downShared()), act, routes, counts, blocks, ffnOut, step);
         dispatch("moe_combine", l, Size3.of(tokens, groups(s.embedding(), WIDE_THREADS)), WIDE_THREADS, new int[0],
                 List.of(), args("CombineArgs", Map.of("rows", s.embedding(), "routed", routed,
                         "shared", sharedWidth > 0 ? 1 : 0)),
@@ -505,9 +498,10 @@ public final class DecodeCommandListBuilder {
         String gate = b + "ffn_gate.weight";
         String up = b + "ffn_up.weight";
         String down = b + "ffn_down.weight";
-        gateUp(l, b, x, logits, null, act, ids, expertWeights, actStride, 0, s.denseFfn(), gate, up, gate, up,
+        FfnTensors t = new FfnTensors(gate, up, down, gate, up, down);  // the FFN in the shared expert's slot
+        gateUp(l, b, x, logits, null, act, ids, expertWeights, actStride, 0, s.denseFfn(), t,
                 List.of(all(b + "ffn_norm.weight"), all(gate), all(up)));
-        down(l, x, act, ids, expertWeights, actStride, 0, down, s.denseFfn(), down, List.of(all(down)));
+        down(l, x, act, ids, expertWeights, actStride, 0, t, s.denseFfn(), List.of(all(down)));
     }
 
     private void moe(int l, String b, Ref x, Ref logits, Ref act, Ref ids, Ref expertWeights, int actStride) {
@@ -521,26 +515,41 @@ public final class DecodeCommandListBuilder {
                         "eps", s.eps(), "split", routerSplit)),
                 weight(router), x, weight(b + "ffn_norm.weight"), logits);
 
-        String gate = b + "ffn_gate_exps.weight";
-        String up = b + "ffn_up_exps.weight";
-        String down = b + "ffn_down_exps.weight";
-        boolean shared = s.sharedFfn() > 0;
-        String gateSh = shared ? b + "ffn_gate_shexp.weight" : gate;
-        String upSh = shared ? b + "ffn_up_shexp.weight" : up;
-        String downSh = shared ? b + "ffn_down_shexp.weight" : down;
-        List<Dispatch.WeightRead> gateUpReads = new ArrayList<>(List.of(all(b + "ffn_norm.weight"), used(gate), used(up)));
+        FfnTensors t = moeTensors(b);
+        List<Dispatch.WeightRead> gateUpReads = new ArrayList<>(List.of(all(b + "ffn_norm.weight"), used(t.gate()),
+                used(t.up())));
         if (hasBias) {
             gateUpReads.add(all(bias));
         }
-        List<Dispatch.WeightRead> downReads = new ArrayList<>(List.of(used(down)));
-        if (shared) {
-            gateUpReads.add(all(gateSh));
-            gateUpReads.add(all(upSh));
-            downReads.add(all(downSh));
+        List<Dispatch.WeightRead> downReads = new ArrayList<>(List.of(used(t.down())));
+        if (s.sharedFfn() > 0) {
+            gateUpReads.add(all(t.gateShared()));
+            gateUpReads.add(all(t.upShared()));
+            downReads.add(all(t.downShared()));
         }
         gateUp(l, b, x, logits, hasBias ? bias : null, act, ids, expertWeights, actStride, s.expertsUsed(), s.sharedFfn(),
-                gate, up, gateSh, upSh, gateUpReads);
-        down(l, x, act, ids, expertWeights, actStride, s.expertsUsed(), down, s.sharedFfn(), downSh, downReads);
+                t, gateUpReads);
+        down(l, x, act, ids, expertWeights, actStride, s.expertsUsed(), t, s.sharedFfn(), downReads);
+    }
+
+    /**
+     * The FFN tensors of a layer: the stacked routed experts' and the shared expert's (a dense layer's FFN takes
+     * the shared expert's place; the routed ones stand in where a model has no shared expert, whose slot the
+     * kernels then skip).
+     */
+    private record FfnTensors(String gate, String up, String down, String gateShared, String upShared, String downShared) {
+    }
+
+    /** The expert tensors of MoE layer {@code b} ("blk.N."). */
+    private FfnTensors moeTensors(String b) {
+        String gate = b + "ffn_gate_exps.weight";
+        String up = b + "ffn_up_exps.weight";
+        String down = b + "ffn_down_exps.weight";
+        if (s.sharedFfn() == 0) {
+            return new FfnTensors(gate, up, down, gate, up, down);
+        }
+        return new FfnTensors(gate, up, down, b + "ffn_gate_shexp.weight", b + "ffn_up_shexp.weight",
+                b + "ffn_down_shexp.weight");
     }
 
     /** The bytes of the experts used, of a stacked expert tensor. */
@@ -554,32 +563,30 @@ public final class DecodeCommandListBuilder {
      * {@code ids} and {@code expertWeights}.
      */
     private void gateUp(int l, String b, Ref x, Ref logits, String bias, Ref act, Ref ids, Ref expertWeights,
-                        int actStride, int routed, int sharedRows, String gate, String up, String gateSh, String upSh,
-                        List<Dispatch.WeightRead> reads) {
+                        int actStride, int routed, int sharedRows, FfnTensors t, List<Dispatch.WeightRead> reads) {
         int rows = Math.max(routed > 0 ? s.expertFfn() : 0, sharedRows);
         int split = Geometry.mvSplit((long) rows * (routed + 1));
-        Map<String, Number> a = gateUpArgs(routed, sharedRows, gate, up, gateSh, upSh, bias, actStride, split);
+        Map<String, Number> a = gateUpArgs(routed, sharedRows, t, bias, actStride, split);
         dispatch("moe_gate_up", l, Size3.of(groups(rows, Geometry.mvRowsPerThreadgroup(split)), routed + 1), MV_THREADS,
                 memory(Geometry.MV_SCRATCH_FLOATS), reads, args("GateUpArgs", a), x, weight(b + "ffn_norm.weight"),
-                weight(gate), weight(up), weight(gateSh), weight(upSh), logits, bias != null ? weight(bias) : logits, act,
-                ids, expertWeights);
+                weight(t.gate()), weight(t.up()), weight(t.gateShared()), weight(t.upShared()), logits,
+                bias != null ? weight(bias) : logits, act, ids, expertWeights);
     }
 
     /**
-     * GateUpArgs: {@code routed} slots of the stacked {@code gate}/{@code up} (0: a dense layer, whose FFN is the
-     * shared {@code gateSh}/{@code upSh} of {@code sharedRows} rows); {@code bias} the exp_probs_b tensor or null.
+     * GateUpArgs: {@code routed} slots of the stacked gate/up of {@code t} (0: a dense layer, whose FFN is the shared
+     * one) and its shared gate/up of {@code sharedRows} rows; {@code bias} the exp_probs_b tensor or null.
      */
-    private Map<String, Number> gateUpArgs(int routed, int sharedRows, String gate, String up, String gateSh, String upSh,
-                                           String bias, int actStride, int split) {
+    private Map<String, Number> gateUpArgs(int routed, int sharedRows, FfnTensors t, String bias, int actStride, int split) {
         Map<String, Number> a = new LinkedHashMap<>();
         a.put("cols", s.embedding());
         a.put("routed", routed);
         a.put("rows", s.expertFfn());
-        a.put("gate_type", type(gate));
-        a.put("up_type", type(up));
+        a.put("gate_type", type(t.gate()));
+        a.put("up_type", type(t.up()));
         a.put("shared_rows", sharedRows);
-        a.put("shared_gate_type", type(gateSh));
-        a.put("shared_up_type", type(upSh));
+        a.put("shared_gate_type", type(t.gateShared()));
+        a.put("shared_up_type", type(t.upShared()));
         a.put("act_stride", actStride);
         a.put("eps", s.eps());
         a.put("split", split);
@@ -592,15 +599,15 @@ public final class DecodeCommandListBuilder {
         return a;
     }
 
-    /** DownArgs: {@code routed} slots of the stacked {@code down} and the shared {@code downSh} of {@code sharedCols} columns. */
-    private Map<String, Number> downArgs(int routed, String down, int sharedCols, String downSh, int actStride, int split) {
+    /** DownArgs: {@code routed} slots of the stacked down of {@code t} and its shared down of {@code sharedCols} columns. */
+    private Map<String, Number> downArgs(int routed, FfnTensors t, int sharedCols, int actStride, int split) {
         Map<String, Number> a = new LinkedHashMap<>();
         a.put("cols", s.expertFfn());
         a.put("rows", s.embedding());
         a.put("routed", routed);
-        a.put("type", type(down));
+        a.put("type", type(t.down()));
         a.put("shared_cols", sharedCols);
-        a.put("shared_type", type(downSh));
+        a.put("shared_type", type(t.downShared()));
         a.put("act_stride", actStride);
         a.put("split", split);
         a.put("experts", routed > 0 ? s.experts() : 0);
@@ -608,12 +615,12 @@ public final class DecodeCommandListBuilder {
         return a;
     }
 
-    private void down(int l, Ref x, Ref act, Ref ids, Ref expertWeights, int actStride, int routed, String down,
-                      int sharedCols, String downSh, List<Dispatch.WeightRead> reads) {
+    private void down(int l, Ref x, Ref act, Ref ids, Ref expertWeights, int actStride, int routed, FfnTensors t,
+                      int sharedCols, List<Dispatch.WeightRead> reads) {
         int split = Geometry.mvSplit(s.embedding());
-        Map<String, Number> a = downArgs(routed, down, sharedCols, downSh, actStride, split);
+        Map<String, Number> a = downArgs(routed, t, sharedCols, actStride, split);
         dispatch("moe_down", l, Size3.of(groups(s.embedding(), Geometry.mvRowsPerThreadgroup(split))), MV_THREADS,
                 memory(Geometry.MV_SCRATCH_FLOATS),
-                reads, args("DownArgs", a), weight(down), weight(downSh), act, ids, expertWeights, x);
+                reads, args("DownArgs", a), weight(t.down()), weight(t.downShared()), act, ids, expertWeights, x);
     }
 }

@@ -133,14 +133,9 @@ public final class CudaDecoder implements AutoCloseable {
 
         /** Writes the StepArgs of {@code count} tokens from position {@code at}; the rest of the batch gets none (kv_len 0). */
         void writeSteps(int[] tokens, int from, int count, int at) {
-            for (int t = 0; t < list.tokens(); t++) {
-                byte[] b = t < count
-                        ? stepArgs.pack(Map.of("token", tokens[from + t], "pos", at + t, "kv_len", at + t + 1))
-                        : stepArgs.pack(Map.of("token", 0, "pos", 0, "kv_len", 0));
-                MemorySegment.copy(b, 0, stepBytes, ValueLayout.JAVA_BYTE, (long) t * stepArgs.size(), b.length);
-            }
-            driver.copyToDeviceAsync(buffers[list.buffer(BufferSpec.Kind.STEP)], stepBytes,
-                    (long) list.tokens() * stepArgs.size(), stream);
+            byte[] b = list.steps(stepArgs, tokens, from, count, at);
+            MemorySegment.copy(b, 0, stepBytes, ValueLayout.JAVA_BYTE, 0, b.length);
+            driver.copyToDeviceAsync(buffers[list.buffer(BufferSpec.Kind.STEP)], stepBytes, b.length, stream);
         }
 
         void free() {

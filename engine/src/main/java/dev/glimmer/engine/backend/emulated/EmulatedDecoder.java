@@ -17,7 +17,6 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 
 /**
  * Runs the GPU command lists on the CPU emulator: the decode step and the prompt command list a Metal
@@ -78,13 +77,8 @@ public final class EmulatedDecoder implements AutoCloseable {
 
         /** Writes the StepArgs of {@code count} tokens from position {@code at} (the rest: no token) and runs the list. */
         void run(int[] tokens, int from, int count, int at) {
-            MemorySegment step = buffer(BufferSpec.Kind.STEP);
-            for (int t = 0; t < list.tokens(); t++) {
-                byte[] args = t < count
-                        ? stepArgs.pack(Map.of("token", tokens[from + t], "pos", at + t, "kv_len", at + t + 1))
-                        : stepArgs.pack(Map.of("token", 0, "pos", 0, "kv_len", 0));
-                MemorySegment.copy(args, 0, step, ValueLayout.JAVA_BYTE, (long) t * stepArgs.size(), args.length);
-            }
+            byte[] args = list.steps(stepArgs, tokens, from, count, at);
+            MemorySegment.copy(args, 0, buffer(BufferSpec.Kind.STEP), ValueLayout.JAVA_BYTE, 0, args.length);
             for (int i = 0; i < list.dispatches().size(); i++) {
                 Dispatch d = list.dispatches().get(i);
                 emulator.dispatch(d.kernel(), bindings.get(i), d.threadgroupMemory(), d.grid(), d.threads(), order);

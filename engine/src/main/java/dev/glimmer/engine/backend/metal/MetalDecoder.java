@@ -17,7 +17,6 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 
 /**
  * One sequence decoded on the GPU: the decode command list and the prompt command list of the model,
@@ -154,12 +153,8 @@ public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
 
     /** Writes the StepArgs of {@code count} tokens from position {@code at} (the rest of the batch: none) and runs the list. */
     private void run(Encoded list, int[] tokens, int from, int count, int at, int dispatches) {
-        for (int t = 0; t < list.list().tokens(); t++) {
-            byte[] args = t < count
-                    ? stepArgs.pack(Map.of("token", tokens[from + t], "pos", at + t, "kv_len", at + t + 1))
-                    : stepArgs.pack(Map.of("token", 0, "pos", 0, "kv_len", 0));
-            MemorySegment.copy(args, 0, list.step(), ValueLayout.JAVA_BYTE, (long) t * stepArgs.size(), args.length);
-        }
+        byte[] args = list.list().steps(stepArgs, tokens, from, count, at);
+        MemorySegment.copy(args, 0, list.step(), ValueLayout.JAVA_BYTE, 0, args.length);
         try (ObjcRuntime.AutoreleasePool pool = rt.autoreleasePool()) {
             list.encoder().run(device.queue(), dispatches);
         }

@@ -15,7 +15,6 @@ import java.util.Random;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * The prompt command list as a CUDA graph against the engine's forward pass on the oracle models: a
@@ -29,14 +28,6 @@ class CudaPromptTest {
     private static final double TOLERANCE = 1e-3;
     private static final int STEPS = 8;
 
-    private static int assertClose(String where, float[] expected, float[] got, int greedy) {
-        float range = Oracle.range(expected);
-        float diff = Oracle.maxAbsDiff(got, 0, expected, expected.length);
-        assertTrue(diff <= TOLERANCE * range, where + ": max |Δlogit| " + diff + " > " + TOLERANCE + " × range " + range);
-        int next = Oracle.argmax(expected, 0, expected.length);
-        assertEquals(next, greedy, where + ": greedy token");
-        return next;
-    }
 
     @ParameterizedTest
     @ValueSource(strings = {"tiny-q4_0", "small-q4_k_m", "tiny-f32"})
@@ -52,11 +43,12 @@ class CudaPromptTest {
                  CudaDecoder gpu = new CudaDecoder(weights, context)) {
                 float[] expected = reference.forward(cache, prompt, 0, n, false).clone(); // the reference reuses its array
                 float[] got = gpu.prompt(prompt, 0, n).clone();
-                int token = assertClose(name + " prompt of " + n, expected, got, gpu.greedyToken());
+                int token = Oracle.assertGpuLogits(name + " prompt of " + n, expected, got, gpu.greedyToken(), TOLERANCE);
                 assertEquals(n, gpu.position());
                 for (int step = 0; step < STEPS; step++) {
                     float[] e = reference.forward(cache, new int[] {token}, 0, 1, false);
-                    token = assertClose(name + " step " + step + " after the prompt", e, gpu.step(token), gpu.greedyToken());
+                    token = Oracle.assertGpuLogits(name + " step " + step + " after the prompt", e, gpu.step(token),
+                            gpu.greedyToken(), TOLERANCE);
                 }
                 // the same prompt again: bit-identical (a race would show as a difference)
                 gpu.seek(0);
@@ -67,7 +59,8 @@ class CudaPromptTest {
                 // split into two runs that do not end on a batch boundary: the logits of the whole
                 gpu.seek(0);
                 gpu.prompt(prompt, 0, 5);
-                assertClose(name + " prompt in two runs", expected, gpu.prompt(prompt, 5, n - 5), gpu.greedyToken());
+                Oracle.assertGpuLogits(name + " prompt in two runs", expected, gpu.prompt(prompt, 5, n - 5),
+                        gpu.greedyToken(), TOLERANCE);
             }
         }
     }

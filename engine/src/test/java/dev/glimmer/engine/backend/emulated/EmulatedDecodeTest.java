@@ -15,7 +15,6 @@ import org.junit.jupiter.params.provider.ValueSource;
 import java.io.IOException;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
@@ -49,14 +48,14 @@ class EmulatedDecodeTest {
                     assertTrue(n > BATCH && n % BATCH != 0, "the prompt must span batches and end in a partial one: " + n);
                     float[] expected = reference.forward(cache, prompt, 0, n, false);
                     float[] got = gpu.prompt(prompt, 0, n);
-                    assertClose(name + " prompt batches", expected, got, gpu.greedyToken());
+                    Oracle.assertGpuLogits(name + " prompt batches", expected, got, gpu.greedyToken(), TOLERANCE);
                     first = n;
                 }
                 int token = prompt[first];
                 for (int step = first; step < prompt.length + GREEDY - 1; step++) {
                     float[] expected = reference.forward(cache, new int[] {token}, 0, 1, false);
                     float[] got = gpu.step(token);
-                    int next = assertClose(name + " step " + step, expected, got, gpu.greedyToken());
+                    int next = Oracle.assertGpuLogits(name + " step " + step, expected, got, gpu.greedyToken(), TOLERANCE);
                     if (step >= prompt.length - 1) {
                         greedy[step - prompt.length + 1] = next;
                     }
@@ -68,14 +67,6 @@ class EmulatedDecodeTest {
     }
 
     /** Asserts the logits and the greedy token; returns the expected greedy token. */
-    private static int assertClose(String where, float[] expected, float[] got, int greedy) {
-        float range = Oracle.range(expected);
-        float diff = Oracle.maxAbsDiff(got, 0, expected, expected.length);
-        assertTrue(diff <= TOLERANCE * range, where + ": max |Δlogit| " + diff + " > " + TOLERANCE + " × range " + range);
-        int next = Oracle.argmax(expected, 0, expected.length);
-        assertEquals(next, greedy, where + ": greedy token");
-        return next;
-    }
 
     @ParameterizedTest
     @ValueSource(strings = {"tiny-q8_0", "tiny-q4_0", "small-q4_k_m"})
