@@ -1,15 +1,13 @@
 // Mat-vec y = W x for every weight type, weights read in place: a threadgroup of
 // GLIMMER_MV_SIMDGROUPS SIMD-groups computes mv_sets(split) sets of NR consecutive rows, `split` SIMD-groups
 // per set. Optionally x is RMS-normalized (x * w_norm / rms(x)) and/or a residual is added to the result (y may alias the
-// residual: each row is read and written by one lane). Grid: (ceil(rows / rows per threadgroup), tokens);
-// the token dimension is the batched (prompt) variant.
+// residual: each row is read and written by one lane). Grid: ceil(rows / rows per threadgroup) threadgroups.
+// (Prompt batches multiply their weights with mat_mat, prompt.metal.)
 
 struct MatVecArgs {
     uint type;       // ggml type id of W
     uint cols;       // values per row of W (= length of x)
     uint rows;       // rows of W (= length of y)
-    uint x_stride;   // floats between consecutive tokens' x
-    uint y_stride;   // floats between consecutive tokens' y (and residual)
     uint norm;       // 1: x is RMS-normalized with norm_w first
     uint add;        // 1: y = W x + residual
     float eps;
@@ -29,8 +27,6 @@ kernel void mat_vec(constant MatVecArgs & a [[buffer(0)]],
                     ushort tiitg [[thread_index_in_threadgroup]],
                     ushort tiisg [[thread_index_in_simdgroup]],
                     ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    x += tgpig.y * a.x_stride;
-    y += tgpig.y * a.y_stride;
     uint first = (tgpig.x * mv_sets(a.split) + mv_set(sgitg, a.split)) * NR;
     uint lane = mv_lane(tiisg, sgitg, a.split);
     float sums[NR];
@@ -44,7 +40,7 @@ kernel void mat_vec(constant MatVecArgs & a [[buffer(0)]],
     float v = mv_combine(sums, scratch, tiisg, sgitg, a.split);
     if (sgitg < mv_sets(a.split) && tiisg < NR && first + tiisg < a.rows) {
         uint r = first + tiisg;
-        if (a.add != 0) v += residual[tgpig.y * a.y_stride + r];
+        if (a.add != 0) v += residual[r];
         y[r] = v;
     }
 }

@@ -482,8 +482,6 @@ public final class DecodeCommandListBuilder {
         a.put("type", type(w));
         a.put("cols", cols);
         a.put("rows", rows);
-        a.put("x_stride", cols);
-        a.put("y_stride", rows);
         a.put("norm", norm != null ? 1 : 0);
         a.put("add", residual != null ? 1 : 0);
         a.put("eps", s.eps());

@@ -16,7 +16,6 @@ import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.util.Arrays;
 import java.util.Map;
 import java.util.Random;
 
@@ -39,9 +38,9 @@ class CudaKernelTest {
     @ValueSource(strings = {"F32", "F16", "Q4_0", "Q8_0"})
     void matVecOfQuantizedRandomWeights(String typeName) {
         GgmlType type = GgmlType.valueOf(typeName);
-        checkMatVec(type, KernelTestSupport.randomWeights(type, 768, 2048, new Random(1)), 768, 2048, true, false, 1, 11);
-        checkMatVec(type, KernelTestSupport.randomWeights(type, 2048, 5120, new Random(2)), 2048, 5120, false, true, 1, 12);
-        checkMatVec(type, KernelTestSupport.randomWeights(type, 37, 512, new Random(3)), 37, 512, true, true, 3, 13);
+        checkMatVec(type, KernelTestSupport.randomWeights(type, 768, 2048, new Random(1)), 768, 2048, true, false, 11);
+        checkMatVec(type, KernelTestSupport.randomWeights(type, 2048, 5120, new Random(2)), 2048, 5120, false, true, 12);
+        checkMatVec(type, KernelTestSupport.randomWeights(type, 37, 512, new Random(3)), 37, 512, true, true, 13);
     }
 
     /** The K-quants and Q5_0 as they are stored in a real file (small-q4_k_m). */
@@ -54,8 +53,8 @@ class CudaKernelTest {
             int cols = (int) t.ne(0);
             int rows = (int) Math.min(t.ne(1), 4096);
             MemorySegment w = file.mapping().asSlice(file.fileOffset(t), t.type().rowBytes(cols) * rows);
-            checkMatVec(t.type(), w, rows, cols, true, true, 1, name.hashCode());
-            checkMatVec(t.type(), w, rows, cols, false, false, 2, name.hashCode() + 1);
+            checkMatVec(t.type(), w, rows, cols, true, true, name.hashCode());
+            checkMatVec(t.type(), w, rows, cols, false, false, name.hashCode() + 1);
         }
     }
 
@@ -87,53 +86,48 @@ class CudaKernelTest {
     }
 
     private static void checkMatVec(GgmlType type, MemorySegment w, int rows, int cols, boolean norm, boolean add,
-                                    int tokens, long seed) {
+                                    long seed) {
         CudaKernels k = CudaTestSupport.kernels();
         CudaDriver d = k.device().driver();
         Random random = new Random(seed);
-        float[] x = KernelTestSupport.randomVector(cols * tokens, random);
+        float[] x = KernelTestSupport.randomVector(cols, random);
         float[] normW = KernelTestSupport.randomVector(cols, random);
-        float[] residual = KernelTestSupport.randomVector(rows * tokens, random);
-        double[] expected = new double[rows * tokens];
-        double[] magnitude = new double[rows * tokens];
+        float[] residual = KernelTestSupport.randomVector(rows, random);
+        double[] expected = new double[rows];
+        double[] magnitude = new double[rows];
         float[] row = new float[cols];
+        float[] in = norm ? KernelTestSupport.rmsNorm(x, normW, EPS) : x;
         for (int r = 0; r < rows; r++) {
             Dequantizer.dequantizeRow(type, w, type.rowBytes(cols) * r, row, 0, cols);
-            for (int t = 0; t < tokens; t++) {
-                float[] in = Arrays.copyOfRange(x, t * cols, (t + 1) * cols);
-                if (norm) {
-                    in = KernelTestSupport.rmsNorm(in, normW, EPS);
-                }
-                double s = 0;
-                double m = 0;
-                for (int c = 0; c < cols; c++) {
-                    s += (double) row[c] * in[c];
-                    m += Math.abs((double) row[c] * in[c]);
-                }
-                expected[t * rows + r] = s + (add ? residual[t * rows + r] : 0);
-                magnitude[t * rows + r] = m + (add ? Math.abs(residual[t * rows + r]) : 0);
+            double s = 0;
+            double m = 0;
+            for (int c = 0; c < cols; c++) {
+                s += (double) row[c] * in[c];
+                m += Math.abs((double) row[c] * in[c]);
             }
+            expected[r] = s + (add ? residual[r] : 0);
+            magnitude[r] = m + (add ? Math.abs(residual[r]) : 0);
         }
-        Map<String, Number> a = Map.of("type", type.id, "cols", cols, "rows", rows, "x_stride", cols, "y_stride", rows,
-                "norm", norm ? 1 : 0, "add", add ? 1 : 0, "eps", EPS, "split", Geometry.mvSplit(rows));
+        Map<String, Number> a = Map.of("type", type.id, "cols", cols, "rows", rows, "norm", norm ? 1 : 0,
+                "add", add ? 1 : 0, "eps", EPS, "split", Geometry.mvSplit(rows));
         long args = CudaTestSupport.uploadBytes(d, k.library().struct("MatVecArgs").pack(a));
         long weights = CudaTestSupport.upload(d, w);
         long xs = CudaTestSupport.upload(d, x);
         long nw = CudaTestSupport.upload(d, normW);
-        long y = d.alloc(4L * rows * tokens);
+        long y = d.alloc(4L * rows);
         int per = Geometry.mvRowsPerThreadgroup(Geometry.mvSplit(rows));
         int groups = (rows + per - 1) / per;
         float[] first = null;
         for (int rep = 0; rep < 3; rep++) {
             // with the residual added, y is the residual itself: the in-place update of the decode step
             if (add) {
-                d.copyToDevice(y, nativeCopy(residual), 4L * rows * tokens);
+                d.copyToDevice(y, nativeCopy(residual), 4L * rows);
             } else {
-                d.memset(y, (byte) 0x7F, 4L * rows * tokens);
+                d.memset(y, (byte) 0x7F, 4L * rows);
             }
-            k.launch("mat_vec", MemorySegment.NULL, Size3.of(groups, tokens), Size3.of(Geometry.MV_SIMDGROUPS * 32),
+            k.launch("mat_vec", MemorySegment.NULL, Size3.of(groups), Size3.of(Geometry.MV_SIMDGROUPS * 32),
                     new long[] {args, weights, xs, y, nw, y}, new int[] {4 * Geometry.MV_SCRATCH_FLOATS});
-            float[] got = CudaTestSupport.download(d, y, rows * tokens);
+            float[] got = CudaTestSupport.download(d, y, rows);
             if (first == null) {
                 first = got;
                 for (int i = 0; i < got.length; i++) {
