@@ -1,6 +1,6 @@
 package dev.glimmer.engine.backend.cuda;
 
-import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.backend.GpuTokenDecoder;
 import dev.glimmer.engine.backend.KernelTimings.KernelTime;
 import dev.glimmer.engine.backend.emulated.DecodeModels;
 import dev.glimmer.engine.model.GlmModel;
@@ -38,6 +38,8 @@ public final class CudaDecoder implements AutoCloseable {
     private final CudaKernels kernels;
     private final int contextSize;
     private final int vocab;
+    /** Rows of the token embedding table: the token ids a run may hold. */
+    private final int embeddingRows;
     private final ArgStruct stepArgs;
     private final Arena arena = Arena.ofShared();
     private final Graph decode;
@@ -163,6 +165,7 @@ public final class CudaDecoder implements AutoCloseable {
         this.driver = device.driver();
         this.contextSize = contextSize;
         this.vocab = model.vocabSize();
+        this.embeddingRows = model.weights().tokenEmbedding().rows();
         this.stepArgs = kernels.library().struct("StepArgs");
         DecodeModel shape = DecodeModels.of(model.file(), model.config());
         CommandList decodeList = DecodeCommandListBuilder.build(shape, contextSize);
@@ -234,12 +237,14 @@ public final class CudaDecoder implements AutoCloseable {
      * until the next run). They come back with the step: copied on its stream into pinned memory.
      */
     public float[] step(int tokenId) {
+        check(new int[] {tokenId}, 0, 1, position);
         run(decode, new int[] {tokenId}, 0, 1, ReadBack.LOGITS);
         return logits;
     }
 
     /** Runs one decode step for {@code token} and returns only the greedy next token (4 bytes read back). */
     public int stepGreedy(int tokenId) {
+        check(new int[] {tokenId}, 0, 1, position);
         run(decode, new int[] {tokenId}, 0, 1, ReadBack.TOKEN);
         return readBack.get(ValueLayout.JAVA_INT, 0);
     }
@@ -281,7 +286,6 @@ public final class CudaDecoder implements AutoCloseable {
      * on the same stream, copies its {@code result} into {@link #readBack}; one synchronization waits for all.
      */
     private void run(Graph graph, int[] tokens, int from, int count, ReadBack result) {
-        check(tokens, from, count, position);
         device.makeCurrent();
         graph.writeSteps(tokens, from, count, position);
         driver.launchGraph(graph.exec, stream);
@@ -298,19 +302,11 @@ public final class CudaDecoder implements AutoCloseable {
         position += count;
     }
 
+    /** {@link GpuTokenDecoder#checkRun} for {@code count} tokens at position {@code at}. */
     private void check(int[] tokens, int from, int count, int at) {
-        if (count < 1) {
-            throw new IllegalArgumentException("a run needs at least one token, got " + count);
-        }
-        for (int i = from; i < from + count; i++) {
-            if (tokens[i] < 0 || tokens[i] >= vocab) {
-                throw new InvalidInputException("token id " + tokens[i] + " is outside the vocabulary of " + vocab);
-            }
-        }
-        if (at + count > contextSize) {
-            throw new InvalidInputException("the context of " + contextSize + " positions is full");
-        }
+        GpuTokenDecoder.checkRun(tokens, from, count, at, contextSize, embeddingRows);
     }
+
 
     /**
      * Runs the first {@code dispatches} dispatches of the decode step of {@code token} at position {@code at}

@@ -1,6 +1,6 @@
 package dev.glimmer.engine.backend.emulated;
 
-import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.backend.GpuTokenDecoder;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.kernels.ArgStruct;
 import dev.glimmer.kernels.KernelLibrary;
@@ -157,18 +157,9 @@ public final class EmulatedDecoder implements AutoCloseable {
     }
 
     private void check(int[] tokens, int from, int count) {
-        if (count < 1) {
-            throw new IllegalArgumentException("a step needs at least one token, got " + count);
-        }
-        for (int i = from; i < from + count; i++) {
-            if (tokens[i] < 0 || tokens[i] >= model.weights().tokenEmbedding().rows()) {
-                throw new InvalidInputException("token id " + tokens[i] + " is outside the vocabulary");
-            }
-        }
-        if (position + count > contextSize) {
-            throw new InvalidInputException("the context of " + contextSize + " positions is full");
-        }
+        GpuTokenDecoder.checkRun(tokens, from, count, position, contextSize, model.weights().tokenEmbedding().rows());
     }
+
 
     /** The greedy token the last run's argmax dispatch chose. */
     public int greedyToken() {

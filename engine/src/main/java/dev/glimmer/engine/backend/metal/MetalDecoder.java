@@ -129,18 +129,7 @@ public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
     /** One token runs the decode step, more the prompt command list in batches; returns the last token's logits. */
     @Override
     public float[] forward(int[] tokens, int from, int count) {
-        if (count <= 0) {
-            throw new IllegalArgumentException("no tokens to run");
-        }
-        if (position + count > capacity) {
-            throw new InvalidInputException("the context of " + capacity + " positions has room for "
-                    + (capacity - position) + " more tokens, not " + count);
-        }
-        for (int i = from; i < from + count; i++) {
-            if (tokens[i] < 0 || tokens[i] >= model.weights().tokenEmbedding().rows()) {
-                throw new InvalidInputException("token id " + tokens[i] + " is outside the vocabulary");
-            }
-        }
+        GpuTokenDecoder.checkRun(tokens, from, count, position, capacity, model.weights().tokenEmbedding().rows());
         Encoded list = count == 1 ? decode : prompt;
         for (int done = 0; done < count; ) {
             int n = Math.min(list.list().tokens(), count - done);
