@@ -42,15 +42,12 @@ public final class Geometry {
     /** SIMD-groups of the threadgroups of embed_row, argmax and mla_attention. */
     public static final int WIDE_SIMDGROUPS = 8;
     /**
-     * SIMD-groups of the kernels with a few threadgroups per attention head (mla_q_heads, mla_merge): their
-     * grids are small, so each threadgroup is as wide as Apple GPUs allow (1024 threads) to stream its
-     * weights fast (16 measured 6% slower decode on an H200).
+     * SIMD-groups of moe_route, the one threadgroup that routes a whole prompt batch: as wide as Apple GPUs
+     * allow (1024 threads).
      */
     public static final int HEAD_SIMDGROUPS = 32;
-    /** Threadgroups of mla_q_heads per head (each computes a share of the head's absorbed query). */
-    public static final int Q_PARTS = 4;
-    /** Threadgroups of mla_merge per head (each computes a share of the head's v_b rows). */
-    public static final int MERGE_PARTS = 2;
+    /** Threadgroups of argmax_parts, the first stage of the argmax over the vocabulary: about one per SM. */
+    public static final int ARGMAX_PARTS = 128;
     /** Values of a weight row one lane handles per step: a half Q4_0 block, a sixteenth of a K-quant block. */
     public static final int CHUNK = 16;
     /**
@@ -85,6 +82,11 @@ public final class Geometry {
     public static final int ROUTER_MAX_EXPERTS = SIMD_WIDTH * 8;
     /** Threadgroup memory of Apple GPUs. */
     public static final int MAX_THREADGROUP_MEMORY = 32 * 1024;
+    /**
+     * Dispatches one layer of the decode step may take: each is a dependent launch, which costs a few microseconds
+     * of latency whatever it computes, so more, smaller kernels pay only while they keep the GPU busier.
+     */
+    public static final int MAX_DISPATCHES_PER_LAYER = 12;
     /** Buffer bindings an indirect compute command can set. */
     public static final int MAX_BUFFER_BINDINGS = 31;
 
@@ -112,8 +114,6 @@ public final class Geometry {
         d.put("GLIMMER_MV_SIMDGROUPS", MV_SIMDGROUPS);
         d.put("GLIMMER_WIDE_SIMDGROUPS", WIDE_SIMDGROUPS);
         d.put("GLIMMER_HEAD_SIMDGROUPS", HEAD_SIMDGROUPS);
-        d.put("GLIMMER_Q_PARTS", Q_PARTS);
-        d.put("GLIMMER_MERGE_PARTS", MERGE_PARTS);
         d.put("GLIMMER_CHUNK", CHUNK);
         d.put("GLIMMER_MM_TOKENS", MM_TOKENS);
         d.put("GLIMMER_MM_SIMDGROUPS", MM_SIMDGROUPS);

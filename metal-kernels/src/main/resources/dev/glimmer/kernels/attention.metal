@@ -1,10 +1,15 @@
-// MLA decode attention (GLM47FLASH.md §5) in four dispatches:
-//   mat_vec_pair   attn_norm folded into the q_a and kv_a mat-vecs (one dispatch, two weights);
-//   mla_q_heads    per head: q_a_norm + q_b rows of the head, RoPE on q_pe, q_nope absorbed through k_b;
-//                  one extra threadgroup: kv_a_norm, RoPE on k_pe, the latent row written to the cache;
-//   mla_attention  all heads in one pass over each cached latent row, split over a fixed number of
-//                  threadgroups along the KV length (online softmax partials);
-//   mla_merge      per head: merge of the partials, then v_b.
+// MLA decode attention (GLM47FLASH.md §5) in seven dispatches:
+//   mat_vec_pair      attn_norm folded into the q_a and kv_a mat-vecs (one dispatch, two weights);
+//   mat_vec           q_a_norm folded into q_b (matvec.metal);
+//   mla_rope_cache    RoPE on each head's q_pe; kv_a_norm, RoPE on k_pe and the latent row written to the
+//                     cache (a batch of one token);
+//   mat_vec           each head's q_nope absorbed through its k_b (grid y: the heads);
+//   mla_attention     all heads in one pass over each cached latent row, split over a fixed number of
+//                     threadgroups along the KV length (online softmax partials);
+//   mla_merge_latent  per head: merge of the partials;
+//   mat_vec           v_b of each head (grid y: the heads).
+// Many small threadgroups per step: one threadgroup per head doing q_b, RoPE and k_b in turn kept most SMs
+// idle and was the largest share of a step on an H200.
 // Grids never depend on the position or the KV length: kernels read them from StepArgs.
 
 struct MatVecPairArgs {
@@ -58,96 +63,6 @@ static inline void rope_pairs(threadgroup float * v, uint n, uint pos, float bas
         float x0 = v[2 * i], x1 = v[2 * i + 1];
         v[2 * i] = x0 * c - x1 * s;
         v[2 * i + 1] = x0 * s + x1 * c;
-    }
-}
-
-struct QHeadsArgs {
-    uint heads;
-    uint q_lora;       // length of q_a (input of q_b)
-    uint nope;         // q_nope values per head
-    uint rope;         // q_pe / k_pe values per head
-    uint latent;       // kv_lora_rank: the latent part of a cache row
-    uint q_b_type;
-    uint k_b_type;
-    float eps;         // of q_a_norm and kv_a_norm
-    float rope_base;
-};
-
-// Grid: heads * Q_PARTS + 1 threadgroups of GLIMMER_HEAD_SIMDGROUPS SIMD-groups. The Q_PARTS threadgroups
-// of head h each compute the head's q_b rows (the weights come from L2 after the first) and write a
-// share of q[h] = (k_b[h] q_nope[h], rope(q_pe[h])), latent + rope values: part p the rows
-// p * latent / Q_PARTS .. of the absorption, part 0 also rope(q_pe). Spreading a head over several
-// threadgroups puts 4x more SMs to work on this small, latency-bound step. The last threadgroup
-// writes the cache row (rms(kv[0..latent)) * kv_a_norm, rope(kv[latent..latent+rope))) at position pos.
-// scratch: GLIMMER_HEAD_SIMDGROUPS + align4(max(nope + rope, latent + rope)) floats.
-[[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
-kernel void mla_q_heads(constant QHeadsArgs & a [[buffer(0)]],
-                        constant StepArgs & step [[buffer(1)]],
-                        device const float * q_a [[buffer(2)]],
-                        device const float * q_a_norm [[buffer(3)]],
-                        device const char * q_b [[buffer(4)]],
-                        device const char * k_b [[buffer(5)]],
-                        device const float * kv [[buffer(6)]],
-                        device const float * kv_a_norm [[buffer(7)]],
-                        device float * q [[buffer(8)]],
-                        device float * cache [[buffer(9)]],
-                        threadgroup float * scratch TG_MEM(0),
-                        uint3 tgpig [[threadgroup_position_in_grid]],
-                        ushort tiitg [[thread_index_in_threadgroup]],
-                        ushort tiisg [[thread_index_in_simdgroup]],
-                        ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    const uint threads = GLIMMER_HEAD_SIMDGROUPS * SIMD_WIDTH;
-    threadgroup float * head = scratch + GLIMMER_HEAD_SIMDGROUPS;
-    uint h = tgpig.x / GLIMMER_Q_PARTS;
-    uint part = tgpig.x % GLIMMER_Q_PARTS;
-    uint row = a.latent + a.rope;
-    if (h == a.heads) {
-        float scale = rms_scale(kv, a.latent, a.eps, scratch, tiitg, tiisg, sgitg, threads);
-        for (uint i = tiitg; i < a.latent; i += threads) head[i] = kv[i] * scale * kv_a_norm[i];
-        for (uint i = tiitg; i < a.rope; i += threads) head[a.latent + i] = kv[a.latent + i];
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-        rope_pairs(head + a.latent, a.rope, step.pos, a.rope_base, tiitg, threads);
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-        device float * out = cache + step.pos * row;
-        for (uint i = tiitg; i < row; i += threads) out[i] = head[i];
-        return;
-    }
-    // q_b rows of this head times q_a * q_a_norm into threadgroup memory; the norm's 1/rms factor is
-    // applied to the outputs (RoPE and the absorption are linear), so the weight loads need not wait for it
-    uint per_head = a.nope + a.rope;
-    // (two row sets per SIMD-group and pass: their loads go out together)
-    XScaled xn = {q_a, q_a_norm};
-    const uint pass = GLIMMER_HEAD_SIMDGROUPS * NR;
-    device const char * qb = q_b + h * per_head * row_bytes(a.q_b_type, a.q_lora);
-    for (uint first = sgitg * NR; first < per_head; first += 2 * pass) {
-        float s1[NR], s2[NR];
-        mv_rows_part2(a.q_b_type, qb, qb + pass * row_bytes(a.q_b_type, a.q_lora), first, per_head,
-                      per_head > pass ? per_head - pass : 0, a.q_lora, xn, tiisg, SIMD_WIDTH, s1, s2);
-        if (tiisg == 0) {
-            for (uint r = 0; r < NR && first + r < per_head; r++) head[first + r] = s1[r];
-            for (uint r = 0; r < NR && first + pass + r < per_head; r++) head[first + pass + r] = s2[r];
-        }
-    }
-    float scale = rms_scale(q_a, a.q_lora, a.eps, scratch, tiitg, tiisg, sgitg, threads);  // its barriers publish head
-    device float * out = q + h * row;
-    if (part == 0) {
-        rope_pairs(head + a.nope, a.rope, step.pos, a.rope_base, tiitg, threads);
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint i = tiitg; i < a.rope; i += threads) out[a.latent + i] = head[a.nope + i] * scale;
-    }
-    // absorption: q_abs[c] = k_b[h][c] . q_nope
-    XThreadgroup qn = {head};
-    device const char * kb = k_b + h * a.latent * row_bytes(a.k_b_type, a.nope);
-    uint share = (a.latent + GLIMMER_Q_PARTS - 1) / GLIMMER_Q_PARTS;
-    uint end = min(a.latent, (part + 1) * share);
-    for (uint first = part * share + sgitg * NR; first < end; first += GLIMMER_HEAD_SIMDGROUPS * NR) {
-        float sums[NR];
-        mv_rows(a.k_b_type, kb, first, end, a.nope, qn, tiisg, sums);
-        if (tiisg < NR && first + tiisg < end) {
-            float v = sums[0];
-            for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
-            out[first + tiisg] = v * scale;
-        }
     }
 }
 
@@ -321,41 +236,78 @@ struct MergeArgs {
     uint heads;
     uint latent;
     uint splits;
-    uint v_head;     // rows of v_b per head
-    uint v_b_type;
 };
 
-// Grid: heads * MERGE_PARTS threadgroups of GLIMMER_HEAD_SIMDGROUPS SIMD-groups. o[h * v_head + e] =
-// v_b[h][e] . o_lat[h], o_lat[h] the softmax-weighted latent sum merged from the partials of the splits
-// that hold rows; each of the MERGE_PARTS threadgroups of a head merges o_lat[h] itself and writes a share
-// of the v_head rows. scratch: latent + splits floats.
-[[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
-kernel void mla_merge(constant MergeArgs & a [[buffer(0)]],
-                      constant StepArgs & step [[buffer(1)]],
-                      device const float * partials [[buffer(2)]],
-                      device const char * v_b [[buffer(3)]],
-                      device float * o [[buffer(4)]],
-                      threadgroup float * scratch TG_MEM(0),
-                      uint3 tgpig [[threadgroup_position_in_grid]],
-                      ushort tiitg [[thread_index_in_threadgroup]],
-                      ushort tiisg [[thread_index_in_simdgroup]],
-                      ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    uint h = tgpig.x / GLIMMER_MERGE_PARTS;
-    uint share_index = tgpig.x % GLIMMER_MERGE_PARTS;
-    uint stride = a.heads * (a.latent + 2);
-    merge_splits(partials + h * (a.latent + 2), stride, attention_splits_used(step.kv_len, a.splits), a.latent, scratch,
-                 scratch + a.latent, scratch, tiitg, tiisg, sgitg, GLIMMER_HEAD_SIMDGROUPS);
-    XThreadgroup lat = {scratch};
-    device const char * vb = v_b + h * a.v_head * row_bytes(a.v_b_type, a.latent);
-    uint share = (a.v_head + GLIMMER_MERGE_PARTS - 1) / GLIMMER_MERGE_PARTS;
-    uint end = min(a.v_head, (share_index + 1) * share);
-    for (uint first = share_index * share + sgitg * NR; first < end; first += GLIMMER_HEAD_SIMDGROUPS * NR) {
-        float sums[NR];
-        mv_rows(a.v_b_type, vb, first, end, a.latent, lat, tiisg, sums);
-        if (tiisg < NR && first + tiisg < end) {
-            float v = sums[0];
-            for (uint i = 1; i < NR; i++) v = tiisg == i ? sums[i] : v;
-            o[h * a.v_head + first + tiisg] = v;
-        }
+struct RopeCacheArgs {
+    uint heads;
+    uint nope;        // q_nope values per head
+    uint rope;        // q_pe / k_pe values per head
+    uint latent;
+    float eps;        // of kv_a_norm
+    float rope_base;
+};
+
+// For token t at its position: q[t][h][latent ..] = rope(q_full[t][h][nope ..]) (threadgroup h < heads; q_full
+// holds q_b's output, nope + rope values per head), and threadgroup `heads` writes the token's cache row
+// (rms(kv[t][0 .. latent)) * kv_a_norm, rope(kv[t][latent ..])). Grid: (tokens,
+// heads + 1) threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups; scratch: GLIMMER_WIDE_SIMDGROUPS +
+// align4(latent + rope) floats.
+kernel void mla_rope_cache(constant RopeCacheArgs & a [[buffer(0)]],
+                           constant StepArgs * steps [[buffer(1)]],
+                           device const float * q_full [[buffer(2)]],
+                           device const float * kv [[buffer(3)]],
+                           device const float * kv_a_norm [[buffer(4)]],
+                           device float * q [[buffer(5)]],
+                           device float * cache [[buffer(6)]],
+                           threadgroup float * scratch TG_MEM(0),
+                           uint3 tgpig [[threadgroup_position_in_grid]],
+                           ushort tiitg [[thread_index_in_threadgroup]],
+                           ushort tiisg [[thread_index_in_simdgroup]],
+                           ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    const uint threads = GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH;
+    constant StepArgs & step = steps[tgpig.x];
+    if (step.kv_len == 0) return;
+    uint h = tgpig.y;
+    uint row = a.latent + a.rope;
+    threadgroup float * v = scratch + GLIMMER_WIDE_SIMDGROUPS;
+    if (h == a.heads) {
+        device const float * k = kv + tgpig.x * row;
+        float scale = rms_scale(k, a.latent, a.eps, scratch, tiitg, tiisg, sgitg, threads);
+        for (uint i = tiitg; i < a.latent; i += threads) v[i] = k[i] * scale * kv_a_norm[i];
+        for (uint i = tiitg; i < a.rope; i += threads) v[a.latent + i] = k[a.latent + i];
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        rope_pairs(v + a.latent, a.rope, step.pos, a.rope_base, tiitg, threads);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        device float * out = cache + step.pos * row;
+        for (uint i = tiitg; i < row; i += threads) out[i] = v[i];
+        return;
     }
+    device const float * pe = q_full + (tgpig.x * a.heads + h) * (a.nope + a.rope) + a.nope;
+    for (uint i = tiitg; i < a.rope; i += threads) v[i] = pe[i];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    rope_pairs(v, a.rope, step.pos, a.rope_base, tiitg, threads);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    device float * out = q + (tgpig.x * a.heads + h) * row + a.latent;
+    for (uint i = tiitg; i < a.rope; i += threads) out[i] = v[i];
+}
+
+// o_lat[t][h] = the softmax-weighted latent sum of head h merged from the partials of token t's splits that
+// hold rows (v_b is then a mat-vec or, for a batch, mat_mat per head). Grid: (tokens, heads)
+// threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups; scratch: GLIMMER_WIDE_SIMDGROUPS + splits floats.
+kernel void mla_merge_latent(constant MergeArgs & a [[buffer(0)]],
+                             constant StepArgs * steps [[buffer(1)]],
+                             device const float * partials [[buffer(2)]],
+                             device float * o_lat [[buffer(3)]],
+                             threadgroup float * scratch TG_MEM(0),
+                             uint3 tgpig [[threadgroup_position_in_grid]],
+                             ushort tiitg [[thread_index_in_threadgroup]],
+                             ushort tiisg [[thread_index_in_simdgroup]],
+                             ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    constant StepArgs & step = steps[tgpig.x];
+    if (step.kv_len == 0) return;
+    uint h = tgpig.y;
+    device const float * part = partials + tgpig.x * a.splits * a.heads * (a.latent + 2) + h * (a.latent + 2);
+    merge_splits(part, a.heads * (a.latent + 2), attention_splits_used(step.kv_len, a.splits), a.latent,
+                 o_lat + (tgpig.x * a.heads + h) * a.latent, scratch + GLIMMER_WIDE_SIMDGROUPS, scratch, tiitg, tiisg,
+                 sgitg, GLIMMER_WIDE_SIMDGROUPS);
 }

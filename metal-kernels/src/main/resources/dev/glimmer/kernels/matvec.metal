@@ -1,7 +1,9 @@
 // Mat-vec y = W x for every weight type, weights read in place: a threadgroup of
 // GLIMMER_MV_SIMDGROUPS SIMD-groups computes mv_sets(split) sets of NR consecutive rows, `split` SIMD-groups
 // per set. Optionally x is RMS-normalized (x * w_norm / rms(x)) and/or a residual is added to the result (y may alias the
-// residual: each row is read and written by one lane). Grid: ceil(rows / rows per threadgroup) threadgroups.
+// residual: each row is read and written by one lane). Grid: (ceil(rows / rows per threadgroup), matrices)
+// threadgroups: grid y runs a stack of matrices of the same shape, each with its own x and y (the per-head k_b
+// and v_b of the attention), w_step / x_step / y_step apart.
 // (Prompt batches multiply their weights with mat_mat, prompt.metal.)
 
 struct MatVecArgs {
@@ -12,6 +14,9 @@ struct MatVecArgs {
     uint add;        // 1: y = W x + residual
     float eps;
     uint split;      // SIMD-groups per row set (1, 2, 4 or 8): rows per threadgroup = NR * MV_SIMDGROUPS / split
+    uint w_step;     // bytes between the matrices of grid y (0 for one matrix)
+    uint x_step;     // floats between their x (a multiple of 4)
+    uint y_step;     // floats between their y
 };
 
 // scratch: MV_SIMDGROUPS * NR floats.
@@ -27,6 +32,10 @@ kernel void mat_vec(constant MatVecArgs & a [[buffer(0)]],
                     ushort tiitg [[thread_index_in_threadgroup]],
                     ushort tiisg [[thread_index_in_simdgroup]],
                     ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    w += tgpig.y * a.w_step;
+    x += tgpig.y * a.x_step;
+    y += tgpig.y * a.y_step;
+    residual += tgpig.y * a.y_step;
     uint first = (tgpig.x * mv_sets(a.split) + mv_set(sgitg, a.split)) * NR;
     uint lane = mv_lane(tiisg, sgitg, a.split);
     float sums[NR];

@@ -5,11 +5,16 @@ import java.util.List;
 /**
  * A GPU decoder that can time one decode step or one prompt batch kernel by kernel (for
  * {@code ./glimmer bench}: where the time goes).
+ *
+ * <p>The times are measured the way the step really runs, as one graph: the whole step is timed, then the
+ * step without one kind of dispatch, once per kind; a kind's time is the difference. Timing each kernel
+ * alone (an event between every two kernels) serializes the step and inflates short kernels several-fold;
+ * by difference, the kinds' times add up to the step's time up to what no single kind owns.
  */
 public interface KernelTimings {
 
     /**
-     * GPU time of one kind of dispatch summed over a step: a kernel and the weight it reads
+     * GPU time of one kind of dispatch in a step: a kernel and the weight it reads
      * ({@code mat_vec attn_output.weight}), how many dispatches, and the weight bytes they read (so
      * that the time can be held against the memory bandwidth).
      */
@@ -21,17 +26,33 @@ public interface KernelTimings {
     }
 
     /**
-     * Runs one real decode step of {@code token} at the next position (the position advances), timing
-     * every dispatch, and returns the time per kind of dispatch, largest first.
+     * A step's profile: its measured time as one graph, the time of each kind of dispatch (largest first), and
+     * the device's measured copy bandwidth (bytes read and written per second by a device-to-device copy, GB/s),
+     * the yardstick for the kernels' GB/s.
      */
-    List<KernelTime> profileStep(int token);
+    record Profile(double stepMillis, List<KernelTime> kernels, double copyGigabytesPerSecond) {
+        public Profile {
+            kernels = List.copyOf(kernels);
+        }
+
+        /** The kinds' times added up: close to {@link #stepMillis} when the profile is faithful. */
+        public double kernelMillis() {
+            return kernels.stream().mapToDouble(KernelTime::millis).sum();
+        }
+    }
+
+    /**
+     * Runs one real decode step of {@code token} at the next position (the position advances), and profiles
+     * that step (replayed at the same position).
+     */
+    Profile profileStep(int token);
 
     /** Tokens of one batch of the prompt command list. */
     int promptBatch();
 
     /**
      * Runs {@code tokens[from .. from+count)} ({@code count ≤ promptBatch()}) as one real prompt batch at the
-     * next positions, timing every dispatch, and returns the time per kind of dispatch, largest first.
+     * next positions, and profiles that batch (replayed at the same positions).
      */
-    List<KernelTime> profilePrompt(int[] tokens, int from, int count);
+    Profile profilePrompt(int[] tokens, int from, int count);
 }

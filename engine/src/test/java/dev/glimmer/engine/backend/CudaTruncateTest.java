@@ -42,7 +42,9 @@ class CudaTruncateTest {
             long used = choice.gpuMemoryUsed().orElseThrow();
             assertTrue(used >= decoder.bytes(), used + " bytes used on the device, the sequence alone holds " + decoder.bytes());
             decoder.forward(new int[] {1, 2}, 0, 2);
-            List<KernelTimings.KernelTime> times = ((KernelTimings) decoder).profileStep(3);
+            KernelTimings.Profile profile = ((KernelTimings) decoder).profileStep(3);
+            List<KernelTimings.KernelTime> times = profile.kernels();
+            assertTrue(profile.stepMillis() > 0 && profile.copyGigabytesPerSecond() > 0, profile.toString());
             assertEquals(3, decoder.position(), "the profiled step is a real one");
             int dispatches = times.stream().mapToInt(KernelTimings.KernelTime::dispatches).sum();
             assertEquals(((PartialSteps) decoder).commandList().dispatches().size(), dispatches);

@@ -118,7 +118,8 @@ class SelfTestTest {
             assertTrue(c.where().startsWith("at step 0, logit "), c.line());
             assertTrue(c.where().contains("; first off after layer 1 (kernels " + layerOne + "): max |Δx| "), c.line());
         }
-        assertEquals("mat_vec_pair, mla_q_heads, mla_attention, mla_merge, mat_vec, moe_router, moe_gate_up, moe_down", layerOne);
+        assertEquals("mat_vec_pair, mat_vec, mla_rope_cache, mla_attention, mla_merge_latent, moe_router, moe_gate_up, moe_down",
+                layerOne);
         assertTrue(report.checks().stream().noneMatch(SelfTest.Check::passed), "the prompts fail as well: " + report.text());
     }
 

@@ -16,9 +16,10 @@ import java.util.Map;
 
 /**
  * Builds the {@link CommandList} of one decode step (KERNELS.md §2) from a {@link DecodeModel}:
- * per layer 8 dispatches (q_a/kv_a, q heads + cache row, attention, merge + v_b, attn_output +
- * residual, router, gate+up, down + residual; 7 for a dense layer, which has no router), plus
- * the embedding, the output mat-vec and argmax. Nothing in it depends on the position or KV length.
+ * per layer 11 dispatches (q_a/kv_a, q_b, RoPE + cache row, k_b absorption, attention, merge, v_b,
+ * attn_output + residual, router, gate+up, down + residual; 10 for a dense layer, which has no router),
+ * plus the embedding, the output mat-vec and a two-stage argmax. Nothing in it depends on the position or
+ * KV length.
  *
  * <p>With more than one token it builds the prompt command list instead, which runs a batch of
  * consecutive tokens (prompt.metal; {@link #promptLayers}): the token is the first grid dimension of the
@@ -234,8 +235,13 @@ public final class DecodeCommandListBuilder {
         }
         matVec(-1, out, s.embedding(), s.vocab(), last, logits, weight("output_norm.weight"), null);
         dispatches.set(dispatches.size() - 1, withRead(dispatches.getLast(), all("output_norm.weight")));
-        dispatch("argmax", -1, Size3.of(1), WIDE_THREADS, memory(2L * Geometry.WIDE_SIMDGROUPS), List.of(),
-                args("ArgmaxArgs", Map.of("n", s.vocab())), logits, token);
+        Ref bestValues = activation(Geometry.ARGMAX_PARTS);
+        Ref bestIndices = activation(Geometry.ARGMAX_PARTS);
+        Ref argmaxArgs = args("ArgmaxArgs", Map.of("n", s.vocab(), "parts", Geometry.ARGMAX_PARTS));
+        dispatch("argmax_parts", -1, Size3.of(Geometry.ARGMAX_PARTS), WIDE_THREADS, memory(2L * Geometry.WIDE_SIMDGROUPS),
+                List.of(), argmaxArgs, logits, bestValues, bestIndices);
+        dispatch("argmax", -1, Size3.of(1), WIDE_THREADS, memory(2L * Geometry.WIDE_SIMDGROUPS), List.of(), argmaxArgs,
+                bestValues, bestIndices, token);
 
         List<BufferSpec> finalBuffers = new ArrayList<>(buffers);
         finalBuffers.set(argsBuffer, new BufferSpec("args", BufferSpec.Kind.ARGS, args.size(), 0));
@@ -243,12 +249,15 @@ public final class DecodeCommandListBuilder {
         return new CommandList(finalBuffers, args.toByteArray(), dispatches, logits.offset(), token.offset(), tokens);
     }
 
-    /** The layers of the decode step, 8 dispatches each (7 for a dense FFN): see the class comment. */
+    /** The layers of the decode step, 11 dispatches each (10 for a dense FFN): see the class comment. */
     private void decodeLayers(Ref step, Ref x) {
+        int perHead = s.nope() + s.rope();
         Ref qa = perToken(s.qLora());
         Ref kv = perToken(s.kvRow());
+        Ref qFull = perToken((long) s.heads() * perHead);
         Ref q = perToken((long) s.heads() * s.kvRow());
         Ref partials = perToken((long) splits * s.heads() * (s.latent() + 2));
+        Ref latent = perToken((long) s.heads() * s.latent());
         Ref o = perToken((long) s.heads() * s.vHead());
         Ref routerLogits = perToken(s.experts());
         Ref ids = perToken(s.expertsUsed());
@@ -257,6 +266,7 @@ public final class DecodeCommandListBuilder {
         Ref act = perToken((long) (s.expertsUsed() + 1) * actStride);
         for (int l = 0; l < s.layers(); l++) {
             String b = "blk." + l + ".";
+            Ref cache = new Ref(kvBuffers[l], 0);
             // 1. attn_norm + q_a and kv_a
             int pairSplit = Geometry.mvSplit(s.qLora() + s.kvRow());
             int perGroup = Geometry.mvRowsPerThreadgroup(pairSplit);
@@ -268,38 +278,22 @@ public final class DecodeCommandListBuilder {
                             "eps", s.eps(), "split", pairSplit)),
                     x, weight(b + "attn_norm.weight"), weight(b + "attn_q_a.weight"), qa,
                     weight(b + "attn_kv_a_mqa.weight"), kv);
-            // 2. q heads (q_a_norm, q_b, RoPE, k_b absorption) and the cache row
-            Map<String, Number> qh = new LinkedHashMap<>();
-            qh.put("heads", s.heads());
-            qh.put("q_lora", s.qLora());
-            qh.put("nope", s.nope());
-            qh.put("rope", s.rope());
-            qh.put("latent", s.latent());
-            qh.put("q_b_type", type(b + "attn_q_b.weight"));
-            qh.put("k_b_type", type(b + "attn_k_b.weight"));
-            qh.put("eps", s.eps());
-            qh.put("rope_base", s.ropeBase());
-            dispatch("mla_q_heads", l, Size3.of(s.heads() * Geometry.Q_PARTS + 1), HEAD_THREADS,
-                    memory(Geometry.HEAD_SIMDGROUPS + align4(Math.max(s.nope() + s.rope(), s.kvRow()))),
-                    List.of(all(b + "attn_q_a_norm.weight"), all(b + "attn_q_b.weight"), all(b + "attn_k_b.weight"),
-                            all(b + "attn_kv_a_norm.weight")),
-                    args("QHeadsArgs", qh), step, qa, weight(b + "attn_q_a_norm.weight"), weight(b + "attn_q_b.weight"),
-                    weight(b + "attn_k_b.weight"), kv, weight(b + "attn_kv_a_norm.weight"), q,
-                    new Ref(kvBuffers[l], 0));
-            // 3. attention over the cache, split along the KV length
-            dispatch("mla_attention", l, Size3.of(tokens, splits), WIDE_THREADS, new int[0], List.of(),
-                    args("AttentionArgs", Map.of("heads", s.heads(), "latent", s.latent(), "rope", s.rope(),
-                            "splits", splits, "scale", s.kqScale())),
-                    step, q, new Ref(kvBuffers[l], 0), partials);
-            // 4. merge + v_b
-            dispatch("mla_merge", l, Size3.of(s.heads() * Geometry.MERGE_PARTS), HEAD_THREADS,
-                    memory(s.latent() + splits), List.of(all(b + "attn_v_b.weight")),
-                    args("MergeArgs", Map.of("heads", s.heads(), "latent", s.latent(), "splits", splits,
-                            "v_head", s.vHead(), "v_b_type", type(b + "attn_v_b.weight"))),
-                    step, partials, weight(b + "attn_v_b.weight"), o);
-            // 5. attn_output + residual
+            // 2. q_a_norm + q_b
+            matVec(l, b + "attn_q_b.weight", s.qLora(), s.heads() * perHead, qa, qFull, weight(b + "attn_q_a_norm.weight"),
+                    null);
+            dispatches.set(dispatches.size() - 1, withRead(dispatches.getLast(), all(b + "attn_q_a_norm.weight")));
+            // 3. RoPE on q_pe; the cache row
+            ropeCache(l, b, step, qFull, kv, q, cache);
+            // 4. q_nope of each head absorbed through its k_b
+            headMatVec(l, b + "attn_k_b.weight", s.nope(), s.latent(), qFull, perHead, q, s.kvRow());
+            // 5. attention over the cache, split along the KV length
+            attention(l, step, q, cache, partials);
+            // 6. merge of the splits, then v_b of each head
+            mergeLatent(l, step, partials, latent);
+            headMatVec(l, b + "attn_v_b.weight", s.latent(), s.vHead(), latent, s.latent(), o, s.vHead());
+            // 7. attn_output + residual
             matVec(l, b + "attn_output.weight", s.heads() * s.vHead(), s.embedding(), o, x, null, x);
-            // 6-8. the FFN
+            // 8-11. the FFN
             if (l < s.denseLayers()) {
                 denseFfn(l, b, x, routerLogits, act, ids, expertWeights, actStride);
             } else {
@@ -345,25 +339,12 @@ public final class DecodeCommandListBuilder {
             matMat(l, b + "attn_kv_a_mqa.weight", s.embedding(), s.kvRow(), xn, kv, false);
             normRows(l, b + "attn_q_a_norm.weight", s.qLora(), qa, qaNormed);
             matMat(l, b + "attn_q_b.weight", s.qLora(), s.heads() * perHead, qaNormed, qFull, false);
-            dispatch("mla_rope_cache", l, Size3.of(tokens, s.heads() + 1), WIDE_THREADS,
-                    memory(Geometry.WIDE_SIMDGROUPS + align4(s.kvRow())), List.of(all(b + "attn_kv_a_norm.weight")),
-                    args("RopeCacheArgs", Map.of("heads", s.heads(), "nope", s.nope(), "rope", s.rope(),
-                            "latent", s.latent(), "eps", s.eps(), "rope_base", s.ropeBase())),
-                    step, qFull, kv, weight(b + "attn_kv_a_norm.weight"), q, cache);
+            ropeCache(l, b, step, qFull, kv, q, cache);
             // q_nope of each head absorbed through its k_b: one matrix per head (grid z)
-            String kb = b + "attn_k_b.weight";
-            headMatMat(l, kb, s.nope(), s.latent(), qFull, perHead, q, s.kvRow());
-            dispatch("mla_attention", l, Size3.of(tokens, splits), WIDE_THREADS, new int[0], List.of(),
-                    args("AttentionArgs", Map.of("heads", s.heads(), "latent", s.latent(), "rope", s.rope(),
-                            "splits", splits, "scale", s.kqScale())),
-                    step, q, cache, partials);
-            String vb = b + "attn_v_b.weight";
-            dispatch("mla_merge_latent", l, Size3.of(tokens, s.heads()), WIDE_THREADS,
-                    memory(Geometry.WIDE_SIMDGROUPS + splits), List.of(),
-                    args("MergeArgs", Map.of("heads", s.heads(), "latent", s.latent(), "splits", splits,
-                            "v_head", s.vHead(), "v_b_type", type(vb))),
-                    step, partials, latent);
-            headMatMat(l, vb, s.latent(), s.vHead(), latent, s.latent(), o, s.vHead());
+            headMatMat(l, b + "attn_k_b.weight", s.nope(), s.latent(), qFull, perHead, q, s.kvRow());
+            attention(l, step, q, cache, partials);
+            mergeLatent(l, step, partials, latent);
+            headMatMat(l, b + "attn_v_b.weight", s.latent(), s.vHead(), latent, s.latent(), o, s.vHead());
             matMat(l, b + "attn_output.weight", s.heads() * s.vHead(), s.embedding(), o, x, true);
             normRows(l, b + "ffn_norm.weight", s.embedding(), x, xn);
             if (l < s.denseLayers()) {
@@ -468,6 +449,31 @@ public final class DecodeCommandListBuilder {
                 ffnOut, expertWeights, x, step);
     }
 
+    /** RoPE on each token's q_pe (q_full to q) and each token's cache row (mla_rope_cache). */
+    private void ropeCache(int l, String b, Ref step, Ref qFull, Ref kv, Ref q, Ref cache) {
+        dispatch("mla_rope_cache", l, Size3.of(tokens, s.heads() + 1), WIDE_THREADS,
+                memory(Geometry.WIDE_SIMDGROUPS + align4(s.kvRow())), List.of(all(b + "attn_kv_a_norm.weight")),
+                args("RopeCacheArgs", Map.of("heads", s.heads(), "nope", s.nope(), "rope", s.rope(),
+                        "latent", s.latent(), "eps", s.eps(), "rope_base", s.ropeBase())),
+                step, qFull, kv, weight(b + "attn_kv_a_norm.weight"), q, cache);
+    }
+
+    /** Each token's attention over the cache in {@link #splits} partials (mla_attention). */
+    private void attention(int l, Ref step, Ref q, Ref cache, Ref partials) {
+        dispatch("mla_attention", l, Size3.of(tokens, splits), WIDE_THREADS, new int[0], List.of(),
+                args("AttentionArgs", Map.of("heads", s.heads(), "latent", s.latent(), "rope", s.rope(),
+                        "splits", splits, "scale", s.kqScale())),
+                step, q, cache, partials);
+    }
+
+    /** Each token's and head's latent attention output merged from its partials (mla_merge_latent). */
+    private void mergeLatent(int l, Ref step, Ref partials, Ref latent) {
+        dispatch("mla_merge_latent", l, Size3.of(tokens, s.heads()), WIDE_THREADS,
+                memory(Geometry.WIDE_SIMDGROUPS + splits), List.of(),
+                args("MergeArgs", Map.of("heads", s.heads(), "latent", s.latent(), "splits", splits)),
+                step, partials, latent);
+    }
+
     private static Dispatch withRead(Dispatch d, Dispatch.WeightRead read) {
         List<Dispatch.WeightRead> reads = new ArrayList<>(d.weightReads());
         reads.add(read);
@@ -477,7 +483,19 @@ public final class DecodeCommandListBuilder {
 
     /** y = W x (+ residual), x optionally RMS-normalized with {@code norm}; y == residual for the in-place residual add. */
     private void matVec(int layer, String w, int cols, int rows, Ref x, Ref y, Ref norm, Ref residual) {
-        Ref out = y != null ? y : residual;
+        matVec(layer, w, cols, rows, 1, 0, x, 0, y != null ? y : residual, 0, norm, residual);
+    }
+
+    /**
+     * Per head h: y[h] = W[h] x[h] for a stacked per-head weight (k_b, v_b), x of {@code xPerHead} floats per head
+     * (the first cols used), y of {@code yPerHead} per head (the first rows written): mat_vec's grid y.
+     */
+    private void headMatVec(int layer, String w, int cols, int rows, Ref x, int xPerHead, Ref y, int yPerHead) {
+        matVec(layer, w, cols, rows, s.heads(), model.tensor(w).bytes() / s.heads(), x, xPerHead, y, yPerHead, null, null);
+    }
+
+    private void matVec(int layer, String w, int cols, int rows, int matrices, long wStep, Ref x, int xStep, Ref out,
+                        int yStep, Ref norm, Ref residual) {
         Map<String, Number> a = new LinkedHashMap<>();
         a.put("type", type(w));
         a.put("cols", cols);
@@ -485,9 +503,12 @@ public final class DecodeCommandListBuilder {
         a.put("norm", norm != null ? 1 : 0);
         a.put("add", residual != null ? 1 : 0);
         a.put("eps", s.eps());
-        int split = Geometry.mvSplit(rows);
+        int split = Geometry.mvSplit((long) rows * matrices);
         a.put("split", split);
-        dispatch("mat_vec", layer, Size3.of(groups(rows, Geometry.mvRowsPerThreadgroup(split))), MV_THREADS,
+        a.put("w_step", wStep);
+        a.put("x_step", xStep);
+        a.put("y_step", yStep);
+        dispatch("mat_vec", layer, Size3.of(groups(rows, Geometry.mvRowsPerThreadgroup(split)), matrices), MV_THREADS,
                 memory(Geometry.MV_SCRATCH_FLOATS), List.of(all(w)), args("MatVecArgs", a), weight(w), x, out,
                 norm != null ? norm : x, residual != null ? residual : out);
     }

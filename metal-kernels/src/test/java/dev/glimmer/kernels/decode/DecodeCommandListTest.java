@@ -84,18 +84,18 @@ class DecodeCommandListTest {
     }
 
     @Test
-    void eightDispatchesPerMoeLayerSevenForTheDenseOne() {
+    void elevenDispatchesPerMoeLayerTenForTheDenseOne() {
         CommandList list = DecodeCommandListBuilder.build(fullSizeModel(), 4096);
         Map<Integer, Integer> perLayer = new HashMap<>();
         for (Dispatch d : list.dispatches()) {
             perLayer.merge(d.layer(), 1, Integer::sum);
         }
-        assertEquals(7, perLayer.get(0));
+        assertEquals(10, perLayer.get(0));
         for (int l = 1; l < GLM.layers(); l++) {
-            assertEquals(8, perLayer.get(l), "layer " + l);
+            assertEquals(11, perLayer.get(l), "layer " + l);
         }
-        assertEquals(3, perLayer.get(-1));  // embedding, output, argmax
-        assertEquals(3 + 7 + 46 * 8, list.dispatches().size());
+        assertEquals(4, perLayer.get(-1));  // embedding, output, the argmax's two stages
+        assertEquals(4 + 10 + 46 * 11, list.dispatches().size());
     }
 
     @Test
@@ -154,10 +154,10 @@ class DecodeCommandListTest {
     void planSummaryOfTheFullSizeModel() {
         DecodeModel m = fullSizeModel();
         PlanSummary p = PlanSummary.of(m, DecodeCommandListBuilder.build(m, 8192));
-        assertEquals(8, p.maxDispatchesPerLayer());
-        assertEquals(3 + 7 + 46 * 8, p.dispatches());
+        assertEquals(11, p.maxDispatchesPerLayer());
+        assertEquals(4 + 10 + 46 * 11, p.dispatches());  // embedding, output mat-vec, two-stage argmax
         assertEquals(46, p.dispatchesPerKernel().get("moe_router"));
-        assertEquals(47 + 1, p.dispatchesPerKernel().get("mat_vec"));  // attn_output per layer + output
+        assertEquals(4 * 47 + 1, p.dispatchesPerKernel().get("mat_vec"));  // q_b, k_b, v_b, attn_output per layer + output
         assertEquals(p.activeWeightBytes(), p.weightBytesPerToken());
         assertTrue(p.threadgroupMemory().values().stream().allMatch(b -> b <= Geometry.MAX_THREADGROUP_MEMORY));
         assertEquals(12, p.maxBindings());  // moe_gate_up
@@ -184,13 +184,13 @@ class DecodeCommandListTest {
         for (int l = 1; l < GLM.layers(); l++) {
             expected.addAll(moeLayer);
         }
-        expected.addAll(List.of("last_row", "mat_vec", "argmax"));
+        expected.addAll(List.of("last_row", "mat_vec", "argmax_parts", "argmax"));
         assertEquals(expected, prompt.dispatches().stream().map(Dispatch::kernel).toList());
         int blocks = (tokens + Geometry.MM_TOKENS - 1) / Geometry.MM_TOKENS;
         for (Dispatch d : prompt.dispatches()) {
             if (d.kernel().equals("mat_vec")) {
                 // the output mat-vec of the last token, as the decode step's
-                assertEquals(decode.dispatches().get(decode.dispatches().size() - 2).grid(), d.grid());
+                assertEquals(decode.dispatches().get(decode.dispatches().size() - 3).grid(), d.grid());
                 continue;
             }
             int perToken = switch (d.kernel()) {
@@ -199,6 +199,7 @@ class DecodeCommandListTest {
                 case "moe_experts_gate_up", "moe_experts_down" -> d.layer() == 0 ? blocks
                         : (tokens * GLM.expertsUsed() + Geometry.MM_TOKENS - 1) / Geometry.MM_TOKENS + GLM.experts() + blocks;
                 case "last_row", "argmax", "moe_route" -> 1;
+                case "argmax_parts" -> Geometry.ARGMAX_PARTS;
                 default -> tokens;
             };
             assertEquals(perToken, d.grid().x(), d.kernel() + " of layer " + d.layer());

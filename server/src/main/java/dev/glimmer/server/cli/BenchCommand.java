@@ -177,15 +177,15 @@ final class BenchCommand implements Command {
                         "GPU memory used: %.2f GB (weights and one sequence of %d positions)%n", bytes / 1e9, contextSize));
                 if (sequence instanceof DecoderSequence d && d.decoder() instanceof KernelTimings timings) {
                     // The step at depth first: the one at context 0 cuts the computed context off.
-                    List<KernelTimings.KernelTime> atDepth = depth > 0 && tg > 0 ? d.profile(timings, depth) : List.of();
-                    printKernelTimes(io, "GPU time per kernel, one decode step at context 0:", d.profile(timings, 0), 1);
-                    if (!atDepth.isEmpty()) {
-                        printKernelTimes(io, "GPU time per kernel, one decode step at context " + depth + ":", atDepth, 1);
+                    KernelTimings.Profile atDepth = depth > 0 && tg > 0 ? d.profile(timings, depth) : null;
+                    printProfile(io, "GPU time per kernel, one decode step at context 0:", d.profile(timings, 0), 1);
+                    if (atDepth != null) {
+                        printProfile(io, "GPU time per kernel, one decode step at context " + depth + ":", atDepth, 1);
                     }
                     if (pp > 0) {
                         int n = Math.min(pp, timings.promptBatch());
                         d.decoder().truncate(0);
-                        printKernelTimes(io, "GPU time per kernel, one prompt batch of " + n + " tokens into an empty cache:",
+                        printProfile(io, "GPU time per kernel, one prompt batch of " + n + " tokens into an empty cache:",
                                 timings.profilePrompt(tokens, 0, n), n);
                     }
                 }
@@ -307,7 +307,7 @@ final class BenchCommand implements Command {
         }
 
         /** One profiled step after the first {@code depth} positions (which {@link #fillContext} computed). */
-        List<KernelTimings.KernelTime> profile(KernelTimings timings, int depth) {
+        KernelTimings.Profile profile(KernelTimings timings, int depth) {
             decoder.truncate(depth);
             return timings.profileStep(1);
         }
@@ -325,18 +325,25 @@ final class BenchCommand implements Command {
 
     /**
      * A profile of a run of {@code tokens} tokens as a table: kernel, dispatches, milliseconds, share of the
-     * run, weight bytes and their GB/s.
+     * step, weight bytes, their GB/s and that as a share of the device's copy bandwidth; then the kinds' sum
+     * against the measured step.
      */
-    private static void printKernelTimes(Terminal io, String title, List<KernelTimings.KernelTime> profile, int tokens) {
-        double total = profile.stream().mapToDouble(KernelTimings.KernelTime::millis).sum();
-        io.out().println(title);
-        io.out().printf(Locale.ROOT, "  %-28s %10s %9s %6s %9s %8s%n", "kernel", "dispatches", "ms", "share", "weight MB", "GB/s");
-        for (KernelTimings.KernelTime t : profile) {
-            io.out().printf(Locale.ROOT, "  %-28s %10d %9.3f %5.1f%% %9.1f %8.1f%n", t.kernel(), t.dispatches(), t.millis(),
-                    100 * t.millis() / total, t.weightBytes() / 1e6, t.gigabytesPerSecond());
+    private static void printProfile(Terminal io, String title, KernelTimings.Profile profile, int tokens) {
+        double step = profile.stepMillis();
+        double copy = profile.copyGigabytesPerSecond();
+        io.out().println(title + String.format(Locale.ROOT, " (each kind timed by leaving it out of the graph;"
+                + " device copy bandwidth %.0f GB/s)", copy));
+        io.out().printf(Locale.ROOT, "  %-28s %10s %9s %6s %9s %8s %6s%n", "kernel", "dispatches", "ms", "share", "weight MB",
+                "GB/s", "of copy");
+        for (KernelTimings.KernelTime t : profile.kernels()) {
+            io.out().printf(Locale.ROOT, "  %-28s %10d %9.3f %5.1f%% %9.1f %8.1f %5.0f%%%n", t.kernel(), t.dispatches(),
+                    t.millis(), 100 * t.millis() / step, t.weightBytes() / 1e6, t.gigabytesPerSecond(),
+                    copy > 0 ? 100 * t.gigabytesPerSecond() / copy : 0);
         }
-        io.out().printf(Locale.ROOT, "  %-28s %10s %9.3f (%.0f tok/s of kernel time alone)%n", "total", "", total,
-                1000 * tokens / total);
+        io.out().printf(Locale.ROOT, "  %-28s %10s %9.3f %5.1f%% of the measured step%n", "sum of the kinds", "",
+                profile.kernelMillis(), 100 * profile.kernelMillis() / step);
+        io.out().printf(Locale.ROOT, "  %-28s %10s %9.3f (%.0f tok/s)%n", "measured step (one graph)", "", step,
+                1000 * tokens / step);
     }
 
     /** mlock(2) on the mapping: reads it all in and keeps it resident until the process ends. */

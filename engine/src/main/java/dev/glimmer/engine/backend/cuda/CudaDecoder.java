@@ -2,6 +2,7 @@ package dev.glimmer.engine.backend.cuda;
 
 import dev.glimmer.engine.backend.GpuTokenDecoder;
 import dev.glimmer.engine.backend.KernelTimings.KernelTime;
+import dev.glimmer.engine.backend.KernelTimings.Profile;
 import dev.glimmer.engine.backend.emulated.DecodeModels;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.kernels.ArgStruct;
@@ -109,24 +110,25 @@ public final class CudaDecoder implements AutoCloseable {
         }
 
         void capture(MemorySegment stream) {
-            driver.beginCapture(stream);
-            enqueue(stream, bindings.length, null);
-            exec = driver.endCaptureAndInstantiate(stream);
+            exec = capture(stream, new boolean[bindings.length]);
         }
 
-        /** The first {@code count} dispatches on the stream in order; with {@code events}, one recorded before the first and after each. */
-        void enqueue(MemorySegment stream, int count, MemorySegment[] events) {
-            if (events != null) {
-                driver.record(events[0], stream);
-            }
-            for (int d = 0; d < count; d++) {
-                Dispatch dispatch = list.dispatches().get(d);
-                kernels.launch(dispatch.kernel(), stream, dispatch.grid(), dispatch.threads(), bindings[d],
-                        dispatch.threadgroupMemory());
-                if (events != null) {
-                    driver.record(events[d + 1], stream);
+        /** A graph of the list's dispatches but those marked in {@code skip} (for profiling); the caller destroys it. */
+        MemorySegment capture(MemorySegment stream, boolean[] skip) {
+            driver.beginCapture(stream);
+            for (int d = 0; d < bindings.length; d++) {
+                if (!skip[d]) {
+                    enqueue(stream, d);
                 }
             }
+            return driver.endCaptureAndInstantiate(stream);
+        }
+
+        /** Dispatch {@code d} on the stream. */
+        void enqueue(MemorySegment stream, int d) {
+            Dispatch dispatch = list.dispatches().get(d);
+            kernels.launch(dispatch.kernel(), stream, dispatch.grid(), dispatch.threads(), bindings[d],
+                    dispatch.threadgroupMemory());
         }
 
         long activations() {
@@ -318,7 +320,9 @@ public final class CudaDecoder implements AutoCloseable {
         check(new int[] {tokenId}, 0, 1, at);
         device.makeCurrent();
         decode.writeSteps(new int[] {tokenId}, 0, 1, at);
-        decode.enqueue(stream, Math.min(dispatches, decode.bindings.length), null);
+        for (int d = 0; d < Math.min(dispatches, decode.bindings.length); d++) {
+            decode.enqueue(stream, d);
+        }
         driver.synchronize(stream);
         MemorySegment out = arena.allocate(ValueLayout.JAVA_FLOAT, Math.max(1, count));
         driver.copyToHost(out, decode.buffers[buffer] + offset, 4L * count);
@@ -326,10 +330,10 @@ public final class CudaDecoder implements AutoCloseable {
     }
 
     /**
-     * Runs one decode step dispatch by dispatch (no graph) with a CUDA event between every two, and
-     * returns the GPU time per kind of dispatch, largest first. The step is a real one (the position advances).
+     * Runs one real decode step of {@code token} (the position advances) and profiles it: see
+     * {@link dev.glimmer.engine.backend.KernelTimings}.
      */
-    public List<KernelTime> profileStep(int tokenId) {
+    public Profile profileStep(int tokenId) {
         return profile(decode, new int[] {tokenId}, 0, 1);
     }
 
@@ -339,41 +343,109 @@ public final class CudaDecoder implements AutoCloseable {
     }
 
     /** {@link #profileStep} for a batch of prompt tokens (at most {@link Geometry#PROMPT_TOKENS}) through the prompt graph. */
-    public List<KernelTime> profilePrompt(int[] tokens, int from, int count) {
+    public Profile profilePrompt(int[] tokens, int from, int count) {
         if (count > prompt.list.tokens()) {
             throw new IllegalArgumentException("a prompt batch holds at most " + prompt.list.tokens() + " tokens");
         }
         return profile(prompt, tokens, from, count);
     }
 
-    private List<KernelTime> profile(Graph graph, int[] tokens, int from, int count) {
+    /** Replays of a graph per timing: enough that launch jitter averages out, few enough for a quick bench. */
+    private static final int PROFILE_REPLAYS = 20;
+
+    /**
+     * Runs {@code graph} once for real, then, with the same StepArgs, times it as captured and times, per kind of
+     * dispatch, a graph of the same list without that kind's dispatches: the kind's time is the difference. The
+     * dispatches left out leave their outputs as the real run wrote them, so the rest does the same work.
+     */
+    private Profile profile(Graph graph, int[] tokens, int from, int count) {
         check(tokens, from, count, position);
         device.makeCurrent();
         graph.writeSteps(tokens, from, count, position);
-        int n = graph.bindings.length;
-        MemorySegment[] events = new MemorySegment[n + 1];
-        for (int i = 0; i < events.length; i++) {
-            events[i] = driver.newEvent();
-        }
-        graph.enqueue(stream, n, events);
+        driver.launchGraph(graph.exec, stream);
         driver.synchronize(stream);
+        Map<String, List<Integer>> byKind = new LinkedHashMap<>();
+        List<Dispatch> dispatches = graph.list.dispatches();
+        for (int d = 0; d < dispatches.size(); d++) {
+            byKind.computeIfAbsent(kind(dispatches.get(d)), k -> new ArrayList<>()).add(d);
+        }
+        double step = timeGraph(graph.exec);
+        List<KernelTime> out = new ArrayList<>();
+        for (Map.Entry<String, List<Integer>> kind : byKind.entrySet()) {
+            boolean[] skip = new boolean[dispatches.size()];
+            long bytes = 0;
+            for (int d : kind.getValue()) {
+                skip[d] = true;
+                bytes += dispatches.get(d).weightReads().stream().mapToLong(Dispatch.WeightRead::bytes).sum();
+            }
+            MemorySegment without = graph.capture(stream, skip);
+            double rest;
+            try {
+                rest = timeGraph(without);
+            } finally {
+                driver.destroyGraph(without);
+            }
+            // Below the timer's noise a kind can measure a hair negative; it took no measurable time.
+            out.add(new KernelTime(kind.getKey(), kind.getValue().size(), Math.max(0, step - rest), bytes));
+        }
+        out.sort((a, b) -> Double.compare(b.millis(), a.millis()));
         last = graph;
         position += count;
-        Map<String, double[]> perKind = new LinkedHashMap<>();
-        for (int d = 0; d < n; d++) {
-            Dispatch dispatch = graph.list.dispatches().get(d);
-            double[] t = perKind.computeIfAbsent(kind(dispatch), k -> new double[3]);
-            t[0]++;
-            t[1] += driver.elapsedMillis(events[d], events[d + 1]);
-            t[2] += dispatch.weightReads().stream().mapToLong(Dispatch.WeightRead::bytes).sum();
+        return new Profile(step, out, copyBandwidth());
+    }
+
+    /** Milliseconds of one replay of {@code exec}: the median of five timings of {@link #PROFILE_REPLAYS} back-to-back replays. */
+    private double timeGraph(MemorySegment exec) {
+        MemorySegment start = driver.newEvent();
+        MemorySegment end = driver.newEvent();
+        try {
+            driver.launchGraph(exec, stream);
+            double[] times = new double[5];
+            for (int t = 0; t < times.length; t++) {
+                driver.record(start, stream);
+                for (int r = 0; r < PROFILE_REPLAYS; r++) {
+                    driver.launchGraph(exec, stream);
+                }
+                driver.record(end, stream);
+                driver.synchronize(stream);
+                times[t] = driver.elapsedMillis(start, end) / PROFILE_REPLAYS;
+            }
+            java.util.Arrays.sort(times);
+            return times[times.length / 2];
+        } finally {
+            driver.destroyEvent(start);
+            driver.destroyEvent(end);
         }
-        for (MemorySegment e : events) {
-            driver.destroyEvent(e);
+    }
+
+    /** Bytes read and written per second by a 256 MB device-to-device copy, in GB/s (the median of five). */
+    private double copyBandwidth() {
+        long bytes = 256L << 20;
+        long a = driver.alloc(bytes);
+        long b = 0;
+        MemorySegment start = driver.newEvent();
+        MemorySegment end = driver.newEvent();
+        try {
+            b = driver.alloc(bytes);
+            driver.copyDeviceAsync(b, a, bytes, stream);
+            double[] rates = new double[5];
+            for (int t = 0; t < rates.length; t++) {
+                driver.record(start, stream);
+                driver.copyDeviceAsync(b, a, bytes, stream);
+                driver.record(end, stream);
+                driver.synchronize(stream);
+                rates[t] = 2.0 * bytes / (driver.elapsedMillis(start, end) * 1e6);
+            }
+            java.util.Arrays.sort(rates);
+            return rates[rates.length / 2];
+        } finally {
+            driver.destroyEvent(start);
+            driver.destroyEvent(end);
+            driver.free(a);
+            if (b != 0) {
+                driver.free(b);
+            }
         }
-        List<KernelTime> out = new ArrayList<>();
-        perKind.forEach((k, t) -> out.add(new KernelTime(k, (int) t[0], t[1], (long) t[2])));
-        out.sort((a, b) -> Double.compare(b.millis(), a.millis()));
-        return out;
     }
 
     /** The kernel, and for mat_vec and mat_mat the weight it multiplies (the same kernel runs very different shapes). */

@@ -39,7 +39,7 @@ public final class CudaDriver {
     private final MethodHandle cuInit, cuDriverGetVersion, cuDeviceGetCount, cuDeviceGet, cuDeviceGetName,
             cuDeviceGetAttribute, cuDeviceTotalMem, cuDevicePrimaryCtxRetain, cuCtxSetCurrent, cuCtxSynchronize,
             cuModuleLoadData, cuModuleGetFunction, cuMemAlloc, cuMemFree, cuMemcpyHtoD, cuMemcpyDtoH,
-            cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuMemAllocHost, cuMemFreeHost, cuMemsetD8, cuMemGetInfo, cuStreamCreate, cuStreamSynchronize, cuLaunchKernel,
+            cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuMemcpyDtoDAsync, cuMemAllocHost, cuMemFreeHost, cuMemsetD8, cuMemGetInfo, cuStreamCreate, cuStreamSynchronize, cuLaunchKernel,
             cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiateWithFlags, cuGraphLaunch, cuEventCreate,
             cuEventRecord, cuEventSynchronize, cuEventElapsedTime, cuEventDestroy, cuStreamDestroy, cuGraphExecDestroy,
             cuGetErrorString;
@@ -64,6 +64,7 @@ public final class CudaDriver {
         cuMemcpyDtoH = fn("cuMemcpyDtoH_v2", ADDRESS, JAVA_LONG, JAVA_LONG);
         cuMemcpyHtoDAsync = fn("cuMemcpyHtoDAsync_v2", JAVA_LONG, ADDRESS, JAVA_LONG, ADDRESS);
         cuMemcpyDtoHAsync = fn("cuMemcpyDtoHAsync_v2", ADDRESS, JAVA_LONG, JAVA_LONG, ADDRESS);
+        cuMemcpyDtoDAsync = fn("cuMemcpyDtoDAsync_v2", JAVA_LONG, JAVA_LONG, JAVA_LONG, ADDRESS);
         cuMemAllocHost = fn("cuMemAllocHost_v2", ADDRESS, JAVA_LONG);
         cuMemFreeHost = fn("cuMemFreeHost", ADDRESS);
         cuMemsetD8 = fn("cuMemsetD8_v2", JAVA_LONG, JAVA_BYTE, JAVA_LONG);
@@ -280,6 +281,11 @@ public final class CudaDriver {
      */
     public void copyToHostAsync(MemorySegment host, long device, long bytes, MemorySegment stream) {
         check("cuMemcpyDtoHAsync", call(cuMemcpyDtoHAsync, host, device, bytes, stream));
+    }
+
+    /** Device to device, ordered on {@code stream}. */
+    public void copyDeviceAsync(long to, long from, long bytes, MemorySegment stream) {
+        check("cuMemcpyDtoDAsync", call(cuMemcpyDtoDAsync, to, from, bytes, stream));
     }
 
     /**

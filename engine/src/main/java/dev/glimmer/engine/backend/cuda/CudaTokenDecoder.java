@@ -79,7 +79,7 @@ public final class CudaTokenDecoder implements GpuTokenDecoder, PartialSteps, Ke
     }
 
     @Override
-    public List<KernelTime> profileStep(int token) {
+    public Profile profileStep(int token) {
         return decoder.profileStep(token);
     }
 
@@ -89,7 +89,7 @@ public final class CudaTokenDecoder implements GpuTokenDecoder, PartialSteps, Ke
     }
 
     @Override
-    public List<KernelTime> profilePrompt(int[] tokens, int from, int count) {
+    public Profile profilePrompt(int[] tokens, int from, int count) {
         return decoder.profilePrompt(tokens, from, count);
     }
 

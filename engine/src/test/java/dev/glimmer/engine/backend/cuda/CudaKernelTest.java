@@ -71,16 +71,21 @@ class CudaKernelTest {
         v[99_001] = 9f;
         v[12_345] = 9f;
         v[150_000] = 9f;
-        long args = CudaTestSupport.uploadBytes(d, k.library().struct("ArgmaxArgs").pack(Map.of("n", n)));
+        int parts = Geometry.ARGMAX_PARTS;
+        long args = CudaTestSupport.uploadBytes(d, k.library().struct("ArgmaxArgs").pack(Map.of("n", n, "parts", parts)));
         long values = CudaTestSupport.upload(d, v);
+        long best = d.alloc(4L * parts);
+        long index = d.alloc(4L * parts);
         long result = d.alloc(16);
         for (int rep = 0; rep < 3; rep++) {
             d.memset(result, (byte) 0xFF, 16);
+            k.launch("argmax_parts", MemorySegment.NULL, Size3.of(parts), Size3.of(Geometry.WIDE_SIMDGROUPS * 32),
+                    new long[] {args, values, best, index}, new int[] {8 * Geometry.WIDE_SIMDGROUPS});
             k.launch("argmax", MemorySegment.NULL, Size3.of(1), Size3.of(Geometry.WIDE_SIMDGROUPS * 32),
-                    new long[] {args, values, result}, new int[] {8 * Geometry.WIDE_SIMDGROUPS});
+                    new long[] {args, best, index, result}, new int[] {8 * Geometry.WIDE_SIMDGROUPS});
             assertEquals(12_345, Float.floatToRawIntBits(CudaTestSupport.download(d, result, 1)[0]));
         }
-        for (long p : new long[] {args, values, result}) {
+        for (long p : new long[] {args, values, best, index, result}) {
             d.free(p);
         }
     }
@@ -109,7 +114,7 @@ class CudaKernelTest {
             magnitude[r] = m + (add ? Math.abs(residual[r]) : 0);
         }
         Map<String, Number> a = Map.of("type", type.id, "cols", cols, "rows", rows, "norm", norm ? 1 : 0,
-                "add", add ? 1 : 0, "eps", EPS, "split", Geometry.mvSplit(rows));
+                "add", add ? 1 : 0, "eps", EPS, "split", Geometry.mvSplit(rows), "w_step", 0, "x_step", 0, "y_step", 0);
         long args = CudaTestSupport.uploadBytes(d, k.library().struct("MatVecArgs").pack(a));
         long weights = CudaTestSupport.upload(d, w);
         long xs = CudaTestSupport.upload(d, x);

@@ -80,7 +80,7 @@ class CudaSourceRewriterTest {
     @Test
     void theKernelsOfWideThreadgroupsGetLaunchBoundsAndTheOthersNone() {
         // without the bound NVCC may use more registers than 1024 threads of a block can have
-        for (String wide : new String[] {"mla_q_heads", "mla_merge"}) {
+        for (String wide : new String[] {"moe_route"}) {
             assertTrue(SOURCE.contains("extern \"C\" __global__ void __launch_bounds__(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH) "
                     + wide + "("), wide);
         }

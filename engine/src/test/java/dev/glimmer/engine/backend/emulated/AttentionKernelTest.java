@@ -26,7 +26,7 @@ class AttentionKernelTest {
     private static final float ROPE_BASE = 1e6f;
     private static final double TOLERANCE = 1e-5;
     private static final int WIDE_THREADS = Geometry.WIDE_SIMDGROUPS * 32;
-    private static final int HEAD_THREADS = Geometry.HEAD_SIMDGROUPS * 32;
+    private static final int MV_THREADS = Geometry.MV_SIMDGROUPS * 32;
 
     /** ggml's RoPE (NORM type): pairs (2i, 2i+1) rotated by an angle grown by float multiplication. */
     static void rope(double[] v, int offset, int n, int pos, float base) {
@@ -149,26 +149,41 @@ class AttentionKernelTest {
         }
         rope(expectedRow, latent, rope, pos, ROPE_BASE);
 
-        Map<String, Number> a = new HashMap<>(Map.of("heads", heads, "q_lora", qLora, "nope", nope, "rope", rope,
-                "latent", latent, "q_b_type", qbType.id, "k_b_type", kbType.id, "eps", EPS, "rope_base", ROPE_BASE));
+        // the decode step's q path: q_b with q_a_norm folded in, RoPE + the cache row, k_b per head (mat_vec grid y)
         int cacheRows = pos + 2;
-        List<float[]> out = runInBothOrders("mla_q_heads", arena -> {
-            List<MemorySegment> b = new ArrayList<>();
-            b.add(args(arena, "QHeadsArgs", a));
-            b.add(step(arena, pos));
-            b.add(floats(arena, qa));
-            b.add(floats(arena, qaNorm));
-            b.add(copy(arena, qb));
-            b.add(copy(arena, kb));
-            b.add(floats(arena, kv));
-            b.add(floats(arena, kvNorm));
-            b.add(arena.allocate(4L * heads * row));
-            float[] cache = new float[cacheRows * row];
-            Arrays.fill(cache, Float.NaN);  // only row pos may change
-            b.add(floats(arena, cache));
-            return b;
-        }, new int[] {4 * (Geometry.HEAD_SIMDGROUPS + (Math.max(perHead, row) + 3) / 4 * 4)}, Size3.of(heads * Geometry.Q_PARTS + 1),
-                Size3.of(HEAD_THREADS), 8, 9);
+        List<float[]> out = null;
+        for (FiberOrder order : List.of(FiberOrder.inOrder(), FiberOrder.shuffled(7))) {
+            try (Arena arena = Arena.ofConfined()) {
+                MemorySegment qFull = arena.allocate(4L * heads * perHead);
+                MemorySegment q = arena.allocate(4L * heads * row);
+                float[] initialCache = new float[cacheRows * row];
+                Arrays.fill(initialCache, Float.NaN);  // only row pos may change
+                MemorySegment cache = floats(arena, initialCache);
+                MemorySegment qaSegment = floats(arena, qa);
+                int qbSplit = Geometry.mvSplit((long) heads * perHead);
+                emulator().dispatch("mat_vec", List.of(args(arena, "MatVecArgs", matVecArgs(qbType, qLora, heads * perHead,
+                                1, qbSplit, 0, 0, 0)), copy(arena, qb), qaSegment, qFull, floats(arena, qaNorm), qFull),
+                        new int[] {4 * Geometry.MV_SCRATCH_FLOATS},
+                        Size3.of(groups(heads * perHead, Geometry.mvRowsPerThreadgroup(qbSplit))), Size3.of(MV_THREADS), order);
+                emulator().dispatch("mla_rope_cache", List.of(args(arena, "RopeCacheArgs", Map.of("heads", heads, "nope", nope,
+                                "rope", rope, "latent", latent, "eps", EPS, "rope_base", ROPE_BASE)), step(arena, pos), qFull,
+                                floats(arena, kv), floats(arena, kvNorm), q, cache),
+                        new int[] {4 * (Geometry.WIDE_SIMDGROUPS + (row + 3) / 4 * 4)}, Size3.of(1, heads + 1),
+                        Size3.of(WIDE_THREADS), order);
+                int kbSplit = Geometry.mvSplit((long) heads * latent);
+                emulator().dispatch("mat_vec", List.of(args(arena, "MatVecArgs", matVecArgs(kbType, nope, latent, 0, kbSplit,
+                                kb.byteSize() / heads, perHead, row)), copy(arena, kb), qFull, q, qFull, q),
+                        new int[] {4 * Geometry.MV_SCRATCH_FLOATS},
+                        Size3.of(groups(latent, Geometry.mvRowsPerThreadgroup(kbSplit)), heads), Size3.of(MV_THREADS), order);
+                List<float[]> run = List.of(q.toArray(ValueLayout.JAVA_FLOAT), cache.toArray(ValueLayout.JAVA_FLOAT));
+                if (out == null) {
+                    out = run;
+                } else {
+                    assertArrayEquals(out.get(0), run.get(0), "in-order and shuffled runs differ (q)");
+                    assertArrayEquals(out.get(1), run.get(1), "in-order and shuffled runs differ (cache)");
+                }
+            }
+        }
         assertClose(expectedQ, magnitudeQ, out.get(0), TOLERANCE, "q");
         float[] cache = out.get(1);
         for (int i = 0; i < cacheRows * row; i++) {
@@ -190,6 +205,27 @@ class AttentionKernelTest {
     @Test
     void qHeadsRealShape() {
         checkQHeads(20, 768, 192, 64, 512, GgmlType.Q4_K, GgmlType.Q8_0, 999, 53);
+    }
+
+    /** MatVecArgs of a mat_vec without a residual: {@code norm} 1 folds the RMS norm into x. */
+    private static Map<String, Number> matVecArgs(GgmlType type, int cols, int rows, int norm, int split, long wStep,
+                                                  int xStep, int yStep) {
+        Map<String, Number> a = new HashMap<>();
+        a.put("type", type.id);
+        a.put("cols", cols);
+        a.put("rows", rows);
+        a.put("norm", norm);
+        a.put("add", 0);
+        a.put("eps", EPS);
+        a.put("split", split);
+        a.put("w_step", wStep);
+        a.put("x_step", xStep);
+        a.put("y_step", yStep);
+        return a;
+    }
+
+    private static int groups(int rows, int perGroup) {
+        return (rows + perGroup - 1) / perGroup;
     }
 
     // ---- attention + merge ----
@@ -242,8 +278,8 @@ class AttentionKernelTest {
         }
         Map<String, Number> attentionArgs = Map.of("heads", heads, "latent", latent, "rope", rope, "splits", splits,
                 "scale", scale);
-        Map<String, Number> mergeArgs = Map.of("heads", heads, "latent", latent, "splits", splits, "v_head", vHead,
-                "v_b_type", vbType.id);
+        Map<String, Number> mergeArgs = Map.of("heads", heads, "latent", latent, "splits", splits);
+        int vbSplit = Geometry.mvSplit((long) heads * vHead);
         List<float[]> results = new ArrayList<>();
         for (FiberOrder order : List.of(FiberOrder.inOrder(), FiberOrder.shuffled(9))) {
             try (Arena arena = Arena.ofConfined()) {
@@ -252,9 +288,14 @@ class AttentionKernelTest {
                 emulator().dispatch("mla_attention", List.of(args(arena, "AttentionArgs", attentionArgs),
                                 step(arena, kvLen - 1), floats(arena, q), floats(arena, cache), partials), new int[0],
                         Size3.of(1, splits), Size3.of(WIDE_THREADS), order);
-                emulator().dispatch("mla_merge", List.of(args(arena, "MergeArgs", mergeArgs), step(arena, kvLen - 1),
-                                partials, copy(arena, vb), o),
-                        new int[] {4 * (latent + splits)}, Size3.of(heads * Geometry.MERGE_PARTS), Size3.of(HEAD_THREADS), order);
+                MemorySegment lat = arena.allocate(4L * heads * latent);
+                emulator().dispatch("mla_merge_latent", List.of(args(arena, "MergeArgs", mergeArgs), step(arena, kvLen - 1),
+                                partials, lat),
+                        new int[] {4 * (Geometry.WIDE_SIMDGROUPS + splits)}, Size3.of(1, heads), Size3.of(WIDE_THREADS), order);
+                emulator().dispatch("mat_vec", List.of(args(arena, "MatVecArgs", matVecArgs(vbType, latent, vHead, 0, vbSplit,
+                                vb.byteSize() / heads, latent, vHead)), copy(arena, vb), lat, o, lat, o),
+                        new int[] {4 * Geometry.MV_SCRATCH_FLOATS},
+                        Size3.of(groups(vHead, Geometry.mvRowsPerThreadgroup(vbSplit)), heads), Size3.of(MV_THREADS), order);
                 results.add(o.toArray(ValueLayout.JAVA_FLOAT));
             }
         }

@@ -69,7 +69,7 @@ class MatVecKernelTest {
             magnitude[r] = d.magnitude() + (add ? Math.abs(residual[r]) : 0);
         }
         Map<String, Number> a = Map.of("type", type.id, "cols", cols, "rows", rows, "norm", norm ? 1 : 0,
-                "add", add ? 1 : 0, "eps", EPS, "split", split);
+                "add", add ? 1 : 0, "eps", EPS, "split", split, "w_step", 0, "x_step", 0, "y_step", 0);
         int per = Geometry.mvRowsPerThreadgroup(split);
         int groups = (rows + per - 1) / per;
         float[] got = runInBothOrders("mat_vec", arena -> {

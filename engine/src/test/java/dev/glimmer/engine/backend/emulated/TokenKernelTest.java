@@ -3,11 +3,14 @@ package dev.glimmer.engine.backend.emulated;
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.Size3;
+import dev.glimmer.kernels.emulator.FiberOrder;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.FieldSource;
 import org.junit.jupiter.api.Test;
 
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
@@ -39,11 +42,27 @@ class TokenKernelTest {
         }
     }
 
-    private static int argmax(float[] v) {
-        float[] result = runInBothOrders("argmax", arena -> List.of(args(arena, "ArgmaxArgs", Map.of("n", v.length)),
-                floats(arena, v), arena.allocate(4)), 2, new int[] {8 * Geometry.WIDE_SIMDGROUPS}, Size3.of(1),
-                Size3.of(WIDE_THREADS));
-        return Float.floatToRawIntBits(result[0]);
+    /** The two-stage argmax of the decode step (argmax_parts, then argmax) over {@code v}, in order and shuffled. */
+    private static int argmax(float[] v, int parts) {
+        Map<String, Number> a = Map.of("n", v.length, "parts", parts);
+        int[] results = new int[2];
+        List<FiberOrder> orders = List.of(FiberOrder.inOrder(), FiberOrder.shuffled(5));
+        for (int o = 0; o < orders.size(); o++) {
+            try (Arena arena = Arena.ofConfined()) {
+                MemorySegment args = args(arena, "ArgmaxArgs", a);
+                MemorySegment best = arena.allocate(4L * parts);
+                MemorySegment index = arena.allocate(4L * parts);
+                MemorySegment result = arena.allocate(4);
+                int[] scratch = {8 * Geometry.WIDE_SIMDGROUPS};
+                emulator().dispatch("argmax_parts", List.of(args, floats(arena, v), best, index), scratch, Size3.of(parts),
+                        Size3.of(WIDE_THREADS), orders.get(o));
+                emulator().dispatch("argmax", List.of(args, best, index, result), scratch, Size3.of(1),
+                        Size3.of(WIDE_THREADS), orders.get(o));
+                results[o] = result.get(ValueLayout.JAVA_INT, 0);
+            }
+        }
+        assertEquals(results[0], results[1], "in-order and shuffled runs differ");
+        return results[0];
     }
 
     @Test
@@ -53,9 +72,11 @@ class TokenKernelTest {
         v[123] = 50f;
         v[777] = 50f;
         v[900] = 49.99f;
-        assertEquals(123, argmax(v));
+        for (int parts : new int[] {1, 3, 8, 128}) {  // ties within a slice and across slices; slices left empty
+            assertEquals(123, argmax(v, parts), parts + " parts");
+        }
         v[5] = 50f;
-        assertEquals(5, argmax(v));
+        assertEquals(5, argmax(v, 8));
     }
 
     /** Over GLM-4.7-Flash's vocabulary of 154,880. */
@@ -69,6 +90,6 @@ class TokenKernelTest {
                 expected = i;
             }
         }
-        assertEquals(expected, argmax(v));
+        assertEquals(expected, argmax(v, Geometry.ARGMAX_PARTS));
     }
 }
