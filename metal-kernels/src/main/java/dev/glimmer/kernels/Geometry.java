@@ -46,6 +46,12 @@ public final class Geometry {
      * allow (1024 threads).
      */
     public static final int HEAD_SIMDGROUPS = 32;
+    /**
+     * Threadgroups per head of the decode step's mla_merge_latent, each merging a share of the latent values: at long
+     * contexts a head merges a hundred splits per value, too slow for one threadgroup per head (10% of a step at
+     * 4,096 of context on an H200).
+     */
+    public static final int MERGE_PARTS = 8;
     /** Threadgroups of argmax_parts, the first stage of the argmax over the vocabulary: about one per SM. */
     public static final int ARGMAX_PARTS = 128;
     /** Values of a weight row one lane handles per step: a half Q4_0 block, a sixteenth of a K-quant block. */

@@ -194,14 +194,16 @@ kernel void mla_attention(constant AttentionArgs & a [[buffer(0)]],
     }
 }
 
-// o[c] (c < latent) = the softmax-weighted latent sum of one head, merged from the partials of the `used` splits
-// that hold rows: part points at the head's partials of split 0, `stride` floats between splits. Every thread
-// of the threadgroup of `simdgroups` SIMD-groups must call it (barriers); factor: `used` floats, reduce:
-// `simdgroups` floats of threadgroup memory (o may overlap reduce: it is written after the reductions).
-template <typename P>
-static inline void merge_splits(device const float * part, uint stride, uint used, uint latent, P o,
-                                threadgroup float * factor, threadgroup float * reduce, ushort tiitg, ushort tiisg,
-                                ushort sgitg, uint simdgroups) {
+// o[c] (c < count) = the softmax-weighted latent value first + c of one head, merged from the partials of the
+// `used` splits that hold rows: part points at the head's partials of split 0, `stride` floats between splits.
+// The threads share out the values and, when there are more threads than values, the splits too (`ways` threads
+// per value, each summing every ways-th split, added up in a fixed order): at long contexts a value has a hundred
+// splits to add, too long a chain of loads for one thread. Every thread of the threadgroup of `simdgroups`
+// SIMD-groups must call it (barriers); threadgroup memory: factor `used` floats, reduce `simdgroups` floats,
+// sums one float per thread.
+static inline void merge_splits(device const float * part, uint stride, uint used, uint first, uint count,
+                                device float * o, threadgroup float * factor, threadgroup float * reduce,
+                                threadgroup float * sums, ushort tiitg, ushort tiisg, ushort sgitg, uint simdgroups) {
     const uint threads = simdgroups * SIMD_WIDTH;
     // per split: exp(its max - the overall max); the splits' reductions are spread over the threads
     float mine = -INFINITY;
@@ -212,30 +214,33 @@ static inline void merge_splits(device const float * part, uint stride, uint use
         factor[w] = exp(part[w * stride] - mx);
         sum += part[w * stride + 1] * factor[w];
     }
-    float total = threadgroup_sum(sum, reduce, tiisg, sgitg, simdgroups);
-    // the splits' values of latent c four at a time: their loads are in flight together (the sum keeps
-    // the split order)
-    for (uint c = tiitg; c < latent; c += threads) {
-        device const float * pc = part + 2 + c;
+    float total = threadgroup_sum(sum, reduce, tiisg, sgitg, simdgroups);  // its barriers publish factor
+    uint ways = count < threads ? threads / count : 1;
+    uint lanes = threads / ways;  // values merged at once
+    uint way = tiitg / lanes;
+    for (uint c0 = 0; c0 < count; c0 += lanes) {
+        uint c = c0 + tiitg % lanes;
         float v = 0.0f;
-        uint w = 0;
-        for (; w + 4 <= used; w += 4) {
-            float p0 = pc[w * stride], p1 = pc[(w + 1) * stride], p2 = pc[(w + 2) * stride], p3 = pc[(w + 3) * stride];
-            v += p0 * factor[w];
-            v += p1 * factor[w + 1];
-            v += p2 * factor[w + 2];
-            v += p3 * factor[w + 3];
+        if (way < ways && c < count) {
+            device const float * pc = part + 2 + first + c;
+            for (uint w = way; w < used; w += ways) v += pc[w * stride] * factor[w];
         }
-        for (; w < used; w++) v += pc[w * stride] * factor[w];
-        o[c] = v / total;
+        sums[tiitg] = v;
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (way == 0 && c < count) {
+            float t = 0.0f;
+            for (uint k = 0; k < ways; k++) t += sums[tiitg + k * lanes];
+            o[c] = t / total;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
 }
 
 struct MergeArgs {
     uint heads;
     uint latent;
     uint splits;
+    uint parts;      // threadgroups per head and token (grid z), each merging latent / parts values
 };
 
 struct RopeCacheArgs {
@@ -292,8 +297,9 @@ kernel void mla_rope_cache(constant RopeCacheArgs & a [[buffer(0)]],
 }
 
 // o_lat[t][h] = the softmax-weighted latent sum of head h merged from the partials of token t's splits that
-// hold rows (v_b is then a mat-vec or, for a batch, mat_mat per head). Grid: (tokens, heads)
-// threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups; scratch: GLIMMER_WIDE_SIMDGROUPS + splits floats.
+// hold rows (v_b is then a mat-vec or, for a batch, mat_mat per head). Grid: (tokens, heads, parts)
+// threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups, threadgroup (t, h, z) merging the z-th share of the latent
+// values; scratch: GLIMMER_WIDE_SIMDGROUPS * (SIMD_WIDTH + 1) + splits floats.
 kernel void mla_merge_latent(constant MergeArgs & a [[buffer(0)]],
                              constant StepArgs * steps [[buffer(1)]],
                              device const float * partials [[buffer(2)]],
@@ -306,8 +312,11 @@ kernel void mla_merge_latent(constant MergeArgs & a [[buffer(0)]],
     constant StepArgs & step = steps[tgpig.x];
     if (step.kv_len == 0) return;
     uint h = tgpig.y;
+    uint share = (a.latent + a.parts - 1) / a.parts;
+    uint first = tgpig.z * share;
     device const float * part = partials + tgpig.x * a.splits * a.heads * (a.latent + 2) + h * (a.latent + 2);
-    merge_splits(part, a.heads * (a.latent + 2), attention_splits_used(step.kv_len, a.splits), a.latent,
-                 o_lat + (tgpig.x * a.heads + h) * a.latent, scratch + GLIMMER_WIDE_SIMDGROUPS, scratch, tiitg, tiisg,
-                 sgitg, GLIMMER_WIDE_SIMDGROUPS);
+    merge_splits(part, a.heads * (a.latent + 2), attention_splits_used(step.kv_len, a.splits), first,
+                 min(share, a.latent - first), o_lat + (tgpig.x * a.heads + h) * a.latent + first,
+                 scratch + GLIMMER_WIDE_SIMDGROUPS * (SIMD_WIDTH + 1), scratch, scratch + GLIMMER_WIDE_SIMDGROUPS, tiitg,
+                 tiisg, sgitg, GLIMMER_WIDE_SIMDGROUPS);
 }

@@ -468,9 +468,10 @@ public final class DecodeCommandListBuilder {
 
     /** Each token's and head's latent attention output merged from its partials (mla_merge_latent). */
     private void mergeLatent(int l, Ref step, Ref partials, Ref latent) {
-        dispatch("mla_merge_latent", l, Size3.of(tokens, s.heads()), WIDE_THREADS,
-                memory(Geometry.WIDE_SIMDGROUPS + splits), List.of(),
-                args("MergeArgs", Map.of("heads", s.heads(), "latent", s.latent(), "splits", splits)),
+        int parts = tokens == 1 ? Geometry.MERGE_PARTS : 1;  // a batch has threadgroups enough in its tokens
+        dispatch("mla_merge_latent", l, new Size3(tokens, s.heads(), parts), WIDE_THREADS,
+                memory((long) WIDE_THREADS + Geometry.WIDE_SIMDGROUPS + splits), List.of(),
+                args("MergeArgs", Map.of("heads", s.heads(), "latent", s.latent(), "splits", splits, "parts", parts)),
                 step, partials, latent);
     }
 

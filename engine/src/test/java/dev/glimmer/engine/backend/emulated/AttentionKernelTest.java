@@ -278,7 +278,8 @@ class AttentionKernelTest {
         }
         Map<String, Number> attentionArgs = Map.of("heads", heads, "latent", latent, "rope", rope, "splits", splits,
                 "scale", scale);
-        Map<String, Number> mergeArgs = Map.of("heads", heads, "latent", latent, "splits", splits);
+        Map<String, Number> mergeArgs = Map.of("heads", heads, "latent", latent, "splits", splits, "parts",
+                Geometry.MERGE_PARTS);
         int vbSplit = Geometry.mvSplit((long) heads * vHead);
         List<float[]> results = new ArrayList<>();
         for (FiberOrder order : List.of(FiberOrder.inOrder(), FiberOrder.shuffled(9))) {
@@ -291,7 +292,8 @@ class AttentionKernelTest {
                 MemorySegment lat = arena.allocate(4L * heads * latent);
                 emulator().dispatch("mla_merge_latent", List.of(args(arena, "MergeArgs", mergeArgs), step(arena, kvLen - 1),
                                 partials, lat),
-                        new int[] {4 * (Geometry.WIDE_SIMDGROUPS + splits)}, Size3.of(1, heads), Size3.of(WIDE_THREADS), order);
+                        new int[] {4 * (WIDE_THREADS + Geometry.WIDE_SIMDGROUPS + splits)},
+                        new Size3(1, heads, Geometry.MERGE_PARTS), Size3.of(WIDE_THREADS), order);
                 emulator().dispatch("mat_vec", List.of(args(arena, "MatVecArgs", matVecArgs(vbType, latent, vHead, 0, vbSplit,
                                 vb.byteSize() / heads, latent, vHead)), copy(arena, vb), lat, o, lat, o),
                         new int[] {4 * Geometry.MV_SCRATCH_FLOATS},
