@@ -119,7 +119,7 @@ public final class FakeObjcRuntime {
     }
 
     /** Objects made owned (new…, Create) and not yet released. */
-    long liveOwned() throws Throwable {
+    public long liveOwned() throws Throwable {
         return (long) liveOwned.invokeExact();
     }
 
