@@ -51,8 +51,8 @@ class MetalChoiceTest {
     void aVirtualMachinesGpuIsRefusedWithTheReason() throws Throwable {
         FakeObjcRuntime vm = FakeObjcRuntime.configure("Apple Paravirtual device", 5, null);
         String reason = "opening the Metal device: Apple Paravirtual device is of GPU family Apple5; the kernels need"
-                + " Apple7 (M1) or later for their SIMD-group reductions (the paravirtual GPU of a macOS virtual machine"
-                + " has not: run Glimmer on the Mac itself)";
+                + " Apple7 (M1) or later for their SIMD-group reductions (a macOS virtual machine's paravirtual GPU"
+                + " lacks them: run Glimmer on the Mac itself)";
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
              BackendChoice choice = MetalChoice.choose(model, true, vm::openDevice)) {
             assertEquals("cpu", choice.name());

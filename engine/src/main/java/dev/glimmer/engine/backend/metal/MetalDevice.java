@@ -61,7 +61,7 @@ public final class MetalDevice implements AutoCloseable {
             throw new MetalException(DEVICE, name + " is " + (appleFamily == 0 ? "of no Apple GPU family"
                     : "of GPU family Apple" + appleFamily) + "; the kernels need Apple" + OLDEST_APPLE_FAMILY
                     + " (M1) or later for their SIMD-group reductions" + (isVirtual(name)
-                    ? " (the paravirtual GPU of a macOS virtual machine has not: run Glimmer on the Mac itself)" : ""));
+                    ? " (a macOS virtual machine's paravirtual GPU lacks them: run Glimmer on the Mac itself)" : ""));
         }
         // The warm-up dispatches an empty grid, which Metal's API validation rejects: with validation on, skip it.
         this.mode = isVirtual(name) ? StepEncoder.Mode.DIRECT

@@ -264,7 +264,7 @@ class MetalOverFakeRuntimeTest {
         FakeObjcRuntime vm = FakeObjcRuntime.configure("Apple Paravirtual device", 5, null);
         MetalException e = assertThrows(MetalException.class, vm::openDevice);
         assertEquals("opening the Metal device: Apple Paravirtual device is of GPU family Apple5; the kernels need Apple7"
-                + " (M1) or later for their SIMD-group reductions (the paravirtual GPU of a macOS virtual machine has not:"
+                + " (M1) or later for their SIMD-group reductions (a macOS virtual machine's paravirtual GPU lacks them:"
                 + " run Glimmer on the Mac itself)", e.getMessage());
         assertEquals(List.of(), starting(vm.log(), "newLibraryWithSource"));
         assertClean(vm);
