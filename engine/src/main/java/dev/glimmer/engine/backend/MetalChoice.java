@@ -3,26 +3,53 @@ package dev.glimmer.engine.backend;
 import dev.glimmer.engine.backend.emulated.DecodeModels;
 import dev.glimmer.engine.backend.metal.MetalDecoder;
 import dev.glimmer.engine.backend.metal.MetalDevice;
+import dev.glimmer.engine.backend.metal.MetalException;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
 
 import java.util.Optional;
+import java.util.function.Supplier;
 
-/** The macOS half of {@link Backends}: opens the device, checks the model and runs the self-test; falls back to the CPU. */
+/**
+ * The macOS half of {@link Backends}: opens the device, checks the model and runs the self-test; falls back to the CPU.
+ * Whatever fails is reported with the step it failed in: in full by the self-test, in one line as the backend's reason
+ * (the log and {@code /v1/models}).
+ */
 final class MetalChoice {
+
+    /** The steps of failures that are no {@link MetalException}: opening the device, and decoding on it. */
+    private static final String OPENING = "opening Metal";
+    private static final String DECODING = "decoding the built-in models";
 
     private MetalChoice() {
     }
 
     /** The self-test on the system's Metal device. */
     static SelfTest.Report selfTest() {
-        try (MetalDevice device = MetalDevice.open()) {
-            return SelfTest.run("metal on " + device.name() + " (" + device.mode() + ")",
-                    (m, capacity) -> new MetalDecoder(device, m, capacity));
+        return selfTest(MetalDevice::open);
+    }
+
+    /** The self-test on the device {@code open} gives; a failure on the way is reported with its step. */
+    static SelfTest.Report selfTest(Supplier<MetalDevice> open) {
+        MetalDevice device;
+        try {
+            device = open.get();
+        } catch (RuntimeException e) {
+            return SelfTest.stopped("metal", step(e, OPENING), detail(e));
+        }
+        String what = "metal on " + device.describe();
+        try (device) {
+            return SelfTest.run(what, (m, capacity) -> new MetalDecoder(device, m, capacity));
+        } catch (RuntimeException e) {
+            return SelfTest.stopped(what, step(e, DECODING), detail(e));
         }
     }
 
     static BackendChoice choose(GlmModel model, boolean selfTest) {
+        return choose(model, selfTest, MetalDevice::open);
+    }
+
+    static BackendChoice choose(GlmModel model, boolean selfTest, Supplier<MetalDevice> open) {
         try {
             DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), 1);
         } catch (RuntimeException e) {
@@ -30,11 +57,11 @@ final class MetalChoice {
         }
         MetalDevice device;
         try {
-            device = MetalDevice.open();
+            device = open.get();
         } catch (RuntimeException e) {
-            return Backends.cpu(model, "Metal is not usable: " + e.getMessage());
+            return Backends.cpu(model, "Metal is not usable: " + oneLine(step(e, OPENING) + ": " + detail(e)));
         }
-        String what = "Metal on " + device.name() + " (" + device.mode() + ")";
+        String what = "Metal on " + device.describe();
         Optional<SelfTest.Report> report = Optional.empty();
         if (selfTest) {
             SelfTest.Report r;
@@ -42,11 +69,11 @@ final class MetalChoice {
                 r = SelfTest.run("metal", (m, capacity) -> new MetalDecoder(device, m, capacity));
             } catch (RuntimeException e) {
                 device.close();
-                return Backends.cpu(model, what + " failed its self-test: " + e.getMessage());
+                return Backends.cpu(model, what + " failed its self-test: " + oneLine(step(e, DECODING) + ": " + detail(e)));
             }
             if (!r.passed()) {
                 device.close();
-                return Backends.cpu(model, what + " failed its self-test: " + r.firstFailure(), Optional.of(r));
+                return Backends.cpu(model, what + " failed its self-test: " + oneLine(r.firstFailure()), Optional.of(r));
             }
             report = Optional.of(r);
         }
@@ -62,5 +89,21 @@ final class MetalChoice {
                         device.close();
                     }
                 });
+    }
+
+    /** The step {@code e} names, else {@code otherwise}. */
+    private static String step(RuntimeException e, String otherwise) {
+        return e instanceof MetalException m ? m.step().map(String::valueOf).orElse(otherwise) : otherwise;
+    }
+
+    private static String detail(RuntimeException e) {
+        return e instanceof MetalException m ? m.detail() : String.valueOf(e.getMessage());
+    }
+
+    /** The first line of {@code text} (a compiler's message has many), saying where the rest is. */
+    static String oneLine(String text) {
+        String[] lines = text.strip().split("\\R");
+        return lines.length == 1 ? lines[0] : lines[0] + " (" + (lines.length - 1) + " more lines: ./glimmer selftest"
+                + " --backend metal prints them)";
     }
 }

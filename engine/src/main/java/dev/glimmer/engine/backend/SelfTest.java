@@ -72,6 +72,9 @@ public final class SelfTest {
      */
     public record Check(String name, double maxError, double limit, String where, boolean passed) {
         String line() {
+            if (Double.isNaN(limit)) {
+                return "FAIL " + name + ": " + where;
+            }
             return String.format(Locale.ROOT, "%s %s: max |Δlogit| %.3g (limit %.3g) %s", passed ? "PASS" : "FAIL", name,
                     maxError, limit, where);
         }
@@ -94,7 +97,9 @@ public final class SelfTest {
             for (Check c : checks) {
                 sb.append(c.line()).append('\n');
             }
-            sb.append("kernels exercised: ").append(String.join(", ", kernels)).append('\n');
+            if (!kernels.isEmpty()) {
+                sb.append("kernels exercised: ").append(String.join(", ", kernels)).append('\n');
+            }
             sb.append(backend).append(" self-test ").append(passed() ? "passed" : "FAILED").append('\n');
             return sb.toString();
         }
@@ -106,6 +111,14 @@ public final class SelfTest {
     }
 
     private SelfTest() {
+    }
+
+    /**
+     * The report of a self-test that could not compare anything: bringing the GPU path up failed at
+     * {@code step} with {@code message} (which may span lines, as a compiler's does).
+     */
+    public static Report stopped(String backend, String step, String message) {
+        return new Report(backend, List.of(new Check(step, Double.NaN, Double.NaN, message, false)), Set.of());
     }
 
     /** Runs every built-in case on {@code gpu} (called {@code backend} in the report). */

@@ -25,6 +25,9 @@ public interface MetalCalls {
      */
     MemorySegment newIndirectCommandBuffer(int maxCommands, int maxBufferBindings);
 
+    /** Gives up an owned object (the indirect command buffer). */
+    void release(MemorySegment object);
+
     MemorySegment indirectComputeCommand(MemorySegment icb, int index);
 
     void setComputePipelineState(MemorySegment command, MemorySegment pipeline);

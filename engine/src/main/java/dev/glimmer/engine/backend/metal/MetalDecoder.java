@@ -78,11 +78,11 @@ public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
                     weights.add(d.buffers().get(i));
                 }
             }
-            resident = device.keepResident(weights);
+            resident = MetalException.during(MetalException.Step.BUFFERS, () -> device.keepResident(weights));
         } catch (RuntimeException e) {
             for (Encoded built : new Encoded[] {d, p}) {
                 if (built != null) {
-                    rt.release(built.encoder().indirectCommandBuffer());
+                    built.encoder().close();
                 }
             }
             releaseBuffers();
@@ -104,8 +104,8 @@ public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
                 buffers.add(shared.buffers().get(shared.list().buffers().indexOf(b)));
                 continue;
             }
-            MemorySegment buffer = b.kind() == BufferSpec.Kind.WEIGHTS ? device.wrap(base + b.fileOffset(), b.bytes())
-                    : device.newSharedBuffer(b.bytes());
+            MemorySegment buffer = MetalException.during(MetalException.Step.BUFFERS, () -> b.kind() == BufferSpec.Kind.WEIGHTS
+                    ? device.wrap(base + b.fileOffset(), b.bytes()) : device.newSharedBuffer(b.bytes()));
             owned.add(buffer);
             buffers.add(buffer);
         }
@@ -116,7 +116,8 @@ public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
                 (long) list.tokens() * stepArgs.size());
         BufferSpec act = list.buffers().get(list.buffer(BufferSpec.Kind.ACTIVATIONS));
         MemorySegment activations = device.contents(buffers.get(list.buffer(BufferSpec.Kind.ACTIVATIONS)), act.bytes());
-        StepEncoder encoder = new StepEncoder(device.calls(), list, buffers, device.pipelines(), device.mode());
+        StepEncoder encoder = MetalException.during(MetalException.Step.ENCODING, () -> new StepEncoder(device.calls(), list,
+                buffers, device.pipelines(), device.maxThreadgroupMemory(), device.mode()));
         return new Encoded(list, buffers, encoder, step, activations);
     }
 
@@ -145,7 +146,10 @@ public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
         byte[] args = list.list().steps(stepArgs, tokens, from, count, at);
         MemorySegment.copy(args, 0, list.step(), ValueLayout.JAVA_BYTE, 0, args.length);
         try (ObjcRuntime.AutoreleasePool pool = rt.autoreleasePool()) {
-            list.encoder().run(device.queue(), dispatches);
+            MetalException.during(MetalException.Step.RUNNING, () -> {
+                list.encoder().run(device.queue(), dispatches);
+                return null;
+            });
         }
         last = list;
     }
@@ -204,8 +208,8 @@ public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
     @Override
     public void close() {
         device.endResidency(residency);
-        rt.release(decode.encoder().indirectCommandBuffer());
-        rt.release(prompt.encoder().indirectCommandBuffer());
+        decode.encoder().close();
+        prompt.encoder().close();
         releaseBuffers();
     }
 }

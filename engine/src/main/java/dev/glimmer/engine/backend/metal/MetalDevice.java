@@ -12,17 +12,30 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 
+import static dev.glimmer.engine.backend.metal.MetalException.Step.*;
 import static dev.glimmer.engine.backend.metal.MetalMethods.*;
 
 /**
  * The system's Metal device with a command queue and a compute pipeline for every kernel,
- * compiled from the kernel sources at start-up with indirect-command-buffer support. Shared by
- * all decoders of a process; owns every Objective-C object it creates and releases them on close.
+ * compiled from the kernel sources at start-up. Shared by all decoders of a process; owns every
+ * Objective-C object it creates and releases them on close, and on every failure while opening.
+ *
+ * <p>Devices below the Apple7 GPU family (A14/M1) are refused: the kernels need SIMD-group
+ * reductions, and the paravirtual device of macOS virtual machines reports Apple5. The library is
+ * compiled with fast math off: the kernels start maxima and mark unused entries with
+ * {@code -INFINITY}, which fast math lets the compiler assume never occurs; the CPU emulator and the
+ * CUDA backend (no fast math either) then compute what Metal computes.
  */
 public final class MetalDevice implements AutoCloseable {
 
-    /** {@code MTLGPUFamilyApple9} (M3 and later): they need no empty-dispatch workaround. */
-    private static final long GPU_FAMILY_APPLE9 = 1009;
+    /** {@code MTLGPUFamilyApple1} is 1001, and so on. */
+    private static final long GPU_FAMILY_APPLE = 1000;
+    /** The newest Apple family probed for (Apple10: M5); newer devices also report it. */
+    private static final int NEWEST_APPLE_FAMILY = 10;
+    /** The oldest family with the SIMD-group reductions ({@code simd_sum}, {@code simd_max}) the kernels use: M1. */
+    static final int OLDEST_APPLE_FAMILY = 7;
+    /** From Apple9 (M3) on, no empty-dispatch workaround is needed before an indirect command buffer. */
+    private static final int NO_WORKAROUND_APPLE_FAMILY = 9;
     /** {@code MTLResourceStorageModeShared}: CPU and GPU see the same memory. */
     private static final long STORAGE_SHARED = 0;
 
@@ -30,36 +43,82 @@ public final class MetalDevice implements AutoCloseable {
     private final MemorySegment device;
     private final MemorySegment queue;
     private final String name;
+    private final int appleFamily;
+    private final boolean apiValidation;
     private final StepEncoder.Mode mode;
-    private final Map<String, MemorySegment> pipelines = new LinkedHashMap<>();
+    private final long maxThreadgroupMemory;
+    private final Map<String, Pipeline> pipelines = new LinkedHashMap<>();
     private final List<MemorySegment> owned = new ArrayList<>();
 
-    private MetalDevice(ObjcRuntime rt, MemorySegment device) {
+    /** Reads the device's facts and refuses it when the kernels cannot run on it; makes the queue last. */
+    private MetalDevice(ObjcRuntime rt, MemorySegment device, boolean apiValidation) {
         this.rt = rt;
         this.device = device;
+        this.apiValidation = apiValidation;
         this.name = rt.string(rt.sendForObject(NAME, device));
-        this.mode = name.toLowerCase(Locale.ROOT).contains("virtual") ? StepEncoder.Mode.DIRECT
-                : (boolean) rt.send(SUPPORTS_FAMILY, device, GPU_FAMILY_APPLE9) ? StepEncoder.Mode.INDIRECT
+        this.appleFamily = appleFamily(rt, device);
+        if (appleFamily < OLDEST_APPLE_FAMILY) {
+            throw new MetalException(DEVICE, name + " is " + (appleFamily == 0 ? "of no Apple GPU family"
+                    : "of GPU family Apple" + appleFamily) + "; the kernels need Apple" + OLDEST_APPLE_FAMILY
+                    + " (M1) or later for their SIMD-group reductions" + (isVirtual(name)
+                    ? " (a macOS virtual machine's paravirtual GPU lacks them: run Glimmer on the Mac itself)" : ""));
+        }
+        // The warm-up dispatches an empty grid, which Metal's API validation rejects: with validation on, skip it.
+        this.mode = isVirtual(name) ? StepEncoder.Mode.DIRECT
+                : appleFamily >= NO_WORKAROUND_APPLE_FAMILY || apiValidation ? StepEncoder.Mode.INDIRECT
                 : StepEncoder.Mode.INDIRECT_WITH_EMPTY_DISPATCHES;
-        this.queue = own(rt.sendForObject(NEW_COMMAND_QUEUE, device));
+        this.maxThreadgroupMemory = (long) rt.send(MAX_THREADGROUP_MEMORY_LENGTH, device);
+        MemorySegment q = rt.sendForObject(NEW_COMMAND_QUEUE, device);
+        if (q.equals(MemorySegment.NULL)) {
+            throw new MetalException(DEVICE, name + " gave no command queue");
+        }
+        this.queue = own(q);
+    }
+
+    /** Virtual devices (macOS VMs) misbehave with indirect command buffers: they get direct encoding. */
+    private static boolean isVirtual(String name) {
+        return name.toLowerCase(Locale.ROOT).contains("virtual");
+    }
+
+    /** The newest Apple GPU family the device supports, 0 for none. */
+    private static int appleFamily(ObjcRuntime rt, MemorySegment device) {
+        for (int family = NEWEST_APPLE_FAMILY; family >= 1; family--) {
+            if ((boolean) rt.send(SUPPORTS_FAMILY, device, GPU_FAMILY_APPLE + family)) {
+                return family;
+            }
+        }
+        return 0;
     }
 
     /**
      * The system's default device with the project's kernels compiled.
      *
-     * @throws MetalException when there is no device or a kernel does not compile (with Metal's message)
+     * @throws MetalException when the libraries do not load, there is no usable device, or a kernel does
+     *                        not compile (with Metal's message), naming the step that failed
      */
     public static MetalDevice open() {
-        return open(ObjcRuntime.load());
+        return open(ObjcRuntime.load(), apiValidation(System.getenv()));
     }
 
-    static MetalDevice open(ObjcRuntime rt) {
+    /** Whether Metal's API validation is on ({@code MTL_DEBUG_LAYER=1}, as Xcode sets it). */
+    static boolean apiValidation(Map<String, String> environment) {
+        String layer = environment.get("MTL_DEBUG_LAYER");
+        return layer != null && !layer.isEmpty() && !layer.equals("0");
+    }
+
+    static MetalDevice open(ObjcRuntime rt, boolean apiValidation) {
         try (ObjcRuntime.AutoreleasePool pool = rt.autoreleasePool()) {
-            MemorySegment device = rt.createSystemDefaultDevice();
+            MemorySegment device = MetalException.during(DEVICE, rt::createSystemDefaultDevice);
             if (device.equals(MemorySegment.NULL)) {
-                throw new MetalException("MTLCreateSystemDefaultDevice found no Metal device");
+                throw new MetalException(DEVICE, "MTLCreateSystemDefaultDevice found no Metal device");
             }
-            MetalDevice d = new MetalDevice(rt, device);
+            MetalDevice d;
+            try {
+                d = MetalException.during(DEVICE, () -> new MetalDevice(rt, device, apiValidation));
+            } catch (RuntimeException e) {
+                rt.release(device);
+                throw e;
+            }
             try {
                 d.compile(KernelLibrary.load());
             } catch (RuntimeException e) {
@@ -71,39 +130,56 @@ public final class MetalDevice implements AutoCloseable {
     }
 
     private void compile(KernelLibrary kernels) {
-        MemorySegment library;
+        MemorySegment library = MetalException.during(COMPILING, () -> library(kernels));
+        own(library);
+        MetalException.during(PIPELINES, () -> {
+            for (KernelSignature k : kernels.kernels()) {
+                pipelines.put(k.name(), pipeline(library, k.name()));
+            }
+            return null;
+        });
+    }
+
+    private MemorySegment library(KernelLibrary kernels) {
+        MemorySegment options = rt.sendForObject(NEW, rt.objcClass("MTLCompileOptions"));
         try (Arena a = Arena.ofConfined()) {
+            // IEEE floats: the kernels rely on -INFINITY (see the class comment). Deprecated in macOS 15 for
+            // mathMode, but honoured on every macOS, which mathMode is not.
+            rt.send(SET_FAST_MATH_ENABLED, options, false);
             MemorySegment error = ObjcRuntime.outPointer(a);
-            library = rt.sendForObject(NEW_LIBRARY_WITH_SOURCE, device, rt.nsString(kernels.metalSource()),
-                    MemorySegment.NULL, error);
+            MemorySegment library = rt.sendForObject(NEW_LIBRARY_WITH_SOURCE, device, rt.nsString(kernels.metalSource()),
+                    options, error);
             if (library.equals(MemorySegment.NULL)) {
-                throw new MetalException("the kernels do not compile: " + CompileErrors.describe(kernels,
+                throw new MetalException(COMPILING, CompileErrors.describe(kernels,
                         rt.errorMessage(error.get(ValueLayout.ADDRESS, 0), "no message from Metal")));
             }
-        }
-        own(library);
-        for (KernelSignature k : kernels.kernels()) {
-            pipelines.put(k.name(), pipeline(library, k.name()));
+            return library;
+        } finally {
+            rt.release(options);
         }
     }
 
-    private MemorySegment pipeline(MemorySegment library, String kernel) {
+    private Pipeline pipeline(MemorySegment library, String kernel) {
         MemorySegment function = rt.sendForObject(NEW_FUNCTION_WITH_NAME, library, rt.nsString(kernel));
         if (function.equals(MemorySegment.NULL)) {
-            throw new MetalException("kernel " + kernel + " is missing from the compiled library");
+            throw new MetalException(PIPELINES, "kernel " + kernel + " is missing from the compiled library");
         }
         MemorySegment descriptor = rt.sendForObject(NEW, rt.objcClass("MTLComputePipelineDescriptor"));
         try (Arena a = Arena.ofConfined()) {
             rt.send(SET_COMPUTE_FUNCTION, descriptor, function);
-            rt.send(SET_SUPPORT_ICB, descriptor, true);
+            if (mode != StepEncoder.Mode.DIRECT) {
+                rt.send(SET_SUPPORT_ICB, descriptor, true);
+            }
             MemorySegment error = ObjcRuntime.outPointer(a);
-            MemorySegment pipeline = rt.sendForObject(NEW_PIPELINE_WITH_DESCRIPTOR, device, descriptor, 0L,
+            MemorySegment state = rt.sendForObject(NEW_PIPELINE_WITH_DESCRIPTOR, device, descriptor, 0L,
                     MemorySegment.NULL, error);
-            if (pipeline.equals(MemorySegment.NULL)) {
-                throw new MetalException("kernel " + kernel + ": "
+            if (state.equals(MemorySegment.NULL)) {
+                throw new MetalException(PIPELINES, "kernel " + kernel + ": "
                         + rt.errorMessage(error.get(ValueLayout.ADDRESS, 0), "Metal made no pipeline and gave no message"));
             }
-            return own(pipeline);
+            own(state);
+            return new Pipeline(state, (long) rt.send(MAX_TOTAL_THREADS_PER_THREADGROUP, state),
+                    (long) rt.send(STATIC_THREADGROUP_MEMORY_LENGTH, state));
         } finally {
             rt.release(descriptor);
             rt.release(function);
@@ -128,8 +204,24 @@ public final class MetalDevice implements AutoCloseable {
         return mode;
     }
 
-    Map<String, MemorySegment> pipelines() {
+    /** The newest Apple GPU family the device supports (7 for M1, 8 for M2, 9 for M3 and M4). */
+    public int appleFamily() {
+        return appleFamily;
+    }
+
+    /** E.g. {@code Apple M2 Pro (Apple8, INDIRECT_WITH_EMPTY_DISPATCHES)}: what a report needs to know. */
+    public String describe() {
+        return name + " (Apple" + appleFamily + ", " + mode + (apiValidation ? ", API validation on" : "") + ")";
+    }
+
+    /** The pipeline of each kernel. */
+    Map<String, Pipeline> pipelines() {
         return pipelines;
+    }
+
+    /** The device's {@code maxThreadgroupMemoryLength}: a dispatch's threadgroup memory, static included, must fit. */
+    long maxThreadgroupMemory() {
+        return maxThreadgroupMemory;
     }
 
     MetalCalls calls() {
@@ -140,7 +232,7 @@ public final class MetalDevice implements AutoCloseable {
     MemorySegment newSharedBuffer(long bytes) {
         MemorySegment b = rt.sendForObject(NEW_BUFFER_WITH_LENGTH, device, Math.max(16, bytes), STORAGE_SHARED);
         if (b.equals(MemorySegment.NULL)) {
-            throw new MetalException("Metal could not allocate a buffer of " + bytes + " bytes");
+            throw new MetalException(BUFFERS, "Metal could not allocate a buffer of " + bytes + " bytes");
         }
         return b;
     }
@@ -152,18 +244,20 @@ public final class MetalDevice implements AutoCloseable {
     MemorySegment wrap(long address, long bytes) {
         long page = rt.pageSize();
         if (address % page != 0) {
-            throw new MetalException("weight range at 0x" + Long.toHexString(address) + " is not page aligned");
+            throw new MetalException(BUFFERS, "weight range at 0x" + Long.toHexString(address)
+                    + " is not page aligned");
         }
         long length = (bytes + page - 1) / page * page;
         long max = (long) rt.send(MAX_BUFFER_LENGTH, device);
         if (length > max) {
-            throw new MetalException("a weight range of " + length + " bytes exceeds the device's buffer limit of " + max);
+            throw new MetalException(BUFFERS, "a weight range of " + length
+                    + " bytes exceeds the device's buffer limit of " + max);
         }
         MemorySegment b = rt.sendForObject(NEW_BUFFER_NO_COPY, device, MemorySegment.ofAddress(address), length,
                 STORAGE_SHARED, MemorySegment.NULL);
         if (b.equals(MemorySegment.NULL)) {
-            throw new MetalException("Metal could not wrap " + length + " bytes of the model file at 0x"
-                    + Long.toHexString(address));
+            throw new MetalException(BUFFERS, "Metal could not wrap " + length
+                    + " bytes of the model file at 0x" + Long.toHexString(address));
         }
         return b;
     }
@@ -184,18 +278,23 @@ public final class MetalDevice implements AutoCloseable {
             MemorySegment error = ObjcRuntime.outPointer(a);
             set = rt.sendForObject(NEW_RESIDENCY_SET, device, descriptor, error);
             if (set.equals(MemorySegment.NULL)) {
-                throw new MetalException("Metal made no residency set: "
+                throw new MetalException(BUFFERS, "Metal made no residency set: "
                         + rt.errorMessage(error.get(ValueLayout.ADDRESS, 0), "no message from Metal"));
             }
         } finally {
             rt.release(descriptor);
         }
-        for (MemorySegment allocation : allocations) {
-            rt.send(ADD_ALLOCATION, set, allocation);
+        try {
+            for (MemorySegment allocation : allocations) {
+                rt.send(ADD_ALLOCATION, set, allocation);
+            }
+            rt.send(COMMIT, set);
+            rt.send(REQUEST_RESIDENCY, set);
+            rt.send(ADD_RESIDENCY_SET, queue, set);
+        } catch (RuntimeException e) {
+            rt.release(set);
+            throw e;
         }
-        rt.send(COMMIT, set);
-        rt.send(REQUEST_RESIDENCY, set);
-        rt.send(ADD_RESIDENCY_SET, queue, set);
         return set;
     }
 

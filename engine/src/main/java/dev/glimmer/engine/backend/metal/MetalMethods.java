@@ -41,6 +41,7 @@ public final class MetalMethods {
     public static final ObjcMethod NAME = ObjcMethod.of("name", ADDRESS);
     public static final ObjcMethod SUPPORTS_FAMILY = ObjcMethod.of("supportsFamily:", JAVA_BOOLEAN, NSINTEGER);
     public static final ObjcMethod MAX_BUFFER_LENGTH = ObjcMethod.of("maxBufferLength", NSUINTEGER);
+    public static final ObjcMethod MAX_THREADGROUP_MEMORY_LENGTH = ObjcMethod.of("maxThreadgroupMemoryLength", NSUINTEGER);
     public static final ObjcMethod NEW_COMMAND_QUEUE = ObjcMethod.of("newCommandQueue", ADDRESS);
     public static final ObjcMethod NEW_BUFFER_WITH_LENGTH = ObjcMethod.of("newBufferWithLength:options:", ADDRESS,
             NSUINTEGER, NSUINTEGER);
@@ -61,6 +62,15 @@ public final class MetalMethods {
     public static final ObjcMethod ADD_ALLOCATION = ObjcMethod.ofVoid("addAllocation:", ADDRESS);
     public static final ObjcMethod REQUEST_RESIDENCY = ObjcMethod.ofVoid("requestResidency");
     public static final ObjcMethod END_RESIDENCY = ObjcMethod.ofVoid("endResidency");
+
+    // MTLCompileOptions (property setter)
+    public static final ObjcMethod SET_FAST_MATH_ENABLED = ObjcMethod.ofVoid("setFastMathEnabled:", JAVA_BOOLEAN);
+
+    // MTLComputePipelineState (properties)
+    public static final ObjcMethod MAX_TOTAL_THREADS_PER_THREADGROUP = ObjcMethod.of("maxTotalThreadsPerThreadgroup",
+            NSUINTEGER);
+    public static final ObjcMethod STATIC_THREADGROUP_MEMORY_LENGTH = ObjcMethod.of("staticThreadgroupMemoryLength",
+            NSUINTEGER);
 
     // MTLBuffer
     public static final ObjcMethod CONTENTS = ObjcMethod.of("contents", ADDRESS);
@@ -118,7 +128,9 @@ public final class MetalMethods {
     /** Every method above. */
     public static final List<ObjcMethod> ALL = List.of(NEW, RELEASE, STRING_WITH_UTF8, UTF8_STRING, LOCALIZED_DESCRIPTION,
             RESPONDS_TO_SELECTOR, NEW_RESIDENCY_SET, SET_INITIAL_CAPACITY, ADD_ALLOCATION, REQUEST_RESIDENCY, END_RESIDENCY,
-            ADD_RESIDENCY_SET, REMOVE_RESIDENCY_SET, NAME, SUPPORTS_FAMILY, MAX_BUFFER_LENGTH, NEW_COMMAND_QUEUE, NEW_BUFFER_WITH_LENGTH, NEW_BUFFER_NO_COPY,
+            ADD_RESIDENCY_SET, REMOVE_RESIDENCY_SET, NAME, SUPPORTS_FAMILY, MAX_BUFFER_LENGTH,
+            MAX_THREADGROUP_MEMORY_LENGTH, SET_FAST_MATH_ENABLED, MAX_TOTAL_THREADS_PER_THREADGROUP,
+            STATIC_THREADGROUP_MEMORY_LENGTH, NEW_COMMAND_QUEUE, NEW_BUFFER_WITH_LENGTH, NEW_BUFFER_NO_COPY,
             NEW_LIBRARY_WITH_SOURCE, NEW_PIPELINE_WITH_DESCRIPTOR, NEW_ICB, CONTENTS, NEW_FUNCTION_WITH_NAME,
             SET_COMPUTE_FUNCTION, SET_SUPPORT_ICB, SET_COMMAND_TYPES, SET_INHERIT_PIPELINE_STATE, SET_INHERIT_BUFFERS,
             SET_MAX_KERNEL_BUFFER_BIND_COUNT, INDIRECT_COMPUTE_COMMAND, SET_COMPUTE_PIPELINE_STATE, SET_KERNEL_BUFFER,

@@ -35,12 +35,18 @@ final class ObjcMetalCalls implements MetalCalls {
             rt.send(SET_MAX_KERNEL_BUFFER_BIND_COUNT, d, (long) maxBufferBindings);
             MemorySegment icb = rt.sendForObject(NEW_ICB, device, d, (long) maxCommands, 0L);
             if (icb.equals(MemorySegment.NULL)) {
-                throw new MetalException("Metal could not create an indirect command buffer of " + maxCommands + " commands");
+                throw new MetalException(MetalException.Step.ENCODING, "Metal could not create an indirect command buffer of "
+                        + maxCommands + " commands");
             }
             return icb;
         } finally {
             rt.release(d);
         }
+    }
+
+    @Override
+    public void release(MemorySegment object) {
+        rt.release(object);
     }
 
     @Override
@@ -147,7 +153,7 @@ final class ObjcMetalCalls implements MetalCalls {
         rt.send(COMMIT, commandBuffer);
         rt.send(WAIT_UNTIL_COMPLETED, commandBuffer);
         if ((long) rt.send(STATUS, commandBuffer) == STATUS_ERROR) {
-            throw new MetalException("the GPU step failed: "
+            throw new MetalException(MetalException.Step.RUNNING, "the command buffer failed: "
                     + rt.errorMessage(rt.sendForObject(ERROR, commandBuffer), "no message from Metal"));
         }
     }

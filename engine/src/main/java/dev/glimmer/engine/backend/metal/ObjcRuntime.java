@@ -7,17 +7,17 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.SymbolLookup;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
+import static dev.glimmer.engine.backend.metal.MetalException.Step.LOADING;
 import static java.lang.foreign.ValueLayout.ADDRESS;
 
 /**
- * The Objective-C runtime through FFM (KERNELS.md §5): libobjc, Foundation, CoreGraphics and Metal
- * loaded by path, one {@code objc_msgSend} downcall handle per method signature, selectors and
+ * The Objective-C runtime through FFM: libobjc, Foundation, CoreGraphics and Metal loaded by name
+ * through {@code dlopen}, one {@code objc_msgSend} downcall handle per method signature, selectors and
  * classes looked up once. Only {@link #load()} touches the native libraries, so the class can be
  * loaded (and its tables tested) anywhere; calling it off macOS fails with a clear message.
  *
@@ -26,7 +26,12 @@ import static java.lang.foreign.ValueLayout.ADDRESS;
  */
 public final class ObjcRuntime {
 
-    /** The libraries, in load order: CoreGraphics before Metal, or a command-line process gets no device. */
+    /**
+     * The libraries, in load order: CoreGraphics before Metal, or a command-line process gets no device.
+     * Since macOS 11 they exist only in the dyld shared cache, not as files: only {@code dlopen} of
+     * these names finds them, so they are looked up by name, never as a {@link java.nio.file.Path}
+     * (which is resolved on disk first and fails on every current Mac).
+     */
     static final List<String> LIBRARIES = List.of("/usr/lib/libobjc.A.dylib",
             "/System/Library/Frameworks/Foundation.framework/Foundation",
             "/System/Library/Frameworks/CoreGraphics.framework/CoreGraphics",
@@ -34,6 +39,7 @@ public final class ObjcRuntime {
 
     private final Linker linker = Linker.nativeLinker();
     private final SymbolLookup lookup;
+    private final List<String> libraries;
     private final MemorySegment msgSend;
     private final MethodHandle getClass;
     private final MethodHandle registerName;
@@ -45,8 +51,9 @@ public final class ObjcRuntime {
     private final Map<String, MemorySegment> selectors = new ConcurrentHashMap<>();
     private final Map<String, MemorySegment> classes = new ConcurrentHashMap<>();
 
-    private ObjcRuntime(SymbolLookup lookup) {
+    private ObjcRuntime(SymbolLookup lookup, List<String> libraries) {
         this.lookup = lookup;
+        this.libraries = List.copyOf(libraries);
         this.msgSend = symbol("objc_msgSend");
         this.getClass = function("objc_getClass", FunctionDescriptor.of(ADDRESS, ADDRESS));
         this.registerName = function("sel_registerName", FunctionDescriptor.of(ADDRESS, ADDRESS));
@@ -62,22 +69,35 @@ public final class ObjcRuntime {
         }
     }
 
-    /** Loads the libraries (they live in the dyld shared cache; lookup by path still works). */
+    /** Loads the system's {@link #LIBRARIES}. */
     public static ObjcRuntime load() {
         if (!MetalPlatform.isMacArm64()) {
-            throw new MetalException("Metal needs macOS on Apple Silicon; this is " + MetalPlatform.describe());
+            throw new MetalException(LOADING, "Metal needs macOS on Apple Silicon; this is " + MetalPlatform.describe());
         }
+        return load(LIBRARIES);
+    }
+
+    /**
+     * A runtime over {@code libraries}, each opened by its name as {@code dlopen} takes it (a path in
+     * the dyld shared cache, a soname), in order; the symbols come from the first that has them.
+     */
+    static ObjcRuntime load(List<String> libraries) {
         SymbolLookup all = null;
-        for (String library : LIBRARIES) {
-            SymbolLookup one = SymbolLookup.libraryLookup(Path.of(library), Arena.global());
+        for (String library : libraries) {
+            SymbolLookup one;
+            try {
+                one = SymbolLookup.libraryLookup(library, Arena.global());
+            } catch (IllegalArgumentException e) {
+                throw new MetalException(LOADING, e.getMessage());
+            }
             all = all == null ? one : all.or(one);
         }
-        return new ObjcRuntime(all);
+        return new ObjcRuntime(all, libraries);
     }
 
     /** A runtime whose Objective-C and Metal functions come from {@code lookup} (a test's stand-in library). */
     static ObjcRuntime using(SymbolLookup lookup) {
-        return new ObjcRuntime(lookup);
+        return new ObjcRuntime(lookup, List.of("a test's stand-in"));
     }
 
     /** The OS page size (16 KiB on Apple Silicon): no-copy buffers start and end on pages. */
@@ -86,7 +106,7 @@ public final class ObjcRuntime {
     }
 
     private MemorySegment symbol(String name) {
-        return lookup.find(name).orElseThrow(() -> new MetalException("symbol " + name + " not found in " + LIBRARIES));
+        return lookup.find(name).orElseThrow(() -> new MetalException(LOADING, "symbol " + name + " not found in " + libraries));
     }
 
     private MethodHandle function(String name, FunctionDescriptor descriptor) {

@@ -20,8 +20,14 @@ import java.util.Map;
  * encoder declares every buffer resident and executes the whole range. {@link Mode#DIRECT} (virtual
  * devices, where indirect command buffers misbehave) encodes the same dispatches on a serial encoder
  * per token instead, which orders them as the barriers would.
+ *
+ * <p>Before anything is encoded, every dispatch is checked against the limits of its pipeline and
+ * device: a threadgroup larger than the pipeline's {@code maxTotalThreadsPerThreadgroup} or more
+ * threadgroup memory than the device has would make the whole step invalid on the GPU, so it fails
+ * here, naming the kernel. The encoder owns its indirect command buffer and releases it on close,
+ * or at once when encoding fails part-way.
  */
-public final class StepEncoder {
+public final class StepEncoder implements AutoCloseable {
 
     /** Binding offsets of indirect commands are 32-bit. */
     static final long MAX_BINDING_OFFSET = (1L << 32) - 1;
@@ -47,11 +53,13 @@ public final class StepEncoder {
     private final MemorySegment icb;
 
     /**
-     * @param buffers   the Metal buffer of each of the list's {@link CommandList#buffers()}, same order
-     * @param pipelines the pipeline of each kernel the list dispatches
+     * @param buffers              the Metal buffer of each of the list's {@link CommandList#buffers()}, same order
+     * @param pipelines            the pipeline of each kernel the list dispatches
+     * @param maxThreadgroupMemory the device's {@code maxThreadgroupMemoryLength}
+     * @throws MetalException when a dispatch exceeds its pipeline's or the device's limits, or Metal refuses a call
      */
-    public StepEncoder(MetalCalls calls, CommandList list, List<MemorySegment> buffers,
-                       Map<String, MemorySegment> pipelines, Mode mode) {
+    public StepEncoder(MetalCalls calls, CommandList list, List<MemorySegment> buffers, Map<String, Pipeline> pipelines,
+                       long maxThreadgroupMemory, Mode mode) {
         if (buffers.size() != list.buffers().size()) {
             throw new IllegalArgumentException(list.buffers().size() + " buffers in the list, " + buffers.size() + " given");
         }
@@ -62,13 +70,14 @@ public final class StepEncoder {
         this.pipelines = new ArrayList<>();
         LinkedHashSet<MemorySegment> distinct = new LinkedHashSet<>();
         for (Dispatch d : list.dispatches()) {
-            MemorySegment p = pipelines.get(d.kernel());
+            Pipeline p = pipelines.get(d.kernel());
             if (p == null) {
                 throw new IllegalArgumentException("no pipeline for kernel " + d.kernel());
             }
-            this.pipelines.add(p);
-            distinct.add(p);
+            this.pipelines.add(p.state());
+            distinct.add(p.state());
             check(d);
+            checkLimits(d, p, maxThreadgroupMemory);
         }
         this.distinctPipelines = List.copyOf(distinct);
         for (int i = 0; i < list.buffers().size(); i++) {
@@ -100,9 +109,33 @@ public final class StepEncoder {
         }
     }
 
+    private static void checkLimits(Dispatch d, Pipeline p, long maxThreadgroupMemory) {
+        long threads = (long) d.threads().x() * d.threads().y() * d.threads().z();
+        if (threads > p.maxThreads()) {
+            throw new MetalException(MetalException.Step.ENCODING, "kernel " + d.kernel() + " is dispatched with " + threads
+                    + " threads per threadgroup, but its pipeline allows at most " + p.maxThreads() + " on this GPU");
+        }
+        long memory = d.threadgroupMemoryBytes() + p.staticMemory();
+        if (memory > maxThreadgroupMemory) {
+            throw new MetalException(MetalException.Step.ENCODING, "kernel " + d.kernel() + " needs " + memory
+                    + " bytes of threadgroup memory (" + p.staticMemory() + " of them static), but this GPU has "
+                    + maxThreadgroupMemory);
+        }
+    }
+
     private MemorySegment encodeIndirect() {
         int maxBindings = list.dispatches().stream().mapToInt(d -> d.bindings().size()).max().orElse(0);
         MemorySegment buffer = calls.newIndirectCommandBuffer(list.dispatches().size(), Math.max(1, maxBindings));
+        try {
+            encodeCommands(buffer);
+        } catch (RuntimeException e) {
+            calls.release(buffer);
+            throw e;
+        }
+        return buffer;
+    }
+
+    private void encodeCommands(MemorySegment buffer) {
         for (int i = 0; i < list.dispatches().size(); i++) {
             Dispatch d = list.dispatches().get(i);
             MemorySegment command = calls.indirectComputeCommand(buffer, i);
@@ -119,12 +152,19 @@ public final class StepEncoder {
                 calls.setBarrier(command);
             }
         }
-        return buffer;
     }
 
-    /** The indirect command buffer (owned: the caller releases it with the device's objects), NULL in {@link Mode#DIRECT}. */
+    /** The indirect command buffer, NULL in {@link Mode#DIRECT}. */
     public MemorySegment indirectCommandBuffer() {
         return icb;
+    }
+
+    /** Releases the indirect command buffer. */
+    @Override
+    public void close() {
+        if (!icb.equals(MemorySegment.NULL)) {
+            calls.release(icb);
+        }
     }
 
     /**

@@ -16,9 +16,13 @@ import java.util.List;
 
 /**
  * fake_objc.c (a logging stand-in for libobjc and Metal) compiled with clang-19 and loaded, with
- * the runtime over it and its log and bookkeeping.
+ * the runtime over it and its log and bookkeeping. Public for the backend choice's tests, which
+ * open Metal devices over it.
  */
-final class FakeObjcRuntime {
+public final class FakeObjcRuntime {
+
+    /** The stand-in's soname: once loaded, {@code dlopen} finds it by this name, as macOS finds libobjc in its cache. */
+    static final String SONAME = "libglimmerfakeobjc.so";
 
     private static SymbolLookup lookup;
 
@@ -27,6 +31,8 @@ final class FakeObjcRuntime {
     private final MethodHandle poolDepth;
     private final MethodHandle configure;
     private final MethodHandle residencySets;
+    private final MethodHandle fail;
+    private final MethodHandle limit;
 
     private FakeObjcRuntime() {
         Linker linker = Linker.nativeLinker();
@@ -34,7 +40,11 @@ final class FakeObjcRuntime {
         liveOwned = linker.downcallHandle(lookup.find("fake_live_owned").orElseThrow(), FunctionDescriptor.of(ValueLayout.JAVA_LONG));
         poolDepth = linker.downcallHandle(lookup.find("fake_pool_depth").orElseThrow(), FunctionDescriptor.of(ValueLayout.JAVA_LONG));
         configure = linker.downcallHandle(lookup.find("fake_configure").orElseThrow(),
-                FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.JAVA_INT, ValueLayout.ADDRESS));
+                FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.ADDRESS));
+        fail = linker.downcallHandle(lookup.find("fake_fail").orElseThrow(),
+                FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.JAVA_LONG));
+        limit = linker.downcallHandle(lookup.find("fake_limit").orElseThrow(),
+                FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG));
         residencySets = linker.downcallHandle(lookup.find("fake_set_residency_sets").orElseThrow(),
                 FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
     }
@@ -45,17 +55,41 @@ final class FakeObjcRuntime {
         return this;
     }
 
-    /** The fake, reset to a device called {@code name} whose compiler answers {@code compileError} (null: no error). */
-    static synchronized FakeObjcRuntime configure(String name, boolean apple9, String compileError) throws Throwable {
+    /** The {@code nth} (from 1) message {@code selector} (or call of MTLCreateSystemDefaultDevice) answers nil. */
+    public FakeObjcRuntime failing(String selector, long nth) throws Throwable {
+        try (Arena a = Arena.ofConfined()) {
+            fail.invokeExact(a.allocateFrom(selector), nth);
+        }
+        return this;
+    }
+
+    /** The pipeline of {@code kernel} allows {@code maxThreads} per threadgroup and has {@code staticMemory} bytes of its own. */
+    public FakeObjcRuntime limiting(String kernel, long maxThreads, long staticMemory) throws Throwable {
+        try (Arena a = Arena.ofConfined()) {
+            limit.invokeExact(a.allocateFrom(kernel), maxThreads, staticMemory);
+        }
+        return this;
+    }
+
+    /**
+     * The fake, reset to a device called {@code name} of GPU family Apple{@code appleFamily} (7: M1, 8: M2,
+     * 9: M3) whose compiler answers {@code compileError} (null: no error).
+     */
+    public static synchronized FakeObjcRuntime configure(String name, int appleFamily, String compileError) throws Throwable {
         if (lookup == null) {
             lookup = SymbolLookup.libraryLookup(build(), Arena.global());
         }
         FakeObjcRuntime f = new FakeObjcRuntime();
         try (Arena a = Arena.ofConfined()) {
             MemorySegment error = compileError == null ? MemorySegment.NULL : a.allocateFrom(compileError);
-            f.configure.invokeExact(a.allocateFrom(name), apple9 ? 1 : 0, error);
+            f.configure.invokeExact(a.allocateFrom(name), (long) appleFamily, error);
         }
         return f;
+    }
+
+    /** Opens the Metal device over the fake, as {@link MetalDevice#open()} does over the real runtime. */
+    public MetalDevice openDevice() {
+        return MetalDevice.open(runtime(), false);
     }
 
     private static Path build() throws IOException, InterruptedException {
@@ -64,9 +98,9 @@ final class FakeObjcRuntime {
         try (InputStream in = FakeObjcRuntime.class.getResourceAsStream("fake_objc.c")) {
             Files.write(source, in.readAllBytes());
         }
-        Path library = dir.resolve("libfakeobjc.so").toAbsolutePath();
-        Process p = new ProcessBuilder("clang-19", "-shared", "-fPIC", "-O1", "-Wall", "-o", library.toString(),
-                source.toString()).redirectErrorStream(true).start();
+        Path library = dir.resolve(SONAME).toAbsolutePath();
+        Process p = new ProcessBuilder("clang-19", "-shared", "-fPIC", "-O1", "-Wall", "-Wl,-soname," + SONAME, "-o",
+                library.toString(), source.toString()).redirectErrorStream(true).start();
         String out = new String(p.getInputStream().readAllBytes());
         if (p.waitFor() != 0) {
             throw new IllegalStateException("fake_objc.c does not compile:\n" + out);
@@ -85,7 +119,7 @@ final class FakeObjcRuntime {
     }
 
     /** Objects made owned (new…, Create) and not yet released. */
-    long liveOwned() throws Throwable {
+    public long liveOwned() throws Throwable {
         return (long) liveOwned.invokeExact();
     }
 

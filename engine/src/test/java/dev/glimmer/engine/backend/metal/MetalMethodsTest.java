@@ -40,6 +40,7 @@ class MetalMethodsTest {
             "- (NSString *)name",
             "- (BOOL)supportsFamily:(MTLGPUFamily)gpuFamily",
             "- (NSUInteger)maxBufferLength",
+            "- (NSUInteger)maxThreadgroupMemoryLength",
             "- (id<MTLCommandQueue>)newCommandQueue",
             "- (id<MTLBuffer>)newBufferWithLength:(NSUInteger)length options:(MTLResourceOptions)options",
             "- (id<MTLBuffer>)newBufferWithBytesNoCopy:(void *)pointer length:(NSUInteger)length "
@@ -57,6 +58,10 @@ class MetalMethodsTest {
             "- (void)addAllocation:(id<MTLAllocation>)allocation",
             "- (void)requestResidency",
             "- (void)endResidency",
+            // MTLCompileOptions (property setter), MTLComputePipelineState (properties)
+            "- (void)setFastMathEnabled:(BOOL)fastMathEnabled",
+            "- (NSUInteger)maxTotalThreadsPerThreadgroup",
+            "- (NSUInteger)staticThreadgroupMemoryLength",
             // MTLBuffer, MTLLibrary
             "- (void *)contents",
             "- (id<MTLFunction>)newFunctionWithName:(NSString *)functionName",

@@ -13,14 +13,22 @@ import dev.glimmer.kernels.decode.Dispatch;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.DisabledOnOs;
 import org.junit.jupiter.api.condition.OS;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 
+import java.lang.foreign.Arena;
+import java.lang.foreign.SymbolLookup;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -55,13 +63,14 @@ class MetalOverFakeRuntimeTest {
 
     @Test
     void anM1DecodesWithTheIndirectBufferAndReleasesEverythingItOwns() throws Throwable {
-        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", false, null).withResidencySets();
+        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", 7, null).withResidencySets();
         KernelLibrary kernels = KernelLibrary.load();
         CommandList list;
         CommandList prompt;
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
-             MetalDevice device = MetalDevice.open(fake.runtime())) {
+             MetalDevice device = fake.openDevice()) {
             assertEquals("Fake Apple M1", device.name());
+            assertEquals("Fake Apple M1 (Apple7, INDIRECT_WITH_EMPTY_DISPATCHES)", device.describe());
             assertEquals(StepEncoder.Mode.INDIRECT_WITH_EMPTY_DISPATCHES, device.mode());
             try (MetalDecoder decoder = new MetalDecoder(device, model, 8)) {
                 list = decoder.commandList();
@@ -77,10 +86,13 @@ class MetalOverFakeRuntimeTest {
         List<String> log = fake.log();
         assertClean(fake);
 
-        // Compilation: the whole library source, every kernel as an ICB-capable pipeline.
+        // Compilation: the whole library source with fast math off (the kernels rely on -INFINITY), every kernel as an
+        // ICB-capable pipeline whose limits are read.
         int sourceBytes = kernels.metalSource().getBytes(StandardCharsets.UTF_8).length;
-        assertEquals(List.of("newLibraryWithSource:options:error: source " + sourceBytes + " bytes, options (nil), error out given"),
-                starting(log, "newLibraryWithSource"));
+        assertEquals(List.of("setFastMathEnabled: 0 on MTLCompileOptions"), starting(log, "setFastMath"));
+        assertTrue(log.indexOf("setFastMathEnabled: 0 on MTLCompileOptions") < log.indexOf(starting(log, "newLibraryWithSource").getFirst()));
+        assertEquals(List.of("newLibraryWithSource:options:error: source " + sourceBytes
+                + " bytes, options MTLCompileOptions, error out given"), starting(log, "newLibraryWithSource"));
         assertEquals(kernels.kernels().stream().map(k -> "newFunctionWithName: " + k.name()).toList(),
                 starting(log, "newFunctionWithName"));
         assertEquals(kernels.kernels().size(), starting(log, "setSupportIndirectCommandBuffers: 1").size());
@@ -167,16 +179,18 @@ class MetalOverFakeRuntimeTest {
 
     @Test
     void m3AndLaterSkipTheWorkaroundAndVirtualDevicesEncodeDirectly() throws Throwable {
-        FakeObjcRuntime m3 = FakeObjcRuntime.configure("Fake Apple M3", true, null);
-        try (MetalDevice device = MetalDevice.open(m3.runtime())) {
+        FakeObjcRuntime m3 = FakeObjcRuntime.configure("Fake Apple M3", 9, null);
+        try (MetalDevice device = m3.openDevice()) {
             assertEquals(StepEncoder.Mode.INDIRECT, device.mode());
+            assertEquals(9, device.appleFamily());
         }
         assertClean(m3);
 
-        FakeObjcRuntime vm = FakeObjcRuntime.configure("Apple Paravirtual device", true, null);
+        // A virtual device with the kernels' GPU family: direct encoding, so no pipeline asks for indirect command buffers.
+        FakeObjcRuntime vm = FakeObjcRuntime.configure("Apple Paravirtual device", 7, null);
         int n;
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
-             MetalDevice device = MetalDevice.open(vm.runtime())) {
+             MetalDevice device = vm.openDevice()) {
             assertEquals(StepEncoder.Mode.DIRECT, device.mode());
             try (MetalDecoder decoder = new MetalDecoder(device, model, 8)) {
                 n = decoder.commandList().dispatches().size();
@@ -186,6 +200,7 @@ class MetalOverFakeRuntimeTest {
         List<String> log = vm.log();
         assertClean(vm);
         assertEquals(List.of(), starting(log, "newIndirectCommandBuffer"));
+        assertEquals(List.of(), starting(log, "setSupportIndirectCommandBuffers"));
         assertEquals(n, starting(log, "dispatchThreadgroups:threadsPerThreadgroup:").size());
         assertEquals(List.of(), starting(log, "executeCommandsInBuffer"));
         assertEquals(List.of("respondsToSelector: newResidencySetWithDescriptor:error:"), log.stream()
@@ -196,15 +211,140 @@ class MetalOverFakeRuntimeTest {
     void kernelsThatDoNotCompileAreReportedWithTheKernelAndMetalsMessage() throws Throwable {
         // Line 30 of matvec.metal lies in the body of mat_vec; line 1 is above every kernel.
         String inKernel = "matvec.metal:30:5: error: use of undeclared identifier 'oops'";
-        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M2", false, inKernel);
-        MetalException e = assertThrows(MetalException.class, () -> MetalDevice.open(fake.runtime()));
-        assertEquals("the kernels do not compile: kernel mat_vec: " + inKernel, e.getMessage());
+        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M2", 8, inKernel);
+        MetalException e = assertThrows(MetalException.class, fake::openDevice);
+        assertEquals("compiling the kernels: kernel mat_vec: " + inKernel, e.getMessage());
+        assertEquals(Optional.of(MetalException.Step.COMPILING), e.step());
         assertClean(fake);
 
         String outside = "common.metal:1:1: error: unknown type name 'foo'";
-        FakeObjcRuntime helper = FakeObjcRuntime.configure("Fake Apple M2", false, outside);
-        assertEquals("the kernels do not compile: " + outside,
-                assertThrows(MetalException.class, () -> MetalDevice.open(helper.runtime())).getMessage());
+        FakeObjcRuntime helper = FakeObjcRuntime.configure("Fake Apple M2", 8, outside);
+        assertEquals("compiling the kernels: " + outside, assertThrows(MetalException.class, helper::openDevice).getMessage());
         assertClean(helper);
+    }
+
+    /**
+     * {@link ObjcRuntime#load()} opens the libraries by name, as dlopen takes them: on macOS they exist only in
+     * the dyld shared cache, so a lookup that first resolves the name as a file fails on every Mac. Here the
+     * same happens with names dlopen knows but the file system does not: libc's soname, and the stand-in's,
+     * which dlopen finds among the loaded libraries.
+     */
+    @Test
+    void theRuntimeOpensItsLibrariesByNameAsDlopenFindsThem() throws Throwable {
+        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", 7, null);
+        assertThrows(IllegalArgumentException.class, () -> SymbolLookup.libraryLookup(Path.of(FakeObjcRuntime.SONAME),
+                Arena.global()), "the name is no file here, as /usr/lib/libobjc.A.dylib is none on a Mac");
+        ObjcRuntime byName = ObjcRuntime.load(List.of("libc.so.6", FakeObjcRuntime.SONAME));
+        assertEquals(fake.runtime().pageSize(), byName.pageSize());
+        try (MetalDevice device = MetalDevice.open(byName, false)) {
+            assertEquals("Fake Apple M1", device.name());
+        }
+        assertClean(fake);
+        assertEquals(List.of("/usr/lib/libobjc.A.dylib", "/System/Library/Frameworks/Foundation.framework/Foundation",
+                "/System/Library/Frameworks/CoreGraphics.framework/CoreGraphics",
+                "/System/Library/Frameworks/Metal.framework/Metal"), ObjcRuntime.LIBRARIES);
+
+        MetalException missing = assertThrows(MetalException.class,
+                () -> ObjcRuntime.load(List.of("libc.so.6", "libglimmer-no-such-library.so")));
+        assertEquals(Optional.of(MetalException.Step.LOADING), missing.step());
+        assertTrue(missing.getMessage().startsWith("loading libobjc and the Metal framework: ")
+                && missing.getMessage().contains("libglimmer-no-such-library.so"), missing.getMessage());
+        MetalException noObjc = assertThrows(MetalException.class, () -> ObjcRuntime.load(List.of("libc.so.6")));
+        assertEquals("loading libobjc and the Metal framework: symbol objc_msgSend not found in [libc.so.6]",
+                noObjc.getMessage());
+
+        MetalException notAMac = assertThrows(MetalException.class, ObjcRuntime::load);
+        assertEquals("loading libobjc and the Metal framework: Metal needs macOS on Apple Silicon; this is "
+                + MetalPlatform.describe(), notAMac.getMessage());
+    }
+
+    /** The paravirtual GPU of macOS VMs reports Apple5, without the SIMD-group reductions the kernels use. */
+    @Test
+    void devicesBeforeTheApple7FamilyAreRefusedBeforeAnythingIsCompiled() throws Throwable {
+        FakeObjcRuntime vm = FakeObjcRuntime.configure("Apple Paravirtual device", 5, null);
+        MetalException e = assertThrows(MetalException.class, vm::openDevice);
+        assertEquals("opening the Metal device: Apple Paravirtual device is of GPU family Apple5; the kernels need Apple7"
+                + " (M1) or later for their SIMD-group reductions (a macOS virtual machine's paravirtual GPU lacks them:"
+                + " run Glimmer on the Mac itself)", e.getMessage());
+        assertEquals(List.of(), starting(vm.log(), "newLibraryWithSource"));
+        assertClean(vm);
+
+        FakeObjcRuntime none = FakeObjcRuntime.configure("Fake Intel GPU", 0, null);
+        assertTrue(assertThrows(MetalException.class, none::openDevice).getMessage().contains("is of no Apple GPU family"));
+        assertClean(none);
+    }
+
+    /** Metal's API validation (MTL_DEBUG_LAYER=1) aborts on the empty-grid dispatches of the M1/M2 warm-up. */
+    @Test
+    void withApiValidationOnAnM1SkipsTheEmptyDispatchWarmUp() throws Throwable {
+        assertTrue(MetalDevice.apiValidation(Map.of("MTL_DEBUG_LAYER", "1")));
+        assertFalse(MetalDevice.apiValidation(Map.of("MTL_DEBUG_LAYER", "0")));
+        assertFalse(MetalDevice.apiValidation(Map.of()));
+
+        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", 7, null);
+        try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
+             MetalDevice device = MetalDevice.open(fake.runtime(), true)) {
+            assertEquals(StepEncoder.Mode.INDIRECT, device.mode());
+            assertEquals("Fake Apple M1 (Apple7, INDIRECT, API validation on)", device.describe());
+            try (MetalDecoder decoder = new MetalDecoder(device, model, 8)) {
+                decoder.forward(new int[] {5}, 0, 1);
+            }
+        }
+        List<String> log = fake.log();
+        assertClean(fake);
+        assertEquals(List.of(), starting(log, "dispatchThreadgroups:threadsPerThreadgroup: 0x0x0"));
+        assertEquals(1, starting(log, "executeCommandsInBuffer").size());
+    }
+
+    /** A pipeline may allow fewer threads than the dispatch uses (register pressure): caught before the GPU sees it. */
+    @Test
+    void aDispatchBeyondItsPipelinesLimitsFailsTheEncodingNamingTheKernel() throws Throwable {
+        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", 7, null).limiting("mla_attention", 192, 0);
+        try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0")); MetalDevice device = fake.openDevice()) {
+            MetalException e = assertThrows(MetalException.class, () -> new MetalDecoder(device, model, 8));
+            assertEquals("encoding the command lists: kernel mla_attention is dispatched with 256 threads per threadgroup,"
+                    + " but its pipeline allows at most 192 on this GPU", e.getMessage());
+        }
+        assertEquals(List.of(), starting(fake.log(), "newIndirectCommandBuffer"), "nothing encoded");
+        assertClean(fake);
+
+        FakeObjcRuntime statics = FakeObjcRuntime.configure("Fake Apple M1", 7, null).limiting("argmax", 1024, 32_760);
+        try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0")); MetalDevice device = statics.openDevice()) {
+            MetalException e = assertThrows(MetalException.class, () -> new MetalDecoder(device, model, 8));
+            assertTrue(e.getMessage().matches("encoding the command lists: kernel argmax needs \\d+ bytes of threadgroup"
+                    + " memory \\(32760 of them static\\), but this GPU has 32768"), e.getMessage());
+        }
+        assertClean(statics);
+    }
+
+    /**
+     * Metal answering nil at any point on the way from the device to a decoded token: the failure names its
+     * step, and every object made before it is released (the device, the queue, pipelines, buffers, an indirect
+     * command buffer encoded part-way).
+     */
+    @ParameterizedTest
+    @CsvSource({
+            "MTLCreateSystemDefaultDevice, 1, DEVICE",
+            "newCommandQueue, 1, DEVICE",
+            "newLibraryWithSource:options:error:, 1, COMPILING",
+            "newComputePipelineStateWithDescriptor:options:reflection:error:, 3, PIPELINES",
+            "newBufferWithBytesNoCopy:length:options:deallocator:, 1, BUFFERS",
+            "newBufferWithLength:options:, 4, BUFFERS",
+            "newResidencySetWithDescriptor:error:, 1, BUFFERS",
+            "indirectComputeCommandAtIndex:, 5, ENCODING",
+            "newIndirectCommandBufferWithDescriptor:maxCommandCount:options:, 2, ENCODING",
+            "commandBuffer, 1, RUNNING"})
+    void aFailureAnywhereNamesItsStepAndReleasesEverything(String selector, int nth, MetalException.Step step)
+            throws Throwable {
+        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", 7, null).withResidencySets().failing(selector, nth);
+        MetalException e = assertThrows(MetalException.class, () -> {
+            try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0")); MetalDevice device = fake.openDevice();
+                 MetalDecoder decoder = new MetalDecoder(device, model, 8)) {
+                decoder.forward(new int[] {5}, 0, 1);
+            }
+        });
+        assertEquals(Optional.of(step), e.step(), e.getMessage());
+        assertTrue(fake.log().contains("FAILED " + selector + " (call " + nth + ")"), "the failure was injected");
+        assertClean(fake);
     }
 }

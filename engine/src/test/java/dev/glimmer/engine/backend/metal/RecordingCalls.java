@@ -8,7 +8,8 @@ import java.util.List;
 
 /**
  * {@link MetalCalls} that only records: every call with its arguments, in order. Objects it hands
- * out are fake ids from distinct ranges (never dereferenced).
+ * out are fake ids from distinct ranges (never dereferenced). {@link #failAt} makes one call throw,
+ * as the real calls do when Metal answers nil.
  */
 final class RecordingCalls implements MetalCalls {
 
@@ -25,10 +26,27 @@ final class RecordingCalls implements MetalCalls {
     }
 
     final List<Call> calls = new ArrayList<>();
+    private String failing;
+    private int failAt;
+
+    /** The {@code nth} (from 1) call of {@code method} throws a {@link MetalException} after it is recorded. */
+    RecordingCalls failAt(String method, int nth) {
+        failing = method;
+        failAt = nth;
+        return this;
+    }
 
     private MemorySegment record(MemorySegment result, String method, Object... args) {
         calls.add(new Call(method, args));
+        if (method.equals(failing) && calls.stream().filter(c -> c.method().equals(method)).count() == failAt) {
+            throw new MetalException(method + " failed");
+        }
         return result;
+    }
+
+    @Override
+    public void release(MemorySegment object) {
+        record(null, "release", object.address());
     }
 
     @Override

@@ -43,7 +43,10 @@ class StepEncoderTest {
 
     private static CommandList list;
     private static List<MemorySegment> buffers;
-    private static Map<String, MemorySegment> pipelines;
+    /** Apple's threadgroup memory: what a dispatch of the list may use, static memory included. */
+    private static final long MAX_THREADGROUP_MEMORY = 32 * 1024;
+
+    private static Map<String, Pipeline> pipelines;
 
     @BeforeAll
     static void buildTheTinyModelsList() throws IOException {
@@ -57,18 +60,23 @@ class StepEncoderTest {
         pipelines = new HashMap<>();
         List<KernelSignature> kernels = KernelLibrary.load().kernels();
         for (int k = 0; k < kernels.size(); k++) {
-            pipelines.put(kernels.get(k).name(), MemorySegment.ofAddress(PIPELINES + k));
+            pipelines.put(kernels.get(k).name(), new Pipeline(MemorySegment.ofAddress(PIPELINES + k), 1024, 0));
         }
     }
 
+    /** The encoder of the tiny model's list on {@code calls}, within generous limits. */
+    private static StepEncoder encoder(MetalCalls calls, StepEncoder.Mode mode) {
+        return new StepEncoder(calls, list, buffers, pipelines, MAX_THREADGROUP_MEMORY, mode);
+    }
+
     private static long pipeline(Dispatch d) {
-        return pipelines.get(d.kernel()).address();
+        return pipelines.get(d.kernel()).state().address();
     }
 
     @Test
     void theIndirectCommandBufferHoldsEveryDispatchOfTheList() {
         RecordingCalls rec = new RecordingCalls();
-        new StepEncoder(rec, list, buffers, pipelines, StepEncoder.Mode.INDIRECT);
+        encoder(rec, StepEncoder.Mode.INDIRECT);
         int n = list.dispatches().size();
         int maxBindings = list.dispatches().stream().mapToInt(d -> d.bindings().size()).max().orElseThrow();
         assertTrue(maxBindings <= Geometry.MAX_BUFFER_BINDINGS);
@@ -130,7 +138,7 @@ class StepEncoderTest {
     @Test
     void aStepDeclaresEveryBufferResidentAndExecutesTheWholeRange() {
         RecordingCalls rec = new RecordingCalls();
-        StepEncoder encoder = new StepEncoder(rec, list, buffers, pipelines, StepEncoder.Mode.INDIRECT);
+        StepEncoder encoder = encoder(rec, StepEncoder.Mode.INDIRECT);
         rec.calls.clear();
         encoder.run(QUEUE);
 
@@ -165,7 +173,7 @@ class StepEncoderTest {
     @Test
     void m1AndM2DispatchEachPipelineOnceWithAnEmptyGridBeforeTheIndirectBuffer() {
         RecordingCalls rec = new RecordingCalls();
-        StepEncoder encoder = new StepEncoder(rec, list, buffers, pipelines, StepEncoder.Mode.INDIRECT_WITH_EMPTY_DISPATCHES);
+        StepEncoder encoder = encoder(rec, StepEncoder.Mode.INDIRECT_WITH_EMPTY_DISPATCHES);
         rec.calls.clear();
         encoder.run(QUEUE);
 
@@ -186,7 +194,7 @@ class StepEncoderTest {
     @Test
     void virtualDevicesEncodeTheSameListDirectlyEveryStep() {
         RecordingCalls rec = new RecordingCalls();
-        StepEncoder encoder = new StepEncoder(rec, list, buffers, pipelines, StepEncoder.Mode.DIRECT);
+        StepEncoder encoder = encoder(rec, StepEncoder.Mode.DIRECT);
         assertEquals(List.of(), rec.calls, "no indirect command buffer");
         encoder.run(QUEUE);
 
@@ -213,13 +221,13 @@ class StepEncoderTest {
     @Test
     void aPartialStepRunsAPrefixOfTheList() {
         RecordingCalls rec = new RecordingCalls();
-        StepEncoder indirect = new StepEncoder(rec, list, buffers, pipelines, StepEncoder.Mode.INDIRECT);
+        StepEncoder indirect = encoder(rec, StepEncoder.Mode.INDIRECT);
         rec.calls.clear();
         indirect.run(QUEUE, 5);
         assertEquals(new Call("executeCommandsInBuffer", RecordingCalls.ENCODER, RecordingCalls.ICB, 0, 5), rec.calls.get(4));
 
         RecordingCalls direct = new RecordingCalls();
-        new StepEncoder(direct, list, buffers, pipelines, StepEncoder.Mode.DIRECT).run(QUEUE, 5);
+        encoder(direct, StepEncoder.Mode.DIRECT).run(QUEUE, 5);
         List<Call> dispatched = only(direct.calls, "dispatchThreadgroups");
         assertEquals(5, dispatched.size());
         for (int i = 0; i < 5; i++) {
@@ -236,7 +244,8 @@ class StepEncoderTest {
         Dispatch far = new Dispatch("mat_vec", 0, List.of(new Dispatch.Binding(0, 0, 1L << 32)), Size3.of(1), Size3.of(64),
                 new int[0], false, List.of());
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> new StepEncoder(new RecordingCalls(),
-                new CommandList(specs, new byte[0], List.of(far), 0, 0, 1), one, pipelines, StepEncoder.Mode.INDIRECT));
+                new CommandList(specs, new byte[0], List.of(far), 0, 0, 1), one, pipelines, MAX_THREADGROUP_MEMORY,
+                StepEncoder.Mode.INDIRECT));
         assertTrue(e.getMessage().contains("32-bit"), e.getMessage());
 
         List<Dispatch.Binding> many = new ArrayList<>();
@@ -245,8 +254,60 @@ class StepEncoderTest {
         }
         Dispatch wide = new Dispatch("mat_vec", 0, many, Size3.of(1), Size3.of(64), new int[0], false, List.of());
         e = assertThrows(IllegalArgumentException.class, () -> new StepEncoder(new RecordingCalls(),
-                new CommandList(specs, new byte[0], List.of(wide), 0, 0, 1), one, pipelines, StepEncoder.Mode.INDIRECT));
+                new CommandList(specs, new byte[0], List.of(wide), 0, 0, 1), one, pipelines, MAX_THREADGROUP_MEMORY,
+                StepEncoder.Mode.INDIRECT));
         assertTrue(e.getMessage().contains("31"), e.getMessage());
+    }
+
+    @Test
+    void aDispatchBeyondItsPipelinesThreadsOrTheDevicesThreadgroupMemoryIsRefusedBeforeAnythingIsEncoded() {
+        Dispatch widest = list.dispatches().stream()
+                .max(java.util.Comparator.comparingInt(d -> d.threads().x() * d.threads().y() * d.threads().z())).orElseThrow();
+        int threads = widest.threads().x() * widest.threads().y() * widest.threads().z();
+        Map<String, Pipeline> narrow = new HashMap<>(pipelines);
+        narrow.put(widest.kernel(), new Pipeline(pipelines.get(widest.kernel()).state(), threads - 32, 0));
+        RecordingCalls rec = new RecordingCalls();
+        MetalException e = assertThrows(MetalException.class,
+                () -> new StepEncoder(rec, list, buffers, narrow, MAX_THREADGROUP_MEMORY, StepEncoder.Mode.INDIRECT));
+        assertEquals("encoding the command lists: kernel " + widest.kernel() + " is dispatched with " + threads
+                + " threads per threadgroup, but its pipeline allows at most " + (threads - 32) + " on this GPU", e.getMessage());
+        assertEquals(List.of(), rec.calls);
+        // Exactly at the limit is fine.
+        narrow.put(widest.kernel(), new Pipeline(pipelines.get(widest.kernel()).state(), threads, 0));
+        new StepEncoder(new RecordingCalls(), list, buffers, narrow, MAX_THREADGROUP_MEMORY, StepEncoder.Mode.INDIRECT);
+
+        Dispatch most = list.dispatches().stream().max(java.util.Comparator.comparingInt(Dispatch::threadgroupMemoryBytes))
+                .orElseThrow();
+        assertTrue(most.threadgroupMemoryBytes() > 0);
+        long fits = MAX_THREADGROUP_MEMORY - most.threadgroupMemoryBytes();
+        Map<String, Pipeline> heavy = new HashMap<>(pipelines);
+        heavy.put(most.kernel(), new Pipeline(pipelines.get(most.kernel()).state(), 1024, fits));
+        new StepEncoder(new RecordingCalls(), list, buffers, heavy, MAX_THREADGROUP_MEMORY, StepEncoder.Mode.DIRECT);
+        heavy.put(most.kernel(), new Pipeline(pipelines.get(most.kernel()).state(), 1024, fits + 16));
+        e = assertThrows(MetalException.class,
+                () -> new StepEncoder(new RecordingCalls(), list, buffers, heavy, MAX_THREADGROUP_MEMORY, StepEncoder.Mode.DIRECT));
+        assertEquals("encoding the command lists: kernel " + most.kernel() + " needs " + (MAX_THREADGROUP_MEMORY + 16)
+                + " bytes of threadgroup memory (" + (fits + 16) + " of them static), but this GPU has "
+                + MAX_THREADGROUP_MEMORY, e.getMessage());
+    }
+
+    @Test
+    void theEncoderReleasesItsIndirectBufferOnCloseAndWhenEncodingFailsPartWay() {
+        RecordingCalls rec = new RecordingCalls();
+        StepEncoder encoder = encoder(rec, StepEncoder.Mode.INDIRECT);
+        assertEquals(List.of(), only(rec.calls, "release"));
+        encoder.close();
+        assertEquals(List.of(new Call("release", RecordingCalls.ICB)), only(rec.calls, "release"));
+
+        RecordingCalls failing = new RecordingCalls().failAt("setKernelBuffer", 7);
+        assertThrows(MetalException.class,
+                () -> encoder(failing, StepEncoder.Mode.INDIRECT));
+        assertEquals(new Call("release", RecordingCalls.ICB), failing.calls.getLast());
+        assertEquals(1, only(failing.calls, "release").size());
+
+        RecordingCalls direct = new RecordingCalls();
+        encoder(direct, StepEncoder.Mode.DIRECT).close();
+        assertEquals(List.of(), direct.calls, "no indirect command buffer to release");
     }
 
     private static List<Call> only(List<Call> calls, String method) {

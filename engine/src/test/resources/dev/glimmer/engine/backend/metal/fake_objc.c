@@ -4,6 +4,8 @@
  * counts, autorelease pools) so that a test can check that every owned object is released.
  * It computes nothing. The Java side calls it exactly as it calls the real runtime: one non-variadic
  * downcall per method signature (on x86-64 a variadic callee reads those arguments the same way).
+ * A test can make one message fail (answer nil, as Metal does when it cannot make an object) and
+ * give one kernel's pipeline smaller limits, to drive the backend's error paths.
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -18,7 +20,8 @@ typedef struct Obj {
     const char *cls;
     long retain;
     int owned;          /* made by new/alloc/Create: the caller must release it */
-    char *str;          /* NSString */
+    char *str;          /* NSString; the kernel name of an MTLFunction and an MTLComputePipelineState */
+    struct Obj *function; /* MTLComputePipelineDescriptor */
     void *mem;          /* MTLBuffer contents */
     uint64_t len;
 } Obj;
@@ -31,9 +34,13 @@ static Obj *pool[1 << 16];
 static long pool_size;
 static long pool_marks[256];
 static const char *device_name = "Fake Apple M1";
-static int apple9;
+static long apple_family = 7;       /* the newest MTLGPUFamilyApple<n> the device supports */
 static const char *compile_error; /* NULL: the source compiles */
 static int residency_sets;          /* whether the device has residency sets (macOS 15) */
+static const char *fail_selector;   /* the message that answers nil on its fail_nth call (or MTLCreateSystemDefaultDevice) */
+static long fail_nth, fail_seen;
+static const char *limited_kernel;  /* the kernel whose pipeline gets the limits below (others: 1024 threads, 0 static) */
+static uint64_t limited_threads, limited_static;
 
 static void logline(const char *fmt, ...) {
     if (log_len + 512 > log_cap) {
@@ -53,10 +60,31 @@ long fake_live_owned(void) { return live_owned; }
 long fake_pool_depth(void) { return pool_depth; }
 void fake_set_residency_sets(int available) { residency_sets = available; }
 
-void fake_configure(const char *name, int supports_apple9, const char *error) {
+void fake_fail(const char *selector, long nth) {
+    fail_selector = strdup(selector);
+    fail_nth = nth;
+    fail_seen = 0;
+}
+
+void fake_limit(const char *kernel, uint64_t threads, uint64_t static_memory) {
+    limited_kernel = strdup(kernel);
+    limited_threads = threads;
+    limited_static = static_memory;
+}
+
+/* Whether this call of sel is the one that fails. */
+static int failing(const char *sel) {
+    if (!fail_selector || strcmp(sel, fail_selector) || ++fail_seen != fail_nth) return 0;
+    logline("FAILED %s (call %ld)", sel, fail_nth);
+    return 1;
+}
+
+void fake_configure(const char *name, long family, const char *error) {
     residency_sets = 0;
+    fail_selector = NULL;
+    limited_kernel = NULL;
     device_name = strdup(name);
-    apple9 = supports_apple9;
+    apple_family = family;
     compile_error = error ? strdup(error) : NULL;
     log_len = 0;
     if (log_buf) log_buf[0] = 0;
@@ -101,6 +129,7 @@ void objc_autoreleasePoolPop(void *token) {
 
 void *MTLCreateSystemDefaultDevice(void) {
     logline("MTLCreateSystemDefaultDevice");
+    if (failing("MTLCreateSystemDefaultDevice")) return NULL;
     return make("MTLDevice", 1);
 }
 
@@ -114,7 +143,9 @@ void *objc_msgSend(void *self, const char *sel, ...) {
     va_list ap;
     va_start(ap, sel);
     void *result = NULL;
-    if (!strcmp(sel, "new")) {
+    if (failing(sel)) {
+        /* nil, as Metal answers when it cannot make the object */
+    } else if (!strcmp(sel, "new")) {
         result = owned_result(o->cls, "new");
     } else if (!strcmp(sel, "release")) {
         if (!o->owned) logline("BAD release of unowned %s", o->cls);
@@ -147,9 +178,17 @@ void *objc_msgSend(void *self, const char *sel, ...) {
     } else if (!strcmp(sel, "supportsFamily:")) {
         long family = va_arg(ap, long);
         logline("supportsFamily: %ld", family);
-        result = (void *) (intptr_t) (family == 1009 && apple9);
+        result = (void *) (intptr_t) (family > 1000 && family <= 1000 + apple_family);
     } else if (!strcmp(sel, "maxBufferLength")) {
         result = (void *) (intptr_t) (1L << 34);
+    } else if (!strcmp(sel, "maxThreadgroupMemoryLength")) {
+        result = (void *) (intptr_t) 32768;
+    } else if (!strcmp(sel, "maxTotalThreadsPerThreadgroup")) {
+        result = (void *) (intptr_t) (limited_kernel && !strcmp(o->str, limited_kernel) ? limited_threads : 1024);
+    } else if (!strcmp(sel, "staticThreadgroupMemoryLength")) {
+        result = (void *) (intptr_t) (limited_kernel && !strcmp(o->str, limited_kernel) ? limited_static : 0);
+    } else if (!strcmp(sel, "setFastMathEnabled:")) {
+        logline("%s %d on %s", sel, va_arg(ap, int) & 1, o->cls);
     } else if (!strcmp(sel, "newCommandQueue")) {
         result = owned_result("MTLCommandQueue", sel);
     } else if (!strcmp(sel, "newBufferWithLength:options:")) {
@@ -177,8 +216,8 @@ void *objc_msgSend(void *self, const char *sel, ...) {
         Obj *source = va_arg(ap, Obj *);
         void *options = va_arg(ap, void *);
         void **error = va_arg(ap, void **);
-        logline("newLibraryWithSource:options:error: source %zu bytes, options %p, error out %s", strlen(source->str),
-                options, error ? "given" : "missing");
+        logline("newLibraryWithSource:options:error: source %zu bytes, options %s, error out %s", strlen(source->str),
+                options ? ((Obj *) options)->cls : "(nil)", error ? "given" : "missing");
         if (compile_error) {
             Obj *e = nsstring(compile_error);
             e->cls = "NSError";
@@ -190,9 +229,12 @@ void *objc_msgSend(void *self, const char *sel, ...) {
     } else if (!strcmp(sel, "newFunctionWithName:")) {
         Obj *name = va_arg(ap, Obj *);
         logline("newFunctionWithName: %s", name->str);
-        result = make("MTLFunction", 1);
+        Obj *f = make("MTLFunction", 1);
+        f->str = strdup(name->str);
+        result = f;
     } else if (!strcmp(sel, "setComputeFunction:")) {
-        logline("setComputeFunction: %s", va_arg(ap, Obj *)->cls);
+        o->function = va_arg(ap, Obj *);
+        logline("setComputeFunction: %s", o->function->cls);
     } else if (!strcmp(sel, "setSupportIndirectCommandBuffers:") || !strcmp(sel, "setInheritPipelineState:")
                || !strcmp(sel, "setInheritBuffers:")) {
         logline("%s %d", sel, va_arg(ap, int) & 1);
@@ -202,7 +244,9 @@ void *objc_msgSend(void *self, const char *sel, ...) {
         void *reflection = va_arg(ap, void *);
         void **error = va_arg(ap, void **);
         logline("%s %s %llu %p %s", sel, d->cls, (unsigned long long) options, reflection, error ? "error-out" : "none");
-        result = make("MTLComputePipelineState", 1);
+        Obj *p = make("MTLComputePipelineState", 1);
+        p->str = d->function->str;
+        result = p;
     } else if (!strcmp(sel, "setCommandTypes:") || !strcmp(sel, "setMaxKernelBufferBindCount:")) {
         logline("%s %llu", sel, (unsigned long long) va_arg(ap, uint64_t));
     } else if (!strcmp(sel, "newIndirectCommandBufferWithDescriptor:maxCommandCount:options:")) {

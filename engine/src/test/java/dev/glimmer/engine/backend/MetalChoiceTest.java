@@ -1,0 +1,108 @@
+package dev.glimmer.engine.backend;
+
+import dev.glimmer.engine.backend.metal.FakeObjcRuntime;
+import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.engine.model.Oracle;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.condition.DisabledOnOs;
+import org.junit.jupiter.api.condition.OS;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * What the backend choice and {@code selftest --backend metal} say when Metal fails on a Mac, driven
+ * through the real Metal classes over the stand-in runtime (which compiles nothing and computes
+ * nothing): the choice falls back to the CPU with one line naming the failed step, the self-test
+ * prints the step and Metal's whole message. Not on macOS, for the stand-in's reason
+ * ({@code MetalOverFakeRuntimeTest}).
+ */
+@DisabledOnOs(OS.MAC)
+class MetalChoiceTest {
+
+    /** A Metal compiler message: the error, the source line, the caret, the count. */
+    private static final String COMPILE_ERROR = """
+            matvec.metal:30:5: error: use of undeclared identifier 'oops'
+                oops;
+                ^
+            1 error generated.""";
+
+    @Test
+    void kernelsThatDoNotCompileLeaveTheCpuWithTheFirstLineAndTheSelfTestPrintsAll() throws Throwable {
+        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M2", 8, COMPILE_ERROR);
+        try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
+             BackendChoice choice = MetalChoice.choose(model, true, fake::openDevice)) {
+            assertEquals("cpu", choice.name());
+            assertEquals("Metal is not usable: compiling the kernels: kernel mat_vec: matvec.metal:30:5: error: use of"
+                    + " undeclared identifier 'oops' (3 more lines: ./glimmer selftest --backend metal prints them)",
+                    choice.reason());
+        }
+        assertEquals(0, fake.liveOwned());
+
+        SelfTest.Report report = MetalChoice.selfTest(fake::openDevice);
+        assertFalse(report.passed());
+        assertEquals("FAIL compiling the kernels: kernel mat_vec: " + COMPILE_ERROR + "\nmetal self-test FAILED\n",
+                report.text());
+        assertEquals(0, fake.liveOwned());
+    }
+
+    @Test
+    void aVirtualMachinesGpuIsRefusedWithTheReason() throws Throwable {
+        FakeObjcRuntime vm = FakeObjcRuntime.configure("Apple Paravirtual device", 5, null);
+        String reason = "opening the Metal device: Apple Paravirtual device is of GPU family Apple5; the kernels need"
+                + " Apple7 (M1) or later for their SIMD-group reductions (a macOS virtual machine's paravirtual GPU"
+                + " lacks them: run Glimmer on the Mac itself)";
+        try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
+             BackendChoice choice = MetalChoice.choose(model, true, vm::openDevice)) {
+            assertEquals("cpu", choice.name());
+            assertEquals("Metal is not usable: " + reason, choice.reason());
+        }
+        assertEquals("FAIL " + reason + "\nmetal self-test FAILED\n", MetalChoice.selfTest(vm::openDevice).text());
+        assertEquals(0, vm.liveOwned());
+    }
+
+    @Test
+    void aGpuStepThatFailsIsReportedAsTheRunningStep() throws Throwable {
+        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M3", 9, null).failing("commandBuffer", 1);
+        SelfTest.Report report = MetalChoice.selfTest(fake::openDevice);
+        assertEquals("FAIL running a step on the GPU: computeCommandEncoder sent to nil\n"
+                + "metal on Fake Apple M3 (Apple9, INDIRECT) self-test FAILED\n", report.text());
+        assertEquals(0, fake.liveOwned());
+
+        FakeObjcRuntime again = FakeObjcRuntime.configure("Fake Apple M3", 9, null).failing("commandBuffer", 1);
+        try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
+             BackendChoice choice = MetalChoice.choose(model, true, again::openDevice)) {
+            assertEquals("cpu", choice.name());
+            assertEquals("Metal on Fake Apple M3 (Apple9, INDIRECT) failed its self-test: running a step on the GPU:"
+                    + " computeCommandEncoder sent to nil", choice.reason());
+        }
+        assertEquals(0, again.liveOwned());
+    }
+
+    /** The stand-in computes nothing, so its logits are all zero: the self-test must catch that, and the CPU serve. */
+    @Test
+    void wrongLogitsFailTheSelfTestAndTheCpuServesSayingWhichCheckFailed() throws Throwable {
+        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", 7, null);
+        try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
+             BackendChoice choice = MetalChoice.choose(model, true, fake::openDevice)) {
+            assertEquals("cpu", choice.name());
+            assertTrue(choice.reason().startsWith("Metal on Fake Apple M1 (Apple7, INDIRECT_WITH_EMPTY_DISPATCHES) failed its"
+                    + " self-test: FAIL tiny-f32 decode step: max |Δlogit| "), choice.reason());
+            assertFalse(choice.reason().contains("\n"), choice.reason());
+            assertTrue(choice.selfTest().orElseThrow().text().endsWith("metal self-test FAILED\n"));
+        }
+        assertEquals(0, fake.liveOwned());
+
+        FakeObjcRuntime trusted = FakeObjcRuntime.configure("Fake Apple M1", 7, null);
+        try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
+             BackendChoice choice = MetalChoice.choose(model, false, trusted::openDevice)) {
+            assertEquals("metal", choice.name());
+            assertEquals("Metal on Fake Apple M1 (Apple7, INDIRECT_WITH_EMPTY_DISPATCHES), self-test skipped", choice.reason());
+            try (TokenDecoder decoder = choice.open(8)) {
+                assertEquals(model.vocabSize(), decoder.forward(new int[] {5}, 0, 1).length);
+            }
+        }
+        assertEquals(0, trusted.liveOwned());
+    }
+}
