@@ -30,6 +30,11 @@ public final class ApiException extends RuntimeException {
         return new ApiException(400, "invalid_request_error", message, param, null, Optional.empty());
     }
 
+    /** 400 with OpenAI's code {@code context_length_exceeded}, which clients look for to trim a conversation. */
+    public static ApiException contextLengthExceeded(String message, String param) {
+        return new ApiException(400, "invalid_request_error", message, param, "context_length_exceeded", Optional.empty());
+    }
+
     public static ApiException unauthorized(String message) {
         return new ApiException(401, "authentication_error", message, null, "invalid_api_key", Optional.empty());
     }

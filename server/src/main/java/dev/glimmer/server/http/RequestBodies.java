@@ -1,5 +1,6 @@
 package dev.glimmer.server.http;
 
+import com.fasterxml.jackson.core.JsonLocation;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.helidon.webserver.http.ServerRequest;
@@ -22,8 +23,10 @@ public final class RequestBodies {
         try {
             node = Json.MAPPER.readTree(bytes);
         } catch (JsonProcessingException e) {
-            throw ApiException.badRequest("the body is not valid JSON: " + e.getOriginalMessage() + " (line "
-                    + e.getLocation().getLineNr() + ", column " + e.getLocation().getColumnNr() + ")", null);
+            // A refused limit (nesting depth, number length) has no location.
+            JsonLocation at = e.getLocation();
+            throw ApiException.badRequest("the body is not valid JSON: " + e.getOriginalMessage()
+                    + (at == null ? "" : " (line " + at.getLineNr() + ", column " + at.getColumnNr() + ")"), null);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }

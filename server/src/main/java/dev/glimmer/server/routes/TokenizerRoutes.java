@@ -21,7 +21,8 @@ import java.nio.charset.StandardCharsets;
 /**
  * llama-server's helpers: {@code POST /tokenize} ({@code {"content", "parse_special", "with_pieces"}}
  * → {@code {"tokens"}}), {@code POST /detokenize} ({@code {"tokens"}} → {@code {"content"}}) and
- * {@code POST /apply-template} (a chat request → {@code {"prompt"}}, the text the model would see).
+ * {@code POST /apply-template} (a chat request → {@code {"prompt"}}, the text the model would see; without
+ * the closing {@code <|assistant|>} turn when {@code add_generation_prompt} is false).
  */
 public final class TokenizerRoutes implements HttpService {
     private final ModelHost host;
@@ -85,9 +86,10 @@ public final class TokenizerRoutes implements HttpService {
     private void applyTemplate(ServerRequest req, ServerResponse res) {
         ServedModel model = host.require();
         JsonNode body = RequestBodies.jsonObject(req, config.maxBodyBytes());
+        boolean addGenerationPrompt = flag(body, "add_generation_prompt", true);
         String prompt;
         try {
-            prompt = model.chatFormat().template().render(ChatRequestParser.parse(body));
+            prompt = model.chatFormat().template().render(ChatRequestParser.parse(body), addGenerationPrompt);
         } catch (InvalidInputException e) {
             throw ApiException.badRequest(e.getMessage(), "messages");
         }
