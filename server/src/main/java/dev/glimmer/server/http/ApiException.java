@@ -49,6 +49,11 @@ public final class ApiException extends RuntimeException {
                 "request_too_large", Optional.empty());
     }
 
+    /** 408: the request body stopped arriving (the connection's read timeout passed). */
+    public static ApiException requestTimeout(String message) {
+        return new ApiException(408, "invalid_request_error", message, null, "request_timeout", Optional.empty());
+    }
+
     /** 503 with {@code Retry-After}: the model is loading or every slot and queue place is taken. */
     public static ApiException unavailable(String message, int retryAfterSeconds) {
         return new ApiException(503, "unavailable_error", message, null, null, Optional.of(retryAfterSeconds));
