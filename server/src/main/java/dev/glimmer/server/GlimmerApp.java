@@ -55,8 +55,9 @@ public final class GlimmerApp implements AutoCloseable {
             boolean demo = config.model().isEmpty();
             Path path = demo ? DemoModel.ensure(environment, host::progress) : config.model().get();
             if (demo) {
-                LOG.warning("no --model given: serving the DEMO model " + path
-                        + " (tiny, RANDOM weights: its output is gibberish; pass --model F for a real model)");
+                LOG.warning("no --model given: serving the DEMO model " + path + " (tiny, RANDOM weights: its output is"
+                        + " gibberish, " + DemoModel.MAX_TOKENS + " tokens per answer unless asked for more; pass --model F"
+                        + " for a real model)");
             }
             host.progress("loading " + path);
             long start = System.nanoTime();

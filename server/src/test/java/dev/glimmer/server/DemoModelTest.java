@@ -34,7 +34,13 @@ class DemoModelTest {
             given().port(app.port()).get("/v1/models").then().statusCode(200)
                     .body("data[0].id", equalTo("glimmer-demo-tiny-f32-seed42"))
                     .body("data[0].meta.demo", equalTo(true))
-                    .body("data[0].meta.note", containsString("random weights"));
+                    .body("data[0].meta.note", containsString("random weights"))
+                    .body("data[0].meta.note", containsString("stops after 128 tokens"));
+            // Random weights never end an answer: without max_tokens it stops after 128 tokens, not at the context's end.
+            given().port(app.port()).contentType("application/json")
+                    .body("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}")
+                    .post("/v1/chat/completions").then().statusCode(200).body("usage.completion_tokens", equalTo(128))
+                    .body("choices[0].finish_reason", equalTo("length"));
             given().port(app.port()).contentType("application/json")
                     .body("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 5}")
                     .post("/v1/chat/completions").then().statusCode(200).body("usage.completion_tokens", equalTo(5));

@@ -135,6 +135,11 @@ public final class ServedModel implements AutoCloseable {
         return sessions;
     }
 
+    /** The tokens an answer may take when its request sets no limit: the context, or a short answer for the demo model. */
+    public int defaultMaxTokens() {
+        return facts.demo() ? DemoModel.MAX_TOKENS : ctx;
+    }
+
     /** The context served, in tokens. */
     public int ctx() {
         return ctx;

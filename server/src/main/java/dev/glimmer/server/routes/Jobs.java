@@ -37,8 +37,7 @@ final class Jobs {
                         + model.vocabSize() + " tokens)", "logit_bias");
             }
         }
-        // Without max_tokens a generation may fill the context.
-        int maxTokens = options.maxTokens() < 0 ? ctx : options.maxTokens();
+        int maxTokens = options.maxTokens() < 0 ? model.defaultMaxTokens() : options.maxTokens();
         InferenceJob job = new InferenceJob(prompt, options.sampling(), maxTokens, options.stop(), options.logprobs(),
                 options.topLogprobs());
         model.scheduler().submit(job);
