@@ -41,7 +41,7 @@ public final class ModelHost {
     }
 
     public void failed(Throwable cause) {
-        state = new Failed(String.valueOf(cause.getMessage()), cause);
+        state = new Failed(cause.getMessage() != null ? cause.getMessage() : cause.toString(), cause);
     }
 
     /**

@@ -201,6 +201,7 @@ public final class Scheduler {
                 active.add(new ActiveSequence(job, lease, vocabulary, vocabSize));
             } catch (RuntimeException e) {
                 // The handler checks requests before submitting them; this only guards the other jobs.
+                LOG.log(Level.SEVERE, "a request could not start", e);
                 sessions.release(lease.session(), Arrays.copyOf(job.prompt(), lease.reused()));
                 job.emit(new JobEvent.Failed("the request could not start: " + e.getMessage(), false));
                 admitted.decrementAndGet();

@@ -17,6 +17,7 @@ import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 
 import java.nio.charset.StandardCharsets;
+import java.util.Locale;
 
 /**
  * llama-server's helpers: {@code POST /tokenize} ({@code {"content", "parse_special", "with_pieces"}}
@@ -73,8 +74,11 @@ public final class TokenizerRoutes implements HttpService {
         for (int i = 0; i < ids.length; i++) {
             JsonNode t = tokens.get(i);
             if (!t.isIntegralNumber() || !t.canConvertToInt() || t.intValue() < 0 || t.intValue() >= model.vocabSize()) {
+                // The value is quoted only when short: a client may send anything there.
+                String got = t.isValueNode() && t.asText().length() <= 40 ? t.asText()
+                        : t.getNodeType().name().toLowerCase(Locale.ROOT);
                 throw ApiException.badRequest("tokens[" + i + "] must be a token id in 0.." + (model.vocabSize() - 1)
-                        + ", got " + t, "tokens");
+                        + ", got " + got, "tokens");
             }
             ids[i] = t.intValue();
         }
