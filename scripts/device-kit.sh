@@ -34,12 +34,14 @@ command -v mvn >/dev/null || die "Maven (mvn) is needed"
 command -v xz >/dev/null || die "xz is needed"
 
 cd "$ROOT"
-echo "device-kit: building the jars and the test classes (mvn -o package -DskipTests)..." >&2
+echo "device-kit: building the jars and the test classes (mvn package -DskipTests)..." >&2
 rm -rf "$KIT"
 mkdir -p "$KIT/lib" "$KIT/test-lib"
 # package compiles the test classes too; then the engine's test-scope jars (JUnit, Jackson) in one folder.
-mvn -o -B -q -DskipTests package >"$KIT/build.log" 2>&1 || { tail -n 30 "$KIT/build.log"; die "the build failed"; }
-mvn -o -B -q -pl engine -am -DskipTests package dependency:copy-dependencies -DincludeScope=test \
+# Maven runs online: it fetches what this machine's repository lacks (the BOMs, the dependency plugin)
+# and reads the rest from ~/.m2 as before.
+mvn -B -q -DskipTests package >"$KIT/build.log" 2>&1 || { tail -n 30 "$KIT/build.log"; die "the build failed"; }
+mvn -B -q -pl engine -am -DskipTests package dependency:copy-dependencies -DincludeScope=test \
     -DoutputDirectory="$KIT/test-lib" >>"$KIT/build.log" 2>&1 || { tail -n 30 "$KIT/build.log"; die "the build failed"; }
 cp server/target/glimmer-server.jar server/target/lib/*.jar "$KIT/lib/"
 # The test folder keeps only what lib/ lacks (JUnit, its helpers); the project's own jars come from lib/,
@@ -52,8 +54,8 @@ for jar in "$KIT"/test-lib/*.jar; do
     fi
 done
 platform="$(ls "$KIT"/test-lib/junit-platform-engine-*.jar | sed 's/.*junit-platform-engine-\(.*\)\.jar/\1/')"
-mvn -o -B -q dependency:copy -Dartifact="org.junit.platform:junit-platform-launcher:$platform" \
-    -DoutputDirectory="$KIT/test-lib" >>"$KIT/build.log" 2>&1 || die "no junit-platform-launcher $platform in ~/.m2"
+mvn -B -q dependency:copy -Dartifact="org.junit.platform:junit-platform-launcher:$platform" \
+    -DoutputDirectory="$KIT/test-lib" >>"$KIT/build.log" 2>&1 || die "cannot get junit-platform-launcher $platform"
 
 # The engine's test classes and small resources; the oracle models (20 MB) are read from the working tree.
 staging="$(mktemp -d)"

@@ -4,7 +4,7 @@
 import { ApiError, fetchModel, streamChat } from './api.js';
 import { renderMarkdown } from './markdown.js';
 import { ConversationStore, displayTitle } from './store.js';
-import { DEFAULTS, loadSettings, saveSettings } from './settings.js';
+import { DEFAULTS, chosen, loadSettings, saveSettings } from './settings.js';
 
 const $ = id => document.getElementById(id);
 const els = {
@@ -93,6 +93,11 @@ async function loadModel() {
     els.model.title = [model.id, ...facts].join('\n');
     els.modelDot.className = 'model-dot ok';
     els.demoBanner.hidden = !meta.demo;
+    // Random weights never close a thought: on the demo model thinking starts off, unless the user turned it on.
+    if (meta.demo && !chosen('thinking')) {
+      settings.thinking = false;
+      els.thinkingToggle.checked = false;
+    }
     els.serverBanner.hidden = true;
   } catch (e) {
     model = null;

@@ -21,6 +21,15 @@ export function loadSettings() {
   }
 }
 
+/** Whether the user has chosen a value for the setting `name` (it is saved), rather than left the default. */
+export function chosen(name) {
+  try {
+    return name in JSON.parse(localStorage.getItem(KEY) ?? '{}');
+  } catch {
+    return false;
+  }
+}
+
 export function saveSettings(settings) {
   localStorage.setItem(KEY, JSON.stringify(settings));
 }

@@ -1,5 +1,6 @@
 package dev.glimmer.server;
 
+import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.backend.Backends;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.inference.BackendChooser;
@@ -8,7 +9,9 @@ import dev.glimmer.server.inference.ModelHost;
 import dev.glimmer.server.inference.ServedModel;
 import dev.glimmer.server.metrics.ServerMetrics;
 
+import java.io.IOException;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.Map;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -52,8 +55,9 @@ public final class GlimmerApp implements AutoCloseable {
             boolean demo = config.model().isEmpty();
             Path path = demo ? DemoModel.ensure(environment, host::progress) : config.model().get();
             if (demo) {
-                LOG.warning("no --model given: serving the DEMO model " + path
-                        + " (tiny, RANDOM weights: its output is gibberish; pass --model F for a real model)");
+                LOG.warning("no --model given: serving the DEMO model " + path + " (tiny, RANDOM weights: its output is"
+                        + " gibberish, " + DemoModel.MAX_TOKENS + " tokens per answer unless asked for more; pass --model F"
+                        + " for a real model)");
             }
             host.progress("loading " + path);
             long start = System.nanoTime();
@@ -62,9 +66,12 @@ public final class GlimmerApp implements AutoCloseable {
             LOG.info("model " + model.facts().id() + " ready in " + (System.nanoTime() - start) / 1_000_000 + " ms ("
                     + model.facts().params() + " parameters, " + model.facts().quant() + ", context " + model.ctx()
                     + ", backend " + model.facts().backend() + ")");
-        } catch (Exception e) {
-            LOG.log(Level.SEVERE, "the model failed to load: " + e.getMessage());
-            host.failed(e.getMessage());
+        } catch (InvalidInputException | IOException e) {
+            // The file's fault, said once: serve ends with it, a running server's routes answer 503 with it.
+            host.failed(e);
+        } catch (RuntimeException | Error e) {
+            LOG.log(Level.SEVERE, "the model failed to load", e);
+            host.failed(e);
         }
     }
 
@@ -83,20 +90,21 @@ public final class GlimmerApp implements AutoCloseable {
 
     @Override
     public void close() {
+        close(ServedModel.STOP_WAIT);
+    }
+
+    /** {@link #close()} waiting at most {@code stepWait} for a running forward step (tests: a step that never returns). */
+    void close(Duration stepWait) {
         try {
             loader.join();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
-        ServedModel model = host.state() instanceof ModelHost.Ready ready ? ready.model() : null;
-        if (model != null) {
+        if (host.state() instanceof ModelHost.Ready ready) {
             // Running generations end first, so that their streams get a final chunk before the server stops.
-            model.scheduler().close();
+            ready.model().close(stepWait);
         }
         server.close();
-        if (model != null) {
-            model.close();
-        }
         metrics.close();
         LOG.info("stopped");
     }

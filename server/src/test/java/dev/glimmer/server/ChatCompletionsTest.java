@@ -92,7 +92,8 @@ class ChatCompletionsTest {
         assertFalse(body.contains("\"usage\""), "no usage chunk unless asked for");
         // The first and the last frames, byte for byte.
         String head = "data: {\"id\":\"" + first.get("id").asText() + "\",\"object\":\"chat.completion.chunk\",\"created\":"
-                + first.get("created").asLong() + ",\"model\":\"tiny-f32\",\"choices\":[{\"index\":0,\"delta\":";
+                + first.get("created").asLong() + ",\"model\":\"tiny-f32\",\"system_fingerprint\":\""
+                + first.get("system_fingerprint").asText() + "\",\"choices\":[{\"index\":0,\"delta\":";
         assertTrue(body.startsWith(head + "{\"role\":\"assistant\",\"content\":null},\"logprobs\":null,"
                 + "\"finish_reason\":null}]}\n\n"), body);
         assertTrue(body.endsWith(head + "{},\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n"), body);

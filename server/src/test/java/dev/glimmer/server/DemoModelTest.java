@@ -8,8 +8,10 @@ import org.junit.jupiter.api.io.TempDir;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.FileTime;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.stream.Collectors;
 
 import static io.restassured.RestAssured.given;
 import static org.hamcrest.Matchers.containsString;
@@ -34,7 +36,18 @@ class DemoModelTest {
             given().port(app.port()).get("/v1/models").then().statusCode(200)
                     .body("data[0].id", equalTo("glimmer-demo-tiny-f32-seed42"))
                     .body("data[0].meta.demo", equalTo(true))
-                    .body("data[0].meta.note", containsString("random weights"));
+                    .body("data[0].meta.note", containsString("random weights"))
+                    .body("data[0].meta.note", containsString("stops after 128 tokens"));
+            // Random weights rarely end an answer: without max_tokens it stops after 128 tokens, not at the
+            // context's end. (The end-of-generation tokens are banned here, so that it runs into the limit.)
+            List<Integer> ends = given().port(app.port()).contentType("application/json")
+                    .body("{\"content\": \"<|endoftext|><|user|><|observation|>\"}").post("/tokenize").then()
+                    .statusCode(200).extract().jsonPath().getList("tokens", Integer.class);
+            String bans = ends.stream().map(id -> "\"" + id + "\": -100").collect(Collectors.joining(", "));
+            given().port(app.port()).contentType("application/json")
+                    .body("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"logit_bias\": {" + bans + "}}")
+                    .post("/v1/chat/completions").then().statusCode(200).body("usage.completion_tokens", equalTo(128))
+                    .body("choices[0].finish_reason", equalTo("length"));
             given().port(app.port()).contentType("application/json")
                     .body("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 5}")
                     .post("/v1/chat/completions").then().statusCode(200).body("usage.completion_tokens", equalTo(5));

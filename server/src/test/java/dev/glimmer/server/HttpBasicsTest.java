@@ -10,6 +10,8 @@ import org.junit.jupiter.api.Test;
 
 import java.util.Map;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
 import static io.restassured.RestAssured.given;
 import static org.hamcrest.Matchers.containsString;
 import static org.hamcrest.Matchers.equalTo;
@@ -142,5 +144,44 @@ class HttpBasicsTest {
                 .header("Access-Control-Request-Method", "POST")
                 .options("/v1/chat/completions").then().statusCode(204)
                 .header("Access-Control-Allow-Headers", containsString("Authorization"));
+        // Browser SDKs send headers of their own (the OpenAI JS SDK: x-stainless-*): what the page asks for is allowed.
+        String asked = "authorization, content-type, x-stainless-os, x-stainless-retry-count";
+        given().port(keyed.port()).header("Origin", "http://chat.example")
+                .header("Access-Control-Request-Method", "POST").header("Access-Control-Request-Headers", asked)
+                .options("/v1/chat/completions").then().statusCode(204)
+                .header("Access-Control-Allow-Headers", equalTo(asked));
+        given().port(keyed.port()).header("Origin", "http://evil.example")
+                .header("Access-Control-Request-Method", "POST").header("Access-Control-Request-Headers", asked)
+                .options("/v1/chat/completions").then().header("Access-Control-Allow-Headers", nullValue());
+    }
+
+    /** Clients whose base URL lacks /v1 reach the same routes; unknown paths are still 404 naming what was asked. */
+    @Test
+    void openAiRoutesAnswerWithoutV1() {
+        plain().get("/models").then().statusCode(200).body("data[0].id", equalTo("tiny-f32"));
+        plain().get("/models/tiny-f32").then().statusCode(200).body("id", equalTo("tiny-f32"));
+        plain().contentType("application/json").body("{\"prompt\": \"hi\", \"max_tokens\": 1}").post("/completions")
+                .then().statusCode(200).body("object", equalTo("text_completion"));
+        plain().get("/nowhere").then().statusCode(404).body("error.message", containsString("no route GET /nowhere "));
+        plain().get("/v1/nowhere").then().statusCode(404).body("error.message", containsString("no route GET /v1/nowhere "));
+        // Counted once (the filters do not run again for the /v1 route): the scrape before, and the one request.
+        double before = requestsTotal();
+        plain().get("/models").then().statusCode(200);
+        assertEquals(before + 2, requestsTotal());
+    }
+
+    private static double requestsTotal() {
+        return plain().get("/metrics").then().statusCode(200).extract().asString().lines()
+                .filter(l -> l.startsWith("glimmer_http_requests_total{"))
+                .mapToDouble(l -> Double.parseDouble(l.substring(l.lastIndexOf(' ') + 1))).sum();
+    }
+
+    @Test
+    void applyTemplateCanLeaveOutTheGenerationPrompt() {
+        String messages = "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]";
+        plain().contentType("application/json").body("{" + messages + "}").post("/apply-template").then().statusCode(200)
+                .body("prompt", equalTo("[gMASK]<sop><|user|>hi<|assistant|><think>"));
+        plain().contentType("application/json").body("{" + messages + ", \"add_generation_prompt\": false}")
+                .post("/apply-template").then().statusCode(200).body("prompt", equalTo("[gMASK]<sop><|user|>hi"));
     }
 }

@@ -4,6 +4,7 @@ import com.openai.client.OpenAIClient;
 import com.openai.client.okhttp.OpenAIOkHttpClient;
 import com.openai.core.JsonValue;
 import com.openai.core.http.StreamResponse;
+import com.openai.errors.BadRequestException;
 import com.openai.models.FunctionDefinition;
 import com.openai.models.FunctionParameters;
 import com.openai.models.completions.Completion;
@@ -26,6 +27,7 @@ import java.util.Map;
 
 import static io.restassured.RestAssured.given;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** The official OpenAI Java client, pointed at Glimmer, does not notice the difference. */
@@ -46,8 +48,11 @@ class OpenAiClientTest {
         app.close();
     }
 
+    /** What SDK users and agents send: some OpenAI model name, never this server's id. */
+    static final String CLIENT_MODEL = "gpt-4o";
+
     static ChatCompletionCreateParams.Builder hello() {
-        return ChatCompletionCreateParams.builder().model("tiny-f32")
+        return ChatCompletionCreateParams.builder().model(CLIENT_MODEL)
                 .addUserMessage("Hello, world! Tell me a story about a fox.").temperature(0.0).maxCompletionTokens(10);
     }
 
@@ -59,6 +64,50 @@ class OpenAiClientTest {
         assertEquals(10, c.usage().orElseThrow().completionTokens());
         assertEquals(24, c.usage().orElseThrow().promptTokens());
         assertTrue(c.choices().getFirst().message()._additionalProperties().containsKey("reasoning_content"));
+        // Whatever name was sent, the answer names the model that served it.
+        assertEquals("tiny-f32", c.model());
+        assertTrue(c.systemFingerprint().orElseThrow().startsWith("fp_"), c.systemFingerprint().toString());
+    }
+
+    /** Current OpenAI clients send instructions as a developer message: it is the system message. */
+    @Test
+    void developerMessagesAreSystemMessages() {
+        ChatCompletion developer = client.chat().completions().create(ChatCompletionCreateParams.builder()
+                .model(CLIENT_MODEL).addDeveloperMessage("Answer in one word.").addUserMessage("Hi").temperature(0.0)
+                .maxCompletionTokens(6).build());
+        ChatCompletion system = client.chat().completions().create(ChatCompletionCreateParams.builder()
+                .model(CLIENT_MODEL).addSystemMessage("Answer in one word.").addUserMessage("Hi").temperature(0.0)
+                .maxCompletionTokens(6).build());
+        assertEquals(system.usage().orElseThrow().promptTokens(), developer.usage().orElseThrow().promptTokens());
+        assertEquals(system.choices().getFirst().message()._additionalProperties().get("reasoning_content"),
+                developer.choices().getFirst().message()._additionalProperties().get("reasoning_content"));
+    }
+
+    /** A base URL without /v1 (a common client setting): the same routes answer at /chat/completions and /models. */
+    @Test
+    void baseUrlWithoutV1() {
+        OpenAIClient bare = OpenAIOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port()).apiKey("sesame")
+                .maxRetries(0).build();
+        try {
+            ChatCompletion c = bare.chat().completions().create(hello().build());
+            assertEquals(client.chat().completions().create(hello().build()).choices().getFirst().message()
+                    ._additionalProperties().get("reasoning_content"),
+                    c.choices().getFirst().message()._additionalProperties().get("reasoning_content"));
+            assertEquals("tiny-f32", bare.models().list().data().getFirst().id());
+            assertEquals(6, bare.completions().create(CompletionCreateParams.builder().model(CLIENT_MODEL)
+                    .prompt("Once upon a time").maxTokens(6).build()).usage().orElseThrow().completionTokens());
+        } finally {
+            bare.close();
+        }
+    }
+
+    /** OpenAI clients look for this code to trim a conversation that outgrew the context. */
+    @Test
+    void promptsOverTheContextSayContextLengthExceeded() {
+        BadRequestException e = assertThrows(BadRequestException.class, () -> client.chat().completions().create(
+                hello().messages(List.of()).addUserMessage("fox ".repeat(1100)).build()));
+        assertEquals("context_length_exceeded", e.code().orElseThrow());
+        assertEquals("messages", e.param().orElseThrow());
     }
 
     @Test
@@ -105,7 +154,7 @@ class OpenAiClientTest {
         String longMessage = "Please tell me what the weather is like today, and then tell me once more, in a long"
                 + " and polite answer with many words, as long as possible, with details about the clouds, the rain,"
                 + " the sun, the temperature, the humidity, the wind and what people should wear when they go out.";
-        ChatCompletionCreateParams params = ChatCompletionCreateParams.builder().model("tiny-f32")
+        ChatCompletionCreateParams params = ChatCompletionCreateParams.builder().model(CLIENT_MODEL)
                 .addUserMessage(longMessage).temperature(0.0).maxCompletionTokens(20)
                 .addFunctionTool(FunctionDefinition.builder().name("z").description("the weather")
                         .parameters(FunctionParameters.builder().putAdditionalProperty("type", JsonValue.from("object"))
@@ -140,13 +189,48 @@ class OpenAiClientTest {
 
     @Test
     void completions() {
-        Completion c = client.completions().create(CompletionCreateParams.builder().model("tiny-f32")
+        Completion c = client.completions().create(CompletionCreateParams.builder().model(CLIENT_MODEL)
                 .prompt("Once upon a time").maxTokens(6).temperature(0.0).build());
         assertEquals(6, c.usage().orElseThrow().completionTokens());
         JsonPath raw = given().port(app.port()).header("Authorization", "Bearer sesame").contentType("application/json")
                 .body("{\"prompt\": \"Once upon a time\", \"max_tokens\": 6, \"temperature\": 0}").post("/v1/completions")
                 .then().statusCode(200).extract().jsonPath();
         assertEquals(raw.getString("choices[0].text"), c.choices().getFirst().text());
+    }
+
+    /** A list of prompts: one choice each, in order, each the text that prompt alone gets. */
+    @Test
+    void completionsOfSeveralPrompts() {
+        List<String> prompts = List.of("Once upon a time", "The fox", "Hello, world!");
+        Completion batch = client.completions().create(CompletionCreateParams.builder().model(CLIENT_MODEL)
+                .prompt(CompletionCreateParams.Prompt.ofArrayOfStrings(prompts)).maxTokens(5).temperature(0.0).build());
+        assertEquals(prompts.size(), batch.choices().size());
+        long promptTokens = 0;
+        for (int i = 0; i < prompts.size(); i++) {
+            Completion one = client.completions().create(CompletionCreateParams.builder().model(CLIENT_MODEL)
+                    .prompt(prompts.get(i)).maxTokens(5).temperature(0.0).build());
+            assertEquals(i, batch.choices().get(i).index());
+            assertEquals(one.choices().getFirst().text(), batch.choices().get(i).text());
+            promptTokens += one.usage().orElseThrow().promptTokens();
+        }
+        assertEquals(promptTokens, batch.usage().orElseThrow().promptTokens());
+        assertEquals(3 * 5, batch.usage().orElseThrow().completionTokens());
+        // Streamed: each chunk names its prompt's choice; every choice gets its finish_reason.
+        StringBuilder[] texts = {new StringBuilder(), new StringBuilder(), new StringBuilder()};
+        List<String> finishes = new ArrayList<>();
+        try (StreamResponse<Completion> stream = client.completions().createStreaming(CompletionCreateParams.builder()
+                .model(CLIENT_MODEL).prompt(CompletionCreateParams.Prompt.ofArrayOfStrings(prompts)).maxTokens(5)
+                .temperature(0.0).build())) {
+            stream.stream().forEach(chunk -> chunk.choices().forEach(choice -> {
+                texts[(int) choice.index()].append(choice.text());
+                // Null until a choice's last chunk (the SDK's getter insists on a value).
+                choice._finishReason().asKnown().ifPresent(f -> finishes.add(choice.index() + ":" + f));
+            }));
+        }
+        for (int i = 0; i < prompts.size(); i++) {
+            assertEquals(batch.choices().get(i).text(), texts[i].toString());
+        }
+        assertEquals(List.of("0:length", "1:length", "2:length"), finishes);
     }
 
     @Test

@@ -47,6 +47,16 @@ class RequestErrorsTest {
         badRequest(chat("[1,2]"), null, "the body must be a JSON object, got array");
     }
 
+    /** Jackson refuses nesting past 1,000 levels; that refusal is the client's mistake, not a 500. */
+    @Test
+    void deeplyNestedBodiesAre400() {
+        String deep = "[".repeat(5000) + "]".repeat(5000);
+        badRequest(chat("{\"messages\": " + deep + "}"), null, "nesting depth");
+        badRequest(post("/v1/completions", "{\"prompt\": " + deep + "}"), null, "nesting depth");
+        badRequest(post("/tokenize", "{\"content\": " + "{\"a\": ".repeat(5000) + "1" + "}".repeat(5000) + "}"), null,
+                "nesting depth");
+    }
+
     @Test
     void messagesMustBeANonEmptyArrayOfKnownRoles() {
         badRequest(chat("{}"), "messages", "messages");
@@ -91,10 +101,13 @@ class RequestErrorsTest {
     void promptsLongerThanTheContextSayBothNumbers() {
         String longText = "word ".repeat(400);
         chat("{\"messages\": [{\"role\": \"user\", \"content\": \"" + longText + "\"}]}").statusCode(400)
+                .body("error.code", equalTo("context_length_exceeded"))
+                .body("error.param", equalTo("messages"))
                 .body("error.message", containsString("but the context holds 256"))
                 .body("error.message", containsString("the prompt has "));
         post("/v1/completions", "{\"prompt\": \"" + longText + "\"}").statusCode(400)
-                .body("error.message", containsString("but the context holds 256"));
+                .body("error.message", containsString("but the context holds 256"))
+                .body("error.code", equalTo("context_length_exceeded"));
     }
 
     @Test
@@ -104,11 +117,17 @@ class RequestErrorsTest {
                 .body("error.message", containsString("65536 bytes"));
     }
 
+    /** One model is served: any name a client sends means it (as llama-server and LM Studio do); responses name the real id. */
     @Test
-    void unknownModelIs404() {
-        chat("{\"model\": \"gpt-4o\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}").statusCode(404)
-                .body("error.code", equalTo("model_not_found"));
-        post("/v1/completions", "{\"model\": \"gpt-4o\", \"prompt\": \"hi\"}").statusCode(404);
+    void anyModelNameIsTheServedModel() {
+        chat("{\"model\": \"gpt-4o\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 2}")
+                .statusCode(200).body("model", equalTo("tiny-f32"));
+        post("/v1/completions", "{\"model\": \"gpt-4o\", \"prompt\": \"hi\", \"max_tokens\": 2}").statusCode(200)
+                .body("model", equalTo("tiny-f32"));
+        badRequest(chat("{\"model\": 4, \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}"), "model",
+                "model must be a string");
+        // The catalogue lists what is served.
+        given().port(app.port()).get("/v1/models/gpt-4o").then().statusCode(404).body("error.code", equalTo("model_not_found"));
     }
 
     @Test
@@ -116,6 +135,10 @@ class RequestErrorsTest {
         badRequest(post("/v1/completions", "{}"), "prompt", "prompt is required");
         badRequest(post("/v1/completions", "{\"prompt\": 5}"), "prompt", "prompt must be a string or an array of token ids");
         badRequest(post("/v1/completions", "{\"prompt\": [1, -2]}"), "prompt", "prompt[1] must be a token id");
+        badRequest(post("/v1/completions", "{\"prompt\": [\"a\", 5]}"), "prompt", "prompt[1] must be a string or an array");
+        badRequest(post("/v1/completions", "{\"prompt\": [[1], [2, -3]]}"), "prompt", "prompt[1][1] must be a token id");
+        badRequest(post("/v1/completions", "{\"prompt\": [\"a\", \"\"]}"), "prompt", "prompt[1] must not be empty");
+        badRequest(post("/v1/completions", "{\"prompt\": [" + "\"a\", ".repeat(16) + "\"a\"]}"), "prompt", "at most 16");
         badRequest(post("/v1/completions", "{\"prompt\": [1, 99999]}"), "prompt", "beyond the vocabulary");
         badRequest(post("/v1/completions", "{\"prompt\": \"\"}"), "prompt", "prompt must not be empty");
         badRequest(post("/v1/completions", "{\"prompt\": \"hi\", \"logprobs\": 9}"), "logprobs", "between 0 and 5");

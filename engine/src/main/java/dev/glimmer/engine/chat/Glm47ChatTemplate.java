@@ -35,6 +35,14 @@ public final class Glm47ChatTemplate {
 
     /** The prompt for {@code request}, ending with the generation prompt {@code <|assistant|><think>} (or {@code </think>}). */
     public String render(ChatRequest request) {
+        return render(request, true);
+    }
+
+    /**
+     * The prompt for {@code request}; without the generation prompt when {@code addGenerationPrompt} is
+     * false (the template's {@code add_generation_prompt}: the conversation alone, e.g. to count its tokens).
+     */
+    public String render(ChatRequest request, boolean addGenerationPrompt) {
         StringBuilder out = new StringBuilder("[gMASK]<sop>");
         if (!request.tools().isEmpty()) {
             out.append(TOOLS_HEADER);
@@ -69,7 +77,10 @@ public final class Glm47ChatTemplate {
                 }
             }
         }
-        out.append("<|assistant|>").append(request.enableThinking() ? THINK : END_THINK);
+        if (addGenerationPrompt) {
+            // {%- if add_generation_prompt -%}
+            out.append("<|assistant|>").append(request.enableThinking() ? THINK : END_THINK);
+        }
         return out.toString();
     }
 

@@ -13,9 +13,18 @@ public enum Role {
         return name().toLowerCase(java.util.Locale.ROOT);
     }
 
+    /**
+     * The role an OpenAI request names. {@code developer} is what current OpenAI clients send for
+     * instructions (the newer name of {@code system}); the template knows it as {@code system}.
+     */
     static Optional<Role> fromWireName(String name) {
+        if (name.equals(DEVELOPER)) {
+            return Optional.of(SYSTEM);
+        }
         return Arrays.stream(values()).filter(r -> r.wireName().equals(name)).findFirst();
     }
+
+    private static final String DEVELOPER = "developer";
 
     /** {@code "system, user, assistant, tool"}, for error messages. */
     static String wireNames() {

@@ -36,6 +36,26 @@ class ChatRequestParserTest {
     }
 
     @Test
+    void developerMessagesAreSystemMessages() {
+        ChatRequest developer = ChatRequestParser.parse("""
+                {"messages": [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "hi"}]}""");
+        ChatRequest system = ChatRequestParser.parse("""
+                {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]}""");
+        assertEquals(Role.SYSTEM, developer.messages().get(0).role());
+        Glm47ChatTemplate template = new Glm47ChatTemplate();
+        assertEquals("[gMASK]<sop><|system|>Be brief.<|user|>hi<|assistant|><think>", template.render(developer));
+        assertEquals(template.render(system), template.render(developer));
+    }
+
+    @Test
+    void theGenerationPromptCanBeLeftOut() {
+        ChatRequest r = ChatRequestParser.parse("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+        Glm47ChatTemplate template = new Glm47ChatTemplate();
+        assertEquals("[gMASK]<sop><|user|>hi<|assistant|><think>", template.render(r, true));
+        assertEquals("[gMASK]<sop><|user|>hi", template.render(r, false));
+    }
+
+    @Test
     void errorsNameTheMessageAndTheField() {
         assertEquals("messages[2].role: unknown role 'bot' (system, user, assistant, tool)", error("""
                 {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},

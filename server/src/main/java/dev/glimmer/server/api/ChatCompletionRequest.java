@@ -8,21 +8,20 @@ import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.http.ApiException;
 
 import java.util.List;
-import java.util.Optional;
 
 /**
  * A {@code POST /v1/chat/completions} body after checking: the conversation as the chat layer
  * parsed it (messages, tools, thinking switch) and the generation options.
  *
- * @param model   the model id the client named, if any
  * @param chat    the conversation, ready to render
  * @param options sampling, limits and streaming
  */
-public record ChatCompletionRequest(Optional<String> model, ChatRequest chat, GenerationOptions options) {
+public record ChatCompletionRequest(ChatRequest chat, GenerationOptions options) {
 
     public static ChatCompletionRequest parse(JsonNode body, ServerConfig.SamplingDefaults defaults) {
         Fields f = new Fields(body);
-        Optional<String> model = f.string("model");
+        // Any model name is this server's one model (clients must send one and rarely know its id).
+        f.string("model");
         GenerationOptions options = GenerationOptionsParser.parse(f, defaults, true);
         // The chat layer reads "none" as thinking off; GLM-4.7-Flash has one depth, so the others mean on.
         f.string("reasoning_effort").ifPresent(effort -> {
@@ -37,7 +36,7 @@ public record ChatCompletionRequest(Optional<String> model, ChatRequest chat, Ge
         } catch (InvalidInputException e) {
             throw ApiException.badRequest(e.getMessage(), paramOf(e.getMessage()));
         }
-        return new ChatCompletionRequest(model, applyToolChoice(f, chat), options);
+        return new ChatCompletionRequest(applyToolChoice(f, chat), options);
     }
 
     /**

@@ -48,7 +48,7 @@ final class Fields {
             throw wrongType(name, "an integer", v);
         }
         if (!v.canConvertToLong() && v.isIntegralNumber()) {
-            throw ApiException.badRequest(name + " is out of range: " + v.asText(), name);
+            throw ApiException.badRequest(name + " is out of range: " + describe(v), name);
         }
         return OptionalLong.of(v.isIntegralNumber() ? v.longValue() : (long) v.doubleValue());
     }
@@ -97,6 +97,15 @@ final class Fields {
 
     static ApiException wrongType(String name, String expected, JsonNode got) {
         return ApiException.badRequest(name + " must be " + expected + ", got " + typeName(got), name);
+    }
+
+    /** A number's text (cut to 40 characters: a client may send thousands of digits), else its type name. */
+    static String describe(JsonNode node) {
+        if (!node.isNumber()) {
+            return typeName(node);
+        }
+        String text = node.asText();
+        return text.length() <= 40 ? text : text.substring(0, 40) + "...";
     }
 
     static String typeName(JsonNode node) {

@@ -7,6 +7,7 @@ import dev.glimmer.server.config.ServerConfigLoader;
 import dev.glimmer.server.inference.ModelHost;
 import io.helidon.logging.common.LogConfig;
 
+import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
@@ -84,6 +85,9 @@ final class ServeCommand implements Command {
         LogConfig.configureRuntime();
         ServerConfig config = ServerConfigLoader.load(args.optional("--config").map(Path::of), System.getenv(), flags);
         config.model().ifPresent(path -> {
+            if (Files.isDirectory(path)) {
+                throw new UsageException(path + " is a directory; --model takes a GGUF file");
+            }
             if (!Files.isRegularFile(path)) {
                 throw new UsageException("no such model file: " + path);
             }
@@ -94,7 +98,11 @@ final class ServeCommand implements Command {
         app.awaitLoaded();
         if (app.host().state() instanceof ModelHost.Failed failed) {
             app.close();
-            throw new InvalidInputException("cannot serve the model: " + failed.reason());
+            if (failed.cause() instanceof InvalidInputException || failed.cause() instanceof IOException) {
+                throw new InvalidInputException("cannot serve the model: " + failed.reason());
+            }
+            // A bug: the log has its stack trace; exit 1.
+            throw new IllegalStateException("cannot serve the model: " + failed.cause(), failed.cause());
         }
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             io.err().println("glimmer serve: stopping (running streams get their final chunk)");

@@ -6,8 +6,6 @@ import java.util.Optional;
  * A request that cannot be served, answered with an OpenAI error object
  * {@code {"error":{"message","type","param","code"}}} and the given HTTP status. Handlers throw it;
  * the routing's error handler writes it ({@link ErrorResponses}).
- *
- * @see <a href="../../../../../../../../shared/docs/SERVER.md">SERVER.md: Errors</a>
  */
 public final class ApiException extends RuntimeException {
     private final int status;
@@ -30,6 +28,11 @@ public final class ApiException extends RuntimeException {
         return new ApiException(400, "invalid_request_error", message, param, null, Optional.empty());
     }
 
+    /** 400 with OpenAI's code {@code context_length_exceeded}, which clients look for to trim a conversation. */
+    public static ApiException contextLengthExceeded(String message, String param) {
+        return new ApiException(400, "invalid_request_error", message, param, "context_length_exceeded", Optional.empty());
+    }
+
     public static ApiException unauthorized(String message) {
         return new ApiException(401, "authentication_error", message, null, "invalid_api_key", Optional.empty());
     }
@@ -42,6 +45,11 @@ public final class ApiException extends RuntimeException {
         return new ApiException(413, "invalid_request_error",
                 "the request body is larger than the server accepts (" + limit + " bytes; see --max-body)", null,
                 "request_too_large", Optional.empty());
+    }
+
+    /** 408: the request body stopped arriving (the connection's read timeout passed). */
+    public static ApiException requestTimeout(String message) {
+        return new ApiException(408, "invalid_request_error", message, null, "request_timeout", Optional.empty());
     }
 
     /** 503 with {@code Retry-After}: the model is loading or every slot and queue place is taken. */

@@ -12,7 +12,7 @@ import java.util.List;
 /**
  * CORS for the configured origins only ({@code *} allows any): adds
  * {@code Access-Control-Allow-Origin} to responses for an allowed {@code Origin} and answers
- * preflight {@code OPTIONS} requests itself. Installed only when origins are configured; otherwise
+ * preflight {@code OPTIONS} requests itself, allowing the headers the preflight asks for. Installed only when origins are configured; otherwise
  * browsers on other origins get no CORS headers and cannot read responses.
  */
 public final class CorsFilter implements Filter {
@@ -34,7 +34,10 @@ public final class CorsFilter implements Filter {
                 && req.headers().contains(HeaderNames.ACCESS_CONTROL_REQUEST_METHOD);
         if (preflight && allowed) {
             res.header(HeaderNames.ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, OPTIONS");
-            res.header(HeaderNames.ACCESS_CONTROL_ALLOW_HEADERS, "Authorization, Content-Type");
+            // Whatever headers the page asks for (the OpenAI JS SDK sends its own x-stainless-* ones): the
+            // origin is trusted, and the API key is checked on the request itself.
+            res.header(HeaderNames.ACCESS_CONTROL_ALLOW_HEADERS,
+                    req.headers().first(HeaderNames.ACCESS_CONTROL_REQUEST_HEADERS).orElse("Authorization, Content-Type"));
             res.header(HeaderNames.ACCESS_CONTROL_MAX_AGE, "600");
             res.status(Status.NO_CONTENT_204).send();
             return;

@@ -1,5 +1,6 @@
 package dev.glimmer.server.http;
 
+import com.fasterxml.jackson.core.JsonLocation;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.helidon.webserver.http.ServerRequest;
@@ -8,6 +9,7 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
+import java.net.SocketTimeoutException;
 
 /** Reads a request body as a JSON object within the size limit. */
 public final class RequestBodies {
@@ -22,8 +24,10 @@ public final class RequestBodies {
         try {
             node = Json.MAPPER.readTree(bytes);
         } catch (JsonProcessingException e) {
-            throw ApiException.badRequest("the body is not valid JSON: " + e.getOriginalMessage() + " (line "
-                    + e.getLocation().getLineNr() + ", column " + e.getLocation().getColumnNr() + ")", null);
+            // A refused limit (nesting depth, number length) has no location.
+            JsonLocation at = e.getLocation();
+            throw ApiException.badRequest("the body is not valid JSON: " + e.getOriginalMessage()
+                    + (at == null ? "" : " (line " + at.getLineNr() + ", column " + at.getColumnNr() + ")"), null);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
@@ -41,17 +45,20 @@ public final class RequestBodies {
     private static final long DRAIN_LIMIT = 64L << 20;
 
     static byte[] read(ServerRequest req, long limit) {
-        long declared = req.headers().contentLength().orElse(-1);
+        long declared = req.headers().contentLength().orElse(0);
+        if (declared < 0) {
+            throw ApiException.badRequest("Content-Length must not be negative, got " + declared, null);
+        }
         if (declared > DRAIN_LIMIT) {
             throw ApiException.payloadTooLarge(limit);
         }
         if (!req.content().hasEntity()) {
             return new byte[0];
         }
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        long total = 0;
         try (InputStream in = req.content().inputStream()) {
-            ByteArrayOutputStream out = new ByteArrayOutputStream();
             byte[] buffer = new byte[8192];
-            long total = 0;
             int n;
             while ((n = in.read(buffer)) > 0) {
                 total += n;
@@ -61,13 +68,18 @@ public final class RequestBodies {
                     break;
                 }
             }
-            if (total > limit) {
-                throw ApiException.payloadTooLarge(limit);
+        } catch (IOException | RuntimeException e) {
+            // The body ended before its length, its chunks were malformed, or it stopped arriving.
+            if (e instanceof SocketTimeoutException || e.getCause() instanceof SocketTimeoutException) {
+                throw ApiException.requestTimeout("the request body stopped arriving: nothing came for a while");
             }
-            return out.toByteArray();
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
+            throw ApiException.badRequest("the request body could not be read: " + (e.getMessage() == null
+                    ? "it ended before its declared length" : e.getMessage()), null);
         }
+        if (total > limit) {
+            throw ApiException.payloadTooLarge(limit);
+        }
+        return out.toByteArray();
     }
 
     private RequestBodies() {

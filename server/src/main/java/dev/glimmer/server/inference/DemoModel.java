@@ -21,6 +21,11 @@ public final class DemoModel {
     static final long SEED = 42;
     static final SynthWeightType WEIGHTS = SynthWeightType.F32;
     static final String FILE_NAME = "glimmer-demo-tiny-f32-seed42.gguf";
+    /**
+     * The most tokens a demo answer gets when its request sets no limit: random weights never end an
+     * answer (nor close a thought), so a first look would otherwise wait for the whole context.
+     */
+    public static final int MAX_TOKENS = 128;
 
     private DemoModel() {
     }

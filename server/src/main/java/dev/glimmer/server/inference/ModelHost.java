@@ -1,7 +1,5 @@
 package dev.glimmer.server.inference;
 
-import dev.glimmer.server.http.ApiException;
-
 /**
  * The served model's life cycle, seen by the HTTP side: loading (routes answer 503, {@code /health}
  * too), ready, or failed to load. The server starts listening before the model is loaded so that
@@ -19,7 +17,11 @@ public final class ModelHost {
     public record Ready(ServedModel model) implements State {
     }
 
-    public record Failed(String reason) implements State {
+    /**
+     * @param reason what went wrong, in one line for clients and the CLI
+     * @param cause  the failure itself
+     */
+    public record Failed(String reason, Throwable cause) implements State {
     }
 
     private volatile State state = new Loading("starting");
@@ -38,16 +40,27 @@ public final class ModelHost {
         state = new Ready(model);
     }
 
-    public void failed(String reason) {
-        state = new Failed(reason);
+    public void failed(Throwable cause) {
+        state = new Failed(cause.getMessage() != null ? cause.getMessage() : cause.toString(), cause);
     }
 
-    /** The model, or a 503 saying why there is none. */
+    /**
+     * The model, ready to generate.
+     *
+     * @throws UnavailableException while it loads, when it failed to load, or when its generation stopped
+     *                              after an internal error
+     */
     public ServedModel require() {
         return switch (state) {
-            case Ready r -> r.model();
-            case Loading l -> throw ApiException.unavailable("the model is loading (" + l.progress() + "); try again shortly", 5);
-            case Failed f -> throw ApiException.unavailable("the model failed to load: " + f.reason(), 60);
+            case Ready r -> {
+                r.model().scheduler().failure().ifPresent(e -> {
+                    throw new UnavailableException("generation stopped after an internal error (" + e
+                            + "); the server must be restarted", 60);
+                });
+                yield r.model();
+            }
+            case Loading l -> throw new UnavailableException("the model is loading (" + l.progress() + "); try again shortly", 5);
+            case Failed f -> throw new UnavailableException("the model failed to load: " + f.reason(), 60);
         };
     }
 }

@@ -2,7 +2,6 @@ package dev.glimmer.server.inference;
 
 import dev.glimmer.engine.generate.FinishReason;
 import dev.glimmer.engine.generate.Vocabulary;
-import dev.glimmer.server.http.ApiException;
 import dev.glimmer.server.metrics.ServerMetrics;
 
 import java.time.Duration;
@@ -11,6 +10,7 @@ import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Locale;
+import java.util.Optional;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -29,8 +29,12 @@ import java.util.logging.Logger;
  *
  * <p>Cancellation ({@link InferenceJob#cancel}) is checked every turn, so a cancelled job stops
  * within one token or one prompt chunk, and its slot and session are released at once.
+ *
+ * <p>The thread is the only one that touches the model's memory while serving, so it is also the one
+ * that frees it, after its last step ({@link #close}). A {@link RuntimeException} in a step ends the
+ * requests it touched; an {@link Error} (out of memory, ...) ends generation for good ({@link #failure}).
  */
-public final class Scheduler implements AutoCloseable {
+public final class Scheduler {
     private static final Logger LOG = Logger.getLogger(Scheduler.class.getName());
     /** What a client is told to wait before retrying when the queue is full. */
     static final int RETRY_AFTER_SECONDS = 2;
@@ -47,13 +51,22 @@ public final class Scheduler implements AutoCloseable {
     private final List<ActiveSequence> active = new ArrayList<>();
     /** Jobs accepted and not yet ended: waiting or active. */
     private final AtomicInteger admitted = new AtomicInteger();
+    private final Runnable release;
     private final Thread thread;
     private volatile boolean stopping;
+    /** The Error that stopped generation, or null. */
+    private volatile Error failure;
     /** Set once the thread has ended and failed the waiting jobs; a job added later must not wait. */
     private volatile boolean drained;
 
+    /**
+     * Starts the scheduler's thread.
+     *
+     * @param release frees what the steps use (caches, backend, weights); run by the scheduler's thread
+     *                once it has stopped, so that nothing is freed under a running step
+     */
     Scheduler(StepRunner steps, Vocabulary vocabulary, int vocabSize, SessionManager sessions,
-              ServerMetrics metrics, int parallel, int promptChunk, int queue) {
+              ServerMetrics metrics, int parallel, int promptChunk, int queue, Runnable release) {
         this.steps = steps;
         this.vocabulary = vocabulary;
         this.vocabSize = vocabSize;
@@ -62,22 +75,23 @@ public final class Scheduler implements AutoCloseable {
         this.parallel = parallel;
         this.promptChunk = promptChunk;
         this.capacity = parallel + queue;
+        this.release = release;
         this.thread = Thread.ofPlatform().name("glimmer-scheduler").daemon().start(this::run);
     }
 
     /**
      * Queues {@code job}; its events follow on the job's queue.
      *
-     * @throws ApiException 503 with Retry-After when every slot and queue place is taken, or while shutting down
+     * @throws UnavailableException when every slot and queue place is taken, or while shutting down
      */
     public void submit(InferenceJob job) {
-        if (stopping) {
-            throw ApiException.unavailable("the server is shutting down", RETRY_AFTER_SECONDS);
+        if (stopping || drained) {
+            throw new UnavailableException("the server is shutting down", RETRY_AFTER_SECONDS);
         }
         while (true) {
             int n = admitted.get();
             if (n >= capacity) {
-                throw ApiException.unavailable("the server is busy: " + parallel + " requests are running and "
+                throw new UnavailableException("the server is busy: " + parallel + " requests are running and "
                         + (capacity - parallel) + " waiting; retry later", RETRY_AFTER_SECONDS);
             }
             if (admitted.compareAndSet(n, n + 1)) {
@@ -87,7 +101,7 @@ public final class Scheduler implements AutoCloseable {
         waiting.add(job);
         if (drained && waiting.remove(job)) {
             admitted.decrementAndGet();
-            throw ApiException.unavailable("the server is shutting down", RETRY_AFTER_SECONDS);
+            throw new UnavailableException("the server is shutting down", RETRY_AFTER_SECONDS);
         }
         metrics.queued(waiting.size());
         LockSupport.unpark(thread);
@@ -99,31 +113,45 @@ public final class Scheduler implements AutoCloseable {
     }
 
     private void run() {
-        while (!stopping) {
-            try {
-                turn();
-            } catch (RuntimeException | Error e) {
-                // A bug in a forward pass: fail the jobs it touched, keep serving the others.
-                LOG.log(Level.SEVERE, "a forward step failed; its requests are ended", e);
-                for (ActiveSequence s : List.copyOf(active)) {
-                    end(s, null, "internal error: " + e);
+        try {
+            while (!stopping) {
+                try {
+                    turn();
+                } catch (RuntimeException e) {
+                    // A bug in a forward pass: fail the jobs it touched, keep serving the others.
+                    LOG.log(Level.SEVERE, "a forward step failed; its requests are ended", e);
+                    for (ActiveSequence s : List.copyOf(active)) {
+                        end(s, null, "internal error: " + e);
+                    }
                 }
             }
+            for (ActiveSequence s : List.copyOf(active)) {
+                end(s, FinishReason.STOP, null);
+            }
+        } catch (Error e) {
+            // Out of memory, a stack overflow, a broken invariant: the process is in no state to go on
+            // generating. Every request ends, later ones get 503 (ModelHost.require), /health says why.
+            failure = e;
+            LOG.log(Level.SEVERE, "generation stopped after " + e + "; restart the server", e);
+            for (ActiveSequence s : List.copyOf(active)) {
+                end(s, null, "internal error: " + e);
+            }
+        } finally {
+            String why = failure == null ? "the server is shutting down" : "generation stopped after an internal error";
+            failWaiting(why);
+            drained = true;
+            // A job submitted while the flag was being set is failed here (submit sees the flag otherwise).
+            failWaiting(why);
+            updateGauges();
+            // No step runs any more: only now may the caches, the backend and the weights be freed.
+            release.run();
         }
-        for (ActiveSequence s : List.copyOf(active)) {
-            end(s, FinishReason.STOP, null);
-        }
-        failWaiting();
-        drained = true;
-        // A job submitted while the flag was being set is failed here (submit sees the flag otherwise).
-        failWaiting();
-        updateGauges();
     }
 
-    private void failWaiting() {
+    private void failWaiting(String why) {
         InferenceJob job;
         while ((job = waiting.poll()) != null) {
-            job.emit(new JobEvent.Failed("the server is shutting down", true));
+            job.emit(new JobEvent.Failed(why, failure == null));
             admitted.decrementAndGet();
         }
     }
@@ -173,6 +201,7 @@ public final class Scheduler implements AutoCloseable {
                 active.add(new ActiveSequence(job, lease, vocabulary, vocabSize));
             } catch (RuntimeException e) {
                 // The handler checks requests before submitting them; this only guards the other jobs.
+                LOG.log(Level.SEVERE, "a request could not start", e);
                 sessions.release(lease.session(), Arrays.copyOf(job.prompt(), lease.reused()));
                 job.emit(new JobEvent.Failed("the request could not start: " + e.getMessage(), false));
                 admitted.decrementAndGet();
@@ -266,15 +295,26 @@ public final class Scheduler implements AutoCloseable {
         metrics.kvCache(sessions.bytesUsed(), sessions.budgetBytes(), sessions.sessions());
     }
 
-    /** Stops taking jobs, ends running ones (their streams get a final chunk) and waits for the thread. */
-    @Override
-    public void close() {
+    /** The Error that stopped generation for good (out of memory, ...), if one did. */
+    public Optional<Error> failure() {
+        return Optional.ofNullable(failure);
+    }
+
+    /**
+     * Stops taking jobs and ends running ones (their streams get a final chunk); the scheduler's thread
+     * then frees the model's memory itself, after its last step. Waits up to {@code wait} for that.
+     *
+     * @return true when the thread has ended; false when a step is still running after {@code wait}
+     *         (a stuck GPU): nothing is freed under it, and it frees everything if it ever returns
+     */
+    boolean close(Duration wait) {
         stopping = true;
         LockSupport.unpark(thread);
         try {
-            thread.join(TimeUnit.SECONDS.toMillis(30));
+            return thread.join(wait);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
+            return !thread.isAlive();
         }
     }
 }

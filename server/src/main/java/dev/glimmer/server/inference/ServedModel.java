@@ -14,6 +14,7 @@ import dev.glimmer.server.metrics.ServerMetrics;
 
 import java.io.IOException;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.logging.Logger;
 
 /**
@@ -25,6 +26,8 @@ public final class ServedModel implements AutoCloseable {
     private static final Logger LOG = Logger.getLogger(ServedModel.class.getName());
     /** The KV cache precision: the engine's default (F16, as llama.cpp), the one ./glimmer generate uses. */
     private static final KvCacheType CACHE_TYPE = KvCacheType.DEFAULT;
+    /** How long {@link #close()} waits for a running step to return. */
+    public static final Duration STOP_WAIT = Duration.ofSeconds(30);
 
     private final GlmModel model;
     private final ServedModelFacts facts;
@@ -73,8 +76,13 @@ public final class ServedModel implements AutoCloseable {
             long cacheBytes = steps.cacheBytes();
             long budget = config.kvBudgetMb() > 0 ? config.kvBudgetMb() << 20 : (config.parallel() + 2) * cacheBytes;
             SessionManager sessions = new SessionManager(steps::newCache, cacheBytes, budget, config.parallel());
+            StepRunner runner = steps;
             Scheduler scheduler = new Scheduler(steps, Vocabulary.of(tokenizer, true), model.vocabSize(), sessions,
-                    metrics, config.parallel(), config.promptChunk(), config.queue());
+                    metrics, config.parallel(), config.promptChunk(), config.queue(), () -> {
+                        sessions.close();
+                        runner.close();
+                        model.close();
+                    });
             LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB" + (steps.backend().equals("cpu") ? "" : " of "
                     + steps.backend() + " memory") + ": " + sessions.budgetBytes() / cacheBytes + " cached conversations of "
                     + ctx + " tokens");
@@ -127,6 +135,11 @@ public final class ServedModel implements AutoCloseable {
         return sessions;
     }
 
+    /** The tokens an answer may take when its request sets no limit: the context, or a short answer for the demo model. */
+    public int defaultMaxTokens() {
+        return facts.demo() ? DemoModel.MAX_TOKENS : ctx;
+    }
+
     /** The context served, in tokens. */
     public int ctx() {
         return ctx;
@@ -136,11 +149,19 @@ public final class ServedModel implements AutoCloseable {
         return model.vocabSize();
     }
 
+    /**
+     * Stops generating (running requests get their final chunk) and frees the caches, the backend and the
+     * weights once no step runs any more ({@link Scheduler#close}); waits up to {@code wait} for that.
+     */
+    public void close(Duration wait) {
+        if (!scheduler.close(wait)) {
+            LOG.warning("a forward step is still running after " + wait.toMillis() + " ms; the model's memory is"
+                    + " freed when it returns, never under it");
+        }
+    }
+
     @Override
     public void close() {
-        scheduler.close();
-        sessions.close();
-        steps.close();
-        model.close();
+        close(STOP_WAIT);
     }
 }

@@ -7,6 +7,7 @@ import dev.glimmer.engine.tensor.GgmlType;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.util.EnumMap;
+import java.util.HexFormat;
 import java.util.Map;
 
 /**
@@ -25,6 +26,15 @@ import java.util.Map;
  */
 public record ServedModelFacts(String id, long created, int ctx, long params, String quant, boolean demo, String path,
                                String backend, String backendReason) {
+
+    /**
+     * OpenAI's {@code system_fingerprint}: names the serving configuration (model, weights, context,
+     * backend), so that a client can tell when answers to the same seed may differ.
+     */
+    public String fingerprint() {
+        String configuration = id + "|" + created + "|" + quant + "|" + ctx + "|" + backend;
+        return "fp_" + HexFormat.of().toHexDigits(configuration.hashCode());
+    }
 
     /** The facts of an opened GGUF file served with {@code ctx} tokens of context on {@code backend}. */
     public static ServedModelFacts of(GgufFile file, int ctx, boolean demo, String backend, String backendReason)

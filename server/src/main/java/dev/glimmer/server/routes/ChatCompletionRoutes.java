@@ -49,7 +49,6 @@ public final class ChatCompletionRoutes implements HttpService {
         ServedModel model = host.require();
         ChatCompletionRequest request = ChatCompletionRequest.parse(RequestBodies.jsonObject(req, config.maxBodyBytes()),
                 config.sampling());
-        Jobs.checkModel(request.model(), model);
         String prompt = model.chatFormat().template().render(request.chat());
         Reply reply = new Reply(model, request, ChatOutputParser.forRequest(request.chat()));
         InferenceJob job = Jobs.submit(model, model.tokenizer().encode(prompt, true), request.options(), "messages");
@@ -94,6 +93,7 @@ public final class ChatCompletionRoutes implements HttpService {
             body.put("object", "chat.completion");
             body.put("created", created);
             body.put("model", model.facts().id());
+            body.put("system_fingerprint", model.facts().fingerprint());
             ObjectNode choice = body.putArray("choices").addObject();
             choice.put("index", 0);
             choice.put("finish_reason", result.finishReason(end.reason() == FinishReason.LENGTH));
@@ -204,6 +204,7 @@ public final class ChatCompletionRoutes implements HttpService {
             c.put("object", "chat.completion.chunk");
             c.put("created", created);
             c.put("model", model.facts().id());
+            c.put("system_fingerprint", model.facts().fingerprint());
             return c;
         }
 

@@ -21,11 +21,13 @@ import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Optional;
 
 /**
- * {@code POST /v1/completions}: a raw prompt (text, tokenized with special tokens, or token ids)
- * continued without any chat template. The legacy {@code logprobs} shape (tokens, token_logprobs,
+ * {@code POST /v1/completions}: a raw prompt (text, tokenized with special tokens, or token ids), or a
+ * list of them (one choice each), continued without any chat template. The legacy {@code logprobs} shape (tokens, token_logprobs,
  * top_logprobs, text_offset) is produced when {@code logprobs} is given.
  */
 public final class CompletionRoutes implements HttpService {
@@ -46,100 +48,130 @@ public final class CompletionRoutes implements HttpService {
         ServedModel model = host.require();
         CompletionRequest request = CompletionRequest.parse(RequestBodies.jsonObject(req, config.maxBodyBytes()),
                 config.sampling());
-        Jobs.checkModel(request.model(), model);
-        int[] prompt = request.tokens().orElseGet(() -> model.tokenizer().encode(request.text().orElseThrow(), true));
-        for (int i = 0; i < prompt.length; i++) {
-            if (prompt[i] >= model.vocabSize()) {
-                throw ApiException.badRequest("prompt[" + i + "] = " + prompt[i] + " is beyond the vocabulary ("
-                        + model.vocabSize() + " tokens)", "prompt");
-            }
+        List<int[]> prompts = new ArrayList<>();
+        for (CompletionRequest.Prompt p : request.prompts()) {
+            prompts.add(tokens(model, p));
         }
-        InferenceJob job = Jobs.submit(model, prompt, request.options(), "prompt");
-        String id = ResponseParts.newId("cmpl-");
-        long created = ResponseParts.now();
-        if (request.options().stream()) {
-            stream(model, request, job, id, created, res);
-        } else {
-            whole(model, request, job, id, created, res);
+        List<InferenceJob> jobs = new ArrayList<>();
+        try {
+            for (int[] prompt : prompts) {
+                jobs.add(Jobs.submit(model, prompt, request.options(), "prompt"));
+            }
+            String id = ResponseParts.newId("cmpl-");
+            long created = ResponseParts.now();
+            if (request.options().stream()) {
+                stream(model, request, jobs, id, created, res);
+            } else {
+                whole(model, request, jobs, id, created, res);
+            }
+        } finally {
+            // Stops every job this handler leaves behind (a refused submit, a gone client); no-op for ended ones.
+            jobs.forEach(InferenceJob::cancel);
         }
     }
 
-    private static void whole(ServedModel model, CompletionRequest request, InferenceJob job, String id, long created,
-                              ServerResponse res) throws InterruptedException {
-        StringBuilder text = new StringBuilder();
-        LegacyLogprobs logprobs = new LegacyLogprobs(model);
-        HeldJsonResponse held = HeldJsonResponse.open(res);
-        Optional<JobEvent.Finished> ended = Jobs.followHeld(job, held, token -> {
-            if (token.logprobs() != null) {
-                logprobs.add(token.logprobs(), text.length());
+    private static int[] tokens(ServedModel model, CompletionRequest.Prompt prompt) {
+        return switch (prompt) {
+            case CompletionRequest.Prompt.Text t -> model.tokenizer().encode(t.text(), true);
+            case CompletionRequest.Prompt.Tokens t -> {
+                for (int i = 0; i < t.ids().length; i++) {
+                    if (t.ids()[i] >= model.vocabSize()) {
+                        throw ApiException.badRequest("prompt token " + t.ids()[i] + " at " + i + " is beyond the vocabulary ("
+                                + model.vocabSize() + " tokens)", "prompt");
+                    }
+                }
+                yield t.ids();
             }
-            text.append(token.text());
-        });
-        if (ended.isEmpty()) {
-            return;
-        }
-        JobEvent.Finished end = ended.get();
+        };
+    }
+
+    /** One choice per job, in order; usage and timings add up the jobs. */
+    private static void whole(ServedModel model, CompletionRequest request, List<InferenceJob> jobs, String id,
+                              long created, ServerResponse res) throws InterruptedException {
+        HeldJsonResponse held = HeldJsonResponse.open(res);
         ObjectNode body = base(model, id, created);
-        ObjectNode choice = body.putArray("choices").addObject();
-        choice.put("text", text.toString());
-        choice.put("index", 0);
-        if (request.options().logprobs()) {
-            choice.set("logprobs", logprobs.json);
-        } else {
-            choice.putNull("logprobs");
+        ArrayNode choices = body.putArray("choices");
+        List<JobEvent.Finished> ends = new ArrayList<>();
+        for (int index = 0; index < jobs.size(); index++) {
+            StringBuilder text = new StringBuilder();
+            LegacyLogprobs logprobs = new LegacyLogprobs(model);
+            Optional<JobEvent.Finished> ended = Jobs.followHeld(jobs.get(index), held, token -> {
+                if (token.logprobs() != null) {
+                    logprobs.add(token.logprobs(), text.length());
+                }
+                text.append(token.text());
+            });
+            if (ended.isEmpty()) {
+                return;
+            }
+            ends.add(ended.get());
+            ObjectNode choice = choices.addObject();
+            choice.put("text", text.toString());
+            choice.put("index", index);
+            if (request.options().logprobs()) {
+                choice.set("logprobs", logprobs.json);
+            } else {
+                choice.putNull("logprobs");
+            }
+            choice.put("finish_reason", ended.get().reason().apiName());
         }
-        choice.put("finish_reason", end.reason().apiName());
-        body.set("usage", ResponseParts.usage(end));
-        body.set("timings", ResponseParts.timings(end));
+        JobEvent.Finished total = ResponseParts.total(ends);
+        body.set("usage", ResponseParts.usage(total));
+        body.set("timings", ResponseParts.timings(total));
         held.send(body);
     }
 
-    private static void stream(ServedModel model, CompletionRequest request, InferenceJob job, String id, long created,
-                               ServerResponse res) throws InterruptedException {
+    /** The jobs' chunks one job after another (each chunk names its choice's index), then the usage of all. */
+    private static void stream(ServedModel model, CompletionRequest request, List<InferenceJob> jobs, String id,
+                               long created, ServerResponse res) throws InterruptedException {
         SseStream sse = SseStream.open(res);
         try {
-            int[] offset = {0};
-            JobEvent.Finished end = Jobs.follow(job, sse::ping, token -> {
-                if (token.text().isEmpty() && token.logprobs() == null) {
-                    return;
-                }
-                ObjectNode chunk = base(model, id, created);
-                ObjectNode choice = chunk.putArray("choices").addObject();
-                choice.put("text", token.text());
-                choice.put("index", 0);
-                if (token.logprobs() != null) {
-                    LegacyLogprobs one = new LegacyLogprobs(model);
-                    one.add(token.logprobs(), offset[0]);
-                    choice.set("logprobs", one.json);
-                } else {
-                    choice.putNull("logprobs");
-                }
-                choice.putNull("finish_reason");
-                offset[0] += token.text().length();
-                sse.data(Json.write(chunk));
-            });
-            ObjectNode last = base(model, id, created);
-            ObjectNode choice = last.putArray("choices").addObject();
-            choice.put("text", "");
-            choice.put("index", 0);
-            choice.putNull("logprobs");
-            choice.put("finish_reason", end.reason().apiName());
-            sse.data(Json.write(last));
+            List<JobEvent.Finished> ends = new ArrayList<>();
+            for (int index = 0; index < jobs.size(); index++) {
+                int i = index;
+                int[] offset = {0};
+                JobEvent.Finished end = Jobs.follow(jobs.get(index), sse::ping, token -> {
+                    if (token.text().isEmpty() && token.logprobs() == null) {
+                        return;
+                    }
+                    ObjectNode chunk = base(model, id, created);
+                    ObjectNode choice = chunk.putArray("choices").addObject();
+                    choice.put("text", token.text());
+                    choice.put("index", i);
+                    if (token.logprobs() != null) {
+                        LegacyLogprobs one = new LegacyLogprobs(model);
+                        one.add(token.logprobs(), offset[0]);
+                        choice.set("logprobs", one.json);
+                    } else {
+                        choice.putNull("logprobs");
+                    }
+                    choice.putNull("finish_reason");
+                    offset[0] += token.text().length();
+                    sse.data(Json.write(chunk));
+                });
+                ends.add(end);
+                ObjectNode last = base(model, id, created);
+                ObjectNode choice = last.putArray("choices").addObject();
+                choice.put("text", "");
+                choice.put("index", i);
+                choice.putNull("logprobs");
+                choice.put("finish_reason", end.reason().apiName());
+                sse.data(Json.write(last));
+            }
             if (request.options().includeUsage()) {
+                JobEvent.Finished total = ResponseParts.total(ends);
                 ObjectNode usage = base(model, id, created);
                 usage.putArray("choices");
-                usage.set("usage", ResponseParts.usage(end));
-                usage.set("timings", ResponseParts.timings(end));
+                usage.set("usage", ResponseParts.usage(total));
+                usage.set("timings", ResponseParts.timings(total));
                 sse.data(Json.write(usage));
             }
             sse.done();
         } catch (ClientGoneException gone) {
-            // The job is cancelled; there is nobody to tell.
+            // The jobs are cancelled; there is nobody to tell.
         } catch (ApiException failed) {
             StreamEnd.error(sse, failed);
         } finally {
-            // Stops the job when this handler leaves early (a write failed before following it); no-op otherwise.
-            job.cancel();
             sse.close();
         }
     }
@@ -150,6 +182,7 @@ public final class CompletionRoutes implements HttpService {
         c.put("object", "text_completion");
         c.put("created", created);
         c.put("model", model.facts().id());
+        c.put("system_fingerprint", model.facts().fingerprint());
         return c;
     }
 

@@ -1,7 +1,5 @@
 package dev.glimmer.server.routes;
 
-import dev.glimmer.server.http.ApiException;
-import dev.glimmer.server.http.ErrorResponses;
 import dev.glimmer.server.inference.ModelHost;
 import dev.glimmer.server.metrics.ServerMetrics;
 import io.helidon.http.HeaderNames;
@@ -12,7 +10,7 @@ import io.helidon.webserver.http.ServerResponse;
 
 import java.nio.charset.StandardCharsets;
 
-/** {@code GET /health} (200 when ready, 503 while loading) and {@code GET /metrics} (Prometheus text). */
+/** {@code GET /health} (200 when ready; 503 while loading, when loading failed or generation stopped) and {@code GET /metrics} (Prometheus text). */
 public final class HealthRoutes implements HttpService {
     private final ModelHost host;
     private final ServerMetrics metrics;
@@ -28,16 +26,9 @@ public final class HealthRoutes implements HttpService {
     }
 
     private void health(ServerRequest req, ServerResponse res) {
-        if (host.state() instanceof ModelHost.Ready) {
-            res.header(HeaderNames.CONTENT_TYPE, "application/json");
-            res.send("{\"status\":\"ok\"}".getBytes(StandardCharsets.UTF_8));
-            return;
-        }
-        try {
-            host.require();
-        } catch (ApiException e) {
-            ErrorResponses.send(res, e);
-        }
+        host.require(); // else 503 saying why (loading, failed to load, stopped)
+        res.header(HeaderNames.CONTENT_TYPE, "application/json");
+        res.send("{\"status\":\"ok\"}".getBytes(StandardCharsets.UTF_8));
     }
 
     private void metrics(ServerRequest req, ServerResponse res) {

@@ -20,15 +20,6 @@ final class Jobs {
     private Jobs() {
     }
 
-    /** A 404 when the client names a model other than the served one (absent is fine). */
-    static void checkModel(Optional<String> requested, ServedModel model) {
-        String id = model.facts().id();
-        if (requested.isPresent() && !requested.get().equals(id)) {
-            throw ApiException.notFound("the model '" + requested.get() + "' does not exist; this server serves '" + id
-                    + "'", "model", "model_not_found");
-        }
-    }
-
     /**
      * Checks {@code prompt} against the context and vocabulary, then queues it.
      *
@@ -37,8 +28,8 @@ final class Jobs {
     static InferenceJob submit(ServedModel model, int[] prompt, GenerationOptions options, String promptParam) {
         int ctx = model.ctx();
         if (prompt.length > ctx) {
-            throw ApiException.badRequest("the prompt has " + prompt.length + " tokens but the context holds " + ctx
-                    + "; shorten it or start the server with a larger --ctx", promptParam);
+            throw ApiException.contextLengthExceeded("the prompt has " + prompt.length + " tokens but the context holds "
+                    + ctx + "; shorten it or start the server with a larger --ctx", promptParam);
         }
         for (int token : options.sampling().logitBias().keySet()) {
             if (token >= model.vocabSize()) {
@@ -46,8 +37,7 @@ final class Jobs {
                         + model.vocabSize() + " tokens)", "logit_bias");
             }
         }
-        // Without max_tokens a generation may fill the context.
-        int maxTokens = options.maxTokens() < 0 ? ctx : options.maxTokens();
+        int maxTokens = options.maxTokens() < 0 ? model.defaultMaxTokens() : options.maxTokens();
         InferenceJob job = new InferenceJob(prompt, options.sampling(), maxTokens, options.stop(), options.logprobs(),
                 options.topLogprobs());
         model.scheduler().submit(job);

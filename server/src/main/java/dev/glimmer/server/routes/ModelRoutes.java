@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.glimmer.server.http.ApiException;
 import dev.glimmer.server.http.Json;
+import dev.glimmer.server.inference.DemoModel;
 import dev.glimmer.server.inference.ServedModelFacts;
 import dev.glimmer.server.inference.ModelHost;
 import io.helidon.http.HeaderNames;
@@ -62,7 +63,8 @@ public final class ModelRoutes implements HttpService {
         meta.put("backend", facts.backend());
         meta.put("backend_reason", facts.backendReason());
         if (facts.demo()) {
-            meta.put("note", "demo model: random weights, its output is meaningless");
+            meta.put("note", "demo model: random weights, its output is meaningless; an answer stops after "
+                    + DemoModel.MAX_TOKENS + " tokens unless the request sets max_tokens");
         }
         return m;
     }

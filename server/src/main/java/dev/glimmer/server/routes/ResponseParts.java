@@ -10,6 +10,7 @@ import dev.glimmer.server.inference.JobEvent;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
 import java.util.HexFormat;
+import java.util.List;
 
 /** JSON pieces shared by chat and text completions: ids, usage, llama-server's timings, logprobs. */
 final class ResponseParts {
@@ -26,6 +27,23 @@ final class ResponseParts {
 
     static long now() {
         return System.currentTimeMillis() / 1000;
+    }
+
+    /** The ends of several jobs of one request (a list of prompts) as one, for its usage and timings. */
+    static JobEvent.Finished total(List<JobEvent.Finished> ends) {
+        int prompt = 0;
+        int cached = 0;
+        int generated = 0;
+        double promptMillis = 0;
+        double generationMillis = 0;
+        for (JobEvent.Finished f : ends) {
+            prompt += f.promptTokens();
+            cached += f.cachedTokens();
+            generated += f.generatedTokens();
+            promptMillis += f.promptMillis();
+            generationMillis += f.generationMillis();
+        }
+        return new JobEvent.Finished(ends.getLast().reason(), prompt, cached, generated, promptMillis, generationMillis);
     }
 
     static ObjectNode usage(JobEvent.Finished f) {

@@ -17,11 +17,13 @@ import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 
 import java.nio.charset.StandardCharsets;
+import java.util.Locale;
 
 /**
  * llama-server's helpers: {@code POST /tokenize} ({@code {"content", "parse_special", "with_pieces"}}
  * → {@code {"tokens"}}), {@code POST /detokenize} ({@code {"tokens"}} → {@code {"content"}}) and
- * {@code POST /apply-template} (a chat request → {@code {"prompt"}}, the text the model would see).
+ * {@code POST /apply-template} (a chat request → {@code {"prompt"}}, the text the model would see; without
+ * the closing {@code <|assistant|>} turn when {@code add_generation_prompt} is false).
  */
 public final class TokenizerRoutes implements HttpService {
     private final ModelHost host;
@@ -72,8 +74,11 @@ public final class TokenizerRoutes implements HttpService {
         for (int i = 0; i < ids.length; i++) {
             JsonNode t = tokens.get(i);
             if (!t.isIntegralNumber() || !t.canConvertToInt() || t.intValue() < 0 || t.intValue() >= model.vocabSize()) {
+                // The value is quoted only when short: a client may send anything there.
+                String got = t.isValueNode() && t.asText().length() <= 40 ? t.asText()
+                        : t.getNodeType().name().toLowerCase(Locale.ROOT);
                 throw ApiException.badRequest("tokens[" + i + "] must be a token id in 0.." + (model.vocabSize() - 1)
-                        + ", got " + t, "tokens");
+                        + ", got " + got, "tokens");
             }
             ids[i] = t.intValue();
         }
@@ -85,9 +90,10 @@ public final class TokenizerRoutes implements HttpService {
     private void applyTemplate(ServerRequest req, ServerResponse res) {
         ServedModel model = host.require();
         JsonNode body = RequestBodies.jsonObject(req, config.maxBodyBytes());
+        boolean addGenerationPrompt = flag(body, "add_generation_prompt", true);
         String prompt;
         try {
-            prompt = model.chatFormat().template().render(ChatRequestParser.parse(body));
+            prompt = model.chatFormat().template().render(ChatRequestParser.parse(body), addGenerationPrompt);
         } catch (InvalidInputException e) {
             throw ApiException.badRequest(e.getMessage(), "messages");
         }

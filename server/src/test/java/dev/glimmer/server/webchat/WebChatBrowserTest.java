@@ -251,12 +251,16 @@ class WebChatBrowserTest {
             JsonNode model = JSON.readTree(get(base + "v1/models")).path("data").path(0);
             assertTrue(model.path("meta").path("demo").asBoolean(), "the server does not call its model a demo");
             ChatPage demoPage = new ChatPage(driver, base, model.path("id").asText());
-            demoPage.openFresh(SETTINGS.formatted(120, false));
+            // The first look: nothing saved, so the page's defaults (thinking on, no token limit) meet random weights.
+            demoPage.openFresh("{}");
             assertTrue(demoPage.visible(By.id("demo-banner")), "no demo banner");
             assertTrue(demoPage.text(By.id("demo-banner")).contains("random weights"));
+            assertTrue(demoPage.text(By.id("demo-banner")).contains("thinking starts off"));
+            assertFalse(driver.findElement(By.id("thinking-toggle")).isSelected(), "thinking is on for the demo model");
             demoPage.send("Hello!");
+            // Answer text (not only a thought) within seconds: short answers, thinking off.
             demoPage.awaitIdle(Duration.ofSeconds(30));
-            assertFalse(demoPage.lastAnswerText().isEmpty());
+            assertFalse(demoPage.lastAnswerText().isEmpty(), "the demo's first answer shows no text");
             demoPage.screenshot("demo-desktop");
             demoPage.phoneWidth();
             demoPage.screenshot("demo-phone");

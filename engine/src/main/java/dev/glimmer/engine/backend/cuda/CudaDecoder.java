@@ -176,13 +176,21 @@ public final class CudaDecoder implements AutoCloseable {
         Graph d = null;
         Graph p = null;
         MemorySegment s = null;
+        MemorySegment host = null;
+        // Everything this decoder allocates is allocated here, so that a failure frees what came before it.
         try {
             d = new Graph(decodeList, weights, null);
             p = new Graph(promptList, weights, d);
             s = driver.newStream();
             d.capture(s);
             p.capture(s);
-        } catch (RuntimeException e) {
+            stepBytes = arena.allocate((long) promptList.tokens() * stepArgs.size());
+            host = driver.allocHost(4L * vocab);
+            logits = new float[vocab];
+        } catch (RuntimeException | OutOfMemoryError e) {
+            if (host != null) {
+                driver.freeHost(host);
+            }
             if (p != null) {
                 p.free();
             }
@@ -198,10 +206,8 @@ public final class CudaDecoder implements AutoCloseable {
         this.decode = d;
         this.prompt = p;
         this.stream = s;
+        this.readBack = host;
         this.last = decode;
-        stepBytes = arena.allocate((long) promptList.tokens() * stepArgs.size());
-        readBack = driver.allocHost(4L * vocab);
-        logits = new float[vocab];
     }
 
     /** The decode step's command list. */
