@@ -12,6 +12,7 @@ import dev.glimmer.server.metrics.ServerMetrics;
 import dev.glimmer.server.routes.ChatCompletionRoutes;
 import dev.glimmer.server.routes.CompletionRoutes;
 import dev.glimmer.server.routes.HealthRoutes;
+import dev.glimmer.server.routes.MessagesRoutes;
 import dev.glimmer.server.routes.ModelRoutes;
 import dev.glimmer.server.routes.ResponsesRoutes;
 import dev.glimmer.server.routes.TokenizerRoutes;
@@ -50,6 +51,7 @@ public final class GlimmerServer implements AutoCloseable {
         routing.register(new ChatCompletionRoutes(host, config));
         routing.register(new CompletionRoutes(host, config));
         routing.register(new ResponsesRoutes(host, config));
+        routing.register(new MessagesRoutes(host, config));
         routing.register(new TokenizerRoutes(host, config));
         WebChatRoutes.register(routing);
         routing.any((req, res) -> {
