@@ -14,8 +14,8 @@ import java.util.Optional;
 
 /**
  * The responses stored for {@code GET /v1/responses/{id}} and {@code previous_response_id}, in
- * memory and bounded: at most {@link #MAX_RESPONSES} responses and {@link #MAX_BYTES} of JSON text,
- * the least recently used dropped first (so a conversation being continued stays). Each is kept as
+ * memory and bounded in number and in bytes of JSON text (by default {@link #MAX_RESPONSES} and
+ * {@link #MAX_BYTES}), the least recently used dropped first (so a conversation being continued stays). Each is kept as
  * JSON text: the Response object and the conversation a follow-up continues (every input item and
  * the output items). The KV cache is not kept here: a follow-up renders the whole conversation and
  * the server's prefix cache finds the tokens it already processed.
@@ -31,19 +31,30 @@ final class ResponseStore {
     }
 
     private final LinkedHashMap<String, Stored> responses = new LinkedHashMap<>(16, 0.75f, true);
+    private final int maxResponses;
+    private final long maxBytes;
     private long bytes;
+
+    ResponseStore() {
+        this(MAX_RESPONSES, MAX_BYTES);
+    }
+
+    ResponseStore(int maxResponses, long maxBytes) {
+        this.maxResponses = maxResponses;
+        this.maxBytes = maxBytes;
+    }
 
     /** Keeps {@code response} (its {@code id} is the key) and the conversation it ends. */
     synchronized void put(ObjectNode response, ArrayNode conversation) {
         Stored stored = new Stored(Json.write(response), Json.write(conversation));
-        if (stored.bytes() > MAX_BYTES) {
+        if (stored.bytes() > maxBytes) {
             return; // larger than the whole store: not kept, so GET answers 404 as for an expired one
         }
         remove(response.path("id").asText());
         responses.put(response.path("id").asText(), stored);
         bytes += stored.bytes();
         Iterator<Map.Entry<String, Stored>> oldest = responses.entrySet().iterator();
-        while (responses.size() > MAX_RESPONSES || bytes > MAX_BYTES) {
+        while (responses.size() > maxResponses || bytes > maxBytes) {
             bytes -= oldest.next().getValue().bytes();
             oldest.remove();
         }
@@ -58,6 +69,15 @@ final class ResponseStore {
     synchronized Optional<ArrayNode> conversation(String id) {
         Stored s = responses.get(id);
         return s == null ? Optional.empty() : Optional.of((ArrayNode) parse(s.conversation));
+    }
+
+    synchronized int size() {
+        return responses.size();
+    }
+
+    /** The bytes the stored JSON text takes (two per character). */
+    synchronized long bytes() {
+        return bytes;
     }
 
     synchronized boolean remove(String id) {
