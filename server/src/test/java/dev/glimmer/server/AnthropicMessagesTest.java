@@ -126,6 +126,41 @@ class AnthropicMessagesTest {
         assertEquals(List.of("message_delta", "message_stop"), types.subList(types.size() - 2, types.size()));
     }
 
+    static final Tool WEATHER = Tool.builder().name("z").description("the weather").inputSchema(Tool.InputSchema
+            .builder().properties(JsonValue.from(Map.of())).build()).build();
+
+    /** A use of tool z, forced with logit_bias as in {@link ResponsesApiTest#forcedToolCall}. */
+    static MessageCreateParams.Builder forcedToolUse() {
+        List<Integer> tags = OpenAiClientTest.tokens("<tool_call></tool_call><|observation|>", app.port());
+        int name = OpenAiClientTest.tokens("z", app.port()).getFirst();
+        return MessageCreateParams.builder().model("m").maxTokens(20)
+                .putAdditionalBodyProperty("temperature", JsonValue.from(0))
+                .addUserMessage(ResponsesApiTest.WEATHER_QUESTION).addTool(WEATHER)
+                .putAdditionalBodyProperty("logit_bias", JsonValue.from(Map.of(tags.get(0).toString(), 100,
+                        Integer.toString(name), 70, tags.get(1).toString(), 40, tags.get(2).toString(), 25)))
+                .putAdditionalBodyProperty("repeat_penalty", JsonValue.from(8));
+    }
+
+    /** A streamed tool use: a tool_use block whose input arrives as input_json_delta, then stop_reason tool_use. */
+    @Test
+    void streamedToolUse() {
+        MessageAccumulator accumulator = MessageAccumulator.create();
+        List<String> deltas = new ArrayList<>();
+        try (StreamResponse<RawMessageStreamEvent> stream = client.messages().createStreaming(forcedToolUse().build())) {
+            stream.stream().forEach(event -> {
+                accumulator.accumulate(event);
+                event.contentBlockDelta().ifPresent(d -> deltas.add(JSON.valueToTree(d).path("delta").path("type")
+                        .asText()));
+            });
+        }
+        Message m = accumulator.message();
+        assertEquals(StopReason.TOOL_USE, m.stopReason().orElseThrow());
+        ToolUseBlock use = m.content().getFirst().asToolUse();
+        assertEquals("z", use.name());
+        assertEquals(JsonValue.from(Map.of()), use._input());
+        assertTrue(deltas.contains("input_json_delta"), deltas.toString());
+    }
+
     /**
      * A tool round trip: the call is forced with logit_bias (as in OpenAiClientTest), the SDK sends the
      * assistant message back with a tool_result, and the prompt is the chat template's rendering of
@@ -133,18 +168,8 @@ class AnthropicMessagesTest {
      */
     @Test
     void toolRoundTrip() {
-        List<Integer> tags = OpenAiClientTest.tokens("<tool_call></tool_call><|observation|>", app.port());
-        int name = OpenAiClientTest.tokens("z", app.port()).getFirst();
-        String question = "Please tell me what the weather is like today, and then tell me once more, in a long and"
-                + " polite answer with many words, as long as possible, with details about the clouds, the rain, the"
-                + " sun, the temperature, the humidity, the wind and what people should wear when they go out.";
-        Tool weather = Tool.builder().name("z").description("the weather").inputSchema(Tool.InputSchema.builder()
-                .properties(JsonValue.from(Map.of())).build()).build();
-        Message call = client.messages().create(MessageCreateParams.builder().model("m").maxTokens(20).putAdditionalBodyProperty("temperature", JsonValue.from(0))
-                .addUserMessage(question).addTool(weather)
-                .putAdditionalBodyProperty("logit_bias", JsonValue.from(Map.of(tags.get(0).toString(), 100,
-                        Integer.toString(name), 70, tags.get(1).toString(), 40, tags.get(2).toString(), 25)))
-                .putAdditionalBodyProperty("repeat_penalty", JsonValue.from(8)).build());
+        String question = ResponsesApiTest.WEATHER_QUESTION;
+        Message call = client.messages().create(forcedToolUse().build());
         assertEquals(StopReason.TOOL_USE, call.stopReason().orElseThrow());
         ToolUseBlock use = call.content().stream().filter(ContentBlock::isToolUse).map(ContentBlock::asToolUse)
                 .findFirst().orElseThrow();
@@ -152,7 +177,7 @@ class AnthropicMessagesTest {
         assertEquals(JsonValue.from(Map.of()), use._input());
 
         Message answer = client.messages().create(MessageCreateParams.builder().model("m").maxTokens(3).putAdditionalBodyProperty("temperature", JsonValue.from(0))
-                .addUserMessage(question).addTool(weather).addMessage(call.toParam())
+                .addUserMessage(question).addTool(WEATHER).addMessage(call.toParam())
                 .addUserMessage(MessageContentParam.ofContentBlockParams(List.of(ContentBlockParam.ofToolResult(ToolResultBlockParam.builder()
                         .toolUseId(use.id()).content("Sunny, 21 degrees.").build())))).build());
         Map<String, Object> tool = Map.of("type", "function", "function", Map.of("name", "z", "description",

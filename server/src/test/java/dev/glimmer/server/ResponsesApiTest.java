@@ -164,6 +164,50 @@ class ResponsesApiTest {
         assertThrows(NotFoundException.class, () -> client.responses().retrieve(unstored.id()));
     }
 
+    static final String WEATHER_QUESTION = "Please tell me what the weather is like today, and then tell me once"
+            + " more, in a long and polite answer with many words, as long as possible, with details about the clouds,"
+            + " the rain, the sun, the temperature, the humidity, the wind and what people should wear when they go out.";
+    static final FunctionTool WEATHER = FunctionTool.builder().name("z").description("the weather").strict(false)
+            .parameters(FunctionTool.Parameters.builder().putAdditionalProperty("type", JsonValue.from("object"))
+                    .putAdditionalProperty("properties", JsonValue.from(Map.of())).build()).build();
+
+    /**
+     * A call of tool z, forced with logit_bias and a repetition penalty as in OpenAiClientTest:
+     * {@code <tool_call>}, the tool's one-token name, {@code </tool_call>} and {@code <|observation|>}
+     * in that order.
+     */
+    static ResponseCreateParams.Builder forcedToolCall() {
+        List<Integer> tags = OpenAiClientTest.tokens("<tool_call></tool_call><|observation|>", app.port());
+        int name = OpenAiClientTest.tokens("z", app.port()).getFirst();
+        return ResponseCreateParams.builder().model("m").input(WEATHER_QUESTION).addTool(WEATHER).temperature(0.0)
+                .maxOutputTokens(20).reasoning(Reasoning.builder().effort(ReasoningEffort.NONE).build())
+                .putAdditionalBodyProperty("logit_bias", JsonValue.from(Map.of(tags.get(0).toString(), 100,
+                        Integer.toString(name), 70, tags.get(1).toString(), 40, tags.get(2).toString(), 25)))
+                .putAdditionalBodyProperty("repeat_penalty", JsonValue.from(8));
+    }
+
+    /** A streamed call arrives as a function_call item with its arguments events. */
+    @Test
+    void streamedToolCall() {
+        ResponseAccumulator accumulator = ResponseAccumulator.createWithSnapshots();
+        List<String> types = new ArrayList<>();
+        try (StreamResponse<ResponseStreamEvent> stream = client.responses().createStreaming(forcedToolCall().build())) {
+            stream.stream().forEach(event -> {
+                accumulator.accumulate(event);
+                types.add(JSON.valueToTree(event).path("type").asText());
+            });
+        }
+        ResponseFunctionToolCall call = accumulator.response().output().getFirst().asFunctionCall();
+        assertEquals("z", call.name());
+        assertEquals("{}", call.arguments());
+        assertEquals(ResponseFunctionToolCall.Status.COMPLETED, call.status().orElseThrow());
+        assertEquals(List.of("response.created", "response.in_progress", "response.output_item.added"),
+                types.subList(0, 3));
+        assertTrue(types.contains("response.function_call_arguments.delta"), types.toString());
+        assertEquals(List.of("response.function_call_arguments.done", "response.output_item.done",
+                "response.completed"), types.subList(types.size() - 3, types.size()));
+    }
+
     /**
      * A tool round trip: the call is forced with logit_bias (as in OpenAiClientTest), its output is
      * sent back with previous_response_id, and the follow-up's prompt is the chat template's rendering
@@ -171,20 +215,7 @@ class ResponsesApiTest {
      */
     @Test
     void toolRoundTrip() {
-        List<Integer> tags = OpenAiClientTest.tokens("<tool_call></tool_call><|observation|>", app.port());
-        int name = OpenAiClientTest.tokens("z", app.port()).getFirst();
-        String question = "Please tell me what the weather is like today, and then tell me once more, in a long and"
-                + " polite answer with many words, as long as possible, with details about the clouds, the rain, the"
-                + " sun, the temperature, the humidity, the wind and what people should wear when they go out.";
-        FunctionTool weather = FunctionTool.builder().name("z").description("the weather").strict(false)
-                .parameters(FunctionTool.Parameters.builder().putAdditionalProperty("type", JsonValue.from("object"))
-                        .putAdditionalProperty("properties", JsonValue.from(Map.of())).build()).build();
-        Response call = client.responses().create(ResponseCreateParams.builder().model("m").input(question)
-                .addTool(weather).temperature(0.0).maxOutputTokens(20)
-                .reasoning(Reasoning.builder().effort(ReasoningEffort.NONE).build())
-                .putAdditionalBodyProperty("logit_bias", JsonValue.from(Map.of(tags.get(0).toString(), 100,
-                        Integer.toString(name), 70, tags.get(1).toString(), 40, tags.get(2).toString(), 25)))
-                .putAdditionalBodyProperty("repeat_penalty", JsonValue.from(8)).build());
+        Response call = client.responses().create(forcedToolCall().build());
         assertEquals(ResponseStatus.COMPLETED, call.status().orElseThrow());
         List<ResponseFunctionToolCall> calls = call.output().stream().filter(ResponseOutputItem::isFunctionCall)
                 .map(ResponseOutputItem::asFunctionCall).toList();
@@ -193,13 +224,13 @@ class ResponsesApiTest {
         assertEquals("{}", calls.getFirst().arguments());
 
         Response answer = client.responses().create(ResponseCreateParams.builder().model("m")
-                .previousResponseId(call.id()).addTool(weather).temperature(0.0).maxOutputTokens(3)
+                .previousResponseId(call.id()).addTool(WEATHER).temperature(0.0).maxOutputTokens(3)
                 .reasoning(Reasoning.builder().effort(ReasoningEffort.NONE).build())
                 .inputOfResponse(List.of(ResponseInputItem.ofFunctionCallOutput(ResponseInputItem.FunctionCallOutput
                         .builder().callId(calls.getFirst().callId()).output("Sunny, 21 degrees.").build()))).build());
         Map<String, Object> tool = Map.of("type", "function", "function", Map.of("name", "z", "description",
                 "the weather", "parameters", Map.of("type", "object", "properties", Map.of())));
-        int expected = promptTokens(Map.of("messages", List.of(Map.of("role", "user", "content", question),
+        int expected = promptTokens(Map.of("messages", List.of(Map.of("role", "user", "content", WEATHER_QUESTION),
                 Map.of("role", "assistant", "content", "", "tool_calls", List.of(Map.of("id", calls.getFirst().callId(),
                         "type", "function", "function", Map.of("name", "z", "arguments", "{}")))),
                 Map.of("role", "tool", "tool_call_id", calls.getFirst().callId(), "content", "Sunny, 21 degrees.")),
@@ -209,11 +240,11 @@ class ResponsesApiTest {
                 >= call.usage().orElseThrow().inputTokens());
 
         // The same conversation sent as items, without previous_response_id, is the same prompt.
-        Response asItems = client.responses().create(ResponseCreateParams.builder().model("m").addTool(weather)
+        Response asItems = client.responses().create(ResponseCreateParams.builder().model("m").addTool(WEATHER)
                 .temperature(0.0).maxOutputTokens(3).reasoning(Reasoning.builder().effort(ReasoningEffort.NONE).build())
                 .inputOfResponse(List.of(
                         ResponseInputItem.ofEasyInputMessage(com.openai.models.responses.EasyInputMessage.builder()
-                                .role(com.openai.models.responses.EasyInputMessage.Role.USER).content(question).build()),
+                                .role(com.openai.models.responses.EasyInputMessage.Role.USER).content(WEATHER_QUESTION).build()),
                         ResponseInputItem.ofFunctionCall(calls.getFirst()),
                         ResponseInputItem.ofFunctionCallOutput(ResponseInputItem.FunctionCallOutput.builder()
                                 .callId(calls.getFirst().callId()).output("Sunny, 21 degrees.").build()))).build());
@@ -242,6 +273,10 @@ class ResponsesApiTest {
                 .then().statusCode(401).body("error.type", org.hamcrest.Matchers.equalTo("authentication_error"));
         given().port(app.port()).header("Authorization", "Bearer sesame").get("/v1/responses/resp_nothing")
                 .then().statusCode(404).body("error.message", org.hamcrest.Matchers.containsString("resp_nothing"));
+        given().port(app.port()).get("/metrics").then().statusCode(401);
+        String metrics = given().port(app.port()).header("Authorization", "Bearer sesame").get("/metrics").asString();
+        assertTrue(metrics.contains("glimmer_http_requests_total{route=\"/v1/responses\",status=\"400\"}"));
+        assertTrue(metrics.contains("glimmer_http_requests_total{route=\"/v1/responses/{id}\",status=\"404\"}"));
     }
 
     private static void assertError(Map<String, Object> body, String param) {
