@@ -95,7 +95,11 @@ public record ResponsesRequest(ChatCompletionRequest chat, ArrayNode conversatio
 
         boolean store = f.bool("store").orElse(true);
         settings.put("store", store);
-        settings.put("max_output_tokens", f.integer("max_output_tokens").isPresent() ? request.options().maxTokens() : null);
+        if (f.node("max_output_tokens").isPresent()) {
+            settings.put("max_output_tokens", request.options().maxTokens());
+        } else {
+            settings.putNull("max_output_tokens");
+        }
         settings.put("temperature", request.options().sampling().temperature());
         settings.put("top_p", request.options().sampling().topP());
         settings.put("parallel_tool_calls", f.bool("parallel_tool_calls").orElse(true));

@@ -15,6 +15,7 @@ import dev.glimmer.server.http.SseStream;
 import dev.glimmer.server.inference.JobEvent;
 import dev.glimmer.server.inference.ModelHost;
 import dev.glimmer.server.inference.ServedModel;
+import io.helidon.http.HeaderNames;
 import io.helidon.webserver.http.HttpRules;
 import io.helidon.webserver.http.HttpService;
 import io.helidon.webserver.http.ServerRequest;
@@ -59,7 +60,7 @@ public final class MessagesRoutes implements HttpService {
         ServedModel model = host.require();
         ChatCompletionRequest request = MessagesRequest.parse(RequestBodies.jsonObject(req, config.maxBodyBytes()),
                 config.sampling(), true);
-        res.header("Content-Type", "application/json");
+        res.header(HeaderNames.CONTENT_TYPE, "application/json");
         res.send(Json.write(Json.object().put("input_tokens", ChatGeneration.prompt(model, request.chat()).length)));
     }
 

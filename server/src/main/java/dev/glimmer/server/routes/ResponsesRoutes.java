@@ -15,6 +15,7 @@ import dev.glimmer.server.http.SseStream;
 import dev.glimmer.server.inference.JobEvent;
 import dev.glimmer.server.inference.ModelHost;
 import dev.glimmer.server.inference.ServedModel;
+import io.helidon.http.HeaderNames;
 import io.helidon.webserver.http.HttpRules;
 import io.helidon.webserver.http.HttpService;
 import io.helidon.webserver.http.ServerRequest;
@@ -65,7 +66,7 @@ public final class ResponsesRoutes implements HttpService {
 
     private void retrieve(ServerRequest req, ServerResponse res) {
         String id = req.path().pathParameters().get("id");
-        res.header("Content-Type", "application/json");
+        res.header(HeaderNames.CONTENT_TYPE, "application/json");
         res.send(Json.write(store.response(id).orElseThrow(() -> notFound(id))));
     }
 
@@ -75,7 +76,7 @@ public final class ResponsesRoutes implements HttpService {
             throw notFound(id);
         }
         ObjectNode body = Json.object().put("id", id).put("object", "response").put("deleted", true);
-        res.header("Content-Type", "application/json");
+        res.header(HeaderNames.CONTENT_TYPE, "application/json");
         res.send(Json.write(body));
     }
 
