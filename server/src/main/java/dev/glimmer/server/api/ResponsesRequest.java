@@ -18,7 +18,8 @@ import java.util.function.Function;
  * make one assistant turn; {@code function_call_output} items are tool messages), {@code tools} and
  * {@code tool_choice} take the chat form, {@code text.format} becomes {@code response_format},
  * {@code max_output_tokens} {@code max_tokens} and {@code reasoning.effort: "none"} turns GLM's
- * thinking off.
+ * thinking off. The thinking of earlier turns stays in the prompt (the template's
+ * {@code clear_thinking: false}).
  *
  * @param chat          the request as the chat completions route would have it
  * @param conversation  the items this response continues: the previous response's conversation, then
@@ -71,6 +72,10 @@ public record ResponsesRequest(ChatCompletionRequest chat, ArrayNode conversatio
                 "previous_response_id"))));
         int inputStart = conversation.size();
         conversation.addAll(input(f));
+        // Reasoning items in the input are there for the model to read (OpenAI passes them back for that),
+        // so the template keeps every turn's thinking. A follow-up's prompt then repeats the earlier
+        // prompt and output token for token, and the KV cache holds all of it.
+        chat.putObject("chat_template_kwargs").put("clear_thinking", false);
         Messages turns = new Messages(messages);
         for (int i = 0; i < conversation.size(); i++) {
             turns.add(conversation.get(i), i < inputStart ? "previous_response_id" : "input[" + (i - inputStart) + "]");
@@ -320,7 +325,7 @@ public record ResponsesRequest(ChatCompletionRequest chat, ArrayNode conversatio
         Optional<String> effort = new Fields(given.get()).string("effort");
         effort.ifPresent(e -> {
             echo.put("effort", e);
-            chat.putObject("chat_template_kwargs").put("enable_thinking", !e.equals("none"));
+            ((ObjectNode) chat.get("chat_template_kwargs")).put("enable_thinking", !e.equals("none"));
         });
         return echo;
     }
