@@ -180,8 +180,7 @@ class AnthropicMessagesTest {
                 .addUserMessage(question).addTool(WEATHER).addMessage(call.toParam())
                 .addUserMessage(MessageContentParam.ofContentBlockParams(List.of(ContentBlockParam.ofToolResult(ToolResultBlockParam.builder()
                         .toolUseId(use.id()).content("Sunny, 21 degrees.").build())))).build());
-        Map<String, Object> tool = Map.of("type", "function", "function", Map.of("name", "z", "description",
-                "the weather", "parameters", Map.of("type", "object", "properties", Map.of())));
+        Object tool = ResponsesApiTest.WEATHER_AS_CHAT_TOOL;
         String prompt = post("/apply-template", Map.of("messages", List.of(Map.of("role", "user", "content", question),
                         Map.of("role", "assistant", "content", "", "tool_calls", List.of(Map.of("id", use.id(),
                                 "type", "function", "function", Map.of("name", "z", "arguments", "{}")))),
@@ -211,6 +210,18 @@ class AnthropicMessagesTest {
                 .addUserMessage(STORY).build()).inputTokens();
         Message m = client.messages().create(story().system("Be brief.").build());
         assertEquals(m.usage().inputTokens() + m.usage().cacheReadInputTokens().orElseThrow(), counted);
+    }
+
+    /** Tools are rendered into the prompt; tool_choice none leaves them out (as chat's tool_choice none does). */
+    @Test
+    void toolChoiceNoneLeavesTheToolsOut() {
+        MessageCountTokensParams.Builder base = MessageCountTokensParams.builder().model("m").addUserMessage(STORY);
+        long plain = client.messages().countTokens(base.build()).inputTokens();
+        long withTools = client.messages().countTokens(base.addTool(WEATHER).build()).inputTokens();
+        long none = client.messages().countTokens(base.toolChoice(com.anthropic.models.messages.ToolChoiceNone
+                .builder().build()).build()).inputTokens();
+        assertTrue(withTools > plain);
+        assertEquals(plain, none);
     }
 
     /** Mistakes get a 400 in Anthropic's error shape, through the SDK and on the wire. */

@@ -175,6 +175,21 @@ class ResponsesApiTest {
                     .putAdditionalProperty("properties", JsonValue.from(Map.of())).build()).build();
 
     /**
+     * {@link #WEATHER} as a chat completions tool, its keys in the order the translations write them
+     * (the prompt shows the tool's JSON as given, so the order counts).
+     */
+    static final Object WEATHER_AS_CHAT_TOOL = parse("{\"type\":\"function\",\"function\":{\"name\":\"z\","
+            + "\"description\":\"the weather\",\"parameters\":{\"type\":\"object\",\"properties\":{}}}}");
+
+    private static Object parse(String json) {
+        try {
+            return JSON.readTree(json);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
+    /**
      * A call of tool z, forced with logit_bias and a repetition penalty as in OpenAiClientTest:
      * {@code <tool_call>}, the tool's one-token name, {@code </tool_call>} and {@code <|observation|>}
      * in that order.
@@ -231,8 +246,7 @@ class ResponsesApiTest {
                 .reasoning(Reasoning.builder().effort(ReasoningEffort.NONE).build())
                 .inputOfResponse(List.of(ResponseInputItem.ofFunctionCallOutput(ResponseInputItem.FunctionCallOutput
                         .builder().callId(calls.getFirst().callId()).output("Sunny, 21 degrees.").build()))).build());
-        Map<String, Object> tool = Map.of("type", "function", "function", Map.of("name", "z", "description",
-                "the weather", "parameters", Map.of("type", "object", "properties", Map.of())));
+        Object tool = WEATHER_AS_CHAT_TOOL;
         int expected = promptTokens(Map.of("messages", List.of(Map.of("role", "user", "content", WEATHER_QUESTION),
                 Map.of("role", "assistant", "content", "", "tool_calls", List.of(Map.of("id", calls.getFirst().callId(),
                         "type", "function", "function", Map.of("name", "z", "arguments", "{}")))),
