@@ -13,7 +13,9 @@ import dev.glimmer.server.metrics.ServerMetrics;
 import dev.glimmer.server.routes.ChatCompletionRoutes;
 import dev.glimmer.server.routes.CompletionRoutes;
 import dev.glimmer.server.routes.HealthRoutes;
+import dev.glimmer.server.routes.MessagesRoutes;
 import dev.glimmer.server.routes.ModelRoutes;
+import dev.glimmer.server.routes.ResponsesRoutes;
 import dev.glimmer.server.routes.TokenizerRoutes;
 import dev.glimmer.server.routes.WebChatRoutes;
 import io.helidon.webserver.WebServer;
@@ -63,6 +65,8 @@ public final class GlimmerServer implements AutoCloseable {
         routing.register(new ModelRoutes(host));
         routing.register(new ChatCompletionRoutes(host, config));
         routing.register(new CompletionRoutes(host, config));
+        routing.register(new ResponsesRoutes(host, config));
+        routing.register(new MessagesRoutes(host, config));
         routing.register(new TokenizerRoutes(host, config));
         WebChatRoutes.register(routing);
         routing.any((req, res) -> {
@@ -77,14 +81,14 @@ public final class GlimmerServer implements AutoCloseable {
             throw ApiException.notFound("no route " + req.prologue().method().text() + " " + requested
                     + " (see README.md: API)", null, "not_found");
         });
-        routing.error(ApiException.class, (req, res, e) -> ErrorResponses.send(res, e));
-        routing.error(UnavailableException.class,
-                (req, res, e) -> ErrorResponses.send(res, ApiException.unavailable(e.getMessage(), e.retryAfterSeconds())));
+        routing.error(ApiException.class, (req, res, e) -> ErrorResponses.send(req, res, e));
+        routing.error(UnavailableException.class, (req, res, e) -> ErrorResponses.send(req, res,
+                ApiException.unavailable(e.getMessage(), e.retryAfterSeconds())));
         routing.error(InvalidInputException.class,
-                (req, res, e) -> ErrorResponses.send(res, ApiException.badRequest(e.getMessage(), null)));
+                (req, res, e) -> ErrorResponses.send(req, res, ApiException.badRequest(e.getMessage(), null)));
         routing.error(Exception.class, (req, res, e) -> {
             LOG.log(Level.SEVERE, "internal error on " + req.path().path(), e);
-            ErrorResponses.send(res, ApiException.internal("internal error: " + e));
+            ErrorResponses.send(req, res, ApiException.internal("internal error: " + e));
         });
         WebServer server = WebServer.builder()
                 .host(config.host())

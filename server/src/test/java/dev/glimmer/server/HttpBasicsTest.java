@@ -129,6 +129,15 @@ class HttpBasicsTest {
                 .body("error.message", equalTo("the API key is not valid"));
         given().port(keyed.port()).header("Authorization", "Basic c2VzYW1l").get("/metrics").then().statusCode(401);
         given().port(keyed.port()).header("Authorization", "Bearer sesame").get("/v1/models").then().statusCode(200);
+        // Anthropic clients send the key in x-api-key.
+        given().port(keyed.port()).header("x-api-key", "sesame").get("/v1/models").then().statusCode(200);
+        given().port(keyed.port()).header("x-api-key", "wrong").get("/v1/models").then().statusCode(401)
+                .body("error.message", equalTo("the API key is not valid"));
+        // Under /v1/messages, errors are Anthropic's error objects.
+        given().port(keyed.port()).post("/v1/messages").then().statusCode(401)
+                .body("type", equalTo("error"))
+                .body("error.type", equalTo("authentication_error"))
+                .body("error.message", containsString("x-api-key"));
     }
 
     @Test

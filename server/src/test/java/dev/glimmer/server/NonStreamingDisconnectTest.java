@@ -4,6 +4,9 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
 
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -35,16 +38,26 @@ class NonStreamingDisconnectTest {
         app.close();
     }
 
-    @Test
-    void aClientThatHangsUpStopsItsGeneration() throws Exception {
+    /** A long generation on each generating route: chat completions, Responses, Anthropic Messages. */
+    static List<Arguments> longGenerations() {
+        List<Map<String, String>> story = List.of(Map.of("role", "user", "content", "Write a very long story."));
+        return List.of(
+                Arguments.of("/v1/chat/completions", Map.of("messages", story, "max_tokens", MAX_TOKENS,
+                        "temperature", 0, "stream", false)),
+                Arguments.of("/v1/responses", Map.of("input", story, "max_output_tokens", MAX_TOKENS,
+                        "temperature", 0)),
+                Arguments.of("/v1/messages", Map.of("messages", story, "max_tokens", MAX_TOKENS, "temperature", 0)));
+    }
+
+    @ParameterizedTest
+    @MethodSource("longGenerations")
+    void aClientThatHangsUpStopsItsGeneration(String path, Map<String, Object> request) throws Exception {
         double cancelledBefore = metric("glimmer_requests_cancelled_total");
         double generatedBefore = metric("glimmer_tokens_predicted_total");
-        byte[] body = new ObjectMapper().writeValueAsBytes(Map.of("messages",
-                List.of(Map.of("role", "user", "content", "Write a very long story.")),
-                "max_tokens", MAX_TOKENS, "temperature", 0, "stream", false));
+        byte[] body = new ObjectMapper().writeValueAsBytes(request);
         try (Socket socket = new Socket("127.0.0.1", app.port())) {
             OutputStream out = socket.getOutputStream();
-            out.write(("POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            out.write(("POST " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                     + "Content-Length: " + body.length + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
             out.write(body);
             out.flush();

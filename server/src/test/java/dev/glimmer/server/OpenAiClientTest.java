@@ -242,7 +242,12 @@ class OpenAiClientTest {
     }
 
     static List<Integer> tokens(String text) {
-        return given().port(app.port()).header("Authorization", "Bearer sesame").contentType("application/json")
+        return tokens(text, app.port());
+    }
+
+    /** The token ids of {@code text} (special tokens parsed) from the server on {@code port} (key "sesame"). */
+    static List<Integer> tokens(String text, int port) {
+        return given().port(port).header("Authorization", "Bearer sesame").contentType("application/json")
                 .body(Map.of("content", text)).post("/tokenize").then().statusCode(200).extract().jsonPath()
                 .getList("tokens", Integer.class);
     }

@@ -9,7 +9,8 @@ import java.util.List;
 public final class StopStrings {
     private final List<String> stops;
     private final StringBuilder pending = new StringBuilder();
-    private boolean matched;
+    /** The stop string found, or null while none is. */
+    private String matched;
 
     public StopStrings(List<String> stops) {
         this.stops = stops;
@@ -19,14 +20,16 @@ public final class StopStrings {
     public String push(String text) {
         pending.append(text);
         int first = -1;
+        String found = null;
         for (String stop : stops) {
             int at = pending.indexOf(stop);
             if (at >= 0 && (first < 0 || at < first)) {
                 first = at;
+                found = stop;
             }
         }
         if (first >= 0) {
-            matched = true;
+            matched = found;
             String visible = pending.substring(0, first);
             pending.setLength(0);
             return visible;
@@ -38,6 +41,11 @@ public final class StopStrings {
     }
 
     public boolean matched() {
+        return matched != null;
+    }
+
+    /** The stop string that ended the text (the first in the text when several did), or null when none did. */
+    public String matchedStop() {
         return matched;
     }
 

@@ -1,5 +1,6 @@
 package dev.glimmer.server.http;
 
+import io.helidon.http.HeaderName;
 import io.helidon.http.HeaderNames;
 import io.helidon.webserver.http.Filter;
 import io.helidon.webserver.http.FilterChain;
@@ -10,12 +11,14 @@ import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 
 /**
- * Requires {@code Authorization: Bearer <key>} on every route except {@code /health} (load balancers
+ * Requires {@code Authorization: Bearer <key>} (or Anthropic's {@code x-api-key: <key>}) on every route except {@code /health} (load balancers
  * probe it without credentials), CORS preflights (browsers never send credentials with them) and the
  * web chat's own files: a browser cannot send a key with the page request, and the page holds no
  * data; it asks the user for the key and sends it with every API call.
  */
 public final class ApiKeyFilter implements Filter {
+    private static final HeaderName API_KEY = HeaderNames.create("x-api-key");
+
     private final byte[] expected;
 
     public ApiKeyFilter(String apiKey) {
@@ -30,20 +33,22 @@ public final class ApiKeyFilter implements Filter {
             chain.proceed();
             return;
         }
-        String header = req.headers().first(HeaderNames.AUTHORIZATION).orElse(null);
-        if (header == null) {
-            ErrorResponses.send(res, ApiException.unauthorized(
-                    "this server needs an API key: send 'Authorization: Bearer <key>'"));
+        String authorization = req.headers().first(HeaderNames.AUTHORIZATION).orElse(null);
+        if (authorization != null && !authorization.regionMatches(true, 0, "Bearer ", 0, 7)) {
+            ErrorResponses.send(req, res, ApiException.unauthorized("the Authorization header must be 'Bearer <key>'"));
             return;
         }
-        if (!header.regionMatches(true, 0, "Bearer ", 0, 7)) {
-            ErrorResponses.send(res, ApiException.unauthorized("the Authorization header must be 'Bearer <key>'"));
+        // OpenAI clients send the key as a bearer token, Anthropic clients in x-api-key.
+        String given = authorization != null ? authorization.substring(7).strip()
+                : req.headers().first(API_KEY).map(String::strip).orElse(null);
+        if (given == null) {
+            ErrorResponses.send(req, res, ApiException.unauthorized(
+                    "this server needs an API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'"));
             return;
         }
-        byte[] given = header.substring(7).strip().getBytes(StandardCharsets.UTF_8);
         // Constant-time comparison so that response timing says nothing about the key.
-        if (!MessageDigest.isEqual(given, expected)) {
-            ErrorResponses.send(res, ApiException.unauthorized("the API key is not valid"));
+        if (!MessageDigest.isEqual(given.getBytes(StandardCharsets.UTF_8), expected)) {
+            ErrorResponses.send(req, res, ApiException.unauthorized("the API key is not valid"));
             return;
         }
         chain.proceed();

@@ -15,21 +15,28 @@ import java.nio.charset.StandardCharsets;
  * within a token, or within a prompt chunk while the prompt is processed.
  *
  * <p>Until the first space the response is untouched, so early errors keep their HTTP status. After
- * it the status is 200, and a failure is reported as an OpenAI error object in the body.
+ * it the status is 200, and a failure is reported as an error object (in the route's {@link ErrorShape}) in the body.
  */
 public final class HeldJsonResponse {
     private static final byte[] SPACE = {' '};
 
     private final ServerResponse res;
+    private final ErrorShape errorShape;
     private OutputStream out;
     private boolean gone;
 
-    private HeldJsonResponse(ServerResponse res) {
+    private HeldJsonResponse(ServerResponse res, ErrorShape errorShape) {
         this.res = res;
+        this.errorShape = errorShape;
     }
 
+    /** A response whose late failures are OpenAI error objects. */
     public static HeldJsonResponse open(ServerResponse res) {
-        return new HeldJsonResponse(res);
+        return open(res, ErrorShape.OPENAI);
+    }
+
+    public static HeldJsonResponse open(ServerResponse res, ErrorShape errorShape) {
+        return new HeldJsonResponse(res, errorShape);
     }
 
     /** Writes one space; throws {@link ClientGoneException} when the client has left. */
@@ -63,7 +70,7 @@ public final class HeldJsonResponse {
             throw failed;
         }
         try {
-            write(ErrorResponses.body(failed).getBytes(StandardCharsets.UTF_8));
+            write(Json.write(errorShape.body(failed)).getBytes(StandardCharsets.UTF_8));
         } catch (ClientGoneException gone) {
             // Nobody is listening any more.
         }

@@ -14,7 +14,8 @@ import java.util.Set;
  */
 public final class MetricsFilter implements Filter {
     private static final Set<String> ROUTES = Set.of("/", "/health", "/metrics", "/v1/models", "/v1/chat/completions",
-            "/v1/completions", "/tokenize", "/detokenize", "/apply-template");
+            "/v1/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/tokenize", "/detokenize",
+            "/apply-template");
 
     private final ServerMetrics metrics;
 
@@ -39,6 +40,9 @@ public final class MetricsFilter implements Filter {
         if (ROUTES.contains(path)) {
             return path;
         }
-        return path.startsWith("/v1/models/") ? "/v1/models/{id}" : "other";
+        if (path.startsWith("/v1/models/")) {
+            return "/v1/models/{id}";
+        }
+        return path.startsWith("/v1/responses/") ? "/v1/responses/{id}" : "other";
     }
 }

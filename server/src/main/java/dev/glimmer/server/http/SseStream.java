@@ -41,6 +41,14 @@ public final class SseStream implements AutoCloseable {
         write(("data: " + json + "\n\n").getBytes(StandardCharsets.UTF_8));
     }
 
+    /**
+     * Writes {@code event: <name>\ndata: <json>\n\n}: the Responses and Anthropic Messages streams
+     * name every event, and the Anthropic SDKs dispatch on that name.
+     */
+    public synchronized void event(String name, String json) {
+        write(("event: " + name + "\ndata: " + json + "\n\n").getBytes(StandardCharsets.UTF_8));
+    }
+
     public synchronized void ping() {
         write(PING);
     }

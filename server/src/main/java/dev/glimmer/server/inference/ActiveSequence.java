@@ -139,6 +139,11 @@ final class ActiveSequence {
         return null;
     }
 
+    /** The stop string that ended this sequence, or null when none did. */
+    String matchedStop() {
+        return stops.matchedStop();
+    }
+
     /** The tokens the KV cache holds, in order: the prompt and every generated token fed so far. */
     int[] cachedTokens() {
         int[] prompt = job.prompt();

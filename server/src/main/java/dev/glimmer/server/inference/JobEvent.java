@@ -30,9 +30,10 @@ public sealed interface JobEvent {
      * @param generatedTokens  tokens generated
      * @param promptMillis     time spent processing the uncached prompt tokens
      * @param generationMillis time from the first logits to the end
+     * @param stopString       the request's stop string that ended it, or null when none did
      */
     record Finished(FinishReason reason, int promptTokens, int cachedTokens, int generatedTokens, double promptMillis,
-                    double generationMillis) implements JobEvent {
+                    double generationMillis, String stopString) implements JobEvent {
     }
 
     /**

@@ -177,7 +177,7 @@ public final class Scheduler {
             InferenceJob job = it.next();
             if (job.isCancelled()) {
                 it.remove();
-                job.emit(new JobEvent.Finished(FinishReason.CANCELLED, job.prompt().length, 0, 0, 0, 0));
+                job.emit(new JobEvent.Finished(FinishReason.CANCELLED, job.prompt().length, 0, 0, 0, 0, null));
                 metrics.cancelled();
                 admitted.decrementAndGet();
             }
@@ -279,7 +279,7 @@ public final class Scheduler {
             }
             metrics.generation(s.generatedCount(), Duration.ofNanos((long) (s.generationMillis() * 1e6)));
             JobEvent.Finished finished = new JobEvent.Finished(reason, s.job.prompt().length, s.lease.reused(),
-                    s.generatedCount(), s.promptMillis(), s.generationMillis());
+                    s.generatedCount(), s.promptMillis(), s.generationMillis(), s.matchedStop());
             LOG.info(String.format(Locale.ROOT, "%d prompt tokens (%d cached) in %.0f ms, %d generated in %.0f ms: %s",
                     finished.promptTokens(), finished.cachedTokens(), finished.promptMillis(), finished.generatedTokens(),
                     finished.generationMillis(), reason.apiName()));

@@ -49,13 +49,12 @@ public final class ChatCompletionRoutes implements HttpService {
         ServedModel model = host.require();
         ChatCompletionRequest request = ChatCompletionRequest.parse(RequestBodies.jsonObject(req, config.maxBodyBytes()),
                 config.sampling());
-        String prompt = model.chatFormat().template().render(request.chat());
-        Reply reply = new Reply(model, request, ChatOutputParser.forRequest(request.chat()));
-        InferenceJob job = Jobs.submit(model, model.tokenizer().encode(prompt, true), request.options(), "messages");
+        ChatGeneration generation = ChatGeneration.start(model, request, "messages");
+        Reply reply = new Reply(model, request, generation.parser());
         if (request.options().stream()) {
-            reply.stream(job, res);
+            reply.stream(generation.job(), res);
         } else {
-            reply.whole(job, res);
+            reply.whole(generation.job(), res);
         }
     }
 

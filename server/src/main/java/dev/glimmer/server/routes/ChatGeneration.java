@@ -1,0 +1,37 @@
+package dev.glimmer.server.routes;
+
+import dev.glimmer.engine.chat.ChatOutputParser;
+import dev.glimmer.engine.chat.ChatRequest;
+import dev.glimmer.server.api.ChatCompletionRequest;
+import dev.glimmer.server.inference.InferenceJob;
+import dev.glimmer.server.inference.ServedModel;
+
+/**
+ * A chat request turned into a running generation: the prompt the chat template renders, the job
+ * queued for it and the parser that splits its output into reasoning, content and tool calls. The
+ * chat completions, Responses and Anthropic Messages routes all start their generations here, so
+ * that the three APIs behave alike (the Responses and Messages routes translate their bodies into
+ * a {@link ChatCompletionRequest} first).
+ *
+ * @param job          the queued generation
+ * @param parser       the parser for its output
+ * @param promptTokens the prompt's length in tokens
+ */
+record ChatGeneration(InferenceJob job, ChatOutputParser parser, int promptTokens) {
+
+    /** The prompt's token ids for {@code chat}. */
+    static int[] prompt(ServedModel model, ChatRequest chat) {
+        return model.tokenizer().encode(model.chatFormat().template().render(chat), true);
+    }
+
+    /**
+     * Queues {@code request}'s generation.
+     *
+     * @param promptParam the request field the conversation came from, for error messages
+     */
+    static ChatGeneration start(ServedModel model, ChatCompletionRequest request, String promptParam) {
+        int[] prompt = prompt(model, request.chat());
+        InferenceJob job = Jobs.submit(model, prompt, request.options(), promptParam);
+        return new ChatGeneration(job, ChatOutputParser.forRequest(request.chat()), prompt.length);
+    }
+}
