@@ -33,7 +33,8 @@ public final class ToolCallGrammar {
         List<Expr> calls = new ArrayList<>();
         for (int t = 0; t < tools.size(); t++) {
             ToolSpec tool = tools.get(t);
-            calls.add(seq(literal(ChatOutputParser.CALL_START + tool.name()), arguments(tool, "tools/" + t
+            // Each tag a literal of its own: the vocabulary has it as one token.
+            calls.add(seq(literal(ChatOutputParser.CALL_START), literal(tool.name()), arguments(tool, "tools/" + t
                     + "/function/parameters"), literal(ChatOutputParser.CALL_END)));
         }
         Set<String> tags = Set.of(ChatOutputParser.CALL_START, ChatOutputParser.CALL_END, ChatOutputParser.KEY_START,
@@ -52,8 +53,8 @@ public final class ToolCallGrammar {
         for (JsonSchemaGrammar.Property p : schemas.properties(parameters, "/" + where)) {
             String at = "/" + where + "/properties/" + p.name();
             Expr value = tool.isStringParameter(p.name()) ? schemas.rawString(p.schema(), at) : schemas.value(p.schema(), at);
-            members.add(seq(literal(ChatOutputParser.KEY_START + p.name() + ChatOutputParser.KEY_END
-                    + ChatOutputParser.VALUE_START), value, literal(ChatOutputParser.VALUE_END)));
+            members.add(seq(literal(ChatOutputParser.KEY_START), literal(p.name()), literal(ChatOutputParser.KEY_END),
+                    literal(ChatOutputParser.VALUE_START), value, literal(ChatOutputParser.VALUE_END)));
             required.add(p.required());
         }
         return JsonSchemaGrammar.someOf(members, required, Expr.empty());

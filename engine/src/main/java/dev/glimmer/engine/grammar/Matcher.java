@@ -1,5 +1,6 @@
 package dev.glimmer.engine.grammar;
 
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -9,6 +10,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
+import java.util.function.ToLongFunction;
 
 /**
  * Runs a grammar ({@link Expr}) over bytes, as llama.cpp runs a GBNF grammar: a position in the
@@ -16,7 +18,7 @@ import java.util.Set;
  * and because of alternatives the matcher holds a set of such stacks, a {@link State}.
  *
  * <p>States are interned: the same set of stacks is one object, which remembers where each byte
- * leads ({@link State#next}), how many bytes at least finish the output ({@link #minBytesToEnd}) and
+ * leads ({@link State#next}), how many tokens at least finish the output ({@link #fewestTokensToEnd}) and
  * the token mask computed for it. A JSON string's characters or a repeated array item lead back to
  * the same state, so a long output visits few distinct states and most work is done once.
  *
@@ -28,13 +30,24 @@ public final class Matcher {
     static final long UNREACHABLE = Long.MAX_VALUE / 4;
 
     private final Map<State, State> interned = new HashMap<>();
+    private final Set<String> oneTokenTexts;
     private final Map<Expr, Long> minLength;
     private final State start;
     /** The state with no stack and not accepting: every byte was refused. */
     final State dead = new State(Set.of(), false);
 
+    /** A matcher that counts every byte as a token (see {@link #Matcher(Expr, Set)}). */
     public Matcher(Expr grammar) {
-        this.minLength = MinLength.of(grammar);
+        this(grammar, Set.of());
+    }
+
+    /**
+     * @param oneTokenTexts literals that the vocabulary writes as one token (GLM's tool-call tags):
+     *                      they count as one token, not one per byte, in {@link #fewestTokensToEnd}
+     */
+    public Matcher(Expr grammar, Set<String> oneTokenTexts) {
+        this.oneTokenTexts = Set.copyOf(oneTokenTexts);
+        this.minLength = MinLength.of(grammar, this::literalTokens);
         if (minLength.get(grammar) >= UNREACHABLE) {
             throw new IllegalArgumentException("the grammar matches no text");
         }
@@ -96,9 +109,13 @@ public final class Matcher {
         return s;
     }
 
-    /** The fewest bytes that lead from {@code s} to an accepting state ({@link #UNREACHABLE} for {@link #dead}). */
-    public long minBytesToEnd(State s) {
-        if (s.minBytesToEnd < 0) {
+    /**
+     * The fewest tokens that lead from {@code s} to an accepting state ({@link #UNREACHABLE} for
+     * {@link #dead}), counting a token per byte (a byte-level vocabulary has every byte as a token)
+     * except for the one-token texts.
+     */
+    public long fewestTokensToEnd(State s) {
+        if (s.fewestTokensToEnd < 0) {
             long best = s.accepting ? 0 : UNREACHABLE;
             for (Stack stack : s.stacks) {
                 long sum = 0;
@@ -107,14 +124,14 @@ public final class Matcher {
                 }
                 best = Math.min(best, sum);
             }
-            s.minBytesToEnd = Math.min(best, UNREACHABLE);
+            s.fewestTokensToEnd = Math.min(best, UNREACHABLE);
         }
-        return s.minBytesToEnd;
+        return s.fewestTokensToEnd;
     }
 
     private long remaining(Frame frame) {
         return switch (frame) {
-            case InLiteral(Expr.Literal lit, int pos) -> lit.bytes.length - pos;
+            case InLiteral(Expr.Literal lit, int pos) -> pos == 0 ? literalTokens(lit) : lit.bytes.length - pos;
             case OneByte o -> 1;
             case InInteger i -> i.fewestDigitsToEnd();
             case InSeq(Expr.Seq seq, int next) -> {
@@ -126,6 +143,14 @@ public final class Matcher {
             }
             case InRepeat(Expr.Repeat rep, int count) -> times(Math.max(0, rep.min - count), minLength.get(rep.body));
         };
+    }
+
+    /** The tokens a literal takes at most: one for a text the vocabulary has as one token, else one per byte. */
+    private long literalTokens(Expr.Literal lit) {
+        if (!oneTokenTexts.isEmpty() && oneTokenTexts.contains(new String(lit.bytes, StandardCharsets.UTF_8))) {
+            return 1;
+        }
+        return lit.bytes.length;
     }
 
     /** Lengths saturate at {@link #UNREACHABLE}. */
@@ -150,10 +175,10 @@ public final class Matcher {
         final boolean accepting;
         final State[] next = new State[256];
         private final int hash;
-        long minBytesToEnd = -1;
+        long fewestTokensToEnd = -1;
         /** The token mask of this state with no token budget, once computed ({@link TokenConstraint}). */
         long[] mask;
-        /** The largest {@link #minBytesToEnd} among the states {@link #mask}'s tokens lead to. */
+        /** The largest {@link #fewestTokensToEnd} among the states {@link #mask}'s tokens lead to. */
         long maskLongestEnd;
 
         State(Set<Stack> stacks, boolean accepting) {
@@ -416,9 +441,9 @@ public final class Matcher {
         }
     }
 
-    /** The fewest bytes each part of a grammar matches: a fixed point, since rules may be recursive. */
+    /** The fewest tokens each part of a grammar takes: a fixed point, since rules may be recursive. */
     private static final class MinLength {
-        static Map<Expr, Long> of(Expr root) {
+        static Map<Expr, Long> of(Expr root, ToLongFunction<Expr.Literal> literalTokens) {
             List<Expr> nodes = new ArrayList<>();
             Map<Expr, Long> length = new IdentityHashMap<>();
             collect(root, length, nodes);
@@ -426,7 +451,7 @@ public final class Matcher {
             while (changed) {
                 changed = false;
                 for (Expr e : nodes) {
-                    long now = Math.min(compute(e, length), UNREACHABLE);
+                    long now = Math.min(compute(e, length, literalTokens), UNREACHABLE);
                     if (now < length.get(e)) {
                         length.put(e, now);
                         changed = true;
@@ -456,9 +481,9 @@ public final class Matcher {
             }
         }
 
-        private static long compute(Expr e, Map<Expr, Long> length) {
+        private static long compute(Expr e, Map<Expr, Long> length, ToLongFunction<Expr.Literal> literalTokens) {
             return switch (e) {
-                case Expr.Literal l -> l.bytes.length;
+                case Expr.Literal l -> literalTokens.applyAsLong(l);
                 case Expr.ByteClass c -> 1;
                 case Expr.IntegerRange r -> InInteger.start(r).fewestDigitsToEnd();
                 case Expr.Seq s -> {

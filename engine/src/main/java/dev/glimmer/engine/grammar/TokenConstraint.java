@@ -2,6 +2,8 @@ package dev.glimmer.engine.grammar;
 
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
+import java.util.HashSet;
+import java.util.Set;
 
 /**
  * Keeps one generated sequence inside an {@link OutputGrammar}: before each token it says which
@@ -14,9 +16,9 @@ import java.util.Arrays;
  * state keeps its mask, so a state met again (inside a long string, say) costs nothing.
  *
  * <p>The output always completes within the token limit: a token is allowed only when, after it,
- * the fewest bytes that finish the grammar (one token each at worst: every byte is a token in a
- * byte-level vocabulary) and the end-of-generation token still fit in the tokens left; the thinking
- * is closed in time for that too. With random weights, too, the output is valid.
+ * the fewest tokens that finish the grammar ({@link Matcher#fewestTokensToEnd}) and the
+ * end-of-generation token still fit in the tokens left; the thinking is closed in time for that too.
+ * With random weights, too, the output is valid.
  */
 public final class TokenConstraint {
     private static final byte[] THINK_END = "</think>".getBytes(StandardCharsets.UTF_8);
@@ -34,9 +36,7 @@ public final class TokenConstraint {
 
     public TokenConstraint(OutputGrammar grammar, TokenTrie trie) {
         this.trie = trie;
-        this.matcher = new Matcher(grammar.grammar());
         this.thinking = grammar.thinkingFirst();
-        this.state = matcher.start();
         this.allowedControl = new long[TokenTrie.words(trie.vocabularySize)];
         int thinkEnd = -1;
         for (int i = 0; i < trie.controlIds.length; i++) {
@@ -49,6 +49,14 @@ public final class TokenConstraint {
             }
         }
         this.thinkEndToken = thinkEnd;
+        Set<String> oneToken = new HashSet<>();
+        for (int i = 0; i < trie.controlIds.length; i++) {
+            if (TokenTrie.allows(allowedControl, trie.controlIds[i])) {
+                oneToken.add(new String(trie.controlBytes[i], StandardCharsets.UTF_8));
+            }
+        }
+        this.matcher = new Matcher(grammar.grammar(), oneToken);
+        this.state = matcher.start();
         this.walkStates = new Matcher.State[trie.maxDepth + 1];
         this.budgetMask = new long[TokenTrie.words(trie.vocabularySize)];
     }
@@ -62,7 +70,7 @@ public final class TokenConstraint {
     public long[] allowed(int tokensLeft) {
         if (thinking) {
             // Room after this token for </think>, the shortest grammar text and the end of generation.
-            long afterThinking = matcher.minBytesToEnd(matcher.start()) + 2;
+            long afterThinking = matcher.fewestTokensToEnd(matcher.start()) + 2;
             if (thinkEndToken >= 0 && tokensLeft - 1 < afterThinking) {
                 Arrays.fill(budgetMask, 0);
                 TokenTrie.set(budgetMask, thinkEndToken);
@@ -120,7 +128,7 @@ public final class TokenConstraint {
     }
 
     /**
-     * Sets in {@code mask} the tokens allowed in {@code s} after which at most {@code room} bytes
+     * Sets in {@code mask} the tokens allowed in {@code s} after which at most {@code room} tokens
      * finish the grammar; returns the largest such distance among them.
      */
     private long walk(Matcher.State s, long room, long[] mask) {
@@ -150,7 +158,7 @@ public final class TokenConstraint {
             }
             states[d] = next;
             if (from[i] != from[i + 1]) {
-                long toEnd = matcher.minBytesToEnd(next);
+                long toEnd = matcher.fewestTokensToEnd(next);
                 if (toEnd <= room) {
                     longest = Math.max(longest, toEnd);
                     for (int k = from[i]; k < from[i + 1]; k++) {
@@ -164,7 +172,7 @@ public final class TokenConstraint {
             int id = trie.controlIds[c];
             if (TokenTrie.allows(allowedControl, id)) {
                 Matcher.State next = matcher.next(s, trie.controlBytes[c]);
-                long toEnd = matcher.minBytesToEnd(next);
+                long toEnd = matcher.fewestTokensToEnd(next);
                 if (next != dead && toEnd <= room) {
                     longest = Math.max(longest, toEnd);
                     TokenTrie.set(mask, id);

@@ -116,15 +116,15 @@ class JsonSchemaGrammarTest {
         Matcher m = new Matcher(JsonSchemaGrammar.forSchema(schema("{'type':'string'}")));
         Matcher.State s = m.next(m.start(), "\"abc".getBytes(StandardCharsets.UTF_8));
         assertEquals(s, m.next(s, "defghijklmnop".getBytes(StandardCharsets.UTF_8)));
-        assertEquals(1, m.minBytesToEnd(s));
+        assertEquals(1, m.fewestTokensToEnd(s));
     }
 
     @Test
-    void minBytesToEndCountsTheShortestCompletion() {
+    void fewestTokensToEndCountsTheShortestCompletion() {
         Matcher m = new Matcher(JsonSchemaGrammar.forSchema(schema(
                 "{'type':'object','properties':{'n':{'type':'integer','minimum':100}},'required':['n']}")));
-        assertEquals("{\"n\":100}".length(), m.minBytesToEnd(m.start()));
-        assertEquals(1, m.minBytesToEnd(m.next(m.start(), "{\"n\":12345".getBytes(StandardCharsets.UTF_8))));
-        assertEquals(3, m.minBytesToEnd(m.next(m.start(), "{\"n\":1".getBytes(StandardCharsets.UTF_8))));
+        assertEquals("{\"n\":100}".length(), m.fewestTokensToEnd(m.start()));
+        assertEquals(1, m.fewestTokensToEnd(m.next(m.start(), "{\"n\":12345".getBytes(StandardCharsets.UTF_8))));
+        assertEquals(3, m.fewestTokensToEnd(m.next(m.start(), "{\"n\":1".getBytes(StandardCharsets.UTF_8))));
     }
 }
