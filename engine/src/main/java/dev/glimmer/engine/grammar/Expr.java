@@ -60,7 +60,7 @@ public abstract sealed class Expr {
         }
     }
 
-    /** {@code body} between {@code min} and {@code max} times ({@code max} -1: no limit); the body never matches nothing. */
+    /** {@code body} between {@code min} and {@code max} times ({@code max} -1: no limit). */
     public static final class Repeat extends Expr {
         final Expr body;
         final int min;

@@ -145,6 +145,20 @@ public final class Matcher {
         };
     }
 
+    /** The bytes after which {@code s} is {@code s} again, as 4 words of 256 bits (computed once per state). */
+    long[] loopBytes(State s) {
+        if (s.loopBytes == null) {
+            long[] loop = new long[4];
+            for (int b = 0; b < 256; b++) {
+                if (next(s, b) == s) {
+                    loop[b >>> 6] |= 1L << b;
+                }
+            }
+            s.loopBytes = loop;
+        }
+        return s.loopBytes;
+    }
+
     /** The tokens a literal takes at most: one for a text the vocabulary has as one token, else one per byte. */
     private long literalTokens(Expr.Literal lit) {
         if (!oneTokenTexts.isEmpty() && oneTokenTexts.contains(new String(lit.bytes, StandardCharsets.UTF_8))) {
@@ -176,6 +190,8 @@ public final class Matcher {
         final State[] next = new State[256];
         private final int hash;
         long fewestTokensToEnd = -1;
+        /** The bytes that lead back to this state (256 bits), once asked for ({@link Matcher#loopBytes}). */
+        long[] loopBytes;
         /** The token mask of this state with no token budget, once computed ({@link TokenConstraint}). */
         long[] mask;
         /** The largest {@link #fewestTokensToEnd} among the states {@link #mask}'s tokens lead to. */

@@ -157,6 +157,18 @@ public final class TokenConstraint {
                 continue;
             }
             states[d] = next;
+            if (next == parent && loopsBelow(next, i)) {
+                // Every byte below leads back here (a string's characters): the whole subtree is allowed as is.
+                long toEnd = matcher.fewestTokensToEnd(next);
+                if (toEnd <= room) {
+                    longest = Math.max(longest, toEnd);
+                    for (int k = from[i]; k < from[subtreeEnd[i]]; k++) {
+                        TokenTrie.set(mask, tokens[k]);
+                    }
+                }
+                i = subtreeEnd[i];
+                continue;
+            }
             if (from[i] != from[i + 1]) {
                 long toEnd = matcher.fewestTokensToEnd(next);
                 if (toEnd <= room) {
@@ -185,6 +197,15 @@ public final class TokenConstraint {
             }
         }
         return longest;
+    }
+
+    /** Whether every byte below trie node {@code node} leads from {@code s} back to {@code s}. */
+    private boolean loopsBelow(Matcher.State s, int node) {
+        long[] loop = matcher.loopBytes(s);
+        long[] below = trie.below;
+        int at = 4 * node;
+        return (below[at] & ~loop[0]) == 0 && (below[at + 1] & ~loop[1]) == 0
+                && (below[at + 2] & ~loop[2]) == 0 && (below[at + 3] & ~loop[3]) == 0;
     }
 
     private static int indexOf(byte[] haystack, byte[] needle) {

@@ -5,12 +5,11 @@ import dev.glimmer.engine.tokenizer.Tokenizer;
 
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Comparator;
 import java.util.List;
 
 /**
  * A model's vocabulary arranged for computing token masks: the text tokens' bytes as a trie, laid
- * out in preorder in flat arrays, so that a walk reads each shared prefix once and skips the whole
+ * out in preorder (children in no particular order) in flat arrays, so that a walk reads each shared prefix once and skips the whole
  * subtree of a prefix the grammar refuses; besides it the end-of-generation tokens and the other
  * control tokens. Built once per model and shared (immutable).
  */
@@ -20,6 +19,12 @@ public final class TokenTrie {
     final byte[] label;
     final int[] depth;
     final int[] subtreeEnd;
+    /**
+     * The bytes that occur below node i (in the rest of the tokens that go through it), 256 bits at
+     * {@code below[4i .. 4i+4)}: where the grammar loops on all of them (inside a JSON string), the
+     * whole subtree is allowed without walking it.
+     */
+    final long[] below;
     /** The tokens whose bytes end at node i: {@code tokens[tokensFrom[i] .. tokensFrom[i+1])}. */
     final int[] tokensFrom;
     final int[] tokens;
@@ -65,55 +70,112 @@ public final class TokenTrie {
                 totalBytes += bytes.length;
             }
         }
-        Integer[] order = new Integer[texts.size()];
-        for (int i = 0; i < order.length; i++) {
-            order[i] = i;
-        }
-        Arrays.sort(order, Comparator.comparing(texts::get, Arrays::compareUnsigned));
-
+        // Insert every token into a linked trie (children found through a hash of parent and byte),
+        // then lay it out in preorder.
         int capacity = (int) Math.min(Integer.MAX_VALUE - 8, totalBytes + 1);
-        byte[] label = new byte[capacity];
-        int[] depth = new int[capacity];
-        int[] end = new int[capacity];
-        int[] from = new int[capacity + 1];
-        int[] tokenList = new int[texts.size()];
-        int nodes = 0;
-        int listed = 0;
+        byte[] linkedLabel = new byte[capacity];
+        int[] firstChild = new int[capacity];
+        int[] nextSibling = new int[capacity];
+        int[] firstToken = new int[capacity];
+        int[] nextToken = new int[texts.size()];
+        Arrays.fill(firstChild, -1);
+        Arrays.fill(firstToken, -1);
+        int[] rootChild = new int[256];
+        Arrays.fill(rootChild, -1);
+        ChildTable children = new ChildTable(capacity);
+        int created = 0;
         int deepest = 0;
-        int[] path = new int[64]; // path[d]: the open node at depth d (1-based)
-        byte[] previous = new byte[0];
-        for (int k : order) {
+        for (int k = 0; k < texts.size(); k++) {
             byte[] t = texts.get(k);
-            int common = 0;
-            while (common < t.length && common < previous.length && t[common] == previous[common]) {
-                common++;
-            }
-            // Nodes deeper than the shared prefix are complete: their subtrees end here.
-            for (int d = common + 1; d <= previous.length; d++) {
-                end[path[d]] = nodes;
-            }
-            for (int d = common; d < t.length; d++) {
-                if (d + 1 >= path.length) {
-                    path = Arrays.copyOf(path, path.length * 2);
+            int node = -1;
+            for (int d = 0; d < t.length; d++) {
+                int b = t[d] & 0xFF;
+                int child = d == 0 ? rootChild[b] : children.get(node, b);
+                if (child < 0) {
+                    child = created++;
+                    linkedLabel[child] = t[d];
+                    if (d == 0) {
+                        rootChild[b] = child;
+                        nextSibling[child] = -1;
+                    } else {
+                        children.put(node, b, child);
+                        nextSibling[child] = firstChild[node];
+                        firstChild[node] = child;
+                    }
                 }
-                label[nodes] = t[d];
-                depth[nodes] = d + 1;
-                from[nodes] = listed;
-                path[d + 1] = nodes;
-                nodes++;
+                node = child;
             }
-            tokenList[listed++] = ids.get(k);
+            nextToken[k] = firstToken[node];
+            firstToken[node] = k;
             deepest = Math.max(deepest, t.length);
-            previous = t;
         }
-        for (int d = 1; d <= previous.length; d++) {
-            end[path[d]] = nodes;
+
+        int nodes = created;
+        byte[] label = new byte[nodes];
+        int[] depth = new int[nodes];
+        int[] end = new int[nodes];
+        int[] from = new int[nodes + 1];
+        int[] tokenList = new int[texts.size()];
+        int[] parent = new int[nodes];
+        int listed = 0;
+        int placed = 0;
+        // Depth-first from the root's children; each stack entry is a linked node and its depth.
+        int[] stackNode = new int[deepest + 2 + 256];
+        int[] stackDepth = new int[stackNode.length];
+        int[] open = new int[deepest + 2]; // open[d]: the preorder index of the node being filled at depth d
+        int top = 0;
+        for (int b = 255; b >= 0; b--) {
+            if (rootChild[b] >= 0) {
+                stackNode = push(stackNode, top, rootChild[b]);
+                stackDepth = push(stackDepth, top, 1);
+                top++;
+            }
+        }
+        int lastDepth = 0;
+        while (top > 0) {
+            top--;
+            int linked = stackNode[top];
+            int d = stackDepth[top];
+            // Nodes at this depth or deeper are complete: their subtrees end here.
+            for (int closed = lastDepth; closed >= d; closed--) {
+                end[open[closed]] = placed;
+            }
+            int index = placed++;
+            label[index] = linkedLabel[linked];
+            depth[index] = d;
+            from[index] = listed;
+            open[d] = index;
+            lastDepth = d;
+            for (int k = firstToken[linked]; k >= 0; k = nextToken[k]) {
+                tokenList[listed++] = ids.get(k);
+            }
+            parent[index] = d == 1 ? -1 : open[d - 1];
+            for (int c = firstChild[linked]; c >= 0; c = nextSibling[c]) {
+                stackNode = push(stackNode, top, c);
+                stackDepth = push(stackDepth, top, d + 1);
+                top++;
+            }
+        }
+        for (int closed = lastDepth; closed >= 1; closed--) {
+            end[open[closed]] = placed;
         }
         from[nodes] = listed;
-        this.label = Arrays.copyOf(label, nodes);
-        this.depth = Arrays.copyOf(depth, nodes);
-        this.subtreeEnd = Arrays.copyOf(end, nodes);
-        this.tokensFrom = Arrays.copyOf(from, nodes + 1);
+        // The bytes below a node: its children's bytes and theirs, gathered from the last node back.
+        this.below = new long[4 * nodes];
+        for (int i = nodes - 1; i >= 0; i--) {
+            int p = parent[i];
+            if (p >= 0) {
+                int b = label[i] & 0xFF;
+                below[4 * p + (b >>> 6)] |= 1L << b;
+                for (int w = 0; w < 4; w++) {
+                    below[4 * p + w] |= below[4 * i + w];
+                }
+            }
+        }
+        this.label = label;
+        this.depth = depth;
+        this.subtreeEnd = end;
+        this.tokensFrom = from;
         this.tokens = tokenList;
         this.maxDepth = deepest;
         this.endOfGeneration = eog.stream().mapToInt(Integer::intValue).toArray();
@@ -135,6 +197,53 @@ public final class TokenTrie {
     /** Trie nodes (distinct token prefixes), for statistics. */
     public int nodeCount() {
         return label.length;
+    }
+
+    /** Open addressing from (parent node, byte) to the child node: no boxing for a million entries. */
+    private static final class ChildTable {
+        private final long[] keys;
+        private final int[] values;
+        private final int mask;
+
+        ChildTable(int entries) {
+            int size = Integer.highestOneBit(Math.max(16, entries) * 2 - 1) << 1;
+            keys = new long[size];
+            values = new int[size];
+            mask = size - 1;
+            Arrays.fill(keys, -1);
+        }
+
+        int get(int node, int b) {
+            long key = (long) node << 8 | b;
+            for (int i = slot(key); ; i = (i + 1) & mask) {
+                if (keys[i] == key) {
+                    return values[i];
+                }
+                if (keys[i] == -1) {
+                    return -1;
+                }
+            }
+        }
+
+        void put(int node, int b, int child) {
+            long key = (long) node << 8 | b;
+            int i = slot(key);
+            while (keys[i] != -1) {
+                i = (i + 1) & mask;
+            }
+            keys[i] = key;
+            values[i] = child;
+        }
+
+        private int slot(long key) {
+            return (int) (key * 0x9E3779B97F4A7C15L >>> 40) & mask;
+        }
+    }
+
+    private static int[] push(int[] stack, int at, int value) {
+        int[] s = at < stack.length ? stack : Arrays.copyOf(stack, stack.length * 2);
+        s[at] = value;
+        return s;
     }
 
     byte[] piece(int token) {
