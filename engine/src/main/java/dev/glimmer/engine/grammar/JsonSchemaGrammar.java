@@ -42,6 +42,8 @@ public final class JsonSchemaGrammar {
             "enum", "const", "anyOf", "oneOf", "items", "minItems", "maxItems", "minLength", "maxLength", "pattern",
             "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "$ref", "$defs", "definitions");
     private static final Set<String> TYPES = Set.of("null", "boolean", "integer", "number", "string", "array", "object");
+    /** The largest minLength, maxLength, minItems or maxItems: a limit on the output, not on the schema's author. */
+    private static final int MAX_COUNT = 100_000;
     /** The widest integer range (16 digits, as for unbounded integers). */
     private static final long INTEGER_LIMIT = 9_999_999_999_999_999L;
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -457,9 +459,9 @@ public final class JsonSchemaGrammar {
         if (n == null) {
             return absent;
         }
-        if (!n.canConvertToInt() || !n.isIntegralNumber() || n.intValue() < 0 || n.intValue() > RegexGrammar.MAX_COUNT * 100) {
+        if (!n.isIntegralNumber() || !n.canConvertToInt() || n.intValue() < 0 || n.intValue() > MAX_COUNT) {
             throw new UnsupportedSchemaException(keyword, where, keyword + " must be an integer from 0 to "
-                    + RegexGrammar.MAX_COUNT * 100 + ", got " + n);
+                    + MAX_COUNT + ", got " + n);
         }
         return n.intValue();
     }

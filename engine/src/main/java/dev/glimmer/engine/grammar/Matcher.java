@@ -1,5 +1,7 @@
 package dev.glimmer.engine.grammar;
 
+import dev.glimmer.engine.InvalidInputException;
+
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -49,7 +51,8 @@ public final class Matcher {
         this.oneTokenTexts = Set.copyOf(oneTokenTexts);
         this.minLength = MinLength.of(grammar, this::literalTokens);
         if (minLength.get(grammar) >= UNREACHABLE) {
-            throw new IllegalArgumentException("the grammar matches no text");
+            throw new InvalidInputException("no output satisfies the requested format (a schema that only refers"
+                    + " to itself?)");
         }
         Expansion out = new Expansion();
         out.push(grammar, null);
@@ -228,6 +231,8 @@ public final class Matcher {
         private final Set<Stack> stacks = new LinkedHashSet<>();
         /** Sequence and repeat frames already expanded in this step: a part that may match nothing cannot loop. */
         private final Set<Stack> expanded = new HashSet<>();
+        /** Rules already started in this step, with what follows them: a rule that starts with itself cannot loop. */
+        private final Set<RuleStart> started = new HashSet<>();
         private boolean accepting;
 
         State state() {
@@ -311,10 +316,17 @@ public final class Matcher {
                     }
                 }
                 case Expr.Repeat r -> expand(new Stack(new InRepeat(r, 0), below));
-                case Expr.Rule r -> push(Objects.requireNonNull(r.body, () -> "rule " + r.name + " is not defined"), below);
+                case Expr.Rule r -> {
+                    if (started.add(new RuleStart(r, below))) {
+                        push(Objects.requireNonNull(r.body, () -> "rule " + r.name + " is not defined"), below);
+                    }
+                }
                 case Expr.IntegerRange r -> expand(new Stack(InInteger.start(r), below));
             }
         }
+    }
+
+    private record RuleStart(Expr.Rule rule, Stack below) {
     }
 
     /** A persistent stack of frames: pushing shares the frames below. */
@@ -370,6 +382,7 @@ public final class Matcher {
     record InInteger(Expr.IntegerRange range, boolean negative, long magnitude, int digits) implements Frame {
         /** More digits than a long holds never lead into a long range. */
         private static final int MAX_DIGITS = 18;
+        private static final int[] SIGN_AND_DIGITS = {'-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'};
 
         static InInteger start(Expr.IntegerRange range) {
             return new InInteger(range, false, 0, 0);
@@ -401,7 +414,7 @@ public final class Matcher {
 
         /** Whether some digit (or the sign) can still follow on the way to an integer of the range. */
         boolean canGrow() {
-            for (int b : new int[] {'-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}) {
+            for (int b : SIGN_AND_DIGITS) {
                 if (read(b) != null) {
                     return true;
                 }

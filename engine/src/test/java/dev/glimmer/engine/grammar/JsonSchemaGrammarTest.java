@@ -127,4 +127,13 @@ class JsonSchemaGrammarTest {
         assertEquals(1, m.fewestTokensToEnd(m.next(m.start(), "{\"n\":12345".getBytes(StandardCharsets.UTF_8))));
         assertEquals(3, m.fewestTokensToEnd(m.next(m.start(), "{\"n\":1".getBytes(StandardCharsets.UTF_8))));
     }
+
+    @Test
+    void aSchemaThatIsOnlyItselfIsRefusedAndOneThatStartsWithItselfTerminates() {
+        dev.glimmer.engine.InvalidInputException e = assertThrows(dev.glimmer.engine.InvalidInputException.class,
+                () -> new Matcher(JsonSchemaGrammar.forSchema(schema("{'$ref':'#'}"))));
+        assertTrue(e.getMessage().contains("no output satisfies"), e.getMessage());
+        assertTrue(accepts("{'anyOf':[{'$ref':'#'},{'type':'null'}]}", "null"));
+        assertFalse(accepts("{'anyOf':[{'$ref':'#'},{'type':'null'}]}", "1"));
+    }
 }
