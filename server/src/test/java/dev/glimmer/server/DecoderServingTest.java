@@ -171,4 +171,18 @@ class DecoderServingTest {
         return text.lines().filter(l -> l.startsWith(name + " ")).mapToDouble(l -> Double.parseDouble(l.split(" ")[1]))
                 .findFirst().orElseThrow(() -> new AssertionError("no metric " + name));
     }
+
+    /** The token masks of constrained decoding apply to a decoder's logits as to the CPU pass's. */
+    @Test
+    void aJsonSchemaConstrainsTheDecoderAsTheCpu() {
+        String schema = "{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":\"boolean\"},\"n\":{\"type\":"
+                + "\"integer\",\"minimum\":0,\"maximum\":99}},\"required\":[\"ok\",\"n\"]}";
+        String body = "{" + HELLO + ", \"temperature\": 0, \"max_tokens\": 24, \"reasoning_effort\": \"none\","
+                + " \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"r\", \"schema\": "
+                + schema + "}}}";
+        String onGpu = post(gpu, "/v1/chat/completions", body).getString("choices[0].message.content");
+        String onCpu = post(cpu, "/v1/chat/completions", body).getString("choices[0].message.content");
+        ConstrainedOutputTest.assertValid(ConstrainedOutputTest.schema(schema), onGpu);
+        assertEquals(onCpu, onGpu);
+    }
 }

@@ -91,9 +91,12 @@ class RequestErrorsTest {
     void unsupportedFeaturesAreRefusedClearly() {
         String msgs = "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]";
         badRequest(chat("{" + msgs + ", \"n\": 2}"), "n", "n must be 1");
-        badRequest(chat("{" + msgs + ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {}}}"),
-                "response_format", "needs constrained decoding, which this server does not support yet");
-        badRequest(chat("{" + msgs + ", \"tool_choice\": \"required\"}"), "tool_choice", "tool_choice required needs constrained decoding");
+        badRequest(chat("{" + msgs + ", \"response_format\": {\"type\": \"yaml\"}}"), "response_format",
+                "response_format.type must be text, json_object or json_schema, got 'yaml'");
+        badRequest(post("/v1/completions", "{\"prompt\": \"hi\", \"response_format\": {\"type\": \"json_object\"}}"),
+                "response_format", "response_format json_object is supported on /v1/chat/completions only");
+        badRequest(chat("{" + msgs + ", \"tool_choice\": \"required\"}"), "tool_choice",
+                "tool_choice \"required\" needs tools to call; the request has none");
         badRequest(chat("{" + msgs + ", \"tool_choice\": \"sometimes\"}"), "tool_choice", "tool_choice must be");
     }
 

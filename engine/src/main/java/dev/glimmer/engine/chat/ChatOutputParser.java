@@ -31,13 +31,13 @@ import java.util.function.Supplier;
  */
 public final class ChatOutputParser {
 
-    private static final String THINK_END = "</think>";
-    private static final String CALL_START = "<tool_call>";
-    private static final String CALL_END = "</tool_call>";
-    private static final String KEY_START = "<arg_key>";
-    private static final String KEY_END = "</arg_key>";
-    private static final String VALUE_START = "<arg_value>";
-    private static final String VALUE_END = "</arg_value>";
+    static final String THINK_END = "</think>";
+    static final String CALL_START = "<tool_call>";
+    static final String CALL_END = "</tool_call>";
+    static final String KEY_START = "<arg_key>";
+    static final String KEY_END = "</arg_key>";
+    static final String VALUE_START = "<arg_value>";
+    static final String VALUE_END = "</arg_value>";
     private static final List<String> CALL_TAGS = List.of(CALL_START, CALL_END, KEY_START, KEY_END, VALUE_START, VALUE_END);
 
     private enum State {

@@ -61,6 +61,15 @@ public final class Sampler {
 
     /** Picks the next token; {@code logits} is not modified. Call {@link #accept} with the token that is used. */
     public int sample(float[] logits) {
+        return sample(logits, null);
+    }
+
+    /**
+     * Picks the next token among those {@code allowed} (a bit mask over the vocabulary, bit
+     * {@code t % 64} of word {@code t / 64} for token t; null allows all), as constrained decoding
+     * needs: the others are out before anything else looks at the logits.
+     */
+    public int sample(float[] logits, long[] allowed) {
         if (logits.length < vocabularySize) {
             throw new IllegalArgumentException("expected " + vocabularySize + " logits, got " + logits.length);
         }
@@ -69,6 +78,9 @@ public final class Sampler {
             work[bias.getKey()] += bias.getValue();
         }
         applyPenalties();
+        if (allowed != null) {
+            mask(allowed);
+        }
         if (params.isGreedy()) {
             return argmax(work, vocabularySize);
         }
@@ -97,6 +109,20 @@ public final class Sampler {
         recent[recentNext] = token;
         recentNext = (recentNext + 1) % recent.length;
         recentCount = Math.min(recentCount + 1, recent.length);
+    }
+
+    private void mask(long[] allowed) {
+        for (int word = 0; word * 64 < vocabularySize; word++) {
+            long refused = word < allowed.length ? ~allowed[word] : -1L;
+            while (refused != 0) {
+                int token = word * 64 + Long.numberOfTrailingZeros(refused);
+                if (token >= vocabularySize) {
+                    break;
+                }
+                work[token] = Float.NEGATIVE_INFINITY;
+                refused &= refused - 1;
+            }
+        }
     }
 
     /** The index of the largest value; the first one wins ties; NaN never wins. */

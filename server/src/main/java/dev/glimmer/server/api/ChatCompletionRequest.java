@@ -36,13 +36,14 @@ public record ChatCompletionRequest(ChatRequest chat, GenerationOptions options)
         } catch (InvalidInputException e) {
             throw ApiException.badRequest(e.getMessage(), paramOf(e.getMessage()));
         }
-        return new ChatCompletionRequest(applyToolChoice(f, chat), options);
+        chat = applyToolChoice(f, chat);
+        return new ChatCompletionRequest(chat, options.withGrammar(ReplyGrammars.of(f, chat)));
     }
 
     /**
      * {@code tool_choice}: {@code auto} (the default) offers the tools; {@code none} leaves them out of
      * the prompt, so the model answers in text; forcing a call ({@code required} or a named function)
-     * needs constrained decoding, which is not there yet, so it is refused rather than ignored.
+     * keeps them, and {@link ReplyGrammars} constrains the reply to the call.
      */
     private static ChatRequest applyToolChoice(Fields f, ChatRequest chat) {
         var choice = f.node("tool_choice");
@@ -57,9 +58,7 @@ public record ChatCompletionRequest(ChatRequest chat, GenerationOptions options)
             return new ChatRequest(chat.messages(), List.of(), chat.enableThinking(), chat.clearThinking());
         }
         if (c.isTextual() && c.textValue().equals("required") || c.isObject()) {
-            throw ApiException.badRequest("tool_choice " + (c.isTextual() ? "required" : "with a named function")
-                    + " needs constrained decoding, which this server does not support yet; use \"auto\" or \"none\"",
-                    "tool_choice");
+            return chat;
         }
         throw ApiException.badRequest("tool_choice must be \"none\", \"auto\", \"required\" or an object, got "
                 + (c.isTextual() ? "'" + c.textValue() + "'" : Fields.typeName(c)), "tool_choice");

@@ -1,8 +1,10 @@
 package dev.glimmer.server.api;
 
+import dev.glimmer.engine.grammar.OutputGrammar;
 import dev.glimmer.engine.sampling.SamplingParams;
 
 import java.util.List;
+import java.util.Optional;
 
 /**
  * What a chat or text completion request asks of the generation, after checking.
@@ -15,10 +17,16 @@ import java.util.List;
  * @param stream        answer with server-sent events
  * @param includeUsage  send the usage chunk at the end of a stream
  * @param user          the client's end-user id (accepted; nothing depends on it)
+ * @param grammar       what the output must look like (a JSON schema, a forced tool call), if anything
  */
 public record GenerationOptions(SamplingParams sampling, int maxTokens, List<String> stop, boolean logprobs,
-                                int topLogprobs, boolean stream, boolean includeUsage, String user) {
+                                int topLogprobs, boolean stream, boolean includeUsage, String user,
+                                Optional<OutputGrammar> grammar) {
     public GenerationOptions {
         stop = List.copyOf(stop);
+    }
+
+    public GenerationOptions withGrammar(Optional<OutputGrammar> g) {
+        return new GenerationOptions(sampling, maxTokens, stop, logprobs, topLogprobs, stream, includeUsage, user, g);
     }
 }

@@ -11,6 +11,7 @@ import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 
 /**
  * Reads the fields shared by {@code /v1/chat/completions} and {@code /v1/completions}: sampling,
@@ -26,7 +27,7 @@ final class GenerationOptionsParser {
     }
 
     static GenerationOptions parse(Fields f, ServerConfig.SamplingDefaults defaults, boolean chat) {
-        rejectUnsupported(f);
+        rejectUnsupported(f, chat);
         SamplingParams sampling = sampling(f, defaults);
 
         int maxTokens = defaults.maxTokens();
@@ -63,22 +64,23 @@ final class GenerationOptionsParser {
             includeUsage = new Fields(streamOptions.get()).bool("include_usage").orElse(false);
         }
         String user = f.string("user").orElse("");
-        return new GenerationOptions(sampling, maxTokens, stop(f), logprobs, topLogprobs, stream, includeUsage, user);
+        return new GenerationOptions(sampling, maxTokens, stop(f), logprobs, topLogprobs, stream, includeUsage, user,
+                Optional.empty());
     }
 
-    private static void rejectUnsupported(Fields f) {
+    private static void rejectUnsupported(Fields f, boolean chat) {
         var n = f.integer("n");
         if (n.isPresent() && n.getAsLong() != 1) {
             throw ApiException.badRequest("n must be 1: this server generates one choice per request, got "
                     + n.getAsLong(), "n");
         }
+        // Chat reads response_format itself (ResponseFormats); a raw completion has no reply to constrain.
         var format = f.object("response_format");
-        if (format.isPresent()) {
+        if (!chat && format.isPresent()) {
             String type = new Fields(format.get()).string("type").orElse("text");
             if (!type.equals("text")) {
-                throw ApiException.badRequest("response_format " + type
-                        + " needs constrained decoding, which this server does not support yet; leave response_format"
-                        + " out or use {\"type\":\"text\"}", "response_format");
+                throw ApiException.badRequest("response_format " + type + " is supported on /v1/chat/completions only;"
+                        + " leave response_format out or use {\"type\":\"text\"}", "response_format");
             }
         }
     }

@@ -4,6 +4,7 @@ import dev.glimmer.engine.generate.FinishReason;
 import dev.glimmer.engine.generate.StopStrings;
 import dev.glimmer.engine.generate.TextDecoder;
 import dev.glimmer.engine.generate.Vocabulary;
+import dev.glimmer.engine.grammar.TokenConstraint;
 import dev.glimmer.engine.sampling.Sampler;
 import dev.glimmer.engine.sampling.TokenLogprobs;
 
@@ -96,7 +97,7 @@ final class ActiveSequence {
      * asked for): a decode step may give this sequence its greedy token instead of its logits.
      */
     boolean greedyOnly() {
-        return sampler.picksFirstMaximum() && !job.logprobs();
+        return sampler.picksFirstMaximum() && !job.logprobs() && job.constraint() == null;
     }
 
     /**
@@ -108,7 +109,16 @@ final class ActiveSequence {
     FinishReason next(StepRunner.NextToken step) {
         pendingToken = -1;
         float[] logits = step.logits();
-        int token = logits == null ? step.greedyToken() : sampler.sample(logits);
+        TokenConstraint constraint = job.constraint();
+        int token;
+        if (logits == null) {
+            token = step.greedyToken();
+        } else if (constraint == null) {
+            token = sampler.sample(logits);
+        } else {
+            token = sampler.sample(logits, constraint.allowed(tokensLeft()));
+            constraint.accept(token);
+        }
         sampler.accept(token);
         TokenLogprobs logprobs = job.logprobs() ? TokenLogprobs.of(logits, vocabSize, token, job.topLogprobs()) : null;
         generated[count++] = token;
@@ -142,6 +152,15 @@ final class ActiveSequence {
     /** The stop string that ended this sequence, or null when none did. */
     String matchedStop() {
         return stops.matchedStop();
+    }
+
+    /**
+     * How many tokens this sequence may still generate, the next one included: the token limit, or
+     * the context (the next token needs no room in the cache; each one after it does).
+     */
+    private int tokensLeft() {
+        int limit = Math.min(job.maxTokens(), generated.length) - count;
+        return Math.max(1, Math.min(limit, cache().remaining() + 1));
     }
 
     /** The tokens the KV cache holds, in order: the prompt and every generated token fed so far. */

@@ -1,5 +1,6 @@
 package dev.glimmer.server.inference;
 
+import dev.glimmer.engine.grammar.TokenConstraint;
 import dev.glimmer.engine.sampling.SamplingParams;
 
 import java.util.List;
@@ -22,6 +23,7 @@ public final class InferenceJob {
     private final List<String> stop;
     private final int topLogprobs;
     private final boolean logprobs;
+    private final TokenConstraint constraint;
     private final long createdNanos = System.nanoTime();
     private final BlockingQueue<JobEvent> events = new LinkedBlockingQueue<>();
     private volatile boolean cancelled;
@@ -34,12 +36,19 @@ public final class InferenceJob {
      */
     public InferenceJob(int[] prompt, SamplingParams sampling, int maxTokens, List<String> stop, boolean logprobs,
                         int topLogprobs) {
+        this(prompt, sampling, maxTokens, stop, logprobs, topLogprobs, null);
+    }
+
+    /** @param constraint keeps the output inside a grammar (JSON schema, forced tool call); null for none */
+    public InferenceJob(int[] prompt, SamplingParams sampling, int maxTokens, List<String> stop, boolean logprobs,
+                        int topLogprobs, TokenConstraint constraint) {
         this.prompt = prompt.clone();
         this.sampling = sampling;
         this.maxTokens = maxTokens;
         this.stop = List.copyOf(stop);
         this.logprobs = logprobs;
         this.topLogprobs = topLogprobs;
+        this.constraint = constraint;
     }
 
     int[] prompt() {
@@ -64,6 +73,11 @@ public final class InferenceJob {
 
     int topLogprobs() {
         return topLogprobs;
+    }
+
+    /** The job's grammar constraint, or null. */
+    TokenConstraint constraint() {
+        return constraint;
     }
 
     long createdNanos() {

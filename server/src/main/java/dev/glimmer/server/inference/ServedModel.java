@@ -8,6 +8,7 @@ import dev.glimmer.engine.chat.ChatTemplates;
 import dev.glimmer.engine.generate.Vocabulary;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.engine.grammar.TokenTrie;
 import dev.glimmer.engine.tokenizer.Tokenizer;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.metrics.ServerMetrics;
@@ -32,6 +33,7 @@ public final class ServedModel implements AutoCloseable {
     private final GlmModel model;
     private final ServedModelFacts facts;
     private final Tokenizer tokenizer;
+    private TokenTrie tokenTrie;
     private final ChatFormat chatFormat;
     private final StepRunner steps;
     private final SessionManager sessions;
@@ -121,6 +123,14 @@ public final class ServedModel implements AutoCloseable {
 
     public Tokenizer tokenizer() {
         return tokenizer;
+    }
+
+    /** The vocabulary arranged for token masks (constrained decoding), built on first use. */
+    public synchronized TokenTrie tokenTrie() {
+        if (tokenTrie == null) {
+            tokenTrie = TokenTrie.of(tokenizer);
+        }
+        return tokenTrie;
     }
 
     public ChatFormat chatFormat() {

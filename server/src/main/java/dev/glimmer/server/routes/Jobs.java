@@ -1,5 +1,6 @@
 package dev.glimmer.server.routes;
 
+import dev.glimmer.engine.grammar.TokenConstraint;
 import dev.glimmer.server.api.GenerationOptions;
 import dev.glimmer.server.http.ApiException;
 import dev.glimmer.server.http.ClientGoneException;
@@ -39,7 +40,7 @@ final class Jobs {
         }
         int maxTokens = options.maxTokens() < 0 ? model.defaultMaxTokens() : options.maxTokens();
         InferenceJob job = new InferenceJob(prompt, options.sampling(), maxTokens, options.stop(), options.logprobs(),
-                options.topLogprobs());
+                options.topLogprobs(), options.grammar().map(g -> new TokenConstraint(g, model.tokenTrie())).orElse(null));
         model.scheduler().submit(job);
         return job;
     }
