@@ -1,4 +1,4 @@
-// MLA decode attention (GLM47FLASH.md §5) in four dispatches:
+// MLA decode attention (docs/MODEL.md §4) in four dispatches:
 //   mat_vec_pair   attn_norm folded into the q_a and kv_a mat-vecs (one dispatch, two weights);
 //   mla_q_heads    per head: q_a_norm + q_b rows of the head, RoPE on q_pe, q_nope absorbed through k_b;
 //                  one extra threadgroup: kv_a_norm, RoPE on k_pe, the latent row written to the cache;

@@ -1,5 +1,5 @@
 // Helpers every kernel file uses: weight block formats read in place, the SIMD-group mat-vec core,
-// threadgroup reductions. Written in the portable MSL subset (KERNELS.md §6); GLIMMER_* macros
+// threadgroup reductions. Written in the portable MSL subset (docs/KERNELS.md §6); GLIMMER_* macros
 // come from dev.glimmer.kernels.Geometry.
 
 #define NR GLIMMER_MV_ROWS_PER_SIMDGROUP

@@ -15,7 +15,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Builds the {@link CommandList} of one decode step (KERNELS.md §2) from a {@link DecodeModel}:
+ * Builds the {@link CommandList} of one decode step (docs/KERNELS.md §2) from a {@link DecodeModel}:
  * per layer 8 dispatches (q_a/kv_a, q heads + cache row, attention, merge + v_b, attn_output +
  * residual, router, gate+up, down + residual; 7 for a dense layer, which has no router), plus
  * the embedding, the output mat-vec and argmax. Nothing in it depends on the position or KV length.

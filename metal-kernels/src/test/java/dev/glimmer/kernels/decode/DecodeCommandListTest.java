@@ -106,7 +106,7 @@ class DecodeCommandListTest {
         Set<String> read = new HashSet<>();
         list.dispatches().forEach(d -> d.weightReads().forEach(r -> read.add(r.tensor())));
         assertEquals(m.tensors().keySet(), read, "every tensor is read");
-        // Q4_0 GLM-4.7-Flash: about 2 GB per token (KERNELS.md §8)
+        // Q4_0 GLM-4.7-Flash: about 2 GB per token (docs/KERNELS.md §10)
         assertTrue(list.weightBytesPerStep() > 1.5e9 && list.weightBytesPerStep() < 2.5e9, list.weightBytesPerStep() + "");
     }
 

@@ -34,7 +34,7 @@ import java.util.stream.Collectors;
  * {@code ./glimmer bench}: prompt processing and decode speed on a model file, measured as llama-bench
  * measures them (pp: a prompt of N random tokens processed into an empty cache; tg: N tokens decoded
  * one by one after the context given by --ctx), after one warm-up of each, with the median and spread
- * over --reps repetitions; see docs/BENCH.md. On the CPU the prompt is one batch of the forward pass;
+ * over --reps repetitions; see docs/BENCHMARKS.md. On the CPU the prompt is one batch of the forward pass;
  * on a GPU backend the sequence is the backend's {@link TokenDecoder}, as the server runs it, and the
  * report adds the GPU memory used and, where the backend can time its kernels, where a step's time goes.
  */

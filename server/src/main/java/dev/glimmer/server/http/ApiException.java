@@ -5,9 +5,8 @@ import java.util.Optional;
 /**
  * A request that cannot be served, answered with an OpenAI error object
  * {@code {"error":{"message","type","param","code"}}} and the given HTTP status. Handlers throw it;
- * the routing's error handler writes it ({@link ErrorResponses}).
- *
- * @see <a href="../../../../../../../../shared/docs/SERVER.md">SERVER.md: Errors</a>
+ * the routing's error handler writes it ({@link ErrorResponses}). Which status for which mistake:
+ * docs/SERVING.md, Errors.
  */
 public final class ApiException extends RuntimeException {
     private final int status;

@@ -14,7 +14,7 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
- * Turns the project's {@code .metal} sources into one CUDA C++ translation unit (KERNELS.md §7.4):
+ * Turns the project's {@code .metal} sources into one CUDA C++ translation unit (docs/KERNELS.md §8):
  * our CUDA prelude ({@code cuda_prelude.h}: half, simd_* as warp shuffles, barriers), then the
  * sources with {@code __device__} put on every helper function, the {@code [[...]]} attributes and
  * the address-space words ({@code device}, {@code constant}, ...) dropped and each {@code kernel void NAME(...)} renamed to a device
