@@ -13,12 +13,12 @@ import java.lang.foreign.MemorySegment;
  * </pre>
  * Value l of sub-block s is {@code d*scale(s) * q - dmin*min(s)}. Matmuls pair it with Q8_K.
  */
-final class Q4_K {
+public final class Q4_K {
 
-    static final int BLOCK_SIZE = 256;
-    static final int BLOCK_BYTES = 144;
-    static final int DMIN = 2;
-    static final int SCALES = 4;
+    public static final int BLOCK_SIZE = 256;
+    public static final int BLOCK_BYTES = 144;
+    public static final int DMIN = 2;
+    public static final int SCALES = 4;
     private static final int QS = 16;
 
     private Q4_K() {
@@ -28,9 +28,9 @@ final class Q4_K {
      * The 6-bit scale of sub-block {@code j} (0..7) from the 12 packed bytes at {@code at}:
      * sub-blocks 0..3 keep theirs in the low 6 bits of bytes 0..3; sub-blocks 4..7 take the
      * low nibble of bytes 8..11 and, as the top two bits, the spare high bits of bytes 0..3.
-     * Shared with Q5_K, which packs its scales the same way.
+     * Shared with Q5_K, which packs its scales the same way, and with the CPU kernels.
      */
-    static int scale(MemorySegment s, long at, int j) {
+    public static int scale(MemorySegment s, long at, int j) {
         if (j < 4) {
             return Blocks.u8(s, at + j) & 63;
         }
@@ -38,7 +38,7 @@ final class Q4_K {
     }
 
     /** The 6-bit minimum of sub-block {@code j}: bytes 4..7, or high nibbles of 8..11 plus spare bits of 4..7. */
-    static int min(MemorySegment s, long at, int j) {
+    public static int min(MemorySegment s, long at, int j) {
         if (j < 4) {
             return Blocks.u8(s, at + j + 4) & 63;
         }

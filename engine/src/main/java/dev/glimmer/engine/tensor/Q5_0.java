@@ -11,10 +11,10 @@ import java.lang.foreign.MemorySegment;
  * </pre>
  * A value is {@code (q - 16) * d} with q in 0..31. Matmuls pair it with Q8_0 activations.
  */
-final class Q5_0 {
+public final class Q5_0 {
 
-    static final int BLOCK_SIZE = 32;
-    static final int BLOCK_BYTES = 22;
+    public static final int BLOCK_SIZE = 32;
+    public static final int BLOCK_BYTES = 22;
     private static final int QH = 2;
     private static final int QS = 6;
 

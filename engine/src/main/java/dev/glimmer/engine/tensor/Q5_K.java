@@ -13,10 +13,10 @@ import java.lang.foreign.MemorySegment;
  * </pre>
  * Value l of sub-block s is {@code d*scale(s) * q - dmin*min(s)}, q in 0..31. Matmuls pair it with Q8_K.
  */
-final class Q5_K {
+public final class Q5_K {
 
-    static final int BLOCK_SIZE = 256;
-    static final int BLOCK_BYTES = 176;
+    public static final int BLOCK_SIZE = 256;
+    public static final int BLOCK_BYTES = 176;
     private static final int QH = 16;
     private static final int QS = 48;
 

@@ -15,13 +15,13 @@ import java.lang.foreign.MemorySegment;
  * nibble) or ql[l+32] (k = 1, 3), and its high bits from bits 2k..2k+1 of qh[l].
  * A value is {@code d * scale(sub-block) * (q - 32)} with q in 0..63. Matmuls pair it with Q8_K.
  */
-final class Q6_K {
+public final class Q6_K {
 
-    static final int BLOCK_SIZE = 256;
-    static final int BLOCK_BYTES = 210;
+    public static final int BLOCK_SIZE = 256;
+    public static final int BLOCK_BYTES = 210;
     private static final int QH = 128;
     private static final int SCALES = 192;
-    static final int D = 208;
+    public static final int D = 208;
 
     private Q6_K() {
     }
