@@ -13,8 +13,8 @@ import java.lang.foreign.MemorySegment;
  */
 final class Q4_1 {
 
-    static final int BLOCK_SIZE = 32;
-    static final int BLOCK_BYTES = 20;
+    static final int BLOCK_SIZE = GgmlType.Q4_1.blockSize;
+    static final int BLOCK_BYTES = GgmlType.Q4_1.bytesPerBlock;
     private static final int M = 2;
     private static final int QS = 4;
 

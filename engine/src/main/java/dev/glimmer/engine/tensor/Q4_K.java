@@ -15,8 +15,8 @@ import java.lang.foreign.MemorySegment;
  */
 public final class Q4_K {
 
-    public static final int BLOCK_SIZE = 256;
-    public static final int BLOCK_BYTES = 144;
+    public static final int BLOCK_SIZE = GgmlType.Q4_K.blockSize;
+    public static final int BLOCK_BYTES = GgmlType.Q4_K.bytesPerBlock;
     public static final int DMIN = 2;
     public static final int SCALES = 4;
     private static final int QS = 16;

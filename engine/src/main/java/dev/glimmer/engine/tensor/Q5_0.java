@@ -13,8 +13,8 @@ import java.lang.foreign.MemorySegment;
  */
 public final class Q5_0 {
 
-    public static final int BLOCK_SIZE = 32;
-    public static final int BLOCK_BYTES = 22;
+    public static final int BLOCK_SIZE = GgmlType.Q5_0.blockSize;
+    public static final int BLOCK_BYTES = GgmlType.Q5_0.bytesPerBlock;
     private static final int QH = 2;
     private static final int QS = 6;
 

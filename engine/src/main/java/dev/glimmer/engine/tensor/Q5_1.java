@@ -14,8 +14,8 @@ import java.lang.foreign.MemorySegment;
  */
 final class Q5_1 {
 
-    static final int BLOCK_SIZE = 32;
-    static final int BLOCK_BYTES = 24;
+    static final int BLOCK_SIZE = GgmlType.Q5_1.blockSize;
+    static final int BLOCK_BYTES = GgmlType.Q5_1.bytesPerBlock;
     private static final int M = 2;
     private static final int QH = 4;
     private static final int QS = 8;

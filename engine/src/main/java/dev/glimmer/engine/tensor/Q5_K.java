@@ -15,8 +15,8 @@ import java.lang.foreign.MemorySegment;
  */
 public final class Q5_K {
 
-    public static final int BLOCK_SIZE = 256;
-    public static final int BLOCK_BYTES = 176;
+    public static final int BLOCK_SIZE = GgmlType.Q5_K.blockSize;
+    public static final int BLOCK_BYTES = GgmlType.Q5_K.bytesPerBlock;
     private static final int QH = 16;
     private static final int QS = 48;
 

@@ -17,8 +17,8 @@ import java.lang.foreign.MemorySegment;
  */
 public final class Q6_K {
 
-    public static final int BLOCK_SIZE = 256;
-    public static final int BLOCK_BYTES = 210;
+    public static final int BLOCK_SIZE = GgmlType.Q6_K.blockSize;
+    public static final int BLOCK_BYTES = GgmlType.Q6_K.bytesPerBlock;
     private static final int QH = 128;
     private static final int SCALES = 192;
     public static final int D = 208;

@@ -12,8 +12,8 @@ import java.lang.foreign.MemorySegment;
  */
 public final class Q8_0 {
 
-    public static final int BLOCK_SIZE = 32;
-    public static final int BLOCK_BYTES = 34;
+    public static final int BLOCK_SIZE = GgmlType.Q8_0.blockSize;
+    public static final int BLOCK_BYTES = GgmlType.Q8_0.bytesPerBlock;
     private static final int QS = 2;
 
     private Q8_0() {

@@ -231,4 +231,17 @@ class DecodeCommandListTest {
                 () -> DecodeCommandListBuilder.build(new DecodeModel(wide, fullSizeModel().tensors()), 16));
         assertTrue(e.getMessage().contains("at most " + Geometry.ATTENTION_MAX_HEADS + " heads"), e.getMessage());
     }
+
+    /** A Q5_K_M file stores attn_k_b (rows of 192) as Q5_1, a format the kernels do not read: refused, not misread. */
+    @Test
+    void refusesWeightsInAFormatTheKernelsDoNotRead() {
+        DecodeModel model = fullSizeModel();
+        Map<String, WeightTensor> tensors = new LinkedHashMap<>(model.tensors());
+        WeightTensor kb = tensors.get("blk.1.attn_k_b.weight");
+        tensors.put(kb.name(), new WeightTensor(kb.name(), 7, kb.fileOffset(), kb.bytes()));
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> DecodeCommandListBuilder.build(new DecodeModel(model.shape(), tensors), 16));
+        assertTrue(e.getMessage().startsWith("blk.1.attn_k_b.weight has ggml type 7, which the kernels do not read"),
+                e.getMessage());
+    }
 }
