@@ -1,6 +1,7 @@
 package dev.glimmer.server.cli;
 
 import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.server.GlimmerApp;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.config.ServerConfigLoader;
@@ -54,7 +55,7 @@ final class ServeCommand implements Command {
                 Option.value("--model", "F", "the GGUF file to serve (default: the demo model, random weights)"),
                 Option.value("--host", "H", "address to bind (default 127.0.0.1)"),
                 Option.value("--port", "P", "port to listen on (default 8080; 0 picks a free one)"),
-                Option.value("--backend", "B", "auto, cpu, metal or cuda (default auto)"),
+                Option.value("--backend", "B", BackendKind.alternatives(BackendKind.SERVING) + " (default auto)"),
                 Option.value("--ctx", "N", "context length in tokens (default 8192)"),
                 Option.value("--threads", "N", "worker threads (default: available cores)"),
                 Option.value("--api-key", "K", "require this key as 'Authorization: Bearer K'"),

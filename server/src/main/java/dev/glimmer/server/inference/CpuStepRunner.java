@@ -1,5 +1,6 @@
 package dev.glimmer.server.inference;
 
+import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
@@ -55,8 +56,8 @@ final class CpuStepRunner implements StepRunner {
     }
 
     @Override
-    public String backend() {
-        return "cpu";
+    public BackendKind backend() {
+        return BackendKind.CPU;
     }
 
     @Override

@@ -1,6 +1,7 @@
 package dev.glimmer.server.inference;
 
 import dev.glimmer.engine.backend.BackendChoice;
+import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.TokenDecoder;
 
 /**
@@ -47,8 +48,8 @@ final class DecoderStepRunner implements StepRunner {
     }
 
     @Override
-    public String backend() {
-        return backend.name();
+    public BackendKind backend() {
+        return backend.kind();
     }
 
     @Override

@@ -1,6 +1,7 @@
 package dev.glimmer.server.inference;
 
 import dev.glimmer.engine.backend.BackendChoice;
+import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.Backends;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.chat.ChatFormat;
@@ -69,16 +70,17 @@ public final class ServedModel implements AutoCloseable {
             BackendChoice choice = chooser.choose(config.backend(), model);
             String reason = choice.reason();
             steps = runner(choice, model, config, ctx);
-            LOG.info("serving on " + steps.backend() + ": " + reason);
+            String backend = steps.backend().cliName();
+            LOG.info("serving on " + backend + ": " + reason);
             long cacheBytes = steps.cacheBytes();
             long budget = config.kvBudgetMb() > 0 ? config.kvBudgetMb() << 20 : (config.parallel() + 2) * cacheBytes;
             SessionManager sessions = new SessionManager(steps::newCache, cacheBytes, budget, config.parallel());
             Scheduler scheduler = new Scheduler(steps, Vocabulary.of(tokenizer, true), model.vocabSize(), sessions,
                     metrics, config.parallel(), config.promptChunk(), config.queue());
-            LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB" + (steps.backend().equals("cpu") ? "" : " of "
-                    + steps.backend() + " memory") + ": " + sessions.budgetBytes() / cacheBytes + " cached conversations of "
+            LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB" + (steps.backend() == BackendKind.CPU ? "" : " of "
+                    + backend + " memory") + ": " + sessions.budgetBytes() / cacheBytes + " cached conversations of "
                     + ctx + " tokens");
-            return new ServedModel(model, ServedModelFacts.of(model.file(), ctx, demo, steps.backend(), reason), tokenizer,
+            return new ServedModel(model, ServedModelFacts.of(model.file(), ctx, demo, backend, reason), tokenizer,
                     format, steps, sessions, scheduler, ctx);
         } catch (RuntimeException | IOException e) {
             if (steps != null) {
@@ -90,21 +92,20 @@ public final class ServedModel implements AutoCloseable {
     }
 
     /**
-     * The CPU's batched forward pass when the choice is the CPU (its own decoder factory serves one
-     * sequence; the server batches), else the chosen backend's decoders, one per conversation.
+     * The CPU's batched forward pass when the choice is the CPU (the server batches the sequences; a CPU
+     * choice holds nothing to close), else the chosen backend's decoders, one per conversation.
      */
     private static StepRunner runner(BackendChoice choice, GlmModel model, ServerConfig config, int ctx) {
-        if (!choice.name().equals("cpu")) {
-            try {
-                return new DecoderStepRunner(choice, ctx);
-            } catch (RuntimeException e) {
-                choice.close();
-                throw e;
-            }
+        if (choice.kind() == BackendKind.CPU) {
+            int threads = config.threads() > 0 ? config.threads() : CpuBackend.defaultThreads();
+            return new CpuStepRunner(model, threads, ctx, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel()));
         }
-        choice.close();
-        int threads = config.threads() > 0 ? config.threads() : CpuBackend.defaultThreads();
-        return new CpuStepRunner(model, threads, ctx, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel()));
+        try {
+            return new DecoderStepRunner(choice, ctx);
+        } catch (RuntimeException e) {
+            choice.close();
+            throw e;
+        }
     }
 
     public ServedModelFacts facts() {

@@ -1,5 +1,7 @@
 package dev.glimmer.server.inference;
 
+import dev.glimmer.engine.backend.BackendKind;
+
 /**
  * The scheduler's model work on one backend: it makes the KV caches the session manager keeps (one
  * per cached conversation) and runs prompt chunks and decode steps over them. Two kinds:
@@ -10,8 +12,8 @@ package dev.glimmer.server.inference;
  */
 interface StepRunner extends AutoCloseable {
 
-    /** The backend's name, e.g. {@code cpu} or {@code cuda}. */
-    String backend();
+    /** The backend it runs on. */
+    BackendKind backend();
 
     /** An empty cache of the served context, for one conversation. */
     SequenceCache newCache();

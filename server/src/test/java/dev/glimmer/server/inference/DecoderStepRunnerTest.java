@@ -3,6 +3,7 @@ package dev.glimmer.server.inference;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.glimmer.engine.backend.BackendChoice;
+import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.EmulatedTokenDecoder;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.sampling.Sampler;
@@ -31,7 +32,7 @@ class DecoderStepRunnerTest {
         int[] prompt = ints(oracle.get("prompt_tokens"));
         int[] expected = ints(oracle.get("greedy_tokens"));
         try (GlmModel model = GlmModel.open(EngineTestData.model("tiny-f32"));
-             DecoderStepRunner runner = new DecoderStepRunner(new BackendChoice("emulated", "the kernel emulator",
+             DecoderStepRunner runner = new DecoderStepRunner(new BackendChoice(BackendKind.EMULATED, "the kernel emulator",
                      Optional.empty(), capacity -> new EmulatedTokenDecoder(model, capacity)), prompt.length + expected.length)) {
             SequenceCache greedy = runner.newCache();
             SequenceCache withLogits = runner.newCache();
