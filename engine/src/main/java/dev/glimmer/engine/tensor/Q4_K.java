@@ -53,47 +53,40 @@ public final class Q4_K {
         return (i % 64) < 32 ? q & 0xF : q >>> 4;
     }
 
-    static void dequantizeRow(MemorySegment src, long offset, float[] dst, int dstOffset, int n) {
-        for (int b = 0; b < n / BLOCK_SIZE; b++) {
-            long xb = offset + (long) b * BLOCK_BYTES;
-            int yb = dstOffset + b * BLOCK_SIZE;
-            float d = Blocks.half(src, xb);
-            float dmin = Blocks.half(src, xb + DMIN);
-            for (int s = 0; s < 8; s++) {
-                float ds = d * scale(src, xb + SCALES, s);
-                float ms = dmin * min(src, xb + SCALES, s);
-                for (int l = 0; l < 32; l++) {
-                    dst[yb + s * 32 + l] = ds * quant(src, xb, s * 32 + l) - ms;
-                }
+    /** The values of the block at {@code xb}, into {@code dst[yb ..]}. */
+    static void dequantizeBlock(MemorySegment src, long xb, float[] dst, int yb) {
+        float d = Blocks.half(src, xb);
+        float dmin = Blocks.half(src, xb + DMIN);
+        for (int s = 0; s < 8; s++) {
+            float ds = d * scale(src, xb + SCALES, s);
+            float ms = dmin * min(src, xb + SCALES, s);
+            for (int l = 0; l < 32; l++) {
+                dst[yb + s * 32 + l] = ds * quant(src, xb, s * 32 + l) - ms;
             }
         }
     }
 
     /**
-     * Weight row · Q8_K activations. Per super-block, two exact integer sums:
+     * Weight block · Q8_K activations. Per super-block, two exact integer sums:
      * Σ_s scale(s)·Σ q·x and Σ_s min(s)·Σ x (the latter from the activation's 16-value sums),
      * scaled by {@code dx*d} and {@code -dx*dmin} as ggml does.
      */
-    static float dot(MemorySegment w, long offset, QuantizedVector x, int n) {
+    static double addDot(double sum, MemorySegment w, long wb, QuantizedVector x, int b) {
         byte[] xq = x.quants;
-        double sum = 0;
-        for (int b = 0; b < n / BLOCK_SIZE; b++) {
-            long wb = offset + (long) b * BLOCK_BYTES;
-            int xb = b * BLOCK_SIZE;
-            int sumi = 0;
-            int summ = 0;
-            for (int s = 0; s < 8; s++) {
-                int subSum = 0;
-                for (int l = 0; l < 32; l++) {
-                    subSum += quant(w, wb, s * 32 + l) * xq[xb + s * 32 + l];
-                }
-                sumi += scale(w, wb + SCALES, s) * subSum;
-                summ += min(w, wb + SCALES, s) * (x.blockSums[b * 16 + 2 * s] + x.blockSums[b * 16 + 2 * s + 1]);
+        int xb = b * BLOCK_SIZE;
+        int sumi = 0;
+        int summ = 0;
+        for (int s = 0; s < 8; s++) {
+            int subSum = 0;
+            for (int l = 0; l < 32; l++) {
+                subSum += quant(w, wb, s * 32 + l) * xq[xb + s * 32 + l];
             }
-            float d = x.scales[b] * Blocks.half(w, wb);
-            float dmin = -x.scales[b] * Blocks.half(w, wb + DMIN);
-            sum += (double) d * sumi + (double) dmin * summ;
+            sumi += scale(w, wb + SCALES, s) * subSum;
+            summ += min(w, wb + SCALES, s) * (x.blockSums[b * 16 + 2 * s] + x.blockSums[b * 16 + 2 * s + 1]);
         }
-        return (float) sum;
+        float d = x.scales[b] * Blocks.half(w, wb);
+        float dmin = -x.scales[b] * Blocks.half(w, wb + DMIN);
+        sum += (double) d * sumi + (double) dmin * summ;
+        return sum;
     }
 }
