@@ -11,9 +11,9 @@ import java.util.Arrays;
  * the prompt is processed, its {@link Decoding} (sampler, text decoder, stop strings: the decode rules
  * the engine's {@code Generator} applies too) and the token waiting to be fed in the next decode step.
  */
-final class ActiveSequence {
+final class ActiveSequence<C extends SequenceCache> {
     final InferenceJob job;
-    final SessionManager.Lease lease;
+    final SessionManager.Lease<C> lease;
     private final Decoding decoding;
     private int prefilled;
     private int pendingToken = -1;
@@ -22,7 +22,7 @@ final class ActiveSequence {
     private long lastTokenNanos;
     private double promptMillis;
 
-    ActiveSequence(InferenceJob job, SessionManager.Lease lease, Vocabulary vocabulary, int vocabSize) {
+    ActiveSequence(InferenceJob job, SessionManager.Lease<C> lease, Vocabulary vocabulary, int vocabSize) {
         this.job = job;
         this.lease = lease;
         this.decoding = new Decoding(vocabulary, vocabSize, job.sampling(), job.prompt(), job.stop(), job.maxTokens(),
@@ -30,7 +30,7 @@ final class ActiveSequence {
         this.prefilled = lease.reused();
     }
 
-    SequenceCache cache() {
+    C cache() {
         return lease.session().cache();
     }
 

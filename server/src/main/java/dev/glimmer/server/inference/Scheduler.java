@@ -30,21 +30,21 @@ import java.util.logging.Logger;
  * <p>Cancellation ({@link InferenceJob#cancel}) is checked every turn, so a cancelled job stops
  * within one token or one prompt chunk, and its slot and session are released at once.
  */
-public final class Scheduler implements AutoCloseable {
+public final class Scheduler<C extends SequenceCache> implements AutoCloseable {
     private static final Logger LOG = Logger.getLogger(Scheduler.class.getName());
     /** What a client is told to wait before retrying when the queue is full. */
     static final int RETRY_AFTER_SECONDS = 2;
 
-    private final StepRunner steps;
+    private final StepRunner<C> steps;
     private final Vocabulary vocabulary;
     private final int vocabSize;
-    private final SessionManager sessions;
+    private final SessionManager<C> sessions;
     private final ServerMetrics metrics;
     private final int parallel;
     private final int promptChunk;
     private final int capacity;
     private final ConcurrentLinkedQueue<InferenceJob> waiting = new ConcurrentLinkedQueue<>();
-    private final List<ActiveSequence> active = new ArrayList<>();
+    private final List<ActiveSequence<C>> active = new ArrayList<>();
     /** Jobs accepted and not yet ended: waiting or active. */
     private final AtomicInteger admitted = new AtomicInteger();
     private final Thread thread;
@@ -52,7 +52,7 @@ public final class Scheduler implements AutoCloseable {
     /** Set once the thread has ended and failed the waiting jobs; a job added later must not wait. */
     private volatile boolean drained;
 
-    Scheduler(StepRunner steps, Vocabulary vocabulary, int vocabSize, SessionManager sessions,
+    Scheduler(StepRunner<C> steps, Vocabulary vocabulary, int vocabSize, SessionManager<C> sessions,
               ServerMetrics metrics, int parallel, int promptChunk, int queue) {
         this.steps = steps;
         this.vocabulary = vocabulary;
@@ -93,6 +93,11 @@ public final class Scheduler implements AutoCloseable {
         LockSupport.unpark(thread);
     }
 
+    /** The sessions whose caches this scheduler runs. */
+    SessionManager<C> sessions() {
+        return sessions;
+    }
+
     /** Jobs accepted and not yet ended (running or waiting). */
     public int admitted() {
         return admitted.get();
@@ -105,12 +110,12 @@ public final class Scheduler implements AutoCloseable {
             } catch (RuntimeException | Error e) {
                 // A bug in a forward pass: fail the jobs it touched, keep serving the others.
                 LOG.log(Level.SEVERE, "a forward step failed; its requests are ended", e);
-                for (ActiveSequence s : List.copyOf(active)) {
+                for (ActiveSequence<C> s : List.copyOf(active)) {
                     end(s, null, "internal error: " + e);
                 }
             }
         }
-        for (ActiveSequence s : List.copyOf(active)) {
+        for (ActiveSequence<C> s : List.copyOf(active)) {
             end(s, FinishReason.STOP, null);
         }
         failWaiting();
@@ -131,7 +136,7 @@ public final class Scheduler implements AutoCloseable {
     private void turn() {
         dropCancelledWaiting();
         admit();
-        for (ActiveSequence s : List.copyOf(active)) {
+        for (ActiveSequence<C> s : List.copyOf(active)) {
             if (s.job.isCancelled()) {
                 end(s, FinishReason.CANCELLED, null);
             }
@@ -159,7 +164,7 @@ public final class Scheduler implements AutoCloseable {
     private void admit() {
         while (active.size() < parallel && !waiting.isEmpty()) {
             InferenceJob job = waiting.poll();
-            SessionManager.Lease lease;
+            SessionManager.Lease<C> lease;
             try {
                 lease = sessions.acquire(job.prompt());
             } catch (RuntimeException e) {
@@ -170,7 +175,7 @@ public final class Scheduler implements AutoCloseable {
                 continue;
             }
             try {
-                active.add(new ActiveSequence(job, lease, vocabulary, vocabSize));
+                active.add(new ActiveSequence<>(job, lease, vocabulary, vocabSize));
             } catch (RuntimeException e) {
                 // The handler checks requests before submitting them; this only guards the other jobs.
                 sessions.release(lease.session(), Arrays.copyOf(job.prompt(), lease.reused()));
@@ -183,7 +188,7 @@ public final class Scheduler implements AutoCloseable {
 
     /** One chunk of the oldest prompt still being processed. */
     private void prefillChunk() {
-        ActiveSequence s = active.stream().filter(ActiveSequence::prefilling).findFirst().orElse(null);
+        ActiveSequence<C> s = active.stream().filter(ActiveSequence::prefilling).findFirst().orElse(null);
         if (s == null) {
             return;
         }
@@ -209,25 +214,25 @@ public final class Scheduler implements AutoCloseable {
 
     /** Feeds the pending token of every generating sequence in one decode step, then samples each. */
     private void decodeStep() {
-        List<ActiveSequence> batch = active.stream().filter(s -> s.pendingToken() >= 0).toList();
+        List<ActiveSequence<C>> batch = active.stream().filter(s -> s.pendingToken() >= 0).toList();
         int n = batch.size();
         if (n == 0) {
             return;
         }
-        SequenceCache[] caches = new SequenceCache[n];
+        List<C> caches = new ArrayList<>(n);
         int[] tokens = new int[n];
         for (int i = 0; i < n; i++) {
-            caches[i] = batch.get(i).cache();
+            caches.add(batch.get(i).cache());
             tokens[i] = batch.get(i).pendingToken();
         }
         boolean[] greedyOnly = new boolean[n];
         for (int i = 0; i < n; i++) {
             greedyOnly[i] = batch.get(i).greedyOnly();
         }
-        StepRunner.NextToken[] next = steps.decode(caches, tokens, greedyOnly, n);
+        StepRunner.NextToken[] next = steps.decode(caches, tokens, greedyOnly);
         metrics.decodeStep(n);
         for (int i = 0; i < n; i++) {
-            ActiveSequence s = batch.get(i);
+            ActiveSequence<C> s = batch.get(i);
             long previous = s.lastTokenNanos();
             FinishReason finish = s.next(next[i]);
             metrics.token(Duration.ofNanos(s.lastTokenNanos() - previous));
@@ -238,7 +243,7 @@ public final class Scheduler implements AutoCloseable {
     }
 
     /** Ends a sequence: reports it, returns its session, frees its slot. {@code reason} null means it failed. */
-    private void end(ActiveSequence s, FinishReason reason, String failure) {
+    private void end(ActiveSequence<C> s, FinishReason reason, String failure) {
         active.remove(s);
         if (reason == null) {
             sessions.discard(s.lease.session());

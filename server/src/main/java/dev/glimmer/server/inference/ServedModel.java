@@ -31,19 +31,19 @@ public final class ServedModel implements AutoCloseable {
     private final ServedModelFacts facts;
     private final Tokenizer tokenizer;
     private final ChatFormat chatFormat;
-    private final StepRunner steps;
-    private final SessionManager sessions;
-    private final Scheduler scheduler;
+    private final StepRunner<?> steps;
+    private final SessionManager<?> sessions;
+    private final Scheduler<?> scheduler;
     private final int ctx;
 
     private ServedModel(GlmModel model, ServedModelFacts facts, Tokenizer tokenizer, ChatFormat chatFormat,
-                        StepRunner steps, SessionManager sessions, Scheduler scheduler, int ctx) {
+                        StepRunner<?> steps, Scheduler<?> scheduler, int ctx) {
         this.model = model;
         this.facts = facts;
         this.tokenizer = tokenizer;
         this.chatFormat = chatFormat;
         this.steps = steps;
-        this.sessions = sessions;
+        this.sessions = scheduler.sessions();
         this.scheduler = scheduler;
         this.ctx = ctx;
     }
@@ -57,7 +57,7 @@ public final class ServedModel implements AutoCloseable {
     public static ServedModel load(Path path, boolean demo, ServerConfig config, ServerMetrics metrics,
                                    BackendChooser chooser) throws IOException {
         GlmModel model = GlmModel.open(path);
-        StepRunner steps = null;
+        StepRunner<?> steps = null;
         try {
             Tokenizer tokenizer = Tokenizer.fromMetadata(model.file().metadata());
             ChatFormat format = ChatTemplates.recognise(
@@ -74,14 +74,13 @@ public final class ServedModel implements AutoCloseable {
             LOG.info("serving on " + backend + ": " + reason);
             long cacheBytes = steps.cacheBytes();
             long budget = config.kvBudgetMb() > 0 ? config.kvBudgetMb() << 20 : (config.parallel() + 2) * cacheBytes;
-            SessionManager sessions = new SessionManager(steps::newCache, cacheBytes, budget, config.parallel());
-            Scheduler scheduler = new Scheduler(steps, Vocabulary.of(tokenizer, true), model.vocabSize(), sessions,
-                    metrics, config.parallel(), config.promptChunk(), config.queue());
+            Scheduler<?> scheduler = start(steps, budget, Vocabulary.of(tokenizer, true), model.vocabSize(), metrics, config);
+            SessionManager<?> sessions = scheduler.sessions();
             LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB" + (steps.backend() == BackendKind.CPU ? "" : " of "
                     + backend + " memory") + ": " + sessions.budgetBytes() / cacheBytes + " cached conversations of "
                     + ctx + " tokens");
             return new ServedModel(model, ServedModelFacts.of(model.file(), ctx, demo, backend, reason), tokenizer,
-                    format, steps, sessions, scheduler, ctx);
+                    format, steps, scheduler, ctx);
         } catch (RuntimeException | IOException e) {
             if (steps != null) {
                 steps.close();
@@ -95,7 +94,15 @@ public final class ServedModel implements AutoCloseable {
      * The CPU's batched forward pass when the choice is the CPU (the server batches the sequences; a CPU
      * choice holds nothing to close), else the chosen backend's decoders, one per conversation.
      */
-    private static StepRunner runner(BackendChoice choice, GlmModel model, ServerConfig config, int ctx) {
+    /** The session manager of {@code steps}' caches and the scheduler that runs them, started. */
+    private static <C extends SequenceCache> Scheduler<C> start(StepRunner<C> steps, long budget, Vocabulary vocabulary,
+                                                                int vocabSize, ServerMetrics metrics, ServerConfig config) {
+        SessionManager<C> sessions = new SessionManager<>(steps::newCache, steps.cacheBytes(), budget, config.parallel());
+        return new Scheduler<>(steps, vocabulary, vocabSize, sessions, metrics, config.parallel(), config.promptChunk(),
+                config.queue());
+    }
+
+    private static StepRunner<?> runner(BackendChoice choice, GlmModel model, ServerConfig config, int ctx) {
         if (choice.kind() == BackendKind.CPU) {
             int threads = config.threads() > 0 ? config.threads() : CpuBackend.defaultThreads();
             return new CpuStepRunner(model, threads, ctx, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel()));
@@ -120,11 +127,11 @@ public final class ServedModel implements AutoCloseable {
         return chatFormat;
     }
 
-    public Scheduler scheduler() {
+    public Scheduler<?> scheduler() {
         return scheduler;
     }
 
-    public SessionManager sessions() {
+    public SessionManager<?> sessions() {
         return sessions;
     }
 
