@@ -22,6 +22,7 @@ public enum WeightFormat {
     Q5_K(13, 256, 176),
     Q6_K(14, 256, 210);
 
+    // (An enum's fields and constructor: the same form as GgmlType's.)
     /** The ggml type id. */
     public final int id;
     /** Values per block. */

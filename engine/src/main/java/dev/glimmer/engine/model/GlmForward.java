@@ -456,6 +456,8 @@ public final class GlmForward {
         return 1.0f / (1.0f + (float) Math.exp(-v));
     }
 
+    // CpuAttention's softmax phase computes the same per head, written inline there so that the heads are
+    // shared among the worker threads.
     /** ggml's softmax: exponentials of the max-shifted values in float, their sum in double. */
     private static void softmax(float[] src, int off, int n, float[] dst) {
         float max = Float.NEGATIVE_INFINITY;

@@ -51,6 +51,7 @@ public enum GgmlType {
         }
     }
 
+    // (An enum's fields and constructor: the same form as WeightFormat's.)
     /** The type id stored in GGUF tensor infos. */
     public final int id;
     /** Elements per block. */

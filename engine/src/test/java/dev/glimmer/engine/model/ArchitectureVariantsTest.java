@@ -5,7 +5,6 @@ import dev.glimmer.engine.gguf.GgufValue;
 import dev.glimmer.engine.gguf.GgufWriter.TensorSpec;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
-import dev.glimmer.engine.synth.SynthPreset;
 import dev.glimmer.engine.tensor.GgmlType;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -14,6 +13,9 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 
+import static dev.glimmer.engine.model.VariantModels.OTHER;
+import static dev.glimmer.engine.model.VariantModels.P;
+import static dev.glimmer.engine.model.VariantModels.TOKENS;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -24,10 +26,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * double-precision forward pass that itself matches llama.cpp on tiny-f32.
  */
 class ArchitectureVariantsTest {
-    private static final SynthPreset OTHER = VariantModels.OTHER;
-    private static final int[] TOKENS = VariantModels.TOKENS;
-    private static final String P = VariantModels.P;
-
     @TempDir
     Path dir;
 

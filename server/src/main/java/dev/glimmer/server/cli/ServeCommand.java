@@ -21,6 +21,7 @@ final class ServeCommand implements Command {
     /** Each flag and the configuration key it overrides. */
     private static final Map<String, String> FLAG_KEYS = flagKeys();
 
+    // One line per flag: the one place that ties a flag to the configuration key it overrides.
     private static Map<String, String> flagKeys() {
         Map<String, String> m = new LinkedHashMap<>();
         m.put("--model", "model.path");

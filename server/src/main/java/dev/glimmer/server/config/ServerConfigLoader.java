@@ -126,6 +126,7 @@ public final class ServerConfigLoader {
         return n;
     }
 
+    // integer's form for decimals: the parser, the message and the type differ, so each is written out.
     private double decimal(String key, double fallback, double min, double max) {
         Value v = value(key, Double.toString(fallback));
         double x;

@@ -88,6 +88,8 @@ final class KQuantKernels {
      * Q5_K weights (as Q4_K, with 32 bytes of fifth bits before the nibbles: bit s of byte l belongs to
      * value l of sub-block s) · Q8_K activations.
      */
+    // dotQ4_K's frame again (scales, minimums, the super-block's scaling): the vector code stays flat in each
+    // kernel, see the class comment.
     static float dotQ5_K(MemorySegment w, long offset, short[] xq, float[] xd, short[] xSums, int xOff, int superBlocks) {
         int step = SP.length();
         double sum = 0;

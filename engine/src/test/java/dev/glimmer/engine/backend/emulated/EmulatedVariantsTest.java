@@ -11,7 +11,6 @@ import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
 import dev.glimmer.engine.model.VariantModels;
-import dev.glimmer.engine.synth.SynthPreset;
 import dev.glimmer.kernels.emulator.FiberOrder;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -22,6 +21,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.function.Consumer;
 
+import static dev.glimmer.engine.model.VariantModels.OTHER;
+import static dev.glimmer.engine.model.VariantModels.P;
+import static dev.glimmer.engine.model.VariantModels.TOKENS;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -32,10 +34,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * weights, two dense blocks, two shared experts, an MTP block that is not run.
  */
 class EmulatedVariantsTest {
-    private static final SynthPreset OTHER = VariantModels.OTHER;
-    private static final int[] TOKENS = VariantModels.TOKENS;
-    private static final String P = VariantModels.P;
-
     @TempDir
     Path dir;
 
