@@ -5,6 +5,7 @@ import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -91,12 +92,14 @@ public final class KernelLibrary {
     }
 
     /**
-     * The geometry macros and the given files, each preceded by a {@code #line} directive so that
-     * compiler messages and emulator diagnostics name the .metal file and line.
+     * The geometry and weight format macros and the given files, each preceded by a {@code #line} directive
+     * so that compiler messages and emulator diagnostics name the .metal file and line.
      */
     public static String concatenate(List<SourceFile> files) {
         StringBuilder sb = new StringBuilder();
-        for (Map.Entry<String, Integer> d : Geometry.defines().entrySet()) {
+        Map<String, Integer> defines = new LinkedHashMap<>(Geometry.defines());
+        defines.putAll(WeightFormat.defines());
+        for (Map.Entry<String, Integer> d : defines.entrySet()) {
             sb.append("#define ").append(d.getKey()).append(' ').append(d.getValue()).append('\n');
         }
         for (SourceFile f : files) {

@@ -1,4 +1,4 @@
-// MLA decode attention (GLM47FLASH.md §5) in seven dispatches:
+// MLA decode attention (docs/MODEL.md §4) in seven dispatches:
 //   mat_vec_pair      attn_norm folded into the q_a and kv_a mat-vecs (one dispatch, two weights);
 //   mat_vec           q_a_norm folded into q_b (matvec.metal);
 //   mla_rope_cache    RoPE on each head's q_pe; kv_a_norm, RoPE on k_pe and the latent row written to the

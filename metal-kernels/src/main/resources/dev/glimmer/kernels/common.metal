@@ -1,5 +1,5 @@
 // Helpers every kernel file uses: weight block formats read in place, the SIMD-group mat-vec core,
-// threadgroup reductions. Written in the portable MSL subset (KERNELS.md §6); GLIMMER_* macros
+// threadgroup reductions. Written in the portable MSL subset (docs/KERNELS.md §6); GLIMMER_* macros
 // come from dev.glimmer.kernels.Geometry.
 
 #define NR GLIMMER_MV_ROWS_PER_SIMDGROUP
@@ -16,27 +16,28 @@ struct StepArgs {
     uint kv_len;   // cached rows after this token's row is written (pos + 1); 0: no token here
 };
 
-// ggml type ids (GGUF tensor types) the kernels read.
-#define TYPE_F32 0
-#define TYPE_F16 1
-#define TYPE_Q4_0 2
-#define TYPE_Q5_0 6
-#define TYPE_Q8_0 8
-#define TYPE_Q4_K 12
-#define TYPE_Q5_K 13
-#define TYPE_Q6_K 14
+// ggml type ids (GGUF tensor types) the kernels read; the ids and block sizes are
+// dev.glimmer.kernels.WeightFormat's.
+#define TYPE_F32 GLIMMER_TYPE_F32
+#define TYPE_F16 GLIMMER_TYPE_F16
+#define TYPE_Q4_0 GLIMMER_TYPE_Q4_0
+#define TYPE_Q5_0 GLIMMER_TYPE_Q5_0
+#define TYPE_Q8_0 GLIMMER_TYPE_Q8_0
+#define TYPE_Q4_K GLIMMER_TYPE_Q4_K
+#define TYPE_Q5_K GLIMMER_TYPE_Q5_K
+#define TYPE_Q6_K GLIMMER_TYPE_Q6_K
 
 // Bytes of a row of `cols` values of `type` (cols is a multiple of the type's block size).
 static inline uint row_bytes(uint type, uint cols) {
     switch (type) {
-        case TYPE_F32: return cols * 4;
-        case TYPE_F16: return cols * 2;
-        case TYPE_Q4_0: return cols / 32 * 18;
-        case TYPE_Q5_0: return cols / 32 * 22;
-        case TYPE_Q8_0: return cols / 32 * 34;
-        case TYPE_Q4_K: return cols / 256 * 144;
-        case TYPE_Q5_K: return cols / 256 * 176;
-        default: return cols / 256 * 210;  // TYPE_Q6_K
+        case TYPE_F32: return cols / GLIMMER_F32_BLOCK_VALUES * GLIMMER_F32_BLOCK_BYTES;
+        case TYPE_F16: return cols / GLIMMER_F16_BLOCK_VALUES * GLIMMER_F16_BLOCK_BYTES;
+        case TYPE_Q4_0: return cols / GLIMMER_Q4_0_BLOCK_VALUES * GLIMMER_Q4_0_BLOCK_BYTES;
+        case TYPE_Q5_0: return cols / GLIMMER_Q5_0_BLOCK_VALUES * GLIMMER_Q5_0_BLOCK_BYTES;
+        case TYPE_Q8_0: return cols / GLIMMER_Q8_0_BLOCK_VALUES * GLIMMER_Q8_0_BLOCK_BYTES;
+        case TYPE_Q4_K: return cols / GLIMMER_Q4_K_BLOCK_VALUES * GLIMMER_Q4_K_BLOCK_BYTES;
+        case TYPE_Q5_K: return cols / GLIMMER_Q5_K_BLOCK_VALUES * GLIMMER_Q5_K_BLOCK_BYTES;
+        default: return cols / GLIMMER_Q6_K_BLOCK_VALUES * GLIMMER_Q6_K_BLOCK_BYTES;  // TYPE_Q6_K
     }
 }
 
@@ -125,7 +126,7 @@ struct Q4_0 {
         v[12] = lo1.z; v[13] = lo1.w; v[14] = hi1.z; v[15] = hi1.w;
     }
     static float dot(device const uchar * row, uint c, thread const float * yl, float sumy) {
-        device const uchar * block = row + (c / 2) * 18;
+        device const uchar * block = row + (c / 2) * GLIMMER_Q4_0_BLOCK_BYTES;
         device const ushort * qs = (device const ushort *) (block + 2) + (c % 2) * 4;
         float acc = 0.0f;
         for (uint j = 0; j < 4; j++) {
@@ -136,7 +137,7 @@ struct Q4_0 {
         return load_half(block) * (acc - 8.0f * sumy);
     }
     static void dequant(device const uchar * row, uint c, thread float * out) {
-        device const uchar * block = row + (c / 2) * 18;
+        device const uchar * block = row + (c / 2) * GLIMMER_Q4_0_BLOCK_BYTES;
         device const ushort * qs = (device const ushort *) (block + 2) + (c % 2) * 4;
         float d = load_half(block);
         #pragma unroll
@@ -172,13 +173,13 @@ struct Q8_0 {
     template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
     template <typename X> static void gather(X x, uint c, thread float * v) { gather_consecutive(x, c, v); }
     static void dequant(device const uchar * row, uint c, thread float * out) {
-        device const uchar * block = row + (c / 2) * 34;
+        device const uchar * block = row + (c / 2) * GLIMMER_Q8_0_BLOCK_BYTES;
         device const char * qs = (device const char *) (block + 2) + (c % 2) * 16;
         float d = load_half(block);
         for (uint i = 0; i < CH; i++) out[i] = (float) qs[i] * d;
     }
     static float dot(device const uchar * row, uint c, thread const float * yl, float sumy) {
-        device const uchar * block = row + (c / 2) * 34;
+        device const uchar * block = row + (c / 2) * GLIMMER_Q8_0_BLOCK_BYTES;
         device const char * qs = (device const char *) (block + 2) + (c % 2) * 16;
         float acc = 0.0f;
         for (uint i = 0; i < CH; i++) acc += (float) qs[i] * yl[i];
@@ -193,7 +194,7 @@ struct Q5_0 {
     template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
     template <typename X> static void gather(X x, uint c, thread float * v) { gather_consecutive(x, c, v); }
     static void dequant(device const uchar * row, uint c, thread float * out) {
-        device const uchar * block = row + (c / 2) * 22;
+        device const uchar * block = row + (c / 2) * GLIMMER_Q5_0_BLOCK_BYTES;
         uint h = c % 2;
         device const ushort * qh16 = (device const ushort *) (block + 2);
         uint qh = (uint) qh16[h];  // bits 16h .. 16h+15 of the 32-bit qh
@@ -204,7 +205,7 @@ struct Q5_0 {
         }
     }
     static float dot(device const uchar * row, uint c, thread const float * yl, float sumy) {
-        device const uchar * block = row + (c / 2) * 22;
+        device const uchar * block = row + (c / 2) * GLIMMER_Q5_0_BLOCK_BYTES;
         uint h = c % 2;
         device const ushort * qh16 = (device const ushort *) (block + 2);
         uint qh = (uint) qh16[h];
@@ -274,7 +275,7 @@ struct Q4_K {
     template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
     template <typename X> static void gather(X x, uint c, thread float * v) { gather_consecutive(x, c, v); }
     static float chunk(device const uchar * row, uint c, thread const float * yl, float sumy, thread float * out) {
-        device const uchar * block = row + (c / 16) * 144;
+        device const uchar * block = row + (c / 16) * GLIMMER_Q4_K_BLOCK_BYTES;
         uint v0 = (c % 16) * CH;
         uint s = v0 / 32;
         float sc, m;
@@ -301,7 +302,7 @@ struct Q5_K {
     template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
     template <typename X> static void gather(X x, uint c, thread float * v) { gather_consecutive(x, c, v); }
     static float chunk(device const uchar * row, uint c, thread const float * yl, float sumy, thread float * out) {
-        device const uchar * block = row + (c / 16) * 176;
+        device const uchar * block = row + (c / 16) * GLIMMER_Q5_K_BLOCK_BYTES;
         uint v0 = (c % 16) * CH;
         uint s = v0 / 32;
         float sc, m;
@@ -330,7 +331,7 @@ struct Q6_K {
     template <typename X> static void load(X x, uint c, thread float * yl, thread float & sumy) { load_consecutive(x, c, yl, sumy); }
     template <typename X> static void gather(X x, uint c, thread float * v) { gather_consecutive(x, c, v); }
     static float chunk(device const uchar * row, uint c, thread const float * yl, float sumy, thread float * out) {
-        device const uchar * block = row + (c / 16) * 210;
+        device const uchar * block = row + (c / 16) * GLIMMER_Q6_K_BLOCK_BYTES;
         uint v0 = (c % 16) * CH;
         uint n = v0 / 128;
         uint t = (v0 % 128) / 32;

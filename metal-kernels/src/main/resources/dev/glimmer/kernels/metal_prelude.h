@@ -1,4 +1,4 @@
-// The prelude for Apple's Metal compiler: what the portable subset (KERNELS.md §6) spells through
+// The prelude for Apple's Metal compiler: what the portable subset (docs/KERNELS.md §6) spells through
 // macros and helpers so that the same sources also build on the CPU emulator (emulator/prelude.h).
 #include <metal_stdlib>
 using namespace metal;

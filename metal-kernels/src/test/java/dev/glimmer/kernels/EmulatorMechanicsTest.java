@@ -96,6 +96,7 @@ class EmulatorMechanicsTest {
         assertTrue(Float.isNaN(inOrder[0]));
     }
 
+    // The failure tests share their form; each names its own kernel, fiber order and expected diagnosis.
     @Test
     void partialCollectiveIsReportedNotHung() {
         EmulatorException e = assertThrows(EmulatorException.class,

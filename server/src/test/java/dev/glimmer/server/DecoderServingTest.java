@@ -3,6 +3,7 @@ package dev.glimmer.server;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.glimmer.engine.backend.BackendChoice;
+import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.EmulatedTokenDecoder;
 import io.restassured.path.json.JsonPath;
 import org.junit.jupiter.api.AfterAll;
@@ -41,7 +42,7 @@ class DecoderServingTest {
     @BeforeAll
     static void start() {
         Map<String, String> config = Map.of("model.ctx", "256", "inference.parallel", "2", "inference.queue", "8");
-        gpu = TestServer.start(config, (requested, model) -> new BackendChoice("emulated",
+        gpu = TestServer.start(config, (requested, model) -> new BackendChoice(BackendKind.EMULATED,
                 "the GPU decode step on the CPU kernel emulator", Optional.empty(),
                 capacity -> new EmulatedTokenDecoder(model, capacity)));
         cpu = TestServer.start(config);

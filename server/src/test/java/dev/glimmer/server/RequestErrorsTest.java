@@ -65,6 +65,7 @@ class RequestErrorsTest {
         badRequest(chat("{\"messages\": [{\"role\": \"bot\", \"content\": \"hi\"}]}"), "messages", "unknown role 'bot'");
     }
 
+    // One case per line, written out, so that the message each field gets is read in the test itself.
     @Test
     void wrongTypesNameTheField() {
         String msgs = "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]";

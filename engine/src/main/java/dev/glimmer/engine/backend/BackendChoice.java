@@ -5,14 +5,14 @@ import java.util.OptionalLong;
 
 /**
  * The backend a model runs on, and why ({@link Backends#choose}): shown in the log and in
- * {@code /v1/models}. Close it with the model; it owns the device.
+ * {@code /v1/models}. Close it with the model; it owns the device (a CPU choice holds nothing).
  *
- * @param name     {@code cpu}, {@code metal} or {@code cuda}
+ * @param kind     {@code CPU}, {@code METAL} or {@code CUDA} ({@code EMULATED} in tests)
  * @param reason   one line: why this backend (and, after a fallback, what was wrong with the other)
  * @param selfTest the self-test that decided, when one ran
  * @param decoders opens a sequence of a given context size on this backend
  */
-public record BackendChoice(String name, String reason, Optional<SelfTest.Report> selfTest, Decoders decoders)
+public record BackendChoice(BackendKind kind, String reason, Optional<SelfTest.Report> selfTest, Decoders decoders)
         implements AutoCloseable {
 
     /** Opens sequences on one backend for one model. */
@@ -31,6 +31,11 @@ public record BackendChoice(String name, String reason, Optional<SelfTest.Report
         @Override
         default void close() {
         }
+    }
+
+    /** The backend's name, e.g. {@code cuda}. */
+    public String name() {
+        return kind.cliName();
     }
 
     public TokenDecoder open(int capacity) {

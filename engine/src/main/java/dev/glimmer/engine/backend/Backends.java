@@ -5,7 +5,6 @@ import dev.glimmer.engine.backend.metal.MetalPlatform;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmModel;
 
-import java.util.List;
 import java.util.Optional;
 
 /**
@@ -17,60 +16,56 @@ import java.util.Optional;
  */
 public final class Backends {
 
-    public static final List<String> NAMES = List.of("auto", "cpu", "metal", "cuda");
-
     private Backends() {
     }
 
-    /** {@link #choose(String, GlmModel, boolean)} with the self-test. */
-    public static BackendChoice choose(String requested, GlmModel model) {
+    /** {@link #choose(BackendKind, GlmModel, boolean)} with the self-test. */
+    public static BackendChoice choose(BackendKind requested, GlmModel model) {
         return choose(requested, model, true);
     }
 
     /**
-     * @param requested one of {@link #NAMES}
-     * @param selfTest  whether Metal must pass the self-test first ({@code false}: trust it untested)
-     * @throws InvalidInputException for an unknown name, or {@code metal}/{@code cuda} where this build cannot run them
+     * @param requested one of {@link BackendKind#SERVING}
+     * @param selfTest  whether a GPU must pass the self-test first ({@code false}: trust it untested)
+     * @throws InvalidInputException for {@code metal}/{@code cuda} where this build cannot run them
      */
-    public static BackendChoice choose(String requested, GlmModel model, boolean selfTest) {
+    public static BackendChoice choose(BackendKind requested, GlmModel model, boolean selfTest) {
         return switch (requested) {
-            case "cpu" -> cpu(model, "asked for with --backend cpu");
-            case "cuda" -> CudaChoice.choose(model, selfTest, true, System.err);
-            case "metal" -> {
+            case CPU -> cpu(model, "asked for with --backend cpu");
+            case CUDA -> CudaChoice.choose(model, selfTest, true, System.err);
+            case METAL -> {
                 if (!MetalPlatform.isMacArm64()) {
                     throw new InvalidInputException("--backend metal: " + metalUnavailable());
                 }
                 yield MetalChoice.choose(model, selfTest);
             }
-            case "auto" -> MetalPlatform.isMacArm64() ? MetalChoice.choose(model, selfTest)
+            case AUTO -> MetalPlatform.isMacArm64() ? MetalChoice.choose(model, selfTest)
                     : CudaChoice.choose(model, selfTest, false, System.err);
-            default -> throw new InvalidInputException("unknown backend '" + requested + "' (" + String.join(", ", NAMES) + ")");
+            case EMULATED -> throw new IllegalArgumentException("the emulated backend only runs the self-test");
         };
     }
-
-    /** The GPU backends the self-test can check. */
-    public static final List<String> SELF_TEST_NAMES = List.of("auto", "metal", "cuda", "emulated");
 
     /**
      * Runs the self-test of a GPU path: {@code metal}, {@code cuda}, {@code emulated} (the kernels on
      * the CPU emulator, which needs clang-19), or {@code auto}: Metal or CUDA where it can run, else
      * the emulator.
      *
-     * @throws InvalidInputException for an unknown name, {@code metal} off macOS/arm64, or {@code cuda} without a device
+     * @param backend one of {@link BackendKind#SELF_TEST}
+     * @throws InvalidInputException for {@code metal} off macOS/arm64, or {@code cuda} without a device
      */
-    public static SelfTest.Report selfTest(String backend) {
+    public static SelfTest.Report selfTest(BackendKind backend) {
         return switch (backend) {
-            case "auto" -> selfTest(MetalPlatform.isMacArm64() ? "metal" : CudaChoice.available() ? "cuda" : "emulated");
-            case "cuda" -> CudaChoice.selfTest();
-            case "metal" -> {
+            case AUTO -> selfTest(MetalPlatform.isMacArm64() ? BackendKind.METAL
+                    : CudaChoice.available() ? BackendKind.CUDA : BackendKind.EMULATED);
+            case CUDA -> CudaChoice.selfTest();
+            case METAL -> {
                 if (!MetalPlatform.isMacArm64()) {
                     throw new InvalidInputException("--backend metal: " + metalUnavailable());
                 }
                 yield MetalChoice.selfTest();
             }
-            case "emulated" -> SelfTest.run("emulated", EmulatedTokenDecoder::new);
-            default -> throw new InvalidInputException("unknown backend '" + backend + "' for the self-test ("
-                    + String.join(", ", SELF_TEST_NAMES) + ")");
+            case EMULATED -> SelfTest.run("emulated", EmulatedTokenDecoder::new);
+            case CPU -> throw new IllegalArgumentException("the self-test checks a GPU path against the CPU");
         };
     }
 
@@ -84,6 +79,7 @@ public final class Backends {
     }
 
     static BackendChoice cpu(GlmModel model, String reason, Optional<SelfTest.Report> selfTest) {
-        return new BackendChoice("cpu", reason, selfTest, capacity -> new CpuDecoder(model, capacity, KvCacheType.DEFAULT));
+        return new BackendChoice(BackendKind.CPU, reason, selfTest,
+                capacity -> new CpuDecoder(model, capacity, KvCacheType.DEFAULT));
     }
 }

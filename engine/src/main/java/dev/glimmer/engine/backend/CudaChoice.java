@@ -93,7 +93,7 @@ final class CudaChoice {
         } catch (RuntimeException e) {
             return Backends.cpu(model, what + " could not take the weights: " + e.getMessage(), report);
         }
-        return new BackendChoice("cuda", what + (selfTest ? ", self-test passed" : ", self-test skipped"), report,
+        return new BackendChoice(BackendKind.CUDA, what + (selfTest ? ", self-test passed" : ", self-test skipped"), report,
                 new BackendChoice.Decoders() {
                     @Override
                     public TokenDecoder open(int capacity) {

@@ -77,7 +77,7 @@ final class MetalChoice {
             }
             report = Optional.of(r);
         }
-        return new BackendChoice("metal", what + (selfTest ? ", self-test passed" : ", self-test skipped"), report,
+        return new BackendChoice(BackendKind.METAL, what + (selfTest ? ", self-test passed" : ", self-test skipped"), report,
                 new BackendChoice.Decoders() {
                     @Override
                     public MetalDecoder open(int capacity) {

@@ -3,16 +3,13 @@ package dev.glimmer.engine.generate;
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.model.GlmForward;
-import dev.glimmer.engine.sampling.Sampler;
-import dev.glimmer.engine.sampling.TokenLogprobs;
 
-import java.util.Arrays;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
 
 /**
  * Generates a completion of one sequence: prefill the prompt in chunks, then decode one token at a
- * time until an end-of-generation token, a stop string, the token limit or a full context.
+ * time until an end-of-generation token, a stop string, the token limit or a full context ({@link Decoding}).
  * Cancellation is checked between prompt chunks and between tokens; each token is reported as it
  * is produced.
  *
@@ -44,10 +41,6 @@ public final class Generator {
             throw new InvalidInputException("the prompt has " + prompt.length + " tokens but the context has room for "
                     + cache.remaining() + " (context size " + cache.capacity() + ")");
         }
-        Sampler sampler = new Sampler(request.sampling(), vocabSize);
-        for (int token : prompt) {
-            sampler.accept(token);
-        }
         long start = System.nanoTime();
 
         // Prefill, chunk by chunk, so a cancellation is noticed within one chunk.
@@ -63,55 +56,26 @@ public final class Generator {
         double promptMillis = millisSince(start);
         long decodeStart = System.nanoTime();
 
-        TextDecoder decoder = vocabulary.newDecoder();
-        StopStrings stops = new StopStrings(request.stop());
+        Decoding decoding = new Decoding(vocabulary, vocabSize, request.sampling(), prompt, request.stop(),
+                request.maxTokens(), cache.remaining(), true, 0, null);
         StringBuilder text = new StringBuilder();
-        int[] tokens = new int[Math.min(request.maxTokens(), cache.remaining() + 1)];
-        int generated = 0;
         FinishReason finish;
         while (true) {
             if (cancelled.getAsBoolean()) {
                 finish = FinishReason.CANCELLED;
                 break;
             }
-            int token = sampler.sample(logits);
-            sampler.accept(token);
-            float logprob = TokenLogprobs.of(logits, vocabSize, token, 0).logprob();
-            tokens[generated++] = token;
-            if (vocabulary.isEndOfGeneration(token)) {
-                String rest = stops.push(decoder.finish()) + stops.flush();
-                text.append(rest);
-                onToken.accept(new TokenEvent(token, rest, logprob));
-                finish = FinishReason.STOP;
+            Decoding.Step step = decoding.next(logits, -1, cache.remaining());
+            text.append(step.text());
+            onToken.accept(new TokenEvent(step.token(), step.text(), step.logprobs().logprob()));
+            if (step.finish() != null) {
+                finish = step.finish();
                 break;
             }
-            String visible = stops.push(decoder.next(token));
-            if (stops.matched()) {
-                text.append(visible);
-                onToken.accept(new TokenEvent(token, visible, logprob));
-                finish = FinishReason.STOP;
-                break;
-            }
-            boolean full = generated == request.maxTokens() || cache.remaining() == 0;
-            if (full) {
-                // The last token: release whatever is held back (no stop string can complete any more).
-                visible += stops.push(decoder.finish());
-                visible += stops.matched() ? "" : stops.flush();
-            }
-            text.append(visible);
-            onToken.accept(new TokenEvent(token, visible, logprob));
-            if (stops.matched()) {
-                finish = FinishReason.STOP;
-                break;
-            }
-            if (full) {
-                finish = FinishReason.LENGTH;
-                break;
-            }
-            logits = forward.forward(cache, tokens, generated - 1, 1, false);
+            logits = forward.forward(cache, new int[] {step.token()}, 0, 1, false);
         }
-        return new GenerationResult(text.toString(), Arrays.copyOf(tokens, generated), finish,
-                new Timings(prompt.length, promptMillis, generated, millisSince(decodeStart)));
+        return new GenerationResult(text.toString(), decoding.tokens(), finish,
+                new Timings(prompt.length, promptMillis, decoding.count(), millisSince(decodeStart)));
     }
 
     private static double millisSince(long startNanos) {

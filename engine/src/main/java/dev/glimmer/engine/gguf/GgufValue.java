@@ -10,6 +10,7 @@ import java.util.Arrays;
  */
 public record GgufValue(GgufValueType type, Object value) {
 
+    // One factory per value type that the writers use: the type is named once, at the call.
     public static GgufValue of(String s) {
         return new GgufValue(GgufValueType.STRING, s);
     }

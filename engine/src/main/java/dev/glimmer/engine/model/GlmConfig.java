@@ -8,7 +8,7 @@ import java.util.OptionalLong;
 
 /**
  * The hyper-parameters of a GLM-4.7-Flash-architecture model (llama.cpp arch {@code deepseek2} with
- * MLA attention), read from the {@code deepseek2.*} metadata keys of GLM47FLASH.md §2.
+ * MLA attention), read from the {@code deepseek2.*} metadata keys of docs/MODEL.md §2.
  *
  * @param layers             trunk layers: {@code block_count - nextn_predict_layers} (an MTP block is not run)
  * @param nextnLayers        {@code nextn_predict_layers} (0 when absent)

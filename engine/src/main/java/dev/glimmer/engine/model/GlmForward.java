@@ -6,7 +6,7 @@ import dev.glimmer.engine.kv.KvCache;
 import java.util.Arrays;
 
 /**
- * The forward pass of GLM-4.7-Flash (GLM47FLASH.md §5), top to bottom: embedding, then per layer
+ * The forward pass of GLM-4.7-Flash (docs/MODEL.md §4), top to bottom: embedding, then per layer
  * RMSNorm → MLA attention with absorbed k_b/v_b over the latent KV cache → RMSNorm → dense FFN or
  * MoE block, then the output head. A batch of tokens goes through each layer together (causal
  * attention), in chunks of at most {@code maxBatch} tokens.
@@ -456,6 +456,8 @@ public final class GlmForward {
         return 1.0f / (1.0f + (float) Math.exp(-v));
     }
 
+    // CpuAttention's softmax phase computes the same per head, written inline there so that the heads are
+    // shared among the worker threads.
     /** ggml's softmax: exponentials of the max-shifted values in float, their sum in double. */
     private static void softmax(float[] src, int off, int n, float[] dst) {
         float max = Float.NEGATIVE_INFINITY;

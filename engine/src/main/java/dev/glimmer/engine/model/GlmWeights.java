@@ -12,7 +12,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Views of every tensor the trunk's forward pass reads (GLM47FLASH.md §4), checked against the
+ * Views of every tensor the trunk's forward pass reads (docs/MODEL.md §3), checked against the
  * config: a tensor whose shape disagrees with the metadata is refused with a message naming the
  * tensor, the key and both values. Matrices stay in the mapped file; only the small norm and bias
  * vectors (a few values per layer) are copied to float arrays.

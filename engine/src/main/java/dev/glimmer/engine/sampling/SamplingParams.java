@@ -62,6 +62,7 @@ public record SamplingParams(float temperature, int topK, float topP, float minP
         return temperature <= 0;
     }
 
+    // One wither per field (records have none); each copies the others.
     public SamplingParams withTemperature(float t) {
         return new SamplingParams(t, topK, topP, minP, seed, repeatPenalty, presencePenalty, frequencyPenalty,
                 penaltyWindow, logitBias);

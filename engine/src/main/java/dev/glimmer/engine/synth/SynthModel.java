@@ -15,7 +15,7 @@ import java.util.Map;
 /**
  * The header of a synthetic GLM-4.7-Flash-architecture GGUF: the metadata keys (with the value types
  * and in the order of the oracle files) and the tensor list (names, shapes, order and types as in
- * GLM47FLASH.md §4 and the oracle files), with the seed its vocabulary and weights are drawn from.
+ * docs/MODEL.md §3 and the oracle files), with the seed its vocabulary and weights are drawn from.
  */
 public record SynthModel(SynthPreset preset, SynthWeightType weightType, long seed, Map<String, GgufValue> metadata,
                          List<TensorSpec> tensors) {
@@ -37,7 +37,7 @@ public record SynthModel(SynthPreset preset, SynthWeightType weightType, long se
         u32(m, "embedding_length", p.embd());
         u32(m, "feed_forward_length", p.ff());
         u32(m, "attention.head_count", p.heads());
-        // MLA is stored as one shared latent KV head (GLM47FLASH.md §2).
+        // MLA is stored as one shared latent KV head (docs/MODEL.md §2).
         u32(m, "attention.head_count_kv", 1);
         m.put(ARCH + ".rope.freq_base", GgufValue.float32(1_000_000f));
         m.put(ARCH + ".attention.layer_norm_rms_epsilon", GgufValue.float32(1e-5f));

@@ -7,7 +7,7 @@ import java.util.List;
 /**
  * The shape of a synthetic GLM-4.7-Flash-architecture model (llama.cpp arch {@code deepseek2}).
  * {@link #TINY} and {@link #SMALL} are the configurations of the oracle's tiny and small files,
- * {@link #FULL} the real GLM-4.7-Flash (GLM47FLASH.md §2).
+ * {@link #FULL} the real GLM-4.7-Flash (docs/MODEL.md §2).
  *
  * @param layers          block_count (no NextN block)
  * @param denseLead       leading_dense_block_count: blocks with a dense FFN instead of experts

@@ -21,7 +21,7 @@ public record SynthVocab(String[] tokens, long[] tokenTypes, String[] merges) {
     public static final int CONTROL = 3;
     public static final int UNUSED = 5;
 
-    /** GLM-4.7-Flash's special tokens, in id order from the special base (GLM47FLASH.md §3). */
+    /** GLM-4.7-Flash's special tokens, in id order from the special base (docs/MODEL.md §7). */
     public static final List<String> SPECIAL_TOKENS = List.of(
             "<|endoftext|>", "[MASK]", "[gMASK]", "[sMASK]", "<sop>", "<eop>", "<|system|>", "<|user|>",
             "<|assistant|>", "<|observation|>", "<|begin_of_image|>", "<|end_of_image|>", "<|begin_of_video|>",

@@ -60,6 +60,36 @@ final class Blocks {
         return (float) Math.copySign(Math.floor(Math.abs((double) x) + 0.5), x);
     }
 
+    /** One block of a format: its values written into {@code dst[at ..]}. */
+    interface BlockDequantizer {
+        void dequantizeBlock(MemorySegment src, long block, float[] dst, int at);
+    }
+
+    /** One block of a format: {@code sum} plus its dot product with block {@code b} of the activations. */
+    interface BlockDot {
+        double addDot(double sum, MemorySegment w, long block, QuantizedVector x, int b);
+    }
+
+    /** The {@code n} values of a row of {@code type} at {@code offset}, block by block, into {@code dst[dstOffset ..]}. */
+    static void dequantizeRow(GgmlType type, MemorySegment src, long offset, float[] dst, int dstOffset, int n,
+                              BlockDequantizer format) {
+        for (int b = 0; b < n / type.blockSize; b++) {
+            format.dequantizeBlock(src, offset + (long) b * type.bytesPerBlock, dst, dstOffset + b * type.blockSize);
+        }
+    }
+
+    /**
+     * The dot product of a row of {@code n} values of {@code type} at {@code offset} with {@code x}: the blocks'
+     * products summed in double, in order, then rounded to float once.
+     */
+    static float dot(GgmlType type, MemorySegment w, long offset, QuantizedVector x, int n, BlockDot format) {
+        double sum = 0;
+        for (int b = 0; b < n / type.blockSize; b++) {
+            sum = format.addDot(sum, w, offset + (long) b * type.bytesPerBlock, x, b);
+        }
+        return (float) sum;
+    }
+
     /** Checks that {@code n} values form whole blocks of {@code type}. */
     static void requireWholeBlocks(GgmlType type, int n) {
         if (n % type.blockSize != 0) {

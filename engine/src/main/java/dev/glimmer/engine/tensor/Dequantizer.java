@@ -19,14 +19,14 @@ public final class Dequantizer {
             case F32 -> F32.dequantizeRow(src, byteOffset, dst, dstOffset, n);
             case F16 -> F16.dequantizeRow(src, byteOffset, dst, dstOffset, n);
             case BF16 -> BF16.dequantizeRow(src, byteOffset, dst, dstOffset, n);
-            case Q4_0 -> Q4_0.dequantizeRow(src, byteOffset, dst, dstOffset, n);
-            case Q4_1 -> Q4_1.dequantizeRow(src, byteOffset, dst, dstOffset, n);
-            case Q5_0 -> Q5_0.dequantizeRow(src, byteOffset, dst, dstOffset, n);
-            case Q5_1 -> Q5_1.dequantizeRow(src, byteOffset, dst, dstOffset, n);
-            case Q8_0 -> Q8_0.dequantizeRow(src, byteOffset, dst, dstOffset, n);
-            case Q4_K -> Q4_K.dequantizeRow(src, byteOffset, dst, dstOffset, n);
-            case Q5_K -> Q5_K.dequantizeRow(src, byteOffset, dst, dstOffset, n);
-            case Q6_K -> Q6_K.dequantizeRow(src, byteOffset, dst, dstOffset, n);
+            case Q4_0 -> Blocks.dequantizeRow(type, src, byteOffset, dst, dstOffset, n, Q4_0::dequantizeBlock);
+            case Q4_1 -> Blocks.dequantizeRow(type, src, byteOffset, dst, dstOffset, n, Q4_1::dequantizeBlock);
+            case Q5_0 -> Blocks.dequantizeRow(type, src, byteOffset, dst, dstOffset, n, Q5_0::dequantizeBlock);
+            case Q5_1 -> Blocks.dequantizeRow(type, src, byteOffset, dst, dstOffset, n, Q5_1::dequantizeBlock);
+            case Q8_0 -> Blocks.dequantizeRow(type, src, byteOffset, dst, dstOffset, n, Q8_0::dequantizeBlock);
+            case Q4_K -> Blocks.dequantizeRow(type, src, byteOffset, dst, dstOffset, n, Q4_K::dequantizeBlock);
+            case Q5_K -> Blocks.dequantizeRow(type, src, byteOffset, dst, dstOffset, n, Q5_K::dequantizeBlock);
+            case Q6_K -> Blocks.dequantizeRow(type, src, byteOffset, dst, dstOffset, n, Q6_K::dequantizeBlock);
             default -> throw new IllegalArgumentException("cannot dequantize " + type.ggmlName());
         }
     }

@@ -1,24 +1,28 @@
 package dev.glimmer.engine.tensor;
 
+import dev.glimmer.kernels.WeightFormat;
+
 /**
  * The ggml tensor types a GGUF file can hold, with their GGUF type ids and block geometry.
  * Every type is known here so that any file can be described and its tensor sizes checked;
- * which types can also be dequantized is {@link #dequantizable()}.
+ * which types can also be dequantized is {@link #dequantizable()}. The numbers of the types the GPU
+ * kernels read come from the kernels' {@link WeightFormat}; each format's block layout is described by
+ * its class ({@link Q4_0} …), whose block sizes are these.
  */
 public enum GgmlType {
-    F32(0, 1, 4),
-    F16(1, 1, 2),
-    Q4_0(2, 32, 18),
+    F32(WeightFormat.F32),
+    F16(WeightFormat.F16),
+    Q4_0(WeightFormat.Q4_0),
     Q4_1(3, 32, 20),
-    Q5_0(6, 32, 22),
+    Q5_0(WeightFormat.Q5_0),
     Q5_1(7, 32, 24),
-    Q8_0(8, 32, 34),
+    Q8_0(WeightFormat.Q8_0),
     Q8_1(9, 32, 36),
     Q2_K(10, 256, 84),
     Q3_K(11, 256, 110),
-    Q4_K(12, 256, 144),
-    Q5_K(13, 256, 176),
-    Q6_K(14, 256, 210),
+    Q4_K(WeightFormat.Q4_K),
+    Q5_K(WeightFormat.Q5_K),
+    Q6_K(WeightFormat.Q6_K),
     Q8_K(15, 256, 292),
     IQ2_XXS(16, 256, 66),
     IQ2_XS(17, 256, 74),
@@ -47,6 +51,7 @@ public enum GgmlType {
         }
     }
 
+    // (An enum's fields and constructor: the same form as WeightFormat's.)
     /** The type id stored in GGUF tensor infos. */
     public final int id;
     /** Elements per block. */
@@ -58,6 +63,11 @@ public enum GgmlType {
         this.id = id;
         this.blockSize = blockSize;
         this.bytesPerBlock = bytesPerBlock;
+    }
+
+    /** A type the GPU kernels read: its numbers are the kernels' ({@link WeightFormat}). */
+    GgmlType(WeightFormat format) {
+        this(format.id, format.blockValues, format.blockBytes);
     }
 
     /** The type with this GGUF id, or null when the id is unknown. */

@@ -13,46 +13,40 @@ import java.lang.foreign.MemorySegment;
  */
 final class Q4_1 {
 
-    static final int BLOCK_SIZE = 32;
-    static final int BLOCK_BYTES = 20;
+    static final int BLOCK_SIZE = GgmlType.Q4_1.blockSize;
+    static final int BLOCK_BYTES = GgmlType.Q4_1.bytesPerBlock;
     private static final int M = 2;
     private static final int QS = 4;
 
     private Q4_1() {
     }
 
-    static void dequantizeRow(MemorySegment src, long offset, float[] dst, int dstOffset, int n) {
-        for (int b = 0; b < n / BLOCK_SIZE; b++) {
-            long xb = offset + (long) b * BLOCK_BYTES;
-            int yb = dstOffset + b * BLOCK_SIZE;
-            float d = Blocks.half(src, xb);
-            float m = Blocks.half(src, xb + M);
-            for (int j = 0; j < BLOCK_SIZE / 2; j++) {
-                int q = Blocks.u8(src, xb + QS + j);
-                dst[yb + j] = (q & 0xF) * d + m;
-                dst[yb + j + BLOCK_SIZE / 2] = (q >>> 4) * d + m;
-            }
+    /** The values of the block at {@code xb}, into {@code dst[yb ..]}. */
+    static void dequantizeBlock(MemorySegment src, long xb, float[] dst, int yb) {
+        float d = Blocks.half(src, xb);
+        float m = Blocks.half(src, xb + M);
+        for (int j = 0; j < BLOCK_SIZE / 2; j++) {
+            int q = Blocks.u8(src, xb + QS + j);
+            dst[yb + j] = (q & 0xF) * d + m;
+            dst[yb + j + BLOCK_SIZE / 2] = (q >>> 4) * d + m;
         }
     }
 
     /**
-     * Weight row · Q8_1 activations. Per block Σ (q·d + m)·(x·dx) = d·dx·Σ q·x + m·(dx·Σ x);
+     * Weight block · Q8_1 activations. Per block Σ (q·d + m)·(x·dx) = d·dx·Σ q·x + m·(dx·Σ x);
      * the last factor is the activation block's precomputed sum s.
      */
-    static float dot(MemorySegment w, long offset, QuantizedVector x, int n) {
+    // Q4_0's nibble loop without the zero point; the minimum's term is added per block.
+    static double addDot(double sum, MemorySegment w, long wb, QuantizedVector x, int b) {
         byte[] xq = x.quants;
-        double sum = 0;
-        for (int b = 0; b < n / BLOCK_SIZE; b++) {
-            long wb = offset + (long) b * BLOCK_BYTES;
-            int xb = b * BLOCK_SIZE;
-            int sumi = 0;
-            for (int j = 0; j < BLOCK_SIZE / 2; j++) {
-                int q = Blocks.u8(w, wb + QS + j);
-                sumi += (q & 0xF) * xq[xb + j] + (q >>> 4) * xq[xb + j + BLOCK_SIZE / 2];
-            }
-            sum += (double) (Blocks.half(w, wb) * x.scales[b]) * sumi;
-            sum += Blocks.half(w, wb + M) * x.sums[b];
+        int xb = b * BLOCK_SIZE;
+        int sumi = 0;
+        for (int j = 0; j < BLOCK_SIZE / 2; j++) {
+            int q = Blocks.u8(w, wb + QS + j);
+            sumi += (q & 0xF) * xq[xb + j] + (q >>> 4) * xq[xb + j + BLOCK_SIZE / 2];
         }
-        return (float) sum;
+        sum += (double) (Blocks.half(w, wb) * x.scales[b]) * sumi;
+        sum += Blocks.half(w, wb + M) * x.sums[b];
+        return sum;
     }
 }

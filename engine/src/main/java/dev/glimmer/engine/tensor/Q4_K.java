@@ -13,12 +13,12 @@ import java.lang.foreign.MemorySegment;
  * </pre>
  * Value l of sub-block s is {@code d*scale(s) * q - dmin*min(s)}. Matmuls pair it with Q8_K.
  */
-final class Q4_K {
+public final class Q4_K {
 
-    static final int BLOCK_SIZE = 256;
-    static final int BLOCK_BYTES = 144;
-    static final int DMIN = 2;
-    static final int SCALES = 4;
+    public static final int BLOCK_SIZE = GgmlType.Q4_K.blockSize;
+    public static final int BLOCK_BYTES = GgmlType.Q4_K.bytesPerBlock;
+    public static final int DMIN = 2;
+    public static final int SCALES = 4;
     private static final int QS = 16;
 
     private Q4_K() {
@@ -28,9 +28,9 @@ final class Q4_K {
      * The 6-bit scale of sub-block {@code j} (0..7) from the 12 packed bytes at {@code at}:
      * sub-blocks 0..3 keep theirs in the low 6 bits of bytes 0..3; sub-blocks 4..7 take the
      * low nibble of bytes 8..11 and, as the top two bits, the spare high bits of bytes 0..3.
-     * Shared with Q5_K, which packs its scales the same way.
+     * Shared with Q5_K, which packs its scales the same way, and with the CPU kernels.
      */
-    static int scale(MemorySegment s, long at, int j) {
+    public static int scale(MemorySegment s, long at, int j) {
         if (j < 4) {
             return Blocks.u8(s, at + j) & 63;
         }
@@ -38,7 +38,7 @@ final class Q4_K {
     }
 
     /** The 6-bit minimum of sub-block {@code j}: bytes 4..7, or high nibbles of 8..11 plus spare bits of 4..7. */
-    static int min(MemorySegment s, long at, int j) {
+    public static int min(MemorySegment s, long at, int j) {
         if (j < 4) {
             return Blocks.u8(s, at + j + 4) & 63;
         }
@@ -53,47 +53,40 @@ final class Q4_K {
         return (i % 64) < 32 ? q & 0xF : q >>> 4;
     }
 
-    static void dequantizeRow(MemorySegment src, long offset, float[] dst, int dstOffset, int n) {
-        for (int b = 0; b < n / BLOCK_SIZE; b++) {
-            long xb = offset + (long) b * BLOCK_BYTES;
-            int yb = dstOffset + b * BLOCK_SIZE;
-            float d = Blocks.half(src, xb);
-            float dmin = Blocks.half(src, xb + DMIN);
-            for (int s = 0; s < 8; s++) {
-                float ds = d * scale(src, xb + SCALES, s);
-                float ms = dmin * min(src, xb + SCALES, s);
-                for (int l = 0; l < 32; l++) {
-                    dst[yb + s * 32 + l] = ds * quant(src, xb, s * 32 + l) - ms;
-                }
+    /** The values of the block at {@code xb}, into {@code dst[yb ..]}. */
+    static void dequantizeBlock(MemorySegment src, long xb, float[] dst, int yb) {
+        float d = Blocks.half(src, xb);
+        float dmin = Blocks.half(src, xb + DMIN);
+        for (int s = 0; s < 8; s++) {
+            float ds = d * scale(src, xb + SCALES, s);
+            float ms = dmin * min(src, xb + SCALES, s);
+            for (int l = 0; l < 32; l++) {
+                dst[yb + s * 32 + l] = ds * quant(src, xb, s * 32 + l) - ms;
             }
         }
     }
 
     /**
-     * Weight row · Q8_K activations. Per super-block, two exact integer sums:
+     * Weight block · Q8_K activations. Per super-block, two exact integer sums:
      * Σ_s scale(s)·Σ q·x and Σ_s min(s)·Σ x (the latter from the activation's 16-value sums),
      * scaled by {@code dx*d} and {@code -dx*dmin} as ggml does.
      */
-    static float dot(MemorySegment w, long offset, QuantizedVector x, int n) {
+    static double addDot(double sum, MemorySegment w, long wb, QuantizedVector x, int b) {
         byte[] xq = x.quants;
-        double sum = 0;
-        for (int b = 0; b < n / BLOCK_SIZE; b++) {
-            long wb = offset + (long) b * BLOCK_BYTES;
-            int xb = b * BLOCK_SIZE;
-            int sumi = 0;
-            int summ = 0;
-            for (int s = 0; s < 8; s++) {
-                int subSum = 0;
-                for (int l = 0; l < 32; l++) {
-                    subSum += quant(w, wb, s * 32 + l) * xq[xb + s * 32 + l];
-                }
-                sumi += scale(w, wb + SCALES, s) * subSum;
-                summ += min(w, wb + SCALES, s) * (x.blockSums[b * 16 + 2 * s] + x.blockSums[b * 16 + 2 * s + 1]);
+        int xb = b * BLOCK_SIZE;
+        int sumi = 0;
+        int summ = 0;
+        for (int s = 0; s < 8; s++) {
+            int subSum = 0;
+            for (int l = 0; l < 32; l++) {
+                subSum += quant(w, wb, s * 32 + l) * xq[xb + s * 32 + l];
             }
-            float d = x.scales[b] * Blocks.half(w, wb);
-            float dmin = -x.scales[b] * Blocks.half(w, wb + DMIN);
-            sum += (double) d * sumi + (double) dmin * summ;
+            sumi += scale(w, wb + SCALES, s) * subSum;
+            summ += min(w, wb + SCALES, s) * (x.blockSums[b * 16 + 2 * s] + x.blockSums[b * 16 + 2 * s + 1]);
         }
-        return (float) sum;
+        float d = x.scales[b] * Blocks.half(w, wb);
+        float dmin = -x.scales[b] * Blocks.half(w, wb + DMIN);
+        sum += (double) d * sumi + (double) dmin * summ;
+        return sum;
     }
 }

@@ -11,10 +11,10 @@ import java.lang.foreign.MemorySegment;
  * </pre>
  * A value is {@code (q - 16) * d} with q in 0..31. Matmuls pair it with Q8_0 activations.
  */
-final class Q5_0 {
+public final class Q5_0 {
 
-    static final int BLOCK_SIZE = 32;
-    static final int BLOCK_BYTES = 22;
+    public static final int BLOCK_SIZE = GgmlType.Q5_0.blockSize;
+    public static final int BLOCK_BYTES = GgmlType.Q5_0.bytesPerBlock;
     private static final int QH = 2;
     private static final int QS = 6;
 
@@ -28,32 +28,25 @@ final class Q5_0 {
         return low | ((highBits >>> j) & 1) << 4;
     }
 
-    static void dequantizeRow(MemorySegment src, long offset, float[] dst, int dstOffset, int n) {
-        for (int b = 0; b < n / BLOCK_SIZE; b++) {
-            long xb = offset + (long) b * BLOCK_BYTES;
-            int yb = dstOffset + b * BLOCK_SIZE;
-            float d = Blocks.half(src, xb);
-            int qh = src.get(Blocks.INT_LE, xb + QH);
-            for (int j = 0; j < BLOCK_SIZE; j++) {
-                dst[yb + j] = (quant(src, xb, qh, j) - 16) * d;
-            }
+    /** The values of the block at {@code xb}, into {@code dst[yb ..]}. */
+    static void dequantizeBlock(MemorySegment src, long xb, float[] dst, int yb) {
+        float d = Blocks.half(src, xb);
+        int qh = src.get(Blocks.INT_LE, xb + QH);
+        for (int j = 0; j < BLOCK_SIZE; j++) {
+            dst[yb + j] = (quant(src, xb, qh, j) - 16) * d;
         }
     }
 
-    /** Weight row · Q8_0 activations: an exact integer sum per block, scaled by d_w * d_x. */
-    static float dot(MemorySegment w, long offset, QuantizedVector x, int n) {
+    /** Weight block · Q8_0 activations: an exact integer sum per block, scaled by d_w * d_x. */
+    static double addDot(double sum, MemorySegment w, long wb, QuantizedVector x, int b) {
         byte[] xq = x.quants;
-        double sum = 0;
-        for (int b = 0; b < n / BLOCK_SIZE; b++) {
-            long wb = offset + (long) b * BLOCK_BYTES;
-            int xb = b * BLOCK_SIZE;
-            int qh = w.get(Blocks.INT_LE, wb + QH);
-            int sumi = 0;
-            for (int j = 0; j < BLOCK_SIZE; j++) {
-                sumi += (quant(w, wb, qh, j) - 16) * xq[xb + j];
-            }
-            sum += (double) (Blocks.half(w, wb) * x.scales[b]) * sumi;
+        int xb = b * BLOCK_SIZE;
+        int qh = w.get(Blocks.INT_LE, wb + QH);
+        int sumi = 0;
+        for (int j = 0; j < BLOCK_SIZE; j++) {
+            sumi += (quant(w, wb, qh, j) - 16) * xq[xb + j];
         }
-        return (float) sum;
+        sum += (double) (Blocks.half(w, wb) * x.scales[b]) * sumi;
+        return sum;
     }
 }

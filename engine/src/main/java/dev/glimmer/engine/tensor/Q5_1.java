@@ -14,8 +14,8 @@ import java.lang.foreign.MemorySegment;
  */
 final class Q5_1 {
 
-    static final int BLOCK_SIZE = 32;
-    static final int BLOCK_BYTES = 24;
+    static final int BLOCK_SIZE = GgmlType.Q5_1.blockSize;
+    static final int BLOCK_BYTES = GgmlType.Q5_1.bytesPerBlock;
     private static final int M = 2;
     private static final int QH = 4;
     private static final int QS = 8;
@@ -30,34 +30,28 @@ final class Q5_1 {
         return low | ((highBits >>> j) & 1) << 4;
     }
 
-    static void dequantizeRow(MemorySegment src, long offset, float[] dst, int dstOffset, int n) {
-        for (int b = 0; b < n / BLOCK_SIZE; b++) {
-            long xb = offset + (long) b * BLOCK_BYTES;
-            int yb = dstOffset + b * BLOCK_SIZE;
-            float d = Blocks.half(src, xb);
-            float m = Blocks.half(src, xb + M);
-            int qh = src.get(Blocks.INT_LE, xb + QH);
-            for (int j = 0; j < BLOCK_SIZE; j++) {
-                dst[yb + j] = quant(src, xb, qh, j) * d + m;
-            }
+    /** The values of the block at {@code xb}, into {@code dst[yb ..]}. */
+    // Q5_0's reading with Q4_1's minimum: the 5-bit quant helper repeats Q5_0's at this block's offsets.
+    static void dequantizeBlock(MemorySegment src, long xb, float[] dst, int yb) {
+        float d = Blocks.half(src, xb);
+        float m = Blocks.half(src, xb + M);
+        int qh = src.get(Blocks.INT_LE, xb + QH);
+        for (int j = 0; j < BLOCK_SIZE; j++) {
+            dst[yb + j] = quant(src, xb, qh, j) * d + m;
         }
     }
 
-    /** Weight row · Q8_1 activations, as {@link Q4_1#dot} with 5-bit quants. */
-    static float dot(MemorySegment w, long offset, QuantizedVector x, int n) {
+    /** Weight block · Q8_1 activations, as {@link Q4_1#dot} with 5-bit quants. */
+    static double addDot(double sum, MemorySegment w, long wb, QuantizedVector x, int b) {
         byte[] xq = x.quants;
-        double sum = 0;
-        for (int b = 0; b < n / BLOCK_SIZE; b++) {
-            long wb = offset + (long) b * BLOCK_BYTES;
-            int xb = b * BLOCK_SIZE;
-            int qh = w.get(Blocks.INT_LE, wb + QH);
-            int sumi = 0;
-            for (int j = 0; j < BLOCK_SIZE; j++) {
-                sumi += quant(w, wb, qh, j) * xq[xb + j];
-            }
-            sum += (double) (Blocks.half(w, wb) * x.scales[b]) * sumi;
-            sum += Blocks.half(w, wb + M) * x.sums[b];
+        int xb = b * BLOCK_SIZE;
+        int qh = w.get(Blocks.INT_LE, wb + QH);
+        int sumi = 0;
+        for (int j = 0; j < BLOCK_SIZE; j++) {
+            sumi += quant(w, wb, qh, j) * xq[xb + j];
         }
-        return (float) sum;
+        sum += (double) (Blocks.half(w, wb) * x.scales[b]) * sumi;
+        sum += Blocks.half(w, wb + M) * x.sums[b];
+        return sum;
     }
 }

@@ -13,10 +13,10 @@ import java.lang.foreign.MemorySegment;
  * </pre>
  * Value l of sub-block s is {@code d*scale(s) * q - dmin*min(s)}, q in 0..31. Matmuls pair it with Q8_K.
  */
-final class Q5_K {
+public final class Q5_K {
 
-    static final int BLOCK_SIZE = 256;
-    static final int BLOCK_BYTES = 176;
+    public static final int BLOCK_SIZE = GgmlType.Q5_K.blockSize;
+    public static final int BLOCK_BYTES = GgmlType.Q5_K.bytesPerBlock;
     private static final int QH = 16;
     private static final int QS = 48;
 
@@ -33,43 +33,37 @@ final class Q5_K {
         return low | high << 4;
     }
 
-    static void dequantizeRow(MemorySegment src, long offset, float[] dst, int dstOffset, int n) {
-        for (int b = 0; b < n / BLOCK_SIZE; b++) {
-            long xb = offset + (long) b * BLOCK_BYTES;
-            int yb = dstOffset + b * BLOCK_SIZE;
-            float d = Blocks.half(src, xb);
-            float dmin = Blocks.half(src, xb + Q4_K.DMIN);
-            for (int s = 0; s < 8; s++) {
-                float ds = d * Q4_K.scale(src, xb + Q4_K.SCALES, s);
-                float ms = dmin * Q4_K.min(src, xb + Q4_K.SCALES, s);
-                for (int l = 0; l < 32; l++) {
-                    dst[yb + s * 32 + l] = ds * quant(src, xb, s * 32 + l) - ms;
-                }
+    /** The values of the block at {@code xb}, into {@code dst[yb ..]}. */
+    // Q4_K's dequantizeBlock and addDot with 5-bit quants: the quant reader is what differs.
+    static void dequantizeBlock(MemorySegment src, long xb, float[] dst, int yb) {
+        float d = Blocks.half(src, xb);
+        float dmin = Blocks.half(src, xb + Q4_K.DMIN);
+        for (int s = 0; s < 8; s++) {
+            float ds = d * Q4_K.scale(src, xb + Q4_K.SCALES, s);
+            float ms = dmin * Q4_K.min(src, xb + Q4_K.SCALES, s);
+            for (int l = 0; l < 32; l++) {
+                dst[yb + s * 32 + l] = ds * quant(src, xb, s * 32 + l) - ms;
             }
         }
     }
 
-    /** Weight row · Q8_K activations, as {@link Q4_K#dot} with 5-bit quants. */
-    static float dot(MemorySegment w, long offset, QuantizedVector x, int n) {
+    /** Weight block · Q8_K activations, as {@link Q4_K#dot} with 5-bit quants. */
+    static double addDot(double sum, MemorySegment w, long wb, QuantizedVector x, int b) {
         byte[] xq = x.quants;
-        double sum = 0;
-        for (int b = 0; b < n / BLOCK_SIZE; b++) {
-            long wb = offset + (long) b * BLOCK_BYTES;
-            int xb = b * BLOCK_SIZE;
-            int sumi = 0;
-            int summ = 0;
-            for (int s = 0; s < 8; s++) {
-                int subSum = 0;
-                for (int l = 0; l < 32; l++) {
-                    subSum += quant(w, wb, s * 32 + l) * xq[xb + s * 32 + l];
-                }
-                sumi += Q4_K.scale(w, wb + Q4_K.SCALES, s) * subSum;
-                summ += Q4_K.min(w, wb + Q4_K.SCALES, s) * (x.blockSums[b * 16 + 2 * s] + x.blockSums[b * 16 + 2 * s + 1]);
+        int xb = b * BLOCK_SIZE;
+        int sumi = 0;
+        int summ = 0;
+        for (int s = 0; s < 8; s++) {
+            int subSum = 0;
+            for (int l = 0; l < 32; l++) {
+                subSum += quant(w, wb, s * 32 + l) * xq[xb + s * 32 + l];
             }
-            float d = x.scales[b] * Blocks.half(w, wb);
-            float dmin = -x.scales[b] * Blocks.half(w, wb + Q4_K.DMIN);
-            sum += (double) d * sumi + (double) dmin * summ;
+            sumi += Q4_K.scale(w, wb + Q4_K.SCALES, s) * subSum;
+            summ += Q4_K.min(w, wb + Q4_K.SCALES, s) * (x.blockSums[b * 16 + 2 * s] + x.blockSums[b * 16 + 2 * s + 1]);
         }
-        return (float) sum;
+        float d = x.scales[b] * Blocks.half(w, wb);
+        float dmin = -x.scales[b] * Blocks.half(w, wb + Q4_K.DMIN);
+        sum += (double) d * sumi + (double) dmin * summ;
+        return sum;
     }
 }

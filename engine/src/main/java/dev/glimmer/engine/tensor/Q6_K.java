@@ -15,13 +15,13 @@ import java.lang.foreign.MemorySegment;
  * nibble) or ql[l+32] (k = 1, 3), and its high bits from bits 2k..2k+1 of qh[l].
  * A value is {@code d * scale(sub-block) * (q - 32)} with q in 0..63. Matmuls pair it with Q8_K.
  */
-final class Q6_K {
+public final class Q6_K {
 
-    static final int BLOCK_SIZE = 256;
-    static final int BLOCK_BYTES = 210;
+    public static final int BLOCK_SIZE = GgmlType.Q6_K.blockSize;
+    public static final int BLOCK_BYTES = GgmlType.Q6_K.bytesPerBlock;
     private static final int QH = 128;
     private static final int SCALES = 192;
-    static final int D = 208;
+    public static final int D = 208;
 
     private Q6_K() {
     }
@@ -42,36 +42,29 @@ final class Q6_K {
         return Blocks.i8(s, block + SCALES + i / 16);
     }
 
-    static void dequantizeRow(MemorySegment src, long offset, float[] dst, int dstOffset, int n) {
-        for (int b = 0; b < n / BLOCK_SIZE; b++) {
-            long xb = offset + (long) b * BLOCK_BYTES;
-            int yb = dstOffset + b * BLOCK_SIZE;
-            float d = Blocks.half(src, xb + D);
-            for (int i = 0; i < BLOCK_SIZE; i++) {
-                dst[yb + i] = d * scale(src, xb, i) * quant(src, xb, i);
-            }
+    /** The values of the block at {@code xb}, into {@code dst[yb ..]}. */
+    static void dequantizeBlock(MemorySegment src, long xb, float[] dst, int yb) {
+        float d = Blocks.half(src, xb + D);
+        for (int i = 0; i < BLOCK_SIZE; i++) {
+            dst[yb + i] = d * scale(src, xb, i) * quant(src, xb, i);
         }
     }
 
-    /** Weight row · Q8_K activations: Σ_sub scale·Σ (q-32)·x exactly per super-block, times dx·d. */
-    static float dot(MemorySegment w, long offset, QuantizedVector x, int n) {
+    /** Weight block · Q8_K activations: Σ_sub scale·Σ (q-32)·x exactly per super-block, times dx·d. */
+    static double addDot(double sum, MemorySegment w, long wb, QuantizedVector x, int b) {
         byte[] xq = x.quants;
-        double sum = 0;
-        for (int b = 0; b < n / BLOCK_SIZE; b++) {
-            long wb = offset + (long) b * BLOCK_BYTES;
-            int xb = b * BLOCK_SIZE;
-            int sumi = 0;
-            for (int sub = 0; sub < 16; sub++) {
-                int subSum = 0;
-                for (int l = 0; l < 16; l++) {
-                    int i = sub * 16 + l;
-                    subSum += quant(w, wb, i) * xq[xb + i];
-                }
-                sumi += Blocks.i8(w, wb + SCALES + sub) * subSum;
+        int xb = b * BLOCK_SIZE;
+        int sumi = 0;
+        for (int sub = 0; sub < 16; sub++) {
+            int subSum = 0;
+            for (int l = 0; l < 16; l++) {
+                int i = sub * 16 + l;
+                subSum += quant(w, wb, i) * xq[xb + i];
             }
-            float d = x.scales[b] * Blocks.half(w, wb + D);
-            sum += (double) d * sumi;
+            sumi += Blocks.i8(w, wb + SCALES + sub) * subSum;
         }
-        return (float) sum;
+        float d = x.scales[b] * Blocks.half(w, wb + D);
+        sum += (double) d * sumi;
+        return sum;
     }
 }

@@ -12,8 +12,8 @@ import java.lang.foreign.MemorySegment;
  */
 public final class Q8_0 {
 
-    public static final int BLOCK_SIZE = 32;
-    public static final int BLOCK_BYTES = 34;
+    public static final int BLOCK_SIZE = GgmlType.Q8_0.blockSize;
+    public static final int BLOCK_BYTES = GgmlType.Q8_0.bytesPerBlock;
     private static final int QS = 2;
 
     private Q8_0() {
@@ -79,30 +79,23 @@ public final class Q8_0 {
         return amax;
     }
 
-    static void dequantizeRow(MemorySegment src, long offset, float[] dst, int dstOffset, int n) {
-        for (int b = 0; b < n / BLOCK_SIZE; b++) {
-            long xb = offset + (long) b * BLOCK_BYTES;
-            int yb = dstOffset + b * BLOCK_SIZE;
-            float d = Blocks.half(src, xb);
-            for (int j = 0; j < BLOCK_SIZE; j++) {
-                dst[yb + j] = Blocks.i8(src, xb + QS + j) * d;
-            }
+    /** The values of the block at {@code xb}, into {@code dst[yb ..]}. */
+    static void dequantizeBlock(MemorySegment src, long xb, float[] dst, int yb) {
+        float d = Blocks.half(src, xb);
+        for (int j = 0; j < BLOCK_SIZE; j++) {
+            dst[yb + j] = Blocks.i8(src, xb + QS + j) * d;
         }
     }
 
-    /** Weight row · Q8_0 activations: an exact integer sum per block, scaled by d_w * d_x. */
-    static float dot(MemorySegment w, long offset, QuantizedVector x, int n) {
+    /** Weight block · Q8_0 activations: an exact integer sum per block, scaled by d_w * d_x. */
+    static double addDot(double sum, MemorySegment w, long wb, QuantizedVector x, int b) {
         byte[] xq = x.quants;
-        double sum = 0;
-        for (int b = 0; b < n / BLOCK_SIZE; b++) {
-            long wb = offset + (long) b * BLOCK_BYTES;
-            int xb = b * BLOCK_SIZE;
-            int sumi = 0;
-            for (int j = 0; j < BLOCK_SIZE; j++) {
-                sumi += Blocks.i8(w, wb + QS + j) * xq[xb + j];
-            }
-            sum += (double) (Blocks.half(w, wb) * x.scales[b]) * sumi;
+        int xb = b * BLOCK_SIZE;
+        int sumi = 0;
+        for (int j = 0; j < BLOCK_SIZE; j++) {
+            sumi += Blocks.i8(w, wb + QS + j) * xq[xb + j];
         }
-        return (float) sum;
+        sum += (double) (Blocks.half(w, wb) * x.scales[b]) * sumi;
+        return sum;
     }
 }

@@ -7,7 +7,7 @@ package dev.glimmer.engine.tensor;
  */
 final class Q8_1 {
 
-    static final int BLOCK_SIZE = 32;
+    static final int BLOCK_SIZE = GgmlType.Q8_1.blockSize;
 
     private Q8_1() {
     }

@@ -10,7 +10,7 @@ import java.util.Arrays;
  */
 final class Q8_K {
 
-    static final int BLOCK_SIZE = 256;
+    static final int BLOCK_SIZE = GgmlType.Q8_K.blockSize;
 
     private Q8_K() {
     }

@@ -50,14 +50,14 @@ public final class VecDot {
             case F32 -> F32.dot(weights, rowByteOffset, x, n);
             case F16 -> F16.dot(weights, rowByteOffset, x, n);
             case BF16 -> BF16.dot(weights, rowByteOffset, x, n);
-            case Q4_0 -> Q4_0.dot(weights, rowByteOffset, x, n);
-            case Q4_1 -> Q4_1.dot(weights, rowByteOffset, x, n);
-            case Q5_0 -> Q5_0.dot(weights, rowByteOffset, x, n);
-            case Q5_1 -> Q5_1.dot(weights, rowByteOffset, x, n);
-            case Q8_0 -> Q8_0.dot(weights, rowByteOffset, x, n);
-            case Q4_K -> Q4_K.dot(weights, rowByteOffset, x, n);
-            case Q5_K -> Q5_K.dot(weights, rowByteOffset, x, n);
-            case Q6_K -> Q6_K.dot(weights, rowByteOffset, x, n);
+            case Q4_0 -> Blocks.dot(weightType, weights, rowByteOffset, x, n, Q4_0::addDot);
+            case Q4_1 -> Blocks.dot(weightType, weights, rowByteOffset, x, n, Q4_1::addDot);
+            case Q5_0 -> Blocks.dot(weightType, weights, rowByteOffset, x, n, Q5_0::addDot);
+            case Q5_1 -> Blocks.dot(weightType, weights, rowByteOffset, x, n, Q5_1::addDot);
+            case Q8_0 -> Blocks.dot(weightType, weights, rowByteOffset, x, n, Q8_0::addDot);
+            case Q4_K -> Blocks.dot(weightType, weights, rowByteOffset, x, n, Q4_K::addDot);
+            case Q5_K -> Blocks.dot(weightType, weights, rowByteOffset, x, n, Q5_K::addDot);
+            case Q6_K -> Blocks.dot(weightType, weights, rowByteOffset, x, n, Q6_K::addDot);
             default -> throw new AssertionError(weightType);
         };
     }

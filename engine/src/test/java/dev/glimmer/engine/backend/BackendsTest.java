@@ -27,7 +27,7 @@ class BackendsTest {
     void autoTakesTheCpuAndSaysWhy() throws IOException {
         Assumptions.assumeFalse(CudaChoice.available(), "a CUDA device is present: auto takes it (CudaBackendTest)");
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q8_0"));
-             BackendChoice choice = Backends.choose("auto", model)) {
+             BackendChoice choice = Backends.choose(BackendKind.AUTO, model)) {
             assertEquals("cpu", choice.name());
             assertEquals("auto: Metal needs macOS on Apple Silicon, this is " + System.getProperty("os.name") + "/"
                     + System.getProperty("os.arch") + "; CUDA: " + CudaChoice.unavailable(), choice.reason());
@@ -47,7 +47,7 @@ class BackendsTest {
     @Test
     void cpuIsTakenWhenAskedFor() throws IOException {
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q8_0"));
-             BackendChoice choice = Backends.choose("cpu", model)) {
+             BackendChoice choice = Backends.choose(BackendKind.CPU, model)) {
             assertEquals("cpu", choice.name());
             assertEquals("asked for with --backend cpu", choice.reason());
         }
@@ -58,15 +58,15 @@ class BackendsTest {
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q8_0"))) {
             assertEquals("--backend metal: Metal needs macOS on Apple Silicon, this is " + System.getProperty("os.name")
                     + "/" + System.getProperty("os.arch"),
-                    assertThrows(InvalidInputException.class, () -> Backends.choose("metal", model)).getMessage());
+                    assertThrows(InvalidInputException.class, () -> Backends.choose(BackendKind.METAL, model)).getMessage());
             if (!CudaChoice.available()) {
                 assertEquals("--backend cuda: " + CudaChoice.unavailable(),
-                        assertThrows(InvalidInputException.class, () -> Backends.choose("cuda", model)).getMessage());
+                        assertThrows(InvalidInputException.class, () -> Backends.choose(BackendKind.CUDA, model)).getMessage());
             }
             assertEquals("unknown backend 'gpu' (auto, cpu, metal, cuda)",
-                    assertThrows(InvalidInputException.class, () -> Backends.choose("gpu", model)).getMessage());
+                    assertThrows(InvalidInputException.class, () -> BackendKind.parse("gpu", BackendKind.SERVING)).getMessage());
         }
-        assertTrue(assertThrows(InvalidInputException.class, () -> Backends.selfTest("metal")).getMessage()
+        assertTrue(assertThrows(InvalidInputException.class, () -> Backends.selfTest(BackendKind.METAL)).getMessage()
                 .startsWith("--backend metal: Metal needs macOS"));
     }
 }

@@ -28,7 +28,7 @@ class CudaBackendTest {
 
     @Test
     void selfTestPassesOnEveryBuiltInModel() {
-        SelfTest.Report report = Backends.selfTest("cuda");
+        SelfTest.Report report = Backends.selfTest(BackendKind.CUDA);
         assertTrue(report.passed(), report.text());
         // per built-in model: its decode steps, then its tokens as one prompt (the prompt command list)
         assertEquals(2 * SelfTest.CASES.size(), report.checks().size());
@@ -39,7 +39,7 @@ class CudaBackendTest {
     void cudaAndAutoServeSequencesThatMatchTheCpu() throws IOException {
         String name = "small-q4_k_m";
         try (GlmModel model = GlmModel.open(Oracle.model(name))) {
-            for (String requested : new String[] {"cuda", "auto"}) {
+            for (BackendKind requested : new BackendKind[] {BackendKind.CUDA, BackendKind.AUTO}) {
                 try (BackendChoice choice = Backends.choose(requested, model)) {
                     assertEquals("cuda", choice.name(), choice.reason());
                     assertTrue(choice.reason().endsWith("self-test passed"), choice.reason());

@@ -28,7 +28,7 @@ class CudaTruncateTest {
     @Test
     void aTruncatedSequenceContinuesAsAFreshOneWouldWithTheSamePrefix() throws IOException {
         try (GlmModel model = GlmModel.open(Oracle.model(TokenDecoderTruncateTest.MODEL));
-             BackendChoice choice = Backends.choose("cuda", model, false)) {
+             BackendChoice choice = Backends.choose(BackendKind.CUDA, model, false)) {
             TokenDecoderTruncateTest.truncatedSequenceContinuesAsAFreshOne(choice::open);
             TokenDecoderTruncateTest.bytesGrowWithCapacity(model, choice::open);
         }
@@ -37,7 +37,7 @@ class CudaTruncateTest {
     @Test
     void theBackendReportsItsDeviceMemoryAndASequenceItsKernelTimes() throws IOException {
         try (GlmModel model = GlmModel.open(Oracle.model(TokenDecoderTruncateTest.MODEL));
-             BackendChoice choice = Backends.choose("cuda", model, false);
+             BackendChoice choice = Backends.choose(BackendKind.CUDA, model, false);
              TokenDecoder decoder = choice.open(16)) {
             long used = choice.gpuMemoryUsed().orElseThrow();
             assertTrue(used >= decoder.bytes(), used + " bytes used on the device, the sequence alone holds " + decoder.bytes());

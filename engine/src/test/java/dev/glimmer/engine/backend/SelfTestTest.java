@@ -32,7 +32,7 @@ class SelfTestTest {
 
     @Test
     void theKernelsOnTheEmulatorPassOnTheBuiltInModels() {
-        SelfTest.Report report = Backends.selfTest("emulated");
+        SelfTest.Report report = Backends.selfTest(BackendKind.EMULATED);
         assertTrue(report.passed(), report.text());
         assertEquals(2 * SelfTest.CASES.size(), report.checks().size());  // the decode steps and the prompt of each
         for (SelfTest.Check c : report.checks()) {

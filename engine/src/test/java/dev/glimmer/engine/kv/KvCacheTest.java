@@ -14,6 +14,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class KvCacheTest {
+    // Opened once for the class, as in the conformance tests: the model is read-only.
     private static GlmModel model;
 
     @BeforeAll

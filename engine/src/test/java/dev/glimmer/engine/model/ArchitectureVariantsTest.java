@@ -5,21 +5,17 @@ import dev.glimmer.engine.gguf.GgufValue;
 import dev.glimmer.engine.gguf.GgufWriter.TensorSpec;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
-import dev.glimmer.engine.synth.ModelSynthesizer;
-import dev.glimmer.engine.synth.SynthModel;
-import dev.glimmer.engine.synth.SynthPreset;
-import dev.glimmer.engine.synth.SynthWeightType;
 import dev.glimmer.engine.tensor.GgmlType;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
-import java.util.function.Consumer;
 
+import static dev.glimmer.engine.model.VariantModels.OTHER;
+import static dev.glimmer.engine.model.VariantModels.P;
+import static dev.glimmer.engine.model.VariantModels.TOKENS;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -30,12 +26,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * double-precision forward pass that itself matches llama.cpp on tiny-f32.
  */
 class ArchitectureVariantsTest {
-    /** Hidden 64, 4 layers of which 2 dense, 2 heads, 6 experts with 3 used and 2 shared. */
-    private static final SynthPreset OTHER = new SynthPreset("other", 4, 2, 64, 96, 32, 2, 48, 32, 16, 8, 24, 6, 3, 2,
-            512, 512, 400, 100, false);
-    private static final int[] TOKENS = {402, 404, 407, 5, 77, 300, 123, 45, 256, 399, 408, 1, 90, 91};
-    private static final String P = "deepseek2.";
-
     @TempDir
     Path dir;
 
@@ -54,7 +44,7 @@ class ArchitectureVariantsTest {
 
     @Test
     void softmaxWithoutGatingKeyNoBiasTiedOutputUnnormalizedScaledWeights() throws Exception {
-        GlmModel model = write("softmax", OTHER, m -> {
+        GlmModel model = VariantModels.write(dir, "softmax", m -> {
             m.remove(P + "expert_gating_func");
             m.put(P + "expert_weights_scale", GgufValue.float32(2.5f));
             m.put(P + "expert_weights_norm", GgufValue.bool(false));
@@ -72,7 +62,7 @@ class ArchitectureVariantsTest {
     void noQLoraMergedGateUpExpertsAndAnMtpBlock() throws Exception {
         int heads = OTHER.heads();
         int kmla = OTHER.qkNope() + OTHER.qkRope();
-        GlmModel model = write("lite-mtp", OTHER, m -> {
+        GlmModel model = VariantModels.write(dir, "lite-mtp", m -> {
             m.remove(P + "attention.q_lora_rank");
             m.put(P + "nextn_predict_layers", GgufValue.uint32(1));
         }, t -> {
@@ -98,19 +88,6 @@ class ArchitectureVariantsTest {
             assertEquals(0, model.config().qLoraRank());
             assertAgreesWithReference(model);
         }
-    }
-
-    private GlmModel write(String name, SynthPreset preset, Consumer<Map<String, GgufValue>> metadata,
-                           Consumer<List<TensorSpec>> tensors) throws Exception {
-        SynthModel base = SynthModel.of(preset, SynthWeightType.F32, 7);
-        Map<String, GgufValue> m = new LinkedHashMap<>(base.metadata());
-        metadata.accept(m);
-        List<TensorSpec> t = new ArrayList<>(base.tensors());
-        tensors.accept(t);
-        Path file = dir.resolve(name + ".gguf");
-        ModelSynthesizer.write(new SynthModel(preset, SynthWeightType.F32, 7, m, t), file, (written, total) -> {
-        });
-        return GlmModel.open(file);
     }
 
     private static void assertAgreesWithReference(GlmModel model) {

@@ -320,6 +320,7 @@ final class NearTieExplainer {
         return Math.abs(Math.abs(d - rounded) / Math.abs(neighbour - rounded) - 0.5);
     }
 
+    // Written apart from Q8_0's and Q8_K's quantizers on purpose: the explainer checks what they round.
     /** The multiplier that maps a block's values to quantization steps, as llama.cpp's CPU backend computes it. */
     private static float quantScale(float[] v, int off, int n, GgmlType type) {
         float amax = 0;

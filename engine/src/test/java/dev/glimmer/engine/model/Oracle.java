@@ -81,6 +81,7 @@ public final class Oracle {
         return m;
     }
 
+    // The tests' own, beside SelfTest's: what checks the code does not share it.
     /** The spread of a logit vector (largest minus smallest), the scale GPU tolerances are relative to. */
     public static float range(float[] logits) {
         float lo = Float.POSITIVE_INFINITY;

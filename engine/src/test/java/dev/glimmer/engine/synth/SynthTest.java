@@ -135,7 +135,7 @@ class SynthTest {
 
     @Test
     void theFullPresetHasTheRealShapes() {
-        // Header only: the real file is ~17 GB. GLM47FLASH.md §4: 844 tensors, 281 F32 + 563 quantized,
+        // Header only: the real file is ~17 GB. docs/MODEL.md §3: 844 tensors, 281 F32 + 563 quantized,
         // ~16.9 GB in Q4_0 and ~2.04 GB of weights read per decode token.
         SynthModel model = SynthModel.of(SynthPreset.FULL, SynthWeightType.Q4_0, 1);
         List<TensorSpec> tensors = model.tensors();

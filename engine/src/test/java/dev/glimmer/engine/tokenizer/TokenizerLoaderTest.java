@@ -29,6 +29,7 @@ class TokenizerLoaderTest {
                 () -> Tokenizer.fromMetadata(new GgufMetadata(entries))).getMessage();
     }
 
+    // Each refusal test edits the tiny model's metadata and reads the message: the form repeats by design.
     @Test
     void refusesOtherTokenizerModels() throws IOException {
         Map<String, GgufValue> md = tinyMetadata();

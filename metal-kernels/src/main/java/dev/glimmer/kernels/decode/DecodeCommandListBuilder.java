@@ -5,9 +5,11 @@ import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.KernelLibrary;
 import dev.glimmer.kernels.KernelSignature;
 import dev.glimmer.kernels.Size3;
+import dev.glimmer.kernels.WeightFormat;
 
 import java.io.ByteArrayOutputStream;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -15,7 +17,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Builds the {@link CommandList} of one decode step (KERNELS.md §2) from a {@link DecodeModel}:
+ * Builds the {@link CommandList} of one decode step (docs/KERNELS.md §2) from a {@link DecodeModel}:
  * per layer 11 dispatches (q_a/kv_a, q_b, RoPE + cache row, k_b absorption, attention, merge, v_b,
  * attn_output + residual, router, gate+up, down + residual; 10 for a dense layer, which has no router),
  * plus the embedding, the output mat-vec and a two-stage argmax. Nothing in it depends on the position or
@@ -112,6 +114,13 @@ public final class DecodeCommandListBuilder {
         if (s.experts() > Geometry.ROUTER_MAX_EXPERTS) {
             throw new IllegalArgumentException("the expert selection holds at most " + Geometry.ROUTER_MAX_EXPERTS
                     + " experts; the model has " + s.experts());
+        }
+        // A K-quant file may hold 32-block fallbacks the kernels do not read (Q5_K_M's attn_k_b is Q5_1).
+        for (WeightTensor t : model.tensors().values()) {
+            if (WeightFormat.byId(t.type()).isEmpty()) {
+                throw new IllegalArgumentException(t.name() + " has ggml type " + t.type() + ", which the kernels do not read"
+                        + " (they read " + Arrays.toString(WeightFormat.values()) + ")");
+            }
         }
     }
 

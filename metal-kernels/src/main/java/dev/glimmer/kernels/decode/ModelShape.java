@@ -2,7 +2,7 @@ package dev.glimmer.kernels.decode;
 
 /**
  * The dimensions of a GLM-4.7-Flash-architecture model that the decode command list needs
- * (GLM47FLASH.md §2); the engine fills it from its validated config. Kept here, free of engine
+ * (docs/MODEL.md §2); the engine fills it from its validated config. Kept here, free of engine
  * types, because the dependency runs engine → metal-kernels.
  *
  * @param layers       trunk layers

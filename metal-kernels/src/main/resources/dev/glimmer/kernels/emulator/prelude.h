@@ -1,4 +1,4 @@
-// The emulator's prelude: what the portable MSL subset (KERNELS.md §6) needs so that clang-19
+// The emulator's prelude: what the portable MSL subset (docs/KERNELS.md §6) needs so that clang-19
 // compiles our .metal sources as C++17. Every GPU thread of a threadgroup runs as a fiber of
 // runtime.cpp; the SIMD-group collectives and barriers below suspend the calling fiber until
 // every participant has arrived, and report where each one waits when they never do.

@@ -106,7 +106,7 @@ class DecodeCommandListTest {
         Set<String> read = new HashSet<>();
         list.dispatches().forEach(d -> d.weightReads().forEach(r -> read.add(r.tensor())));
         assertEquals(m.tensors().keySet(), read, "every tensor is read");
-        // Q4_0 GLM-4.7-Flash: about 2 GB per token (KERNELS.md §8)
+        // Q4_0 GLM-4.7-Flash: about 2 GB per token (docs/KERNELS.md §10)
         assertTrue(list.weightBytesPerStep() > 1.5e9 && list.weightBytesPerStep() < 2.5e9, list.weightBytesPerStep() + "");
     }
 
@@ -231,5 +231,18 @@ class DecodeCommandListTest {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
                 () -> DecodeCommandListBuilder.build(new DecodeModel(wide, fullSizeModel().tensors()), 16));
         assertTrue(e.getMessage().contains("at most " + Geometry.ATTENTION_MAX_HEADS + " heads"), e.getMessage());
+    }
+
+    /** A Q5_K_M file stores attn_k_b (rows of 192) as Q5_1, a format the kernels do not read: refused, not misread. */
+    @Test
+    void refusesWeightsInAFormatTheKernelsDoNotRead() {
+        DecodeModel model = fullSizeModel();
+        Map<String, WeightTensor> tensors = new LinkedHashMap<>(model.tensors());
+        WeightTensor kb = tensors.get("blk.1.attn_k_b.weight");
+        tensors.put(kb.name(), new WeightTensor(kb.name(), 7, kb.fileOffset(), kb.bytes()));
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> DecodeCommandListBuilder.build(new DecodeModel(model.shape(), tensors), 16));
+        assertTrue(e.getMessage().startsWith("blk.1.attn_k_b.weight has ggml type 7, which the kernels do not read"),
+                e.getMessage());
     }
 }

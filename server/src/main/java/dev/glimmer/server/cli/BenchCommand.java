@@ -1,6 +1,7 @@
 package dev.glimmer.server.cli;
 
 import dev.glimmer.engine.backend.BackendChoice;
+import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.Backends;
 import dev.glimmer.engine.backend.KernelTimings;
 import dev.glimmer.engine.backend.TokenDecoder;
@@ -34,7 +35,7 @@ import java.util.stream.Collectors;
  * {@code ./glimmer bench}: prompt processing and decode speed on a model file, measured as llama-bench
  * measures them (pp: a prompt of N random tokens processed into an empty cache; tg: N tokens decoded
  * one by one after the context given by --ctx), after one warm-up of each, with the median and spread
- * over --reps repetitions; see docs/BENCH.md. On the CPU the prompt is one batch of the forward pass;
+ * over --reps repetitions; see docs/BENCHMARKS.md. On the CPU the prompt is one batch of the forward pass;
  * on a GPU backend the sequence is the backend's {@link TokenDecoder}, as the server runs it, and the
  * report adds the GPU memory used and, where the backend can time its kernels, where a step's time goes.
  */
@@ -72,7 +73,7 @@ final class BenchCommand implements Command {
                 Option.value("--pp", "N", "prompt tokens processed as one batch (default " + DEFAULT_PP + ", 0: skip)"),
                 Option.value("--tg", "N", "tokens decoded one by one (default " + DEFAULT_TG + ", 0: skip)"),
                 Option.value("--threads", "N", "threads (default: one per physical core, here " + CpuBackend.defaultThreads() + ")"),
-                Option.value("--backend", "B", "auto, cpu, metal or cuda (default cpu); auto takes a GPU where there is one"),
+                Option.value("--backend", "B", BackendKind.alternatives(BackendKind.SERVING) + " (default cpu); auto takes a GPU where there is one"),
                 Option.value("--reps", "N", "repetitions of each measurement (default " + DEFAULT_REPS + ")"),
                 Option.value("--bandwidth", "GBPS", "the machine's memory bandwidth, to report decode as a fraction of its limit"),
                 Option.value("--ctx", "N", "tokens already in the context when decoding starts (default 0)"),
@@ -110,15 +111,12 @@ final class BenchCommand implements Command {
         int depth = args.integer("--ctx", 0);
         int threads = args.integer("--threads", CpuBackend.defaultThreads());
         double bandwidth = args.decimal("--bandwidth", 0);
-        String backendName = args.string("--backend", "cpu");
+        BackendKind requested = BackendKind.parse(args.string("--backend", "cpu"), BackendKind.SERVING);
         if (pp < 0 || tg < 0 || pp + tg == 0) {
             throw new UsageException("--pp and --tg must be ≥ 0 and not both 0, got " + pp + " and " + tg);
         }
         if (reps < 1 || depth < 0 || threads < 1 || bandwidth < 0) {
             throw new UsageException("--reps and --threads must be ≥ 1, --ctx and --bandwidth ≥ 0");
-        }
-        if (!Backends.NAMES.contains(backendName)) {
-            throw new UsageException("unknown backend '" + backendName + "' (" + String.join(", ", Backends.NAMES) + ")");
         }
         Path file = args.existingFile("--model");
         MemoryPeak memory = MemoryPeak.begin();
@@ -126,8 +124,8 @@ final class BenchCommand implements Command {
         long loadStart = System.nanoTime();
         try (GlmModel model = GlmModel.open(file)) {
             int contextSize = Math.max(pp, depth + tg);
-            BackendChoice choice = backends.choose(backendName, model);
-            try (Sequence sequence = choice.name().equals("cpu")
+            BackendChoice choice = backends.choose(requested, model);
+            try (Sequence sequence = choice.kind() == BackendKind.CPU
                     ? new CpuSequence(model, threads, contextSize, Math.max(1, Math.min(pp, GlmForward.DEFAULT_BATCH)))
                     : new DecoderSequence(choice.open(contextSize))) {
                 double loadSeconds = (System.nanoTime() - loadStart) / 1e9;
@@ -138,7 +136,7 @@ final class BenchCommand implements Command {
                 io.out().printf(Locale.ROOT, "weights read per decode token: %.3f GB%n", bytesPerToken / 1e9);
                 io.out().printf(Locale.ROOT, "backend: %s, %s; load: %.2f s%n", choice.name(),
                         sequence instanceof CpuSequence ? "threads: " + threads : choice.reason(), loadSeconds);
-                if (!backendName.equals(choice.name())) {
+                if (requested != choice.kind()) {
                     io.err().println("glimmer bench: measuring " + choice.name() + ": " + choice.reason());
                 }
                 if (args.has("--mlock")) {

@@ -1,5 +1,7 @@
 package dev.glimmer.server.cli;
 
+import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.Backends;
 import dev.glimmer.engine.backend.SelfTest;
 
@@ -41,9 +43,12 @@ final class SelftestCommand implements Command {
 
     @Override
     public int run(Args args, Terminal io) {
-        String backend = args.string("--backend", "auto");
-        if (!Backends.SELF_TEST_NAMES.contains(backend)) {
-            throw new UsageException("--backend must be one of " + String.join(", ", Backends.SELF_TEST_NAMES) + ", got " + backend);
+        String name = args.string("--backend", "auto");
+        BackendKind backend;
+        try {
+            backend = BackendKind.parse(name, BackendKind.SELF_TEST);
+        } catch (InvalidInputException e) {
+            throw new UsageException("--backend must be one of " + BackendKind.names(BackendKind.SELF_TEST) + ", got " + name);
         }
         io.err().println("selftest: decoding built-in tiny models on the GPU path and on the CPU (about a minute on the emulator)");
         SelfTest.Report report = Backends.selfTest(backend);

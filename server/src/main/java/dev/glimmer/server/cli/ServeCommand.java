@@ -1,6 +1,7 @@
 package dev.glimmer.server.cli;
 
 import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.server.GlimmerApp;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.config.ServerConfigLoader;
@@ -21,6 +22,7 @@ final class ServeCommand implements Command {
     /** Each flag and the configuration key it overrides. */
     private static final Map<String, String> FLAG_KEYS = flagKeys();
 
+    // One line per flag: the one place that ties a flag to the configuration key it overrides.
     private static Map<String, String> flagKeys() {
         Map<String, String> m = new LinkedHashMap<>();
         m.put("--model", "model.path");
@@ -55,7 +57,7 @@ final class ServeCommand implements Command {
                 Option.value("--model", "F", "the GGUF file to serve (default: the demo model, random weights)"),
                 Option.value("--host", "H", "address to bind (default 127.0.0.1)"),
                 Option.value("--port", "P", "port to listen on (default 8080; 0 picks a free one)"),
-                Option.value("--backend", "B", "auto, cpu, metal or cuda (default auto)"),
+                Option.value("--backend", "B", BackendKind.alternatives(BackendKind.SERVING) + " (default auto)"),
                 Option.value("--ctx", "N", "context length in tokens (default 8192)"),
                 Option.value("--threads", "N", "worker threads (default: available cores)"),
                 Option.value("--api-key", "K", "require this key as 'Authorization: Bearer K'"),

@@ -1,5 +1,7 @@
 package dev.glimmer.server.config;
 
+import dev.glimmer.engine.backend.BackendKind;
+
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Optional;
@@ -14,7 +16,7 @@ import java.util.Optional;
  * @param corsOrigins  origins allowed by CORS ({@code *} allows any); empty turns CORS off
  * @param maxBodyBytes the largest request body accepted (larger: 413)
  * @param model        the GGUF file; empty serves the demo model
- * @param backend      auto, cpu, metal or cuda
+ * @param backend      what {@code --backend} asks for: one of {@link BackendKind#SERVING}
  * @param ctx          the context length in tokens
  * @param threads      worker threads for the math; 0 = one per available core
  * @param parallel     sequences decoded together in one forward step
@@ -24,7 +26,7 @@ import java.util.Optional;
  * @param sampling     defaults for requests that do not say
  */
 public record ServerConfig(String host, int port, Optional<String> apiKey, List<String> corsOrigins, long maxBodyBytes,
-                           Optional<Path> model, String backend, int ctx, int threads, int parallel, int promptChunk, int queue,
+                           Optional<Path> model, BackendKind backend, int ctx, int threads, int parallel, int promptChunk, int queue,
                            long kvBudgetMb, SamplingDefaults sampling) {
 
     /** Sampling values used when a request leaves them out; {@code maxTokens} -1 = until the context is full. */

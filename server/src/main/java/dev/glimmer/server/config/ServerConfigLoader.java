@@ -1,6 +1,7 @@
 package dev.glimmer.server.config;
 
 import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.backend.BackendKind;
 import io.helidon.config.Config;
 import io.helidon.config.ConfigSources;
 
@@ -60,9 +61,12 @@ public final class ServerConfigLoader {
                 (float) decimal("sampling.top-p", 0.95, Double.MIN_VALUE, 1),
                 (float) decimal("sampling.min-p", 0.05, 0, 1),
                 (int) integer("sampling.max-tokens", -1, -1, Integer.MAX_VALUE));
-        String backend = text("model.backend", "auto").toLowerCase(Locale.ROOT);
-        if (!Arrays.asList("auto", "cpu", "metal", "cuda").contains(backend)) {
-            throw bad("model.backend", "must be auto, cpu, metal or cuda, got '" + backend + "'");
+        String backendName = text("model.backend", "auto");
+        BackendKind backend;
+        try {
+            backend = BackendKind.parse(backendName, BackendKind.SERVING);
+        } catch (InvalidInputException e) {
+            throw bad("model.backend", "must be " + BackendKind.alternatives(BackendKind.SERVING) + ", got '" + backendName + "'");
         }
         String modelPath = text("model.path", "");
         String apiKey = text("server.api-key", "");
@@ -122,6 +126,7 @@ public final class ServerConfigLoader {
         return n;
     }
 
+    // integer's form for decimals: the parser, the message and the type differ, so each is written out.
     private double decimal(String key, double fallback, double min, double max) {
         Value v = value(key, Double.toString(fallback));
         double x;

@@ -5,7 +5,8 @@ import java.util.Optional;
 /**
  * A request that cannot be served, answered with an OpenAI error object
  * {@code {"error":{"message","type","param","code"}}} and the given HTTP status. Handlers throw it;
- * the routing's error handler writes it ({@link ErrorResponses}).
+ * the routing's error handler writes it ({@link ErrorResponses}). Which status for which mistake:
+ * docs/SERVING.md, Errors.
  */
 public final class ApiException extends RuntimeException {
     private final int status;

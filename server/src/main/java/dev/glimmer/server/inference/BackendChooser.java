@@ -1,6 +1,7 @@
 package dev.glimmer.server.inference;
 
 import dev.glimmer.engine.backend.BackendChoice;
+import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.Backends;
 import dev.glimmer.engine.model.GlmModel;
 
@@ -10,5 +11,5 @@ import dev.glimmer.engine.model.GlmModel;
  */
 @FunctionalInterface
 public interface BackendChooser {
-    BackendChoice choose(String requested, GlmModel model);
+    BackendChoice choose(BackendKind requested, GlmModel model);
 }

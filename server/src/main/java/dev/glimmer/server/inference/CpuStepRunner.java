@@ -1,5 +1,6 @@
 package dev.glimmer.server.inference;
 
+import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
@@ -7,13 +8,14 @@ import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 
 import java.util.Arrays;
+import java.util.List;
 
 /**
  * The CPU backend's steps: the engine's forward pass over host {@link KvCache}s, with every sequence of
  * a decode step in one batched pass (the weights are read once for all of them: what makes continuous
  * batching pay on the CPU).
  */
-final class CpuStepRunner implements StepRunner {
+final class CpuStepRunner implements StepRunner<CpuStepRunner.HostCache> {
 
     /** A host KV cache as a {@link SequenceCache}. */
     record HostCache(KvCache kv) implements SequenceCache {
@@ -55,12 +57,12 @@ final class CpuStepRunner implements StepRunner {
     }
 
     @Override
-    public String backend() {
-        return "cpu";
+    public BackendKind backend() {
+        return BackendKind.CPU;
     }
 
     @Override
-    public SequenceCache newCache() {
+    public HostCache newCache() {
         return new HostCache(model.newCache(ctx, cacheType));
     }
 
@@ -70,16 +72,17 @@ final class CpuStepRunner implements StepRunner {
     }
 
     @Override
-    public float[] prefill(SequenceCache cache, int[] tokens, int from, int count) {
-        return forward.forward(host(cache), tokens, from, count, false);
+    public float[] prefill(HostCache cache, int[] tokens, int from, int count) {
+        return forward.forward(cache.kv(), tokens, from, count, false);
     }
 
     /** Every sequence gets its logits: the batched pass computes them on the host anyway. */
     @Override
-    public NextToken[] decode(SequenceCache[] caches, int[] tokens, boolean[] greedyOnly, int n) {
+    public NextToken[] decode(List<HostCache> caches, int[] tokens, boolean[] greedyOnly) {
+        int n = caches.size();
         KvCache[] kv = new KvCache[n];
         for (int i = 0; i < n; i++) {
-            kv[i] = host(caches[i]);
+            kv[i] = caches.get(i).kv();
         }
         float[] logits = forward.decode(kv, tokens, n);
         int vocab = model.vocabSize();
@@ -88,10 +91,6 @@ final class CpuStepRunner implements StepRunner {
             next[i] = NextToken.of(Arrays.copyOfRange(logits, i * vocab, (i + 1) * vocab));
         }
         return next;
-    }
-
-    private static KvCache host(SequenceCache cache) {
-        return ((HostCache) cache).kv();
     }
 
     /** The worker threads are shared by every CPU backend of the process; nothing to free. */

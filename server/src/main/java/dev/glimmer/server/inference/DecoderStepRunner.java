@@ -1,17 +1,20 @@
 package dev.glimmer.server.inference;
 
 import dev.glimmer.engine.backend.BackendChoice;
+import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.TokenDecoder;
+
+import java.util.List;
 
 /**
  * Steps on a backend whose sequences are {@link TokenDecoder}s (the GPU backends): each cached
  * conversation is a decoder holding its KV cache on the device; a decode step feeds the sequences one
  * after another. Prefix reuse truncates a decoder ({@link TokenDecoder#truncate}).
  */
-final class DecoderStepRunner implements StepRunner {
+final class DecoderStepRunner implements StepRunner<DecoderStepRunner.DecoderCache> {
 
     /** A decoder as a {@link SequenceCache}. */
-    private record DecoderCache(TokenDecoder decoder) implements SequenceCache {
+    record DecoderCache(TokenDecoder decoder) implements SequenceCache {
         @Override
         public int size() {
             return decoder.position();
@@ -47,12 +50,12 @@ final class DecoderStepRunner implements StepRunner {
     }
 
     @Override
-    public String backend() {
-        return backend.name();
+    public BackendKind backend() {
+        return backend.kind();
     }
 
     @Override
-    public SequenceCache newCache() {
+    public DecoderCache newCache() {
         return new DecoderCache(backend.open(ctx));
     }
 
@@ -62,24 +65,20 @@ final class DecoderStepRunner implements StepRunner {
     }
 
     @Override
-    public float[] prefill(SequenceCache cache, int[] tokens, int from, int count) {
-        return decoder(cache).forward(tokens, from, count);
+    public float[] prefill(DecoderCache cache, int[] tokens, int from, int count) {
+        return cache.decoder().forward(tokens, from, count);
     }
 
     /** Greedy-only sequences read back only their greedy token ({@link TokenDecoder#forwardGreedy}). */
     @Override
-    public NextToken[] decode(SequenceCache[] caches, int[] tokens, boolean[] greedyOnly, int n) {
-        NextToken[] next = new NextToken[n];
-        for (int i = 0; i < n; i++) {
-            TokenDecoder d = decoder(caches[i]);
+    public NextToken[] decode(List<DecoderCache> caches, int[] tokens, boolean[] greedyOnly) {
+        NextToken[] next = new NextToken[caches.size()];
+        for (int i = 0; i < next.length; i++) {
+            TokenDecoder d = caches.get(i).decoder();
             // Logits in an array the decoder may reuse: valid until its next step, after the scheduler picked.
             next[i] = greedyOnly[i] ? NextToken.greedy(d.forwardGreedy(tokens, i, 1)) : NextToken.of(d.forward(tokens, i, 1));
         }
         return next;
-    }
-
-    private static TokenDecoder decoder(SequenceCache cache) {
-        return ((DecoderCache) cache).decoder();
     }
 
     @Override

@@ -34,21 +34,21 @@ import java.util.logging.Logger;
  * that frees it, after its last step ({@link #close}). A {@link RuntimeException} in a step ends the
  * requests it touched; an {@link Error} (out of memory, ...) ends generation for good ({@link #failure}).
  */
-public final class Scheduler {
+public final class Scheduler<C extends SequenceCache> {
     private static final Logger LOG = Logger.getLogger(Scheduler.class.getName());
     /** What a client is told to wait before retrying when the queue is full. */
     static final int RETRY_AFTER_SECONDS = 2;
 
-    private final StepRunner steps;
+    private final StepRunner<C> steps;
     private final Vocabulary vocabulary;
     private final int vocabSize;
-    private final SessionManager sessions;
+    private final SessionManager<C> sessions;
     private final ServerMetrics metrics;
     private final int parallel;
     private final int promptChunk;
     private final int capacity;
     private final ConcurrentLinkedQueue<InferenceJob> waiting = new ConcurrentLinkedQueue<>();
-    private final List<ActiveSequence> active = new ArrayList<>();
+    private final List<ActiveSequence<C>> active = new ArrayList<>();
     /** Jobs accepted and not yet ended: waiting or active. */
     private final AtomicInteger admitted = new AtomicInteger();
     private final Runnable release;
@@ -65,7 +65,7 @@ public final class Scheduler {
      * @param release frees what the steps use (caches, backend, weights); run by the scheduler's thread
      *                once it has stopped, so that nothing is freed under a running step
      */
-    Scheduler(StepRunner steps, Vocabulary vocabulary, int vocabSize, SessionManager sessions,
+    Scheduler(StepRunner<C> steps, Vocabulary vocabulary, int vocabSize, SessionManager<C> sessions,
               ServerMetrics metrics, int parallel, int promptChunk, int queue, Runnable release) {
         this.steps = steps;
         this.vocabulary = vocabulary;
@@ -107,6 +107,11 @@ public final class Scheduler {
         LockSupport.unpark(thread);
     }
 
+    /** The sessions whose caches this scheduler runs. */
+    SessionManager<C> sessions() {
+        return sessions;
+    }
+
     /** Jobs accepted and not yet ended (running or waiting). */
     public int admitted() {
         return admitted.get();
@@ -120,12 +125,12 @@ public final class Scheduler {
                 } catch (RuntimeException e) {
                     // A bug in a forward pass: fail the jobs it touched, keep serving the others.
                     LOG.log(Level.SEVERE, "a forward step failed; its requests are ended", e);
-                    for (ActiveSequence s : List.copyOf(active)) {
+                    for (ActiveSequence<C> s : List.copyOf(active)) {
                         end(s, null, "internal error: " + e);
                     }
                 }
             }
-            for (ActiveSequence s : List.copyOf(active)) {
+            for (ActiveSequence<C> s : List.copyOf(active)) {
                 end(s, FinishReason.STOP, null);
             }
         } catch (Error e) {
@@ -133,7 +138,7 @@ public final class Scheduler {
             // generating. Every request ends, later ones get 503 (ModelHost.require), /health says why.
             failure = e;
             LOG.log(Level.SEVERE, "generation stopped after " + e + "; restart the server", e);
-            for (ActiveSequence s : List.copyOf(active)) {
+            for (ActiveSequence<C> s : List.copyOf(active)) {
                 end(s, null, "internal error: " + e);
             }
         } finally {
@@ -159,7 +164,7 @@ public final class Scheduler {
     private void turn() {
         dropCancelledWaiting();
         admit();
-        for (ActiveSequence s : List.copyOf(active)) {
+        for (ActiveSequence<C> s : List.copyOf(active)) {
             if (s.job.isCancelled()) {
                 end(s, FinishReason.CANCELLED, null);
             }
@@ -187,7 +192,7 @@ public final class Scheduler {
     private void admit() {
         while (active.size() < parallel && !waiting.isEmpty()) {
             InferenceJob job = waiting.poll();
-            SessionManager.Lease lease;
+            SessionManager.Lease<C> lease;
             try {
                 lease = sessions.acquire(job.prompt());
             } catch (RuntimeException e) {
@@ -198,7 +203,7 @@ public final class Scheduler {
                 continue;
             }
             try {
-                active.add(new ActiveSequence(job, lease, vocabulary, vocabSize));
+                active.add(new ActiveSequence<>(job, lease, vocabulary, vocabSize));
             } catch (RuntimeException e) {
                 // The handler checks requests before submitting them; this only guards the other jobs.
                 LOG.log(Level.SEVERE, "a request could not start", e);
@@ -212,7 +217,7 @@ public final class Scheduler {
 
     /** One chunk of the oldest prompt still being processed. */
     private void prefillChunk() {
-        ActiveSequence s = active.stream().filter(ActiveSequence::prefilling).findFirst().orElse(null);
+        ActiveSequence<C> s = active.stream().filter(ActiveSequence::prefilling).findFirst().orElse(null);
         if (s == null) {
             return;
         }
@@ -238,25 +243,25 @@ public final class Scheduler {
 
     /** Feeds the pending token of every generating sequence in one decode step, then samples each. */
     private void decodeStep() {
-        List<ActiveSequence> batch = active.stream().filter(s -> s.pendingToken() >= 0).toList();
+        List<ActiveSequence<C>> batch = active.stream().filter(s -> s.pendingToken() >= 0).toList();
         int n = batch.size();
         if (n == 0) {
             return;
         }
-        SequenceCache[] caches = new SequenceCache[n];
+        List<C> caches = new ArrayList<>(n);
         int[] tokens = new int[n];
         for (int i = 0; i < n; i++) {
-            caches[i] = batch.get(i).cache();
+            caches.add(batch.get(i).cache());
             tokens[i] = batch.get(i).pendingToken();
         }
         boolean[] greedyOnly = new boolean[n];
         for (int i = 0; i < n; i++) {
             greedyOnly[i] = batch.get(i).greedyOnly();
         }
-        StepRunner.NextToken[] next = steps.decode(caches, tokens, greedyOnly, n);
+        StepRunner.NextToken[] next = steps.decode(caches, tokens, greedyOnly);
         metrics.decodeStep(n);
         for (int i = 0; i < n; i++) {
-            ActiveSequence s = batch.get(i);
+            ActiveSequence<C> s = batch.get(i);
             long previous = s.lastTokenNanos();
             FinishReason finish = s.next(next[i]);
             metrics.token(Duration.ofNanos(s.lastTokenNanos() - previous));
@@ -267,7 +272,7 @@ public final class Scheduler {
     }
 
     /** Ends a sequence: reports it, returns its session, frees its slot. {@code reason} null means it failed. */
-    private void end(ActiveSequence s, FinishReason reason, String failure) {
+    private void end(ActiveSequence<C> s, FinishReason reason, String failure) {
         active.remove(s);
         if (reason == null) {
             sessions.discard(s.lease.session());

@@ -1,6 +1,7 @@
 package dev.glimmer.server.inference;
 
 import dev.glimmer.engine.backend.BackendChoice;
+import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.Backends;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.chat.ChatFormat;
@@ -35,19 +36,19 @@ public final class ServedModel implements AutoCloseable {
     private final Tokenizer tokenizer;
     private TokenTrie tokenTrie;
     private final ChatFormat chatFormat;
-    private final StepRunner steps;
-    private final SessionManager sessions;
-    private final Scheduler scheduler;
+    private final StepRunner<?> steps;
+    private final SessionManager<?> sessions;
+    private final Scheduler<?> scheduler;
     private final int ctx;
 
     private ServedModel(GlmModel model, ServedModelFacts facts, Tokenizer tokenizer, ChatFormat chatFormat,
-                        StepRunner steps, SessionManager sessions, Scheduler scheduler, int ctx) {
+                        StepRunner<?> steps, Scheduler<?> scheduler, int ctx) {
         this.model = model;
         this.facts = facts;
         this.tokenizer = tokenizer;
         this.chatFormat = chatFormat;
         this.steps = steps;
-        this.sessions = sessions;
+        this.sessions = scheduler.sessions();
         this.scheduler = scheduler;
         this.ctx = ctx;
     }
@@ -61,7 +62,7 @@ public final class ServedModel implements AutoCloseable {
     public static ServedModel load(Path path, boolean demo, ServerConfig config, ServerMetrics metrics,
                                    BackendChooser chooser) throws IOException {
         GlmModel model = GlmModel.open(path);
-        StepRunner steps = null;
+        StepRunner<?> steps = null;
         try {
             Tokenizer tokenizer = Tokenizer.fromMetadata(model.file().metadata());
             ChatFormat format = ChatTemplates.recognise(
@@ -74,22 +75,17 @@ public final class ServedModel implements AutoCloseable {
             BackendChoice choice = chooser.choose(config.backend(), model);
             String reason = choice.reason();
             steps = runner(choice, model, config, ctx);
-            LOG.info("serving on " + steps.backend() + ": " + reason);
+            String backend = steps.backend().cliName();
+            LOG.info("serving on " + backend + ": " + reason);
             long cacheBytes = steps.cacheBytes();
             long budget = config.kvBudgetMb() > 0 ? config.kvBudgetMb() << 20 : (config.parallel() + 2) * cacheBytes;
-            SessionManager sessions = new SessionManager(steps::newCache, cacheBytes, budget, config.parallel());
-            StepRunner runner = steps;
-            Scheduler scheduler = new Scheduler(steps, Vocabulary.of(tokenizer, true), model.vocabSize(), sessions,
-                    metrics, config.parallel(), config.promptChunk(), config.queue(), () -> {
-                        sessions.close();
-                        runner.close();
-                        model.close();
-                    });
-            LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB" + (steps.backend().equals("cpu") ? "" : " of "
-                    + steps.backend() + " memory") + ": " + sessions.budgetBytes() / cacheBytes + " cached conversations of "
+            Scheduler<?> scheduler = start(steps, budget, Vocabulary.of(tokenizer, true), model, metrics, config);
+            SessionManager<?> sessions = scheduler.sessions();
+            LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB" + (steps.backend() == BackendKind.CPU ? "" : " of "
+                    + backend + " memory") + ": " + sessions.budgetBytes() / cacheBytes + " cached conversations of "
                     + ctx + " tokens");
-            return new ServedModel(model, ServedModelFacts.of(model.file(), ctx, demo, steps.backend(), reason), tokenizer,
-                    format, steps, sessions, scheduler, ctx);
+            return new ServedModel(model, ServedModelFacts.of(model.file(), ctx, demo, backend, reason), tokenizer,
+                    format, steps, scheduler, ctx);
         } catch (RuntimeException | IOException e) {
             if (steps != null) {
                 steps.close();
@@ -100,21 +96,36 @@ public final class ServedModel implements AutoCloseable {
     }
 
     /**
-     * The CPU's batched forward pass when the choice is the CPU (its own decoder factory serves one
-     * sequence; the server batches), else the chosen backend's decoders, one per conversation.
+     * The CPU's batched forward pass when the choice is the CPU (the server batches the sequences; a CPU
+     * choice holds nothing to close), else the chosen backend's decoders, one per conversation.
      */
-    private static StepRunner runner(BackendChoice choice, GlmModel model, ServerConfig config, int ctx) {
-        if (!choice.name().equals("cpu")) {
-            try {
-                return new DecoderStepRunner(choice, ctx);
-            } catch (RuntimeException e) {
-                choice.close();
-                throw e;
-            }
+    /** The session manager of {@code steps}' caches and the scheduler that runs them, started. */
+    /**
+     * The scheduler over {@code steps}, with a session manager of {@code budget} bytes; its thread frees the caches,
+     * the backend and the model itself once it has stopped, so that nothing is freed under a running step.
+     */
+    private static <C extends SequenceCache> Scheduler<C> start(StepRunner<C> steps, long budget, Vocabulary vocabulary,
+                                                                GlmModel model, ServerMetrics metrics, ServerConfig config) {
+        SessionManager<C> sessions = new SessionManager<>(steps::newCache, steps.cacheBytes(), budget, config.parallel());
+        return new Scheduler<>(steps, vocabulary, model.vocabSize(), sessions, metrics, config.parallel(),
+                config.promptChunk(), config.queue(), () -> {
+                    sessions.close();
+                    steps.close();
+                    model.close();
+                });
+    }
+
+    private static StepRunner<?> runner(BackendChoice choice, GlmModel model, ServerConfig config, int ctx) {
+        if (choice.kind() == BackendKind.CPU) {
+            int threads = config.threads() > 0 ? config.threads() : CpuBackend.defaultThreads();
+            return new CpuStepRunner(model, threads, ctx, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel()));
         }
-        choice.close();
-        int threads = config.threads() > 0 ? config.threads() : CpuBackend.defaultThreads();
-        return new CpuStepRunner(model, threads, ctx, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel()));
+        try {
+            return new DecoderStepRunner(choice, ctx);
+        } catch (RuntimeException e) {
+            choice.close();
+            throw e;
+        }
     }
 
     public ServedModelFacts facts() {
@@ -137,11 +148,11 @@ public final class ServedModel implements AutoCloseable {
         return chatFormat;
     }
 
-    public Scheduler scheduler() {
+    public Scheduler<?> scheduler() {
         return scheduler;
     }
 
-    public SessionManager sessions() {
+    public SessionManager<?> sessions() {
         return sessions;
     }
 

@@ -15,20 +15,20 @@ import java.util.function.Supplier;
  *
  * <p>Thread-safe; the scheduler is the only caller apart from metrics.
  */
-public final class SessionManager implements AutoCloseable {
+public final class SessionManager<C extends SequenceCache> implements AutoCloseable {
 
     /** One cached conversation: a KV cache and the tokens it holds. */
-    public static final class Session {
-        private final SequenceCache cache;
+    public static final class Session<C extends SequenceCache> {
+        private final C cache;
         private int[] tokens = new int[0];
         private boolean inUse;
         private long lastUsed;
 
-        private Session(SequenceCache cache) {
+        private Session(C cache) {
             this.cache = cache;
         }
 
-        SequenceCache cache() {
+        C cache() {
             return cache;
         }
     }
@@ -39,13 +39,13 @@ public final class SessionManager implements AutoCloseable {
      * @param session the session, now in use
      * @param reused  prompt tokens already in its cache (the request processes the rest)
      */
-    public record Lease(Session session, int reused) {
+    public record Lease<C extends SequenceCache>(Session<C> session, int reused) {
     }
 
-    private final Supplier<SequenceCache> newCache;
+    private final Supplier<C> newCache;
     private final long cacheBytes;
     private final long budgetBytes;
-    private final List<Session> sessions = new ArrayList<>();
+    private final List<Session<C>> sessions = new ArrayList<>();
     private long clock;
 
     /**
@@ -54,16 +54,16 @@ public final class SessionManager implements AutoCloseable {
      * @param budgetBytes the memory all caches may take; raised to {@code minSessions} caches if smaller,
      *                    because every running request needs one
      */
-    SessionManager(Supplier<SequenceCache> newCache, long cacheBytes, long budgetBytes, int minSessions) {
+    SessionManager(Supplier<C> newCache, long cacheBytes, long budgetBytes, int minSessions) {
         this.newCache = newCache;
         this.cacheBytes = cacheBytes;
         this.budgetBytes = Math.max(budgetBytes, cacheBytes * minSessions);
     }
 
-    public synchronized Lease acquire(int[] prompt) {
-        Session best = null;
+    public synchronized Lease<C> acquire(int[] prompt) {
+        Session<C> best = null;
         int bestShared = 0;
-        for (Session s : sessions) {
+        for (Session<C> s : sessions) {
             if (!s.inUse) {
                 int shared = commonPrefix(s.tokens, prompt);
                 if (shared > bestShared) {
@@ -76,18 +76,18 @@ public final class SessionManager implements AutoCloseable {
         int reused = Math.min(bestShared, prompt.length - 1);
         if (best == null || reused == 0) {
             evictFor(1);
-            best = new Session(newCache.get());
+            best = new Session<>(newCache.get());
             sessions.add(best);
             reused = 0;
         }
         best.inUse = true;
         best.cache.truncate(reused);
         best.tokens = Arrays.copyOf(prompt, reused);
-        return new Lease(best, reused);
+        return new Lease<>(best, reused);
     }
 
     /** Returns a session after its request; {@code tokens} are what its cache now holds, in order. */
-    public synchronized void release(Session session, int[] tokens) {
+    public synchronized void release(Session<C> session, int[] tokens) {
         if (tokens.length != session.cache.size()) {
             throw new IllegalArgumentException("the cache holds " + session.cache.size() + " positions, not "
                     + tokens.length);
@@ -99,7 +99,7 @@ public final class SessionManager implements AutoCloseable {
     }
 
     /** Drops a session whose cache contents are unknown (its request failed half-way). */
-    public synchronized void discard(Session session) {
+    public synchronized void discard(Session<C> session) {
         sessions.remove(session);
         session.cache.close();
     }
@@ -107,8 +107,8 @@ public final class SessionManager implements AutoCloseable {
     /** Evicts least recently used idle sessions until {@code extra} more caches fit in the budget. */
     private void evictFor(int extra) {
         while ((sessions.size() + extra) * cacheBytes > budgetBytes) {
-            Session lru = null;
-            for (Session s : sessions) {
+            Session<C> lru = null;
+            for (Session<C> s : sessions) {
                 if (!s.inUse && (lru == null || s.lastUsed < lru.lastUsed)) {
                     lru = s;
                 }
@@ -147,7 +147,7 @@ public final class SessionManager implements AutoCloseable {
 
     @Override
     public synchronized void close() {
-        for (Session s : sessions) {
+        for (Session<C> s : sessions) {
             s.cache.close();
         }
         sessions.clear();

@@ -1,20 +1,25 @@
 package dev.glimmer.server.inference;
 
+import dev.glimmer.engine.backend.BackendKind;
+
+import java.util.List;
+
 /**
  * The scheduler's model work on one backend: it makes the KV caches the session manager keeps (one
  * per cached conversation) and runs prompt chunks and decode steps over them. Two kinds:
  * {@link CpuStepRunner}, the CPU's batched forward pass over host caches (the sequences of a decode
  * step share one pass over the weights), and {@link DecoderStepRunner}, one
  * {@link dev.glimmer.engine.backend.TokenDecoder} per conversation (a GPU holds each cache), stepped
- * one after another. Called from the scheduler's thread only (and {@link #close} after it stopped).
+ * one after another. Each runner computes with the caches it made, of its own type {@code C}. Called from
+ * the scheduler's thread only (and {@link #close} after it stopped).
  */
-interface StepRunner extends AutoCloseable {
+interface StepRunner<C extends SequenceCache> extends AutoCloseable {
 
-    /** The backend's name, e.g. {@code cpu} or {@code cuda}. */
-    String backend();
+    /** The backend it runs on. */
+    BackendKind backend();
 
     /** An empty cache of the served context, for one conversation. */
-    SequenceCache newCache();
+    C newCache();
 
     /** Memory one cache takes (host or device), for the KV budget. */
     long cacheBytes();
@@ -23,15 +28,15 @@ interface StepRunner extends AutoCloseable {
      * Runs {@code tokens[from .. from+count)} after the positions {@code cache} holds, which it then
      * holds too; returns the logits after the last of them (vocabulary-sized, valid until the next call).
      */
-    float[] prefill(SequenceCache cache, int[] tokens, int from, int count);
+    float[] prefill(C cache, int[] tokens, int from, int count);
 
     /**
-     * One decode step of {@code n} sequences: {@code tokens[i]} goes into {@code caches[i]} (distinct
-     * caches). Returns what each sequence's next token is picked from: its logits, or, where
+     * One decode step of the sequences of {@code caches}: {@code tokens[i]} goes into {@code caches.get(i)}
+     * (distinct caches). Returns what each sequence's next token is picked from: its logits, or, where
      * {@code greedyOnly[i]} (its sampler picks the first maximum and nothing else reads the logits), the
      * runner may give only that greedy token (a GPU then copies no logits to the host).
      */
-    NextToken[] decode(SequenceCache[] caches, int[] tokens, boolean[] greedyOnly, int n);
+    NextToken[] decode(List<C> caches, int[] tokens, boolean[] greedyOnly);
 
     /** What a step gives one sequence to pick its next token from: its logits, or (logits null) the greedy token alone. */
     record NextToken(float[] logits, int greedyToken) {

@@ -21,7 +21,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * The inference side reports through the methods here; gauges read the atomic values.
  */
 public final class ServerMetrics implements AutoCloseable {
-    /** Prometheus text exposition format 0.0.4, what scrapers and SERVER.md expect. */
+    /** Prometheus text exposition format 0.0.4, what scrapers expect (docs/SERVING.md, Metrics). */
     public static final String CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
     private final PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);

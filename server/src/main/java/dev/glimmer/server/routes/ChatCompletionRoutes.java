@@ -29,7 +29,7 @@ import java.util.Optional;
 /**
  * {@code POST /v1/chat/completions}: renders the conversation with the chat template, generates,
  * and splits the output into reasoning, content and tool calls with the chat layer's parser, as
- * one JSON response or as server-sent events (SERVER.md: Streaming).
+ * one JSON response or as server-sent events (docs/SERVING.md, Streaming).
  */
 public final class ChatCompletionRoutes implements HttpService {
     private final ModelHost host;

@@ -44,6 +44,8 @@ public final class CompletionRoutes implements HttpService {
         rules.post("/v1/completions", this::complete);
     }
 
+    // The frame of ChatCompletionRoutes.complete (parse, check, submit, answer whole or streamed): the prompt
+    // (text or ids, no template) and the response shapes are what differ.
     private void complete(ServerRequest req, ServerResponse res) throws InterruptedException {
         ServedModel model = host.require();
         CompletionRequest request = CompletionRequest.parse(RequestBodies.jsonObject(req, config.maxBodyBytes()),

@@ -55,6 +55,7 @@ public final class ModelRoutes implements HttpService {
         m.put("object", "model");
         m.put("created", facts.created());
         m.put("owned_by", "glimmer");
+        // One put per fact, as GenerateCommand's --json timings: plain JSON building, no shared shape to extract.
         ObjectNode meta = m.putObject("meta");
         meta.put("n_ctx", facts.ctx());
         meta.put("n_params", facts.params());

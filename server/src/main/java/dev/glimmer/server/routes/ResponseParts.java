@@ -43,7 +43,8 @@ final class ResponseParts {
             promptMillis += f.promptMillis();
             generationMillis += f.generationMillis();
         }
-        return new JobEvent.Finished(ends.getLast().reason(), prompt, cached, generated, promptMillis, generationMillis);
+        return new JobEvent.Finished(ends.getLast().reason(), prompt, cached, generated, promptMillis, generationMillis,
+                ends.getLast().stopString());
     }
 
     static ObjectNode usage(JobEvent.Finished f) {

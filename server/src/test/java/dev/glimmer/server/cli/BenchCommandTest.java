@@ -1,6 +1,7 @@
 package dev.glimmer.server.cli;
 
 import dev.glimmer.engine.backend.BackendChoice;
+import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.EmulatedTokenDecoder;
 import dev.glimmer.engine.backend.cuda.CudaDevice;
 import dev.glimmer.engine.backend.metal.MetalPlatform;
@@ -92,7 +93,7 @@ class BenchCommandTest {
      */
     @Test
     void aGpuDecoderIsMeasuredThroughItsTokenDecoder() throws Exception {
-        BenchCommand bench = new BenchCommand((requested, model) -> new BackendChoice("emulated",
+        BenchCommand bench = new BenchCommand((requested, model) -> new BackendChoice(BackendKind.EMULATED,
                 "the GPU decode step on the CPU kernel emulator", Optional.empty(),
                 capacity -> new EmulatedTokenDecoder(model, capacity)));
         ByteArrayOutputStream out = new ByteArrayOutputStream();

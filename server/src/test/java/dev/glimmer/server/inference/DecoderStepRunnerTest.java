@@ -3,6 +3,7 @@ package dev.glimmer.server.inference;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.glimmer.engine.backend.BackendChoice;
+import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.EmulatedTokenDecoder;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.sampling.Sampler;
@@ -10,6 +11,7 @@ import dev.glimmer.server.EngineTestData;
 import org.junit.jupiter.api.Test;
 
 import java.io.IOException;
+import java.util.List;
 import java.util.Optional;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -31,18 +33,18 @@ class DecoderStepRunnerTest {
         int[] prompt = ints(oracle.get("prompt_tokens"));
         int[] expected = ints(oracle.get("greedy_tokens"));
         try (GlmModel model = GlmModel.open(EngineTestData.model("tiny-f32"));
-             DecoderStepRunner runner = new DecoderStepRunner(new BackendChoice("emulated", "the kernel emulator",
+             DecoderStepRunner runner = new DecoderStepRunner(new BackendChoice(BackendKind.EMULATED, "the kernel emulator",
                      Optional.empty(), capacity -> new EmulatedTokenDecoder(model, capacity)), prompt.length + expected.length)) {
-            SequenceCache greedy = runner.newCache();
-            SequenceCache withLogits = runner.newCache();
+            DecoderStepRunner.DecoderCache greedy = runner.newCache();
+            DecoderStepRunner.DecoderCache withLogits = runner.newCache();
             float[] logits = runner.prefill(greedy, prompt, 0, prompt.length);
             int[] run = new int[expected.length];
             run[0] = Sampler.argmax(logits, logits.length);
             runner.prefill(withLogits, prompt, 0, prompt.length);
             for (int k = 1; k < run.length; k++) {
                 int[] tokens = {run[k - 1], run[k - 1]};
-                StepRunner.NextToken[] next = runner.decode(new SequenceCache[] {greedy, withLogits}, tokens,
-                        new boolean[] {true, false}, 2);
+                StepRunner.NextToken[] next = runner.decode(List.of(greedy, withLogits), tokens,
+                        new boolean[] {true, false});
                 assertNull(next[0].logits(), "step " + k + ": a greedy-only sequence gets no logits");
                 assertNotNull(next[1].logits(), "step " + k + ": the other sequence gets its logits");
                 assertEquals(Sampler.argmax(next[1].logits(), next[1].logits().length), next[0].greedyToken(),

@@ -143,6 +143,7 @@ class WebChatBrowserTest {
         page.screenshot("stopped-desktop");
     }
 
+    // Each browser test sends, waits and reads the page; the steps repeat in form, the checks differ.
     @Test
     void aConversationSurvivesAReload() throws IOException {
         page.send("Hello there");

@@ -8,6 +8,10 @@ import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorShape;
 import jdk.incubator.vector.VectorSpecies;
 
+import dev.glimmer.engine.tensor.Q4_K;
+import dev.glimmer.engine.tensor.Q5_K;
+import dev.glimmer.engine.tensor.Q6_K;
+
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
@@ -21,7 +25,8 @@ import java.nio.ByteOrder;
  * sub-block's scale and summed (integers: exact in any order). The super-block's exact sums are then
  * scaled and added in double exactly as the tensor package's reference dots do, so the results equal
  * those bit for bit. The vectors are the widest available (16 or 32 shorts; a sub-block of 32 values
- * takes one or two steps). As in {@link Kernels}, the vector code is written out flat in each kernel.
+ * takes one or two steps). As in {@link Kernels}, the vector code is written out flat in each kernel; the
+ * scalar unpacking of a block's scales is {@link Q4_K}'s own (a plain call outside the vector chains).
  *
  * <p>Activation row layout (see {@link ActivationRows}): {@code xq[xOff ..]} the quants as shorts,
  * {@code xd[xOff/256 ..]} the super-block scales, {@code xSums[xOff/16 ..]} the sums of each 16 quants.
@@ -36,10 +41,7 @@ final class KQuantKernels {
     private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
     private static final ValueLayout.OfShort HALF = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(LE);
 
-    static final int QK_K = 256;
-    static final int Q4_K_BLOCK_BYTES = 144;
-    static final int Q5_K_BLOCK_BYTES = 176;
-    static final int Q6_K_BLOCK_BYTES = 210;
+    static final int QK_K = Q4_K.BLOCK_SIZE;
 
     private KQuantKernels() {
     }
@@ -52,24 +54,19 @@ final class KQuantKernels {
         int step = SP.length();
         double sum = 0;
         for (int sb = 0; sb < superBlocks; sb++) {
-            long wb = offset + (long) sb * Q4_K_BLOCK_BYTES;
+            long wb = offset + (long) sb * Q4_K.BLOCK_BYTES;
             int xb = xOff + sb * QK_K;
             int sg = xOff / 16 + sb * 16;
             IntVector acc = IntVector.zero(IP);
             int summ = 0;
             for (int p = 0; p < 4; p++) {
-                // The 6-bit scales and minimums of sub-blocks 2p (lo) and 2p+1 (hi), unpacked as in Q4_K.scale/min.
+                // The 6-bit scales and minimums of sub-blocks 2p (lo) and 2p+1 (hi).
                 int s0 = 2 * p;
                 int s1 = 2 * p + 1;
-                int scLo = s0 < 4 ? w.get(ValueLayout.JAVA_BYTE, wb + 4 + s0) & 63
-                        : (w.get(ValueLayout.JAVA_BYTE, wb + 8 + s0) & 0xF) | ((w.get(ValueLayout.JAVA_BYTE, wb + s0) & 0xFF) >>> 6) << 4;
-                int scHi = s1 < 4 ? w.get(ValueLayout.JAVA_BYTE, wb + 4 + s1) & 63
-                        : (w.get(ValueLayout.JAVA_BYTE, wb + 8 + s1) & 0xF) | ((w.get(ValueLayout.JAVA_BYTE, wb + s1) & 0xFF) >>> 6) << 4;
-                int mLo = s0 < 4 ? w.get(ValueLayout.JAVA_BYTE, wb + 8 + s0) & 63
-                        : ((w.get(ValueLayout.JAVA_BYTE, wb + 8 + s0) & 0xFF) >>> 4) | ((w.get(ValueLayout.JAVA_BYTE, wb + 4 + s0) & 0xFF) >>> 6) << 4;
-                int mHi = s1 < 4 ? w.get(ValueLayout.JAVA_BYTE, wb + 8 + s1) & 63
-                        : ((w.get(ValueLayout.JAVA_BYTE, wb + 8 + s1) & 0xFF) >>> 4) | ((w.get(ValueLayout.JAVA_BYTE, wb + 4 + s1) & 0xFF) >>> 6) << 4;
-                summ += mLo * (xSums[sg + 2 * s0] + xSums[sg + 2 * s0 + 1]) + mHi * (xSums[sg + 2 * s1] + xSums[sg + 2 * s1 + 1]);
+                int scLo = Q4_K.scale(w, wb + Q4_K.SCALES, s0);
+                int scHi = Q4_K.scale(w, wb + Q4_K.SCALES, s1);
+                summ += Q4_K.min(w, wb + Q4_K.SCALES, s0) * (xSums[sg + 2 * s0] + xSums[sg + 2 * s0 + 1])
+                        + Q4_K.min(w, wb + Q4_K.SCALES, s1) * (xSums[sg + 2 * s1] + xSums[sg + 2 * s1 + 1]);
                 for (int c = 0; c < 32; c += step) {
                     ShortVector q = (ShortVector) ByteVector.fromMemorySegment(BP, w, wb + 16 + 32 * p + c, LE)
                             .convertShape(VectorOperators.ZERO_EXTEND_B2S, SP, 0);
@@ -81,7 +78,7 @@ final class KQuantKernels {
             }
             int sumi = acc.reduceLanes(VectorOperators.ADD);
             float d = xd[xOff / QK_K + sb] * Float.float16ToFloat(w.get(HALF, wb));
-            float dmin = -xd[xOff / QK_K + sb] * Float.float16ToFloat(w.get(HALF, wb + 2));
+            float dmin = -xd[xOff / QK_K + sb] * Float.float16ToFloat(w.get(HALF, wb + Q4_K.DMIN));
             sum += (double) d * sumi + (double) dmin * summ;
         }
         return (float) sum;
@@ -91,27 +88,25 @@ final class KQuantKernels {
      * Q5_K weights (as Q4_K, with 32 bytes of fifth bits before the nibbles: bit s of byte l belongs to
      * value l of sub-block s) · Q8_K activations.
      */
+    // dotQ4_K's frame again (scales, minimums, the super-block's scaling): the vector code stays flat in each
+    // kernel, see the class comment.
     static float dotQ5_K(MemorySegment w, long offset, short[] xq, float[] xd, short[] xSums, int xOff, int superBlocks) {
         int step = SP.length();
         double sum = 0;
         for (int sb = 0; sb < superBlocks; sb++) {
-            long wb = offset + (long) sb * Q5_K_BLOCK_BYTES;
+            long wb = offset + (long) sb * Q5_K.BLOCK_BYTES;
             int xb = xOff + sb * QK_K;
             int sg = xOff / 16 + sb * 16;
             IntVector acc = IntVector.zero(IP);
             int summ = 0;
             for (int p = 0; p < 4; p++) {
+                // Scales and minimums packed as Q4_K's.
                 int s0 = 2 * p;
                 int s1 = 2 * p + 1;
-                int scLo = s0 < 4 ? w.get(ValueLayout.JAVA_BYTE, wb + 4 + s0) & 63
-                        : (w.get(ValueLayout.JAVA_BYTE, wb + 8 + s0) & 0xF) | ((w.get(ValueLayout.JAVA_BYTE, wb + s0) & 0xFF) >>> 6) << 4;
-                int scHi = s1 < 4 ? w.get(ValueLayout.JAVA_BYTE, wb + 4 + s1) & 63
-                        : (w.get(ValueLayout.JAVA_BYTE, wb + 8 + s1) & 0xF) | ((w.get(ValueLayout.JAVA_BYTE, wb + s1) & 0xFF) >>> 6) << 4;
-                int mLo = s0 < 4 ? w.get(ValueLayout.JAVA_BYTE, wb + 8 + s0) & 63
-                        : ((w.get(ValueLayout.JAVA_BYTE, wb + 8 + s0) & 0xFF) >>> 4) | ((w.get(ValueLayout.JAVA_BYTE, wb + 4 + s0) & 0xFF) >>> 6) << 4;
-                int mHi = s1 < 4 ? w.get(ValueLayout.JAVA_BYTE, wb + 8 + s1) & 63
-                        : ((w.get(ValueLayout.JAVA_BYTE, wb + 8 + s1) & 0xFF) >>> 4) | ((w.get(ValueLayout.JAVA_BYTE, wb + 4 + s1) & 0xFF) >>> 6) << 4;
-                summ += mLo * (xSums[sg + 2 * s0] + xSums[sg + 2 * s0 + 1]) + mHi * (xSums[sg + 2 * s1] + xSums[sg + 2 * s1 + 1]);
+                int scLo = Q4_K.scale(w, wb + Q4_K.SCALES, s0);
+                int scHi = Q4_K.scale(w, wb + Q4_K.SCALES, s1);
+                summ += Q4_K.min(w, wb + Q4_K.SCALES, s0) * (xSums[sg + 2 * s0] + xSums[sg + 2 * s0 + 1])
+                        + Q4_K.min(w, wb + Q4_K.SCALES, s1) * (xSums[sg + 2 * s1] + xSums[sg + 2 * s1 + 1]);
                 for (int c = 0; c < 32; c += step) {
                     ShortVector q = (ShortVector) ByteVector.fromMemorySegment(BP, w, wb + 48 + 32 * p + c, LE)
                             .convertShape(VectorOperators.ZERO_EXTEND_B2S, SP, 0);
@@ -127,7 +122,7 @@ final class KQuantKernels {
             }
             int sumi = acc.reduceLanes(VectorOperators.ADD);
             float d = xd[xOff / QK_K + sb] * Float.float16ToFloat(w.get(HALF, wb));
-            float dmin = -xd[xOff / QK_K + sb] * Float.float16ToFloat(w.get(HALF, wb + 2));
+            float dmin = -xd[xOff / QK_K + sb] * Float.float16ToFloat(w.get(HALF, wb + Q4_K.DMIN));
             sum += (double) d * sumi + (double) dmin * summ;
         }
         return (float) sum;
@@ -143,7 +138,7 @@ final class KQuantKernels {
         int step = SP.length();
         double sum = 0;
         for (int sb = 0; sb < superBlocks; sb++) {
-            long wb = offset + (long) sb * Q6_K_BLOCK_BYTES;
+            long wb = offset + (long) sb * Q6_K.BLOCK_BYTES;
             int xb = xOff + sb * QK_K;
             IntVector acc = IntVector.zero(IP);
             for (int h = 0; h < 2; h++) {
@@ -176,7 +171,7 @@ final class KQuantKernels {
                 }
             }
             int sumi = acc.reduceLanes(VectorOperators.ADD);
-            float d = xd[xOff / QK_K + sb] * Float.float16ToFloat(w.get(HALF, wb + 208));
+            float d = xd[xOff / QK_K + sb] * Float.float16ToFloat(w.get(HALF, wb + Q6_K.D));
             sum += (double) d * sumi;
         }
         return (float) sum;

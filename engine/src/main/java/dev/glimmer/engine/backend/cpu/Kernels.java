@@ -8,6 +8,9 @@ import jdk.incubator.vector.ShortVector;
 import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
 
+import dev.glimmer.engine.tensor.Q4_0;
+import dev.glimmer.engine.tensor.Q5_0;
+import dev.glimmer.engine.tensor.Q8_0;
 import dev.glimmer.engine.tensor.QuantizedVector;
 
 import java.lang.foreign.MemorySegment;
@@ -67,9 +70,9 @@ final class Kernels {
     /** Puts block k's fp16 scale (short 9k) into both halves of 32-bit lanes 4k..4k+3. */
     private static final ShortVector SCALE_LANES = lanes(i -> 9 * (i / 8));
 
-    static final int Q4_0_BLOCK_BYTES = 18;
-    static final int Q8_0_BLOCK_BYTES = 34;
-    static final int Q5_0_BLOCK_BYTES = 22;
+    static final int Q4_0_BLOCK_BYTES = Q4_0.BLOCK_BYTES;
+    static final int Q8_0_BLOCK_BYTES = Q8_0.BLOCK_BYTES;
+    static final int Q5_0_BLOCK_BYTES = Q5_0.BLOCK_BYTES;
     static final int QK = 32;
 
     private Kernels() {

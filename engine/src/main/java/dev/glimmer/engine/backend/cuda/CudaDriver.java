@@ -160,6 +160,8 @@ public final class CudaDriver {
         }
     }
 
+    // Each query below is one driver call with an out parameter in its own arena; they differ in the call and
+    // the out type.
     public int device(int ordinal) {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment d = a.allocate(JAVA_INT);

@@ -10,18 +10,21 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 /**
- * Turns the project's {@code .metal} sources into one CUDA C++ translation unit (KERNELS.md §7.4):
+ * Turns the project's {@code .metal} sources into one CUDA C++ translation unit (docs/KERNELS.md §8):
  * our CUDA prelude ({@code cuda_prelude.h}: half, simd_* as warp shuffles, barriers), then the
  * sources with {@code __device__} put on every helper function, the {@code [[...]]} attributes and
- * the address-space words ({@code device}, {@code constant}, ...) dropped and each {@code kernel void NAME(...)} renamed to a device
- * function {@code glimmer_body_NAME}; last, one {@code extern "C" __global__ void NAME(...)} wrapper
- * per kernel that maps the CUDA grid onto MSL's builtins (threadgroup = block, SIMD-group = warp)
+ * the address-space qualifiers ({@code device}, {@code constant}, ...) dropped and each {@code kernel void NAME(...)}
+ * turned into a device function {@code glimmer_body_NAME}; last, one {@code extern "C" __global__ void NAME(...)}
+ * wrapper per kernel that maps the CUDA grid onto MSL's builtins (threadgroup = block, SIMD-group = warp)
  * and takes the kernel's buffers as pointers {@code b0..bN} and its threadgroup memory as byte
  * offsets {@code tg0..tgM} into the launch's dynamic shared memory.
+ *
+ * <p>The sources are rewritten as tokens ({@link MslTokens}), not as text: a qualifier is a whole
+ * identifier token (never part of a longer name, a member or a comment), an attribute is a {@code [[ ]]}
+ * pair of tokens, and everything not rewritten is copied as it was, line breaks included, so that
+ * NVRTC's messages keep the {@code #line} numbers of the .metal files.
  */
 public final class CudaSourceRewriter {
 
@@ -29,18 +32,14 @@ public final class CudaSourceRewriter {
     public static final String PRELUDE = "/dev/glimmer/engine/backend/cuda/cuda_prelude.h";
     /** Prefix of the device function a kernel's body becomes. */
     public static final String BODY_PREFIX = "glimmer_body_";
-
-    private static final Pattern KERNEL = Pattern.compile("\\bkernel\\s+void\\s+(\\w+)\\s*\\(");
-    private static final Pattern ATTRIBUTE = Pattern.compile("\\[\\[[^\\]]*\\]\\]");
+    /** MSL's address-space qualifiers: CUDA's generic pointers cover them all. */
+    static final Set<String> ADDRESS_SPACES = Set.of("device", "constant", "thread", "threadgroup");
     /**
-     * MSL's cap on a kernel's threadgroup size, written before {@code kernel}: it becomes
+     * MSL's cap on a kernel's threadgroup size, an attribute before {@code kernel}: it becomes
      * {@code __launch_bounds__}, without which NVCC may give a 1024-thread kernel more registers than a
      * block of 1024 threads can have (the launch then fails with "too many resources requested").
      */
-    private static final Pattern MAX_THREADS = Pattern.compile(
-            "\\[\\[\\s*max_total_threads_per_threadgroup\\(([^\\]]*)\\)\\s*\\]\\]\\s*kernel\\s+void\\s+(\\w+)\\s*\\(");
-    /** MSL's address-space qualifiers: CUDA's generic pointers cover them all. */
-    static final Pattern ADDRESS_SPACE = Pattern.compile("\\b(device|constant|thread|threadgroup)\\b\\s*");
+    private static final String MAX_THREADS = "max_total_threads_per_threadgroup";
     private static final Set<String> NOT_FUNCTIONS = Set.of("if", "for", "while", "switch", "catch", "return", "sizeof",
             "else", "do");
 
@@ -53,22 +52,166 @@ public final class CudaSourceRewriter {
         for (KernelSignature k : library.kernels()) {
             kernels.add(k.name());
         }
-        String text = stripComments(KernelLibrary.concatenate(library.files()));
+        List<MslTokens.Token> tokens = MslTokens.lex(KernelLibrary.concatenate(library.files()));
         Map<String, String> maxThreads = new HashMap<>();
-        Matcher bound = MAX_THREADS.matcher(text);
-        while (bound.find()) {
-            maxThreads.put(bound.group(2), bound.group(1).trim());
-        }
-        text = annotateHelpers(text, kernels);
-        text = ATTRIBUTE.matcher(text).replaceAll("");
-        text = ADDRESS_SPACE.matcher(text).replaceAll("");
-        text = KERNEL.matcher(text).replaceAll("static __device__ __forceinline__ void " + BODY_PREFIX + "$1(");
         StringBuilder out = new StringBuilder(KernelLibrary.resource(PRELUDE));
-        out.append('\n').append(text).append("\n#line 1 \"cuda_wrappers\"\n");
+        out.append('\n').append(rewriteTokens(tokens, kernels, maxThreads)).append("\n#line 1 \"cuda_wrappers\"\n");
         for (KernelSignature k : library.kernels()) {
             out.append(wrapper(k, maxThreads.get(k.name())));
         }
         return out.toString();
+    }
+
+    /**
+     * The rewritten text of {@code tokens}; the {@code max_total_threads_per_threadgroup} bound of each
+     * kernel that has one goes into {@code maxThreads}.
+     */
+    static String rewriteTokens(List<MslTokens.Token> tokens, Set<String> kernels, Map<String, String> maxThreads) {
+        List<MslTokens.Token> t = withoutComments(tokens);
+        Set<Integer> helpers = helperNames(t, kernels);
+        StringBuilder sb = new StringBuilder();
+        for (int i = 0; i < t.size(); i++) {
+            MslTokens.Token tok = t.get(i);
+            if (tok.is("[") && next(t, i, 1).is("[")) {
+                int end = attributeEnd(t, i);
+                int name = nextSignificant(t, i + 2);
+                int kernel = nextSignificant(t, end + 1);
+                if (t.get(name).is(MAX_THREADS) && t.get(kernel).is("kernel")) {
+                    // [[max_total_threads_per_threadgroup(EXPR)]] kernel void NAME(
+                    int open = nextSignificant(t, name + 1);
+                    int close = previousSignificant(t, end - 2);
+                    maxThreads.put(t.get(nextSignificant(t, nextSignificant(t, kernel + 1) + 1)).text(),
+                            text(t, open + 1, close - 1).trim());
+                }
+                i = end;
+            } else if (isAddressSpace(t, i)) {
+                while (i + 1 < t.size() && t.get(i + 1).kind() == MslTokens.Kind.SPACE) {
+                    i++;
+                }
+            } else if (tok.is("kernel") && t.get(nextSignificant(t, i + 1)).is("void")) {
+                int name = nextSignificant(t, nextSignificant(t, i + 1) + 1);
+                int open = nextSignificant(t, name + 1);
+                sb.append("static __device__ __forceinline__ void ").append(BODY_PREFIX).append(t.get(name).text()).append('(');
+                i = open;
+            } else {
+                if (helpers.contains(i)) {
+                    sb.append("__device__ ");
+                }
+                sb.append(tok.text());
+            }
+        }
+        return sb.toString();
+    }
+
+    /** Comments replaced by their line breaks, so that line numbers stay and braces in comments are not code. */
+    private static List<MslTokens.Token> withoutComments(List<MslTokens.Token> tokens) {
+        List<MslTokens.Token> out = new ArrayList<>(tokens.size());
+        for (MslTokens.Token tok : tokens) {
+            if (tok.kind() == MslTokens.Kind.COMMENT) {
+                String breaks = tok.text().replaceAll("[^\n]", "");
+                if (!breaks.isEmpty()) {
+                    out.add(new MslTokens.Token(MslTokens.Kind.SPACE, breaks));
+                }
+            } else {
+                out.add(tok);
+            }
+        }
+        return out;
+    }
+
+    /**
+     * The token indices of the names of every function definition that is not a kernel: a {@code {}
+     * preceded by {@code (...)} (and maybe {@code const}) whose name follows a type (an identifier,
+     * {@code *}, {@code &} or {@code >}). CUDA accepts the execution space among the declaration's specifiers.
+     */
+    private static Set<Integer> helperNames(List<MslTokens.Token> t, Set<String> kernels) {
+        Set<Integer> names = new HashSet<>();
+        for (int i = 0; i < t.size(); i++) {
+            if (!t.get(i).is("{")) {
+                continue;
+            }
+            int j = previousSignificant(t, i - 1);
+            if (j >= 0 && t.get(j).is("const")) {
+                j = previousSignificant(t, j - 1);
+            }
+            if (j < 0 || !t.get(j).is(")")) {
+                continue;
+            }
+            int open = matchingOpen(t, j);
+            int name = open < 0 ? -1 : previousSignificant(t, open - 1);
+            if (name < 0 || t.get(name).kind() != MslTokens.Kind.IDENTIFIER || NOT_FUNCTIONS.contains(t.get(name).text())
+                    || kernels.contains(t.get(name).text())) {
+                continue;
+            }
+            int before = previousSignificant(t, name - 1);
+            if (before >= 0 && (t.get(before).kind() == MslTokens.Kind.IDENTIFIER || t.get(before).is("*")
+                    || t.get(before).is("&") || t.get(before).is(">"))) {
+                names.add(name);
+            }
+        }
+        return names;
+    }
+
+    /** The index of the second {@code ]} of the attribute whose {@code [[} starts at {@code i}. */
+    private static int attributeEnd(List<MslTokens.Token> t, int i) {
+        for (int k = i + 2; k + 1 < t.size(); k++) {
+            if (t.get(k).is("]") && t.get(k + 1).is("]")) {
+                return k + 1;
+            }
+        }
+        throw new IllegalArgumentException("an attribute [[ is never closed");
+    }
+
+    /**
+     * Whether the token at {@code i} is an address-space qualifier: one of the words, before a type (an
+     * identifier: {@code device const float *}, {@code constant Args &}), not a name that reads so
+     * ({@code float device;}, {@code s.device}).
+     */
+    private static boolean isAddressSpace(List<MslTokens.Token> t, int i) {
+        if (t.get(i).kind() != MslTokens.Kind.IDENTIFIER || !ADDRESS_SPACES.contains(t.get(i).text())) {
+            return false;
+        }
+        int before = previousSignificant(t, i - 1);
+        boolean member = before >= 0 && (t.get(before).is(".") || t.get(before).is("->") || t.get(before).is("::"));
+        return !member && next(t, nextSignificant(t, i + 1), 0).kind() == MslTokens.Kind.IDENTIFIER;
+    }
+
+    private static int matchingOpen(List<MslTokens.Token> t, int close) {
+        int depth = 0;
+        for (int k = close; k >= 0; k--) {
+            if (t.get(k).is(")")) {
+                depth++;
+            } else if (t.get(k).is("(") && --depth == 0) {
+                return k;
+            }
+        }
+        return -1;
+    }
+
+    private static MslTokens.Token next(List<MslTokens.Token> t, int i, int ahead) {
+        return i + ahead < t.size() ? t.get(i + ahead) : MslTokens.Token.END;
+    }
+
+    private static int nextSignificant(List<MslTokens.Token> t, int i) {
+        while (i < t.size() && t.get(i).kind() == MslTokens.Kind.SPACE) {
+            i++;
+        }
+        return Math.min(i, t.size() - 1);
+    }
+
+    private static int previousSignificant(List<MslTokens.Token> t, int i) {
+        while (i >= 0 && t.get(i).kind() == MslTokens.Kind.SPACE) {
+            i--;
+        }
+        return i;
+    }
+
+    private static String text(List<MslTokens.Token> t, int from, int to) {
+        StringBuilder sb = new StringBuilder();
+        for (int k = from; k <= to; k++) {
+            sb.append(t.get(k).text());
+        }
+        return sb.toString();
     }
 
     /** The {@code __global__} wrapper of one kernel; {@code maxThreads} (an expression, or null) caps its block size. */
@@ -93,7 +236,7 @@ public final class CudaSourceRewriter {
     }
 
     private static String argument(String kernel, KernelParam p) {
-        String type = ADDRESS_SPACE.matcher(p.type()).replaceAll("");
+        String type = withoutAddressSpaces(p.type());
         return switch (p.binding()) {
             case KernelParam.Buffer b -> p.isReference()
                     ? "*(" + type.substring(0, type.length() - 1).trim() + " *) b" + b.index()
@@ -130,90 +273,8 @@ public final class CudaSourceRewriter {
         return v[0];
     }
 
-    /**
-     * Puts {@code __device__} before the name of every function definition that is not a kernel:
-     * a {@code {} preceded by {@code (...)} (and maybe {@code const}) whose name follows a type.
-     * CUDA accepts the execution space among the declaration's specifiers.
-     */
-    static String annotateHelpers(String text, Set<String> kernels) {
-        List<Integer> inserts = new ArrayList<>();
-        for (int i = text.indexOf('{'); i >= 0; i = text.indexOf('{', i + 1)) {
-            int j = skipSpaceBack(text, i - 1);
-            if (j >= 4 && text.startsWith("const", j - 4) && !isIdent(text, j - 5)) {
-                j = skipSpaceBack(text, j - 5);
-            }
-            if (j < 0 || text.charAt(j) != ')') {
-                continue;
-            }
-            int open = matchingOpen(text, j);
-            if (open < 0) {
-                continue;
-            }
-            int nameEnd = skipSpaceBack(text, open - 1);
-            int nameStart = nameEnd;
-            while (nameStart >= 0 && isIdent(text, nameStart)) {
-                nameStart--;
-            }
-            String name = text.substring(nameStart + 1, nameEnd + 1);
-            if (name.isEmpty() || NOT_FUNCTIONS.contains(name) || kernels.contains(name)
-                    || Character.isDigit(name.charAt(0))) {
-                continue;
-            }
-            int before = skipSpaceBack(text, nameStart);
-            if (before < 0) {
-                continue;
-            }
-            char c = text.charAt(before);
-            if (isIdent(text, before) || c == '*' || c == '&' || c == '>') {
-                inserts.add(nameStart + 1);
-            }
-        }
-        StringBuilder sb = new StringBuilder(text);
-        for (int k = inserts.size() - 1; k >= 0; k--) {
-            sb.insert(inserts.get(k), "__device__ ");
-        }
-        return sb.toString();
-    }
-
-    private static int matchingOpen(String text, int close) {
-        int depth = 0;
-        for (int k = close; k >= 0; k--) {
-            char c = text.charAt(k);
-            if (c == ')') {
-                depth++;
-            } else if (c == '(') {
-                depth--;
-                if (depth == 0) {
-                    return k;
-                }
-            }
-        }
-        return -1;
-    }
-
-    private static int skipSpaceBack(String text, int i) {
-        while (i >= 0 && Character.isWhitespace(text.charAt(i))) {
-            i--;
-        }
-        return i;
-    }
-
-    private static boolean isIdent(String text, int i) {
-        if (i < 0) {
-            return false;
-        }
-        char c = text.charAt(i);
-        return Character.isLetterOrDigit(c) || c == '_';
-    }
-
-    /** Comments removed, newlines kept (so {@code #line} numbers stay right and braces in comments are not code). */
-    static String stripComments(String s) {
-        Matcher block = Pattern.compile("(?s)/\\*.*?\\*/").matcher(s);
-        StringBuilder sb = new StringBuilder();
-        while (block.find()) {
-            block.appendReplacement(sb, Matcher.quoteReplacement(block.group().replaceAll("[^\n]", "")));
-        }
-        block.appendTail(sb);
-        return sb.toString().replaceAll("//[^\n]*", "");
+    /** An MSL parameter type without its address-space qualifiers, e.g. {@code float *} for {@code device float *}. */
+    private static String withoutAddressSpaces(String type) {
+        return rewriteTokens(MslTokens.lex(type), Set.of(), new HashMap<>());
     }
 }

@@ -49,6 +49,7 @@ public final class CudaTokenDecoder implements GpuTokenDecoder, PartialSteps, Ke
         return count == 1 ? decoder.stepGreedy(tokens[from]) : decoder.promptGreedy(tokens, from, count);
     }
 
+    // From here, plain delegation to the CudaDecoder, as EmulatedTokenDecoder delegates to its EmulatedDecoder.
     @Override
     public int greedyToken() {
         return decoder.greedyToken();

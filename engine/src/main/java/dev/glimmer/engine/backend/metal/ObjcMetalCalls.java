@@ -92,6 +92,8 @@ final class ObjcMetalCalls implements MetalCalls {
         return rt.sendForObject(COMPUTE_COMMAND_ENCODER, commandBuffer);
     }
 
+    // The direct encoder's calls: the indirect command's above again, sent to an encoder (virtual devices,
+    // where indirect command buffers misbehave).
     @Override
     public void encoderSetComputePipelineState(MemorySegment encoder, MemorySegment pipeline) {
         rt.send(SET_COMPUTE_PIPELINE_STATE, encoder, pipeline);

@@ -16,7 +16,7 @@ import static dev.glimmer.engine.backend.metal.MetalException.Step.LOADING;
 import static java.lang.foreign.ValueLayout.ADDRESS;
 
 /**
- * The Objective-C runtime through FFM: libobjc, Foundation, CoreGraphics and Metal loaded by name
+ * The Objective-C runtime through FFM (docs/KERNELS.md §5): libobjc, Foundation, CoreGraphics and Metal loaded by name
  * through {@code dlopen}, one {@code objc_msgSend} downcall handle per method signature, selectors and
  * classes looked up once. Only {@link #load()} touches the native libraries, so the class can be
  * loaded (and its tables tested) anywhere; calling it off macOS fails with a clear message.

@@ -12,7 +12,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Encodes a decode {@link CommandList} once and runs it per token (KERNELS.md §4).
+ * Encodes a decode {@link CommandList} once and runs it per token (docs/KERNELS.md §4).
  *
  * <p>In {@link Mode#INDIRECT} and {@link Mode#INDIRECT_WITH_EMPTY_DISPATCHES} every dispatch becomes
  * one {@code ConcurrentDispatch} command of an indirect command buffer, with the list's pipeline,

@@ -1,4 +1,4 @@
-// Glimmer's CUDA prelude: what the portable MSL subset (KERNELS.md §6) needs so that NVRTC compiles
+// Glimmer's CUDA prelude: what the portable MSL subset (docs/KERNELS.md §6) needs so that NVRTC compiles
 // our .metal sources as CUDA C++. It uses only what NVRTC declares without headers (builtin vector
 // types, thread ids, warp shuffles, math functions), so the same text also builds with nvcc.
 // CudaSourceRewriter drops the address-space words (a macro `device` would break CUDA's own

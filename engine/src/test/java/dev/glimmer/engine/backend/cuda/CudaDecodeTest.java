@@ -36,6 +36,7 @@ class CudaDecodeTest {
     private record Run(int[] greedy, List<float[]> logits) {
     }
 
+    // EmulatedDecodeTest's run on the device: the reference and the checks are the same, the decoder differs.
     private static Run run(String name) throws IOException {
         CudaKernels kernels = CudaTestSupport.kernels();
         try (GlmModel model = GlmModel.open(Oracle.model(name))) {

@@ -5,8 +5,12 @@ import dev.glimmer.kernels.KernelParser;
 import dev.glimmer.kernels.KernelSignature;
 import org.junit.jupiter.api.Test;
 
+import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -49,7 +53,8 @@ class CudaSourceRewriterTest {
     void noMslOnlySpellingRemains() {
         assertFalse(REWRITTEN.contains("[["), "an attribute is left");
         assertFalse(Pattern.compile("\\bkernel\\s+void\\b").matcher(REWRITTEN).find(), "a kernel keyword is left");
-        assertFalse(CudaSourceRewriter.ADDRESS_SPACE.matcher(REWRITTEN).find(), "an address-space word is left");
+        assertFalse(MslTokens.lex(REWRITTEN).stream().anyMatch(t -> t.kind() == MslTokens.Kind.IDENTIFIER
+                && CudaSourceRewriter.ADDRESS_SPACES.contains(t.text())), "an address-space word is left");
         assertFalse(SOURCE.contains("metal_stdlib") || SOURCE.contains("using namespace metal"));
         assertFalse(SOURCE.contains("#include"), "NVRTC has no system headers: the source must stand alone");
     }
@@ -71,7 +76,7 @@ class CudaSourceRewriterTest {
         String in = "static inline uint f(uint a) { if (a) { return g(a); } for (;;) {} }\n"
                 + "struct S { float get(uint i) const { return 0; } template <typename X> static void h(X x) {} };\n"
                 + "S s = {1};\n";
-        String out = CudaSourceRewriter.annotateHelpers(in, Set.of());
+        String out = rewrite(in);
         assertEquals("static inline uint __device__ f(uint a) { if (a) { return g(a); } for (;;) {} }\n"
                 + "struct S { float __device__ get(uint i) const { return 0; } template <typename X> static void __device__ h(X x) {} };\n"
                 + "S s = {1};\n", out);
@@ -112,10 +117,71 @@ class CudaSourceRewriterTest {
         assertTrue(e.getMessage().contains("odd") && e.getMessage().contains("quad_lane_id"), e.getMessage());
     }
 
+    /** Qualifiers go; names that contain or spell such a word stay, as do members and string contents. */
+    @Test
+    void onlyQualifierTokensAreDropped() {
+        String in = "struct S { float device; uint thread_count; };\n"
+                + "float f(device const S & s, threadgroup float * threadgroup_sum, constant uint & n) {\n"
+                + "    return s.device + threadgroup_sum[n] + (float) ((device const S *) &s)->thread_count; }\n";
+        assertEquals("struct S { float device; uint thread_count; };\n"
+                + "float __device__ f(const S & s, float * threadgroup_sum, uint & n) {\n"
+                + "    return s.device + threadgroup_sum[n] + (float) ((const S *) &s)->thread_count; }\n", rewrite(in));
+    }
+
+    /**
+     * Each kernel source alone: the rewrite keeps its line count (NVRTC's messages name the .metal line) and
+     * every identifier outside attributes, apart from the qualifiers, the {@code kernel} keyword and the kernel
+     * names (which become {@code glimmer_body_NAME}); it only adds {@code __device__}, {@code static},
+     * {@code __forceinline__} and the body names.
+     */
+    @Test
+    void everyKernelSourceKeepsItsLinesAndItsOtherIdentifiers() {
+        Set<String> kernels = new HashSet<>();
+        LIBRARY.kernels().forEach(k -> kernels.add(k.name()));
+        Set<String> changed = new HashSet<>(CudaSourceRewriter.ADDRESS_SPACES);
+        changed.addAll(kernels);
+        changed.addAll(List.of("kernel", "static", "__device__", "__forceinline__"));
+        for (KernelLibrary.SourceFile f : LIBRARY.files()) {
+            String out = CudaSourceRewriter.rewriteTokens(MslTokens.lex(f.text()), kernels, new HashMap<>());
+            assertEquals(f.text().lines().count(), out.lines().count(), f.name() + ": lines");
+            Map<String, Integer> before = identifiers(f.text(), changed);
+            Map<String, Integer> after = identifiers(out, changed);
+            after.keySet().removeIf(name -> name.startsWith(CudaSourceRewriter.BODY_PREFIX));
+            assertEquals(before, after, f.name() + ": identifiers");
+            assertFalse(before.isEmpty(), f.name());
+        }
+    }
+
+    /** How often each identifier outside comments and {@code [[...]]} attributes occurs, except {@code ignored}. */
+    private static Map<String, Integer> identifiers(String source, Set<String> ignored) {
+        Map<String, Integer> counts = new TreeMap<>();
+        List<MslTokens.Token> tokens = MslTokens.lex(source).stream()
+                .filter(t -> t.kind() != MslTokens.Kind.SPACE && t.kind() != MslTokens.Kind.COMMENT).toList();
+        boolean inAttribute = false;
+        for (int i = 0; i < tokens.size(); i++) {
+            MslTokens.Token t = tokens.get(i);
+            boolean pair = i + 1 < tokens.size() && tokens.get(i + 1).is(t.text());
+            if (!inAttribute && t.is("[") && pair) {
+                inAttribute = true;
+                i++;
+            } else if (inAttribute && t.is("]") && pair) {
+                inAttribute = false;
+                i++;
+            } else if (!inAttribute && t.kind() == MslTokens.Kind.IDENTIFIER && !ignored.contains(t.text())) {
+                counts.merge(t.text(), 1, Integer::sum);
+            }
+        }
+        return counts;
+    }
+
+    private static String rewrite(String source) {
+        return CudaSourceRewriter.rewriteTokens(MslTokens.lex(source), Set.of(), new HashMap<>());
+    }
+
     @Test
     void commentsGoButLineNumbersStay() {
         String in = "a /* x\ny { */ b // c {\nd\n";
-        String out = CudaSourceRewriter.stripComments(in);
+        String out = rewrite(in);
         assertEquals(in.lines().count(), out.lines().count());
         assertFalse(out.contains("{"));
         assertTrue(out.contains("a") && out.contains("b") && out.contains("d"));

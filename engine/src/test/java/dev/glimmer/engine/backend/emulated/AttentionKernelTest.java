@@ -19,7 +19,7 @@ import java.util.Random;
 import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 
-/** The MLA attention kernels against the float reference of GLM47FLASH.md §5. */
+/** The MLA attention kernels against the float reference of docs/MODEL.md §4. */
 class AttentionKernelTest {
 
     private static final float EPS = 1e-5f;

@@ -10,21 +10,20 @@ import dev.glimmer.engine.model.GlmConfig;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
-import dev.glimmer.engine.synth.ModelSynthesizer;
-import dev.glimmer.engine.synth.SynthModel;
-import dev.glimmer.engine.synth.SynthPreset;
-import dev.glimmer.engine.synth.SynthWeightType;
+import dev.glimmer.engine.model.VariantModels;
 import dev.glimmer.kernels.emulator.FiberOrder;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.Consumer;
 
+import static dev.glimmer.engine.model.VariantModels.OTHER;
+import static dev.glimmer.engine.model.VariantModels.P;
+import static dev.glimmer.engine.model.VariantModels.TOKENS;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -35,12 +34,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * weights, two dense blocks, two shared experts, an MTP block that is not run.
  */
 class EmulatedVariantsTest {
-    /** Hidden 64, 4 layers of which 2 dense, 2 heads, 6 experts with 3 used and 2 shared. */
-    private static final SynthPreset OTHER = new SynthPreset("other", 4, 2, 64, 96, 32, 2, 48, 32, 16, 8, 24, 6, 3, 2,
-            512, 512, 400, 100, false);
-    private static final int[] TOKENS = {402, 404, 407, 5, 77, 300, 123, 45, 256, 399, 408, 1, 90, 91};
-    private static final String P = "deepseek2.";
-
     @TempDir
     Path dir;
 
@@ -117,14 +110,6 @@ class EmulatedVariantsTest {
 
     private GlmModel write(String name, Consumer<Map<String, GgufValue>> metadata, Consumer<List<TensorSpec>> tensors)
             throws Exception {
-        SynthModel base = SynthModel.of(OTHER, SynthWeightType.F32, 7);
-        Map<String, GgufValue> m = new LinkedHashMap<>(base.metadata());
-        metadata.accept(m);
-        List<TensorSpec> t = new ArrayList<>(base.tensors());
-        tensors.accept(t);
-        Path file = dir.resolve(name + ".gguf");
-        ModelSynthesizer.write(new SynthModel(OTHER, SynthWeightType.F32, 7, m, t), file, (written, total) -> {
-        });
-        return GlmModel.open(file);
+        return VariantModels.write(dir, name, metadata, tensors);
     }
 }

@@ -17,7 +17,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-/** The MoE kernels (router, gate+up, down) against the float reference of GLM47FLASH.md §5. */
+/** The MoE kernels (router, gate+up, down) against the float reference of docs/MODEL.md §4. */
 class MoeKernelTest {
 
     private static final float EPS = 1e-5f;

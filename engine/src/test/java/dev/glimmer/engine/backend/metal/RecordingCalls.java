@@ -94,6 +94,7 @@ final class RecordingCalls implements MetalCalls {
         return record(MemorySegment.ofAddress(ENCODER), "computeCommandEncoder", commandBuffer.address());
     }
 
+    // The direct encoder's calls record as the indirect command's above do: one line per interface method.
     @Override
     public void encoderSetComputePipelineState(MemorySegment encoder, MemorySegment pipeline) {
         record(null, "encoderSetComputePipelineState", encoder.address(), pipeline.address());

@@ -135,6 +135,7 @@ class StepEncoderTest {
         }
     }
 
+    // Each test records one step in one mode and reads the calls it expects; the set-up lines are shared in form.
     @Test
     void aStepDeclaresEveryBufferResidentAndExecutesTheWholeRange() {
         RecordingCalls rec = new RecordingCalls();
