@@ -103,6 +103,15 @@ public final class Geometry {
     /** Buffer bindings an indirect compute command can set. */
     public static final int MAX_BUFFER_BINDINGS = 31;
 
+    static {
+        // mm_tile (tiles.metal) gives each thread of a tile's threadgroup one weight chunk and 8 activations per step
+        int threads = MM_SIMDGROUPS * SIMD_WIDTH;
+        if (MM_ROWS * (MM_DEPTH / CHUNK) != threads || MM_TOKENS * (MM_DEPTH / 8) != threads) {
+            throw new AssertionError("a prompt tile of " + MM_ROWS + " rows x " + MM_TOKENS + " tokens x " + MM_DEPTH
+                    + " values does not give each of its " + threads + " threads one chunk and 8 activations per step");
+        }
+    }
+
     private Geometry() {
     }
 
