@@ -15,15 +15,30 @@ public final class Geometry {
     /** Rows of a weight matrix that one SIMD-group of a mat-vec computes together (activations are loaded once for them). */
     public static final int MV_ROWS_PER_SIMDGROUP = 4;
     /**
-     * Tokens whose activations the prompt kernels (mat_mat and the grouped experts) multiply with each
-     * dequantized weight chunk: with {@link #MV_ROWS_PER_SIMDGROUP} rows, one sum per lane of a SIMD-group.
+     * Tokens of a tile of the prompt kernels (mat_mat and the grouped experts, tiles.metal): each weight
+     * value is dequantized once for all of them. An expert's block of its token list is one tile, so the
+     * experts (about 16 tokens each in a batch of {@link #PROMPT_TOKENS} with 4 of 64 experts routed) fill
+     * theirs about half.
      */
-    public static final int MM_TOKENS = SIMD_WIDTH / MV_ROWS_PER_SIMDGROUP;
+    public static final int MM_TOKENS = 32;
     /**
-     * SIMD-groups per threadgroup of the prompt kernels: they hold many registers (a dequantized chunk of each
-     * row and a sum per row and token), so smaller threadgroups let more of them share an SM.
+     * Tokens per weight chunk of mat_mat_f32, which multiplies F32 weights (the router) in float rather than on
+     * the matrix units: with {@link #MV_ROWS_PER_SIMDGROUP} rows per SIMD-group, one sum per lane.
      */
-    public static final int MM_SIMDGROUPS = 4;
+    public static final int MM_F32_TOKENS = SIMD_WIDTH / MV_ROWS_PER_SIMDGROUP;
+    /** Weight rows of a tile of the prompt kernels: one chunk of a row per thread and step. */
+    public static final int MM_ROWS = 64;
+    /** Values of a row that a tile multiplies per step (a Q4_0 block; two chunks). */
+    public static final int MM_DEPTH = 32;
+    /** SIMD-groups per threadgroup of the prompt kernels: each multiplies 16 of the tile's rows with all its tokens. */
+    public static final int MM_SIMDGROUPS = MM_ROWS / 16;
+    /**
+     * Halves between two rows of a step's staged weights and activations: MM_DEPTH and 8 of padding, so that
+     * the 8 rows a tile operation reads at once lie in different memory banks.
+     */
+    public static final int MM_HALF_STRIDE = MM_DEPTH + 8;
+    /** Floats between two tokens of a tile's sums in threadgroup memory (padded as {@link #MM_HALF_STRIDE}). */
+    public static final int MM_FLOAT_STRIDE = MM_ROWS + 4;
     /** SIMD-groups per threadgroup of the mat-vec kernels. */
     public static final int MV_SIMDGROUPS = 8;
     /**
@@ -69,10 +84,10 @@ public final class Geometry {
     public static final int PROMPT_ATTENTION_SPLITS = 8;
     /**
      * Tokens of a prompt batch: the token count of the prompt command list, whose kernels dequantize each
-     * weight chunk once for {@link #MM_TOKENS} of them; longer prompts run in several batches. The more
-     * tokens, the fuller each expert's blocks of MM_TOKENS: measured on an H200 (full-size GLM-4.7-Flash
-     * Q4_0), 256 processes prompts 8.6% faster than 128 (pp512 1,220 against 1,123 tok/s), for 0.11 GB more
-     * device memory per sequence (the batch's activations, 0.25 GB in all).
+     * weight value once for a tile of {@link #MM_TOKENS} of them; longer prompts run in several batches. The
+     * more tokens, the fuller each expert's tiles: measured on an H200 (full-size GLM-4.7-Flash Q4_0, with the
+     * earlier tiles of 8 tokens and no matrix units), 256 processes prompts 8.6% faster than 128 (pp512 1,220
+     * against 1,123 tok/s), for 0.11 GB more device memory per sequence (the batch's activations, 0.25 GB in all).
      */
     public static final int PROMPT_TOKENS = 256;
     /**
@@ -96,6 +111,15 @@ public final class Geometry {
     /** Buffer bindings an indirect compute command can set. */
     public static final int MAX_BUFFER_BINDINGS = 31;
 
+    static {
+        // mm_tile (tiles.metal) gives each thread of a tile's threadgroup one weight chunk and 8 activations per step
+        int threads = MM_SIMDGROUPS * SIMD_WIDTH;
+        if (MM_ROWS * (MM_DEPTH / CHUNK) != threads || MM_TOKENS * (MM_DEPTH / 8) != threads) {
+            throw new AssertionError("a prompt tile of " + MM_ROWS + " rows x " + MM_TOKENS + " tokens x " + MM_DEPTH
+                    + " values does not give each of its " + threads + " threads one chunk and 8 activations per step");
+        }
+    }
+
     private Geometry() {
     }
 
@@ -112,6 +136,14 @@ public final class Geometry {
         return MV_ROWS_PER_SIMDGROUP * MV_SIMDGROUPS / split;
     }
 
+    /**
+     * Threadgroup memory (floats) of a prompt kernel's tile: a step's staged weights and activations (two
+     * halves each) as halves, later the tile's sums as floats in the same place.
+     */
+    public static int mmMemoryFloats() {
+        return Math.max((MM_ROWS + 2 * MM_TOKENS) * MM_HALF_STRIDE / 2, MM_TOKENS * MM_FLOAT_STRIDE);
+    }
+
     /** The constants as the kernels see them: {@code GLIMMER_<NAME>} macros. */
     public static Map<String, Integer> defines() {
         Map<String, Integer> d = new LinkedHashMap<>();
@@ -123,6 +155,11 @@ public final class Geometry {
         d.put("GLIMMER_CHUNK", CHUNK);
         d.put("GLIMMER_MM_TOKENS", MM_TOKENS);
         d.put("GLIMMER_MM_SIMDGROUPS", MM_SIMDGROUPS);
+        d.put("GLIMMER_MM_F32_TOKENS", MM_F32_TOKENS);
+        d.put("GLIMMER_MM_ROWS", MM_ROWS);
+        d.put("GLIMMER_MM_DEPTH", MM_DEPTH);
+        d.put("GLIMMER_MM_HALF_STRIDE", MM_HALF_STRIDE);
+        d.put("GLIMMER_MM_FLOAT_STRIDE", MM_FLOAT_STRIDE);
         d.put("GLIMMER_ATTENTION_MIN_ROWS", ATTENTION_MIN_ROWS);
         return d;
     }

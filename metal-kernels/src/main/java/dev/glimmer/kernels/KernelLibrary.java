@@ -17,7 +17,8 @@ import java.util.Map;
 public final class KernelLibrary {
 
     /** The kernel files, helpers first. */
-    public static final List<String> FILES = List.of("common.metal", "matvec.metal", "moe.metal", "attention.metal", "token.metal", "prompt.metal");
+    public static final List<String> FILES = List.of("common.metal", "matvec.metal", "moe.metal", "attention.metal", "token.metal", "tiles.metal",
+            "prompt.metal");
 
     private static final String ROOT = "/dev/glimmer/kernels/";
 

@@ -1,13 +1,11 @@
 // The kernels of the prompt command list, which runs a batch of consecutive tokens at once. The
-// weight-heavy steps are mat_mat: it dequantizes each chunk of a weight row once into registers and
-// multiplies it with the activations of GLIMMER_MM_TOKENS tokens, where a mat-vec would read and
-// convert the weights again for every token. The MoE experts run grouped by expert: moe_route lists
+// weight-heavy steps are mat_mat: it multiplies tiles of MM_ROWS weight rows, dequantized once, with the
+// activations of MM_TOKENS tokens on the matrix units (mm_tile, tiles.metal), where a mat-vec would read
+// and convert the weights again for every token. The MoE experts run grouped by expert: moe_route lists
 // the tokens routed to each expert, so that an expert's rows are dequantized once for all of them. The
 // rest are small per-token kernels: the norms, RoPE and the cache row, the merge of the attention
 // splits, and the weighted sum of the experts. The attention itself is mla_attention with a token
 // dimension (attention.metal).
-
-#define MT GLIMMER_MM_TOKENS
 
 // ---- where the tokens of a block find their activations ----
 
@@ -34,85 +32,14 @@ struct ListedRows {
     }
 };
 
-// Tokens first .. first + MT - 1 of the batch that hold a row: a prefix of them, since only the end of a
+// Tokens first .. first + count - 1 of the batch that hold a row: a prefix of them, since only the end of a
 // batch is unused (kv_len 0).
-static inline uint batch_tokens(constant StepArgs * steps, uint first, uint tokens) {
+static inline uint batch_tokens(constant StepArgs * steps, uint first, uint count, uint tokens) {
     uint n = 0;
-    for (uint j = 0; j < MT; j++) {
+    for (uint j = 0; j < count; j++) {
         if (first + j < tokens && steps[first + j].kv_len != 0) n = j + 1;
     }
     return n;
-}
-
-// ---- the multi-token core ----
-
-// sums[r * MT + j] = row (first + r) of w . (the activations of token j of the block), for r < NR and the
-// first n tokens (the others give 0); rows at or past `rows` give 0. One SIMD-group: lane l takes the
-// chunks l, l + 32, ...; each weight chunk is dequantized once for all n tokens. Every lane gets every sum.
-template <typename T, typename S>
-static inline void mm_rows_of(device const uchar * w, uint stride, uint first, uint rows, uint cols, S src, uint n,
-                              ushort tiisg, thread float * sums) {
-    // Every loop over the register arrays is unrolled (compile-time bounds, the real extents masked inside):
-    // an index the compiler cannot resolve would move acc to local memory.
-    float acc[NR * MT];
-    #pragma unroll
-    for (uint i = 0; i < NR * MT; i++) acc[i] = 0.0f;
-    uint chunks = cols / CH;
-    for (uint c = tiisg; c < chunks; c += SIMD_WIDTH) {
-        float wv[NR][CH];
-        #pragma unroll
-        for (uint r = 0; r < NR; r++) {
-            if (first + r < rows) {
-                T::dequant(w + (first + r) * stride, c, wv[r]);
-            } else {
-                #pragma unroll
-                for (uint i = 0; i < CH; i++) wv[r][i] = 0.0f;
-            }
-        }
-        #pragma unroll
-        for (uint j = 0; j < MT; j++) {
-            if (j < n) {
-                XDevice xd = {src.row(j)};
-                float v[CH];
-                T::gather(xd, c, v);
-                #pragma unroll
-                for (uint r = 0; r < NR; r++) {
-                    float d = 0.0f;
-                    #pragma unroll
-                    for (uint i = 0; i < CH; i++) d += wv[r][i] * v[i];
-                    acc[r * MT + j] += d;
-                }
-            }
-        }
-    }
-    #pragma unroll
-    for (uint i = 0; i < NR * MT; i++) sums[i] = simd_sum(acc[i]);
-}
-
-template <typename S>
-static inline void mm_rows(uint type, device const char * w, uint first, uint rows, uint cols, S src, uint n,
-                           ushort tiisg, thread float * sums) {
-    device const uchar * wb = (device const uchar *) w;
-    uint stride = row_bytes(type, cols);
-    switch (type) {
-        case TYPE_F32: mm_rows_of<F32>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
-        case TYPE_F16: mm_rows_of<F16>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
-        case TYPE_Q4_0: mm_rows_of<Q4_0>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
-        case TYPE_Q5_0: mm_rows_of<Q5_0>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
-        case TYPE_Q8_0: mm_rows_of<Q8_0>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
-        case TYPE_Q4_K: mm_rows_of<Q4_K>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
-        case TYPE_Q5_K: mm_rows_of<Q5_K>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
-        default: mm_rows_of<Q6_K>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
-    }
-}
-
-// The sum lane tiisg owns: NR * MT is SIMD_WIDTH, lane i holds row i / MT of token i % MT. (A loop of
-// selects rather than sums[tiisg]: an index known only at run time would move the array to local memory.)
-static inline float mm_pick(thread const float * sums, ushort tiisg) {
-    float v = 0.0f;
-    #pragma unroll
-    for (uint i = 0; i < NR * MT; i++) v = tiisg == i ? sums[i] : v;
-    return v;
 }
 
 // ---- dense weights ----
@@ -130,30 +57,115 @@ struct MatMatArgs {
     uint add;        // 1: y += W x (y is the residual stream)
 };
 
-// y[t] = W x[t] (+ y[t]) for the tokens of the batch that hold a row. Grid: (ceil(tokens / MT),
-// ceil(rows / (MM_SIMDGROUPS * NR)), matrices) threadgroups of GLIMMER_MM_SIMDGROUPS SIMD-groups; SIMD-group s
-// of threadgroup (b, g, z) computes rows (g * MM_SIMDGROUPS + s) * NR .. + NR of matrix z for tokens b * MT ..
+// y[t] = W x[t] (+ y[t]) for the tokens of the batch that hold a row. Grid: (ceil(tokens / MM_TOKENS),
+// ceil(rows / MM_ROWS), matrices) threadgroups of GLIMMER_MM_SIMDGROUPS SIMD-groups; threadgroup (b, g, z)
+// computes rows g * MM_ROWS .. + MM_ROWS of matrix z for tokens b * MM_TOKENS .. (mm_tile). tiles:
+// Geometry.mmMemoryFloats() floats.
 kernel void mat_mat(constant MatMatArgs & a [[buffer(0)]],
                     device const char * w [[buffer(1)]],
                     device const float * x [[buffer(2)]],
                     device float * y [[buffer(3)]],
                     constant StepArgs * steps [[buffer(4)]],
+                    threadgroup float * tiles TG_MEM(0),
                     uint3 tgpig [[threadgroup_position_in_grid]],
+                    ushort tiitg [[thread_index_in_threadgroup]],
                     ushort tiisg [[thread_index_in_simdgroup]],
                     ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    uint first_token = tgpig.x * MT;
-    uint n = batch_tokens(steps, first_token, a.tokens);
+    uint first_token = tgpig.x * MM_TOKENS;
+    uint n = batch_tokens(steps, first_token, MM_TOKENS, a.tokens);
+    if (n == 0) return;
+    w += tgpig.z * a.w_step;
+    x += tgpig.z * a.x_step;
+    y += tgpig.z * a.y_step;
+    uint first = tgpig.y * MM_ROWS;
+    ConsecutiveRows src = {x, a.x_stride, first_token};
+    mm_tile(weight_rows(a.type, w, a.cols, first, a.rows), weight_rows(a.type, w, a.cols, first + MM_ROWS / 2, a.rows),
+            src, n, a.cols, tiles, tiitg, tiisg, sgitg);
+    uint r = first + tiitg % MM_ROWS;
+    if (r >= a.rows) return;
+    for (uint j = tiitg / MM_ROWS; j < n; j += GLIMMER_MM_SIMDGROUPS * SIMD_WIDTH / MM_ROWS) {
+        float v = tiles[j * MM_FLOAT_STRIDE + tiitg % MM_ROWS];
+        device float * out = y + (first_token + j) * a.y_stride + r;
+        *out = a.add != 0 ? *out + v : v;
+    }
+}
+
+// ---- float weights, exactly ----
+// The matrix units take halves; F32 weights (the router: its logits pick the experts, and a rounded logit
+// could pick others than the CPU does) are multiplied in float instead, F32_TOKENS tokens per weight chunk.
+
+#define F32_TOKENS GLIMMER_MM_F32_TOKENS
+
+// sums[r * F32_TOKENS + j] = row (first + r) of w . (the activations of token j of the block), for r < NR and
+// the first n tokens (the others give 0); rows at or past `rows` give 0. One SIMD-group: lane l takes the
+// chunks l, l + 32, ... Every lane gets every sum.
+static inline void mm_f32_rows(device const uchar * w, uint stride, uint first, uint rows, uint cols,
+                               ConsecutiveRows src, uint n, ushort tiisg, thread float * sums) {
+    // Every loop over the register arrays is unrolled (compile-time bounds, the real extents masked inside):
+    // an index the compiler cannot resolve would move acc to local memory.
+    float acc[NR * F32_TOKENS];
+    #pragma unroll
+    for (uint i = 0; i < NR * F32_TOKENS; i++) acc[i] = 0.0f;
+    uint chunks = cols / CH;
+    for (uint c = tiisg; c < chunks; c += SIMD_WIDTH) {
+        float wv[NR][CH];
+        #pragma unroll
+        for (uint r = 0; r < NR; r++) {
+            if (first + r < rows) {
+                F32::dequant(w + (first + r) * stride, c, wv[r]);
+            } else {
+                #pragma unroll
+                for (uint i = 0; i < CH; i++) wv[r][i] = 0.0f;
+            }
+        }
+        #pragma unroll
+        for (uint j = 0; j < F32_TOKENS; j++) {
+            if (j < n) {
+                XDevice xd = {src.row(j)};
+                float v[CH];
+                F32::gather(xd, c, v);
+                #pragma unroll
+                for (uint r = 0; r < NR; r++) {
+                    float d = 0.0f;
+                    #pragma unroll
+                    for (uint i = 0; i < CH; i++) d += wv[r][i] * v[i];
+                    acc[r * F32_TOKENS + j] += d;
+                }
+            }
+        }
+    }
+    #pragma unroll
+    for (uint i = 0; i < NR * F32_TOKENS; i++) sums[i] = simd_sum(acc[i]);
+}
+
+// mat_mat for F32 weights. Grid: (ceil(tokens / F32_TOKENS), ceil(rows / (MM_SIMDGROUPS * NR)), matrices)
+// threadgroups of GLIMMER_MM_SIMDGROUPS SIMD-groups; SIMD-group s of threadgroup (b, g, z) computes rows
+// (g * MM_SIMDGROUPS + s) * NR .. + NR of matrix z for tokens b * F32_TOKENS ..; lane i writes row i / F32_TOKENS
+// of token i % F32_TOKENS (NR * F32_TOKENS is SIMD_WIDTH).
+kernel void mat_mat_f32(constant MatMatArgs & a [[buffer(0)]],
+                        device const char * w [[buffer(1)]],
+                        device const float * x [[buffer(2)]],
+                        device float * y [[buffer(3)]],
+                        constant StepArgs * steps [[buffer(4)]],
+                        uint3 tgpig [[threadgroup_position_in_grid]],
+                        ushort tiisg [[thread_index_in_simdgroup]],
+                        ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    uint first_token = tgpig.x * F32_TOKENS;
+    uint n = batch_tokens(steps, first_token, F32_TOKENS, a.tokens);
     if (n == 0) return;
     w += tgpig.z * a.w_step;
     x += tgpig.z * a.x_step;
     y += tgpig.z * a.y_step;
     uint first = (tgpig.y * GLIMMER_MM_SIMDGROUPS + sgitg) * NR;
     ConsecutiveRows src = {x, a.x_stride, first_token};
-    float sums[NR * MT];
-    mm_rows(a.type, w, first, a.rows, a.cols, src, n, tiisg, sums);
-    uint r = first + tiisg / MT;
-    uint j = tiisg % MT;
-    float v = mm_pick(sums, tiisg);
+    float sums[NR * F32_TOKENS];
+    mm_f32_rows((device const uchar *) w, row_bytes(TYPE_F32, a.cols), first, a.rows, a.cols, src, n, tiisg, sums);
+    // the sum lane tiisg owns, by a loop of selects: an index known only at run time would move sums to local memory
+    float v = 0.0f;
+    #pragma unroll
+    for (uint i = 0; i < NR * F32_TOKENS; i++) v = tiisg == i ? sums[i] : v;
+    uint r = first + tiisg / F32_TOKENS;
+    uint j = tiisg % F32_TOKENS;
     if (r < a.rows && j < n) {
         device float * out = y + (first_token + j) * a.y_stride + r;
         *out = a.add != 0 ? *out + v : v;
@@ -189,16 +201,16 @@ kernel void rms_norm_rows(constant NormArgs & a [[buffer(0)]],
 
 // ---- the experts, grouped by expert ----
 
-// Routed blocks of a batch: each expert's list in blocks of MT entries, at most this many in all.
+// Routed blocks of a batch: each expert's list in blocks of MM_TOKENS entries, at most this many in all.
 static inline uint routed_blocks(uint tokens, uint routed, uint experts) {
-    return routed > 0 ? (tokens * routed + MT - 1) / MT + experts : 0;
+    return routed > 0 ? (tokens * routed + MM_TOKENS - 1) / MM_TOKENS + experts : 0;
 }
 
 // Grid: 1 threadgroup of GLIMMER_HEAD_SIMDGROUPS SIMD-groups. The expert selection of every token of the batch
 // from its router logits (select_experts; SIMD-group s takes tokens s, s + SIMD-groups, ...) into ids and
 // weights; then for each expert e the list of the (token, slot) entries routed to it, as token * routed + slot
 // in token order, at routes[e * tokens ..], and its length in counts[e]; then the table of the lists' blocks of
-// MT entries, expert << 16 | first entry, in blocks[0 .. routed_blocks), the unused end 0xFFFFFFFF (so that the
+// MM_TOKENS entries, expert << 16 | first entry, in blocks[0 .. routed_blocks), the unused end 0xFFFFFFFF (so that the
 // expert kernels' grids need not depend on the routing). scratch: tokens * routed + experts floats.
 [[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
 kernel void moe_route(constant GateUpArgs & a [[buffer(0)]],
@@ -241,7 +253,7 @@ kernel void moe_route(constant GateUpArgs & a [[buffer(0)]],
     if (tiitg == 0) {
         uint b = 0;
         for (uint e = 0; e < a.experts; e++) {
-            for (uint first = 0; first < listed[e]; first += MT) blocks[b++] = e << 16 | first;
+            for (uint first = 0; first < listed[e]; first += MM_TOKENS) blocks[b++] = e << 16 | first;
         }
         for (; b < routed_blocks(a.tokens, a.routed, a.experts); b++) blocks[b] = 0xFFFFFFFFu;
     }
@@ -264,22 +276,22 @@ static inline ExpertBlock expert_block(device const uint * blocks, device const 
     b.shared = x >= table;
     if (b.shared) {
         b.expert = experts;
-        b.first = (x - table) * MT;
-        b.n = batch_tokens(steps, b.first, tokens);
+        b.first = (x - table) * MM_TOKENS;
+        b.n = batch_tokens(steps, b.first, MM_TOKENS, tokens);
         return b;
     }
     uint entry = blocks[x];
     b.expert = entry >> 16;
     b.first = entry & 0xFFFF;
-    b.n = entry == 0xFFFFFFFFu ? 0 : min((uint) MT, counts[b.expert] - b.first);
+    b.n = entry == 0xFFFFFFFFu ? 0 : min((uint) MM_TOKENS, counts[b.expert] - b.first);
     return b;
 }
 
-// Grid: (routed_blocks + ceil(tokens / MT) (shared blocks, if there is a shared expert), ceil(max(rows, shared_rows) /
-// R)) threadgroups of GLIMMER_MM_SIMDGROUPS SIMD-groups, R = NR * MM_SIMDGROUPS / 2: threadgroup (b, g) takes the
-// entries of block b (expert_block); its first half of SIMD-groups computes R gate rows, the second half the same up rows, and
-// act[t][slot][row] = silu(gate) * up (the shared expert's slot is `routed`). x: the normalized input, a row per
-// token. scratch: MM_SIMDGROUPS * NR * MT floats.
+// Grid: (routed_blocks + ceil(tokens / MM_TOKENS) (shared blocks, if there is a shared expert), ceil(max(rows, shared_rows) /
+// (MM_ROWS / 2))) threadgroups of GLIMMER_MM_SIMDGROUPS SIMD-groups: threadgroup (b, g) takes the entries of block b
+// (expert_block) and rows g * MM_ROWS / 2 .. + MM_ROWS / 2 of gate and of up, one tile (mm_tile: gate the upper half,
+// up the lower), and writes act[t][slot][row] = silu(gate) * up (the shared expert's slot is `routed`). x: the
+// normalized input, a row per token. tiles: Geometry.mmMemoryFloats() floats.
 kernel void moe_experts_gate_up(constant GateUpArgs & a [[buffer(0)]],
                                 device const float * x [[buffer(1)]],
                                 device const char * gate_exps [[buffer(2)]],
@@ -291,48 +303,48 @@ kernel void moe_experts_gate_up(constant GateUpArgs & a [[buffer(0)]],
                                 device const uint * blocks [[buffer(8)]],
                                 device float * act [[buffer(9)]],
                                 constant StepArgs * steps [[buffer(10)]],
-                                threadgroup float * scratch TG_MEM(0),
+                                threadgroup float * tiles TG_MEM(0),
                                 uint3 tgpig [[threadgroup_position_in_grid]],
+                                ushort tiitg [[thread_index_in_threadgroup]],
                                 ushort tiisg [[thread_index_in_simdgroup]],
                                 ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    const uint half_groups = GLIMMER_MM_SIMDGROUPS / 2;
+    const uint half_rows = MM_ROWS / 2;
     ExpertBlock blk = expert_block(blocks, counts, steps, tgpig.x, a.tokens, a.routed, a.experts);
     uint z = blk.expert;
     bool shared = blk.shared;
     uint rows = shared ? a.shared_rows : a.rows;
     uint first_entry = blk.first;
     uint n = blk.n;
-    if (n == 0 || tgpig.y * half_groups * NR >= rows) return;
-    bool up_half = sgitg >= half_groups;
-    uint first = (tgpig.y * half_groups + sgitg % half_groups) * NR;
-    uint type = shared ? (up_half ? a.shared_up_type : a.shared_gate_type) : (up_half ? a.up_type : a.gate_type);
-    device const char * w = shared ? (up_half ? up_shared : gate_shared)
-                                   : (up_half ? up_exps : gate_exps) + z * a.rows * row_bytes(type, a.cols);
+    uint first = tgpig.y * half_rows;
+    if (n == 0 || first >= rows) return;
+    WeightRows gate = shared ? weight_rows(a.shared_gate_type, gate_shared, a.cols, first, rows)
+                             : weight_rows(a.gate_type, gate_exps + z * a.rows * row_bytes(a.gate_type, a.cols), a.cols,
+                                           first, rows);
+    WeightRows up = shared ? weight_rows(a.shared_up_type, up_shared, a.cols, first, rows)
+                           : weight_rows(a.up_type, up_exps + z * a.rows * row_bytes(a.up_type, a.cols), a.cols, first,
+                                         rows);
     device const uint * entries = routes + z * a.tokens + first_entry;
-    float sums[NR * MT];
     if (shared) {
         ConsecutiveRows src = {x, a.cols, first_entry};
-        mm_rows(type, w, first, rows, a.cols, src, n, tiisg, sums);
+        mm_tile(gate, up, src, n, a.cols, tiles, tiitg, tiisg, sgitg);
     } else {
         ListedRows src = {x, a.cols, 1, a.routed, entries};
-        mm_rows(type, w, first, rows, a.cols, src, n, tiisg, sums);
+        mm_tile(gate, up, src, n, a.cols, tiles, tiitg, tiisg, sgitg);
     }
-    scratch[sgitg * NR * MT + tiisg] = mm_pick(sums, tiisg);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    uint r = first + tiisg / MT;
-    uint j = tiisg % MT;
-    if (!up_half && r < rows && j < n) {
-        float g = scratch[sgitg * NR * MT + tiisg];
-        float u = scratch[(sgitg + half_groups) * NR * MT + tiisg];
+    uint i = tiitg % half_rows;
+    if (first + i >= rows) return;
+    for (uint j = tiitg / half_rows; j < n; j += GLIMMER_MM_SIMDGROUPS * SIMD_WIDTH / half_rows) {
+        float g = tiles[j * MM_FLOAT_STRIDE + i];
+        float u = tiles[j * MM_FLOAT_STRIDE + half_rows + i];
         uint token = shared ? first_entry + j : entries[j] / a.routed;
         uint slot = shared ? a.routed : entries[j] % a.routed;
-        act[(token * (a.routed + 1) + slot) * a.act_stride + r] = g / (1.0f + exp(-g)) * u;
+        act[(token * (a.routed + 1) + slot) * a.act_stride + first + i] = g / (1.0f + exp(-g)) * u;
     }
 }
 
-// Grid: (as moe_experts_gate_up, ceil(rows / (MM_SIMDGROUPS * NR))) threadgroups of GLIMMER_MM_SIMDGROUPS
-// SIMD-groups: y[t][slot][row] = down . act[t][slot] for the entries of block b (expert_block), as mat_mat
-// computes rows.
+// Grid: (as moe_experts_gate_up, ceil(rows / MM_ROWS)) threadgroups of GLIMMER_MM_SIMDGROUPS SIMD-groups:
+// y[t][slot][row] = down . act[t][slot] for the entries of block b (expert_block), one tile as mat_mat's. tiles:
+// Geometry.mmMemoryFloats() floats.
 kernel void moe_experts_down(constant DownArgs & a [[buffer(0)]],
                              device const char * down_exps [[buffer(1)]],
                              device const char * down_shared [[buffer(2)]],
@@ -342,7 +354,9 @@ kernel void moe_experts_down(constant DownArgs & a [[buffer(0)]],
                              device const uint * blocks [[buffer(6)]],
                              device float * y [[buffer(7)]],
                              constant StepArgs * steps [[buffer(8)]],
+                             threadgroup float * tiles TG_MEM(0),
                              uint3 tgpig [[threadgroup_position_in_grid]],
+                             ushort tiitg [[thread_index_in_threadgroup]],
                              ushort tiisg [[thread_index_in_simdgroup]],
                              ushort sgitg [[simdgroup_index_in_threadgroup]]) {
     ExpertBlock blk = expert_block(blocks, counts, steps, tgpig.x, a.tokens, a.routed, a.experts);
@@ -351,25 +365,27 @@ kernel void moe_experts_down(constant DownArgs & a [[buffer(0)]],
     uint first_entry = blk.first;
     uint n = blk.n;
     if (n == 0) return;
-    uint first = (tgpig.y * GLIMMER_MM_SIMDGROUPS + sgitg) * NR;
+    uint first = tgpig.y * MM_ROWS;
     uint slots = a.routed + 1;
     uint type = shared ? a.shared_type : a.type;
+    uint cols = shared ? a.shared_cols : a.cols;
+    device const char * w = shared ? down_shared : down_exps + z * a.rows * row_bytes(type, a.cols);
+    WeightRows upper = weight_rows(type, w, cols, first, a.rows);
+    WeightRows lower = weight_rows(type, w, cols, first + MM_ROWS / 2, a.rows);
     device const uint * entries = routes + z * a.tokens + first_entry;
-    float sums[NR * MT];
     if (shared) {
         ConsecutiveRows src = {act + a.routed * a.act_stride, slots * a.act_stride, first_entry};
-        mm_rows(type, down_shared, first, a.rows, a.shared_cols, src, n, tiisg, sums);
+        mm_tile(upper, lower, src, n, cols, tiles, tiitg, tiisg, sgitg);
     } else {
         ListedRows src = {act, a.act_stride, slots, a.routed, entries};
-        mm_rows(type, down_exps + z * a.rows * row_bytes(type, a.cols), first, a.rows, a.cols, src, n, tiisg, sums);
+        mm_tile(upper, lower, src, n, cols, tiles, tiitg, tiisg, sgitg);
     }
-    uint r = first + tiisg / MT;
-    uint j = tiisg % MT;
-    float v = mm_pick(sums, tiisg);
-    if (r < a.rows && j < n) {
+    uint r = first + tiitg % MM_ROWS;
+    if (r >= a.rows) return;
+    for (uint j = tiitg / MM_ROWS; j < n; j += GLIMMER_MM_SIMDGROUPS * SIMD_WIDTH / MM_ROWS) {
         uint token = shared ? first_entry + j : entries[j] / a.routed;
         uint slot = shared ? a.routed : entries[j] % a.routed;
-        y[(token * slots + slot) * a.rows + r] = v;
+        y[(token * slots + slot) * a.rows + r] = tiles[j * MM_FLOAT_STRIDE + tiitg % MM_ROWS];
     }
 }
 

@@ -127,6 +127,44 @@ class EmulatorMechanicsTest {
     }
 
     @Test
+    void simdgroupMatricesMultiplyExactlyInFloat() {
+        float[][] a = new float[8][8];
+        float[][] b = new float[8][8];
+        for (int r = 0; r < 8; r++) {
+            for (int c = 0; c < 8; c++) {
+                a[r][c] = (8 * r + c) / 4f;
+                b[r][c] = (c - r) / 2f;
+            }
+        }
+        for (FiberOrder order : ORDERS) {
+            float[] out = run("mech_matrix", 32, 1, new int[] {128 * 2}, order);
+            for (int r = 0; r < 8; r++) {
+                for (int c = 0; c < 8; c++) {
+                    float ab = 1f;
+                    float abt = 1f;
+                    for (int k = 0; k < 8; k++) {
+                        ab += a[r][k] * b[k][c];
+                        abt += a[r][k] * b[c][k];
+                    }
+                    String where = "(" + r + "," + c + ") in " + order;
+                    assertEquals(ab, out[8 * r + c], "A B + 1 at " + where);
+                    assertEquals(ab, out[64 + 8 * c + r], "A B + 1 stored transposed at " + where);
+                    assertEquals(abt, out[128 + 8 * r + c], "A B^T + 1 at " + where);
+                }
+            }
+        }
+    }
+
+    @Test
+    void aMatrixOperationOfPartOfASimdGroupIsReported() {
+        EmulatorException e = assertThrows(EmulatorException.class,
+                () -> run("mech_partial_matrix", 32, 1, new int[] {128}, FiberOrder.inOrder()));
+        String m = e.getMessage();
+        assertTrue(m.contains("threads 0-15 wait at simdgroup_load (mechanics.metal:"), m);
+        assertTrue(m.contains("threads 16-31 finished"), m);
+    }
+
+    @Test
     void emulatorKeepsWorkingAfterAFailure() {
         assertThrows(EmulatorException.class, () -> run("mech_diverged", 32, 1, new int[0], FiberOrder.inOrder()));
         float[] out = run("mech_barrier", 32, 1, new int[] {32 * 4}, FiberOrder.inOrder());

@@ -69,3 +69,39 @@ kernel void mech_diverged(device float * out [[buffer(1)]],
         out[tiisg] = simd_max(1.0f);
     }
 }
+
+// One SIMD-group multiplies 8 x 8 half matrices: A[r][c] = (8 r + c) / 4 and B[r][c] = (c - r) / 2, written to
+// threadgroup memory by the lanes. out[0 ..): A B + 1 row-major; out[64 ..): the same stored transposed;
+// out[128 ..): A B^T + 1, B loaded transposed.
+kernel void mech_matrix(device float * out [[buffer(1)]],
+                        threadgroup half * shared TG_MEM(0),
+                        ushort tiisg [[thread_index_in_simdgroup]]) {
+    for (uint i = tiisg; i < 64; i += 32) {
+        shared[i] = (half) ((float) i / 4.0f);
+        shared[64 + i] = (half) (((float) (i % 8) - (float) (i / 8)) / 2.0f);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    simdgroup_half8x8 a;
+    simdgroup_half8x8 b;
+    simdgroup_half8x8 bt;
+    simdgroup_load(a, shared, 8);
+    simdgroup_load(b, shared + 64, 8);
+    simdgroup_load(bt, shared + 64, 8, 0, true);
+    simdgroup_float8x8 d = make_filled_simdgroup_matrix<float, 8, 8>(1.0f);
+    simdgroup_float8x8 e = make_filled_simdgroup_matrix<float, 8, 8>(1.0f);
+    simdgroup_multiply_accumulate(d, a, b, d);
+    simdgroup_multiply_accumulate(e, a, bt, e);
+    simdgroup_store(d, out, 8);
+    simdgroup_store(d, out + 64, 8, 0, true);
+    simdgroup_store(e, out + 128, 8);
+}
+
+// Only the lower half of the SIMD-group loads a matrix.
+kernel void mech_partial_matrix(device float * out [[buffer(1)]],
+                                threadgroup half * shared TG_MEM(0),
+                                ushort tiisg [[thread_index_in_simdgroup]]) {
+    if (tiisg < 16) {
+        simdgroup_half8x8 a;
+        simdgroup_load(a, shared, 8);
+    }
+}

@@ -45,8 +45,10 @@ public final class DecodeCommandListBuilder {
     private static final int WIDE_THREADS = Geometry.WIDE_SIMDGROUPS * Geometry.SIMD_WIDTH;
     private static final int HEAD_THREADS = Geometry.HEAD_SIMDGROUPS * Geometry.SIMD_WIDTH;
     private static final int MM_THREADS = Geometry.MM_SIMDGROUPS * Geometry.SIMD_WIDTH;
-    /** Rows one threadgroup of mat_mat and moe_experts_down computes. */
-    private static final int MM_ROWS = Geometry.MM_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP;
+    /** ggml's type id of F32 tensors (TYPE_F32 of the kernels). */
+    private static final int GGML_F32 = 0;
+    /** Rows one threadgroup of mat_mat_f32 computes. */
+    private static final int MM_F32_ROWS = Geometry.MM_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP;
 
     private final DecodeModel model;
     private final ModelShape s;
@@ -312,8 +314,8 @@ public final class DecodeCommandListBuilder {
     }
 
     /**
-     * The layers of the prompt command list: the weight-heavy steps through mat_mat, which multiplies each
-     * dequantized weight chunk with several tokens' activations, and the experts grouped by expert (moe_route
+     * The layers of the prompt command list: the weight-heavy steps through mat_mat, which multiplies tiles of
+     * dequantized weights with several tokens' activations on the matrix units, and the experts grouped by expert (moe_route
      * lists each expert's tokens); the norms, RoPE with the cache rows, the attention merge and the weighted
      * sum of the experts as small per-token kernels. Per MoE layer: attn_norm, q_a, kv_a, q_a_norm, q_b, RoPE
      * + cache rows, k_b, attention, merge, v_b, attn_output + residual, ffn_norm, router, routing, gate+up,
@@ -422,8 +424,16 @@ public final class DecodeCommandListBuilder {
         a.put("x_step", xStep);
         a.put("y_step", yStep);
         a.put("add", add ? 1 : 0);
-        dispatch("mat_mat", layer, new Size3(groups(tokens, Geometry.MM_TOKENS), groups(rows, MM_ROWS), matrices),
-                MM_THREADS, new int[0], List.of(all(w)), args("MatMatArgs", a), weight(w), x, y, new Ref(stepBuffer, 0));
+        Ref step = new Ref(stepBuffer, 0);
+        if (type(w) == GGML_F32) {
+            // F32 weights (the router) in float: the matrix units' halves could make it pick other experts
+            dispatch("mat_mat_f32", layer, new Size3(groups(tokens, Geometry.MM_F32_TOKENS), groups(rows, MM_F32_ROWS),
+                    matrices), MM_THREADS, new int[0], List.of(all(w)), args("MatMatArgs", a), weight(w), x, y, step);
+        } else {
+            dispatch("mat_mat", layer, new Size3(groups(tokens, Geometry.MM_TOKENS), groups(rows, Geometry.MM_ROWS),
+                    matrices), MM_THREADS, memory(Geometry.mmMemoryFloats()), List.of(all(w)), args("MatMatArgs", a),
+                    weight(w), x, y, step);
+        }
     }
 
     /**
@@ -443,14 +453,14 @@ public final class DecodeCommandListBuilder {
             gateUpReads.addAll(List.of(all(t.gateShared()), all(t.upShared())));
             downReads.add(all(t.downShared()));
         }
-        // half the SIMD-groups compute gate rows, the other half the same up rows
-        dispatch("moe_experts_gate_up", l, Size3.of(blockColumns, groups(rows, MM_ROWS / 2)), MM_THREADS,
-                memory((long) MM_ROWS * Geometry.MM_TOKENS), gateUpReads,
+        // a tile holds gate rows in its upper half and the same up rows in its lower half
+        dispatch("moe_experts_gate_up", l, Size3.of(blockColumns, groups(rows, Geometry.MM_ROWS / 2)), MM_THREADS,
+                memory(Geometry.mmMemoryFloats()), gateUpReads,
                 args("GateUpArgs", gateUpArgs(routed, sharedWidth, t, null, actStride, 1)),
                 xn, weight(t.gate()), weight(t.up()), weight(t.gateShared()), weight(t.upShared()), routes, counts, blocks,
                 act, step);
-        dispatch("moe_experts_down", l, Size3.of(blockColumns, groups(s.embedding(), MM_ROWS)), MM_THREADS,
-                new int[0], downReads, args("DownArgs", downArgs(routed, t, sharedWidth, actStride, 1)),
+        dispatch("moe_experts_down", l, Size3.of(blockColumns, groups(s.embedding(), Geometry.MM_ROWS)), MM_THREADS,
+                memory(Geometry.mmMemoryFloats()), downReads, args("DownArgs", downArgs(routed, t, sharedWidth, actStride, 1)),
                 weight(t.down()), weight(t.downShared()), act, routes, counts, blocks, ffnOut, step);
         dispatch("moe_combine", l, Size3.of(tokens, groups(s.embedding(), WIDE_THREADS)), WIDE_THREADS, new int[0],
                 List.of(), args("CombineArgs", Map.of("rows", s.embedding(), "routed", routed,

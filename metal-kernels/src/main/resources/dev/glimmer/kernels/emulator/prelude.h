@@ -23,6 +23,7 @@ typedef _Float16 half;
 typedef unsigned int uint;
 typedef unsigned short ushort;
 typedef unsigned char uchar;
+typedef unsigned long ulong;
 
 #define GLIMMER_VEC(T, N) typedef T T##N __attribute__((ext_vector_type(N)));
 #define GLIMMER_VECS(T) GLIMMER_VEC(T, 2) GLIMMER_VEC(T, 3) GLIMMER_VEC(T, 4)
@@ -34,6 +35,7 @@ GLIMMER_VECS(short)
 GLIMMER_VECS(ushort)
 GLIMMER_VECS(char)
 GLIMMER_VECS(uchar)
+GLIMMER_VEC(ulong, 2)
 #undef GLIMMER_VECS
 #undef GLIMMER_VEC
 
@@ -146,6 +148,71 @@ template <typename T> static inline T run(int op, const char* what, const char* 
 #define simd_broadcast(x, lane) emu::run(emu::BROADCAST, "simd_broadcast", __FILE__, __LINE__, (x), (int) (lane))
 #define simdgroup_barrier(flags) ((void) emu::run(emu::SIMD_BARRIER, "simdgroup_barrier", __FILE__, __LINE__, 0, 0))
 #define threadgroup_barrier(flags) emu::barrier(__FILE__, __LINE__)
+
+// ---- SIMD-group matrices ----
+// Every lane holds the whole matrix and computes each operation itself, exactly in float (the product of
+// two halves is exact in float; sums in the order k = 0, 1, ...). Each operation is also a SIMD-group
+// collective, as on the GPU, where all lanes take part: a lane that diverges fails the dispatch.
+template <typename T, int Cols, int Rows> struct simdgroup_matrix {
+    T e[Rows][Cols];
+};
+typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
+typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
+
+namespace emu {
+
+template <typename T, int Cols, int Rows> static inline simdgroup_matrix<T, Cols, Rows> filled(T value) {
+    simdgroup_matrix<T, Cols, Rows> m;
+    for (int r = 0; r < Rows; r++) {
+        for (int c = 0; c < Cols; c++) m.e[r][c] = value;
+    }
+    return m;
+}
+
+// Element (r, c) of the matrix at src + origin (origin.x a column, origin.y a row); transposed: element (c, r).
+template <typename T, int Cols, int Rows>
+static inline void load(simdgroup_matrix<T, Cols, Rows>& d, const T* src, ulong elements_per_row = Cols,
+                        ulong2 origin = ulong2{0, 0}, bool transpose = false) {
+    src += origin.y * elements_per_row + origin.x;
+    for (int r = 0; r < Rows; r++) {
+        for (int c = 0; c < Cols; c++) d.e[r][c] = transpose ? src[c * elements_per_row + r] : src[r * elements_per_row + c];
+    }
+}
+
+template <typename T, int Cols, int Rows>
+static inline void store(const simdgroup_matrix<T, Cols, Rows>& a, T* dst, ulong elements_per_row = Cols,
+                         ulong2 origin = ulong2{0, 0}, bool transpose = false) {
+    dst += origin.y * elements_per_row + origin.x;
+    for (int r = 0; r < Rows; r++) {
+        for (int c = 0; c < Cols; c++) (transpose ? dst[c * elements_per_row + r] : dst[r * elements_per_row + c]) = a.e[r][c];
+    }
+}
+
+// d = a * b + c
+template <typename T, typename U, int Cols, int Rows, int K>
+static inline void multiply_accumulate(simdgroup_matrix<T, Cols, Rows>& d, const simdgroup_matrix<U, K, Rows>& a,
+                                       const simdgroup_matrix<U, Cols, K>& b, const simdgroup_matrix<T, Cols, Rows>& c) {
+    simdgroup_matrix<T, Cols, Rows> out;
+    for (int r = 0; r < Rows; r++) {
+        for (int j = 0; j < Cols; j++) {
+            float sum = (float) c.e[r][j];
+            for (int k = 0; k < K; k++) sum += (float) a.e[r][k] * (float) b.e[k][j];
+            out.e[r][j] = (T) sum;
+        }
+    }
+    d = out;
+}
+
+}  // namespace emu
+
+#define GLIMMER_MATRIX_OP(what) ((void) emu::run(emu::SIMD_BARRIER, what, __FILE__, __LINE__, 0, 0))
+template <typename T, int Cols, int Rows> static inline simdgroup_matrix<T, Cols, Rows> make_filled_simdgroup_matrix(T value) {
+    return emu::filled<T, Cols, Rows>(value);
+}
+// Lanes meet before a load (the matrix is read once all lanes have come) and after a store.
+#define simdgroup_load(...) (GLIMMER_MATRIX_OP("simdgroup_load"), emu::load(__VA_ARGS__))
+#define simdgroup_store(...) (emu::store(__VA_ARGS__), GLIMMER_MATRIX_OP("simdgroup_store"))
+#define simdgroup_multiply_accumulate(...) (GLIMMER_MATRIX_OP("simdgroup_multiply_accumulate"), emu::multiply_accumulate(__VA_ARGS__))
 
 // What a thunk passes to a kernel besides its buffers (the values of MSL's attribute builtins).
 struct GlimmerThreadIds {

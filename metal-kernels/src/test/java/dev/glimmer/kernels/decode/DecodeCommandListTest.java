@@ -174,11 +174,11 @@ class DecodeCommandListTest {
         assertEquals(tokens, prompt.tokens());
         assertEquals(1, decode.tokens());
         List<String> moeLayer = List.of("rms_norm_rows", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat", "mla_rope_cache",
-                "mat_mat", "mla_attention", "mla_merge_latent", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat", "moe_route",
+                "mat_mat", "mla_attention", "mla_merge_latent", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat_f32", "moe_route",
                 "moe_experts_gate_up", "moe_experts_down", "moe_combine");
         List<String> denseLayer = new ArrayList<>(moeLayer);
         denseLayer.remove(13);  // moe_route
-        denseLayer.remove(12);  // the router's mat_mat
+        denseLayer.remove(12);  // the router's mat_mat_f32 (F32 weights in float, not on the matrix units)
         List<String> expected = new ArrayList<>(List.of("embed_row"));
         expected.addAll(denseLayer);
         for (int l = 1; l < GLM.layers(); l++) {
@@ -195,6 +195,7 @@ class DecodeCommandListTest {
             }
             int perToken = switch (d.kernel()) {
                 case "mat_mat" -> blocks;
+                case "mat_mat_f32" -> (tokens + Geometry.MM_F32_TOKENS - 1) / Geometry.MM_F32_TOKENS;
                 // the blocks of the experts' token lists (at most one partly filled per expert), then the shared expert's
                 case "moe_experts_gate_up", "moe_experts_down" -> d.layer() == 0 ? blocks
                         : (tokens * GLM.expertsUsed() + Geometry.MM_TOKENS - 1) / Geometry.MM_TOKENS + GLM.experts() + blocks;
@@ -205,6 +206,9 @@ class DecodeCommandListTest {
             assertEquals(perToken, d.grid().x(), d.kernel() + " of layer " + d.layer());
             assertTrue(d.threadgroupMemory().length == 0 || d.threadgroupMemory()[0] <= Geometry.MAX_THREADGROUP_MEMORY,
                     d.kernel());
+            if (d.kernel().equals("mat_mat") || d.kernel().startsWith("moe_experts")) {
+                assertEquals(4 * Geometry.mmMemoryFloats(), d.threadgroupMemory()[0], d.kernel() + ": its tile");
+            }
         }
         // k_b and v_b: one matrix per head; the experts: one grid slot per expert and one for the shared expert
         Dispatch kb = prompt.dispatches().get(7);

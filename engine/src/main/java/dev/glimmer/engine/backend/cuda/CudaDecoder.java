@@ -454,9 +454,9 @@ public final class CudaDecoder implements AutoCloseable {
         }
     }
 
-    /** The kernel, and for mat_vec and mat_mat the weight it multiplies (the same kernel runs very different shapes). */
+    /** The kernel, and for mat_vec, mat_mat and mat_mat_f32 the weight it multiplies (the same kernel runs very different shapes). */
     private static String kind(Dispatch d) {
-        if (!(d.kernel().equals("mat_vec") || d.kernel().equals("mat_mat")) || d.weightReads().isEmpty()) {
+        if (!d.kernel().startsWith("mat_") || d.weightReads().isEmpty()) {
             return d.kernel();
         }
         return d.kernel() + " " + d.weightReads().getFirst().tensor().replaceFirst("^blk\\.\\d+\\.", "");

@@ -12,9 +12,12 @@ typedef unsigned char uchar;
 #define INFINITY __int_as_float(0x7f800000)
 #endif
 
-// IEEE half, stored as its bits: the kernels only read halves and convert them to float.
+// IEEE half, stored as its bits: the kernels read halves as float, and the prompt kernels' tiles
+// (tiles.metal) write floats rounded to the nearest half.
 struct glimmer_half {
     unsigned short bits;
+    glimmer_half() = default;
+    __device__ glimmer_half(float f) { asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(f)); }
     __device__ operator float() const {
         float f;
         asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
@@ -92,3 +95,54 @@ extern __shared__ float4 glimmer_threadgroup_memory[];
 
 // The kernels mark threadgroup-memory parameters TG_MEM(i); the wrapper supplies them.
 #define TG_MEM(index)
+
+// ---- matrix-unit tiles: tiles.metal's MmaA, MmaTile and mma_* on the tensor cores ----
+// mma.sync.aligned.m16n8k16 with half operands and float sums. Lane l holds, of each operand, the pairs of
+// elements in row l / 4 (and row l / 4 + 8) at column 2 (l % 4) (and column 2 (l % 4) + 8): a weight
+// tile's rows and depth, an activation tile's tokens and depth, a sum tile's rows and tokens. Pairs are
+// adjacent halves in threadgroup memory, read as one 32-bit word each.
+struct MmaA {
+    uint r[4];
+};
+
+struct MmaTile {
+    float c[4];
+};
+
+static __device__ __forceinline__ void mma_zero(MmaTile & t) {
+    t.c[0] = 0.0f;
+    t.c[1] = 0.0f;
+    t.c[2] = 0.0f;
+    t.c[3] = 0.0f;
+}
+
+static __device__ __forceinline__ uint mma_pair(const half * p) {
+    return *(const uint *) p;
+}
+
+static __device__ __forceinline__ void mma_load_a(MmaA & a, const half * src, uint stride, ushort lane) {
+    const half * p = src + (lane / 4) * stride + (lane % 4) * 2;
+    a.r[0] = mma_pair(p);
+    a.r[1] = mma_pair(p + 8 * stride);
+    a.r[2] = mma_pair(p + 8);
+    a.r[3] = mma_pair(p + 8 * stride + 8);
+}
+
+static __device__ __forceinline__ void mma_tile(MmaTile & c, MmaA & a, const half * b, uint stride, ushort lane) {
+    const half * p = b + (lane / 4) * stride + (lane % 4) * 2;
+    uint b0 = mma_pair(p);
+    uint b1 = mma_pair(p + 8);
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(c.c[0]), "+f"(c.c[1]), "+f"(c.c[2]), "+f"(c.c[3])
+                 : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b0), "r"(b1));
+}
+
+static __device__ __forceinline__ void mma_store_tokens(MmaTile & c, float * out, uint stride, ushort lane) {
+    uint row = lane / 4;
+    uint token = (lane % 4) * 2;
+    out[token * stride + row] = c.c[0];
+    out[(token + 1) * stride + row] = c.c[1];
+    out[token * stride + row + 8] = c.c[2];
+    out[(token + 1) * stride + row + 8] = c.c[3];
+}

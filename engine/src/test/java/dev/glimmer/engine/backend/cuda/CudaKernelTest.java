@@ -27,7 +27,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * Kernels on the GPU against the CPU reference (ggml's dequantization times float activations, in
  * double): mat_vec for every weight type the kernels read, at GLM-4.7-Flash shapes and batched,
  * with random weights quantized by the engine or real tensors of the oracle models; argmax with
- * ties. Every launch is repeated and must give identical bits.
+ * ties; the prompt kernels' mat_mat on the tensor cores (mma.sync) against weights rounded to half times
+ * activations as two halves, as the tensor cores take them. Every launch is repeated and must give identical bits.
  */
 class CudaKernelTest {
 
@@ -55,6 +56,33 @@ class CudaKernelTest {
             MemorySegment w = file.mapping().asSlice(file.fileOffset(t), t.type().rowBytes(cols) * rows);
             checkMatVec(t.type(), w, rows, cols, true, true, name.hashCode());
             checkMatVec(t.type(), w, rows, cols, false, false, name.hashCode() + 1);
+        }
+    }
+
+    /**
+     * A full prompt batch of GLM-4.7-Flash's q_a shape, and a small matrix that ends inside a tile (rows) with a
+     * partly used last tile of tokens, for the types of the full-size files.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"F32", "F16", "Q4_0", "Q8_0"})
+    void matMatOnTheTensorCores(String typeName) {
+        GgmlType type = GgmlType.valueOf(typeName);
+        checkMatMat(type, KernelTestSupport.randomWeights(type, 768, 2048, new Random(4)), 768, 2048,
+                Geometry.PROMPT_TOKENS, Geometry.PROMPT_TOKENS, false, 14);
+        checkMatMat(type, KernelTestSupport.randomWeights(type, 37, 512, new Random(5)), 37, 512,
+                2 * Geometry.MM_TOKENS, 2 * Geometry.MM_TOKENS - 3, true, 15);
+    }
+
+    /** The K-quants and Q5_0 as they are stored in a real file (small-q4_k_m), through mat_mat. */
+    @ParameterizedTest
+    @ValueSource(strings = {"blk.0.attn_k_b.weight", "blk.0.attn_output.weight", "blk.1.ffn_down_exps.weight"})
+    void matMatOfOracleTensors(String name) throws IOException {
+        try (GgufFile file = GgufFile.open(Oracle.model("small-q4_k_m"))) {
+            TensorInfo t = file.tensor(name);
+            int cols = (int) t.ne(0);
+            int rows = (int) Math.min(t.ne(1), 4096);
+            MemorySegment w = file.mapping().asSlice(file.fileOffset(t), t.type().rowBytes(cols) * rows);
+            checkMatMat(t.type(), w, rows, cols, Geometry.MM_TOKENS + 5, Geometry.MM_TOKENS + 5, true, name.hashCode());
         }
     }
 
@@ -148,6 +176,86 @@ class CudaKernelTest {
         for (long p : new long[] {args, weights, xs, nw, y}) {
             d.free(p);
         }
+    }
+
+    /**
+     * mat_mat over a batch of {@code tokens}, the first {@code active} holding a row (the others' outputs stay
+     * untouched). The tolerance is 10x the emulator's: the tensor cores sum in float, in their own order.
+     */
+    private static void checkMatMat(GgmlType type, MemorySegment w, int rows, int cols, int tokens, int active,
+                                    boolean add, long seed) {
+        CudaKernels k = CudaTestSupport.kernels();
+        CudaDriver d = k.device().driver();
+        Random random = new Random(seed);
+        float[] x = KernelTestSupport.randomVector(tokens * cols, random);
+        float[] y0 = KernelTestSupport.randomVector(tokens * rows, random);
+        float[][] halfRows = new float[rows][cols];
+        for (int r = 0; r < rows; r++) {
+            Dequantizer.dequantizeRow(type, w, type.rowBytes(cols) * r, halfRows[r], 0, cols);
+            halfRows[r] = KernelTestSupport.toHalves(halfRows[r]);
+        }
+        float[] halfX = KernelTestSupport.toHalfPairs(x);
+        double[] expected = new double[tokens * rows];
+        double[] magnitude = new double[tokens * rows];
+        for (int i = 0; i < expected.length; i++) {
+            expected[i] = y0[i];
+        }
+        for (int t = 0; t < active; t++) {
+            for (int r = 0; r < rows; r++) {
+                double s = 0;
+                double m = 0;
+                for (int c = 0; c < cols; c++) {
+                    double p = (double) halfRows[r][c] * halfX[t * cols + c];
+                    s += p;
+                    m += Math.abs(p);
+                }
+                int i = t * rows + r;
+                expected[i] = s + (add ? y0[i] : 0);
+                magnitude[i] = m + (add ? Math.abs(y0[i]) : 0);
+            }
+        }
+        Map<String, Number> a = Map.of("type", type.id, "cols", cols, "rows", rows, "tokens", tokens,
+                "x_stride", cols, "y_stride", rows, "w_step", 0, "x_step", 0, "y_step", 0, "add", add ? 1 : 0);
+        long args = CudaTestSupport.uploadBytes(d, k.library().struct("MatMatArgs").pack(a));
+        long stepArgs = CudaTestSupport.uploadBytes(d, stepBytes(k, tokens, active));
+        long weights = CudaTestSupport.upload(d, w);
+        long xs = CudaTestSupport.upload(d, x);
+        long y = d.alloc(4L * tokens * rows);
+        Size3 grid = Size3.of((tokens + Geometry.MM_TOKENS - 1) / Geometry.MM_TOKENS,
+                (rows + Geometry.MM_ROWS - 1) / Geometry.MM_ROWS);
+        float[] first = null;
+        for (int rep = 0; rep < 3; rep++) {
+            d.copyToDevice(y, nativeCopy(y0), 4L * tokens * rows);
+            k.launch("mat_mat", MemorySegment.NULL, grid, Size3.of(Geometry.MM_SIMDGROUPS * 32),
+                    new long[] {args, weights, xs, y, stepArgs}, new int[] {4 * Geometry.mmMemoryFloats()});
+            float[] got = CudaTestSupport.download(d, y, tokens * rows);
+            if (first == null) {
+                first = got;
+                for (int i = 0; i < got.length; i++) {
+                    double err = Math.abs(got[i] - expected[i]);
+                    double allowed = 10 * TOLERANCE * magnitude[i] + 1e-6;
+                    assertTrue(err <= allowed, "mat_mat " + type + " " + cols + "x" + rows + " token " + i / rows
+                            + " row " + i % rows + " is " + got[i] + ", expected " + expected[i] + " (error " + err
+                            + " > " + allowed + ")");
+                }
+            } else {
+                assertArrayEquals(first, got, "mat_mat " + type + ": a repeated launch gave other bits");
+            }
+        }
+        for (long p : new long[] {args, stepArgs, weights, xs, y}) {
+            d.free(p);
+        }
+    }
+
+    /** The StepArgs of a batch: the first {@code active} tokens at positions 0, 1, ..., the rest kv_len 0. */
+    private static byte[] stepBytes(CudaKernels k, int tokens, int active) {
+        var struct = k.library().struct("StepArgs");
+        byte[] out = new byte[struct.size() * tokens];
+        for (int t = 0; t < tokens; t++) {
+            byte[] b = struct.pack(Map.of("token", 0, "pos", t, "kv_len", t < active ? t + 1 : 0));
+            System.arraycopy(b, 0, out, t * struct.size(), b.length);
+        }
+        return out;
     }
 
     private static MemorySegment nativeCopy(float[] v) {

@@ -28,10 +28,11 @@ class EmulatedDecodeTest {
     private static final int GREEDY = 32;
     private static final double TOLERANCE = 1e-3;
     /**
-     * Tokens of a prompt batch here: the chat prompts span several, the last one partly used, and each batch
-     * has two blocks of the multi-token kernels, the second partly used.
+     * Tokens of a prompt batch here: the chat prompts (23 tokens before the last) span three batches, the last
+     * one partly used, and each batch fills part of one tile of {@link Geometry#MM_TOKENS} tokens (MatMatKernelTest
+     * and PromptExpertsKernelTest take batches of several tiles).
      */
-    private static final int BATCH = Geometry.MM_TOKENS + 3;
+    private static final int BATCH = 10;
 
     /** The greedy tokens of the run, after checking every step against the float reference. */
     private static int[] run(String name, FiberOrder order, boolean batchedPrompt) throws IOException {

@@ -4,6 +4,7 @@ import dev.glimmer.engine.tensor.Dequantizer;
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.engine.tensor.Q4_0;
 import dev.glimmer.engine.tensor.Q8_0;
+import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.Size3;
 import dev.glimmer.kernels.emulator.Emulator;
 import dev.glimmer.kernels.emulator.FiberOrder;
@@ -123,6 +124,34 @@ public final class KernelTestSupport {
             m += Math.abs((double) w[i] * x[i]);
         }
         return new Dot(s, m);
+    }
+
+    /** Weights as the prompt kernels' matrix units multiply them: rounded to half. */
+    public static float[] toHalves(float[] v) {
+        float[] out = new float[v.length];
+        for (int i = 0; i < v.length; i++) {
+            out[i] = half(v[i]);
+        }
+        return out;
+    }
+
+    /** Activations as the prompt kernels' matrix units multiply them: hi = half(x) plus lo = half(x - hi). */
+    public static float[] toHalfPairs(float[] v) {
+        float[] out = new float[v.length];
+        for (int i = 0; i < v.length; i++) {
+            float hi = half(v[i]);
+            out[i] = hi + half(v[i] - hi);
+        }
+        return out;
+    }
+
+    private static float half(float v) {
+        return Float.float16ToFloat(Float.floatToFloat16(v));
+    }
+
+    /** The threadgroup memory of a prompt kernel's tile (Geometry.mmMemoryFloats), in bytes. */
+    static int[] tileMemory() {
+        return new int[] {4 * Geometry.mmMemoryFloats()};
     }
 
     public static float[] rmsNorm(float[] x, float[] weight, float eps) {

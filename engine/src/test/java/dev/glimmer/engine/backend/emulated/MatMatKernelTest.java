@@ -3,6 +3,7 @@ package dev.glimmer.engine.backend.emulated;
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.Size3;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.FieldSource;
 
@@ -17,10 +18,12 @@ import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * The prompt command list's mat_mat against dequantized weights times float activations, for every weight
- * type: a batch of two blocks of {@link Geometry#MM_TOKENS} tokens whose last one is unused (kv_len 0: its
- * output must stay untouched), two stacked matrices (grid z, as k_b's heads) each reading its own part of
- * every token's row, with and without the residual add.
+ * The prompt command list's mat_mat against dequantized weights rounded to half times activations as two
+ * halves, as the matrix units take them (the emulator's products are exact and its sums float), for every weight type: a
+ * batch of two tiles of {@link Geometry#MM_TOKENS} tokens whose last one is unused (kv_len 0: its output
+ * must stay untouched), two stacked matrices (grid z, as k_b's heads) each reading its own part of every
+ * token's row, rows that end inside a tile, with and without the residual add. mat_mat_f32, which the
+ * router's F32 weights take, against the same products in float.
  */
 class MatMatKernelTest {
 
@@ -32,13 +35,28 @@ class MatMatKernelTest {
         for (boolean add : new boolean[] {false, true}) {
             check(type, 512, 37, add, type.ordinal() * 10L + (add ? 1 : 0));
         }
-        // a row that ends inside a lane's step (the K-quants' blocks are 256 values)
-        check(type, type.blockSize == 256 ? 768 : 160, 9, false, type.ordinal() * 10L + 2);
+        // rows that end inside a tile's step of MM_DEPTH values where the type allows (F32, F16), else other lengths
+        check(type, type.blockSize == 256 ? 768 : type.blockSize == 32 ? 160 : 144, 9, false, type.ordinal() * 10L + 2);
+    }
+
+    @Test
+    void f32WeightsMultiplyInFloat() {
+        for (boolean add : new boolean[] {false, true}) {
+            check("mat_mat_f32", GgmlType.F32, 512, 37, add, add ? 3 : 4);
+        }
+        check("mat_mat_f32", GgmlType.F32, 144, 9, false, 5);
     }
 
     private static void check(GgmlType type, int cols, int rows, boolean add, long seed) {
+        check("mat_mat", type, cols, rows, add, seed);
+    }
+
+    private static void check(String kernel, GgmlType type, int cols, int rows, boolean add, long seed) {
+        boolean tiles = kernel.equals("mat_mat");
+        int tokensPerGroup = tiles ? Geometry.MM_TOKENS : Geometry.MM_F32_TOKENS;
+        int rowsPerGroup = tiles ? Geometry.MM_ROWS : Geometry.MM_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP;
         Random random = new Random(seed);
-        int tokens = 2 * Geometry.MM_TOKENS;
+        int tokens = 2 * tokensPerGroup;
         int active = tokens - 1;
         int matrices = 2;
         MemorySegment w = randomWeights(type, rows * matrices, cols, random);
@@ -57,7 +75,8 @@ class MatMatKernelTest {
             for (int z = 0; z < matrices; z++) {
                 float[] in = Arrays.copyOfRange(x, t * xStride + z * cols, t * xStride + (z + 1) * cols);
                 for (int r = 0; r < rows; r++) {
-                    Dot d = dot(dequantizedRow(w, type, z * rows + r, cols), in);
+                    float[] row = dequantizedRow(w, type, z * rows + r, cols);
+                    Dot d = tiles ? dot(toHalves(row), toHalfPairs(in)) : dot(row, in);
                     int i = t * yStride + z * rows + r;
                     expected[i] = d.value() + (add ? y0[i] : 0);
                     magnitude[i] = d.magnitude() + (add ? Math.abs(y0[i]) : 0);
@@ -67,12 +86,12 @@ class MatMatKernelTest {
         Map<String, Number> a = Map.of("type", type.id, "cols", cols, "rows", rows, "tokens", tokens,
                 "x_stride", xStride, "y_stride", yStride, "w_step", type.rowBytes(cols) * rows, "x_step", cols,
                 "y_step", rows, "add", add ? 1 : 0);
-        int perGroup = Geometry.MM_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP;
-        float[] got = runInBothOrders("mat_mat", arena -> List.of(args(arena, "MatMatArgs", a), copy(arena, w),
-                        floats(arena, x), floats(arena, y0), steps(arena, tokens, active)), 3, new int[0],
-                new Size3(tokens / Geometry.MM_TOKENS, (rows + perGroup - 1) / perGroup, matrices),
+        float[] got = runInBothOrders(kernel, arena -> List.of(args(arena, "MatMatArgs", a), copy(arena, w),
+                        floats(arena, x), floats(arena, y0), steps(arena, tokens, active)), 3,
+                tiles ? tileMemory() : new int[0],
+                new Size3(tokens / tokensPerGroup, (rows + rowsPerGroup - 1) / rowsPerGroup, matrices),
                 Size3.of(Geometry.MM_SIMDGROUPS * 32));
-        assertClose(expected, magnitude, got, TOLERANCE, "mat_mat " + type + (add ? " + residual" : ""));
+        assertClose(expected, magnitude, got, TOLERANCE, kernel + " " + type + (add ? " + residual" : ""));
         for (int i = (tokens - 1) * yStride; i < tokens * yStride; i++) {
             assertTrue(got[i] == y0[i], "the unused token's row was written at " + i);
         }
