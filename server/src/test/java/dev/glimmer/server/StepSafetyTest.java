@@ -1,6 +1,7 @@
 package dev.glimmer.server;
 
 import dev.glimmer.engine.backend.BackendChoice;
+import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.EmulatedTokenDecoder;
 import dev.glimmer.engine.backend.TokenDecoder;
 import dev.glimmer.server.inference.BackendChooser;
@@ -103,7 +104,7 @@ class StepSafetyTest {
     }
 
     static BackendChooser watched(Events events, Runnable beforeStep) {
-        return (requested, model) -> new BackendChoice("emulated", "watched emulated decoders", Optional.empty(),
+        return (requested, model) -> new BackendChoice(BackendKind.EMULATED, "watched emulated decoders", Optional.empty(),
                 new BackendChoice.Decoders() {
                     @Override
                     public TokenDecoder open(int capacity) {
