@@ -43,7 +43,9 @@ final class ResponseParts {
             promptMillis += f.promptMillis();
             generationMillis += f.generationMillis();
         }
-        return new JobEvent.Finished(ends.getLast().reason(), prompt, cached, generated, promptMillis, generationMillis);
+        JobEvent.Finished last = ends.getLast();
+        return new JobEvent.Finished(last.reason(), prompt, cached, generated, promptMillis, generationMillis,
+                last.stopString());
     }
 
     static ObjectNode usage(JobEvent.Finished f) {
