@@ -43,9 +43,8 @@ final class ResponseParts {
             promptMillis += f.promptMillis();
             generationMillis += f.generationMillis();
         }
-        JobEvent.Finished last = ends.getLast();
-        return new JobEvent.Finished(last.reason(), prompt, cached, generated, promptMillis, generationMillis,
-                last.stopString());
+        return new JobEvent.Finished(ends.getLast().reason(), prompt, cached, generated, promptMillis, generationMillis,
+                ends.getLast().stopString());
     }
 
     static ObjectNode usage(JobEvent.Finished f) {
