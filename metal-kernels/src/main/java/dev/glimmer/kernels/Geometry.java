@@ -91,6 +91,11 @@ public final class Geometry {
      */
     public static final int PROMPT_TOKENS = 256;
     /**
+     * Most rows of a batch decode list (one token of each of that many sequences per step); a pool of more
+     * sequences steps them in turns of this many.
+     */
+    public static final int BATCH_MAX_ROWS = 64;
+    /**
      * Fewest cached rows per attention split: at short contexts only the first splits get rows and the
      * merge reads only their partials.
      */
@@ -134,6 +139,20 @@ public final class Geometry {
     /** Rows one mat-vec threadgroup computes with {@code split} SIMD-groups per row set. */
     public static int mvRowsPerThreadgroup(int split) {
         return MV_ROWS_PER_SIMDGROUP * MV_SIMDGROUPS / split;
+    }
+
+    /**
+     * The batch decode lists a pool of {@code slots} sequences builds: 2, 4, 8, ... rows up to the first power
+     * of two that holds every slot, at most {@link #BATCH_MAX_ROWS} (none for a pool of one). A step of n
+     * sequences runs the smallest that holds them: the unused rows' threadgroups return at once, and
+     * the weights are read once whatever the row count.
+     */
+    public static java.util.List<Integer> batchSizes(int slots) {
+        java.util.List<Integer> sizes = new java.util.ArrayList<>();
+        for (int rows = 2; rows < 2 * Math.min(slots, BATCH_MAX_ROWS) && rows <= BATCH_MAX_ROWS; rows *= 2) {
+            sizes.add(rows);
+        }
+        return sizes;
     }
 
     /**

@@ -141,7 +141,7 @@ kernel void mla_attention(constant AttentionArgs & a [[buffer(0)]],
         float kr[ATTENTION_BLOCK][MAX_DIMS_PER_LANE];
         #pragma unroll
         for (uint b = 0; b < ATTENTION_BLOCK; b++) {
-            device const float * k = cache + (u + b) * row;
+            device const float * k = cache + (step.kv_row + u + b) * row;
             #pragma unroll
             for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) {
                 uint d = tiisg + SIMD_WIDTH * j;
@@ -283,7 +283,7 @@ kernel void mla_rope_cache(constant RopeCacheArgs & a [[buffer(0)]],
         threadgroup_barrier(mem_flags::mem_threadgroup);
         rope_pairs(v + a.latent, a.rope, step.pos, a.rope_base, tiitg, threads);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        device float * out = cache + step.pos * row;
+        device float * out = cache + (step.kv_row + step.pos) * row;
         for (uint i = tiitg; i < row; i += threads) out[i] = v[i];
         return;
     }

@@ -6,14 +6,17 @@
 #define CH GLIMMER_CHUNK
 #define SIMD_WIDTH GLIMMER_SIMD_WIDTH
 
-// What changes per token; the host writes it before each step, one per token of a prompt batch (the
-// decode step is a batch of one). The kernels of a prompt batch (prompt.metal, and embed_row and
-// mla_attention, which the decode step shares) read token t's entry at tgpig.x; a batch shorter than the
-// prompt command list's token count ends in entries with kv_len 0, whose threadgroups return at once.
+// What changes per token; the host writes it before each step, one per token of a batch (the decode step
+// is a batch of one). The kernels of a batch (prompt.metal, and embed_row and mla_attention, which the
+// decode step shares) read token t's entry at tgpig.x; a batch shorter than its command list's token count
+// ends in entries with kv_len 0, whose threadgroups return at once. The tokens of a batch may belong to
+// different sequences (a decode step of several conversations): each sequence's cache is a range of rows of
+// the layer's KV buffer (the KV pool), starting at kv_row.
 struct StepArgs {
     uint token;    // input token id
     uint pos;      // its position
     uint kv_len;   // cached rows after this token's row is written (pos + 1); 0: no token here
+    uint kv_row;   // the KV buffer row of its sequence's position 0
 };
 
 // ggml type ids (GGUF tensor types) the kernels read; the ids and block sizes are

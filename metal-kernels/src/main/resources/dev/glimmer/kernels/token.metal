@@ -84,10 +84,11 @@ static inline uint threadgroup_argmax(float best, uint index, threadgroup float 
     return k;
 }
 
-// Stage 1 of the argmax over values[0..n): threadgroup g takes the g-th of `parts` equal slices and writes its
+// Stage 1 of the argmax over values[0..n) of each row (grid y; the decode step has one, a batch a row per
+// token, at n values, parts pairs and one result apart): threadgroup g takes the g-th of `parts` equal slices and writes its
 // largest value and that value's first index to best[g] and index[g] (NaN never wins: -INFINITY start, strict >).
 // One threadgroup over the whole vocabulary took 2% of a decode step. Grid: parts threadgroups of
-// GLIMMER_WIDE_SIMDGROUPS SIMD-groups; scratch: 2 * GLIMMER_WIDE_SIMDGROUPS floats.
+// GLIMMER_WIDE_SIMDGROUPS SIMD-groups per row; scratch: 2 * GLIMMER_WIDE_SIMDGROUPS floats.
 kernel void argmax_parts(constant ArgmaxArgs & a [[buffer(0)]],
                          device const float * values [[buffer(1)]],
                          device float * best [[buffer(2)]],
@@ -98,6 +99,9 @@ kernel void argmax_parts(constant ArgmaxArgs & a [[buffer(0)]],
                          ushort tiisg [[thread_index_in_simdgroup]],
                          ushort sgitg [[simdgroup_index_in_threadgroup]]) {
     const uint threads = GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH;
+    values += tgpig.y * a.n;
+    best += tgpig.y * a.parts;
+    index += tgpig.y * a.parts;
     uint slice = (a.n + a.parts - 1) / a.parts;
     uint end = min(a.n, (tgpig.x + 1) * slice);
     float b = -INFINITY;
@@ -116,18 +120,21 @@ kernel void argmax_parts(constant ArgmaxArgs & a [[buffer(0)]],
     }
 }
 
-// Stage 2: result[0] = the index of the largest of values[0..n), the first one on ties, from argmax_parts'
-// pairs (slices in order, so the first slice's index wins a tie). One threadgroup of
-// GLIMMER_WIDE_SIMDGROUPS SIMD-groups; scratch: 2 * GLIMMER_WIDE_SIMDGROUPS floats.
+// Stage 2: result[row] = the index of the largest of the row's values[0..n), the first one on ties, from
+// argmax_parts' pairs (slices in order, so the first slice's index wins a tie). Grid: (1, rows) threadgroups
+// of GLIMMER_WIDE_SIMDGROUPS SIMD-groups; scratch: 2 * GLIMMER_WIDE_SIMDGROUPS floats.
 kernel void argmax(constant ArgmaxArgs & a [[buffer(0)]],
                    device const float * best [[buffer(1)]],
                    device const uint * index [[buffer(2)]],
                    device uint * result [[buffer(3)]],
                    threadgroup float * scratch TG_MEM(0),
+                   uint3 tgpig [[threadgroup_position_in_grid]],
                    ushort tiitg [[thread_index_in_threadgroup]],
                    ushort tiisg [[thread_index_in_simdgroup]],
                    ushort sgitg [[simdgroup_index_in_threadgroup]]) {
     const uint threads = GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH;
+    best += tgpig.y * a.parts;
+    index += tgpig.y * a.parts;
     float b = -INFINITY;
     uint k = 0xFFFFFFFFu;
     for (uint i = tiitg; i < a.parts; i += threads) {
@@ -138,5 +145,5 @@ kernel void argmax(constant ArgmaxArgs & a [[buffer(0)]],
     }
     float winner;
     uint w = threadgroup_argmax(b, k, scratch, tiitg, tiisg, sgitg, GLIMMER_WIDE_SIMDGROUPS, winner);
-    if (tiitg == 0) result[0] = w;
+    if (tiitg == 0) result[tgpig.y] = w;
 }

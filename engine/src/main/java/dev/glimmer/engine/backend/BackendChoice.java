@@ -20,6 +20,21 @@ public record BackendChoice(BackendKind kind, String reason, Optional<SelfTest.R
         TokenDecoder open(int capacity);
 
         /**
+         * Up to {@code slots} sequences of {@code capacity} positions that step together: independent decoders
+         * stepped in turn unless the backend batches them (CUDA).
+         */
+        default SequencePool pool(int slots, int capacity) {
+            return SequencePool.oneByOne(this, slots, capacity);
+        }
+
+        /** Memory one more sequence of {@code capacity} positions costs in a pool: by default, what one decoder takes. */
+        default long bytesPerSequence(int capacity) {
+            try (TokenDecoder probe = open(capacity)) {
+                return probe.bytes();
+            }
+        }
+
+        /**
          * Device memory the backend holds now (weights and open sequences, as the driver counts it);
          * empty where the backend has no memory of its own (the CPU; Metal's unified memory).
          */

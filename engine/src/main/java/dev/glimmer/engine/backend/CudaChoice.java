@@ -3,6 +3,7 @@ package dev.glimmer.engine.backend;
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.backend.cuda.CudaDevice;
 import dev.glimmer.engine.backend.cuda.CudaKernels;
+import dev.glimmer.engine.backend.cuda.CudaSequencePool;
 import dev.glimmer.engine.backend.cuda.CudaTokenDecoder;
 import dev.glimmer.engine.backend.cuda.CudaWeights;
 import dev.glimmer.engine.backend.emulated.DecodeModels;
@@ -98,6 +99,19 @@ final class CudaChoice {
                     @Override
                     public TokenDecoder open(int capacity) {
                         return new CudaTokenDecoder(weights, capacity);
+                    }
+
+                    /** Sequences in one KV pool on the device, stepping together through the batch decode graphs. */
+                    @Override
+                    public SequencePool pool(int slots, int capacity) {
+                        return new CudaSequencePool(weights, slots, capacity);
+                    }
+
+                    /** A slot of the KV pool: a latent row per layer and position (activations belong to the pool). */
+                    @Override
+                    public long bytesPerSequence(int capacity) {
+                        var shape = DecodeModels.of(model.file(), model.config()).shape();
+                        return 4L * shape.layers() * shape.kvRow() * capacity;
                     }
 
                     @Override

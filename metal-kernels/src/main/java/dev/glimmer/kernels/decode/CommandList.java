@@ -2,6 +2,7 @@ package dev.glimmer.kernels.decode;
 
 import dev.glimmer.kernels.ArgStruct;
 
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -14,13 +15,19 @@ import java.util.Map;
  * @param buffers     every buffer the dispatches bind
  * @param args        the content of the {@link BufferSpec.Kind#ARGS} buffer
  * @param dispatches  in execution order
- * @param logits      where the output logits (vocab floats) lie in the activations buffer
- * @param token       where argmax writes the greedy token (one uint) in the activations buffer
- * @param tokens      the most tokens one run takes (1 for the decode step; the prompt command list's
- *                    batch): the STEP buffer holds that many {@code StepArgs}; logits and token are the last one's
+ * @param logits      where the output logits (vocab floats per output row) lie in the activations buffer
+ * @param token       where argmax writes the greedy tokens (one uint per output row) in the activations buffer
+ * @param tokens      the most tokens one run takes (1 for the decode step; the prompt or batch list's
+ *                    batch): the STEP buffer holds that many {@code StepArgs}
+ * @param outputs     rows with logits and a greedy token: 1 (the decode step, or a prompt batch's last token)
+ *                    or {@code tokens} (the batch decode list: row i's at i)
  */
 public record CommandList(List<BufferSpec> buffers, byte[] args, List<Dispatch> dispatches, long logits,
-                          long token, int tokens) {
+                          long token, int tokens, int outputs) {
+
+    /** One token of a run: its id, its position, and the KV buffer row of its sequence's position 0. */
+    public record StepRow(int token, int pos, int kvRow) {
+    }
 
     public CommandList {
         buffers = List.copyOf(buffers);
@@ -45,20 +52,34 @@ public record CommandList(List<BufferSpec> buffers, byte[] args, List<Dispatch> 
     }
 
     /**
-     * The content of the STEP buffer for a run of {@code count} tokens, {@code ids[from ..]}, from position
-     * {@code at}: a {@code StepArgs} each ({@code stepArgs}, the library's struct), then empty ones (kv_len 0: no
-     * token there) up to {@link #tokens}.
+     * The content of the STEP buffer for a run of {@code count} consecutive tokens of one sequence,
+     * {@code ids[from ..]}, from position {@code at}, its KV rows from {@code kvRow}: see {@link #steps(ArgStruct, List)}.
      */
-    public byte[] steps(ArgStruct stepArgs, int[] ids, int from, int count, int at) {
-        if (count < 1 || count > tokens) {
-            throw new IllegalArgumentException("a run of this list takes 1.." + tokens + " tokens, not " + count);
+    public byte[] steps(ArgStruct stepArgs, int[] ids, int from, int count, int at, int kvRow) {
+        List<StepRow> rows = new ArrayList<>(count);
+        for (int t = 0; t < count; t++) {
+            rows.add(new StepRow(ids[from + t], at + t, kvRow));
+        }
+        return steps(stepArgs, rows);
+    }
+
+    /**
+     * The content of the STEP buffer for a run of {@code rows}: a {@code StepArgs} each ({@code stepArgs}, the
+     * library's struct), then empty ones (kv_len 0: no token there) up to {@link #tokens}.
+     */
+    public byte[] steps(ArgStruct stepArgs, List<StepRow> rows) {
+        if (rows.isEmpty() || rows.size() > tokens) {
+            throw new IllegalArgumentException("a run of this list takes 1.." + tokens + " tokens, not " + rows.size());
         }
         byte[] all = new byte[tokens * stepArgs.size()];
-        for (int t = 0; t < tokens; t++) {
-            byte[] b = t < count
-                    ? stepArgs.pack(Map.of("token", ids[from + t], "pos", at + t, "kv_len", at + t + 1))
-                    : stepArgs.pack(Map.of("token", 0, "pos", 0, "kv_len", 0));
+        for (int t = 0; t < rows.size(); t++) {
+            StepRow r = rows.get(t);
+            byte[] b = stepArgs.pack(Map.of("token", r.token(), "pos", r.pos(), "kv_len", r.pos() + 1, "kv_row", r.kvRow()));
             System.arraycopy(b, 0, all, t * stepArgs.size(), b.length);
+        }
+        byte[] none = stepArgs.pack(Map.of("token", 0, "pos", 0, "kv_len", 0, "kv_row", 0));
+        for (int t = rows.size(); t < tokens; t++) {
+            System.arraycopy(none, 0, all, t * stepArgs.size(), none.length);
         }
         return all;
     }

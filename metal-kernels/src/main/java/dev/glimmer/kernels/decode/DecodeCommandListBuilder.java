@@ -31,6 +31,11 @@ import java.util.Map;
  * per token, and one more dispatch picks the last token's row for the output mat-vec. Each token's row
  * of the KV cache is written before any token's attention reads it, and a token reads only the rows up
  * to its own position, so the batch is causal.
+ *
+ * <p>The batch decode list ({@link #batch}) is the prompt list's layers with a row per sequence: each row
+ * at its own position in its own range of the KV buffers (the KV pool: {@code StepArgs.kv_row}), and every
+ * row gets its logits and greedy token. Several conversations then advance by one token each with one read
+ * of the dense weights and one read per step of each expert any of them chose.
  */
 public final class DecodeCommandListBuilder {
 
@@ -61,8 +66,10 @@ public final class DecodeCommandListBuilder {
     private final int stepBuffer;
     private final int activationsBuffer;
     private final int[] kvBuffers;
-    /** Tokens of a run: 1 for the decode step, more for the prompt command list. */
+    /** Tokens of a run: 1 for the decode step, more for the prompt and batch decode lists. */
     private final int tokens;
+    /** Rows that get logits and a greedy token: 1 (the decode step; a prompt's last token) or every row (a batch). */
+    private final int outputs;
     /** mla_attention's threadgroups per token. */
     private final int splits;
     private long activationBytes;
@@ -71,15 +78,24 @@ public final class DecodeCommandListBuilder {
     private record Ref(int buffer, long offset) {
     }
 
-    private DecodeCommandListBuilder(DecodeModel model, int contextLength, int tokens, KernelLibrary library) {
+    private DecodeCommandListBuilder(DecodeModel model, long kvRows, int tokens, boolean everyRow, KernelLibrary library) {
         this.model = model;
         this.s = model.shape();
         this.library = library;
         if (tokens < 1) {
             throw new IllegalArgumentException("a command list runs at least one token, not " + tokens);
         }
+        if (kvRows < 1 || kvRows * s.kvRow() > 0xFFFF_FFFFL) {
+            // the kernels index a KV buffer's floats with 32-bit row * kvRow products
+            throw new IllegalArgumentException("a KV buffer holds 1.." + 0xFFFF_FFFFL / s.kvRow() + " rows, not " + kvRows);
+        }
         this.tokens = tokens;
-        this.splits = tokens == 1 ? Geometry.ATTENTION_SPLITS : Geometry.PROMPT_ATTENTION_SPLITS;
+        this.outputs = everyRow ? tokens : 1;
+        // A batch of sequences at long contexts needs splits along the KV length as the decode step does; a
+        // prompt batch has threadgroups enough in its tokens.
+        this.splits = tokens == 1 ? Geometry.ATTENTION_SPLITS
+                : everyRow ? Math.max(Geometry.PROMPT_ATTENTION_SPLITS, Geometry.ATTENTION_SPLITS / tokens)
+                : Geometry.PROMPT_ATTENTION_SPLITS;
         check();
         placeWeights();
         argsBuffer = add(new BufferSpec("args", BufferSpec.Kind.ARGS, 0, 0));
@@ -87,21 +103,33 @@ public final class DecodeCommandListBuilder {
         activationsBuffer = add(new BufferSpec("activations", BufferSpec.Kind.ACTIVATIONS, 0, 0));
         kvBuffers = new int[s.layers()];
         for (int l = 0; l < s.layers(); l++) {
-            kvBuffers[l] = add(new BufferSpec("kv." + l, BufferSpec.Kind.KV_CACHE, 4L * contextLength * s.kvRow(), 0));
+            kvBuffers[l] = add(new BufferSpec("kv." + l, BufferSpec.Kind.KV_CACHE, 4L * kvRows * s.kvRow(), 0));
         }
     }
 
-    /** The decode step of {@code model} with a KV cache of {@code contextLength} rows per layer. */
-    public static CommandList build(DecodeModel model, int contextLength) {
-        return build(model, contextLength, 1);
+    /** The decode step of {@code model} with KV buffers of {@code kvRows} rows per layer. */
+    public static CommandList build(DecodeModel model, long kvRows) {
+        return build(model, kvRows, 1);
     }
 
     /**
-     * The command list that runs up to {@code tokens} consecutive tokens at once (1: the decode step); its
-     * KV cache buffers have the same names and sizes as the decode step's, so that both can share them.
+     * The command list that runs up to {@code tokens} consecutive tokens of one sequence at once (1: the decode
+     * step) and gives the last one's logits; its KV cache buffers have the same names and sizes as the decode
+     * step's, so that both can share them.
      */
-    public static CommandList build(DecodeModel model, int contextLength, int tokens) {
-        return new DecodeCommandListBuilder(model, contextLength, tokens, KernelLibrary.load()).build();
+    public static CommandList build(DecodeModel model, long kvRows, int tokens) {
+        return new DecodeCommandListBuilder(model, kvRows, tokens, false, KernelLibrary.load()).build();
+    }
+
+    /**
+     * The batch decode list: up to {@code rows} tokens, each of its own sequence (position and KV rows from its
+     * {@code StepArgs}), each with its own logits and greedy token; KV buffers as {@link #build}'s.
+     */
+    public static CommandList batch(DecodeModel model, long kvRows, int rows) {
+        if (rows < 2) {
+            throw new IllegalArgumentException("a batch decode list runs at least 2 rows, not " + rows);
+        }
+        return new DecodeCommandListBuilder(model, kvRows, rows, true, KernelLibrary.load()).build();
     }
 
     private void check() {
@@ -235,29 +263,37 @@ public final class DecodeCommandListBuilder {
         } else {
             promptLayers(step, x);
         }
-        Ref logits = activation(s.vocab());
-        Ref token = activation(1);
+        Ref logits = activation((long) outputs * s.vocab());
+        Ref token = activation(outputs);
         String out = model.has("output.weight") ? "output.weight" : embd;
-        Ref last = x;
-        if (tokens > 1) {
-            last = activation(s.embedding());
-            dispatch("last_row", -1, Size3.of(1), WIDE_THREADS, new int[0], List.of(),
-                    args("LastRowArgs", Map.of("tokens", tokens, "cols", s.embedding())), step, x, last);
+        if (outputs > 1) {
+            // every row of the batch: output norm, the vocabulary projection as mat_mat
+            Ref xn = perToken(s.embedding());
+            normRows(-1, "output_norm.weight", s.embedding(), x, xn);
+            matMat(-1, out, s.embedding(), s.vocab(), xn, logits, false);
+        } else {
+            Ref last = x;
+            if (tokens > 1) {
+                last = activation(s.embedding());
+                dispatch("last_row", -1, Size3.of(1), WIDE_THREADS, new int[0], List.of(),
+                        args("LastRowArgs", Map.of("tokens", tokens, "cols", s.embedding())), step, x, last);
+            }
+            matVec(-1, out, s.embedding(), s.vocab(), last, logits, weight("output_norm.weight"), null);
+            dispatches.set(dispatches.size() - 1, withRead(dispatches.getLast(), all("output_norm.weight")));
         }
-        matVec(-1, out, s.embedding(), s.vocab(), last, logits, weight("output_norm.weight"), null);
-        dispatches.set(dispatches.size() - 1, withRead(dispatches.getLast(), all("output_norm.weight")));
-        Ref bestValues = activation(Geometry.ARGMAX_PARTS);
-        Ref bestIndices = activation(Geometry.ARGMAX_PARTS);
+        Ref bestValues = activation((long) outputs * Geometry.ARGMAX_PARTS);
+        Ref bestIndices = activation((long) outputs * Geometry.ARGMAX_PARTS);
         Ref argmaxArgs = args("ArgmaxArgs", Map.of("n", s.vocab(), "parts", Geometry.ARGMAX_PARTS));
-        dispatch("argmax_parts", -1, Size3.of(Geometry.ARGMAX_PARTS), WIDE_THREADS, memory(2L * Geometry.WIDE_SIMDGROUPS),
-                List.of(), argmaxArgs, logits, bestValues, bestIndices);
-        dispatch("argmax", -1, Size3.of(1), WIDE_THREADS, memory(2L * Geometry.WIDE_SIMDGROUPS), List.of(), argmaxArgs,
-                bestValues, bestIndices, token);
+        dispatch("argmax_parts", -1, Size3.of(Geometry.ARGMAX_PARTS, outputs), WIDE_THREADS,
+                memory(2L * Geometry.WIDE_SIMDGROUPS), List.of(), argmaxArgs, logits, bestValues, bestIndices);
+        dispatch("argmax", -1, Size3.of(1, outputs), WIDE_THREADS, memory(2L * Geometry.WIDE_SIMDGROUPS), List.of(),
+                argmaxArgs, bestValues, bestIndices, token);
 
         List<BufferSpec> finalBuffers = new ArrayList<>(buffers);
         finalBuffers.set(argsBuffer, new BufferSpec("args", BufferSpec.Kind.ARGS, args.size(), 0));
         finalBuffers.set(activationsBuffer, new BufferSpec("activations", BufferSpec.Kind.ACTIVATIONS, activationBytes, 0));
-        return new CommandList(finalBuffers, args.toByteArray(), dispatches, logits.offset(), token.offset(), tokens);
+        return new CommandList(finalBuffers, args.toByteArray(), dispatches, logits.offset(), token.offset(), tokens,
+                outputs);
     }
 
     /** The layers of the decode step, 11 dispatches each (10 for a dense FFN): see the class comment. */
@@ -487,7 +523,8 @@ public final class DecodeCommandListBuilder {
 
     /** Each token's and head's latent attention output merged from its partials (mla_merge_latent). */
     private void mergeLatent(int l, Ref step, Ref partials, Ref latent) {
-        int parts = tokens == 1 ? Geometry.MERGE_PARTS : 1;  // a batch has threadgroups enough in its tokens
+        // a prompt batch has threadgroups enough in its tokens; a step of one or a few sequences splits each head
+        int parts = outputs == 1 && tokens > 1 ? 1 : Math.max(1, Geometry.MERGE_PARTS / tokens);
         dispatch("mla_merge_latent", l, new Size3(tokens, s.heads(), parts), WIDE_THREADS,
                 memory((long) WIDE_THREADS + Geometry.WIDE_SIMDGROUPS + splits), List.of(),
                 args("MergeArgs", Map.of("heads", s.heads(), "latent", s.latent(), "splits", splits, "parts", parts)),

@@ -221,11 +221,56 @@ class DecodeCommandListTest {
         for (BufferSpec kv : decode.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE).toList()) {
             assertTrue(prompt.buffers().contains(kv), kv.name());
         }
-        assertEquals(tokens * 12L, prompt.buffers().get(prompt.buffer(BufferSpec.Kind.STEP)).bytes());
+        // StepArgs: token, pos, kv_len, kv_row
+        assertEquals(tokens * 16L, prompt.buffers().get(prompt.buffer(BufferSpec.Kind.STEP)).bytes());
         // per token: x, q, the attention partials (PROMPT_ATTENTION_SPLITS of heads x (latent + 2)), ... under 1 MB
         long activations = prompt.buffers().get(prompt.buffer(BufferSpec.Kind.ACTIVATIONS)).bytes();
         assertTrue(activations < tokens * (1L << 20), activations + " bytes of activations");
         assertThrows(IllegalArgumentException.class, () -> DecodeCommandListBuilder.build(m, 4096, 0));
+    }
+
+    @Test
+    void theBatchListGivesEveryRowItsLogitsAndToken() {
+        DecodeModel m = fullSizeModel();
+        int rows = 4;
+        long kvRows = 6L * 4096;  // a pool of 6 conversations of 4,096 positions
+        CommandList decode = DecodeCommandListBuilder.build(m, kvRows);
+        CommandList batch = DecodeCommandListBuilder.batch(m, kvRows, rows);
+        assertEquals(rows, batch.tokens());
+        assertEquals(rows, batch.outputs());
+        assertEquals(1, decode.outputs());
+        List<String> kernels = batch.dispatches().stream().map(Dispatch::kernel).toList();
+        // the prompt list's layers, then each row's output norm, vocabulary projection and two-stage argmax
+        CommandList prompt = DecodeCommandListBuilder.build(m, kvRows, rows);
+        List<String> layers = prompt.dispatches().stream().map(Dispatch::kernel).toList();
+        assertEquals(layers.subList(0, layers.size() - 4), kernels.subList(0, kernels.size() - 4));
+        assertEquals(List.of("rms_norm_rows", "mat_mat", "argmax_parts", "argmax"), kernels.subList(kernels.size() - 4,
+                kernels.size()));
+        assertEquals(rows, batch.dispatches().getLast().grid().y());
+        assertEquals(Geometry.ARGMAX_PARTS, batch.dispatches().get(batch.dispatches().size() - 2).grid().x());
+        // the attention of a few sequences splits along the KV length as the decode step does
+        Dispatch attention = batch.dispatches().stream().filter(d -> d.kernel().equals("mla_attention")).findFirst()
+                .orElseThrow();
+        assertEquals(Geometry.ATTENTION_SPLITS / rows, attention.grid().y());
+        // logits of every row, then their greedy tokens, inside the activations
+        long activations = batch.buffers().get(batch.buffer(BufferSpec.Kind.ACTIVATIONS)).bytes();
+        assertTrue(batch.logits() + 4L * rows * GLM.vocab() <= activations);
+        assertTrue(batch.token() + 4L * rows <= activations);
+        // one KV pool shared with the decode step and the prompt list
+        for (BufferSpec kv : decode.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE).toList()) {
+            assertEquals(4L * kvRows * GLM.kvRow(), kv.bytes());
+            assertTrue(batch.buffers().contains(kv), kv.name());
+        }
+        assertThrows(IllegalArgumentException.class, () -> DecodeCommandListBuilder.batch(m, kvRows, 1));
+    }
+
+    @Test
+    void batchSizesCoverThePool() {
+        assertEquals(List.of(), Geometry.batchSizes(1));
+        assertEquals(List.of(2), Geometry.batchSizes(2));
+        assertEquals(List.of(2, 4), Geometry.batchSizes(4));
+        assertEquals(List.of(2, 4, 8), Geometry.batchSizes(6));
+        assertEquals(List.of(2, 4, 8, 16, 32, 64), Geometry.batchSizes(1000));
     }
 
     @Test

@@ -4,6 +4,7 @@ import dev.glimmer.engine.backend.BackendChoice;
 import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.Backends;
 import dev.glimmer.engine.backend.KernelTimings;
+import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.TokenDecoder;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.gguf.TensorInfo;
@@ -23,6 +24,7 @@ import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
@@ -77,6 +79,7 @@ final class BenchCommand implements Command {
                 Option.value("--reps", "N", "repetitions of each measurement (default " + DEFAULT_REPS + ")"),
                 Option.value("--bandwidth", "GBPS", "the machine's memory bandwidth, to report decode as a fraction of its limit"),
                 Option.value("--ctx", "N", "tokens already in the context when decoding starts (default 0)"),
+                Option.value("--batch", "N[,N...]", "on a GPU also decode N conversations together (their aggregate tok/s)"),
                 Option.flag("--mlock", "lock the mapped file in RAM first (as llama-bench -lm mmap+mlock), so that page cache\n"
                         + "    eviction cannot disturb the measurement"));
     }
@@ -99,6 +102,9 @@ final class BenchCommand implements Command {
                 and of one prompt batch.
                 The GPU self-test is not run (./glimmer selftest runs it).
                 The last line is for scripts: pp_tok_s=… tg_tok_s=…
+                --batch: N conversations of one KV pool, each after a 16-token prompt (and --ctx), decode --tg tokens
+                each in steps that advance all N at once; reported as aggregate tok/s (N x tg / time), as
+                llama-batched-bench -npp 16 -ntg tg -npl N reports its S_TG; on CUDA with the profile of one step.
                 Example: ./glimmer bench --model /tmp/glm-full-q4_0.gguf --pp 64 --tg 16 --bandwidth 22.4
                          ./glimmer bench --model /tmp/glm-full-q4_0.gguf --backend cuda --pp 512 --tg 64 --ctx 4096""";
     }
@@ -112,6 +118,19 @@ final class BenchCommand implements Command {
         int threads = args.integer("--threads", CpuBackend.defaultThreads());
         double bandwidth = args.decimal("--bandwidth", 0);
         BackendKind requested = BackendKind.parse(args.string("--backend", "cpu"), BackendKind.SERVING);
+        List<Integer> batches = new ArrayList<>();
+        for (String n : args.string("--batch", "").split(",")) {
+            if (!n.isBlank()) {
+                try {
+                    batches.add(Integer.parseInt(n.strip()));
+                } catch (NumberFormatException e) {
+                    throw new UsageException("--batch takes conversation counts like 4,16, not " + n);
+                }
+            }
+        }
+        if (batches.stream().anyMatch(n -> n < 1) || !batches.isEmpty() && tg == 0) {
+            throw new UsageException("--batch counts must be ≥ 1, and --batch needs --tg > 0");
+        }
         if (pp < 0 || tg < 0 || pp + tg == 0) {
             throw new UsageException("--pp and --tg must be ≥ 0 and not both 0, got " + pp + " and " + tg);
         }
@@ -187,12 +206,78 @@ final class BenchCommand implements Command {
                                 timings.profilePrompt(tokens, 0, n), n);
                     }
                 }
+                if (!batches.isEmpty()) {
+                    if (choice.kind() == BackendKind.CPU) {
+                        io.err().println("glimmer bench: --batch measures GPU pools; the CPU batches in the server only");
+                    } else {
+                        batchDecode(io, choice, batches, tg, depth, reps, tokens);
+                    }
+                }
                 io.out().printf(Locale.ROOT, "pp_tok_s=%.2f tg_tok_s=%.2f%n", ppRate, tgRate);
             } finally {
                 choice.close();
             }
         }
         return 0;
+    }
+
+    /** Tokens of each conversation's prompt before a batch decode (llama-batched-bench's -npp). */
+    private static final int BATCH_PROMPT = 16;
+
+    /**
+     * Aggregate decode of n conversations stepping together, for each n of {@code batches}: a pool of the largest n,
+     * each conversation after its own prompt of {@link #BATCH_PROMPT} tokens (and {@code depth} more), then
+     * {@code tg} steps of all n; tok/s = n x tg / time, median over {@code reps}; then one step's profile.
+     */
+    private static void batchDecode(Terminal io, BackendChoice choice, List<Integer> batches, int tg, int depth, int reps,
+                                    int[] seed) {
+        int most = batches.stream().mapToInt(Integer::intValue).max().orElseThrow();
+        int start = BATCH_PROMPT + depth;
+        Random random = new Random(7);
+        try (SequencePool pool = choice.decoders().pool(most, start + tg + 1)) {
+            List<TokenDecoder> all = new ArrayList<>();
+            try {
+                for (int i = 0; i < most; i++) {
+                    TokenDecoder d = pool.open();
+                    all.add(d);
+                    int[] prompt = new int[start];
+                    for (int t = 0; t < start; t++) {
+                        prompt[t] = seed[random.nextInt(seed.length)];
+                    }
+                    d.forward(prompt, 0, prompt.length);
+                }
+                for (int n : batches) {
+                    List<TokenDecoder> running = all.subList(0, n);
+                    boolean[] greedyOnly = new boolean[n];
+                    Arrays.fill(greedyOnly, true);
+                    double[] rates = new double[reps];
+                    for (int r = -1; r < reps; r++) {  // r = -1: warm-up
+                        running.forEach(d -> d.truncate(start));
+                        int[] tokens = new int[n];
+                        for (int i = 0; i < n; i++) {
+                            tokens[i] = seed[i % seed.length];
+                        }
+                        long t0 = System.nanoTime();
+                        for (int k = 0; k < (r < 0 ? 2 : tg); k++) {
+                            SequencePool.Next[] next = pool.step(running, tokens, greedyOnly);
+                            for (int i = 0; i < n; i++) {
+                                tokens[i] = next[i].greedyToken();
+                            }
+                        }
+                        if (r >= 0) {
+                            rates[r] = (double) n * tg / ((System.nanoTime() - t0) / 1e9);
+                        }
+                    }
+                    report(io, "tg" + tg + " x " + n + " conversations (aggregate)", rates);
+                    running.forEach(d -> d.truncate(start));
+                    int[] tokens = new int[n];
+                    pool.profileStep(running, tokens).ifPresent(p -> printProfile(io,
+                            "GPU time per kernel, one decode step of " + n + " conversations at context " + start + ":", p, n));
+                }
+            } finally {
+                all.forEach(TokenDecoder::close);
+            }
+        }
     }
 
     /** One sequence of the chosen backend, measured: a prompt into an empty cache, decode steps after some context. */

@@ -2,18 +2,22 @@ package dev.glimmer.server.inference;
 
 import dev.glimmer.engine.backend.BackendChoice;
 import dev.glimmer.engine.backend.BackendKind;
+import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.TokenDecoder;
 
+import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Steps on a backend whose sequences are {@link TokenDecoder}s (the GPU backends): each cached
- * conversation is a decoder holding its KV cache on the device; a decode step feeds the sequences one
- * after another. Prefix reuse truncates a decoder ({@link TokenDecoder#truncate}).
+ * Steps on a backend whose sequences are {@link TokenDecoder}s (the GPU backends): each cached conversation is
+ * a sequence of the backend's {@link SequencePool}, whose KV cache lives on the device (on CUDA, a slot of one
+ * KV pool); a decode step advances all running sequences in one {@link SequencePool#step} (CUDA: one pass over
+ * the weights for all of them; backends without a batch step feed them one after another). Prefix reuse
+ * truncates a sequence ({@link TokenDecoder#truncate}).
  */
 final class DecoderStepRunner implements StepRunner<DecoderStepRunner.DecoderCache> {
 
-    /** A decoder as a {@link SequenceCache}. */
+    /** A sequence as a {@link SequenceCache}. */
     record DecoderCache(TokenDecoder decoder) implements SequenceCache {
         @Override
         public int size() {
@@ -37,16 +41,18 @@ final class DecoderStepRunner implements StepRunner<DecoderStepRunner.DecoderCac
     }
 
     private final BackendChoice backend;
-    private final int ctx;
-    private final long cacheBytes;
+    private final SequencePool pool;
 
-    /** Takes ownership of {@code backend} (closed with this runner); opens one decoder to learn its size. */
-    DecoderStepRunner(BackendChoice backend, int ctx) {
+    /**
+     * Takes ownership of {@code backend} (closed with this runner) and makes its pool of sequences of {@code ctx}
+     * positions: as many as {@code budgetBytes} of KV caches hold, at least {@code parallel}; with no budget
+     * ({@code 0}), {@code parallel} + 2 (a follow-up turn can find its conversation while others run).
+     */
+    DecoderStepRunner(BackendChoice backend, int ctx, long budgetBytes, int parallel) {
         this.backend = backend;
-        this.ctx = ctx;
-        try (TokenDecoder probe = backend.open(ctx)) {
-            this.cacheBytes = probe.bytes();
-        }
+        long bytes = backend.decoders().bytesPerSequence(ctx);
+        long slots = budgetBytes > 0 ? Math.max(parallel, budgetBytes / bytes) : parallel + 2L;
+        this.pool = backend.decoders().pool(Math.toIntExact(Math.min(slots, Integer.MAX_VALUE)), ctx);
     }
 
     @Override
@@ -56,12 +62,18 @@ final class DecoderStepRunner implements StepRunner<DecoderStepRunner.DecoderCac
 
     @Override
     public DecoderCache newCache() {
-        return new DecoderCache(backend.open(ctx));
+        return new DecoderCache(pool.open());
     }
 
     @Override
     public long cacheBytes() {
-        return cacheBytes;
+        return pool.bytesPerSequence();
+    }
+
+    /** The pool was sized from the budget when it was made: the session manager keeps to exactly what it holds. */
+    @Override
+    public long budgetBytes(long configured, int parallel) {
+        return pool.slots() * cacheBytes();
     }
 
     @Override
@@ -69,20 +81,29 @@ final class DecoderStepRunner implements StepRunner<DecoderStepRunner.DecoderCac
         return cache.decoder().forward(tokens, from, count);
     }
 
-    /** Greedy-only sequences read back only their greedy token ({@link TokenDecoder#forwardGreedy}). */
+    /** Greedy-only sequences read back only their greedy token. */
     @Override
     public NextToken[] decode(List<DecoderCache> caches, int[] tokens, boolean[] greedyOnly) {
-        NextToken[] next = new NextToken[caches.size()];
-        for (int i = 0; i < next.length; i++) {
-            TokenDecoder d = caches.get(i).decoder();
-            // Logits in an array the decoder may reuse: valid until its next step, after the scheduler picked.
-            next[i] = greedyOnly[i] ? NextToken.greedy(d.forwardGreedy(tokens, i, 1)) : NextToken.of(d.forward(tokens, i, 1));
+        List<TokenDecoder> sequences = new ArrayList<>(caches.size());
+        for (DecoderCache c : caches) {
+            sequences.add(c.decoder());
         }
-        return next;
+        SequencePool.Next[] next = pool.step(sequences, tokens, greedyOnly);
+        NextToken[] out = new NextToken[next.length];
+        for (int i = 0; i < out.length; i++) {
+            // Logits in an array the sequence may reuse: valid until its next step, after the scheduler picked.
+            out[i] = next[i].logits() == null ? NextToken.greedy(next[i].greedyToken()) : NextToken.of(next[i].logits());
+        }
+        return out;
     }
 
+    /** Frees the pool, then the backend (the sessions' caches are closed before: the scheduler's release). */
     @Override
     public void close() {
-        backend.close();
+        try {
+            pool.close();
+        } finally {
+            backend.close();
+        }
     }
 }

@@ -78,7 +78,7 @@ public final class ServedModel implements AutoCloseable {
             String backend = steps.backend().cliName();
             LOG.info("serving on " + backend + ": " + reason);
             long cacheBytes = steps.cacheBytes();
-            long budget = config.kvBudgetMb() > 0 ? config.kvBudgetMb() << 20 : (config.parallel() + 2) * cacheBytes;
+            long budget = steps.budgetBytes(config.kvBudgetMb() << 20, config.parallel());
             Scheduler<?> scheduler = start(steps, budget, Vocabulary.of(tokenizer, true), model, metrics, config);
             SessionManager<?> sessions = scheduler.sessions();
             LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB" + (steps.backend() == BackendKind.CPU ? "" : " of "
@@ -121,7 +121,7 @@ public final class ServedModel implements AutoCloseable {
             return new CpuStepRunner(model, threads, ctx, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel()));
         }
         try {
-            return new DecoderStepRunner(choice, ctx);
+            return new DecoderStepRunner(choice, ctx, config.kvBudgetMb() << 20, config.parallel());
         } catch (RuntimeException e) {
             choice.close();
             throw e;

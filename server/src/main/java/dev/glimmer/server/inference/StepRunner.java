@@ -25,6 +25,14 @@ interface StepRunner<C extends SequenceCache> extends AutoCloseable {
     long cacheBytes();
 
     /**
+     * The memory the session manager's caches may take: {@code configured} bytes, or with none ({@code 0}) room
+     * for {@code parallel} + 2 caches (a follow-up turn can find its conversation while others run).
+     */
+    default long budgetBytes(long configured, int parallel) {
+        return configured > 0 ? configured : (parallel + 2L) * cacheBytes();
+    }
+
+    /**
      * Runs {@code tokens[from .. from+count)} after the positions {@code cache} holds, which it then
      * holds too; returns the logits after the last of them (vocabulary-sized, valid until the next call).
      */

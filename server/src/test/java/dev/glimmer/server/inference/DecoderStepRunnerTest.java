@@ -34,7 +34,7 @@ class DecoderStepRunnerTest {
         int[] expected = ints(oracle.get("greedy_tokens"));
         try (GlmModel model = GlmModel.open(EngineTestData.model("tiny-f32"));
              DecoderStepRunner runner = new DecoderStepRunner(new BackendChoice(BackendKind.EMULATED, "the kernel emulator",
-                     Optional.empty(), capacity -> new EmulatedTokenDecoder(model, capacity)), prompt.length + expected.length)) {
+                     Optional.empty(), EmulatedTokenDecoder.decoders(model)), prompt.length + expected.length, 0, 2)) {
             DecoderStepRunner.DecoderCache greedy = runner.newCache();
             DecoderStepRunner.DecoderCache withLogits = runner.newCache();
             float[] logits = runner.prefill(greedy, prompt, 0, prompt.length);

@@ -22,15 +22,18 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * One sequence on a CUDA device: the decode {@link CommandList} and the prompt command list (the ones a
- * Metal indirect command buffer encodes) each captured once into a CUDA graph over the model's
- * {@link CudaWeights}, this sequence's KV cache (shared by the two) and each list's own activations and
- * argument structs in device memory. Per run the host writes the {@code StepArgs} (token, position, KV
- * length; one per token of a prompt batch) with an ordered copy, launches the graph and reads back the
- * logits or only the greedy token.
+ * Sequences of one model on a CUDA device sharing a KV pool: every layer's KV buffer holds {@code slots}
+ * ranges of {@code contextSize} rows, one per sequence ({@link #open}). The decode {@link CommandList}, the
+ * prompt command list and the batch decode lists (the ones a Metal indirect command buffer encodes) are each
+ * captured once into a CUDA graph over the model's {@link CudaWeights}, the pool and each list's own
+ * activations and argument structs in device memory: activations belong to the model, not to each
+ * conversation. Per run the host writes the {@code StepArgs} (token, position, KV length and the sequence's
+ * first KV row; one per token of a batch) with an ordered copy, launches the graph and reads back the logits
+ * or only the greedy tokens. One sequence steps through the decode graph; several at once
+ * ({@link #step(List, int[], boolean[])}) through the smallest batch graph that holds them, which reads each
+ * dense weight once and each chosen expert once for all of them.
  *
- * <p>Not thread-safe: one sequence, one caller at a time (it makes the device's context current
- * on whatever thread calls it).
+ * <p>Not thread-safe: one caller at a time (it makes the device's context current on whatever thread calls it).
  */
 public final class CudaDecoder implements AutoCloseable {
 
@@ -45,20 +48,22 @@ public final class CudaDecoder implements AutoCloseable {
     private final Arena arena = Arena.ofShared();
     private final Graph decode;
     private final Graph prompt;
+    /** Batch decode graphs of 2, 4, 8, ... rows, up to the pool's slots (at most {@link Geometry#BATCH_MAX_ROWS}). */
+    private final List<Graph> batches;
     private final MemorySegment stream;
     /** Host staging of the StepArgs of the largest batch. */
     private final MemorySegment stepBytes;
-    /** Pinned host memory the run's logits or greedy token are copied into on the run's stream. */
+    /** Pinned host memory the run's logits or greedy tokens are copied into on the run's stream. */
     private final MemorySegment readBack;
-    /** The logits handed out by {@link #step} and {@link #prompt}, reused from run to run. */
-    private final float[] logits;
+    /** Each slot's logits as handed out, reused from run to run. */
+    private final float[][] logits;
+    /** Which slots an open sequence holds. */
+    private final Sequence[] open;
     /** The graph that ran last: its argmax holds the greedy token. */
     private Graph last;
-    private int position;
 
     /** Where a run's result goes: nowhere, the logits, or the greedy token. */
     private enum ReadBack { NOTHING, LOGITS, TOKEN }
-
     /** One command list in device memory and its captured graph. */
     private final class Graph {
         final CommandList list;
@@ -135,9 +140,9 @@ public final class CudaDecoder implements AutoCloseable {
             return buffers[list.buffer(BufferSpec.Kind.ACTIVATIONS)];
         }
 
-        /** Writes the StepArgs of {@code count} tokens from position {@code at}; the rest of the batch gets none (kv_len 0). */
-        void writeSteps(int[] tokens, int from, int count, int at) {
-            byte[] b = list.steps(stepArgs, tokens, from, count, at);
+        /** Writes the StepArgs of {@code rows}; the rest of the batch gets none (kv_len 0). */
+        void writeSteps(List<CommandList.StepRow> rows) {
+            byte[] b = list.steps(stepArgs, rows);
             MemorySegment.copy(b, 0, stepBytes, ValueLayout.JAVA_BYTE, 0, b.length);
             driver.copyToDeviceAsync(buffers[list.buffer(BufferSpec.Kind.STEP)], stepBytes, b.length, stream);
         }
@@ -156,11 +161,19 @@ public final class CudaDecoder implements AutoCloseable {
         }
     }
 
-    /**
-     * A sequence of at most {@code contextSize} positions over uploaded {@code weights}; captures the decode
-     * graph and the prompt graph (batches of {@link Geometry#PROMPT_TOKENS}).
-     */
+    /** A pool of one sequence (tests, the self-test). */
     public CudaDecoder(CudaWeights weights, int contextSize) {
+        this(weights, contextSize, 1);
+    }
+
+    /**
+     * {@code slots} sequences of at most {@code contextSize} positions over uploaded {@code weights}; captures the
+     * decode graph, the prompt graph (batches of {@link Geometry#PROMPT_TOKENS}) and the batch decode graphs.
+     */
+    public CudaDecoder(CudaWeights weights, int contextSize, int slots) {
+        if (slots < 1) {
+            throw new IllegalArgumentException("a pool holds at least one sequence, not " + slots);
+        }
         GlmModel model = weights.model();
         this.kernels = weights.kernels();
         this.device = kernels.device();
@@ -169,33 +182,41 @@ public final class CudaDecoder implements AutoCloseable {
         this.vocab = model.vocabSize();
         this.embeddingRows = model.weights().tokenEmbedding().rows();
         this.stepArgs = kernels.library().struct("StepArgs");
+        this.open = new Sequence[slots];
         DecodeModel shape = DecodeModels.of(model.file(), model.config());
-        CommandList decodeList = DecodeCommandListBuilder.build(shape, contextSize);
-        CommandList promptList = DecodeCommandListBuilder.build(shape, contextSize, Geometry.PROMPT_TOKENS);
+        long kvRows = (long) slots * contextSize;
+        CommandList decodeList = DecodeCommandListBuilder.build(shape, kvRows);
+        CommandList promptList = DecodeCommandListBuilder.build(shape, kvRows, Geometry.PROMPT_TOKENS);
+        List<CommandList> batchLists = new ArrayList<>();
+        for (int rows : Geometry.batchSizes(slots)) {
+            batchLists.add(DecodeCommandListBuilder.batch(shape, kvRows, rows));
+        }
+        int maxOutputs = batchLists.isEmpty() ? 1 : batchLists.getLast().outputs();
         device.makeCurrent();
-        Graph d = null;
-        Graph p = null;
+        List<Graph> made = new ArrayList<>();
         MemorySegment s = null;
         MemorySegment host = null;
         // Everything this decoder allocates is allocated here, so that a failure frees what came before it.
         try {
-            d = new Graph(decodeList, weights, null);
-            p = new Graph(promptList, weights, d);
+            Graph d = new Graph(decodeList, weights, null);
+            made.add(d);
+            made.add(new Graph(promptList, weights, d));
+            for (CommandList b : batchLists) {
+                made.add(new Graph(b, weights, d));
+            }
             s = driver.newStream();
-            d.capture(s);
-            p.capture(s);
-            stepBytes = arena.allocate((long) promptList.tokens() * stepArgs.size());
-            host = driver.allocHost(4L * vocab);
-            logits = new float[vocab];
+            for (Graph g : made) {
+                g.capture(s);
+            }
+            stepBytes = arena.allocate((long) Math.max(promptList.tokens(), maxOutputs) * stepArgs.size());
+            host = driver.allocHost(4L * vocab * maxOutputs);
+            logits = new float[slots][];
         } catch (RuntimeException | OutOfMemoryError e) {
             if (host != null) {
                 driver.freeHost(host);
             }
-            if (p != null) {
-                p.free();
-            }
-            if (d != null) {
-                d.free();
+            for (Graph g : made) {
+                g.free();
             }
             if (s != null) {
                 driver.destroyStream(s);
@@ -203,11 +224,34 @@ public final class CudaDecoder implements AutoCloseable {
             arena.close();
             throw e;
         }
-        this.decode = d;
-        this.prompt = p;
+        this.decode = made.get(0);
+        this.prompt = made.get(1);
+        this.batches = List.copyOf(made.subList(2, made.size()));
         this.stream = s;
         this.readBack = host;
         this.last = decode;
+    }
+
+    /** A sequence on a free slot of the pool, at position 0; closing it frees the slot. */
+    public Sequence open() {
+        for (int slot = 0; slot < open.length; slot++) {
+            if (open[slot] == null) {
+                open[slot] = new Sequence(slot);
+                return open[slot];
+            }
+        }
+        throw new IllegalStateException("all " + open.length + " sequences of the KV pool are in use");
+    }
+
+    /** Sequences the pool holds at most. */
+    public int slots() {
+        return open.length;
+    }
+
+    /** Device memory of one slot of the KV pool: what one more cached conversation costs. */
+    public long kvBytesPerSequence() {
+        return decode.list.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE)
+                .mapToLong(BufferSpec::bytes).sum() / open.length;
     }
 
     /** The decode step's command list. */
@@ -215,73 +259,25 @@ public final class CudaDecoder implements AutoCloseable {
         return decode.list;
     }
 
-    /** Device memory this sequence allocated: KV cache, activations and arguments of both graphs. */
+    /** Device memory the pool allocated: the KV pool, the activations and arguments of every graph. */
     public long deviceBytes() {
-        return decode.deviceBytes + prompt.deviceBytes;
-    }
-
-    /** Positions already in the KV cache. */
-    public int position() {
-        return position;
-    }
-
-    /**
-     * Continues after the first {@code positions} cached rows (a shared prefix kept, the rest dropped,
-     * or rows taken as they are). The attention reads only rows below the KV length, so nothing is cleared.
-     */
-    public void seek(int positions) {
-        if (positions < 0 || positions > contextSize) {
-            throw new IllegalArgumentException("position " + positions + " is outside 0.." + contextSize);
+        long total = decode.deviceBytes + prompt.deviceBytes;
+        for (Graph g : batches) {
+            total += g.deviceBytes;
         }
-        position = positions;
+        return total;
     }
 
     public int contextSize() {
         return contextSize;
     }
 
-    /**
-     * Runs one decode step for {@code token}; returns the logits in an array this decoder reuses (valid
-     * until the next run). They come back with the step: copied on its stream into pinned memory.
-     */
-    public float[] step(int tokenId) {
-        check(new int[] {tokenId}, 0, 1, position);
-        run(decode, new int[] {tokenId}, 0, 1, ReadBack.LOGITS);
-        return logits;
+    /** Tokens of one prompt batch. */
+    public int promptBatch() {
+        return prompt.list.tokens();
     }
 
-    /** Runs one decode step for {@code token} and returns only the greedy next token (4 bytes read back). */
-    public int stepGreedy(int tokenId) {
-        check(new int[] {tokenId}, 0, 1, position);
-        run(decode, new int[] {tokenId}, 0, 1, ReadBack.TOKEN);
-        return readBack.get(ValueLayout.JAVA_INT, 0);
-    }
-
-    /**
-     * Runs {@code tokens[from .. from+count)} through the prompt graph, {@link Geometry#PROMPT_TOKENS} at a
-     * time, and returns the logits after the last of them (the array {@link #step} reuses).
-     */
-    public float[] prompt(int[] tokens, int from, int count) {
-        runPrompt(tokens, from, count, ReadBack.LOGITS);
-        return logits;
-    }
-
-    /** The prompt as {@link #prompt}, returning only the greedy next token. */
-    public int promptGreedy(int[] tokens, int from, int count) {
-        runPrompt(tokens, from, count, ReadBack.TOKEN);
-        return readBack.get(ValueLayout.JAVA_INT, 0);
-    }
-
-    private void runPrompt(int[] tokens, int from, int count, ReadBack result) {
-        check(tokens, from, count, position);
-        int batch = prompt.list.tokens();
-        for (int done = 0; done < count; done += batch) {
-            int n = Math.min(batch, count - done);
-            run(prompt, tokens, from + done, n, done + n == count ? result : ReadBack.NOTHING);
-        }
-    }
-
-    /** The greedy token the last run's argmax dispatch chose. */
+    /** The greedy token the last run's argmax dispatch chose (the first row's, after a batch step). */
     public int greedyToken() {
         device.makeCurrent();
         driver.copyToHostAsync(readBack, last.activations() + last.list.token(), 4, stream);
@@ -290,70 +286,269 @@ public final class CudaDecoder implements AutoCloseable {
     }
 
     /**
-     * Writes the StepArgs of {@code count} tokens at the next positions, launches {@code graph} and, after it
-     * on the same stream, copies its {@code result} into {@link #readBack}; one synchronization waits for all.
+     * One decode step of several open sequences: {@code tokens[i]} goes into {@code sequences.get(i)} (distinct
+     * sequences of this pool) at its next position. Where {@code greedyOnly[i]}, only row i's greedy token is
+     * read back ({@code greedy[i]}, logits null); otherwise its logits too (an array its slot reuses, valid until
+     * its next run). A single sequence runs the decode graph; more run the smallest batch graph that holds them
+     * (more than the largest: in turns of it).
+     *
+     * @return the logits per row (null where greedy only); the greedy tokens are written to {@code greedy}
      */
-    private void run(Graph graph, int[] tokens, int from, int count, ReadBack result) {
-        device.makeCurrent();
-        graph.writeSteps(tokens, from, count, position);
-        driver.launchGraph(graph.exec, stream);
-        switch (result) {
-            case LOGITS -> driver.copyToHostAsync(readBack, graph.activations() + graph.list.logits(), 4L * vocab, stream);
-            case TOKEN -> driver.copyToHostAsync(readBack, graph.activations() + graph.list.token(), 4, stream);
-            case NOTHING -> { }
+    public float[][] step(List<Sequence> sequences, int[] tokens, boolean[] greedyOnly, int[] greedy) {
+        int n = sequences.size();
+        float[][] out = new float[n][];
+        for (int i = 0; i < n; i++) {
+            Sequence q = sequences.get(i);
+            if (open[q.slot] != q) {
+                throw new IllegalArgumentException("sequence " + i + " of the step is closed or of another pool");
+            }
+            for (int j = 0; j < i; j++) {
+                if (sequences.get(j) == q) {
+                    throw new IllegalArgumentException("sequence " + i + " appears twice in one step");
+                }
+            }
+            GpuTokenDecoder.checkRun(tokens, i, 1, q.position, contextSize, embeddingRows);
         }
+        if (n == 1) {
+            Sequence q = sequences.getFirst();
+            if (greedyOnly[0]) {
+                greedy[0] = q.stepGreedy(tokens[0]);
+            } else {
+                out[0] = q.step(tokens[0]);
+                greedy[0] = readBackToken(decode, 0);
+            }
+            return out;
+        }
+        int max = batches.getLast().list.tokens();
+        for (int first = 0; first < n; first += max) {
+            int rows = Math.min(max, n - first);
+            Graph graph = batches.stream().filter(g -> g.list.tokens() >= rows).findFirst().orElseThrow();
+            List<CommandList.StepRow> steps = new ArrayList<>(rows);
+            for (int i = first; i < first + rows; i++) {
+                Sequence q = sequences.get(i);
+                steps.add(new CommandList.StepRow(tokens[i], q.position, q.kvRow()));
+            }
+            device.makeCurrent();
+            graph.writeSteps(steps);
+            driver.launchGraph(graph.exec, stream);
+            long pinnedTokens = 4L * vocab * rows;
+            driver.copyToHostAsync(readBack.asSlice(pinnedTokens), graph.activations() + graph.list.token(), 4L * rows, stream);
+            for (int i = first; i < first + rows; i++) {
+                if (!greedyOnly[i]) {
+                    driver.copyToHostAsync(readBack.asSlice(4L * vocab * (i - first)),
+                            graph.activations() + graph.list.logits() + 4L * vocab * (i - first), 4L * vocab, stream);
+                }
+            }
+            driver.synchronize(stream);
+            for (int i = first; i < first + rows; i++) {
+                Sequence q = sequences.get(i);
+                greedy[i] = readBack.get(ValueLayout.JAVA_INT, pinnedTokens + 4L * (i - first));
+                if (!greedyOnly[i]) {
+                    out[i] = q.logits();
+                    MemorySegment.copy(readBack, ValueLayout.JAVA_FLOAT, 4L * vocab * (i - first), out[i], 0, vocab);
+                }
+                q.position++;
+            }
+            last = graph;
+        }
+        return out;
+    }
+
+    private int readBackToken(Graph graph, int row) {
+        driver.copyToHostAsync(readBack, graph.activations() + graph.list.token() + 4L * row, 4, stream);
         driver.synchronize(stream);
-        if (result == ReadBack.LOGITS) {
-            MemorySegment.copy(readBack, ValueLayout.JAVA_FLOAT, 0, logits, 0, vocab);
-        }
-        last = graph;
-        position += count;
+        return readBack.get(ValueLayout.JAVA_INT, 0);
     }
-
-    /** {@link GpuTokenDecoder#checkRun} for {@code count} tokens at position {@code at}. */
-    private void check(int[] tokens, int from, int count, int at) {
-        GpuTokenDecoder.checkRun(tokens, from, count, at, contextSize, embeddingRows);
-    }
-
 
     /**
-     * Runs the first {@code dispatches} dispatches of the decode step of {@code token} at position {@code at}
-     * (one already decoded with that token: its cache rows are rewritten with the same values) and
-     * returns {@code count} floats of command-list buffer {@code buffer} from byte {@code offset}.
-     * The position does not move. For locating where a wrong step first leaves the CPU's path.
+     * One sequence of the pool: its slot's range of the KV buffers and its position. Closing it frees the slot
+     * (its rows are simply reused: the kernels read only rows below a sequence's KV length).
      */
-    public float[] partialStep(int tokenId, int at, int dispatches, int buffer, long offset, int count) {
-        check(new int[] {tokenId}, 0, 1, at);
-        device.makeCurrent();
-        decode.writeSteps(new int[] {tokenId}, 0, 1, at);
-        for (int d = 0; d < Math.min(dispatches, decode.bindings.length); d++) {
-            decode.enqueue(stream, d);
+    public final class Sequence implements AutoCloseable {
+        private final int slot;
+        private int position;
+
+        private Sequence(int slot) {
+            this.slot = slot;
         }
-        driver.synchronize(stream);
-        MemorySegment out = arena.allocate(ValueLayout.JAVA_FLOAT, Math.max(1, count));
-        driver.copyToHost(out, decode.buffers[buffer] + offset, 4L * count);
-        return out.toArray(ValueLayout.JAVA_FLOAT);
+
+        /** The KV buffer row of this sequence's position 0. */
+        int kvRow() {
+            return slot * contextSize;
+        }
+
+        private float[] logits() {
+            if (logits[slot] == null) {
+                logits[slot] = new float[vocab];
+            }
+            return logits[slot];
+        }
+
+        /** Positions already in the KV cache. */
+        public int position() {
+            return position;
+        }
+
+        public int contextSize() {
+            return contextSize;
+        }
+
+        /**
+         * Continues after the first {@code positions} cached rows (a shared prefix kept, the rest dropped,
+         * or rows taken as they are). The attention reads only rows below the KV length, so nothing is cleared.
+         */
+        public void seek(int positions) {
+            if (positions < 0 || positions > contextSize) {
+                throw new IllegalArgumentException("position " + positions + " is outside 0.." + contextSize);
+            }
+            position = positions;
+        }
+
+        /**
+         * Runs one decode step for {@code token}; returns the logits in an array this slot reuses (valid
+         * until its next run). They come back with the step: copied on its stream into pinned memory.
+         */
+        public float[] step(int tokenId) {
+            check(new int[] {tokenId}, 0, 1, position);
+            run(decode, new int[] {tokenId}, 0, 1, ReadBack.LOGITS);
+            return logits();
+        }
+
+        /** Runs one decode step for {@code token} and returns only the greedy next token (4 bytes read back). */
+        public int stepGreedy(int tokenId) {
+            check(new int[] {tokenId}, 0, 1, position);
+            run(decode, new int[] {tokenId}, 0, 1, ReadBack.TOKEN);
+            return readBack.get(ValueLayout.JAVA_INT, 0);
+        }
+
+        /**
+         * Runs {@code tokens[from .. from+count)} through the prompt graph, {@link Geometry#PROMPT_TOKENS} at a
+         * time, and returns the logits after the last of them (the array {@link #step} reuses).
+         */
+        public float[] prompt(int[] tokens, int from, int count) {
+            runPrompt(tokens, from, count, ReadBack.LOGITS);
+            return logits();
+        }
+
+        /** The prompt as {@link #prompt}, returning only the greedy next token. */
+        public int promptGreedy(int[] tokens, int from, int count) {
+            runPrompt(tokens, from, count, ReadBack.TOKEN);
+            return readBack.get(ValueLayout.JAVA_INT, 0);
+        }
+
+        private void runPrompt(int[] tokens, int from, int count, ReadBack result) {
+            check(tokens, from, count, position);
+            int batch = prompt.list.tokens();
+            for (int done = 0; done < count; done += batch) {
+                int n = Math.min(batch, count - done);
+                run(prompt, tokens, from + done, n, done + n == count ? result : ReadBack.NOTHING);
+            }
+        }
+
+        /**
+         * Writes the StepArgs of {@code count} tokens at the next positions, launches {@code graph} and, after it
+         * on the same stream, copies its {@code result} into {@link #readBack}; one synchronization waits for all.
+         */
+        private void run(Graph graph, int[] tokens, int from, int count, ReadBack result) {
+            device.makeCurrent();
+            graph.writeSteps(rows(tokens, from, count, position));
+            driver.launchGraph(graph.exec, stream);
+            switch (result) {
+                case LOGITS -> driver.copyToHostAsync(readBack, graph.activations() + graph.list.logits(), 4L * vocab, stream);
+                case TOKEN -> driver.copyToHostAsync(readBack, graph.activations() + graph.list.token(), 4, stream);
+                case NOTHING -> { }
+            }
+            driver.synchronize(stream);
+            if (result == ReadBack.LOGITS) {
+                MemorySegment.copy(readBack, ValueLayout.JAVA_FLOAT, 0, logits(), 0, vocab);
+            }
+            last = graph;
+            position += count;
+        }
+
+        /** The StepRows of {@code count} consecutive tokens of this sequence from position {@code at}. */
+        private List<CommandList.StepRow> rows(int[] tokens, int from, int count, int at) {
+            List<CommandList.StepRow> rows = new ArrayList<>(count);
+            for (int t = 0; t < count; t++) {
+                rows.add(new CommandList.StepRow(tokens[from + t], at + t, kvRow()));
+            }
+            return rows;
+        }
+
+        /**
+         * Runs the first {@code dispatches} dispatches of the decode step of {@code token} at position {@code at}
+         * (one already decoded with that token: its cache rows are rewritten with the same values) and
+         * returns {@code count} floats of command-list buffer {@code buffer} from byte {@code offset}.
+         * The position does not move. For locating where a wrong step first leaves the CPU's path.
+         */
+        public float[] partialStep(int tokenId, int at, int dispatches, int buffer, long offset, int count) {
+            check(new int[] {tokenId}, 0, 1, at);
+            device.makeCurrent();
+            decode.writeSteps(rows(new int[] {tokenId}, 0, 1, at));
+            for (int d = 0; d < Math.min(dispatches, decode.bindings.length); d++) {
+                decode.enqueue(stream, d);
+            }
+            driver.synchronize(stream);
+            MemorySegment out = arena.allocate(ValueLayout.JAVA_FLOAT, Math.max(1, count));
+            driver.copyToHost(out, decode.buffers[buffer] + offset, 4L * count);
+            return out.toArray(ValueLayout.JAVA_FLOAT);
+        }
+
+        /**
+         * Runs one real decode step of {@code token} (the position advances) and profiles it: see
+         * {@link dev.glimmer.engine.backend.KernelTimings}.
+         */
+        public Profile profileStep(int tokenId) {
+            Profile p = profile(decode, rows(new int[] {tokenId}, 0, 1, position));
+            position++;
+            return p;
+        }
+
+        /** {@link #profileStep} for a batch of prompt tokens (at most {@link Geometry#PROMPT_TOKENS}) through the prompt graph. */
+        public Profile profilePrompt(int[] tokens, int from, int count) {
+            if (count > prompt.list.tokens()) {
+                throw new IllegalArgumentException("a prompt batch holds at most " + prompt.list.tokens() + " tokens");
+            }
+            check(tokens, from, count, position);
+            Profile p = profile(prompt, rows(tokens, from, count, position));
+            position += count;
+            return p;
+        }
+
+        /** {@link GpuTokenDecoder#checkRun} for {@code count} tokens at position {@code at}. */
+        private void check(int[] tokens, int from, int count, int at) {
+            if (open[slot] != this) {
+                throw new IllegalStateException("the sequence is closed");
+            }
+            GpuTokenDecoder.checkRun(tokens, from, count, at, contextSize, embeddingRows);
+        }
+
+        /** Frees the slot for another sequence. */
+        @Override
+        public void close() {
+            if (open[slot] == this) {
+                open[slot] = null;
+            }
+        }
     }
 
     /**
-     * Runs one real decode step of {@code token} (the position advances) and profiles it: see
-     * {@link dev.glimmer.engine.backend.KernelTimings}.
+     * Profiles one batch decode step of {@code sequences} (each at its position, each fed {@code tokens[i]}; all
+     * positions advance): see {@link dev.glimmer.engine.backend.KernelTimings}.
      */
-    public Profile profileStep(int tokenId) {
-        return profile(decode, new int[] {tokenId}, 0, 1);
-    }
-
-    /** Tokens of one prompt batch. */
-    public int promptBatch() {
-        return prompt.list.tokens();
-    }
-
-    /** {@link #profileStep} for a batch of prompt tokens (at most {@link Geometry#PROMPT_TOKENS}) through the prompt graph. */
-    public Profile profilePrompt(int[] tokens, int from, int count) {
-        if (count > prompt.list.tokens()) {
-            throw new IllegalArgumentException("a prompt batch holds at most " + prompt.list.tokens() + " tokens");
+    public Profile profileBatch(List<Sequence> sequences, int[] tokens) {
+        int n = sequences.size();
+        Graph graph = batches.stream().filter(g -> g.list.tokens() >= n).findFirst()
+                .orElseThrow(() -> new IllegalArgumentException("no batch graph holds " + n + " rows"));
+        List<CommandList.StepRow> steps = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            Sequence q = sequences.get(i);
+            GpuTokenDecoder.checkRun(tokens, i, 1, q.position, contextSize, embeddingRows);
+            steps.add(new CommandList.StepRow(tokens[i], q.position, q.kvRow()));
         }
-        return profile(prompt, tokens, from, count);
+        Profile p = profile(graph, steps);
+        sequences.forEach(q -> q.position++);
+        return p;
     }
 
     /** Replays of a graph per timing: enough that launch jitter averages out, few enough for a quick bench. */
@@ -364,10 +559,9 @@ public final class CudaDecoder implements AutoCloseable {
      * dispatch, a graph of the same list without that kind's dispatches: the kind's time is the difference. The
      * dispatches left out leave their outputs as the real run wrote them, so the rest does the same work.
      */
-    private Profile profile(Graph graph, int[] tokens, int from, int count) {
-        check(tokens, from, count, position);
+    private Profile profile(Graph graph, List<CommandList.StepRow> rows) {
         device.makeCurrent();
-        graph.writeSteps(tokens, from, count, position);
+        graph.writeSteps(rows);
         driver.launchGraph(graph.exec, stream);
         driver.synchronize(stream);
         Map<String, List<Integer>> byKind = new LinkedHashMap<>();
@@ -396,7 +590,6 @@ public final class CudaDecoder implements AutoCloseable {
         }
         out.sort((a, b) -> Double.compare(b.millis(), a.millis()));
         last = graph;
-        position += count;
         return new Profile(step, out, copyBandwidth());
     }
 
@@ -466,6 +659,9 @@ public final class CudaDecoder implements AutoCloseable {
     public void close() {
         device.makeCurrent();
         driver.synchronize(stream);
+        for (Graph g : batches) {
+            g.free();
+        }
         prompt.free();
         decode.free();
         driver.destroyStream(stream);

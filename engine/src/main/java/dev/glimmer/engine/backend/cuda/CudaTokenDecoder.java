@@ -8,107 +8,130 @@ import dev.glimmer.kernels.decode.CommandList;
 import java.util.List;
 
 /**
- * A sequence on the CUDA backend as a {@link GpuTokenDecoder}: prompts run the prompt graph in batches,
- * single tokens the decode graph; only the last token's logits (into pinned memory, then an array
- * reused from run to run) or, for {@link #forwardGreedy}, only its greedy token are copied to the host.
+ * A sequence on the CUDA backend as a {@link GpuTokenDecoder}: one slot of a {@link CudaDecoder}'s KV pool.
+ * Prompts run the prompt graph in batches, single tokens the decode graph; only the last token's logits (into
+ * pinned memory, then an array reused from run to run) or, for {@link #forwardGreedy}, only its greedy token
+ * are copied to the host. Several sequences of one pool step together through {@link CudaSequencePool}.
  */
 public final class CudaTokenDecoder implements GpuTokenDecoder, PartialSteps, KernelTimings {
 
-    private final CudaDecoder decoder;
-    private final CudaWeights ownedWeights;
+    private final CudaDecoder pool;
+    private final CudaDecoder.Sequence sequence;
+    /** What closing this sequence frees beyond its slot: nothing (a pool's), or its own pool and weights. */
+    private final AutoCloseable owned;
 
-    /** A sequence over weights shared with other sequences (the caller closes them). */
-    public CudaTokenDecoder(CudaWeights weights, int capacity) {
-        this(weights, capacity, false);
+    CudaTokenDecoder(CudaDecoder pool, CudaDecoder.Sequence sequence, AutoCloseable owned) {
+        this.pool = pool;
+        this.sequence = sequence;
+        this.owned = owned;
     }
 
-    private CudaTokenDecoder(CudaWeights weights, int capacity, boolean owned) {
-        this.decoder = new CudaDecoder(weights, capacity);
-        this.ownedWeights = owned ? weights : null;
+    /** A sequence with a pool of its own over weights shared with other sequences (the caller closes them). */
+    public CudaTokenDecoder(CudaWeights weights, int capacity) {
+        this(new CudaDecoder(weights, capacity), null);
+    }
+
+    private CudaTokenDecoder(CudaDecoder pool, AutoCloseable alsoOwned) {
+        this(pool, pool.open(), () -> {
+            pool.close();
+            if (alsoOwned != null) {
+                alsoOwned.close();
+            }
+        });
     }
 
     /** A sequence with weights of its own, freed when it closes (the self-test's single-sequence models). */
     public static CudaTokenDecoder withOwnWeights(CudaWeights weights, int capacity) {
         try {
-            return new CudaTokenDecoder(weights, capacity, true);
+            return new CudaTokenDecoder(new CudaDecoder(weights, capacity), weights);
         } catch (RuntimeException e) {
             weights.close();
             throw e;
         }
     }
 
+    CudaDecoder.Sequence sequence() {
+        return sequence;
+    }
+
     /** One token runs the decode graph, more the prompt graph in batches; only the last token's logits come back. */
     @Override
     public float[] forward(int[] tokens, int from, int count) {
-        return count == 1 ? decoder.step(tokens[from]) : decoder.prompt(tokens, from, count);
+        return count == 1 ? sequence.step(tokens[from]) : sequence.prompt(tokens, from, count);
     }
 
     /** The tokens as in {@link #forward}, with only the argmax's 4 bytes read back. */
     @Override
     public int forwardGreedy(int[] tokens, int from, int count) {
-        return count == 1 ? decoder.stepGreedy(tokens[from]) : decoder.promptGreedy(tokens, from, count);
+        return count == 1 ? sequence.stepGreedy(tokens[from]) : sequence.promptGreedy(tokens, from, count);
     }
 
-    // From here, plain delegation to the CudaDecoder, as EmulatedTokenDecoder delegates to its EmulatedDecoder.
+    // From here, plain delegation to the CudaDecoder and its sequence.
     @Override
     public int greedyToken() {
-        return decoder.greedyToken();
+        return pool.greedyToken();
     }
 
     @Override
     public int position() {
-        return decoder.position();
+        return sequence.position();
     }
 
     @Override
     public int capacity() {
-        return decoder.contextSize();
+        return sequence.contextSize();
     }
 
     @Override
     public void truncate(int n) {
-        if (n < 0 || n > decoder.position()) {
-            throw new IllegalArgumentException("cannot truncate a sequence of " + decoder.position() + " positions to " + n);
+        if (n < 0 || n > sequence.position()) {
+            throw new IllegalArgumentException("cannot truncate a sequence of " + sequence.position() + " positions to " + n);
         }
-        decoder.seek(n);
+        sequence.seek(n);
     }
 
-    /** Device memory of this sequence: KV cache, activations, arguments (the weights are shared). */
+    /** Device memory of this sequence: its pool's all when it owns one, else its slot of the KV pool. */
     @Override
     public long bytes() {
-        return decoder.deviceBytes();
+        return owned != null ? pool.deviceBytes() : pool.kvBytesPerSequence();
     }
 
     @Override
     public Profile profileStep(int token) {
-        return decoder.profileStep(token);
+        return sequence.profileStep(token);
     }
 
     @Override
     public int promptBatch() {
-        return decoder.promptBatch();
+        return pool.promptBatch();
     }
 
     @Override
     public Profile profilePrompt(int[] tokens, int from, int count) {
-        return decoder.profilePrompt(tokens, from, count);
+        return sequence.profilePrompt(tokens, from, count);
     }
 
     @Override
     public CommandList commandList() {
-        return decoder.commandList();
+        return pool.commandList();
     }
 
     @Override
     public float[] partialStep(int token, int position, int dispatches, int buffer, long offset, int count) {
-        return decoder.partialStep(token, position, dispatches, buffer, offset, count);
+        return sequence.partialStep(token, position, dispatches, buffer, offset, count);
     }
 
     @Override
     public void close() {
-        decoder.close();
-        if (ownedWeights != null) {
-            ownedWeights.close();
+        sequence.close();
+        if (owned != null) {
+            try {
+                owned.close();
+            } catch (RuntimeException e) {
+                throw e;
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
         }
     }
 }

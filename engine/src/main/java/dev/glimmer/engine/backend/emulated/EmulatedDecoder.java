@@ -3,6 +3,7 @@ package dev.glimmer.engine.backend.emulated;
 import dev.glimmer.engine.backend.GpuTokenDecoder;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.kernels.ArgStruct;
+import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.KernelLibrary;
 import dev.glimmer.kernels.decode.BufferSpec;
 import dev.glimmer.kernels.decode.CommandList;
@@ -19,25 +20,28 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Runs the GPU command lists on the CPU emulator: the decode step and the prompt command list a Metal
- * indirect command buffer encodes, replayed dispatch by dispatch. Weight buffers are views of the
- * mapped model file; the two lists share the KV cache; the rest lives in native memory owned by this
- * decoder.
+ * Runs the GPU command lists on the CPU emulator: the decode step, the prompt command list and the batch decode
+ * lists a Metal indirect command buffer encodes, replayed dispatch by dispatch. Like {@code CudaDecoder} it is a
+ * pool of sequences ({@link #open}) sharing one KV buffer per layer, a range of rows each; several sequences
+ * step together through the batch list ({@link #step(List, int[])}). Weight buffers are views of the mapped
+ * model file; the rest lives in native memory owned by this decoder.
  */
 public final class EmulatedDecoder implements AutoCloseable {
 
     private final GlmModel model;
     private final Replay decode;
     private final Replay prompt;
+    /** Batch decode lists of 2, 4, ... rows (Geometry.batchSizes). */
+    private final List<Replay> batches = new ArrayList<>();
     private final Emulator emulator;
     private final FiberOrder order;
     private final Arena arena = Arena.ofShared();
     private final ArgStruct stepArgs = KernelLibrary.load().struct("StepArgs");
     private final int contextSize;
     private final int vocab;
+    private final Sequence[] open;
     /** The list that ran last: its argmax holds the greedy token. */
     private Replay last;
-    private int position;
 
     /** One command list's buffers and per-dispatch bindings. */
     private final class Replay {
@@ -75,9 +79,9 @@ public final class EmulatedDecoder implements AutoCloseable {
             return buffers.get(list.buffer(kind));
         }
 
-        /** Writes the StepArgs of {@code count} tokens from position {@code at} (the rest: no token) and runs the list. */
-        void run(int[] tokens, int from, int count, int at) {
-            byte[] args = list.steps(stepArgs, tokens, from, count, at);
+        /** Writes the StepArgs of {@code rows} (the rest: no token) and runs the list. */
+        void run(List<CommandList.StepRow> rows) {
+            byte[] args = list.steps(stepArgs, rows);
             MemorySegment.copy(args, 0, buffer(BufferSpec.Kind.STEP), ValueLayout.JAVA_BYTE, 0, args.length);
             for (int i = 0; i < list.dispatches().size(); i++) {
                 Dispatch d = list.dispatches().get(i);
@@ -86,84 +90,204 @@ public final class EmulatedDecoder implements AutoCloseable {
             last = this;
         }
 
-        float[] logits() {
-            return buffer(BufferSpec.Kind.ACTIVATIONS).asSlice(list.logits(), 4L * vocab).toArray(ValueLayout.JAVA_FLOAT);
+        /** Output row {@code row}'s logits (a new array). */
+        float[] logits(int row) {
+            return buffer(BufferSpec.Kind.ACTIVATIONS).asSlice(list.logits() + 4L * vocab * row, 4L * vocab)
+                    .toArray(ValueLayout.JAVA_FLOAT);
+        }
+
+        int token(int row) {
+            return buffer(BufferSpec.Kind.ACTIVATIONS).get(ValueLayout.JAVA_INT, list.token() + 4L * row);
         }
     }
 
-    /** A sequence of up to {@code contextSize} positions whose prompts run in batches of {@code promptTokens}. */
+    /** A pool of one sequence of up to {@code contextSize} positions whose prompts run in batches of {@code promptTokens}. */
     public EmulatedDecoder(GlmModel model, int contextSize, FiberOrder order, int promptTokens) {
+        this(model, contextSize, 1, order, promptTokens);
+    }
+
+    /** A pool of {@code slots} sequences of up to {@code contextSize} positions; prompts run in batches of {@code promptTokens}. */
+    public EmulatedDecoder(GlmModel model, int contextSize, int slots, FiberOrder order, int promptTokens) {
         this.model = model;
         this.contextSize = contextSize;
         this.order = order;
         this.emulator = Emulator.load();
         this.vocab = model.vocabSize();
+        this.open = new Sequence[slots];
         DecodeModel shape = DecodeModels.of(model.file(), model.config());
-        this.decode = new Replay(DecodeCommandListBuilder.build(shape, contextSize), null);
-        this.prompt = new Replay(DecodeCommandListBuilder.build(shape, contextSize, promptTokens), decode);
+        long kvRows = (long) slots * contextSize;
+        this.decode = new Replay(DecodeCommandListBuilder.build(shape, kvRows), null);
+        this.prompt = new Replay(DecodeCommandListBuilder.build(shape, kvRows, promptTokens), decode);
+        for (int rows : Geometry.batchSizes(slots)) {
+            batches.add(new Replay(DecodeCommandListBuilder.batch(shape, kvRows, rows), decode));
+        }
     }
 
     public CommandList commandList() {
         return decode.list;
     }
 
-    /** Positions already in the KV cache. */
-    public int position() {
-        return position;
-    }
-
-    /**
-     * Keeps the first {@code n} positions ({@code 0 ≤ n ≤ position()}): the kernels read only the cache
-     * rows below the KV length, and the next steps overwrite the rest.
-     */
-    public void truncate(int n) {
-        if (n < 0 || n > position) {
-            throw new IllegalArgumentException("cannot truncate a sequence of " + position + " positions to " + n);
+    /** A sequence on a free slot, at position 0; closing it frees the slot. */
+    public Sequence open() {
+        for (int slot = 0; slot < open.length; slot++) {
+            if (open[slot] == null) {
+                open[slot] = new Sequence(slot);
+                return open[slot];
+            }
         }
-        position = n;
+        throw new IllegalStateException("all " + open.length + " sequences of the KV pool are in use");
     }
 
-    /** Native memory of this sequence's buffers: all but the weights (views of the mapped file), the KV cache counted once. */
+    public int slots() {
+        return open.length;
+    }
+
+    /** Positions each sequence holds at most. */
+    public int contextSize() {
+        return contextSize;
+    }
+
+    /** Native memory of one slot's KV rows. */
+    public long kvBytesPerSequence() {
+        return decode.list.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE)
+                .mapToLong(BufferSpec::bytes).sum() / open.length;
+    }
+
+    /** Native memory of the pool's buffers: all but the weights (views of the mapped file), the KV buffers counted once. */
     public long bytes() {
-        long decodeBytes = decode.list.buffers().stream().filter(b -> b.kind() != BufferSpec.Kind.WEIGHTS)
-                .mapToLong(BufferSpec::bytes).sum();
-        long promptBytes = prompt.list.buffers().stream()
-                .filter(b -> b.kind() != BufferSpec.Kind.WEIGHTS && b.kind() != BufferSpec.Kind.KV_CACHE)
-                .mapToLong(BufferSpec::bytes).sum();
-        return decodeBytes + promptBytes;
+        long total = 0;
+        for (Replay r : replays()) {
+            total += r.list.buffers().stream()
+                    .filter(b -> b.kind() != BufferSpec.Kind.WEIGHTS && (r == decode || b.kind() != BufferSpec.Kind.KV_CACHE))
+                    .mapToLong(BufferSpec::bytes).sum();
+        }
+        return total;
     }
 
-    /** Runs one decode step for {@code token} at the next position; returns the logits (a new array). */
-    public float[] step(int token) {
-        check(new int[] {token}, 0, 1);
-        decode.run(new int[] {token}, 0, 1, position);
-        position++;
-        return decode.logits();
+    private List<Replay> replays() {
+        List<Replay> all = new ArrayList<>(List.of(decode, prompt));
+        all.addAll(batches);
+        return all;
     }
 
     /**
-     * Runs {@code tokens[from .. from+count)} through the prompt command list, a batch at a time, and
-     * returns the logits after the last of them (a new array).
+     * One decode step of several open sequences of this pool, {@code tokens[i]} into {@code sequences.get(i)}: one
+     * sequence runs the decode list, more the smallest batch list that holds them (in turns of the largest).
+     * Returns each row's logits (new arrays); {@link #greedyTokens} then holds each row's greedy token.
      */
-    public float[] prompt(int[] tokens, int from, int count) {
-        check(tokens, from, count);
-        for (int done = 0; done < count; ) {
-            int n = Math.min(prompt.list.tokens(), count - done);
-            prompt.run(tokens, from + done, n, position);
-            position += n;
-            done += n;
+    public float[][] step(List<Sequence> sequences, int[] tokens) {
+        int n = sequences.size();
+        float[][] out = new float[n][];
+        lastGreedy = new int[n];
+        for (int i = 0; i < n; i++) {
+            sequences.get(i).check(tokens, i, 1);
         }
-        return prompt.logits();
+        if (n == 1) {
+            out[0] = sequences.getFirst().step(tokens[0]);
+            lastGreedy[0] = greedyToken();
+            return out;
+        }
+        int max = batches.getLast().list.tokens();
+        for (int first = 0; first < n; first += max) {
+            int rows = Math.min(max, n - first);
+            Replay replay = batches.stream().filter(r -> r.list.tokens() >= rows).findFirst().orElseThrow();
+            List<CommandList.StepRow> steps = new ArrayList<>();
+            for (int i = first; i < first + rows; i++) {
+                Sequence q = sequences.get(i);
+                steps.add(new CommandList.StepRow(tokens[i], q.position, q.kvRow()));
+            }
+            replay.run(steps);
+            for (int i = first; i < first + rows; i++) {
+                out[i] = replay.logits(i - first);
+                lastGreedy[i] = replay.token(i - first);
+                sequences.get(i).position++;
+            }
+        }
+        return out;
     }
 
-    private void check(int[] tokens, int from, int count) {
-        GpuTokenDecoder.checkRun(tokens, from, count, position, contextSize, model.weights().tokenEmbedding().rows());
+    private int[] lastGreedy = new int[0];
+
+    /** The greedy token of each row of the last {@link #step(List, int[])}. */
+    public int[] greedyTokens() {
+        return lastGreedy.clone();
     }
 
-
-    /** The greedy token the last run's argmax dispatch chose. */
+    /** The greedy token the last run's argmax dispatch chose (the first row's, after a batch). */
     public int greedyToken() {
-        return last.buffer(BufferSpec.Kind.ACTIVATIONS).get(ValueLayout.JAVA_INT, last.list.token());
+        return last.token(0);
+    }
+
+    /** One sequence of the pool: its slot's rows of the KV buffers and its position. */
+    public final class Sequence implements AutoCloseable {
+        private final int slot;
+        private int position;
+
+        private Sequence(int slot) {
+            this.slot = slot;
+        }
+
+        int kvRow() {
+            return slot * contextSize;
+        }
+
+        /** Positions already in the KV cache. */
+        public int position() {
+            return position;
+        }
+
+        /**
+         * Keeps the first {@code n} positions ({@code 0 ≤ n ≤ position()}): the kernels read only the cache
+         * rows below the KV length, and the next steps overwrite the rest.
+         */
+        public void truncate(int n) {
+            if (n < 0 || n > position) {
+                throw new IllegalArgumentException("cannot truncate a sequence of " + position + " positions to " + n);
+            }
+            position = n;
+        }
+
+        /** Runs one decode step for {@code token} at the next position; returns the logits (a new array). */
+        public float[] step(int token) {
+            check(new int[] {token}, 0, 1);
+            decode.run(List.of(new CommandList.StepRow(token, position, kvRow())));
+            position++;
+            return decode.logits(0);
+        }
+
+        /**
+         * Runs {@code tokens[from .. from+count)} through the prompt command list, a batch at a time, and
+         * returns the logits after the last of them (a new array).
+         */
+        public float[] prompt(int[] tokens, int from, int count) {
+            check(tokens, from, count);
+            for (int done = 0; done < count; ) {
+                int n = Math.min(prompt.list.tokens(), count - done);
+                List<CommandList.StepRow> rows = new ArrayList<>();
+                for (int t = 0; t < n; t++) {
+                    rows.add(new CommandList.StepRow(tokens[from + done + t], position + t, kvRow()));
+                }
+                prompt.run(rows);
+                position += n;
+                done += n;
+            }
+            return prompt.logits(0);
+        }
+
+        private void check(int[] tokens, int from, int count) {
+            if (open[slot] != this) {
+                throw new IllegalStateException("the sequence is closed");
+            }
+            GpuTokenDecoder.checkRun(tokens, from, count, position, contextSize, model.weights().tokenEmbedding().rows());
+        }
+
+        /** Frees the slot. */
+        @Override
+        public void close() {
+            if (open[slot] == this) {
+                open[slot] = null;
+            }
+        }
     }
 
     @Override

@@ -143,7 +143,7 @@ public final class MetalDecoder implements GpuTokenDecoder, PartialSteps {
 
     /** Writes the StepArgs of {@code count} tokens from position {@code at} (the rest of the batch: none) and runs the list. */
     private void run(Encoded list, int[] tokens, int from, int count, int at, int dispatches) {
-        byte[] args = list.list().steps(stepArgs, tokens, from, count, at);
+        byte[] args = list.list().steps(stepArgs, tokens, from, count, at, 0);
         MemorySegment.copy(args, 0, list.step(), ValueLayout.JAVA_BYTE, 0, args.length);
         try (ObjcRuntime.AutoreleasePool pool = rt.autoreleasePool()) {
             MetalException.during(MetalException.Step.RUNNING, () -> {

@@ -47,7 +47,8 @@ class CudaDecodeTest {
             int[] greedy = new int[GREEDY];
             List<float[]> all = new ArrayList<>();
             try (CudaWeights weights = new CudaWeights(model, kernels, bytes -> { });
-                 CudaDecoder gpu = new CudaDecoder(weights, context)) {
+                 CudaDecoder pool = new CudaDecoder(weights, context);
+                 CudaDecoder.Sequence gpu = pool.open()) {
                 int token = prompt[0];
                 for (int step = 0; step < prompt.length + GREEDY - 1; step++) {
                     float[] expected = reference.forward(cache, new int[] {token}, 0, 1, false);
@@ -58,7 +59,7 @@ class CudaDecodeTest {
                     assertTrue(diff <= TOLERANCE * range, name + " step " + step + ": max |Δlogit| " + diff
                             + " > " + TOLERANCE + " × range " + range);
                     int next = Oracle.argmax(expected, 0, expected.length);
-                    assertEquals(next, gpu.greedyToken(), name + " step " + step + ": greedy token");
+                    assertEquals(next, pool.greedyToken(), name + " step " + step + ": greedy token");
                     if (step >= prompt.length - 1) {
                         greedy[step - prompt.length + 1] = next;
                     }
@@ -72,7 +73,7 @@ class CudaDecodeTest {
                     token = step + 1 < prompt.length ? prompt[step + 1] : greedy[step - prompt.length + 1];
                 }
                 // a step re-run at an earlier position (dispatch by dispatch, no graph) gives its logits again
-                CommandList list = gpu.commandList();
+                CommandList list = pool.commandList();
                 int activations = list.buffer(BufferSpec.Kind.ACTIVATIONS);
                 float[] rerun = gpu.partialStep(prompt[0], 0, list.dispatches().size(), activations, list.logits(),
                         all.get(0).length);

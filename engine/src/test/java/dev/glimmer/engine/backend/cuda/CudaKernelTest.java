@@ -252,7 +252,7 @@ class CudaKernelTest {
         var struct = k.library().struct("StepArgs");
         byte[] out = new byte[struct.size() * tokens];
         for (int t = 0; t < tokens; t++) {
-            byte[] b = struct.pack(Map.of("token", 0, "pos", t, "kv_len", t < active ? t + 1 : 0));
+            byte[] b = struct.pack(Map.of("token", 0, "pos", t, "kv_len", t < active ? t + 1 : 0, "kv_row", 0));
             System.arraycopy(b, 0, out, t * struct.size(), b.length);
         }
         return out;

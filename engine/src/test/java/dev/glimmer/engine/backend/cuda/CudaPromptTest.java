@@ -40,15 +40,16 @@ class CudaPromptTest {
             KvCache cache = model.newCache(context, KvCacheType.F32);
             GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 64);
             try (CudaWeights weights = new CudaWeights(model, kernels, bytes -> { });
-                 CudaDecoder gpu = new CudaDecoder(weights, context)) {
+                 CudaDecoder pool = new CudaDecoder(weights, context);
+                 CudaDecoder.Sequence gpu = pool.open()) {
                 float[] expected = reference.forward(cache, prompt, 0, n, false).clone(); // the reference reuses its array
                 float[] got = gpu.prompt(prompt, 0, n).clone();
-                int token = Oracle.assertGpuLogits(name + " prompt of " + n, expected, got, gpu.greedyToken(), TOLERANCE);
+                int token = Oracle.assertGpuLogits(name + " prompt of " + n, expected, got, pool.greedyToken(), TOLERANCE);
                 assertEquals(n, gpu.position());
                 for (int step = 0; step < STEPS; step++) {
                     float[] e = reference.forward(cache, new int[] {token}, 0, 1, false);
                     token = Oracle.assertGpuLogits(name + " step " + step + " after the prompt", e, gpu.step(token),
-                            gpu.greedyToken(), TOLERANCE);
+                            pool.greedyToken(), TOLERANCE);
                 }
                 // the same prompt again: bit-identical (a race would show as a difference)
                 gpu.seek(0);
@@ -60,7 +61,7 @@ class CudaPromptTest {
                 gpu.seek(0);
                 gpu.prompt(prompt, 0, 5);
                 Oracle.assertGpuLogits(name + " prompt in two runs", expected, gpu.prompt(prompt, 5, n - 5),
-                        gpu.greedyToken(), TOLERANCE);
+                        pool.greedyToken(), TOLERANCE);
             }
         }
     }

@@ -42,21 +42,22 @@ class EmulatedDecodeTest {
             KvCache cache = model.newCache(context, KvCacheType.F32);
             GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 1);
             int[] greedy = new int[GREEDY];
-            try (EmulatedDecoder gpu = new EmulatedDecoder(model, context, order, BATCH)) {
+            try (EmulatedDecoder pool = new EmulatedDecoder(model, context, order, BATCH);
+                 EmulatedDecoder.Sequence gpu = pool.open()) {
                 int first = 0;
                 if (batchedPrompt) {
                     int n = prompt.length - 1;
                     assertTrue(n > BATCH && n % BATCH != 0, "the prompt must span batches and end in a partial one: " + n);
                     float[] expected = reference.forward(cache, prompt, 0, n, false);
                     float[] got = gpu.prompt(prompt, 0, n);
-                    Oracle.assertGpuLogits(name + " prompt batches", expected, got, gpu.greedyToken(), TOLERANCE);
+                    Oracle.assertGpuLogits(name + " prompt batches", expected, got, pool.greedyToken(), TOLERANCE);
                     first = n;
                 }
                 int token = prompt[first];
                 for (int step = first; step < prompt.length + GREEDY - 1; step++) {
                     float[] expected = reference.forward(cache, new int[] {token}, 0, 1, false);
                     float[] got = gpu.step(token);
-                    int next = Oracle.assertGpuLogits(name + " step " + step, expected, got, gpu.greedyToken(), TOLERANCE);
+                    int next = Oracle.assertGpuLogits(name + " step " + step, expected, got, pool.greedyToken(), TOLERANCE);
                     if (step >= prompt.length - 1) {
                         greedy[step - prompt.length + 1] = next;
                     }

@@ -82,16 +82,17 @@ class EmulatedVariantsTest {
 
     private static void assertDecodeAgrees(GlmModel model) {
         try (KvCache cache = model.newCache(TOKENS.length, KvCacheType.F32);
-             EmulatedDecoder gpu = new EmulatedDecoder(model, TOKENS.length, FiberOrder.shuffled(3), 4)) {
+             EmulatedDecoder pool = new EmulatedDecoder(model, TOKENS.length, FiberOrder.shuffled(3), 4);
+             EmulatedDecoder.Sequence gpu = pool.open()) {
             GlmForward cpu = new GlmForward(model, new CpuBackend(), 1);
             float[] expected = null;
             for (int t : TOKENS) {
                 expected = cpu.forward(cache, new int[] {t}, 0, 1, false).clone();
-                assertAgrees(expected, gpu.step(t), gpu.greedyToken(), "position " + gpu.position());
+                assertAgrees(expected, gpu.step(t), pool.greedyToken(), "position " + gpu.position());
             }
             // the same tokens through the prompt command list (batches of 4, the last one partly used)
             gpu.truncate(0);
-            assertAgrees(expected, gpu.prompt(TOKENS, 0, TOKENS.length), gpu.greedyToken(), "prompt batches");
+            assertAgrees(expected, gpu.prompt(TOKENS, 0, TOKENS.length), pool.greedyToken(), "prompt batches");
         }
     }
 

@@ -33,7 +33,7 @@ class TokenKernelTest {
         MemorySegment table = randomWeights(type, vocab, cols, new Random(type.id));
         float[] expected = dequantizedRow(table, type, token, cols);
         float[] got = runInBothOrders("embed_row", arena -> List.of(args(arena, "EmbedArgs", Map.of("type", type.id, "cols", cols)),
-                        args(arena, "StepArgs", Map.of("token", token, "pos", 0, "kv_len", 1)), copy(arena, table),
+                        args(arena, "StepArgs", Map.of("token", token, "pos", 0, "kv_len", 1, "kv_row", 0)), copy(arena, table),
                         arena.allocate(4L * cols)),
                 3, new int[0], Size3.of(1), Size3.of(WIDE_THREADS));
         for (int i = 0; i < cols; i++) {

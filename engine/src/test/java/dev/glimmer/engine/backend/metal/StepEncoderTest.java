@@ -245,7 +245,7 @@ class StepEncoderTest {
         Dispatch far = new Dispatch("mat_vec", 0, List.of(new Dispatch.Binding(0, 0, 1L << 32)), Size3.of(1), Size3.of(64),
                 new int[0], false, List.of());
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> new StepEncoder(new RecordingCalls(),
-                new CommandList(specs, new byte[0], List.of(far), 0, 0, 1), one, pipelines, MAX_THREADGROUP_MEMORY,
+                new CommandList(specs, new byte[0], List.of(far), 0, 0, 1, 1), one, pipelines, MAX_THREADGROUP_MEMORY,
                 StepEncoder.Mode.INDIRECT));
         assertTrue(e.getMessage().contains("32-bit"), e.getMessage());
 
@@ -255,7 +255,7 @@ class StepEncoderTest {
         }
         Dispatch wide = new Dispatch("mat_vec", 0, many, Size3.of(1), Size3.of(64), new int[0], false, List.of());
         e = assertThrows(IllegalArgumentException.class, () -> new StepEncoder(new RecordingCalls(),
-                new CommandList(specs, new byte[0], List.of(wide), 0, 0, 1), one, pipelines, MAX_THREADGROUP_MEMORY,
+                new CommandList(specs, new byte[0], List.of(wide), 0, 0, 1, 1), one, pipelines, MAX_THREADGROUP_MEMORY,
                 StepEncoder.Mode.INDIRECT));
         assertTrue(e.getMessage().contains("31"), e.getMessage());
     }

@@ -1,0 +1,90 @@
+package dev.glimmer.engine.backend;
+
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * The sequences of one model on one backend, up to {@link #slots} at once, each a {@link TokenDecoder} with a
+ * KV cache of the same capacity. A decode step of several of them ({@link #step}) is one pass over the weights
+ * where the backend batches (CUDA: one KV pool on the device and a batch decode graph), or one step after another
+ * where it does not ({@link #oneByOne}). Not thread-safe: one caller at a time.
+ */
+public interface SequencePool extends AutoCloseable {
+
+    /** A new empty sequence on a free slot; closing it frees the slot. At most {@link #slots} are open at once. */
+    TokenDecoder open();
+
+    /** Sequences open at once at most. */
+    int slots();
+
+    /** Memory one more sequence costs (its KV cache; host or device), for the KV budget. */
+    long bytesPerSequence();
+
+    /**
+     * One decode step: {@code tokens[i]} goes into {@code sequences.get(i)} (distinct, open, of this pool) at its
+     * next position. Each gets its logits (an array the sequence may reuse, valid until its next run) or, where
+     * {@code greedyOnly[i]}, only its greedy token, the first maximum of its logits.
+     */
+    Next[] step(List<TokenDecoder> sequences, int[] tokens, boolean[] greedyOnly);
+
+    /** What a step gives one sequence to pick its next token from: its logits, or (logits null) the greedy token alone. */
+    record Next(float[] logits, int greedyToken) {
+        public static Next of(float[] logits) {
+            return new Next(logits, -1);
+        }
+
+        public static Next greedy(int token) {
+            return new Next(null, token);
+        }
+    }
+
+    /**
+     * Times one decode step of {@code sequences} kernel by kernel ({@link KernelTimings}; their positions advance),
+     * where the backend can; empty elsewhere.
+     */
+    default Optional<KernelTimings.Profile> profileStep(List<TokenDecoder> sequences, int[] tokens) {
+        return Optional.empty();
+    }
+
+    /** Frees what the pool holds (its sequences must be closed first). */
+    @Override
+    void close();
+
+    /**
+     * A pool whose sequences are independent decoders of {@code capacity} positions from {@code decoders}, stepped
+     * one after another (backends without a batch decode step). Each sequence's memory is what one decoder takes.
+     */
+    static SequencePool oneByOne(BackendChoice.Decoders decoders, int slots, int capacity) {
+        long bytes = decoders.bytesPerSequence(capacity);
+        return new SequencePool() {
+            @Override
+            public TokenDecoder open() {
+                return decoders.open(capacity);
+            }
+
+            @Override
+            public int slots() {
+                return slots;
+            }
+
+            @Override
+            public long bytesPerSequence() {
+                return bytes;
+            }
+
+            @Override
+            public Next[] step(List<TokenDecoder> sequences, int[] tokens, boolean[] greedyOnly) {
+                Next[] next = new Next[sequences.size()];
+                for (int i = 0; i < next.length; i++) {
+                    TokenDecoder d = sequences.get(i);
+                    next[i] = greedyOnly[i] ? Next.greedy(d.forwardGreedy(tokens, i, 1)) : Next.of(d.forward(tokens, i, 1));
+                }
+                return next;
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+    }
+}

@@ -1,0 +1,186 @@
+package dev.glimmer.engine.backend.cuda;
+
+import dev.glimmer.engine.backend.FloatActivationBackend;
+import dev.glimmer.engine.kv.KvCache;
+import dev.glimmer.engine.kv.KvCacheType;
+import dev.glimmer.engine.model.GlmForward;
+import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.engine.model.Oracle;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Random;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+/**
+ * The batch decode graphs on the device (EmulatedBatchDecodeTest's checks): conversations of one KV pool at
+ * different positions step together; every row's logits agree with the engine's forward pass of that
+ * conversation alone and every conversation's greedy tokens equal the same request run alone. Then 16
+ * conversations with random ends and new starts: the survivors stay right and the device memory is the
+ * pool's, nothing more, once all are closed.
+ */
+class CudaBatchDecodeTest {
+
+    private static final int STEPS = 8;
+    private static final double TOLERANCE = 1e-3;
+
+    @ParameterizedTest
+    @ValueSource(strings = {"tiny-f32", "tiny-q4_0", "small-q4_k_m"})
+    void batchedConversationsMatchEachRunAlone(String name) throws IOException {
+        CudaKernels kernels = CudaTestSupport.kernels();
+        try (GlmModel model = GlmModel.open(Oracle.model(name));
+             CudaWeights weights = new CudaWeights(model, kernels, bytes -> { })) {
+            int[] chat = Oracle.chatCase(name).promptTokens();
+            int context = chat.length + STEPS + 1;
+            int conversations = 5;  // 5 rows run the 8-row graph, then 4, 3, 2 rows, then the decode step alone
+            List<int[]> prompts = new ArrayList<>();
+            for (int i = 0; i < conversations; i++) {
+                prompts.add(Arrays.copyOf(chat, chat.length - 2 * i));
+            }
+            List<int[]> alone = new ArrayList<>();
+            try (CudaDecoder single = new CudaDecoder(weights, context)) {
+                for (int[] p : prompts) {
+                    try (CudaDecoder.Sequence q = single.open()) {
+                        int[] run = new int[STEPS + 1];
+                        float[] logits = q.prompt(p, 0, p.length);
+                        run[0] = Oracle.argmax(logits, 0, logits.length);
+                        for (int k = 1; k < run.length; k++) {
+                            logits = q.step(run[k - 1]);
+                            run[k] = Oracle.argmax(logits, 0, logits.length);
+                        }
+                        alone.add(run);
+                    }
+                }
+            }
+            GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 1);
+            try (CudaDecoder pool = new CudaDecoder(weights, context, conversations + 1)) {
+                try (CudaDecoder.Sequence gone = pool.open()) {  // leaves rows of another text in slot 0
+                    int[] other = Arrays.copyOfRange(chat, 3, chat.length);
+                    gone.prompt(other, 0, other.length);
+                }
+                List<CudaDecoder.Sequence> running = new ArrayList<>();
+                List<KvCache> caches = new ArrayList<>();
+                int[] pending = new int[conversations];
+                int[][] got = new int[conversations][STEPS + 1];
+                for (int i = 0; i < conversations; i++) {
+                    int[] p = prompts.get(i);
+                    CudaDecoder.Sequence q = pool.open();
+                    running.add(q);
+                    KvCache cache = model.newCache(context, KvCacheType.F32);
+                    reference.forward(cache, p, 0, p.length, false);
+                    caches.add(cache);
+                    float[] logits = q.prompt(p, 0, p.length);
+                    pending[i] = Oracle.argmax(logits, 0, logits.length);
+                    got[i][0] = pending[i];
+                }
+                for (int step = 0; step < STEPS; step++) {
+                    List<Integer> rows = new ArrayList<>();
+                    for (int i = 0; i < conversations; i++) {
+                        if (step < STEPS - i) {
+                            rows.add(i);
+                        }
+                    }
+                    int[] tokens = rows.stream().mapToInt(i -> pending[i]).toArray();
+                    boolean[] greedyOnly = new boolean[rows.size()];
+                    for (int r = 0; r < greedyOnly.length; r++) {
+                        greedyOnly[r] = r % 2 == 1;  // odd rows read back only their token
+                    }
+                    int[] greedy = new int[rows.size()];
+                    float[][] logits = pool.step(rows.stream().map(running::get).toList(), tokens, greedyOnly, greedy);
+                    for (int r = 0; r < rows.size(); r++) {
+                        int i = rows.get(r);
+                        float[] expected = reference.forward(caches.get(i), new int[] {tokens[r]}, 0, 1, false);
+                        String where = name + " conversation " + i + " step " + step + " of " + rows.size() + " rows";
+                        if (!greedyOnly[r]) {
+                            Oracle.assertGpuLogits(where, expected, logits[r], greedy[r], TOLERANCE);
+                        }
+                        pending[i] = greedy[r];
+                        got[i][step + 1] = greedy[r];
+                    }
+                }
+                for (int i = 0; i < conversations; i++) {
+                    int steps = STEPS - i;
+                    assertArrayEquals(Arrays.copyOf(alone.get(i), steps + 1), Arrays.copyOf(got[i], steps + 1),
+                            name + " conversation " + i + ": batched greedy tokens differ from the request run alone");
+                    running.get(i).close();
+                }
+            }
+        }
+    }
+
+    @Test
+    void sixteenConversationsComeAndGoWithoutLeaking() throws IOException {
+        CudaKernels kernels = CudaTestSupport.kernels();
+        String name = "tiny-q4_0";
+        try (GlmModel model = GlmModel.open(Oracle.model(name));
+             CudaWeights weights = new CudaWeights(model, kernels, bytes -> { })) {
+            int[] chat = Oracle.chatCase(name).promptTokens();
+            int context = chat.length + 40;
+            CudaDevice device = kernels.device();
+            long before = device.memoryUsed();
+            Random random = new Random(16);
+            try (CudaDecoder pool = new CudaDecoder(weights, context, 16)) {
+                long withPool = device.memoryUsed();
+                List<CudaDecoder.Sequence> open = new ArrayList<>();
+                List<int[]> expected = new ArrayList<>();
+                List<Integer> done = new ArrayList<>();
+                GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 1);
+                for (int round = 0; round < 24; round++) {
+                    // random ends (a client gone) and new conversations up to 16
+                    for (int i = open.size() - 1; i >= 0; i--) {
+                        if (random.nextInt(5) == 0 || done.get(i) >= 30) {
+                            open.remove(i).close();
+                            expected.remove(i);
+                            done.remove(i);
+                        }
+                    }
+                    while (open.size() < 16) {
+                        CudaDecoder.Sequence q = pool.open();
+                        int cut = random.nextInt(8);
+                        int[] p = Arrays.copyOf(chat, chat.length - cut);
+                        float[] logits = q.prompt(p, 0, p.length);
+                        // the greedy run this conversation must follow, from the CPU reference
+                        KvCache cache = model.newCache(context, KvCacheType.F32);
+                        float[] ref = reference.forward(cache, p, 0, p.length, false);
+                        int[] run = new int[31];
+                        run[0] = Oracle.argmax(ref, 0, ref.length);
+                        for (int k = 1; k < run.length; k++) {
+                            ref = reference.forward(cache, new int[] {run[k - 1]}, 0, 1, false);
+                            run[k] = Oracle.argmax(ref, 0, ref.length);
+                        }
+                        assertEquals(run[0], Oracle.argmax(logits, 0, logits.length), "first token of a new conversation");
+                        open.add(q);
+                        expected.add(run);
+                        done.add(0);
+                    }
+                    int[] tokens = new int[open.size()];
+                    for (int i = 0; i < tokens.length; i++) {
+                        tokens[i] = expected.get(i)[done.get(i)];
+                    }
+                    int[] greedy = new int[tokens.length];
+                    pool.step(open, tokens, filled(tokens.length), greedy);
+                    for (int i = 0; i < tokens.length; i++) {
+                        done.set(i, done.get(i) + 1);
+                        assertEquals(expected.get(i)[done.get(i)], greedy[i], "round " + round + " row " + i);
+                    }
+                }
+                open.forEach(CudaDecoder.Sequence::close);
+                assertEquals(withPool, device.memoryUsed(), "the conversations took no device memory beyond the pool");
+            }
+            assertEquals(before, device.memoryUsed(), "the pool's memory is back after it closed");
+        }
+    }
+
+    private static boolean[] filled(int n) {
+        boolean[] b = new boolean[n];
+        Arrays.fill(b, true);
+        return b;
+    }
+}
