@@ -22,10 +22,11 @@ public final class Geometry {
      */
     public static final int MM_TOKENS = 32;
     /**
-     * Tokens per weight chunk of mat_mat_f32, which multiplies F32 weights (the router) in float rather than on
-     * the matrix units: with {@link #MV_ROWS_PER_SIMDGROUP} rows per SIMD-group, one sum per lane.
+     * Tokens per weight chunk of mat_mat_float, which multiplies in float rather than on the matrix units (F32
+     * weights, and every weight of a batch decode list): with {@link #MV_ROWS_PER_SIMDGROUP} rows per SIMD-group,
+     * one sum per lane.
      */
-    public static final int MM_F32_TOKENS = SIMD_WIDTH / MV_ROWS_PER_SIMDGROUP;
+    public static final int MM_FLOAT_TOKENS = SIMD_WIDTH / MV_ROWS_PER_SIMDGROUP;
     /** Weight rows of a tile of the prompt kernels: one chunk of a row per thread and step. */
     public static final int MM_ROWS = 64;
     /** Values of a row that a tile multiplies per step (a Q4_0 block; two chunks). */
@@ -174,7 +175,7 @@ public final class Geometry {
         d.put("GLIMMER_CHUNK", CHUNK);
         d.put("GLIMMER_MM_TOKENS", MM_TOKENS);
         d.put("GLIMMER_MM_SIMDGROUPS", MM_SIMDGROUPS);
-        d.put("GLIMMER_MM_F32_TOKENS", MM_F32_TOKENS);
+        d.put("GLIMMER_MM_FLOAT_TOKENS", MM_FLOAT_TOKENS);
         d.put("GLIMMER_MM_ROWS", MM_ROWS);
         d.put("GLIMMER_MM_DEPTH", MM_DEPTH);
         d.put("GLIMMER_MM_HALF_STRIDE", MM_HALF_STRIDE);

@@ -4,7 +4,10 @@
 // (weights read in place from the stacked tensors, no copies), with silu(gate)*up in the epilogue, and
 // one of its SIMD-groups writes the selected ids and weights for down; down owns each output row across
 // all experts and adds the weighted sum to the residual stream. A dense FFN layer is the same with no
-// router, no routed slots and the dense FFN as the "shared" one.
+// router, no routed slots and the dense FFN as the "shared" one. The batch decode list runs the same three
+// for a few sequences' tokens at once (the last grid dimension: token t's x, logits, act, ids and weights at
+// its stride; a token with kv_len 0 is none): each token reads its own experts, and the weights that several
+// tokens share are read from the L2 cache after the first.
 
 struct RouterArgs {
     uint type;        // ggml type id of the router weights (F32 in llama.cpp's files)
@@ -14,18 +17,22 @@ struct RouterArgs {
     uint split;       // SIMD-groups per row set, as MatVecArgs.split
 };
 
-// logits[e] = router row e . (x * norm_w / rms(x)), in the mat_vec layout. Grid: ceil(experts / R)
+// logits[e] = router row e . (x * norm_w / rms(x)), in the mat_vec layout. Grid: (ceil(experts / R), tokens)
 // threadgroups, R = mv_sets(split) * NR; scratch: MV_SIMDGROUPS * NR floats.
 kernel void moe_router(constant RouterArgs & a [[buffer(0)]],
                        device const char * w [[buffer(1)]],
                        device const float * x [[buffer(2)]],
                        device const float * norm_w [[buffer(3)]],
                        device float * logits [[buffer(4)]],
+                       constant StepArgs * steps [[buffer(5)]],
                        threadgroup float * scratch TG_MEM(0),
                        uint3 tgpig [[threadgroup_position_in_grid]],
                        ushort tiitg [[thread_index_in_threadgroup]],
                        ushort tiisg [[thread_index_in_simdgroup]],
                        ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    if (steps[tgpig.y].kv_len == 0) return;
+    x += tgpig.y * a.cols;
+    logits += tgpig.y * a.experts;
     uint first = (tgpig.x * mv_sets(a.split) + mv_set(sgitg, a.split)) * NR;
     float sums[NR];
     mv_rows_normed(a.type, w, first, a.experts, a.cols, x, norm_w, a.eps, mv_lane(tiisg, sgitg, a.split),
@@ -132,7 +139,7 @@ static inline uint select_experts(constant GateUpArgs & a, device const float * 
     return picked;
 }
 
-// Grid: (ceil(max(rows, shared_rows) / rows per threadgroup), routed + 1); slot y < routed is the
+// Grid: (ceil(max(rows, shared_rows) / rows per threadgroup), routed + 1, tokens); slot y < routed is the
 // y-th selected expert, slot `routed` the shared expert. act[slot][row] = silu(gate) * up. SIMD-group 0
 // of the shared slot's first threadgroup writes the selection (ids, weights) that down reads.
 // scratch: MV_SIMDGROUPS * NR floats.
@@ -148,11 +155,18 @@ kernel void moe_gate_up(constant GateUpArgs & a [[buffer(0)]],
                         device float * act [[buffer(9)]],
                         device int * ids [[buffer(10)]],
                         device float * weights [[buffer(11)]],
+                        constant StepArgs * steps [[buffer(12)]],
                         threadgroup float * scratch TG_MEM(0),
                         uint3 tgpig [[threadgroup_position_in_grid]],
                         ushort tiitg [[thread_index_in_threadgroup]],
                         ushort tiisg [[thread_index_in_simdgroup]],
                         ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    if (steps[tgpig.z].kv_len == 0) return;
+    x += tgpig.z * a.cols;
+    logits += tgpig.z * a.experts;
+    act += tgpig.z * (a.routed + 1) * a.act_stride;
+    ids += tgpig.z * a.routed;
+    weights += tgpig.z * a.routed;
     uint slot = tgpig.y;
     bool shared = slot == a.routed;
     uint rows = shared ? a.shared_rows : a.rows;
@@ -252,7 +266,7 @@ static inline void down_routed(uint type, device const char * exps, device const
     }
 }
 
-// Grid: ceil(rows / rows per threadgroup); scratch: MV_SIMDGROUPS * NR floats. x[row] += sum over slots of weight * (down_slot . act_slot),
+// Grid: (ceil(rows / rows per threadgroup), tokens); scratch: MV_SIMDGROUPS * NR floats. x[row] += sum over slots of weight * (down_slot . act_slot),
 // the shared slot with weight 1.
 kernel void moe_down(constant DownArgs & a [[buffer(0)]],
                      device const char * down_exps [[buffer(1)]],
@@ -261,10 +275,16 @@ kernel void moe_down(constant DownArgs & a [[buffer(0)]],
                      device const int * ids [[buffer(4)]],
                      device const float * weights [[buffer(5)]],
                      device float * x [[buffer(6)]],
+                     constant StepArgs * steps [[buffer(7)]],
                      threadgroup float * scratch TG_MEM(0),
                      uint3 tgpig [[threadgroup_position_in_grid]],
                      ushort tiisg [[thread_index_in_simdgroup]],
                      ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    if (steps[tgpig.y].kv_len == 0) return;
+    x += tgpig.y * a.rows;
+    act += tgpig.y * (a.routed + 1) * a.act_stride;
+    ids += tgpig.y * a.routed;
+    weights += tgpig.y * a.routed;
     uint first = (tgpig.x * mv_sets(a.split) + mv_set(sgitg, a.split)) * NR;
     uint lane = mv_lane(tiisg, sgitg, a.split);
     float total[NR];

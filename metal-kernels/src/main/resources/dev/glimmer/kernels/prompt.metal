@@ -90,82 +90,101 @@ kernel void mat_mat(constant MatMatArgs & a [[buffer(0)]],
     }
 }
 
-// ---- float weights, exactly ----
-// The matrix units take halves; F32 weights (the router: its logits pick the experts, and a rounded logit
-// could pick others than the CPU does) are multiplied in float instead, F32_TOKENS tokens per weight chunk.
+// ---- weights multiplied in float ----
+// The matrix units take halves. F32 weights (the router: its logits pick the experts, and a rounded logit could
+// pick others than the CPU does) are multiplied in float instead, and so is every weight of a batch of a few
+// sequences' tokens (the batch decode list): there a tile of MM_TOKENS tokens would be mostly empty, and the few
+// threadgroups of a tile per MM_ROWS rows leave most of the GPU idle. FLOAT_TOKENS tokens per weight chunk.
 
-#define F32_TOKENS GLIMMER_MM_F32_TOKENS
+#define FLOAT_TOKENS GLIMMER_MM_FLOAT_TOKENS
 
-// sums[r * F32_TOKENS + j] = row (first + r) of w . (the activations of token j of the block), for r < NR and
+// sums[r * FLOAT_TOKENS + j] = row (first + r) of w . (the activations of token j of the block), for r < NR and
 // the first n tokens (the others give 0); rows at or past `rows` give 0. One SIMD-group: lane l takes the
-// chunks l, l + 32, ... Every lane gets every sum.
-static inline void mm_f32_rows(device const uchar * w, uint stride, uint first, uint rows, uint cols,
-                               ConsecutiveRows src, uint n, ushort tiisg, thread float * sums) {
+// chunks l, l + 32, ...; each chunk of the NR rows is dequantized once for all the tokens. Every lane gets every sum.
+template <typename T>
+static inline void mm_float_rows_of(device const uchar * w, uint stride, uint first, uint rows, uint cols,
+                                    ConsecutiveRows src, uint n, ushort tiisg, thread float * sums) {
     // Every loop over the register arrays is unrolled (compile-time bounds, the real extents masked inside):
     // an index the compiler cannot resolve would move acc to local memory.
-    float acc[NR * F32_TOKENS];
+    float acc[NR * FLOAT_TOKENS];
     #pragma unroll
-    for (uint i = 0; i < NR * F32_TOKENS; i++) acc[i] = 0.0f;
+    for (uint i = 0; i < NR * FLOAT_TOKENS; i++) acc[i] = 0.0f;
     uint chunks = cols / CH;
     for (uint c = tiisg; c < chunks; c += SIMD_WIDTH) {
         float wv[NR][CH];
         #pragma unroll
         for (uint r = 0; r < NR; r++) {
             if (first + r < rows) {
-                F32::dequant(w + (first + r) * stride, c, wv[r]);
+                T::dequant(w + (first + r) * stride, c, wv[r]);
             } else {
                 #pragma unroll
                 for (uint i = 0; i < CH; i++) wv[r][i] = 0.0f;
             }
         }
         #pragma unroll
-        for (uint j = 0; j < F32_TOKENS; j++) {
+        for (uint j = 0; j < FLOAT_TOKENS; j++) {
             if (j < n) {
                 XDevice xd = {src.row(j)};
                 float v[CH];
-                F32::gather(xd, c, v);
+                T::gather(xd, c, v);
                 #pragma unroll
                 for (uint r = 0; r < NR; r++) {
                     float d = 0.0f;
                     #pragma unroll
                     for (uint i = 0; i < CH; i++) d += wv[r][i] * v[i];
-                    acc[r * F32_TOKENS + j] += d;
+                    acc[r * FLOAT_TOKENS + j] += d;
                 }
             }
         }
     }
     #pragma unroll
-    for (uint i = 0; i < NR * F32_TOKENS; i++) sums[i] = simd_sum(acc[i]);
+    for (uint i = 0; i < NR * FLOAT_TOKENS; i++) sums[i] = simd_sum(acc[i]);
 }
 
-// mat_mat for F32 weights. Grid: (ceil(tokens / F32_TOKENS), ceil(rows / (MM_SIMDGROUPS * NR)), matrices)
+static inline void mm_float_rows(uint type, device const char * w, uint first, uint rows, uint cols, ConsecutiveRows src,
+                                 uint n, ushort tiisg, thread float * sums) {
+    device const uchar * wb = (device const uchar *) w;
+    uint stride = row_bytes(type, cols);
+    switch (type) {
+        case TYPE_F32: mm_float_rows_of<F32>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_F16: mm_float_rows_of<F16>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_Q4_0: mm_float_rows_of<Q4_0>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_Q5_0: mm_float_rows_of<Q5_0>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_Q8_0: mm_float_rows_of<Q8_0>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_Q4_K: mm_float_rows_of<Q4_K>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_Q5_K: mm_float_rows_of<Q5_K>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        default: mm_float_rows_of<Q6_K>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+    }
+}
+
+// mat_mat in float. Grid: (ceil(tokens / FLOAT_TOKENS), ceil(rows / (MM_SIMDGROUPS * NR)), matrices)
 // threadgroups of GLIMMER_MM_SIMDGROUPS SIMD-groups; SIMD-group s of threadgroup (b, g, z) computes rows
-// (g * MM_SIMDGROUPS + s) * NR .. + NR of matrix z for tokens b * F32_TOKENS ..; lane i writes row i / F32_TOKENS
-// of token i % F32_TOKENS (NR * F32_TOKENS is SIMD_WIDTH).
-kernel void mat_mat_f32(constant MatMatArgs & a [[buffer(0)]],
-                        device const char * w [[buffer(1)]],
-                        device const float * x [[buffer(2)]],
-                        device float * y [[buffer(3)]],
-                        constant StepArgs * steps [[buffer(4)]],
-                        uint3 tgpig [[threadgroup_position_in_grid]],
-                        ushort tiisg [[thread_index_in_simdgroup]],
-                        ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    uint first_token = tgpig.x * F32_TOKENS;
-    uint n = batch_tokens(steps, first_token, F32_TOKENS, a.tokens);
+// (g * MM_SIMDGROUPS + s) * NR .. + NR of matrix z for tokens b * FLOAT_TOKENS ..; lane i writes row i / FLOAT_TOKENS
+// of token i % FLOAT_TOKENS (NR * FLOAT_TOKENS is SIMD_WIDTH).
+kernel void mat_mat_float(constant MatMatArgs & a [[buffer(0)]],
+                          device const char * w [[buffer(1)]],
+                          device const float * x [[buffer(2)]],
+                          device float * y [[buffer(3)]],
+                          constant StepArgs * steps [[buffer(4)]],
+                          uint3 tgpig [[threadgroup_position_in_grid]],
+                          ushort tiisg [[thread_index_in_simdgroup]],
+                          ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    uint first_token = tgpig.x * FLOAT_TOKENS;
+    uint n = batch_tokens(steps, first_token, FLOAT_TOKENS, a.tokens);
     if (n == 0) return;
     w += tgpig.z * a.w_step;
     x += tgpig.z * a.x_step;
     y += tgpig.z * a.y_step;
     uint first = (tgpig.y * GLIMMER_MM_SIMDGROUPS + sgitg) * NR;
     ConsecutiveRows src = {x, a.x_stride, first_token};
-    float sums[NR * F32_TOKENS];
-    mm_f32_rows((device const uchar *) w, row_bytes(TYPE_F32, a.cols), first, a.rows, a.cols, src, n, tiisg, sums);
+    float sums[NR * FLOAT_TOKENS];
+    mm_float_rows(a.type, w, first, a.rows, a.cols, src, n, tiisg, sums);
     // the sum lane tiisg owns, by a loop of selects: an index known only at run time would move sums to local memory
     float v = 0.0f;
     #pragma unroll
-    for (uint i = 0; i < NR * F32_TOKENS; i++) v = tiisg == i ? sums[i] : v;
-    uint r = first + tiisg / F32_TOKENS;
-    uint j = tiisg % F32_TOKENS;
+    for (uint i = 0; i < NR * FLOAT_TOKENS; i++) v = tiisg == i ? sums[i] : v;
+    uint r = first + tiisg / FLOAT_TOKENS;
+    uint j = tiisg % FLOAT_TOKENS;
     if (r < a.rows && j < n) {
         device float * out = y + (first_token + j) * a.y_stride + r;
         *out = a.add != 0 ? *out + v : v;

@@ -52,8 +52,8 @@ public final class DecodeCommandListBuilder {
     private static final int MM_THREADS = Geometry.MM_SIMDGROUPS * Geometry.SIMD_WIDTH;
     /** ggml's type id of F32 tensors (TYPE_F32 of the kernels). */
     private static final int GGML_F32 = 0;
-    /** Rows one threadgroup of mat_mat_f32 computes. */
-    private static final int MM_F32_ROWS = Geometry.MM_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP;
+    /** Rows one threadgroup of mat_mat_float computes. */
+    private static final int MM_FLOAT_ROWS = Geometry.MM_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP;
 
     private final DecodeModel model;
     private final ModelShape s;
@@ -342,9 +342,9 @@ public final class DecodeCommandListBuilder {
             matVec(l, b + "attn_output.weight", s.heads() * s.vHead(), s.embedding(), o, x, null, x);
             // 8-11. the FFN
             if (l < s.denseLayers()) {
-                denseFfn(l, b, x, routerLogits, act, ids, expertWeights, actStride);
+                denseFfn(l, b, step, x, routerLogits, act, ids, expertWeights, actStride);
             } else {
-                moe(l, b, x, routerLogits, act, ids, expertWeights, actStride);
+                moe(l, b, step, x, routerLogits, act, ids, expertWeights, actStride);
             }
         }
     }
@@ -393,6 +393,16 @@ public final class DecodeCommandListBuilder {
             mergeLatent(l, step, partials, latent);
             headMatMat(l, b + "attn_v_b.weight", s.latent(), s.vHead(), latent, s.latent(), o, s.vHead());
             matMat(l, b + "attn_output.weight", s.heads() * s.vHead(), s.embedding(), o, x, true);
+            if (outputs > 1) {
+                // a batch of sequences: each token's experts through the decode step's FFN kernels, a token per
+                // grid slice (grouping by expert pays only when many tokens share experts)
+                if (l < s.denseLayers()) {
+                    denseFfn(l, b, step, x, routerLogits, act, ids, expertWeights, actStride);
+                } else {
+                    moe(l, b, step, x, routerLogits, act, ids, expertWeights, actStride);
+                }
+                continue;
+            }
             normRows(l, b + "ffn_norm.weight", s.embedding(), x, xn);
             if (l < s.denseLayers()) {
                 String gate = b + "ffn_gate.weight";
@@ -461,9 +471,10 @@ public final class DecodeCommandListBuilder {
         a.put("y_step", yStep);
         a.put("add", add ? 1 : 0);
         Ref step = new Ref(stepBuffer, 0);
-        if (type(w) == GGML_F32) {
-            // F32 weights (the router) in float: the matrix units' halves could make it pick other experts
-            dispatch("mat_mat_f32", layer, new Size3(groups(tokens, Geometry.MM_F32_TOKENS), groups(rows, MM_F32_ROWS),
+        if (type(w) == GGML_F32 || outputs > 1) {
+            // F32 weights (the router) in float: the matrix units' halves could make it pick other experts; and a
+            // batch of a few sequences' tokens, which would leave the tiles mostly empty
+            dispatch("mat_mat_float", layer, new Size3(groups(tokens, Geometry.MM_FLOAT_TOKENS), groups(rows, MM_FLOAT_ROWS),
                     matrices), MM_THREADS, new int[0], List.of(all(w)), args("MatMatArgs", a), weight(w), x, y, step);
         } else {
             dispatch("mat_mat", layer, new Size3(groups(tokens, Geometry.MM_TOKENS), groups(rows, Geometry.MM_ROWS),
@@ -570,26 +581,26 @@ public final class DecodeCommandListBuilder {
                 norm != null ? norm : x, residual != null ? residual : out);
     }
 
-    private void denseFfn(int l, String b, Ref x, Ref logits, Ref act, Ref ids, Ref expertWeights, int actStride) {
+    private void denseFfn(int l, String b, Ref step, Ref x, Ref logits, Ref act, Ref ids, Ref expertWeights, int actStride) {
         String gate = b + "ffn_gate.weight";
         String up = b + "ffn_up.weight";
         String down = b + "ffn_down.weight";
         FfnTensors t = new FfnTensors(gate, up, down, gate, up, down);  // the FFN in the shared expert's slot
-        gateUp(l, b, x, logits, null, act, ids, expertWeights, actStride, 0, s.denseFfn(), t,
+        gateUp(l, b, step, x, logits, null, act, ids, expertWeights, actStride, 0, s.denseFfn(), t,
                 List.of(all(b + "ffn_norm.weight"), all(gate), all(up)));
-        down(l, x, act, ids, expertWeights, actStride, 0, t, s.denseFfn(), List.of(all(down)));
+        down(l, step, x, act, ids, expertWeights, actStride, 0, t, s.denseFfn(), List.of(all(down)));
     }
 
-    private void moe(int l, String b, Ref x, Ref logits, Ref act, Ref ids, Ref expertWeights, int actStride) {
+    private void moe(int l, String b, Ref step, Ref x, Ref logits, Ref act, Ref ids, Ref expertWeights, int actStride) {
         String router = b + "ffn_gate_inp.weight";
         String bias = b + "exp_probs_b.bias";
         boolean hasBias = model.has(bias);
         int routerSplit = Geometry.mvSplit(s.experts());
-        dispatch("moe_router", l, Size3.of(groups(s.experts(), Geometry.mvRowsPerThreadgroup(routerSplit))), MV_THREADS,
+        dispatch("moe_router", l, Size3.of(groups(s.experts(), Geometry.mvRowsPerThreadgroup(routerSplit)), tokens), MV_THREADS,
                 memory(Geometry.MV_SCRATCH_FLOATS), List.of(all(b + "ffn_norm.weight"), all(router)),
                 args("RouterArgs", Map.of("type", type(router), "cols", s.embedding(), "experts", s.experts(),
                         "eps", s.eps(), "split", routerSplit)),
-                weight(router), x, weight(b + "ffn_norm.weight"), logits);
+                weight(router), x, weight(b + "ffn_norm.weight"), logits, step);
 
         FfnTensors t = moeTensors(b);
         List<Dispatch.WeightRead> gateUpReads = new ArrayList<>(List.of(all(b + "ffn_norm.weight"), used(t.gate()),
@@ -603,9 +614,9 @@ public final class DecodeCommandListBuilder {
             gateUpReads.add(all(t.upShared()));
             downReads.add(all(t.downShared()));
         }
-        gateUp(l, b, x, logits, hasBias ? bias : null, act, ids, expertWeights, actStride, s.expertsUsed(), s.sharedFfn(),
-                t, gateUpReads);
-        down(l, x, act, ids, expertWeights, actStride, s.expertsUsed(), t, s.sharedFfn(), downReads);
+        gateUp(l, b, step, x, logits, hasBias ? bias : null, act, ids, expertWeights, actStride, s.expertsUsed(),
+                s.sharedFfn(), t, gateUpReads);
+        down(l, step, x, act, ids, expertWeights, actStride, s.expertsUsed(), t, s.sharedFfn(), downReads);
     }
 
     /**
@@ -638,15 +649,15 @@ public final class DecodeCommandListBuilder {
      * {@code logits} (and {@code bias}, the tensor name of exp_probs_b or null) and writes it to
      * {@code ids} and {@code expertWeights}.
      */
-    private void gateUp(int l, String b, Ref x, Ref logits, String bias, Ref act, Ref ids, Ref expertWeights,
+    private void gateUp(int l, String b, Ref step, Ref x, Ref logits, String bias, Ref act, Ref ids, Ref expertWeights,
                         int actStride, int routed, int sharedRows, FfnTensors t, List<Dispatch.WeightRead> reads) {
         int rows = Math.max(routed > 0 ? s.expertFfn() : 0, sharedRows);
         int split = Geometry.mvSplit((long) rows * (routed + 1));
         Map<String, Number> a = gateUpArgs(routed, sharedRows, t, bias, actStride, split);
-        dispatch("moe_gate_up", l, Size3.of(groups(rows, Geometry.mvRowsPerThreadgroup(split)), routed + 1), MV_THREADS,
+        dispatch("moe_gate_up", l, new Size3(groups(rows, Geometry.mvRowsPerThreadgroup(split)), routed + 1, tokens), MV_THREADS,
                 memory(Geometry.MV_SCRATCH_FLOATS), reads, args("GateUpArgs", a), x, weight(b + "ffn_norm.weight"),
                 weight(t.gate()), weight(t.up()), weight(t.gateShared()), weight(t.upShared()), logits,
-                bias != null ? weight(bias) : logits, act, ids, expertWeights);
+                bias != null ? weight(bias) : logits, act, ids, expertWeights, step);
     }
 
     /**
@@ -691,12 +702,12 @@ public final class DecodeCommandListBuilder {
         return a;
     }
 
-    private void down(int l, Ref x, Ref act, Ref ids, Ref expertWeights, int actStride, int routed, FfnTensors t,
+    private void down(int l, Ref step, Ref x, Ref act, Ref ids, Ref expertWeights, int actStride, int routed, FfnTensors t,
                       int sharedCols, List<Dispatch.WeightRead> reads) {
         int split = Geometry.mvSplit(s.embedding());
         Map<String, Number> a = downArgs(routed, t, sharedCols, actStride, split);
-        dispatch("moe_down", l, Size3.of(groups(s.embedding(), Geometry.mvRowsPerThreadgroup(split))), MV_THREADS,
+        dispatch("moe_down", l, Size3.of(groups(s.embedding(), Geometry.mvRowsPerThreadgroup(split)), tokens), MV_THREADS,
                 memory(Geometry.MV_SCRATCH_FLOATS),
-                reads, args("DownArgs", a), weight(t.down()), weight(t.downShared()), act, ids, expertWeights, x);
+                reads, args("DownArgs", a), weight(t.down()), weight(t.downShared()), act, ids, expertWeights, x, step);
     }
 }

@@ -160,7 +160,7 @@ class DecodeCommandListTest {
         assertEquals(4 * 47 + 1, p.dispatchesPerKernel().get("mat_vec"));  // q_b, k_b, v_b, attn_output per layer + output
         assertEquals(p.activeWeightBytes(), p.weightBytesPerToken());
         assertTrue(p.threadgroupMemory().values().stream().allMatch(b -> b <= Geometry.MAX_THREADGROUP_MEMORY));
-        assertEquals(12, p.maxBindings());  // moe_gate_up
+        assertEquals(13, p.maxBindings());  // moe_gate_up
         assertTrue(p.maxBindingOffset() < 1L << 32 && p.maxBindingOffset() > 1L << 30, p.maxBindingOffset() + "");
         assertEquals(47L * 8192 * 576 * 4, p.kvCacheBytes());
     }
@@ -174,11 +174,11 @@ class DecodeCommandListTest {
         assertEquals(tokens, prompt.tokens());
         assertEquals(1, decode.tokens());
         List<String> moeLayer = List.of("rms_norm_rows", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat", "mla_rope_cache",
-                "mat_mat", "mla_attention", "mla_merge_latent", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat_f32", "moe_route",
+                "mat_mat", "mla_attention", "mla_merge_latent", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat_float", "moe_route",
                 "moe_experts_gate_up", "moe_experts_down", "moe_combine");
         List<String> denseLayer = new ArrayList<>(moeLayer);
         denseLayer.remove(13);  // moe_route
-        denseLayer.remove(12);  // the router's mat_mat_f32 (F32 weights in float, not on the matrix units)
+        denseLayer.remove(12);  // the router's mat_mat_float (F32 weights in float, not on the matrix units)
         List<String> expected = new ArrayList<>(List.of("embed_row"));
         expected.addAll(denseLayer);
         for (int l = 1; l < GLM.layers(); l++) {
@@ -195,7 +195,7 @@ class DecodeCommandListTest {
             }
             int perToken = switch (d.kernel()) {
                 case "mat_mat" -> blocks;
-                case "mat_mat_f32" -> (tokens + Geometry.MM_F32_TOKENS - 1) / Geometry.MM_F32_TOKENS;
+                case "mat_mat_float" -> (tokens + Geometry.MM_FLOAT_TOKENS - 1) / Geometry.MM_FLOAT_TOKENS;
                 // the blocks of the experts' token lists (at most one partly filled per expert), then the shared expert's
                 case "moe_experts_gate_up", "moe_experts_down" -> d.layer() == 0 ? blocks
                         : (tokens * GLM.expertsUsed() + Geometry.MM_TOKENS - 1) / Geometry.MM_TOKENS + GLM.experts() + blocks;
@@ -240,12 +240,30 @@ class DecodeCommandListTest {
         assertEquals(rows, batch.outputs());
         assertEquals(1, decode.outputs());
         List<String> kernels = batch.dispatches().stream().map(Dispatch::kernel).toList();
-        // the prompt list's layers, then each row's output norm, vocabulary projection and two-stage argmax
-        CommandList prompt = DecodeCommandListBuilder.build(m, kvRows, rows);
-        List<String> layers = prompt.dispatches().stream().map(Dispatch::kernel).toList();
-        assertEquals(layers.subList(0, layers.size() - 4), kernels.subList(0, kernels.size() - 4));
-        assertEquals(List.of("rms_norm_rows", "mat_mat", "argmax_parts", "argmax"), kernels.subList(kernels.size() - 4,
-                kernels.size()));
+        // the prompt list's attention with every weight multiplied in float (a few tokens would leave the matrix
+        // units' tiles mostly empty), the decode step's FFN kernels with a token per grid slice, then each row's
+        // output norm, vocabulary projection and two-stage argmax
+        List<String> moeLayer = List.of("rms_norm_rows", "mat_mat_float", "mat_mat_float", "rms_norm_rows", "mat_mat_float",
+                "mla_rope_cache", "mat_mat_float", "mla_attention", "mla_merge_latent", "mat_mat_float", "mat_mat_float",
+                "moe_router", "moe_gate_up", "moe_down");
+        List<String> expected = new ArrayList<>(List.of("embed_row"));
+        expected.addAll(moeLayer.stream().filter(k -> !k.equals("moe_router")).toList());
+        for (int l = 1; l < GLM.layers(); l++) {
+            expected.addAll(moeLayer);
+        }
+        expected.addAll(List.of("rms_norm_rows", "mat_mat_float", "argmax_parts", "argmax"));
+        assertEquals(expected, kernels);
+        for (Dispatch d : batch.dispatches()) {
+            // the grid dimension that runs over the rows
+            int perRow = switch (d.kernel()) {
+                case "moe_gate_up" -> d.grid().z();
+                case "moe_router", "moe_down", "argmax_parts", "argmax" -> d.grid().y();
+                default -> d.grid().x();
+            };
+            int expectedPerRow = d.kernel().equals("mat_mat_float")
+                    ? (rows + Geometry.MM_FLOAT_TOKENS - 1) / Geometry.MM_FLOAT_TOKENS : rows;
+            assertEquals(expectedPerRow, perRow, d.kernel() + " of layer " + d.layer());
+        }
         assertEquals(rows, batch.dispatches().getLast().grid().y());
         assertEquals(Geometry.ARGMAX_PARTS, batch.dispatches().get(batch.dispatches().size() - 2).grid().x());
         // the attention of a few sequences splits along the KV length as the decode step does

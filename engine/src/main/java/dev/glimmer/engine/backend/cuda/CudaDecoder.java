@@ -209,7 +209,8 @@ public final class CudaDecoder implements AutoCloseable {
                 g.capture(s);
             }
             stepBytes = arena.allocate((long) Math.max(promptList.tokens(), maxOutputs) * stepArgs.size());
-            host = driver.allocHost(4L * vocab * maxOutputs);
+            // every output row's logits, then their greedy tokens
+            host = driver.allocHost(4L * vocab * maxOutputs + 4L * maxOutputs);
             logits = new float[slots][];
         } catch (RuntimeException | OutOfMemoryError e) {
             if (host != null) {
@@ -331,7 +332,7 @@ public final class CudaDecoder implements AutoCloseable {
             device.makeCurrent();
             graph.writeSteps(steps);
             driver.launchGraph(graph.exec, stream);
-            long pinnedTokens = 4L * vocab * rows;
+            long pinnedTokens = 4L * vocab * max;
             driver.copyToHostAsync(readBack.asSlice(pinnedTokens), graph.activations() + graph.list.token(), 4L * rows, stream);
             for (int i = first; i < first + rows; i++) {
                 if (!greedyOnly[i]) {
@@ -647,7 +648,7 @@ public final class CudaDecoder implements AutoCloseable {
         }
     }
 
-    /** The kernel, and for mat_vec, mat_mat and mat_mat_f32 the weight it multiplies (the same kernel runs very different shapes). */
+    /** The kernel, and for mat_vec, mat_mat and mat_mat_float the weight it multiplies (the same kernel runs very different shapes). */
     private static String kind(Dispatch d) {
         if (!d.kernel().startsWith("mat_") || d.weightReads().isEmpty()) {
             return d.kernel();

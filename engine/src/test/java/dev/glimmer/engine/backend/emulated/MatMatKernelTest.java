@@ -22,7 +22,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * halves, as the matrix units take them (the emulator's products are exact and its sums float), for every weight type: a
  * batch of two tiles of {@link Geometry#MM_TOKENS} tokens whose last one is unused (kv_len 0: its output
  * must stay untouched), two stacked matrices (grid z, as k_b's heads) each reading its own part of every
- * token's row, rows that end inside a tile, with and without the residual add. mat_mat_f32, which the
+ * token's row, rows that end inside a tile, with and without the residual add. mat_mat_float, which the
  * router's F32 weights take, against the same products in float.
  */
 class MatMatKernelTest {
@@ -42,9 +42,9 @@ class MatMatKernelTest {
     @Test
     void f32WeightsMultiplyInFloat() {
         for (boolean add : new boolean[] {false, true}) {
-            check("mat_mat_f32", GgmlType.F32, 512, 37, add, add ? 3 : 4);
+            check("mat_mat_float", GgmlType.F32, 512, 37, add, add ? 3 : 4);
         }
-        check("mat_mat_f32", GgmlType.F32, 144, 9, false, 5);
+        check("mat_mat_float", GgmlType.F32, 144, 9, false, 5);
     }
 
     private static void check(GgmlType type, int cols, int rows, boolean add, long seed) {
@@ -53,7 +53,7 @@ class MatMatKernelTest {
 
     private static void check(String kernel, GgmlType type, int cols, int rows, boolean add, long seed) {
         boolean tiles = kernel.equals("mat_mat");
-        int tokensPerGroup = tiles ? Geometry.MM_TOKENS : Geometry.MM_F32_TOKENS;
+        int tokensPerGroup = tiles ? Geometry.MM_TOKENS : Geometry.MM_FLOAT_TOKENS;
         int rowsPerGroup = tiles ? Geometry.MM_ROWS : Geometry.MM_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP;
         Random random = new Random(seed);
         int tokens = 2 * tokensPerGroup;

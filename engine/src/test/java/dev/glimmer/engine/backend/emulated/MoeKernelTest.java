@@ -109,7 +109,7 @@ class MoeKernelTest {
         Map<String, Number> a = Map.of("type", GgmlType.F32.id, "cols", cols, "experts", experts, "eps", EPS,
                 "split", split);
         float[] got = runInBothOrders("moe_router", arena -> List.of(args(arena, "RouterArgs", a), copy(arena, w),
-                        floats(arena, x), floats(arena, normW), arena.allocate(4L * experts)), 4,
+                        floats(arena, x), floats(arena, normW), arena.allocate(4L * experts), steps(arena, 1, 1)), 4,
                 new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, Size3.of((experts + per - 1) / per), Size3.of(MV_THREADS));
         assertClose(expected, magnitude, got, TOLERANCE, "router logits");
 
@@ -198,6 +198,7 @@ class MoeKernelTest {
             b.add(floats(arena, init));
             b.add(arena.allocate(4L * Math.max(1, routed)));
             b.add(arena.allocate(4L * Math.max(1, routed)));
+            b.add(steps(arena, 1, 1));
             return b;
         }, new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, Size3.of(groups, slots), Size3.of(MV_THREADS), 9, 10, 11);
         float[] act = out.get(0);
@@ -324,6 +325,7 @@ class MoeKernelTest {
             b.add(ints(arena, ids));
             b.add(floats(arena, weights));
             b.add(floats(arena, x));
+            b.add(steps(arena, 1, 1));
             return b;
         }, 6, new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, Size3.of(groups), Size3.of(MV_THREADS));
         assertClose(expected, magnitude, got, TOLERANCE, "moe_down");
