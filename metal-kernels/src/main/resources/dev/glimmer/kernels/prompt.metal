@@ -49,7 +49,6 @@ struct MatMatArgs {
     uint cols;       // values per row of W
     uint rows;
     uint tokens;     // tokens of the batch
-    uint split;      // mat_mat_float: SIMD-groups per set of rows (1, 2 or 4)
     uint x_stride;   // floats between two tokens' x
     uint y_stride;   // floats between two tokens' y
     uint w_step;     // bytes between the matrices of grid z (the heads of k_b or v_b; 0 for one matrix)
@@ -99,20 +98,19 @@ kernel void mat_mat(constant MatMatArgs & a [[buffer(0)]],
 
 #define FLOAT_TOKENS GLIMMER_MM_FLOAT_TOKENS
 
-// sums[r * FLOAT_TOKENS + j] = row (first + r) of w . (the activations src.row(j0 + j)), for r < NR and
-// j0 + j < n (the others give 0); rows at or past `rows` give 0, over the chunks lane, lane + lanes, ... (lanes a
-// multiple of SIMD_WIDTH: a row may be split over several SIMD-groups, whose sums the caller adds up); each chunk of
-// the NR rows is dequantized once for all the tokens. Every lane of the SIMD-group gets every sum.
-template <typename T, typename S>
-static inline void mm_float_rows_of(device const uchar * w, uint stride, uint first, uint rows, uint cols, S src,
-                                    uint j0, uint n, uint lane, uint lanes, ushort tiisg, thread float * sums) {
+// sums[r * FLOAT_TOKENS + j] = row (first + r) of w . (the activations of token j of the block), for r < NR and
+// the first n tokens (the others give 0); rows at or past `rows` give 0. One SIMD-group: lane l takes the
+// chunks l, l + 32, ...; each chunk of the NR rows is dequantized once for all the tokens. Every lane gets every sum.
+template <typename T>
+static inline void mm_float_rows_of(device const uchar * w, uint stride, uint first, uint rows, uint cols,
+                                    ConsecutiveRows src, uint n, ushort tiisg, thread float * sums) {
     // Every loop over the register arrays is unrolled (compile-time bounds, the real extents masked inside):
     // an index the compiler cannot resolve would move acc to local memory.
     float acc[NR * FLOAT_TOKENS];
     #pragma unroll
     for (uint i = 0; i < NR * FLOAT_TOKENS; i++) acc[i] = 0.0f;
     uint chunks = cols / CH;
-    for (uint c = lane; c < chunks; c += lanes) {
+    for (uint c = tiisg; c < chunks; c += SIMD_WIDTH) {
         float wv[NR][CH];
         #pragma unroll
         for (uint r = 0; r < NR; r++) {
@@ -125,8 +123,8 @@ static inline void mm_float_rows_of(device const uchar * w, uint stride, uint fi
         }
         #pragma unroll
         for (uint j = 0; j < FLOAT_TOKENS; j++) {
-            if (j0 + j < n) {
-                XDevice xd = {src.row(j0 + j)};
+            if (j < n) {
+                XDevice xd = {src.row(j)};
                 float v[CH];
                 T::gather(xd, c, v);
                 #pragma unroll
@@ -143,64 +141,31 @@ static inline void mm_float_rows_of(device const uchar * w, uint stride, uint fi
     for (uint i = 0; i < NR * FLOAT_TOKENS; i++) sums[i] = simd_sum(acc[i]);
 }
 
-template <typename S>
-static inline void mm_float_rows(uint type, device const uchar * w, uint stride, uint first, uint rows, uint cols, S src,
-                                 uint j0, uint n, uint lane, uint lanes, ushort tiisg, thread float * sums) {
+static inline void mm_float_rows(uint type, device const char * w, uint first, uint rows, uint cols, ConsecutiveRows src,
+                                 uint n, ushort tiisg, thread float * sums) {
+    device const uchar * wb = (device const uchar *) w;
+    uint stride = row_bytes(type, cols);
     switch (type) {
-        case TYPE_F32: mm_float_rows_of<F32>(w, stride, first, rows, cols, src, j0, n, lane, lanes, tiisg, sums); break;
-        case TYPE_F16: mm_float_rows_of<F16>(w, stride, first, rows, cols, src, j0, n, lane, lanes, tiisg, sums); break;
-        case TYPE_Q4_0: mm_float_rows_of<Q4_0>(w, stride, first, rows, cols, src, j0, n, lane, lanes, tiisg, sums); break;
-        case TYPE_Q5_0: mm_float_rows_of<Q5_0>(w, stride, first, rows, cols, src, j0, n, lane, lanes, tiisg, sums); break;
-        case TYPE_Q8_0: mm_float_rows_of<Q8_0>(w, stride, first, rows, cols, src, j0, n, lane, lanes, tiisg, sums); break;
-        case TYPE_Q4_K: mm_float_rows_of<Q4_K>(w, stride, first, rows, cols, src, j0, n, lane, lanes, tiisg, sums); break;
-        case TYPE_Q5_K: mm_float_rows_of<Q5_K>(w, stride, first, rows, cols, src, j0, n, lane, lanes, tiisg, sums); break;
-        default: mm_float_rows_of<Q6_K>(w, stride, first, rows, cols, src, j0, n, lane, lanes, tiisg, sums); break;
+        case TYPE_F32: mm_float_rows_of<F32>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_F16: mm_float_rows_of<F16>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_Q4_0: mm_float_rows_of<Q4_0>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_Q5_0: mm_float_rows_of<Q5_0>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_Q8_0: mm_float_rows_of<Q8_0>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_Q4_K: mm_float_rows_of<Q4_K>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_Q5_K: mm_float_rows_of<Q5_K>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        default: mm_float_rows_of<Q6_K>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
     }
 }
 
-// The sum lane tiisg owns (row tiisg / FLOAT_TOKENS, token tiisg % FLOAT_TOKENS), by a loop of selects: an index
-// known only at run time would move sums to local memory.
-static inline float mm_float_lane_sum(thread const float * sums, ushort tiisg) {
-    float v = 0.0f;
-    #pragma unroll
-    for (uint i = 0; i < NR * FLOAT_TOKENS; i++) v = tiisg == i ? sums[i] : v;
-    return v;
-}
-
-// mm_tile's product computed in float instead of on the matrix units: out[j * MM_FLOAT_STRIDE + r] for r < MM_ROWS
-// (lo's rows, then hi's) and j < n. SIMD-group s takes tile rows 16 s .. 16 s + 16, NR at a time, FLOAT_TOKENS
-// tokens at a time. For a block of few tokens (an expert a batch of a few sequences chose): a tile would leave the
-// matrix units mostly idle and cost as much as a full one.
-template <typename S>
-static inline void mm_float_tile(WeightRows lo, WeightRows hi, S src, uint n, uint cols, threadgroup float * tiles,
-                                 ushort tiisg, ushort sgitg) {
-    WeightRows wr = sgitg * 16 < MM_ROWS / 2 ? lo : hi;
-    for (uint q = 0; q < 16 / NR; q++) {
-        uint tile_row = sgitg * 16 + q * NR;
-        for (uint j0 = 0; j0 < n; j0 += FLOAT_TOKENS) {
-            float sums[NR * FLOAT_TOKENS];
-            mm_float_rows(wr.type, wr.w, wr.stride, wr.first + tile_row % (MM_ROWS / 2), wr.rows, cols, src, j0, n,
-                          tiisg, SIMD_WIDTH, tiisg, sums);
-            float v = mm_float_lane_sum(sums, tiisg);
-            uint j = j0 + tiisg % FLOAT_TOKENS;
-            if (j < n) tiles[j * MM_FLOAT_STRIDE + tile_row + tiisg / FLOAT_TOKENS] = v;
-        }
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-}
-
-// mat_mat in float. The threadgroup's GLIMMER_MM_SIMDGROUPS SIMD-groups form MM_SIMDGROUPS / split sets of NR rows,
-// `split` SIMD-groups per set, each taking every split-th chunk of the rows (few rows then still give the GPU
-// threadgroups enough). Grid: (ceil(tokens / FLOAT_TOKENS), ceil(rows / (NR * MM_SIMDGROUPS / split)), matrices);
-// threadgroup (b, g, z) computes its rows of matrix z for tokens b * FLOAT_TOKENS ..; lane i of a set's first
-// SIMD-group writes row i / FLOAT_TOKENS of token i % FLOAT_TOKENS (NR * FLOAT_TOKENS is SIMD_WIDTH).
-// scratch: MM_SIMDGROUPS * SIMD_WIDTH floats.
+// mat_mat in float. Grid: (ceil(tokens / FLOAT_TOKENS), ceil(rows / (MM_SIMDGROUPS * NR)), matrices)
+// threadgroups of GLIMMER_MM_SIMDGROUPS SIMD-groups; SIMD-group s of threadgroup (b, g, z) computes rows
+// (g * MM_SIMDGROUPS + s) * NR .. + NR of matrix z for tokens b * FLOAT_TOKENS ..; lane i writes row i / FLOAT_TOKENS
+// of token i % FLOAT_TOKENS (NR * FLOAT_TOKENS is SIMD_WIDTH).
 kernel void mat_mat_float(constant MatMatArgs & a [[buffer(0)]],
                           device const char * w [[buffer(1)]],
                           device const float * x [[buffer(2)]],
                           device float * y [[buffer(3)]],
                           constant StepArgs * steps [[buffer(4)]],
-                          threadgroup float * scratch TG_MEM(0),
                           uint3 tgpig [[threadgroup_position_in_grid]],
                           ushort tiisg [[thread_index_in_simdgroup]],
                           ushort sgitg [[simdgroup_index_in_threadgroup]]) {
@@ -210,21 +175,14 @@ kernel void mat_mat_float(constant MatMatArgs & a [[buffer(0)]],
     w += tgpig.z * a.w_step;
     x += tgpig.z * a.x_step;
     y += tgpig.z * a.y_step;
-    uint sets = GLIMMER_MM_SIMDGROUPS / a.split;
-    uint set = sgitg % sets;
-    uint first = (tgpig.y * sets + set) * NR;
+    uint first = (tgpig.y * GLIMMER_MM_SIMDGROUPS + sgitg) * NR;
     ConsecutiveRows src = {x, a.x_stride, first_token};
     float sums[NR * FLOAT_TOKENS];
-    mm_float_rows(a.type, (device const uchar *) w, row_bytes(a.type, a.cols), first, a.rows, a.cols, src, 0, n,
-                  (sgitg / sets) * SIMD_WIDTH + tiisg, a.split * SIMD_WIDTH, tiisg, sums);
-    float v = mm_float_lane_sum(sums, tiisg);
-    if (a.split > 1) {
-        scratch[sgitg * SIMD_WIDTH + tiisg] = v;
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-        if (sgitg >= sets) return;
-        v = 0.0f;
-        for (uint p = 0; p < a.split; p++) v += scratch[(p * sets + set) * SIMD_WIDTH + tiisg];
-    }
+    mm_float_rows(a.type, w, first, a.rows, a.cols, src, n, tiisg, sums);
+    // the sum lane tiisg owns, by a loop of selects: an index known only at run time would move sums to local memory
+    float v = 0.0f;
+    #pragma unroll
+    for (uint i = 0; i < NR * FLOAT_TOKENS; i++) v = tiisg == i ? sums[i] : v;
     uint r = first + tiisg / FLOAT_TOKENS;
     uint j = tiisg % FLOAT_TOKENS;
     if (r < a.rows && j < n) {
@@ -387,12 +345,10 @@ kernel void moe_experts_gate_up(constant GateUpArgs & a [[buffer(0)]],
     device const uint * entries = routes + z * a.tokens + first_entry;
     if (shared) {
         ConsecutiveRows src = {x, a.cols, first_entry};
-        if (n <= FLOAT_TOKENS) mm_float_tile(gate, up, src, n, a.cols, tiles, tiisg, sgitg);
-        else mm_tile(gate, up, src, n, a.cols, tiles, tiitg, tiisg, sgitg);
+        mm_tile(gate, up, src, n, a.cols, tiles, tiitg, tiisg, sgitg);
     } else {
         ListedRows src = {x, a.cols, 1, a.routed, entries};
-        if (n <= FLOAT_TOKENS) mm_float_tile(gate, up, src, n, a.cols, tiles, tiisg, sgitg);
-        else mm_tile(gate, up, src, n, a.cols, tiles, tiitg, tiisg, sgitg);
+        mm_tile(gate, up, src, n, a.cols, tiles, tiitg, tiisg, sgitg);
     }
     uint i = tiitg % half_rows;
     if (first + i >= rows) return;
@@ -438,12 +394,10 @@ kernel void moe_experts_down(constant DownArgs & a [[buffer(0)]],
     device const uint * entries = routes + z * a.tokens + first_entry;
     if (shared) {
         ConsecutiveRows src = {act + a.routed * a.act_stride, slots * a.act_stride, first_entry};
-        if (n <= FLOAT_TOKENS) mm_float_tile(upper, lower, src, n, cols, tiles, tiisg, sgitg);
-        else mm_tile(upper, lower, src, n, cols, tiles, tiitg, tiisg, sgitg);
+        mm_tile(upper, lower, src, n, cols, tiles, tiitg, tiisg, sgitg);
     } else {
         ListedRows src = {act, a.act_stride, slots, a.routed, entries};
-        if (n <= FLOAT_TOKENS) mm_float_tile(upper, lower, src, n, cols, tiles, tiisg, sgitg);
-        else mm_tile(upper, lower, src, n, cols, tiles, tiitg, tiisg, sgitg);
+        mm_tile(upper, lower, src, n, cols, tiles, tiitg, tiisg, sgitg);
     }
     uint r = first + tiitg % MM_ROWS;
     if (r >= a.rows) return;

@@ -52,7 +52,7 @@ public final class DecodeCommandListBuilder {
     private static final int MM_THREADS = Geometry.MM_SIMDGROUPS * Geometry.SIMD_WIDTH;
     /** ggml's type id of F32 tensors (TYPE_F32 of the kernels). */
     private static final int GGML_F32 = 0;
-    /** Rows one threadgroup of mat_mat_float computes with a split of 1 (see floatSplit). */
+    /** Rows one threadgroup of mat_mat_float computes. */
     private static final int MM_FLOAT_ROWS = Geometry.MM_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP;
 
     private final DecodeModel model;
@@ -393,6 +393,16 @@ public final class DecodeCommandListBuilder {
             mergeLatent(l, step, partials, latent);
             headMatMat(l, b + "attn_v_b.weight", s.latent(), s.vHead(), latent, s.latent(), o, s.vHead());
             matMat(l, b + "attn_output.weight", s.heads() * s.vHead(), s.embedding(), o, x, true);
+            if (outputs > 1) {
+                // a batch of sequences: each token's experts through the decode step's FFN kernels, a token per
+                // grid slice (grouping by expert pays only when many tokens share experts)
+                if (l < s.denseLayers()) {
+                    denseFfn(l, b, step, x, routerLogits, act, ids, expertWeights, actStride);
+                } else {
+                    moe(l, b, step, x, routerLogits, act, ids, expertWeights, actStride);
+                }
+                continue;
+            }
             normRows(l, b + "ffn_norm.weight", s.embedding(), x, xn);
             if (l < s.denseLayers()) {
                 String gate = b + "ffn_gate.weight";
@@ -454,8 +464,6 @@ public final class DecodeCommandListBuilder {
         a.put("cols", cols);
         a.put("rows", rows);
         a.put("tokens", tokens);
-        int split = floatSplit((long) rows * matrices);
-        a.put("split", split);
         a.put("x_stride", xStride);
         a.put("y_stride", yStride);
         a.put("w_step", wStep);
@@ -466,23 +474,13 @@ public final class DecodeCommandListBuilder {
         if (type(w) == GGML_F32 || outputs > 1) {
             // F32 weights (the router) in float: the matrix units' halves could make it pick other experts; and a
             // batch of a few sequences' tokens, which would leave the tiles mostly empty
-            dispatch("mat_mat_float", layer, new Size3(groups(tokens, Geometry.MM_FLOAT_TOKENS),
-                    groups(rows, MM_FLOAT_ROWS / split), matrices), MM_THREADS, memory(MM_THREADS), List.of(all(w)),
-                    args("MatMatArgs", a), weight(w), x, y, step);
+            dispatch("mat_mat_float", layer, new Size3(groups(tokens, Geometry.MM_FLOAT_TOKENS), groups(rows, MM_FLOAT_ROWS),
+                    matrices), MM_THREADS, new int[0], List.of(all(w)), args("MatMatArgs", a), weight(w), x, y, step);
         } else {
             dispatch("mat_mat", layer, new Size3(groups(tokens, Geometry.MM_TOKENS), groups(rows, Geometry.MM_ROWS),
                     matrices), MM_THREADS, memory(Geometry.mmMemoryFloats()), List.of(all(w)), args("MatMatArgs", a),
                     weight(w), x, y, step);
         }
-    }
-
-    /**
-     * SIMD-groups of mat_mat_float per set of rows for a weight of {@code rows} rows in all: fewer rows are split
-     * over more SIMD-groups, so that a batch of a few tokens still gives the GPU threadgroups enough (on an H100,
-     * attn_output's 2,048 rows in sets of one SIMD-group took 41 µs a layer for 4 tokens).
-     */
-    private static int floatSplit(long rows) {
-        return rows >= 8192 ? 1 : rows >= 4096 ? 2 : Geometry.MM_SIMDGROUPS;
     }
 
     /**

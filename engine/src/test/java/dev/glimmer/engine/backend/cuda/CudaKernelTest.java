@@ -214,9 +214,8 @@ class CudaKernelTest {
                 magnitude[i] = m + (add ? Math.abs(y0[i]) : 0);
             }
         }
-        Map<String, Number> a = Map.ofEntries(Map.entry("type", type.id), Map.entry("cols", cols), Map.entry("rows", rows),
-                Map.entry("tokens", tokens), Map.entry("split", 1), Map.entry("x_stride", cols), Map.entry("y_stride", rows),
-                Map.entry("w_step", 0), Map.entry("x_step", 0), Map.entry("y_step", 0), Map.entry("add", add ? 1 : 0));
+        Map<String, Number> a = Map.of("type", type.id, "cols", cols, "rows", rows, "tokens", tokens,
+                "x_stride", cols, "y_stride", rows, "w_step", 0, "x_step", 0, "y_step", 0, "add", add ? 1 : 0);
         long args = CudaTestSupport.uploadBytes(d, k.library().struct("MatMatArgs").pack(a));
         long stepArgs = CudaTestSupport.uploadBytes(d, stepBytes(k, tokens, active));
         long weights = CudaTestSupport.upload(d, w);

@@ -42,27 +42,19 @@ class MatMatKernelTest {
     @Test
     void f32WeightsMultiplyInFloat() {
         for (boolean add : new boolean[] {false, true}) {
-            check("mat_mat_float", GgmlType.F32, 512, 37, add, add ? 3 : 4, 1);
+            check("mat_mat_float", GgmlType.F32, 512, 37, add, add ? 3 : 4);
         }
-        check("mat_mat_float", GgmlType.F32, 144, 9, false, 5, 1);
-    }
-
-    /** The batch decode list's dense weights: quantized rows in float, each row's chunks split over 1, 2 or 4 SIMD-groups. */
-    @Test
-    void quantizedWeightsMultiplyInFloatSplitOverSimdGroups() {
-        check("mat_mat_float", GgmlType.Q4_0, 512, 37, true, 6, 4);
-        check("mat_mat_float", GgmlType.Q6_K, 512, 21, false, 7, 2);
-        check("mat_mat_float", GgmlType.Q8_0, 96, 9, false, 8, 4);
+        check("mat_mat_float", GgmlType.F32, 144, 9, false, 5);
     }
 
     private static void check(GgmlType type, int cols, int rows, boolean add, long seed) {
-        check("mat_mat", type, cols, rows, add, seed, 1);
+        check("mat_mat", type, cols, rows, add, seed);
     }
 
-    private static void check(String kernel, GgmlType type, int cols, int rows, boolean add, long seed, int split) {
+    private static void check(String kernel, GgmlType type, int cols, int rows, boolean add, long seed) {
         boolean tiles = kernel.equals("mat_mat");
         int tokensPerGroup = tiles ? Geometry.MM_TOKENS : Geometry.MM_FLOAT_TOKENS;
-        int rowsPerGroup = tiles ? Geometry.MM_ROWS : Geometry.MM_SIMDGROUPS / split * Geometry.MV_ROWS_PER_SIMDGROUP;
+        int rowsPerGroup = tiles ? Geometry.MM_ROWS : Geometry.MM_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP;
         Random random = new Random(seed);
         int tokens = 2 * tokensPerGroup;
         int active = tokens - 1;
@@ -91,13 +83,12 @@ class MatMatKernelTest {
                 }
             }
         }
-        Map<String, Number> a = Map.ofEntries(Map.entry("type", type.id), Map.entry("cols", cols), Map.entry("rows", rows),
-                Map.entry("tokens", tokens), Map.entry("split", split), Map.entry("x_stride", xStride),
-                Map.entry("y_stride", yStride), Map.entry("w_step", type.rowBytes(cols) * rows), Map.entry("x_step", cols),
-                Map.entry("y_step", rows), Map.entry("add", add ? 1 : 0));
+        Map<String, Number> a = Map.of("type", type.id, "cols", cols, "rows", rows, "tokens", tokens,
+                "x_stride", xStride, "y_stride", yStride, "w_step", type.rowBytes(cols) * rows, "x_step", cols,
+                "y_step", rows, "add", add ? 1 : 0);
         float[] got = runInBothOrders(kernel, arena -> List.of(args(arena, "MatMatArgs", a), copy(arena, w),
                         floats(arena, x), floats(arena, y0), steps(arena, tokens, active)), 3,
-                tiles ? tileMemory() : new int[] {4 * Geometry.MM_SIMDGROUPS * 32},
+                tiles ? tileMemory() : new int[0],
                 new Size3(tokens / tokensPerGroup, (rows + rowsPerGroup - 1) / rowsPerGroup, matrices),
                 Size3.of(Geometry.MM_SIMDGROUPS * 32));
         assertClose(expected, magnitude, got, TOLERANCE, kernel + " " + type + (add ? " + residual" : ""));
