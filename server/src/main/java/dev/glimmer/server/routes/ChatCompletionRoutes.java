@@ -31,14 +31,7 @@ import java.util.Optional;
  * and splits the output into reasoning, content and tool calls with the chat layer's parser, as
  * one JSON response or as server-sent events (docs/SERVING.md, Streaming).
  */
-public final class ChatCompletionRoutes implements HttpService {
-    private final ModelHost host;
-    private final ServerConfig config;
-
-    public ChatCompletionRoutes(ModelHost host, ServerConfig config) {
-        this.host = host;
-        this.config = config;
-    }
+public record ChatCompletionRoutes(ModelHost host, ServerConfig config) implements HttpService {
 
     @Override
     public void routing(HttpRules rules) {

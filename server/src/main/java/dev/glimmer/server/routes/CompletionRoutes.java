@@ -30,14 +30,7 @@ import java.util.Optional;
  * list of them (one choice each), continued without any chat template. The legacy {@code logprobs} shape (tokens, token_logprobs,
  * top_logprobs, text_offset) is produced when {@code logprobs} is given.
  */
-public final class CompletionRoutes implements HttpService {
-    private final ModelHost host;
-    private final ServerConfig config;
-
-    public CompletionRoutes(ModelHost host, ServerConfig config) {
-        this.host = host;
-        this.config = config;
-    }
+public record CompletionRoutes(ModelHost host, ServerConfig config) implements HttpService {
 
     @Override
     public void routing(HttpRules rules) {
