@@ -2,46 +2,35 @@ package dev.glimmer.server.cli;
 
 import dev.glimmer.engine.gguf.GgufFile;
 import dev.glimmer.engine.tokenizer.Tokenizer;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
 
-import java.util.List;
+import java.nio.file.Path;
 
 /** {@code ./glimmer detokenize}: the text a list of token ids stands for. */
-final class DetokenizeCommand implements Command {
+@Command(name = "detokenize", description = "print the text of comma-separated token ids", footer = """
+        The text is written to stdout exactly, with no newline added.
+        Example: ./glimmer detokenize --model model.gguf --ids 361,599""")
+final class DetokenizeCommand implements Subcommand {
+
+    @Option(names = "--model", paramLabel = "F", required = true, converter = ExistingFile.class,
+            description = "the GGUF file whose tokenizer to use")
+    Path model;
+
+    @Option(names = "--ids", paramLabel = "I", required = true, split = ",",
+            description = "token ids separated by commas, e.g. 361,599")
+    int[] ids;
+
+    @Option(names = "--no-special", description = "leave out control tokens such as <|user|> instead of printing their text")
+    boolean noSpecial;
 
     @Override
-    public String name() {
-        return "detokenize";
-    }
-
-    @Override
-    public String summary() {
-        return "print the text of comma-separated token ids";
-    }
-
-    @Override
-    public List<Option> options() {
-        return List.of(
-                Option.required("--model", "F", "the GGUF file whose tokenizer to use"),
-                Option.required("--ids", "I", "token ids separated by commas, e.g. 361,599"),
-                Option.flag("--no-special", "leave out control tokens such as <|user|> instead of printing their text"));
-    }
-
-    @Override
-    public String details() {
-        return """
-                The text is written to stdout exactly, with no newline added.
-                Example: ./glimmer detokenize --model model.gguf --ids 361,599
-                """;
-    }
-
-    @Override
-    public int run(Args args, Terminal io) throws Exception {
-        int[] ids = args.intList("--ids");
+    public int run(Terminal io) throws Exception {
         Tokenizer tokenizer;
-        try (GgufFile file = GgufFile.open(args.existingFile("--model"))) {
+        try (GgufFile file = GgufFile.open(model)) {
             tokenizer = Tokenizer.fromMetadata(file.metadata());
         }
-        io.out().print(tokenizer.decode(ids, !args.has("--no-special")));
+        io.out().print(tokenizer.decode(ids, !noSpecial));
         io.out().flush();
         return 0;
     }
