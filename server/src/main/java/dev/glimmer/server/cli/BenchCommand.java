@@ -15,6 +15,7 @@ import dev.glimmer.engine.model.ModelFacts;
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.server.inference.BackendChooser;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
 import java.io.IOException;
@@ -78,9 +79,8 @@ final class BenchCommand implements Subcommand {
         this.backends = backends;
     }
 
-    @Option(names = "--model", paramLabel = "F", required = true, converter = ExistingFile.class,
-            description = "the GGUF file")
-    Path file;
+    @Mixin
+    ModelFile modelFile;
 
     @Option(names = "--pp", paramLabel = "N", description = "prompt tokens processed as one batch (default " + DEFAULT_PP + ", 0: skip)")
     int pp = DEFAULT_PP;
@@ -126,6 +126,7 @@ final class BenchCommand implements Subcommand {
         if (reps < 1 || depth < 0 || threads < 1 || bandwidth < 0) {
             throw new UsageException("--reps and --threads must be ≥ 1, --ctx and --bandwidth ≥ 0");
         }
+        Path file = modelFile.path;
         MemoryPeak memory = MemoryPeak.begin();
 
         long loadStart = System.nanoTime();

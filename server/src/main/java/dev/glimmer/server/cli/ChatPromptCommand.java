@@ -7,6 +7,7 @@ import dev.glimmer.engine.chat.ChatRequestParser;
 import dev.glimmer.engine.chat.ChatTemplates;
 import dev.glimmer.engine.gguf.GgufFile;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
 import java.nio.ByteBuffer;
@@ -28,9 +29,8 @@ import java.nio.file.Path;
                 is not the GLM-4.7-Flash one (the GLM-4.7-Flash format is used anyway).""")
 final class ChatPromptCommand implements Subcommand {
 
-    @Option(names = "--model", paramLabel = "F", required = true, converter = ExistingFile.class,
-            description = "the GGUF model whose chat template applies")
-    Path modelPath;
+    @Mixin
+    ModelFile modelFile;
 
     @Option(names = "--request", paramLabel = "R.json", required = true, converter = ExistingFile.class,
             description = "an OpenAI chat request body (messages, tools, chat_template_kwargs, ...)")
@@ -47,7 +47,7 @@ final class ChatPromptCommand implements Subcommand {
         }
         ChatRequest request = ChatRequestParser.parse(body);
         String modelTemplate;
-        try (GgufFile model = GgufFile.open(modelPath)) {
+        try (GgufFile model = GgufFile.open(modelFile.path)) {
             modelTemplate = model.metadata().optString(ChatTemplates.GGUF_KEY).orElse(null);
         }
         ChatFormat format = ChatTemplates.recognise(modelTemplate);

@@ -20,9 +20,9 @@ import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.sampling.SamplingParams;
 import dev.glimmer.engine.tokenizer.Tokenizer;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
-import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
 
@@ -36,9 +36,8 @@ import java.util.Locale;
 final class GenerateCommand implements Subcommand {
     static final int DEFAULT_MAX_TOKENS = 256;
 
-    @Option(names = "--model", paramLabel = "F", required = true, converter = ExistingFile.class,
-            description = "the GGUF file")
-    Path modelFile;
+    @Mixin
+    ModelFile modelFile;
 
     @Option(names = "--prompt", paramLabel = "T", description = "the prompt text, control tokens such as <|user|> parsed")
     String prompt;
@@ -84,7 +83,7 @@ final class GenerateCommand implements Subcommand {
             case "f32" -> KvCacheType.F32;
             default -> throw new UsageException("--cache-type must be f16 or f32, got '" + cacheTypeName + "'");
         };
-        try (GlmModel model = GlmModel.open(modelFile)) {
+        try (GlmModel model = GlmModel.open(modelFile.path)) {
             Tokenizer tokenizer = Tokenizer.fromMetadata(model.file().metadata());
             String text = prompt != null ? prompt : chatPrompt(model, chat, io);
             int[] promptTokens = tokenizer.encode(text, true);

@@ -7,6 +7,7 @@ import dev.glimmer.engine.gguf.GgufValue;
 import dev.glimmer.engine.gguf.GgufValue.GgufArray;
 import dev.glimmer.engine.model.ModelFacts;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
 import java.io.PrintStream;
@@ -27,9 +28,8 @@ import java.util.stream.Collectors;
                 is not counted.""")
 final class InfoCommand implements Subcommand {
 
-    @Option(names = "--model", paramLabel = "F", required = true, converter = ExistingFile.class,
-            description = "the GGUF file")
-    Path path;
+    @Mixin
+    ModelFile modelFile;
 
     @Option(names = "--json", description = "print JSON on stdout instead of text")
     boolean json;
@@ -37,6 +37,7 @@ final class InfoCommand implements Subcommand {
     @Override
     public int run(Terminal io) throws Exception {
         ModelFacts facts;
+        Path path = modelFile.path;
         try (GgufFile file = GgufFile.open(path)) {
             facts = ModelFacts.of(file);
         }

@@ -6,9 +6,9 @@ import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
-import java.nio.file.Path;
 import java.io.PrintStream;
 import java.util.Locale;
 
@@ -24,9 +24,8 @@ import java.util.Locale;
                 The prompt is processed as one batch with causal attention, like llama.cpp's prompt evaluation.""")
 final class LogitsCommand implements Subcommand {
 
-    @Option(names = "--model", paramLabel = "F", required = true, converter = ExistingFile.class,
-            description = "the GGUF file")
-    Path modelFile;
+    @Mixin
+    ModelFile modelFile;
 
     @Option(names = "--tokens", paramLabel = "IDS", required = true, split = ",",
             description = "comma-separated token ids, e.g. 1,2,3")
@@ -49,7 +48,7 @@ final class LogitsCommand implements Subcommand {
             case "f16" -> KvCacheType.F16;
             default -> throw new UsageException("--cache-type must be f32 or f16, got '" + cacheTypeName + "'");
         };
-        try (GlmModel model = GlmModel.open(modelFile);
+        try (GlmModel model = GlmModel.open(modelFile.path);
              KvCache cache = model.newCache(Math.min(tokens.length, model.config().contextLength()), cacheType)) {
             if (tokens.length > cache.capacity()) {
                 throw new UsageException(tokens.length + " tokens are more than the model's context length "

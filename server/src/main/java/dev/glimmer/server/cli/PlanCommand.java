@@ -11,10 +11,10 @@ import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
 import dev.glimmer.kernels.decode.DecodeModel;
 import dev.glimmer.kernels.decode.PlanSummary;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
 import java.io.PrintStream;
-import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
@@ -31,9 +31,8 @@ import java.util.Map;
 final class PlanCommand implements Subcommand {
     private static final int DEFAULT_CONTEXT = 8192;
 
-    @Option(names = "--model", paramLabel = "F", required = true, converter = ExistingFile.class,
-            description = "the GGUF file")
-    Path modelFile;
+    @Mixin
+    ModelFile modelFile;
 
     @Option(names = "--ctx", paramLabel = "N",
             description = "KV cache positions to size the cache for (default 8192, at most the model's context length)")
@@ -44,7 +43,7 @@ final class PlanCommand implements Subcommand {
 
     @Override
     public int run(Terminal io) throws Exception {
-        try (GgufFile file = GgufFile.open(modelFile)) {
+        try (GgufFile file = GgufFile.open(modelFile.path)) {
             GlmConfig config = GlmConfig.from(file);
             int ctx = contextOption != null ? contextOption : Math.min(DEFAULT_CONTEXT, config.contextLength());
             if (ctx <= 0 || ctx > config.contextLength()) {

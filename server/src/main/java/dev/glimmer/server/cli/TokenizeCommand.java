@@ -2,12 +2,9 @@ package dev.glimmer.server.cli;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.glimmer.engine.gguf.GgufFile;
-import dev.glimmer.engine.tokenizer.Tokenizer;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
-
-import java.nio.file.Path;
 
 /** {@code ./glimmer tokenize}: the model's token ids for a text, as one line of JSON. */
 @Command(name = "tokenize", description = "print the token ids of a text as JSON: {\"ids\":[...]}", footer = """
@@ -16,9 +13,8 @@ import java.nio.file.Path;
         Example: ./glimmer tokenize --model model.gguf --text 'Hello world'""")
 final class TokenizeCommand implements Subcommand {
 
-    @Option(names = "--model", paramLabel = "F", required = true, converter = ExistingFile.class,
-            description = "the GGUF file whose tokenizer to use")
-    Path model;
+    @Mixin
+    ModelFile modelFile;
 
     @Option(names = "--text", paramLabel = "T", required = true, description = "the text to tokenize")
     String text;
@@ -28,11 +24,7 @@ final class TokenizeCommand implements Subcommand {
 
     @Override
     public int run(Terminal io) throws Exception {
-        Tokenizer tokenizer;
-        try (GgufFile file = GgufFile.open(model)) {
-            tokenizer = Tokenizer.fromMetadata(file.metadata());
-        }
-        int[] ids = tokenizer.encode(text, !noSpecial);
+        int[] ids = modelFile.tokenizer().encode(text, !noSpecial);
         ObjectMapper json = new ObjectMapper();
         ObjectNode result = json.createObjectNode();
         var array = result.putArray("ids");
