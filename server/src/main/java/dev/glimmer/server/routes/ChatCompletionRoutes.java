@@ -80,12 +80,7 @@ public record ChatCompletionRoutes(ModelHost host, ServerConfig config) implemen
             JobEvent.Finished end = ended.get();
             parser.finish();
             ChatResult result = parser.result();
-            ObjectNode body = Json.object();
-            body.put("id", id);
-            body.put("object", "chat.completion");
-            body.put("created", created);
-            body.put("model", model.facts().id());
-            body.put("system_fingerprint", model.facts().fingerprint());
+            ObjectNode body = base("chat.completion");
             ObjectNode choice = body.putArray("choices").addObject();
             choice.put("index", 0);
             choice.put("finish_reason", result.finishReason(end.reason() == FinishReason.LENGTH));
@@ -109,9 +104,7 @@ public record ChatCompletionRoutes(ModelHost host, ServerConfig config) implemen
             } else {
                 choice.putNull("logprobs");
             }
-            body.set("usage", ResponseParts.usage(end));
-            body.set("timings", ResponseParts.timings(end));
-            held.send(body);
+            held.send(ResponseParts.withUsage(body, end));
         }
 
         void stream(InferenceJob job, ServerResponse res) throws InterruptedException {
@@ -133,11 +126,7 @@ public record ChatCompletionRoutes(ModelHost host, ServerConfig config) implemen
                 String reason = parser.result().finishReason(end.reason() == FinishReason.LENGTH);
                 sse.data(chunk(Json.object(), reason, null));
                 if (request.options().includeUsage()) {
-                    ObjectNode usage = base();
-                    usage.putArray("choices");
-                    usage.set("usage", ResponseParts.usage(end));
-                    usage.set("timings", ResponseParts.timings(end));
-                    sse.data(Json.write(usage));
+                    sse.data(ResponseParts.usageChunk(base("chat.completion.chunk"), end));
                 }
                 sse.done();
             } catch (ClientGoneException gone) {
@@ -190,10 +179,11 @@ public record ChatCompletionRoutes(ModelHost host, ServerConfig config) implemen
             return d;
         }
 
-        private ObjectNode base() {
+        /** The fields every response and chunk starts with; {@code object} says which it is. */
+        private ObjectNode base(String object) {
             ObjectNode c = Json.object();
             c.put("id", id);
-            c.put("object", "chat.completion.chunk");
+            c.put("object", object);
             c.put("created", created);
             c.put("model", model.facts().id());
             c.put("system_fingerprint", model.facts().fingerprint());
@@ -201,7 +191,7 @@ public record ChatCompletionRoutes(ModelHost host, ServerConfig config) implemen
         }
 
         private String chunk(ObjectNode delta, String finishReason, ObjectNode logprobs) {
-            ObjectNode c = base();
+            ObjectNode c = base("chat.completion.chunk");
             ObjectNode choice = c.putArray("choices").addObject();
             choice.put("index", 0);
             choice.set("delta", delta);

@@ -110,10 +110,7 @@ public record CompletionRoutes(ModelHost host, ServerConfig config) implements H
             }
             choice.put("finish_reason", ended.get().reason().apiName());
         }
-        JobEvent.Finished total = ResponseParts.total(ends);
-        body.set("usage", ResponseParts.usage(total));
-        body.set("timings", ResponseParts.timings(total));
-        held.send(body);
+        held.send(ResponseParts.withUsage(body, ResponseParts.total(ends)));
     }
 
     /** The jobs' chunks one job after another (each chunk names its choice's index), then the usage of all. */
@@ -154,12 +151,7 @@ public record CompletionRoutes(ModelHost host, ServerConfig config) implements H
                 sse.data(Json.write(last));
             }
             if (request.options().includeUsage()) {
-                JobEvent.Finished total = ResponseParts.total(ends);
-                ObjectNode usage = base(model, id, created);
-                usage.putArray("choices");
-                usage.set("usage", ResponseParts.usage(total));
-                usage.set("timings", ResponseParts.timings(total));
-                sse.data(Json.write(usage));
+                sse.data(ResponseParts.usageChunk(base(model, id, created), ResponseParts.total(ends)));
             }
             sse.done();
         } catch (ClientGoneException gone) {
