@@ -1,7 +1,6 @@
 package dev.glimmer.server;
 
 import com.anthropic.client.AnthropicClient;
-import com.anthropic.client.okhttp.AnthropicOkHttpClient;
 import com.anthropic.helpers.MessageAccumulator;
 import com.anthropic.models.messages.ContentBlock;
 import com.anthropic.models.messages.Message;
@@ -14,7 +13,6 @@ import com.anthropic.models.messages.ToolChoiceTool;
 import com.anthropic.models.messages.ToolUseBlock;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.openai.client.OpenAIClient;
-import com.openai.client.okhttp.OpenAIOkHttpClient;
 import com.openai.core.JsonValue;
 import com.openai.core.http.StreamResponse;
 import com.openai.models.Reasoning;
@@ -69,10 +67,8 @@ class AgentApisConstrainedTest {
     @BeforeAll
     static void start() {
         app = TestServer.start(Map.of());
-        openai = OpenAIOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port() + "/v1").apiKey("none")
-                .maxRetries(0).build();
-        anthropic = AnthropicOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port()).apiKey("none")
-                .maxRetries(0).build();
+        openai = TestServer.openAiClient(app, "none");
+        anthropic = TestServer.anthropicClient(app, "none");
     }
 
     @AfterAll

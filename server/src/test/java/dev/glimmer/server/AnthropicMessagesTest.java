@@ -1,7 +1,6 @@
 package dev.glimmer.server;
 
 import com.anthropic.client.AnthropicClient;
-import com.anthropic.client.okhttp.AnthropicOkHttpClient;
 import com.anthropic.core.JsonValue;
 import com.anthropic.core.http.StreamResponse;
 import com.anthropic.errors.BadRequestException;
@@ -49,8 +48,7 @@ class AnthropicMessagesTest {
     @BeforeAll
     static void start() {
         app = TestServer.start(Map.of("server.api-key", "sesame"));
-        client = AnthropicOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port()).apiKey("sesame")
-                .maxRetries(0).build();
+        client = TestServer.anthropicClient(app, "sesame");
     }
 
     @AfterAll

@@ -6,7 +6,6 @@ import com.networknt.schema.JsonSchemaFactory;
 import com.networknt.schema.SpecVersion;
 import com.networknt.schema.ValidationMessage;
 import com.openai.client.OpenAIClient;
-import com.openai.client.okhttp.OpenAIOkHttpClient;
 import com.openai.core.JsonValue;
 import com.openai.core.http.StreamResponse;
 import com.openai.errors.BadRequestException;
@@ -85,8 +84,7 @@ class ConstrainedOutputTest {
     @BeforeAll
     static void start() {
         app = TestServer.start(Map.of());
-        client = OpenAIOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port() + "/v1").apiKey("none")
-                .maxRetries(0).build();
+        client = TestServer.openAiClient(app, "none");
     }
 
     @AfterAll
@@ -95,6 +93,7 @@ class ConstrainedOutputTest {
         app.close();
     }
 
+    // As JsonSchemaGrammarTest's: the engine's test classes are not on this module's test class path.
     static JsonNode schema(String s) {
         try {
             return JSON.readTree(s.replace('\'', '"'));

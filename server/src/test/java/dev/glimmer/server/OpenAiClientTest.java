@@ -38,8 +38,7 @@ class OpenAiClientTest {
     @BeforeAll
     static void start() {
         app = TestServer.start(Map.of("server.api-key", "sesame"));
-        client = OpenAIOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port() + "/v1").apiKey("sesame")
-                .maxRetries(0).build();
+        client = TestServer.openAiClient(app, "sesame");
     }
 
     @AfterAll

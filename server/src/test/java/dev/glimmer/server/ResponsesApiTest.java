@@ -3,7 +3,6 @@ package dev.glimmer.server;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.openai.client.OpenAIClient;
-import com.openai.client.okhttp.OpenAIOkHttpClient;
 import com.openai.core.JsonValue;
 import com.openai.core.http.StreamResponse;
 import com.openai.errors.BadRequestException;
@@ -49,8 +48,7 @@ class ResponsesApiTest {
     @BeforeAll
     static void start() {
         app = TestServer.start(Map.of("server.api-key", "sesame"));
-        client = OpenAIOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port() + "/v1").apiKey("sesame")
-                .maxRetries(0).build();
+        client = TestServer.openAiClient(app, "sesame");
     }
 
     @AfterAll
