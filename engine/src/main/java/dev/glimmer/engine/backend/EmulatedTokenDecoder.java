@@ -30,6 +30,7 @@ public final class EmulatedTokenDecoder implements GpuTokenDecoder {
         return count == 1 ? decoder.step(tokens[from]) : decoder.prompt(tokens, from, count);
     }
 
+    // From here, plain delegation to the EmulatedDecoder, as CudaTokenDecoder delegates to its CudaDecoder.
     @Override
     public int greedyToken() {
         return decoder.greedyToken();
