@@ -1,9 +1,5 @@
 package dev.glimmer.server;
 
-import com.anthropic.client.AnthropicClient;
-import com.anthropic.client.okhttp.AnthropicOkHttpClient;
-import com.openai.client.OpenAIClient;
-import com.openai.client.okhttp.OpenAIOkHttpClient;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.config.ServerConfigLoader;
 import dev.glimmer.server.inference.BackendChooser;
@@ -40,18 +36,6 @@ public final class TestServer {
     /** Starts a server on the backend {@code backends} gives and waits until its model is loaded. */
     public static GlimmerApp start(Map<String, String> overrides, BackendChooser backends) {
         return awaitLoaded(GlimmerApp.start(config(overrides), Map.of(), backends));
-    }
-
-    /** The official OpenAI client for {@code app}'s {@code /v1} routes, sending {@code apiKey}, never retrying. */
-    public static OpenAIClient openAiClient(GlimmerApp app, String apiKey) {
-        return OpenAIOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port() + "/v1").apiKey(apiKey)
-                .maxRetries(0).build();
-    }
-
-    /** The official Anthropic client for {@code app} (its routes are under {@code /v1} already), never retrying. */
-    public static AnthropicClient anthropicClient(GlimmerApp app, String apiKey) {
-        return AnthropicOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port()).apiKey(apiKey)
-                .maxRetries(0).build();
     }
 
     private static GlimmerApp awaitLoaded(GlimmerApp app) {
