@@ -112,6 +112,8 @@ public final class Main {
     /** The parser of {@code command}'s options, with {@code --help} and the help layout every command shares. */
     static CommandLine commandLine(Subcommand command) {
         CommandLine cli = new CommandLine(command);
+        // A value may start with a dash (--text -hello, --ids -5): after an option that takes one, it is that value.
+        cli.setAllowOptionsAsOptionParameters(true);
         CommandSpec spec = cli.getCommandSpec();
         command.addOptions(spec);
         spec.addOption(OptionSpec.builder("-h", "--help").usageHelp(true).description("show this help").build());
