@@ -118,8 +118,9 @@ public final class Main {
         command.addOptions(spec);
         spec.addOption(OptionSpec.builder("-h", "--help").usageHelp(true).description("show this help").build());
         spec.name("./glimmer " + spec.name());
-        spec.usageMessage().sortOptions(false).sortSynopsis(false).width(110).synopsisHeading("Usage: ").descriptionHeading("%n")
-                .optionListHeading("%nOptions:%n").footerHeading("%n");
+        // Options in the order the command declares them; the footer holds the command's notes and examples.
+        spec.usageMessage().sortOptions(false).sortSynopsis(false).width(110).synopsisHeading("Usage: ")
+                .descriptionHeading("%n").optionListHeading("%nOptions:%n").footerHeading("%n");
         // Numbers are read leniently about spaces ("1, 2"); their errors are worded by usageError.
         cli.registerConverter(Integer.class, text -> number(text, Integer::valueOf, "an integer"));
         cli.registerConverter(int.class, text -> number(text, Integer::valueOf, "an integer"));
@@ -161,16 +162,22 @@ public final class Main {
                     ? "unknown option " + u.getUnmatched().getFirst() + " for " + name + seeHelp
                     : "unexpected argument '" + u.getUnmatched().getFirst() + "'" + seeHelp;
             case MissingParameterException m -> name + " needs " + synopsis(m.getMissing().getFirst()) + seeHelp;
-            case OverwrittenOptionException o -> synopsis(o.getOverwritten()).split(" ")[0] + " given twice";
+            case OverwrittenOptionException o -> nameOf(o.getOverwritten()) + " given twice";
             default -> switch (e.getCause()) {
                 case UsageException u -> u.getMessage();
-                case NotANumber n when e.getArgSpec() instanceof OptionSpec o ->
-                        o.names()[0] + " must be " + n.getMessage() + ", got '" + e.getValue().strip() + "'";
+                case NotANumber n -> nameOf(e.getArgSpec()) + " must be " + n.getMessage() + ", got '"
+                        + e.getValue().strip() + "'";
                 case null, default -> e.getMessage();
             };
         };
     }
 
+    /** An option as messages name it, e.g. {@code --model} (its first name). */
+    private static String nameOf(ArgSpec arg) {
+        return arg instanceof OptionSpec o ? o.names()[0] : arg.paramLabel();
+    }
+
+    /** An option with its value's name, e.g. {@code --model F}. */
     private static String synopsis(ArgSpec arg) {
         return arg instanceof OptionSpec o ? o.names()[0] + " " + o.paramLabel() : arg.paramLabel();
     }
