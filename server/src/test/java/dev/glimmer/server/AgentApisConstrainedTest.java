@@ -1,7 +1,5 @@
 package dev.glimmer.server;
 
-import com.anthropic.client.AnthropicClient;
-import com.anthropic.client.okhttp.AnthropicOkHttpClient;
 import com.anthropic.helpers.MessageAccumulator;
 import com.anthropic.models.messages.ContentBlock;
 import com.anthropic.models.messages.Message;
@@ -13,8 +11,6 @@ import com.anthropic.models.messages.ToolChoiceAny;
 import com.anthropic.models.messages.ToolChoiceTool;
 import com.anthropic.models.messages.ToolUseBlock;
 import com.fasterxml.jackson.databind.JsonNode;
-import com.openai.client.OpenAIClient;
-import com.openai.client.okhttp.OpenAIOkHttpClient;
 import com.openai.core.JsonValue;
 import com.openai.core.http.StreamResponse;
 import com.openai.models.Reasoning;
@@ -32,9 +28,8 @@ import com.openai.models.responses.ResponseTextConfig;
 import com.openai.models.responses.ToolChoiceFunction;
 import com.openai.models.responses.ToolChoiceOptions;
 import io.restassured.path.json.JsonPath;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
@@ -62,25 +57,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  */
 class AgentApisConstrainedTest {
     static final int SEEDS = 3;
-    static GlimmerApp app;
-    static OpenAIClient openai;
-    static AnthropicClient anthropic;
-
-    @BeforeAll
-    static void start() {
-        app = TestServer.start(Map.of());
-        openai = OpenAIOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port() + "/v1").apiKey("none")
-                .maxRetries(0).build();
-        anthropic = AnthropicOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port()).apiKey("none")
-                .maxRetries(0).build();
-    }
-
-    @AfterAll
-    static void stop() {
-        openai.close();
-        anthropic.close();
-        app.close();
-    }
+    @RegisterExtension
+    static final SdkServer server = new SdkServer(Map.of(), "none");
 
     // ---- Responses API ----
 
@@ -110,7 +88,7 @@ class AgentApisConstrainedTest {
         for (String s : SCHEMAS) {
             JsonNode schema = schema(s);
             for (long seed = 0; seed < SEEDS; seed++) {
-                Response r = openai.responses().create(respond(false, seed).text(textFormat(schema)).build());
+                Response r = server.openai().responses().create(respond(false, seed).text(textFormat(schema)).build());
                 assertEquals(ResponseStatus.COMPLETED, r.status().orElseThrow(), s);
                 assertValid(schema, ResponsesApiTest.text(r));
             }
@@ -121,7 +99,7 @@ class AgentApisConstrainedTest {
     void afterReasoningTheTextIsValid() {
         JsonNode schema = schema(SCHEMAS.getFirst());
         for (long seed = 0; seed < SEEDS; seed++) {
-            Response r = openai.responses().create(respond(true, seed).text(textFormat(schema)).build());
+            Response r = server.openai().responses().create(respond(true, seed).text(textFormat(schema)).build());
             assertTrue(r.output().stream().anyMatch(ResponseOutputItem::isReasoning), "the model thought first");
             assertValid(schema, ResponsesApiTest.text(r));
         }
@@ -130,7 +108,7 @@ class AgentApisConstrainedTest {
     @Test
     void textFormatJsonObjectGivesAnObject() {
         for (long seed = 0; seed < SEEDS; seed++) {
-            Response r = openai.responses().create(respond(false, seed).text(ResponseTextConfig.builder()
+            Response r = server.openai().responses().create(respond(false, seed).text(ResponseTextConfig.builder()
                     .format(ResponseFormatJsonObject.builder().build()).build()).build());
             assertValid(schema("{'type':'object'}"), ResponsesApiTest.text(r));
         }
@@ -144,7 +122,7 @@ class AgentApisConstrainedTest {
             for (long seed = 0; seed < SEEDS; seed++) {
                 StringBuilder deltas = new StringBuilder();
                 Response[] completed = new Response[1];
-                try (StreamResponse<ResponseStreamEvent> stream = openai.responses().createStreaming(
+                try (StreamResponse<ResponseStreamEvent> stream = server.openai().responses().createStreaming(
                         respond(false, seed).text(textFormat(schema)).build())) {
                     stream.stream().forEach(event -> {
                         event.outputTextDelta().ifPresent(d -> deltas.append(d.delta()));
@@ -178,7 +156,7 @@ class AgentApisConstrainedTest {
     @Test
     void toolChoiceRequiredForcesAValidFunctionCall() {
         for (long seed = 0; seed < 2 * SEEDS; seed++) {
-            ResponseFunctionToolCall call = onlyCall(openai.responses().create(respondWithTools(seed % 2 == 0, seed)
+            ResponseFunctionToolCall call = onlyCall(server.openai().responses().create(respondWithTools(seed % 2 == 0, seed)
                     .toolChoice(ToolChoiceOptions.REQUIRED).build()));
             assertArgumentsValid(call.name(), call.arguments());
         }
@@ -187,7 +165,7 @@ class AgentApisConstrainedTest {
     @Test
     void aNamedFunctionIsTheOneCalled() {
         for (long seed = 0; seed < SEEDS; seed++) {
-            ResponseFunctionToolCall call = onlyCall(openai.responses().create(respondWithTools(false, seed)
+            ResponseFunctionToolCall call = onlyCall(server.openai().responses().create(respondWithTools(false, seed)
                     .toolChoice(ToolChoiceFunction.builder().name("set_alarm").build()).build()));
             assertEquals("set_alarm", call.name());
             assertArgumentsValid(call.name(), call.arguments());
@@ -199,7 +177,7 @@ class AgentApisConstrainedTest {
         for (long seed = 0; seed < SEEDS; seed++) {
             StringBuilder deltas = new StringBuilder();
             Response[] completed = new Response[1];
-            try (StreamResponse<ResponseStreamEvent> stream = openai.responses().createStreaming(
+            try (StreamResponse<ResponseStreamEvent> stream = server.openai().responses().createStreaming(
                     respondWithTools(false, seed).toolChoice(ToolChoiceFunction.builder().name("get_weather").build())
                             .build())) {
                 stream.stream().forEach(event -> {
@@ -253,7 +231,7 @@ class AgentApisConstrainedTest {
     @Test
     void toolChoiceAnyForcesAValidToolUse() {
         for (long seed = 0; seed < 2 * SEEDS; seed++) {
-            assertInputValid(onlyToolUse(anthropic.messages().create(message(seed)
+            assertInputValid(onlyToolUse(server.anthropic().messages().create(message(seed)
                     .toolChoice(ToolChoiceAny.builder().build()).build())));
         }
     }
@@ -261,7 +239,7 @@ class AgentApisConstrainedTest {
     @Test
     void toolChoiceToolUsesThatTool() {
         for (long seed = 0; seed < SEEDS; seed++) {
-            ToolUseBlock use = onlyToolUse(anthropic.messages().create(message(seed)
+            ToolUseBlock use = onlyToolUse(server.anthropic().messages().create(message(seed)
                     .toolChoice(ToolChoiceTool.builder().name("set_alarm").build()).build()));
             assertEquals("set_alarm", use.name());
             assertInputValid(use);
@@ -272,7 +250,7 @@ class AgentApisConstrainedTest {
     void aStreamedForcedToolUseIsValid() {
         for (long seed = 0; seed < SEEDS; seed++) {
             MessageAccumulator accumulator = MessageAccumulator.create();
-            try (com.anthropic.core.http.StreamResponse<RawMessageStreamEvent> stream = anthropic.messages()
+            try (com.anthropic.core.http.StreamResponse<RawMessageStreamEvent> stream = server.anthropic().messages()
                     .createStreaming(message(seed).toolChoice(ToolChoiceTool.builder().name("get_weather").build())
                             .build())) {
                 stream.stream().forEach(accumulator::accumulate);
@@ -318,7 +296,7 @@ class AgentApisConstrainedTest {
     }
 
     private static JsonPath error(String path, Object body) {
-        return given().port(app.port()).contentType("application/json").body(body).post(path).then().statusCode(400)
+        return given().port(server.app().port()).contentType("application/json").body(body).post(path).then().statusCode(400)
                 .extract().jsonPath();
     }
 

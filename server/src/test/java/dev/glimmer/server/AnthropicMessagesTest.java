@@ -1,7 +1,5 @@
 package dev.glimmer.server;
 
-import com.anthropic.client.AnthropicClient;
-import com.anthropic.client.okhttp.AnthropicOkHttpClient;
 import com.anthropic.core.JsonValue;
 import com.anthropic.core.http.StreamResponse;
 import com.anthropic.errors.BadRequestException;
@@ -20,9 +18,8 @@ import com.anthropic.models.messages.ToolUseBlock;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.restassured.path.json.JsonPath;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -43,21 +40,8 @@ class AnthropicMessagesTest {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final String STORY = "Hello, world! Tell me a story about a fox.";
 
-    static GlimmerApp app;
-    static AnthropicClient client;
-
-    @BeforeAll
-    static void start() {
-        app = TestServer.start(Map.of("server.api-key", "sesame"));
-        client = AnthropicOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port()).apiKey("sesame")
-                .maxRetries(0).build();
-    }
-
-    @AfterAll
-    static void stop() {
-        client.close();
-        app.close();
-    }
+    @RegisterExtension
+    static final SdkServer server = new SdkServer(Map.of("server.api-key", "sesame"), "sesame");
 
     static MessageCreateParams.Builder story() {
         return MessageCreateParams.builder().model("claude-any").maxTokens(10).putAdditionalBodyProperty("temperature", JsonValue.from(0)).addUserMessage(STORY);
@@ -66,7 +50,7 @@ class AnthropicMessagesTest {
     /** Without thinking, greedy output is the chat completion's content with thinking off, in one text block. */
     @Test
     void wholeMessageIsTheChatCompletion() {
-        Message m = client.messages().create(story().build());
+        Message m = server.anthropic().messages().create(story().build());
         JsonPath chat = chat(Map.of("messages", List.of(Map.of("role", "user", "content", STORY)), "temperature", 0,
                 "max_tokens", 10, "chat_template_kwargs", Map.of("enable_thinking", false)));
         assertEquals(1, m.content().size());
@@ -81,7 +65,7 @@ class AnthropicMessagesTest {
     /** thinking enabled: a thinking block with the chat completion's reasoning_content comes first. */
     @Test
     void thinkingBlock() {
-        Message m = client.messages().create(story().enabledThinking(1024).build());
+        Message m = server.anthropic().messages().create(story().enabledThinking(1024).build());
         JsonPath chat = chat(Map.of("messages", List.of(Map.of("role", "user", "content", STORY)), "temperature", 0,
                 "max_tokens", 10));
         assertTrue(m.content().getFirst().isThinking());
@@ -92,9 +76,9 @@ class AnthropicMessagesTest {
     /** The streamed events rebuild the whole message (the SDK's accumulator) in the documented order. */
     @Test
     void streamedMessageHasTheDocumentedEvents() throws Exception {
-        Message whole = client.messages().create(story().enabledThinking(1024).build());
+        Message whole = server.anthropic().messages().create(story().enabledThinking(1024).build());
         MessageAccumulator accumulator = MessageAccumulator.create();
-        try (StreamResponse<RawMessageStreamEvent> stream = client.messages().createStreaming(
+        try (StreamResponse<RawMessageStreamEvent> stream = server.anthropic().messages().createStreaming(
                 story().enabledThinking(1024).build())) {
             stream.stream().forEach(accumulator::accumulate);
         }
@@ -105,7 +89,7 @@ class AnthropicMessagesTest {
         assertEquals(StopReason.MAX_TOKENS, streamed.stopReason().orElseThrow());
         assertEquals(whole.usage().outputTokens(), streamed.usage().outputTokens());
 
-        String body = given().port(app.port()).header("x-api-key", "sesame").contentType("application/json")
+        String body = given().port(server.app().port()).header("x-api-key", "sesame").contentType("application/json")
                 .body(Map.of("messages", List.of(Map.of("role", "user", "content", STORY)), "max_tokens", 10,
                         "temperature", 0, "stream", true, "thinking", Map.of("type", "enabled", "budget_tokens", 1024)))
                 .post("/v1/messages").then().statusCode(200).contentType("text/event-stream").extract().asString();
@@ -131,8 +115,8 @@ class AnthropicMessagesTest {
 
     /** A use of tool z, forced with logit_bias as in {@link ResponsesApiTest#forcedToolCall}. */
     static MessageCreateParams.Builder forcedToolUse() {
-        List<Integer> tags = OpenAiClientTest.tokens("<tool_call></tool_call><|observation|>", app.port());
-        int name = OpenAiClientTest.tokens("z", app.port()).getFirst();
+        List<Integer> tags = OpenAiClientTest.tokens("<tool_call></tool_call><|observation|>", server.app().port());
+        int name = OpenAiClientTest.tokens("z", server.app().port()).getFirst();
         return MessageCreateParams.builder().model("m").maxTokens(20)
                 .putAdditionalBodyProperty("temperature", JsonValue.from(0))
                 .addUserMessage(ResponsesApiTest.WEATHER_QUESTION).addTool(WEATHER)
@@ -146,7 +130,7 @@ class AnthropicMessagesTest {
     void streamedToolUse() {
         MessageAccumulator accumulator = MessageAccumulator.create();
         List<String> deltas = new ArrayList<>();
-        try (StreamResponse<RawMessageStreamEvent> stream = client.messages().createStreaming(forcedToolUse().build())) {
+        try (StreamResponse<RawMessageStreamEvent> stream = server.anthropic().messages().createStreaming(forcedToolUse().build())) {
             stream.stream().forEach(event -> {
                 accumulator.accumulate(event);
                 event.contentBlockDelta().ifPresent(d -> deltas.add(JSON.valueToTree(d).path("delta").path("type")
@@ -169,14 +153,14 @@ class AnthropicMessagesTest {
     @Test
     void toolRoundTrip() {
         String question = ResponsesApiTest.WEATHER_QUESTION;
-        Message call = client.messages().create(forcedToolUse().build());
+        Message call = server.anthropic().messages().create(forcedToolUse().build());
         assertEquals(StopReason.TOOL_USE, call.stopReason().orElseThrow());
         ToolUseBlock use = call.content().stream().filter(ContentBlock::isToolUse).map(ContentBlock::asToolUse)
                 .findFirst().orElseThrow();
         assertEquals("z", use.name());
         assertEquals(JsonValue.from(Map.of()), use._input());
 
-        Message answer = client.messages().create(MessageCreateParams.builder().model("m").maxTokens(3).putAdditionalBodyProperty("temperature", JsonValue.from(0))
+        Message answer = server.anthropic().messages().create(MessageCreateParams.builder().model("m").maxTokens(3).putAdditionalBodyProperty("temperature", JsonValue.from(0))
                 .addUserMessage(question).addTool(WEATHER).addMessage(call.toParam())
                 .addUserMessage(MessageContentParam.ofContentBlockParams(List.of(ContentBlockParam.ofToolResult(ToolResultBlockParam.builder()
                         .toolUseId(use.id()).content("Sunny, 21 degrees.").build())))).build());
@@ -196,9 +180,9 @@ class AnthropicMessagesTest {
     /** A stop sequence ends the text before it and is reported. */
     @Test
     void stopSequence() {
-        String text = text(client.messages().create(story().maxTokens(16).build()));
+        String text = text(server.anthropic().messages().create(story().maxTokens(16).build()));
         String stop = text.substring(text.length() / 2, text.length() / 2 + 2);
-        Message m = client.messages().create(story().maxTokens(16).addStopSequence(stop).build());
+        Message m = server.anthropic().messages().create(story().maxTokens(16).addStopSequence(stop).build());
         assertEquals(StopReason.STOP_SEQUENCE, m.stopReason().orElseThrow());
         assertEquals(stop, m.stopSequence().orElseThrow());
         assertEquals(text.substring(0, text.indexOf(stop)), text(m));
@@ -206,9 +190,9 @@ class AnthropicMessagesTest {
 
     @Test
     void countTokens() {
-        long counted = client.messages().countTokens(MessageCountTokensParams.builder().model("m").system("Be brief.")
+        long counted = server.anthropic().messages().countTokens(MessageCountTokensParams.builder().model("m").system("Be brief.")
                 .addUserMessage(STORY).build()).inputTokens();
-        Message m = client.messages().create(story().system("Be brief.").build());
+        Message m = server.anthropic().messages().create(story().system("Be brief.").build());
         assertEquals(m.usage().inputTokens() + m.usage().cacheReadInputTokens().orElseThrow(), counted);
     }
 
@@ -216,9 +200,9 @@ class AnthropicMessagesTest {
     @Test
     void toolChoiceNoneLeavesTheToolsOut() {
         MessageCountTokensParams.Builder base = MessageCountTokensParams.builder().model("m").addUserMessage(STORY);
-        long plain = client.messages().countTokens(base.build()).inputTokens();
-        long withTools = client.messages().countTokens(base.addTool(WEATHER).build()).inputTokens();
-        long none = client.messages().countTokens(base.toolChoice(com.anthropic.models.messages.ToolChoiceNone
+        long plain = server.anthropic().messages().countTokens(base.build()).inputTokens();
+        long withTools = server.anthropic().messages().countTokens(base.addTool(WEATHER).build()).inputTokens();
+        long none = server.anthropic().messages().countTokens(base.toolChoice(com.anthropic.models.messages.ToolChoiceNone
                 .builder().build()).build()).inputTokens();
         assertTrue(withTools > plain);
         assertEquals(plain, none);
@@ -227,7 +211,7 @@ class AnthropicMessagesTest {
     /** Mistakes get a 400 in Anthropic's error shape, through the SDK and on the wire. */
     @Test
     void badBodiesAre400sInAnthropicsShape() {
-        BadRequestException e = assertThrows(BadRequestException.class, () -> client.messages().create(
+        BadRequestException e = assertThrows(BadRequestException.class, () -> server.anthropic().messages().create(
                 MessageCreateParams.builder().model("m").maxTokens(10).addUserMessage(STORY).putAdditionalBodyProperty("temperature", JsonValue.from(-1)).build()));
         assertTrue(e.getMessage().contains("temperature"), e.getMessage());
 
@@ -240,7 +224,7 @@ class AnthropicMessagesTest {
                 "tools", List.of(Map.of("type", "web_search_20250305", "name", "web_search"))), "web_search_20250305");
         assertError(Map.of("max_tokens", 5, "messages", List.of(Map.of("role", "user", "content", "hi")),
                 "thinking", Map.of("type", "sometimes")), "thinking.type");
-        given().port(app.port()).header("x-api-key", "wrong").contentType("application/json")
+        given().port(server.app().port()).header("x-api-key", "wrong").contentType("application/json")
                 .body(Map.of("max_tokens", 5, "messages", List.of(Map.of("role", "user", "content", "hi"))))
                 .post("/v1/messages").then().statusCode(401)
                 .body("type", org.hamcrest.Matchers.equalTo("error"))
@@ -248,7 +232,7 @@ class AnthropicMessagesTest {
     }
 
     private static void assertError(Map<String, Object> body, String mentioned) {
-        JsonPath error = given().port(app.port()).header("x-api-key", "sesame").contentType("application/json")
+        JsonPath error = given().port(server.app().port()).header("x-api-key", "sesame").contentType("application/json")
                 .body(body).post("/v1/messages").then().statusCode(400).extract().jsonPath();
         assertEquals("error", error.getString("type"), error.prettify());
         assertEquals("invalid_request_error", error.getString("error.type"), error.prettify());
@@ -267,7 +251,7 @@ class AnthropicMessagesTest {
     }
 
     private static JsonPath post(String path, Object body) {
-        return given().port(app.port()).header("Authorization", "Bearer sesame").contentType("application/json")
+        return given().port(server.app().port()).header("Authorization", "Bearer sesame").contentType("application/json")
                 .body(body).post(path).then().statusCode(200).extract().jsonPath();
     }
 }

@@ -5,8 +5,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.networknt.schema.JsonSchemaFactory;
 import com.networknt.schema.SpecVersion;
 import com.networknt.schema.ValidationMessage;
-import com.openai.client.OpenAIClient;
-import com.openai.client.okhttp.OpenAIOkHttpClient;
 import com.openai.core.JsonValue;
 import com.openai.core.http.StreamResponse;
 import com.openai.errors.BadRequestException;
@@ -21,9 +19,8 @@ import com.openai.models.chat.completions.ChatCompletionMessageFunctionToolCall;
 import com.openai.models.chat.completions.ChatCompletionNamedToolChoice;
 import com.openai.models.chat.completions.ChatCompletionToolChoiceOption;
 import com.openai.models.chat.completions.StructuredChatCompletion;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
@@ -44,8 +41,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 class ConstrainedOutputTest {
     static final ObjectMapper JSON = new ObjectMapper();
     static final int SEEDS = 3;
-    static GlimmerApp app;
-    static OpenAIClient client;
+    @RegisterExtension
+    static final SdkServer server = new SdkServer(Map.of(), "none");
 
     /** 22 schemas, every supported keyword among them. */
     static final List<String> SCHEMAS = List.of(
@@ -82,19 +79,7 @@ class ConstrainedOutputTest {
             "{'type':'object','properties':{'empty':{'type':'object','additionalProperties':false},"
                     + "'none':{'type':'array','maxItems':0}},'required':['empty','none']}");
 
-    @BeforeAll
-    static void start() {
-        app = TestServer.start(Map.of());
-        client = OpenAIOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port() + "/v1").apiKey("none")
-                .maxRetries(0).build();
-    }
-
-    @AfterAll
-    static void stop() {
-        client.close();
-        app.close();
-    }
-
+    // As JsonSchemaGrammarTest's: the engine's test classes are not on this module's test class path.
     static JsonNode schema(String s) {
         try {
             return JSON.readTree(s.replace('\'', '"'));
@@ -134,7 +119,7 @@ class ConstrainedOutputTest {
         for (String s : SCHEMAS) {
             JsonNode schema = schema(s);
             for (int seed = 0; seed < SEEDS; seed++) {
-                ChatCompletion c = client.chat().completions().create(ask(false).responseFormat(format(schema))
+                ChatCompletion c = server.openai().chat().completions().create(ask(false).responseFormat(format(schema))
                         .seed(seed).build());
                 ChatCompletion.Choice choice = c.choices().getFirst();
                 assertEquals(ChatCompletion.Choice.FinishReason.STOP, choice.finishReason(), s);
@@ -147,7 +132,7 @@ class ConstrainedOutputTest {
     void afterThinkingTheAnswerIsValid() {
         JsonNode schema = schema(SCHEMAS.getFirst());
         for (int seed = 0; seed < SEEDS; seed++) {
-            ChatCompletion c = client.chat().completions().create(ask(true).responseFormat(format(schema)).seed(seed)
+            ChatCompletion c = server.openai().chat().completions().create(ask(true).responseFormat(format(schema)).seed(seed)
                     .build());
             var message = c.choices().getFirst().message();
             assertTrue(message._additionalProperties().containsKey("reasoning_content"), "the model thought first");
@@ -159,7 +144,7 @@ class ConstrainedOutputTest {
     void aStreamedAnswerIsValidToo() {
         JsonNode schema = schema(SCHEMAS.get(17));
         StringBuilder content = new StringBuilder();
-        try (StreamResponse<ChatCompletionChunk> stream = client.chat().completions().createStreaming(
+        try (StreamResponse<ChatCompletionChunk> stream = server.openai().chat().completions().createStreaming(
                 ask(false).responseFormat(format(schema)).seed(7).build())) {
             stream.stream().forEach(chunk -> chunk.choices().forEach(ch -> ch.delta().content().ifPresent(content::append)));
         }
@@ -169,7 +154,7 @@ class ConstrainedOutputTest {
     @Test
     void jsonObjectGivesAnObject() {
         for (int seed = 0; seed < SEEDS; seed++) {
-            ChatCompletion c = client.chat().completions().create(ask(false)
+            ChatCompletion c = server.openai().chat().completions().create(ask(false)
                     .responseFormat(ResponseFormatJsonObject.builder().build()).seed(seed).build());
             assertValid(schema("{'type':'object'}"), c.choices().getFirst().message().content().orElseThrow());
         }
@@ -181,7 +166,7 @@ class ConstrainedOutputTest {
 
     @Test
     void theClientsStructuredOutputsParse() {
-        StructuredChatCompletion<Fox> c = client.chat().completions().create(ask(false).maxCompletionTokens(120)
+        StructuredChatCompletion<Fox> c = server.openai().chat().completions().create(ask(false).maxCompletionTokens(120)
                 .seed(3L).build().toBuilder().responseFormat(Fox.class).build());
         Fox fox = c.choices().getFirst().message().content().orElseThrow();
         assertTrue(fox.friends() != null);
@@ -222,7 +207,7 @@ class ConstrainedOutputTest {
     @Test
     void toolChoiceRequiredForcesAValidCall() {
         for (int seed = 0; seed < 2 * SEEDS; seed++) {
-            assertCallValid(client.chat().completions().create(withTools(seed % 2 == 0)
+            assertCallValid(server.openai().chat().completions().create(withTools(seed % 2 == 0)
                     .toolChoice(ChatCompletionToolChoiceOption.Auto.REQUIRED).seed(seed).build()), null);
         }
     }
@@ -230,7 +215,7 @@ class ConstrainedOutputTest {
     @Test
     void aNamedFunctionIsTheOneCalled() {
         for (int seed = 0; seed < SEEDS; seed++) {
-            assertCallValid(client.chat().completions().create(withTools(false).toolChoice(ChatCompletionNamedToolChoice
+            assertCallValid(server.openai().chat().completions().create(withTools(false).toolChoice(ChatCompletionNamedToolChoice
                     .builder().function(ChatCompletionNamedToolChoice.Function.builder().name("set_alarm").build())
                     .build()).seed(seed).build()), "set_alarm");
         }
@@ -246,7 +231,7 @@ class ConstrainedOutputTest {
             {'type':'string','pattern':'(?<=a)b'} => pattern
             """)
     void unsupportedKeywordsAre400sThatNameThem(String schema, String keyword) {
-        BadRequestException e = assertThrows(BadRequestException.class, () -> client.chat().completions().create(
+        BadRequestException e = assertThrows(BadRequestException.class, () -> server.openai().chat().completions().create(
                 ask(false).responseFormat(format(schema(schema))).build()));
         assertEquals(400, e.statusCode());
         assertTrue(e.getMessage().contains(keyword), e.getMessage());
@@ -255,7 +240,7 @@ class ConstrainedOutputTest {
 
     @Test
     void anUnsupportedToolSchemaIsA400() {
-        BadRequestException e = assertThrows(BadRequestException.class, () -> client.chat().completions().create(
+        BadRequestException e = assertThrows(BadRequestException.class, () -> server.openai().chat().completions().create(
                 ask(false).addFunctionTool(function("f", "{'type':'object','properties':{'x':{'type':'string',"
                         + "'format':'uri'}}}")).toolChoice(ChatCompletionToolChoiceOption.Auto.REQUIRED).build()));
         assertTrue(e.getMessage().contains("format"), e.getMessage());

@@ -17,9 +17,8 @@ import com.openai.models.chat.completions.ChatCompletionStreamOptions;
 import com.openai.models.chat.completions.ChatCompletionTokenLogprob;
 import com.openai.models.models.Model;
 import io.restassured.path.json.JsonPath;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -32,21 +31,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** The official OpenAI Java client, pointed at Glimmer, does not notice the difference. */
 class OpenAiClientTest {
-    static GlimmerApp app;
-    static OpenAIClient client;
-
-    @BeforeAll
-    static void start() {
-        app = TestServer.start(Map.of("server.api-key", "sesame"));
-        client = OpenAIOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port() + "/v1").apiKey("sesame")
-                .maxRetries(0).build();
-    }
-
-    @AfterAll
-    static void stop() {
-        client.close();
-        app.close();
-    }
+    @RegisterExtension
+    static final SdkServer server = new SdkServer(Map.of("server.api-key", "sesame"), "sesame");
 
     /** What SDK users and agents send: some OpenAI model name, never this server's id. */
     static final String CLIENT_MODEL = "gpt-4o";
@@ -58,7 +44,7 @@ class OpenAiClientTest {
 
     @Test
     void nonStreamingChat() {
-        ChatCompletion c = client.chat().completions().create(hello().build());
+        ChatCompletion c = server.openai().chat().completions().create(hello().build());
         assertEquals(1, c.choices().size());
         assertEquals(ChatCompletion.Choice.FinishReason.LENGTH, c.choices().getFirst().finishReason());
         assertEquals(10, c.usage().orElseThrow().completionTokens());
@@ -72,10 +58,10 @@ class OpenAiClientTest {
     /** Current OpenAI clients send instructions as a developer message: it is the system message. */
     @Test
     void developerMessagesAreSystemMessages() {
-        ChatCompletion developer = client.chat().completions().create(ChatCompletionCreateParams.builder()
+        ChatCompletion developer = server.openai().chat().completions().create(ChatCompletionCreateParams.builder()
                 .model(CLIENT_MODEL).addDeveloperMessage("Answer in one word.").addUserMessage("Hi").temperature(0.0)
                 .maxCompletionTokens(6).build());
-        ChatCompletion system = client.chat().completions().create(ChatCompletionCreateParams.builder()
+        ChatCompletion system = server.openai().chat().completions().create(ChatCompletionCreateParams.builder()
                 .model(CLIENT_MODEL).addSystemMessage("Answer in one word.").addUserMessage("Hi").temperature(0.0)
                 .maxCompletionTokens(6).build());
         assertEquals(system.usage().orElseThrow().promptTokens(), developer.usage().orElseThrow().promptTokens());
@@ -86,11 +72,11 @@ class OpenAiClientTest {
     /** A base URL without /v1 (a common client setting): the same routes answer at /chat/completions and /models. */
     @Test
     void baseUrlWithoutV1() {
-        OpenAIClient bare = OpenAIOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port()).apiKey("sesame")
+        OpenAIClient bare = OpenAIOkHttpClient.builder().baseUrl("http://127.0.0.1:" + server.app().port()).apiKey("sesame")
                 .maxRetries(0).build();
         try {
             ChatCompletion c = bare.chat().completions().create(hello().build());
-            assertEquals(client.chat().completions().create(hello().build()).choices().getFirst().message()
+            assertEquals(server.openai().chat().completions().create(hello().build()).choices().getFirst().message()
                     ._additionalProperties().get("reasoning_content"),
                     c.choices().getFirst().message()._additionalProperties().get("reasoning_content"));
             assertEquals("tiny-f32", bare.models().list().data().getFirst().id());
@@ -104,7 +90,7 @@ class OpenAiClientTest {
     /** OpenAI clients look for this code to trim a conversation that outgrew the context. */
     @Test
     void promptsOverTheContextSayContextLengthExceeded() {
-        BadRequestException e = assertThrows(BadRequestException.class, () -> client.chat().completions().create(
+        BadRequestException e = assertThrows(BadRequestException.class, () -> server.openai().chat().completions().create(
                 hello().messages(List.of()).addUserMessage("fox ".repeat(1100)).build()));
         assertEquals("context_length_exceeded", e.code().orElseThrow());
         assertEquals("messages", e.param().orElseThrow());
@@ -112,12 +98,12 @@ class OpenAiClientTest {
 
     @Test
     void streamingChatWithUsageGivesTheSameText() {
-        ChatCompletion whole = client.chat().completions().create(hello().build());
+        ChatCompletion whole = server.openai().chat().completions().create(hello().build());
         String wholeText = whole.choices().getFirst().message()._additionalProperties().get("reasoning_content")
                 .asString().orElseThrow() + whole.choices().getFirst().message().content().orElse("");
         StringBuilder text = new StringBuilder();
         List<ChatCompletionChunk> chunks = new ArrayList<>();
-        try (StreamResponse<ChatCompletionChunk> stream = client.chat().completions().createStreaming(
+        try (StreamResponse<ChatCompletionChunk> stream = server.openai().chat().completions().createStreaming(
                 hello().streamOptions(ChatCompletionStreamOptions.builder().includeUsage(true).build()).build())) {
             stream.stream().forEach(chunk -> {
                 chunks.add(chunk);
@@ -167,7 +153,7 @@ class OpenAiClientTest {
                 .putAdditionalBodyProperty("repeat_penalty", JsonValue.from(8))
                 .putAdditionalBodyProperty("chat_template_kwargs", JsonValue.from(Map.of("enable_thinking", false)))
                 .build();
-        ChatCompletion c = client.chat().completions().create(params);
+        ChatCompletion c = server.openai().chat().completions().create(params);
         ChatCompletion.Choice choice = c.choices().getFirst();
         assertEquals(ChatCompletion.Choice.FinishReason.TOOL_CALLS, choice.finishReason());
         ChatCompletionMessageFunctionToolCall call = choice.message().toolCalls().orElseThrow().getFirst().asFunction();
@@ -178,7 +164,7 @@ class OpenAiClientTest {
 
     @Test
     void logprobs() {
-        ChatCompletion c = client.chat().completions().create(hello().logprobs(true).topLogprobs(2).build());
+        ChatCompletion c = server.openai().chat().completions().create(hello().logprobs(true).topLogprobs(2).build());
         List<ChatCompletionTokenLogprob> content = c.choices().getFirst().logprobs().orElseThrow().content().orElseThrow();
         assertEquals(10, content.size());
         for (ChatCompletionTokenLogprob lp : content) {
@@ -189,10 +175,10 @@ class OpenAiClientTest {
 
     @Test
     void completions() {
-        Completion c = client.completions().create(CompletionCreateParams.builder().model(CLIENT_MODEL)
+        Completion c = server.openai().completions().create(CompletionCreateParams.builder().model(CLIENT_MODEL)
                 .prompt("Once upon a time").maxTokens(6).temperature(0.0).build());
         assertEquals(6, c.usage().orElseThrow().completionTokens());
-        JsonPath raw = given().port(app.port()).header("Authorization", "Bearer sesame").contentType("application/json")
+        JsonPath raw = given().port(server.app().port()).header("Authorization", "Bearer sesame").contentType("application/json")
                 .body("{\"prompt\": \"Once upon a time\", \"max_tokens\": 6, \"temperature\": 0}").post("/v1/completions")
                 .then().statusCode(200).extract().jsonPath();
         assertEquals(raw.getString("choices[0].text"), c.choices().getFirst().text());
@@ -202,12 +188,12 @@ class OpenAiClientTest {
     @Test
     void completionsOfSeveralPrompts() {
         List<String> prompts = List.of("Once upon a time", "The fox", "Hello, world!");
-        Completion batch = client.completions().create(CompletionCreateParams.builder().model(CLIENT_MODEL)
+        Completion batch = server.openai().completions().create(CompletionCreateParams.builder().model(CLIENT_MODEL)
                 .prompt(CompletionCreateParams.Prompt.ofArrayOfStrings(prompts)).maxTokens(5).temperature(0.0).build());
         assertEquals(prompts.size(), batch.choices().size());
         long promptTokens = 0;
         for (int i = 0; i < prompts.size(); i++) {
-            Completion one = client.completions().create(CompletionCreateParams.builder().model(CLIENT_MODEL)
+            Completion one = server.openai().completions().create(CompletionCreateParams.builder().model(CLIENT_MODEL)
                     .prompt(prompts.get(i)).maxTokens(5).temperature(0.0).build());
             assertEquals(i, batch.choices().get(i).index());
             assertEquals(one.choices().getFirst().text(), batch.choices().get(i).text());
@@ -218,7 +204,7 @@ class OpenAiClientTest {
         // Streamed: each chunk names its prompt's choice; every choice gets its finish_reason.
         StringBuilder[] texts = {new StringBuilder(), new StringBuilder(), new StringBuilder()};
         List<String> finishes = new ArrayList<>();
-        try (StreamResponse<Completion> stream = client.completions().createStreaming(CompletionCreateParams.builder()
+        try (StreamResponse<Completion> stream = server.openai().completions().createStreaming(CompletionCreateParams.builder()
                 .model(CLIENT_MODEL).prompt(CompletionCreateParams.Prompt.ofArrayOfStrings(prompts)).maxTokens(5)
                 .temperature(0.0).build())) {
             stream.stream().forEach(chunk -> chunk.choices().forEach(choice -> {
@@ -235,14 +221,14 @@ class OpenAiClientTest {
 
     @Test
     void models() {
-        List<Model> models = client.models().list().data();
+        List<Model> models = server.openai().models().list().data();
         assertEquals(1, models.size());
         assertEquals("tiny-f32", models.getFirst().id());
-        assertEquals("tiny-f32", client.models().retrieve("tiny-f32").id());
+        assertEquals("tiny-f32", server.openai().models().retrieve("tiny-f32").id());
     }
 
     static List<Integer> tokens(String text) {
-        return tokens(text, app.port());
+        return tokens(text, server.app().port());
     }
 
     /** The token ids of {@code text} (special tokens parsed) from the server on {@code port} (key "sesame"). */

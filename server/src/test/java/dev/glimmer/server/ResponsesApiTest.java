@@ -2,8 +2,6 @@ package dev.glimmer.server;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.openai.client.OpenAIClient;
-import com.openai.client.okhttp.OpenAIOkHttpClient;
 import com.openai.core.JsonValue;
 import com.openai.core.http.StreamResponse;
 import com.openai.errors.BadRequestException;
@@ -20,9 +18,8 @@ import com.openai.models.responses.ResponseOutputItem;
 import com.openai.models.responses.ResponseStatus;
 import com.openai.models.responses.ResponseStreamEvent;
 import io.restassured.path.json.JsonPath;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -43,21 +40,8 @@ class ResponsesApiTest {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final String STORY = "Hello, world! Tell me a story about a fox.";
 
-    static GlimmerApp app;
-    static OpenAIClient client;
-
-    @BeforeAll
-    static void start() {
-        app = TestServer.start(Map.of("server.api-key", "sesame"));
-        client = OpenAIOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port() + "/v1").apiKey("sesame")
-                .maxRetries(0).build();
-    }
-
-    @AfterAll
-    static void stop() {
-        client.close();
-        app.close();
-    }
+    @RegisterExtension
+    static final SdkServer server = new SdkServer(Map.of("server.api-key", "sesame"), "sesame");
 
     static ResponseCreateParams.Builder story() {
         return ResponseCreateParams.builder().model("any-model-name").input(STORY).temperature(0.0).maxOutputTokens(10);
@@ -66,7 +50,7 @@ class ResponsesApiTest {
     /** Greedy output is the chat completion's: the reasoning item holds reasoning_content, the message the content. */
     @Test
     void wholeResponseIsTheChatCompletion() {
-        Response r = client.responses().create(story().build());
+        Response r = server.openai().responses().create(story().build());
         JsonPath chat = post("/v1/chat/completions", Map.of("messages", List.of(Map.of("role", "user", "content", STORY)),
                 "temperature", 0, "max_tokens", 10));
         assertEquals(ResponseStatus.INCOMPLETE, r.status().orElseThrow());
@@ -85,10 +69,10 @@ class ResponsesApiTest {
      */
     @Test
     void streamedResponseHasTheDocumentedEvents() throws Exception {
-        Response whole = client.responses().create(story().build());
+        Response whole = server.openai().responses().create(story().build());
         ResponseAccumulator accumulator = ResponseAccumulator.createWithSnapshots();
         List<String> types = new ArrayList<>();
-        try (StreamResponse<ResponseStreamEvent> stream = client.responses().createStreaming(story().build())) {
+        try (StreamResponse<ResponseStreamEvent> stream = server.openai().responses().createStreaming(story().build())) {
             stream.stream().forEach(event -> {
                 accumulator.accumulate(event);
                 types.add(JSON.valueToTree(event).path("type").asText());
@@ -107,7 +91,7 @@ class ResponsesApiTest {
             assertTrue(types.contains(type), type);
         }
 
-        String body = given().port(app.port()).header("Authorization", "Bearer sesame").contentType("application/json")
+        String body = given().port(server.app().port()).header("Authorization", "Bearer sesame").contentType("application/json")
                 .body(Map.of("input", STORY, "temperature", 0, "max_output_tokens", 10, "stream", true))
                 .post("/v1/responses").then().statusCode(200).contentType("text/event-stream").extract().asString();
         int expected = 0;
@@ -127,7 +111,7 @@ class ResponsesApiTest {
     /** instructions are a system message; reasoning effort none turns GLM's thinking off. */
     @Test
     void instructionsAndNoReasoning() {
-        Response r = client.responses().create(story().instructions("Answer briefly.")
+        Response r = server.openai().responses().create(story().instructions("Answer briefly.")
                 .reasoning(Reasoning.builder().effort(ReasoningEffort.NONE).build()).build());
         assertTrue(r.output().stream().noneMatch(ResponseOutputItem::isReasoning));
         assertEquals(0, r.usage().orElseThrow().outputTokensDetails().reasoningTokens());
@@ -143,8 +127,8 @@ class ResponsesApiTest {
      */
     @Test
     void previousResponseIdContinuesFromTheCache() {
-        Response first = client.responses().create(story().build());
-        Response second = client.responses().create(ResponseCreateParams.builder().model("m").input("And then?")
+        Response first = server.openai().responses().create(story().build());
+        Response second = server.openai().responses().create(ResponseCreateParams.builder().model("m").input("And then?")
                 .previousResponseId(first.id()).temperature(0.0).maxOutputTokens(4).build());
         long firstInput = first.usage().orElseThrow().inputTokens();
         assertTrue(second.usage().orElseThrow().inputTokens() > firstInput);
@@ -157,14 +141,14 @@ class ResponsesApiTest {
                 Map.of("clear_thinking", false)));
         assertEquals(expected, second.usage().orElseThrow().inputTokens());
 
-        assertEquals(text(second), text(client.responses().retrieve(second.id())));
-        client.responses().delete(second.id());
-        assertThrows(NotFoundException.class, () -> client.responses().retrieve(second.id()));
-        BadRequestException gone = assertThrows(BadRequestException.class, () -> client.responses().create(
+        assertEquals(text(second), text(server.openai().responses().retrieve(second.id())));
+        server.openai().responses().delete(second.id());
+        assertThrows(NotFoundException.class, () -> server.openai().responses().retrieve(second.id()));
+        BadRequestException gone = assertThrows(BadRequestException.class, () -> server.openai().responses().create(
                 ResponseCreateParams.builder().model("m").input("Again?").previousResponseId(second.id()).build()));
         assertTrue(gone.getMessage().contains(second.id()), gone.getMessage());
-        Response unstored = client.responses().create(story().store(false).build());
-        assertThrows(NotFoundException.class, () -> client.responses().retrieve(unstored.id()));
+        Response unstored = server.openai().responses().create(story().store(false).build());
+        assertThrows(NotFoundException.class, () -> server.openai().responses().retrieve(unstored.id()));
     }
 
     static final String WEATHER_QUESTION = "Please tell me what the weather is like today, and then tell me once"
@@ -195,8 +179,8 @@ class ResponsesApiTest {
      * in that order.
      */
     static ResponseCreateParams.Builder forcedToolCall() {
-        List<Integer> tags = OpenAiClientTest.tokens("<tool_call></tool_call><|observation|>", app.port());
-        int name = OpenAiClientTest.tokens("z", app.port()).getFirst();
+        List<Integer> tags = OpenAiClientTest.tokens("<tool_call></tool_call><|observation|>", server.app().port());
+        int name = OpenAiClientTest.tokens("z", server.app().port()).getFirst();
         return ResponseCreateParams.builder().model("m").input(WEATHER_QUESTION).addTool(WEATHER).temperature(0.0)
                 .maxOutputTokens(20).reasoning(Reasoning.builder().effort(ReasoningEffort.NONE).build())
                 .putAdditionalBodyProperty("logit_bias", JsonValue.from(Map.of(tags.get(0).toString(), 100,
@@ -209,7 +193,7 @@ class ResponsesApiTest {
     void streamedToolCall() {
         ResponseAccumulator accumulator = ResponseAccumulator.createWithSnapshots();
         List<String> types = new ArrayList<>();
-        try (StreamResponse<ResponseStreamEvent> stream = client.responses().createStreaming(forcedToolCall().build())) {
+        try (StreamResponse<ResponseStreamEvent> stream = server.openai().responses().createStreaming(forcedToolCall().build())) {
             stream.stream().forEach(event -> {
                 accumulator.accumulate(event);
                 types.add(JSON.valueToTree(event).path("type").asText());
@@ -233,7 +217,7 @@ class ResponsesApiTest {
      */
     @Test
     void toolRoundTrip() {
-        Response call = client.responses().create(forcedToolCall().build());
+        Response call = server.openai().responses().create(forcedToolCall().build());
         assertEquals(ResponseStatus.COMPLETED, call.status().orElseThrow());
         List<ResponseFunctionToolCall> calls = call.output().stream().filter(ResponseOutputItem::isFunctionCall)
                 .map(ResponseOutputItem::asFunctionCall).toList();
@@ -241,7 +225,7 @@ class ResponsesApiTest {
         assertEquals("z", calls.getFirst().name());
         assertEquals("{}", calls.getFirst().arguments());
 
-        Response answer = client.responses().create(ResponseCreateParams.builder().model("m")
+        Response answer = server.openai().responses().create(ResponseCreateParams.builder().model("m")
                 .previousResponseId(call.id()).addTool(WEATHER).temperature(0.0).maxOutputTokens(3)
                 .reasoning(Reasoning.builder().effort(ReasoningEffort.NONE).build())
                 .inputOfResponse(List.of(ResponseInputItem.ofFunctionCallOutput(ResponseInputItem.FunctionCallOutput
@@ -258,7 +242,7 @@ class ResponsesApiTest {
                 >= call.usage().orElseThrow().inputTokens());
 
         // The same conversation sent as items, without previous_response_id, is the same prompt.
-        Response asItems = client.responses().create(ResponseCreateParams.builder().model("m").addTool(WEATHER)
+        Response asItems = server.openai().responses().create(ResponseCreateParams.builder().model("m").addTool(WEATHER)
                 .temperature(0.0).maxOutputTokens(3).reasoning(Reasoning.builder().effort(ReasoningEffort.NONE).build())
                 .inputOfResponse(List.of(
                         ResponseInputItem.ofEasyInputMessage(com.openai.models.responses.EasyInputMessage.builder()
@@ -287,18 +271,18 @@ class ResponsesApiTest {
         assertError(Map.of("input", "hi", "text", Map.of("format", Map.of("type", "json_schema", "name", "x",
                 "schema", "not a schema"))), "text.format");
         assertError(Map.of("input", "hi", "previous_response_id", "resp_nothing"), "previous_response_id");
-        given().port(app.port()).contentType("application/json").body(Map.of("input", "hi")).post("/v1/responses")
+        given().port(server.app().port()).contentType("application/json").body(Map.of("input", "hi")).post("/v1/responses")
                 .then().statusCode(401).body("error.type", org.hamcrest.Matchers.equalTo("authentication_error"));
-        given().port(app.port()).header("Authorization", "Bearer sesame").get("/v1/responses/resp_nothing")
+        given().port(server.app().port()).header("Authorization", "Bearer sesame").get("/v1/responses/resp_nothing")
                 .then().statusCode(404).body("error.message", org.hamcrest.Matchers.containsString("resp_nothing"));
-        given().port(app.port()).get("/metrics").then().statusCode(401);
-        String metrics = given().port(app.port()).header("Authorization", "Bearer sesame").get("/metrics").asString();
+        given().port(server.app().port()).get("/metrics").then().statusCode(401);
+        String metrics = given().port(server.app().port()).header("Authorization", "Bearer sesame").get("/metrics").asString();
         assertTrue(metrics.contains("glimmer_http_requests_total{route=\"/v1/responses\",status=\"400\"}"));
         assertTrue(metrics.contains("glimmer_http_requests_total{route=\"/v1/responses/{id}\",status=\"404\"}"));
     }
 
     private static void assertError(Map<String, Object> body, String param) {
-        JsonPath error = given().port(app.port()).header("Authorization", "Bearer sesame").contentType("application/json")
+        JsonPath error = given().port(server.app().port()).header("Authorization", "Bearer sesame").contentType("application/json")
                 .body(body).post("/v1/responses").then().statusCode(400).extract().jsonPath();
         assertEquals("invalid_request_error", error.getString("error.type"), error.prettify());
         assertTrue(error.getString("error.param").startsWith(param), param + " in " + error.prettify());
@@ -320,7 +304,7 @@ class ResponsesApiTest {
     }
 
     private static JsonPath post(String path, Object body) {
-        return given().port(app.port()).header("Authorization", "Bearer sesame").contentType("application/json")
+        return given().port(server.app().port()).header("Authorization", "Bearer sesame").contentType("application/json")
                 .body(body).post(path).then().statusCode(200).extract().jsonPath();
     }
 

@@ -76,6 +76,7 @@ class StepSafetyTest {
             return logits;
         }
 
+        // From here, plain delegation to the watched decoder, as DecoderStepRunner's cache delegates to its own.
         @Override
         public int position() {
             return decoder.position();

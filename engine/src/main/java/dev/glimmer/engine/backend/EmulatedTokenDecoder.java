@@ -109,6 +109,7 @@ public final class EmulatedTokenDecoder implements GpuTokenDecoder {
         return count == 1 ? sequence.step(tokens[from]) : sequence.prompt(tokens, from, count);
     }
 
+    // From here, plain delegation to the EmulatedDecoder, as CudaTokenDecoder delegates to its CudaDecoder.
     @Override
     public int greedyToken() {
         return pool.greedyToken();

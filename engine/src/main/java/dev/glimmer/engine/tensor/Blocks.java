@@ -43,6 +43,16 @@ final class Blocks {
         return Byte.toUnsignedInt(s.get(ValueLayout.JAVA_BYTE, offset));
     }
 
+    /**
+     * The 5-bit quant of value {@code j} (0..31) of a Q5_0 or Q5_1 block: the low four bits from the
+     * nibbles at {@code qs} (value j in the low nibble of byte j, j+16 in its high one), bit 4 from {@code highBits}.
+     */
+    static int quant5(MemorySegment s, long qs, int highBits, int j) {
+        int nibbles = u8(s, qs + (j & 15));
+        int low = j < 16 ? nibbles & 0xF : nibbles >>> 4;
+        return low | ((highBits >>> j) & 1) << 4;
+    }
+
     /** The signed byte at {@code offset}. */
     static int i8(MemorySegment s, long offset) {
         return s.get(ValueLayout.JAVA_BYTE, offset);

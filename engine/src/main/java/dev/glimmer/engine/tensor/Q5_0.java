@@ -21,19 +21,12 @@ public final class Q5_0 {
     private Q5_0() {
     }
 
-    /** The 5-bit quant of value {@code j} (0..31) of the block at {@code block}. */
-    private static int quant(MemorySegment s, long block, int highBits, int j) {
-        int nibbles = Blocks.u8(s, block + QS + (j & 15));
-        int low = j < 16 ? nibbles & 0xF : nibbles >>> 4;
-        return low | ((highBits >>> j) & 1) << 4;
-    }
-
     /** The values of the block at {@code xb}, into {@code dst[yb ..]}. */
     static void dequantizeBlock(MemorySegment src, long xb, float[] dst, int yb) {
         float d = Blocks.half(src, xb);
         int qh = src.get(Blocks.INT_LE, xb + QH);
         for (int j = 0; j < BLOCK_SIZE; j++) {
-            dst[yb + j] = (quant(src, xb, qh, j) - 16) * d;
+            dst[yb + j] = (Blocks.quant5(src, xb + QS, qh, j) - 16) * d;
         }
     }
 
@@ -44,7 +37,7 @@ public final class Q5_0 {
         int qh = w.get(Blocks.INT_LE, wb + QH);
         int sumi = 0;
         for (int j = 0; j < BLOCK_SIZE; j++) {
-            sumi += (quant(w, wb, qh, j) - 16) * xq[xb + j];
+            sumi += (Blocks.quant5(w, wb + QS, qh, j) - 16) * xq[xb + j];
         }
         sum += (double) (Blocks.half(w, wb) * x.scales[b]) * sumi;
         return sum;

@@ -23,32 +23,26 @@ final class Q5_1 {
     private Q5_1() {
     }
 
-    /** The 5-bit quant of value {@code j} (0..31) of the block at {@code block}. */
-    private static int quant(MemorySegment s, long block, int highBits, int j) {
-        int nibbles = Blocks.u8(s, block + QS + (j & 15));
-        int low = j < 16 ? nibbles & 0xF : nibbles >>> 4;
-        return low | ((highBits >>> j) & 1) << 4;
-    }
-
     /** The values of the block at {@code xb}, into {@code dst[yb ..]}. */
-    // Q5_0's reading with Q4_1's minimum: the 5-bit quant helper repeats Q5_0's at this block's offsets.
+    // Q5_0's reading with Q4_1's minimum.
     static void dequantizeBlock(MemorySegment src, long xb, float[] dst, int yb) {
         float d = Blocks.half(src, xb);
         float m = Blocks.half(src, xb + M);
         int qh = src.get(Blocks.INT_LE, xb + QH);
         for (int j = 0; j < BLOCK_SIZE; j++) {
-            dst[yb + j] = quant(src, xb, qh, j) * d + m;
+            dst[yb + j] = Blocks.quant5(src, xb + QS, qh, j) * d + m;
         }
     }
 
     /** Weight block · Q8_1 activations, as {@link Q4_1#dot} with 5-bit quants. */
+    // Q5_0's loop without the zero point (16); the minimum's term is added per block.
     static double addDot(double sum, MemorySegment w, long wb, QuantizedVector x, int b) {
         byte[] xq = x.quants;
         int xb = b * BLOCK_SIZE;
         int qh = w.get(Blocks.INT_LE, wb + QH);
         int sumi = 0;
         for (int j = 0; j < BLOCK_SIZE; j++) {
-            sumi += quant(w, wb, qh, j) * xq[xb + j];
+            sumi += Blocks.quant5(w, wb + QS, qh, j) * xq[xb + j];
         }
         sum += (double) (Blocks.half(w, wb) * x.scales[b]) * sumi;
         sum += Blocks.half(w, wb + M) * x.sums[b];

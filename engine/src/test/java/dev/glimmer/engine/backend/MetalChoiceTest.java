@@ -28,6 +28,7 @@ class MetalChoiceTest {
                 ^
             1 error generated.""";
 
+    // Each test configures the fake runtime, lets MetalChoice choose and reads its reason: the form repeats by design.
     @Test
     void kernelsThatDoNotCompileLeaveTheCpuWithTheFirstLineAndTheSelfTestPrintsAll() throws Throwable {
         FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M2", 8, COMPILE_ERROR);

@@ -52,7 +52,10 @@ public final class MessagesRequest {
             }
             chat.set("max_tokens", f.node("max_tokens").get());
         }
-        tools(f, chat);
+        TranslatedChat.tools(f, chat, "custom", "only client tools (with input_schema) are supported by this server",
+                (tool, where, name, function) -> function.set("parameters", tool.object("input_schema").orElseThrow(
+                        () -> ApiException.badRequest(where + ".input_schema is missing (the JSON schema of the tool's"
+                                + " input)", where + ".input_schema"))));
         toolChoice(f, chat);
         thinking(f, chat);
         f.node("stop_sequences").ifPresent(n -> chat.set("stop", n));
@@ -134,36 +137,6 @@ public final class MessagesRequest {
             }
         } else if (!text.isEmpty() || !toolResults) {
             messages.addObject().put("role", "user").put("content", text.toString());
-        }
-    }
-
-    private static void tools(Fields f, ObjectNode chat) {
-        Optional<JsonNode> given = f.node("tools");
-        if (given.isEmpty()) {
-            return;
-        }
-        if (!given.get().isArray()) {
-            throw Fields.wrongType("tools", "an array", given.get());
-        }
-        ArrayNode tools = chat.putArray("tools");
-        for (int i = 0; i < given.get().size(); i++) {
-            JsonNode tool = given.get().get(i);
-            String where = "tools[" + i + "]";
-            if (!tool.isObject()) {
-                throw Fields.wrongType(where, "an object", tool);
-            }
-            Fields t = new Fields(tool);
-            String type = t.string("type").orElse("custom");
-            if (!type.equals("custom")) {
-                throw ApiException.badRequest(where + ".type: only client tools (with input_schema) are supported by"
-                        + " this server, got '" + type + "'", where + ".type");
-            }
-            ObjectNode function = tools.addObject().put("type", "function").putObject("function");
-            function.put("name", t.string("name").filter(n -> !n.isEmpty()).orElseThrow(() -> ApiException.badRequest(
-                    where + ".name is missing", where + ".name")));
-            t.string("description").ifPresent(d -> function.put("description", d));
-            function.set("parameters", t.object("input_schema").orElseThrow(() -> ApiException.badRequest(
-                    where + ".input_schema is missing (the JSON schema of the tool's input)", where + ".input_schema")));
         }
     }
 

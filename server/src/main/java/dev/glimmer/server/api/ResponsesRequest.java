@@ -228,39 +228,16 @@ public record ResponsesRequest(ChatCompletionRequest chat, ArrayNode conversatio
     /** Responses function tools → chat tools; returns the tools as the Response object lists them. */
     private static ArrayNode tools(Fields f, ObjectNode chat) {
         ArrayNode echo = Json.MAPPER.createArrayNode();
-        Optional<JsonNode> given = f.node("tools");
-        if (given.isEmpty()) {
-            return echo;
-        }
-        if (!given.get().isArray()) {
-            throw Fields.wrongType("tools", "an array", given.get());
-        }
-        ArrayNode tools = chat.putArray("tools");
-        for (int i = 0; i < given.get().size(); i++) {
-            JsonNode tool = given.get().get(i);
-            String where = "tools[" + i + "]";
-            if (!tool.isObject()) {
-                throw Fields.wrongType(where, "an object", tool);
-            }
-            Fields t = new Fields(tool);
-            String type = t.string("type").orElse("function");
-            if (!type.equals("function")) {
-                throw ApiException.badRequest(where + ".type: only function tools are supported by this server, got '"
-                        + type + "'", where + ".type");
-            }
-            String name = t.string("name").filter(n -> !n.isEmpty()).orElseThrow(() -> ApiException.badRequest(
-                    where + ".name is missing", where + ".name"));
-            ObjectNode function = tools.addObject().put("type", "function").putObject("function");
-            function.put("name", name);
-            t.string("description").ifPresent(d -> function.put("description", d));
-            t.object("parameters").ifPresent(p -> function.set("parameters", p));
-            ObjectNode e = echo.addObject();
-            e.put("type", "function");
-            e.put("name", name);
-            e.put("description", t.string("description").orElse(null));
-            e.set("parameters", t.object("parameters").orElse(null));
-            e.put("strict", t.bool("strict").orElse(false));
-        }
+        TranslatedChat.tools(f, chat, "function", "only function tools are supported by this server",
+                (tool, where, name, function) -> {
+                    tool.object("parameters").ifPresent(p -> function.set("parameters", p));
+                    ObjectNode e = echo.addObject();
+                    e.put("type", "function");
+                    e.put("name", name);
+                    e.put("description", tool.string("description").orElse(null));
+                    e.set("parameters", tool.object("parameters").orElse(null));
+                    e.put("strict", tool.bool("strict").orElse(false));
+                });
         return echo;
     }
 

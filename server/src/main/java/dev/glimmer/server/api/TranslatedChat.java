@@ -1,12 +1,14 @@
 package dev.glimmer.server.api;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.http.ApiException;
 
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 
 /**
  * The one way from another API's body to the chat completions request: the Responses and Anthropic
@@ -59,6 +61,53 @@ final class TranslatedChat {
             if (value != null) {
                 chat.set(field, value);
             }
+        }
+    }
+
+    /** What an API adds to one of its declared tools once it is a chat function (its schema, an echo). */
+    interface ToolFunction {
+        /**
+         * @param tool     the declared tool's fields
+         * @param where    its place in the request, e.g. {@code tools[2]}
+         * @param name     its name, checked to be given and not empty
+         * @param function the chat function made of it, with {@code name} and {@code description} set
+         */
+        void complete(Fields tool, String where, String name, ObjectNode function);
+    }
+
+    /**
+     * The request's {@code tools} array as chat function tools in {@code chat}: each must be an object
+     * whose {@code type} is {@code type} (or left out) and which has a name; its description is kept.
+     *
+     * @param refusal what the 400 for another type says, before {@code , got 'TYPE'}
+     * @param each    adds what the API declares beyond name and description, tool by tool
+     */
+    static void tools(Fields f, ObjectNode chat, String type, String refusal, ToolFunction each) {
+        Optional<JsonNode> given = f.node("tools");
+        if (given.isEmpty()) {
+            return;
+        }
+        if (!given.get().isArray()) {
+            throw Fields.wrongType("tools", "an array", given.get());
+        }
+        ArrayNode tools = chat.putArray("tools");
+        for (int i = 0; i < given.get().size(); i++) {
+            JsonNode tool = given.get().get(i);
+            String where = "tools[" + i + "]";
+            if (!tool.isObject()) {
+                throw Fields.wrongType(where, "an object", tool);
+            }
+            Fields t = new Fields(tool);
+            String declared = t.string("type").orElse(type);
+            if (!declared.equals(type)) {
+                throw ApiException.badRequest(where + ".type: " + refusal + ", got '" + declared + "'", where + ".type");
+            }
+            String name = t.string("name").filter(n -> !n.isEmpty()).orElseThrow(() -> ApiException.badRequest(
+                    where + ".name is missing", where + ".name"));
+            ObjectNode function = tools.addObject().put("type", "function").putObject("function");
+            function.put("name", name);
+            t.string("description").ifPresent(d -> function.put("description", d));
+            each.complete(t, where, name, function);
         }
     }
 

@@ -15,6 +15,9 @@ import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.ModelFacts;
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.server.inference.BackendChooser;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
 
 import java.io.IOException;
 import java.lang.foreign.FunctionDescriptor;
@@ -26,6 +29,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -41,52 +45,8 @@ import java.util.stream.Collectors;
  * on a GPU backend the sequence is the backend's {@link TokenDecoder}, as the server runs it, and the
  * report adds the GPU memory used and, where the backend can time its kernels, where a step's time goes.
  */
-final class BenchCommand implements Command {
-    private static final int DEFAULT_PP = 64;
-    private static final int DEFAULT_TG = 16;
-    private static final int DEFAULT_REPS = 5;
-
-    private final BackendChooser backends;
-
-    /** The bench of the CLI: the backend from {@link Backends#choose}, without the self-test (it measures speed only). */
-    BenchCommand() {
-        this((requested, model) -> Backends.choose(requested, model, false));
-    }
-
-    /** A bench on the backends {@code backends} gives (tests: a GPU-style decoder without a GPU). */
-    BenchCommand(BackendChooser backends) {
-        this.backends = backends;
-    }
-
-    @Override
-    public String name() {
-        return "bench";
-    }
-
-    @Override
-    public String summary() {
-        return "measure prompt processing and decode speed (tok/s), load time and memory";
-    }
-
-    @Override
-    public List<Option> options() {
-        return List.of(
-                Option.required("--model", "F", "the GGUF file"),
-                Option.value("--pp", "N", "prompt tokens processed as one batch (default " + DEFAULT_PP + ", 0: skip)"),
-                Option.value("--tg", "N", "tokens decoded one by one (default " + DEFAULT_TG + ", 0: skip)"),
-                Option.value("--threads", "N", "threads (default: one per physical core, here " + CpuBackend.defaultThreads() + ")"),
-                Option.value("--backend", "B", BackendKind.alternatives(BackendKind.SERVING) + " (default cpu); auto takes a GPU where there is one"),
-                Option.value("--reps", "N", "repetitions of each measurement (default " + DEFAULT_REPS + ")"),
-                Option.value("--bandwidth", "GBPS", "the machine's memory bandwidth, to report decode as a fraction of its limit"),
-                Option.value("--ctx", "N", "tokens already in the context when decoding starts (default 0)"),
-                Option.value("--batch", "N[,N...]", "on a GPU also decode N conversations together (their aggregate tok/s)"),
-                Option.flag("--mlock", "lock the mapped file in RAM first (as llama-bench -lm mmap+mlock), so that page cache\n"
-                        + "    eviction cannot disturb the measurement"));
-    }
-
-    @Override
-    public String details() {
-        return """
+@Command(name = "bench", description = "measure prompt processing and decode speed (tok/s), load time and memory",
+        footer = """
                 pp: a prompt of N random token ids is run into an empty cache (on the CPU as one batch; on a GPU
                 through the backend's decoder, as the server runs it: CUDA runs prompts through its prompt
                 command list, batches of up to 256 tokens).
@@ -106,28 +66,69 @@ final class BenchCommand implements Command {
                 each in steps that advance all N at once; reported as aggregate tok/s (N x tg / time), as
                 llama-batched-bench -npp 16 -ntg tg -npl N reports its S_TG; on CUDA with the profile of one step.
                 Example: ./glimmer bench --model /tmp/glm-full-q4_0.gguf --pp 64 --tg 16 --bandwidth 22.4
-                         ./glimmer bench --model /tmp/glm-full-q4_0.gguf --backend cuda --pp 512 --tg 64 --ctx 4096""";
+                         ./glimmer bench --model /tmp/glm-full-q4_0.gguf --backend cuda --pp 512 --tg 64 --ctx 4096""")
+final class BenchCommand implements Subcommand {
+    private static final int DEFAULT_PP = 64;
+    private static final int DEFAULT_TG = 16;
+    private static final int DEFAULT_REPS = 5;
+
+    private final BackendChooser backends;
+
+    /** The bench of the CLI: the backend from {@link Backends#choose}, without the self-test (it measures speed only). */
+    BenchCommand() {
+        this((requested, model) -> Backends.choose(requested, model, false));
+    }
+
+    /** A bench on the backends {@code backends} gives (tests: a GPU-style decoder without a GPU). */
+    BenchCommand(BackendChooser backends) {
+        this.backends = backends;
+    }
+
+    @Mixin
+    ModelFile modelFile;
+
+    @Option(names = "--pp", paramLabel = "N", description = "prompt tokens processed as one batch (default " + DEFAULT_PP + ", 0: skip)")
+    int pp = DEFAULT_PP;
+
+    @Option(names = "--tg", paramLabel = "N", description = "tokens decoded one by one (default " + DEFAULT_TG + ", 0: skip)")
+    int tg = DEFAULT_TG;
+
+    @Option(names = "--threads", paramLabel = "N", description = "threads (default: one per physical core, here ${DEFAULT-VALUE})")
+    int threads = CpuBackend.defaultThreads();
+
+    @Option(names = "--backend", paramLabel = "B", completionCandidates = ServingBackends.class,
+            description = "${COMPLETION-CANDIDATES} (default cpu); auto takes a GPU where there is one")
+    String backendName = "cpu";
+
+    @Option(names = "--reps", paramLabel = "N", description = "repetitions of each measurement (default " + DEFAULT_REPS + ")")
+    int reps = DEFAULT_REPS;
+
+    @Option(names = "--bandwidth", paramLabel = "GBPS",
+            description = "the machine's memory bandwidth, to report decode as a fraction of its limit")
+    double bandwidth;
+
+    @Option(names = "--ctx", paramLabel = "N", description = "tokens already in the context when decoding starts (default 0)")
+    int depth;
+
+    @Option(names = "--batch", paramLabel = "N[,N...]", split = ",",
+            description = "on a GPU also decode N conversations together (their aggregate tok/s)")
+    List<Integer> batches = new ArrayList<>();
+
+    @Option(names = "--mlock", description = "lock the mapped file in RAM first (as llama-bench -lm mmap+mlock), so that"
+            + " page cache eviction cannot disturb the measurement")
+    boolean mlock;
+
+    /** The backends bench measures on, for its --help. */
+    static final class ServingBackends implements Iterable<String> {
+        @Override
+        public Iterator<String> iterator() {
+            return BackendKind.SERVING.stream().sorted().map(BackendKind::cliName).iterator();
+        }
     }
 
     @Override
-    public int run(Args args, Terminal io) throws Exception {
-        int pp = args.integer("--pp", DEFAULT_PP);
-        int tg = args.integer("--tg", DEFAULT_TG);
-        int reps = args.integer("--reps", DEFAULT_REPS);
-        int depth = args.integer("--ctx", 0);
-        int threads = args.integer("--threads", CpuBackend.defaultThreads());
-        double bandwidth = args.decimal("--bandwidth", 0);
-        BackendKind requested = BackendKind.parse(args.string("--backend", "cpu"), BackendKind.SERVING);
-        List<Integer> batches = new ArrayList<>();
-        for (String n : args.string("--batch", "").split(",")) {
-            if (!n.isBlank()) {
-                try {
-                    batches.add(Integer.parseInt(n.strip()));
-                } catch (NumberFormatException e) {
-                    throw new UsageException("--batch takes conversation counts like 4,16, not " + n);
-                }
-            }
-        }
+    public int run(Terminal io) throws Exception {
+        BackendKind requested = BackendKind.parse(backendName, BackendKind.SERVING);
         if (batches.stream().anyMatch(n -> n < 1) || !batches.isEmpty() && tg == 0) {
             throw new UsageException("--batch counts must be ≥ 1, and --batch needs --tg > 0");
         }
@@ -137,7 +138,7 @@ final class BenchCommand implements Command {
         if (reps < 1 || depth < 0 || threads < 1 || bandwidth < 0) {
             throw new UsageException("--reps and --threads must be ≥ 1, --ctx and --bandwidth ≥ 0");
         }
-        Path file = args.existingFile("--model");
+        Path file = modelFile.path;
         MemoryPeak memory = MemoryPeak.begin();
 
         long loadStart = System.nanoTime();
@@ -158,7 +159,7 @@ final class BenchCommand implements Command {
                 if (requested != choice.kind()) {
                     io.err().println("glimmer bench: measuring " + choice.name() + ": " + choice.reason());
                 }
-                if (args.has("--mlock")) {
+                if (mlock) {
                     long lockStart = System.nanoTime();
                     lock(model.file().mapping());
                     io.out().printf(Locale.ROOT, "locked the mapping in RAM in %.1f s%n", (System.nanoTime() - lockStart) / 1e9);

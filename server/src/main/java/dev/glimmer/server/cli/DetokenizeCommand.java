@@ -1,47 +1,28 @@
 package dev.glimmer.server.cli;
 
-import dev.glimmer.engine.gguf.GgufFile;
-import dev.glimmer.engine.tokenizer.Tokenizer;
-
-import java.util.List;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
 
 /** {@code ./glimmer detokenize}: the text a list of token ids stands for. */
-final class DetokenizeCommand implements Command {
+@Command(name = "detokenize", description = "print the text of comma-separated token ids", footer = """
+        The text is written to stdout exactly, with no newline added.
+        Example: ./glimmer detokenize --model model.gguf --ids 361,599""")
+final class DetokenizeCommand implements Subcommand {
+
+    @Mixin
+    ModelFile modelFile;
+
+    @Option(names = "--ids", paramLabel = "I", required = true, split = ",",
+            description = "token ids separated by commas, e.g. 361,599")
+    int[] ids;
+
+    @Option(names = "--no-special", description = "leave out control tokens such as <|user|> instead of printing their text")
+    boolean noSpecial;
 
     @Override
-    public String name() {
-        return "detokenize";
-    }
-
-    @Override
-    public String summary() {
-        return "print the text of comma-separated token ids";
-    }
-
-    @Override
-    public List<Option> options() {
-        return List.of(
-                Option.required("--model", "F", "the GGUF file whose tokenizer to use"),
-                Option.required("--ids", "I", "token ids separated by commas, e.g. 361,599"),
-                Option.flag("--no-special", "leave out control tokens such as <|user|> instead of printing their text"));
-    }
-
-    @Override
-    public String details() {
-        return """
-                The text is written to stdout exactly, with no newline added.
-                Example: ./glimmer detokenize --model model.gguf --ids 361,599
-                """;
-    }
-
-    @Override
-    public int run(Args args, Terminal io) throws Exception {
-        int[] ids = args.intList("--ids");
-        Tokenizer tokenizer;
-        try (GgufFile file = GgufFile.open(args.existingFile("--model"))) {
-            tokenizer = Tokenizer.fromMetadata(file.metadata());
-        }
-        io.out().print(tokenizer.decode(ids, !args.has("--no-special")));
+    public int run(Terminal io) throws Exception {
+        io.out().print(modelFile.tokenizer().decode(ids, !noSpecial));
         io.out().flush();
         return 0;
     }

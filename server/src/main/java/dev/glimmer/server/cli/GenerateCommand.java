@@ -19,83 +19,82 @@ import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.sampling.SamplingParams;
 import dev.glimmer.engine.tokenizer.Tokenizer;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
 
 import java.util.List;
 import java.util.Locale;
 
 /** {@code ./glimmer generate}: one completion of a prompt, streamed to the terminal (or as JSON). */
-final class GenerateCommand implements Command {
-    static final int DEFAULT_MAX_TOKENS = 256;
-
-    @Override
-    public String name() {
-        return "generate";
-    }
-
-    @Override
-    public String summary() {
-        return "generate a completion of a prompt (--prompt as is, or --chat as one user message)";
-    }
-
-    @Override
-    public List<Option> options() {
-        return List.of(
-                Option.required("--model", "F", "the GGUF file"),
-                Option.value("--prompt", "T", "the prompt text, control tokens such as <|user|> parsed"),
-                Option.value("--chat", "T", "a user message, rendered with the model's chat format"),
-                Option.value("--max-tokens", "N", "the most tokens to generate (default " + DEFAULT_MAX_TOKENS + ")"),
-                Option.value("--temperature", "X", "sampling temperature, 0 for greedy (default "
-                        + SamplingParams.DEFAULT_TEMPERATURE + ")"),
-                Option.value("--seed", "S", "random seed, for repeatable sampling"),
-                Option.value("--ctx", "N", "context size in tokens (default 8192, at most the model's)"),
-                Option.value("--cache-type", "T", "KV cache type, f16 or f32 (default f16)"),
-                Option.flag("--json", "print one JSON object at the end instead of streaming text"));
-    }
-
-    @Override
-    public String details() {
-        return """
+@Command(name = "generate", description = "generate a completion of a prompt (--prompt as is, or --chat as one user message)",
+        footer = """
                 Text is streamed to stdout as it is generated; prompt size, speed and the finish reason go to
                 stderr. With --json, stdout gets {"text","tokens","finish_reason","prompt_tokens","timings"}.
                 Generation stops at an end-of-generation token, after --max-tokens, or when the context is full.
-                Example: ./glimmer generate --model model.gguf --chat 'Tell me a story' --temperature 0
-                """;
-    }
+                Example: ./glimmer generate --model model.gguf --chat 'Tell me a story' --temperature 0""")
+final class GenerateCommand implements Subcommand {
+    static final int DEFAULT_MAX_TOKENS = 256;
+
+    @Mixin
+    ModelFile modelFile;
+
+    @Option(names = "--prompt", paramLabel = "T", description = "the prompt text, control tokens such as <|user|> parsed")
+    String prompt;
+
+    @Option(names = "--chat", paramLabel = "T", description = "a user message, rendered with the model's chat format")
+    String chat;
+
+    @Option(names = "--max-tokens", paramLabel = "N",
+            description = "the most tokens to generate (default " + DEFAULT_MAX_TOKENS + ")")
+    int maxTokens = DEFAULT_MAX_TOKENS;
+
+    @Option(names = "--temperature", paramLabel = "X",
+            description = "sampling temperature, 0 for greedy (default " + SamplingParams.DEFAULT_TEMPERATURE + ")")
+    double temperature = SamplingParams.DEFAULT_TEMPERATURE;
+
+    @Option(names = "--seed", paramLabel = "S", description = "random seed, for repeatable sampling")
+    Long seed;
+
+    @Option(names = "--ctx", paramLabel = "N", description = "context size in tokens (default 8192, at most the model's)")
+    Integer contextSize;
+
+    @Option(names = "--cache-type", paramLabel = "T", description = "KV cache type, f16 or f32 (default f16)")
+    String cacheTypeName = KvCacheType.DEFAULT.name();
+
+    @Option(names = "--json", description = "print one JSON object at the end instead of streaming text")
+    boolean json;
 
     @Override
-    public int run(Args args, Terminal io) throws Exception {
-        if (args.has("--prompt") == args.has("--chat")) {
+    public int run(Terminal io) throws Exception {
+        if ((prompt == null) == (chat == null)) {
             throw new UsageException("give exactly one of --prompt T and --chat T");
         }
-        int maxTokens = args.integer("--max-tokens", DEFAULT_MAX_TOKENS);
         if (maxTokens <= 0) {
             throw new UsageException("--max-tokens must be positive, got " + maxTokens);
         }
         SamplingParams sampling = SamplingParams.defaults()
-                .withTemperature((float) args.decimal("--temperature", SamplingParams.DEFAULT_TEMPERATURE));
-        if (args.has("--seed")) {
-            sampling = sampling.withSeed(args.longValue("--seed", 0));
+                .withTemperature((float) temperature);
+        if (seed != null) {
+            sampling = sampling.withSeed(seed);
         }
-        KvCacheType cacheType = switch (args.string("--cache-type", KvCacheType.DEFAULT.name()).toLowerCase(Locale.ROOT)) {
+        KvCacheType cacheType = switch (cacheTypeName.toLowerCase(Locale.ROOT)) {
             case "f16" -> KvCacheType.F16;
             case "f32" -> KvCacheType.F32;
-            default -> throw new UsageException("--cache-type must be f16 or f32, got '" + args.string("--cache-type") + "'");
+            default -> throw new UsageException("--cache-type must be f16 or f32, got '" + cacheTypeName + "'");
         };
-        boolean json = args.has("--json");
-
-        try (GlmModel model = GlmModel.open(args.existingFile("--model"))) {
+        try (GlmModel model = GlmModel.open(modelFile.path)) {
             Tokenizer tokenizer = Tokenizer.fromMetadata(model.file().metadata());
-            String text = args.has("--prompt") ? args.string("--prompt") : chatPrompt(model, args.string("--chat"), io);
-            int[] prompt = tokenizer.encode(text, true);
-            if (prompt.length == 0) {
+            String text = prompt != null ? prompt : chatPrompt(model, chat, io);
+            int[] promptTokens = tokenizer.encode(text, true);
+            if (promptTokens.length == 0) {
                 throw new UsageException("the prompt is empty");
             }
-            int contextSize = args.integer("--ctx", model.defaultContext());
-            try (KvCache cache = model.newCache(contextSize, cacheType)) {
+            try (KvCache cache = model.newCache(contextSize != null ? contextSize : model.defaultContext(), cacheType)) {
                 Generator generator = new Generator(new GlmForward(model, new CpuBackend(), GlmForward.DEFAULT_BATCH), cache,
                         Vocabulary.of(tokenizer, true), model.vocabSize());
                 GenerationResult result = generator.generate(
-                        new GenerationRequest(prompt, sampling, maxTokens, List.of()),
+                        new GenerationRequest(promptTokens, sampling, maxTokens, List.of()),
                         event -> {
                             if (!json) {
                                 io.out().print(event.text());

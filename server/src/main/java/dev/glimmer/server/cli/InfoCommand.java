@@ -6,6 +6,9 @@ import dev.glimmer.engine.gguf.GgufFile;
 import dev.glimmer.engine.gguf.GgufValue;
 import dev.glimmer.engine.gguf.GgufValue.GgufArray;
 import dev.glimmer.engine.model.ModelFacts;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
 
 import java.io.PrintStream;
 import java.nio.file.Path;
@@ -17,41 +20,28 @@ import java.util.Map;
 import java.util.stream.Collectors;
 
 /** {@code ./glimmer info}: what a GGUF model file is, from {@link ModelFacts}. */
-final class InfoCommand implements Command {
-
-    @Override
-    public String name() {
-        return "info";
-    }
-
-    @Override
-    public String summary() {
-        return "describe a GGUF model: architecture, hyper-parameters, tokenizer, tensors, weight bytes per token";
-    }
-
-    @Override
-    public List<Option> options() {
-        return List.of(
-                Option.required("--model", "F", "the GGUF file"),
-                Option.flag("--json", "print JSON on stdout instead of text"));
-    }
-
-    @Override
-    public String details() {
-        return """
+@Command(name = "info",
+        description = "describe a GGUF model: architecture, hyper-parameters, tokenizer, tensors, weight bytes per token",
+        footer = """
                 Weight bytes per decode token: every tensor of the trunk in full, except token_embd (one row)
                 and the routed-expert stacks (expert_used_count of expert_count experts); the NextN/MTP block
-                is not counted.""";
-    }
+                is not counted.""")
+final class InfoCommand implements Subcommand {
+
+    @Mixin
+    ModelFile modelFile;
+
+    @Option(names = "--json", description = "print JSON on stdout instead of text")
+    boolean json;
 
     @Override
-    public int run(Args args, Terminal io) throws Exception {
-        Path path = args.existingFile("--model");
+    public int run(Terminal io) throws Exception {
         ModelFacts facts;
+        Path path = modelFile.path;
         try (GgufFile file = GgufFile.open(path)) {
             facts = ModelFacts.of(file);
         }
-        if (args.has("--json")) {
+        if (json) {
             ObjectMapper mapper = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
             io.out().println(mapper.writeValueAsString(json(path, facts)));
         } else {

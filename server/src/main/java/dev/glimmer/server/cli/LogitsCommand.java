@@ -5,58 +5,50 @@ import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
 
 import java.io.PrintStream;
-import java.util.List;
 import java.util.Locale;
 
 /**
  * {@code ./glimmer logits}: the model's logits for a token list, as exact float32 values, so that
  * other tools can compare Glimmer with llama.cpp.
  */
-final class LogitsCommand implements Command {
-
-    @Override
-    public String name() {
-        return "logits";
-    }
-
-    @Override
-    public String summary() {
-        return "print the logits for a list of token ids as JSON (last position, or every position with --all)";
-    }
-
-    @Override
-    public List<Option> options() {
-        return List.of(
-                Option.required("--model", "F", "the GGUF file"),
-                Option.required("--tokens", "IDS", "comma-separated token ids, e.g. 1,2,3"),
-                Option.flag("--all", "print the logits of every position, not only the last"),
-                Option.value("--cache-type", "T", "KV cache type, f32 or f16 (default f32, as llama.cpp's reference logits)"));
-    }
-
-    @Override
-    public String details() {
-        return """
+@Command(name = "logits",
+        description = "print the logits for a list of token ids as JSON (last position, or every position with --all)",
+        footer = """
                 Output: {"n_vocab":N,"tokens":[...],"logits":[[...]]}, one row per position printed (the last
                 only, unless --all). Each value is the float32 logit in its shortest round-trip decimal form.
-                The prompt is processed as one batch with causal attention, like llama.cpp's prompt evaluation.
-                """;
-    }
+                The prompt is processed as one batch with causal attention, like llama.cpp's prompt evaluation.""")
+final class LogitsCommand implements Subcommand {
+
+    @Mixin
+    ModelFile modelFile;
+
+    @Option(names = "--tokens", paramLabel = "IDS", required = true, split = ",",
+            description = "comma-separated token ids, e.g. 1,2,3")
+    int[] tokens;
+
+    @Option(names = "--all", description = "print the logits of every position, not only the last")
+    boolean all;
+
+    @Option(names = "--cache-type", paramLabel = "T",
+            description = "KV cache type, f32 or f16 (default f32, as llama.cpp's reference logits)")
+    String cacheTypeName = "f32";
 
     @Override
-    public int run(Args args, Terminal io) throws Exception {
-        int[] tokens = args.intList("--tokens");
+    public int run(Terminal io) throws Exception {
         if (tokens.length == 0) {
             throw new UsageException("--tokens needs at least one token id");
         }
-        KvCacheType cacheType = switch (args.string("--cache-type", "f32").toLowerCase(Locale.ROOT)) {
+        KvCacheType cacheType = switch (cacheTypeName.toLowerCase(Locale.ROOT)) {
             case "f32" -> KvCacheType.F32;
             case "f16" -> KvCacheType.F16;
-            default -> throw new UsageException("--cache-type must be f32 or f16, got '" + args.string("--cache-type") + "'");
+            default -> throw new UsageException("--cache-type must be f32 or f16, got '" + cacheTypeName + "'");
         };
-        boolean all = args.has("--all");
-        try (GlmModel model = GlmModel.open(args.existingFile("--model"));
+        try (GlmModel model = GlmModel.open(modelFile.path);
              KvCache cache = model.newCache(Math.min(tokens.length, model.config().contextLength()), cacheType)) {
             if (tokens.length > cache.capacity()) {
                 throw new UsageException(tokens.length + " tokens are more than the model's context length "

@@ -10,52 +10,42 @@ import dev.glimmer.kernels.decode.CommandList;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
 import dev.glimmer.kernels.decode.DecodeModel;
 import dev.glimmer.kernels.decode.PlanSummary;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
 
 import java.io.PrintStream;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 
 /**
  * {@code ./glimmer plan}: the GPU decode step of a model file as the Metal backend would encode it,
  * summarized without running it (the file is only mapped, so this works on the full-size model).
  */
-final class PlanCommand implements Command {
-
+@Command(name = "plan", description = "show the GPU decode step of a model: dispatches, weight bytes per token, GPU limits",
+        footer = """
+                Checks: at most 12 dispatches per layer (launches are dependent: each one costs latency), weight bytes per
+                token equal to the model's active weight bytes (no gathers, no dequantized copies), threadgroup memory per
+                kernel at most 32 KiB, at most 31 buffer bindings per dispatch, binding offsets below 4 GiB.
+                Exit code 1 when a check fails.""")
+final class PlanCommand implements Subcommand {
     private static final int DEFAULT_CONTEXT = 8192;
 
-    @Override
-    public String name() {
-        return "plan";
-    }
+    @Mixin
+    ModelFile modelFile;
+
+    @Option(names = "--ctx", paramLabel = "N",
+            description = "KV cache positions to size the cache for (default 8192, at most the model's context length)")
+    Integer contextOption;
+
+    @Option(names = "--json", description = "print JSON instead of text")
+    boolean json;
 
     @Override
-    public String summary() {
-        return "show the GPU decode step of a model: dispatches, weight bytes per token, GPU limits";
-    }
-
-    @Override
-    public List<Option> options() {
-        return List.of(
-                Option.required("--model", "F", "the GGUF file"),
-                Option.value("--ctx", "N", "KV cache positions to size the cache for (default 8192, at most the model's context length)"),
-                Option.flag("--json", "print JSON instead of text"));
-    }
-
-    @Override
-    public String details() {
-        return """
-                Checks: at most 12 dispatches per layer (launches are dependent: each one costs latency), weight bytes per token equal to the model's active weight
-                bytes (no gathers, no dequantized copies), threadgroup memory per kernel at most 32 KiB, at most 31
-                buffer bindings per dispatch, binding offsets below 4 GiB. Exit code 1 when a check fails.
-                """;
-    }
-
-    @Override
-    public int run(Args args, Terminal io) throws Exception {
-        try (GgufFile file = GgufFile.open(args.existingFile("--model"))) {
+    public int run(Terminal io) throws Exception {
+        try (GgufFile file = GgufFile.open(modelFile.path)) {
             GlmConfig config = GlmConfig.from(file);
-            int ctx = args.integer("--ctx", Math.min(DEFAULT_CONTEXT, config.contextLength()));
+            int ctx = contextOption != null ? contextOption : Math.min(DEFAULT_CONTEXT, config.contextLength());
             if (ctx <= 0 || ctx > config.contextLength()) {
                 throw new UsageException("--ctx must be in 1.." + config.contextLength() + ", got " + ctx);
             }
@@ -63,7 +53,7 @@ final class PlanCommand implements Command {
             CommandList list = DecodeCommandListBuilder.build(model, ctx);
             PlanSummary p = PlanSummary.of(model, list);
             Map<String, Boolean> checks = checks(p);
-            if (args.has("--json")) {
+            if (json) {
                 Map<String, Object> json = new LinkedHashMap<>();
                 json.put("model", file.path().getFileName().toString());
                 json.put("context", ctx);

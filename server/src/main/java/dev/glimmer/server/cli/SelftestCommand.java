@@ -4,51 +4,35 @@ import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.Backends;
 import dev.glimmer.engine.backend.SelfTest;
-
-import java.util.List;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
 
 /**
  * {@code ./glimmer selftest}: checks a GPU decode path against the CPU backend on built-in tiny
  * models (the check {@code serve} also runs before it trusts Metal). Exit code 1 when it disagrees.
  */
-final class SelftestCommand implements Command {
-
-    @Override
-    public String name() {
-        return "selftest";
-    }
-
-    @Override
-    public String summary() {
-        return "check the GPU decode step and prompt command list (Metal, CUDA, or the CPU emulator) against the CPU backend";
-    }
-
-    @Override
-    public List<Option> options() {
-        return List.of(Option.value("--backend", "B",
-                "auto (default: metal on macOS/Apple Silicon, cuda where an NVIDIA GPU is, else emulated), metal, cuda or emulated"));
-    }
-
-    @Override
-    public String details() {
-        return """
+@Command(name = "selftest",
+        description = "check the GPU decode step and prompt command list (Metal, CUDA, or the CPU emulator) against the CPU backend",
+        footer = """
                 Decodes a fixed token sequence on tiny built-in models (F32, F16, Q8_0, Q4_0 weights) on the GPU path and
                 on the CPU backend, token by token (the decode step) and as one prompt (the prompt command list), and
                 prints per model and check the largest logit difference, its limit and where it occurred (for a decode
                 step on Metal also the first layer that is off and its kernels).
                 emulated runs the same kernels and command list on the CPU kernel emulator (needs clang-19).
-                Exit code 0 when every check passes, 1 when one fails, 2 when the backend cannot run here.
-                """;
-    }
+                Exit code 0 when every check passes, 1 when one fails, 2 when the backend cannot run here.""")
+final class SelftestCommand implements Subcommand {
+
+    @Option(names = "--backend", paramLabel = "B", description = "auto (default: metal on macOS/Apple Silicon, cuda where"
+            + " an NVIDIA GPU is, else emulated), metal, cuda or emulated")
+    String backendName = "auto";
 
     @Override
-    public int run(Args args, Terminal io) {
-        String name = args.string("--backend", "auto");
+    public int run(Terminal io) {
         BackendKind backend;
         try {
-            backend = BackendKind.parse(name, BackendKind.SELF_TEST);
+            backend = BackendKind.parse(backendName, BackendKind.SELF_TEST);
         } catch (InvalidInputException e) {
-            throw new UsageException("--backend must be one of " + BackendKind.names(BackendKind.SELF_TEST) + ", got " + name);
+            throw new UsageException("--backend must be one of " + BackendKind.names(BackendKind.SELF_TEST) + ", got " + backendName);
         }
         io.err().println("selftest: decoding built-in tiny models on the GPU path and on the CPU (about a minute on the emulator)");
         SelfTest.Report report = Backends.selfTest(backend);

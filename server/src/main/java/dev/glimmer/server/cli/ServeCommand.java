@@ -7,6 +7,9 @@ import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.config.ServerConfigLoader;
 import dev.glimmer.server.inference.ModelHost;
 import io.helidon.logging.common.LogConfig;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Model.OptionSpec;
 
 import java.io.IOException;
 import java.nio.file.Files;
@@ -14,78 +17,64 @@ import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.CountDownLatch;
 
 /** {@code ./glimmer serve}: the OpenAI-compatible server. */
-final class ServeCommand implements Command {
-
-    /** Each flag and the configuration key it overrides. */
-    private static final Map<String, String> FLAG_KEYS = flagKeys();
-
-    // One line per flag: the one place that ties a flag to the configuration key it overrides.
-    private static Map<String, String> flagKeys() {
-        Map<String, String> m = new LinkedHashMap<>();
-        m.put("--model", "model.path");
-        m.put("--host", "server.host");
-        m.put("--port", "server.port");
-        m.put("--backend", "model.backend");
-        m.put("--ctx", "model.ctx");
-        m.put("--threads", "model.threads");
-        m.put("--api-key", "server.api-key");
-        m.put("--parallel", "inference.parallel");
-        m.put("--prompt-chunk", "inference.prompt-chunk");
-        m.put("--queue", "inference.queue");
-        m.put("--kv-budget", "inference.kv-budget-mb");
-        m.put("--max-body", "server.max-body");
-        m.put("--cors", "server.cors-origins");
-        return m;
-    }
-
-    @Override
-    public String name() {
-        return "serve";
-    }
-
-    @Override
-    public String summary() {
-        return "run the OpenAI-compatible server (a demo model with random weights when no --model is given)";
-    }
-
-    @Override
-    public List<Option> options() {
-        return List.of(
-                Option.value("--model", "F", "the GGUF file to serve (default: the demo model, random weights)"),
-                Option.value("--host", "H", "address to bind (default 127.0.0.1)"),
-                Option.value("--port", "P", "port to listen on (default 8080; 0 picks a free one)"),
-                Option.value("--backend", "B", BackendKind.alternatives(BackendKind.SERVING) + " (default auto)"),
-                Option.value("--ctx", "N", "context length in tokens (default 8192)"),
-                Option.value("--threads", "N", "worker threads (default: available cores)"),
-                Option.value("--api-key", "K", "require this key as 'Authorization: Bearer K'"),
-                Option.value("--parallel", "N", "sequences decoded together (default 2)"),
-                Option.value("--prompt-chunk", "N", "prompt tokens processed per step (default 512)"),
-                Option.value("--queue", "N", "requests that may wait for a slot; more get 503 (default 16)"),
-                Option.value("--kv-budget", "MB", "memory for cached conversations (default: from the context)"),
-                Option.value("--max-body", "SIZE", "largest request body, e.g. 4M (default 4M)"),
-                Option.value("--cors", "ORIGINS", "comma-separated origins allowed by CORS, or * (default: CORS off)"),
-                Option.value("--config", "F", "a YAML file replacing the bundled config/application.yaml"));
-    }
-
-    @Override
-    public String details() {
-        return """
+@Command(name = "serve",
+        description = "run the OpenAI-compatible server (a demo model with random weights when no --model is given)",
+        footer = """
                 Settings come from config/application.yaml, then GLIMMER_* environment variables
                 (GLIMMER_SERVER_PORT=9090, GLIMMER_MODEL_PATH=model.gguf, ...), then these flags.
-                Ctrl-C stops the server gracefully: running streams get their final chunk.
-                """;
+                Ctrl-C stops the server gracefully: running streams get their final chunk.""")
+final class ServeCommand implements Subcommand {
+
+    /** A flag that overrides a configuration key; its value goes to the loader as text, checked there like the others. */
+    private record Setting(String flag, String valueName, String key, String description) {
+    }
+
+    private static final List<Setting> SETTINGS = List.of(
+            new Setting("--model", "F", "model.path", "the GGUF file to serve (default: the demo model, random weights)"),
+            new Setting("--host", "H", "server.host", "address to bind (default 127.0.0.1)"),
+            new Setting("--port", "P", "server.port", "port to listen on (default 8080; 0 picks a free one)"),
+            new Setting("--backend", "B", "model.backend", BackendKind.alternatives(BackendKind.SERVING) + " (default auto)"),
+            new Setting("--ctx", "N", "model.ctx", "context length in tokens (default 8192)"),
+            new Setting("--threads", "N", "model.threads", "worker threads (default: available cores)"),
+            new Setting("--api-key", "K", "server.api-key", "require this key as 'Authorization: Bearer K'"),
+            new Setting("--parallel", "N", "inference.parallel", "sequences decoded together (default 2)"),
+            new Setting("--prompt-chunk", "N", "inference.prompt-chunk", "prompt tokens processed per step (default 512)"),
+            new Setting("--queue", "N", "inference.queue", "requests that may wait for a slot; more get 503 (default 16)"),
+            new Setting("--kv-budget", "MB", "inference.kv-budget-mb", "memory for cached conversations (default: from the context)"),
+            new Setting("--max-body", "SIZE", "server.max-body", "largest request body, e.g. 4M (default 4M)"),
+            new Setting("--cors", "ORIGINS", "server.cors-origins", "comma-separated origins allowed by CORS, or * (default: CORS off)"));
+
+    private CommandSpec spec;
+
+    // The settings are declared from their table rather than as fields, so that each flag and its key stand on one line.
+    @Override
+    public void addOptions(CommandSpec spec) {
+        this.spec = spec;
+        for (Setting s : SETTINGS) {
+            spec.addOption(OptionSpec.builder(s.flag()).paramLabel(s.valueName()).type(String.class)
+                    .description(s.description()).build());
+        }
+        spec.addOption(OptionSpec.builder("--config").paramLabel("F").type(Path.class)
+                .description("a YAML file replacing the bundled config/application.yaml").build());
     }
 
     @Override
-    public int run(Args args, Terminal io) throws Exception {
+    public int run(Terminal io) throws Exception {
         Map<String, String> flags = new LinkedHashMap<>();
-        FLAG_KEYS.forEach((flag, key) -> args.optional(flag).ifPresent(v -> flags.put(key, v)));
+        for (Setting s : SETTINGS) {
+            String value = spec.findOption(s.flag()).getValue();
+            if (value != null) {
+                flags.put(s.key(), value);
+            }
+        }
         // logging.properties (from config/, in the jar): one line per record on stderr.
         LogConfig.configureRuntime();
-        ServerConfig config = ServerConfigLoader.load(args.optional("--config").map(Path::of), System.getenv(), flags);
+        ServerConfig config = ServerConfigLoader.load(Optional.ofNullable(spec.findOption("--config").<Path>getValue()), System.getenv(),
+                flags);
         config.model().ifPresent(path -> {
             if (Files.isDirectory(path)) {
                 throw new UsageException(path + " is a directory; --model takes a GGUF file");

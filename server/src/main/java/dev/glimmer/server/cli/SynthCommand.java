@@ -5,50 +5,42 @@ import dev.glimmer.engine.synth.ModelSynthesizer;
 import dev.glimmer.engine.synth.SynthModel;
 import dev.glimmer.engine.synth.SynthPreset;
 import dev.glimmer.engine.synth.SynthWeightType;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
 
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.List;
 import java.util.Locale;
 
 /** {@code ./glimmer synth}: writes a random GLM-4.7-Flash-architecture GGUF. */
-final class SynthCommand implements Command {
-
-    @Override
-    public String name() {
-        return "synth";
-    }
-
-    @Override
-    public String summary() {
-        return "write a random GLM-4.7-Flash-architecture GGUF (full = the real shapes, ~17 GB, streamed to disk)";
-    }
-
-    @Override
-    public List<Option> options() {
-        return List.of(
-                Option.required("--preset", "P", "tiny, small (the oracle configs) or full (the real GLM-4.7-Flash)"),
-                Option.required("--wtype", "T", "type of the weight matrices: f32, f16, q8_0 or q4_0"),
-                Option.value("--seed", "S", "random seed (default 1); the same seed gives the same bytes"),
-                Option.required("-o", "F", "the file to write").withAlias("--output"));
-    }
-
-    @Override
-    public String details() {
-        return """
+@Command(name = "synth",
+        description = "write a random GLM-4.7-Flash-architecture GGUF (full = the real shapes, ~17 GB, streamed to disk)",
+        footer = """
                 Norms, the router and the expert bias stay F32. The file is written under F.partial and renamed
                 when complete. full needs about 17 GB (q4_0) of free space plus a margin; it is refused otherwise.
-                Example: ./glimmer synth --preset full --wtype q4_0 -o /tmp/glm-full-q4_0.gguf""";
-    }
+                Example: ./glimmer synth --preset full --wtype q4_0 -o /tmp/glm-full-q4_0.gguf""")
+final class SynthCommand implements Subcommand {
+
+    @Option(names = "--preset", paramLabel = "P", required = true,
+            description = "tiny, small (the oracle configs) or full (the real GLM-4.7-Flash)")
+    String presetName;
+
+    @Option(names = "--wtype", paramLabel = "T", required = true,
+            description = "type of the weight matrices: f32, f16, q8_0 or q4_0")
+    String weightTypeName;
+
+    @Option(names = "--seed", paramLabel = "S", description = "random seed (default 1); the same seed gives the same bytes")
+    long seed = 1;
+
+    @Option(names = {"-o", "--output"}, paramLabel = "F", required = true, description = "the file to write")
+    Path out;
 
     @Override
-    public int run(Args args, Terminal io) throws Exception {
-        SynthPreset preset = SynthPreset.byName(args.string("--preset"));
-        SynthWeightType weightType = SynthWeightType.byName(args.string("--wtype"));
-        long seed = args.longValue("--seed", 1);
-        Path out = Path.of(args.string("-o"));
+    public int run(Terminal io) throws Exception {
+        SynthPreset preset = SynthPreset.byName(presetName);
+        SynthWeightType weightType = SynthWeightType.byName(weightTypeName);
         SynthModel model = SynthModel.of(preset, weightType, seed);
         ProgressLine progress = new ProgressLine(io.err());
         // Ctrl-C ends the JVM without unwinding this thread: remove the unfinished file on the way out.

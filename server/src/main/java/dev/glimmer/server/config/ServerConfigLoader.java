@@ -11,6 +11,7 @@ import java.util.Arrays;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
+import java.util.function.Function;
 
 /**
  * Builds a {@link ServerConfig} from three layers, the later winning: the defaults in
@@ -18,6 +19,11 @@ import java.util.Optional;
  * variables named {@code GLIMMER_} + the key's path in capitals with {@code _} for {@code .} and
  * {@code -} ({@code GLIMMER_SERVER_PORT}), and CLI flags (passed in by their key). Every value is
  * checked; a bad one is an {@link InvalidInputException} naming the key and where it came from.
+ *
+ * <p>Helidon's config reads the YAML layer. The other two are looked up here by hand, on purpose:
+ * a merged Helidon {@code Config} cannot tell which source a value came from (the errors name it),
+ * and its environment-variable aliases spell {@code -} as {@code _dash_}
+ * ({@code GLIMMER_INFERENCE_KV_dash_BUDGET_dash_MB}), where Glimmer documents {@code _}.
  */
 public final class ServerConfigLoader {
     private final Config yaml;
@@ -113,32 +119,28 @@ public final class ServerConfigLoader {
     }
 
     private long integer(String key, long fallback, long min, long max) {
-        Value v = value(key, Long.toString(fallback));
-        long n;
+        return number(key, fallback, min, max, Long::valueOf, "an integer");
+    }
+
+    private double decimal(String key, double fallback, double min, double max) {
+        // + 0.0 turns -0.0 into 0.0, which compareTo would otherwise order below a minimum of 0.
+        return number(key, fallback, min, max, text -> Double.parseDouble(text) + 0.0, "a number");
+    }
+
+    /** The value of {@code key} as {@code parse} reads it, in [min, max] (NaN is not); {@code what} names the type. */
+    private <T extends Comparable<T>> T number(String key, T fallback, T min, T max, Function<String, T> parse,
+                                               String what) {
+        Value v = value(key, fallback.toString());
+        T n;
         try {
-            n = Long.parseLong(v.text().strip());
+            n = parse.apply(v.text().strip());
         } catch (NumberFormatException e) {
-            throw bad(key, "must be an integer, got '" + v.text() + "' (from " + v.source() + ")");
+            throw bad(key, "must be " + what + ", got '" + v.text() + "' (from " + v.source() + ")");
         }
-        if (n < min || n > max) {
+        if (n.compareTo(min) < 0 || n.compareTo(max) > 0) {
             throw bad(key, "must be in [" + min + ", " + max + "], got " + n + " (from " + v.source() + ")");
         }
         return n;
-    }
-
-    // integer's form for decimals: the parser, the message and the type differ, so each is written out.
-    private double decimal(String key, double fallback, double min, double max) {
-        Value v = value(key, Double.toString(fallback));
-        double x;
-        try {
-            x = Double.parseDouble(v.text().strip());
-        } catch (NumberFormatException e) {
-            throw bad(key, "must be a number, got '" + v.text() + "' (from " + v.source() + ")");
-        }
-        if (!(x >= min && x <= max)) {
-            throw bad(key, "must be in [" + min + ", " + max + "], got " + v.text().strip() + " (from " + v.source() + ")");
-        }
-        return x;
     }
 
     /** A byte count such as {@code 4096}, {@code 64K} or {@code 4M}. */

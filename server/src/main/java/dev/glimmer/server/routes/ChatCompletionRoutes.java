@@ -31,14 +31,7 @@ import java.util.Optional;
  * and splits the output into reasoning, content and tool calls with the chat layer's parser, as
  * one JSON response or as server-sent events (docs/SERVING.md, Streaming).
  */
-public final class ChatCompletionRoutes implements HttpService {
-    private final ModelHost host;
-    private final ServerConfig config;
-
-    public ChatCompletionRoutes(ModelHost host, ServerConfig config) {
-        this.host = host;
-        this.config = config;
-    }
+public record ChatCompletionRoutes(ModelHost host, ServerConfig config) implements HttpService {
 
     @Override
     public void routing(HttpRules rules) {
@@ -87,12 +80,7 @@ public final class ChatCompletionRoutes implements HttpService {
             JobEvent.Finished end = ended.get();
             parser.finish();
             ChatResult result = parser.result();
-            ObjectNode body = Json.object();
-            body.put("id", id);
-            body.put("object", "chat.completion");
-            body.put("created", created);
-            body.put("model", model.facts().id());
-            body.put("system_fingerprint", model.facts().fingerprint());
+            ObjectNode body = base("chat.completion");
             ObjectNode choice = body.putArray("choices").addObject();
             choice.put("index", 0);
             choice.put("finish_reason", result.finishReason(end.reason() == FinishReason.LENGTH));
@@ -116,9 +104,7 @@ public final class ChatCompletionRoutes implements HttpService {
             } else {
                 choice.putNull("logprobs");
             }
-            body.set("usage", ResponseParts.usage(end));
-            body.set("timings", ResponseParts.timings(end));
-            held.send(body);
+            held.send(ResponseParts.withUsage(body, end));
         }
 
         void stream(InferenceJob job, ServerResponse res) throws InterruptedException {
@@ -140,11 +126,7 @@ public final class ChatCompletionRoutes implements HttpService {
                 String reason = parser.result().finishReason(end.reason() == FinishReason.LENGTH);
                 sse.data(chunk(Json.object(), reason, null));
                 if (request.options().includeUsage()) {
-                    ObjectNode usage = base();
-                    usage.putArray("choices");
-                    usage.set("usage", ResponseParts.usage(end));
-                    usage.set("timings", ResponseParts.timings(end));
-                    sse.data(Json.write(usage));
+                    sse.data(ResponseParts.usageChunk(base("chat.completion.chunk"), end));
                 }
                 sse.done();
             } catch (ClientGoneException gone) {
@@ -197,10 +179,11 @@ public final class ChatCompletionRoutes implements HttpService {
             return d;
         }
 
-        private ObjectNode base() {
+        /** The fields every response and chunk starts with; {@code object} says which it is. */
+        private ObjectNode base(String object) {
             ObjectNode c = Json.object();
             c.put("id", id);
-            c.put("object", "chat.completion.chunk");
+            c.put("object", object);
             c.put("created", created);
             c.put("model", model.facts().id());
             c.put("system_fingerprint", model.facts().fingerprint());
@@ -208,7 +191,7 @@ public final class ChatCompletionRoutes implements HttpService {
         }
 
         private String chunk(ObjectNode delta, String finishReason, ObjectNode logprobs) {
-            ObjectNode c = base();
+            ObjectNode c = base("chat.completion.chunk");
             ObjectNode choice = c.putArray("choices").addObject();
             choice.put("index", 0);
             choice.set("delta", delta);

@@ -30,14 +30,7 @@ import java.util.Optional;
  * list of them (one choice each), continued without any chat template. The legacy {@code logprobs} shape (tokens, token_logprobs,
  * top_logprobs, text_offset) is produced when {@code logprobs} is given.
  */
-public final class CompletionRoutes implements HttpService {
-    private final ModelHost host;
-    private final ServerConfig config;
-
-    public CompletionRoutes(ModelHost host, ServerConfig config) {
-        this.host = host;
-        this.config = config;
-    }
+public record CompletionRoutes(ModelHost host, ServerConfig config) implements HttpService {
 
     @Override
     public void routing(HttpRules rules) {
@@ -117,10 +110,7 @@ public final class CompletionRoutes implements HttpService {
             }
             choice.put("finish_reason", ended.get().reason().apiName());
         }
-        JobEvent.Finished total = ResponseParts.total(ends);
-        body.set("usage", ResponseParts.usage(total));
-        body.set("timings", ResponseParts.timings(total));
-        held.send(body);
+        held.send(ResponseParts.withUsage(body, ResponseParts.total(ends)));
     }
 
     /** The jobs' chunks one job after another (each chunk names its choice's index), then the usage of all. */
@@ -161,12 +151,7 @@ public final class CompletionRoutes implements HttpService {
                 sse.data(Json.write(last));
             }
             if (request.options().includeUsage()) {
-                JobEvent.Finished total = ResponseParts.total(ends);
-                ObjectNode usage = base(model, id, created);
-                usage.putArray("choices");
-                usage.set("usage", ResponseParts.usage(total));
-                usage.set("timings", ResponseParts.timings(total));
-                sse.data(Json.write(usage));
+                sse.data(ResponseParts.usageChunk(base(model, id, created), ResponseParts.total(ends)));
             }
             sse.done();
         } catch (ClientGoneException gone) {

@@ -11,14 +11,7 @@ import io.helidon.webserver.http.ServerResponse;
 import java.nio.charset.StandardCharsets;
 
 /** {@code GET /health} (200 when ready; 503 while loading, when loading failed or generation stopped) and {@code GET /metrics} (Prometheus text). */
-public final class HealthRoutes implements HttpService {
-    private final ModelHost host;
-    private final ServerMetrics metrics;
-
-    public HealthRoutes(ModelHost host, ServerMetrics metrics) {
-        this.host = host;
-        this.metrics = metrics;
-    }
+public record HealthRoutes(ModelHost host, ServerMetrics metrics) implements HttpService {
 
     @Override
     public void routing(HttpRules rules) {

@@ -30,14 +30,7 @@ import java.util.Optional;
  * becomes content blocks ({@link MessageOutput}). Errors on these routes are Anthropic error objects
  * ({@link ErrorShape#ANTHROPIC}).
  */
-public final class MessagesRoutes implements HttpService {
-    private final ModelHost host;
-    private final ServerConfig config;
-
-    public MessagesRoutes(ModelHost host, ServerConfig config) {
-        this.host = host;
-        this.config = config;
-    }
+public record MessagesRoutes(ModelHost host, ServerConfig config) implements HttpService {
 
     @Override
     public void routing(HttpRules rules) {

@@ -19,12 +19,7 @@ import java.nio.charset.StandardCharsets;
  * {@code GET /v1/models} and {@code GET /v1/models/{id}}: OpenAI's model objects, with the model's
  * facts under {@code meta} (the backend serving it and why, and {@code demo: true} when the weights are random).
  */
-public final class ModelRoutes implements HttpService {
-    private final ModelHost host;
-
-    public ModelRoutes(ModelHost host) {
-        this.host = host;
-    }
+public record ModelRoutes(ModelHost host) implements HttpService {
 
     @Override
     public void routing(HttpRules rules) {

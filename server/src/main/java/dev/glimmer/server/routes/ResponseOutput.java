@@ -96,13 +96,18 @@ final class ResponseOutput {
             events.accept(part);
         }
         text.append(piece);
-        ObjectNode e = itemEvent(k == Kind.REASONING ? "response.reasoning_text.delta" : "response.output_text.delta");
+        events.accept(textEvent(k, "delta", piece));
+    }
+
+    /** A reasoning or output text event ({@code delta} or {@code done}) of the open item's one part. */
+    private ObjectNode textEvent(Kind k, String stage, String text) {
+        ObjectNode e = itemEvent((k == Kind.REASONING ? "response.reasoning_text." : "response.output_text.") + stage);
         e.put("content_index", 0);
-        e.put("delta", piece);
+        e.put(stage.equals("delta") ? "delta" : "text", text);
         if (k == Kind.MESSAGE) {
             e.putArray("logprobs");
         }
-        events.accept(e);
+        return e;
     }
 
     /** Ends the open item because other output follows: a text is complete, a call that did not end is not. */
@@ -141,13 +146,7 @@ final class ResponseOutput {
             item.put("status", status);
         } else {
             String full = text.toString();
-            ObjectNode done = itemEvent(kind == Kind.REASONING ? "response.reasoning_text.done" : "response.output_text.done");
-            done.put("content_index", 0);
-            done.put("text", full);
-            if (kind == Kind.MESSAGE) {
-                done.putArray("logprobs");
-            }
-            events.accept(done);
+            events.accept(textEvent(kind, "done", full));
             ObjectNode partDone = itemEvent("response.content_part.done");
             partDone.put("content_index", 0);
             partDone.set("part", part(full));

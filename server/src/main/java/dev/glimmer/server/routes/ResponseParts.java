@@ -47,7 +47,20 @@ final class ResponseParts {
                 ends.getLast().stopString());
     }
 
-    static ObjectNode usage(JobEvent.Finished f) {
+    /** {@code body} with the OpenAI {@code usage} and llama-server {@code timings} of {@code f} (chat and completions). */
+    static ObjectNode withUsage(ObjectNode body, JobEvent.Finished f) {
+        body.set("usage", usage(f));
+        body.set("timings", timings(f));
+        return body;
+    }
+
+    /** The last chunk of a stream that asked for {@code stream_options.include_usage}: no choices, the usage. */
+    static String usageChunk(ObjectNode base, JobEvent.Finished f) {
+        base.putArray("choices");
+        return Json.write(withUsage(base, f));
+    }
+
+    private static ObjectNode usage(JobEvent.Finished f) {
         ObjectNode u = Json.object();
         u.put("prompt_tokens", f.promptTokens());
         u.put("completion_tokens", f.generatedTokens());
@@ -56,7 +69,7 @@ final class ResponseParts {
         return u;
     }
 
-    static ObjectNode timings(JobEvent.Finished f) {
+    private static ObjectNode timings(JobEvent.Finished f) {
         ObjectNode t = Json.object();
         int processed = f.promptTokens() - f.cachedTokens();
         t.put("cache_n", f.cachedTokens());

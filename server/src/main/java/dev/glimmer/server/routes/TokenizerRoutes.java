@@ -25,14 +25,7 @@ import java.util.Locale;
  * {@code POST /apply-template} (a chat request → {@code {"prompt"}}, the text the model would see; without
  * the closing {@code <|assistant|>} turn when {@code add_generation_prompt} is false).
  */
-public final class TokenizerRoutes implements HttpService {
-    private final ModelHost host;
-    private final ServerConfig config;
-
-    public TokenizerRoutes(ModelHost host, ServerConfig config) {
-        this.host = host;
-        this.config = config;
-    }
+public record TokenizerRoutes(ModelHost host, ServerConfig config) implements HttpService {
 
     @Override
     public void routing(HttpRules rules) {

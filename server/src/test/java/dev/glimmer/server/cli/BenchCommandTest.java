@@ -98,8 +98,8 @@ class BenchCommandTest {
                 capacity -> new EmulatedTokenDecoder(model, capacity)));
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         ByteArrayOutputStream err = new ByteArrayOutputStream();
-        int code = bench.run(Args.parse(bench, new String[] {"--model", MODEL, "--pp", "4", "--tg", "2", "--reps", "1",
-                "--ctx", "3", "--backend", "auto"}), new Terminal(new PrintStream(out, true, StandardCharsets.UTF_8),
+        int code = Main.run(bench, new String[] {"--model", MODEL, "--pp", "4", "--tg", "2", "--reps", "1",
+                "--ctx", "3", "--backend", "auto"}, new Terminal(new PrintStream(out, true, StandardCharsets.UTF_8),
                 new PrintStream(err, true, StandardCharsets.UTF_8)));
         String report = out.toString(StandardCharsets.UTF_8);
         assertEquals(0, code, err.toString(StandardCharsets.UTF_8));

@@ -1,6 +1,7 @@
 package dev.glimmer.server.cli;
 
 import org.junit.jupiter.api.Test;
+import picocli.CommandLine.Model.OptionSpec;
 
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
@@ -26,19 +27,19 @@ class MainTest {
     void helpListsEveryCommand() {
         Result r = run("--help");
         assertEquals(0, r.code());
-        for (Command c : Main.commands()) {
-            assertTrue(r.out().contains("  " + c.name() + " "), "missing " + c.name() + " in\n" + r.out());
+        for (Subcommand c : Main.commands()) {
+            assertTrue(r.out().contains("  " + Main.name(c) + " "), "missing " + Main.name(c) + " in\n" + r.out());
         }
     }
 
     @Test
     void everyCommandHasHelpNamingItsOptions() {
-        for (Command c : Main.commands()) {
-            Result r = run(c.name(), "--help");
-            assertEquals(0, r.code(), c.name());
-            assertTrue(r.out().startsWith("Usage: ./glimmer " + c.name()), r.out());
-            for (Option o : c.options()) {
-                assertTrue(r.out().contains(o.name()), c.name() + " help lacks " + o.name());
+        for (Subcommand c : Main.commands()) {
+            Result r = run(Main.name(c), "--help");
+            assertEquals(0, r.code(), Main.name(c));
+            assertTrue(r.out().startsWith("Usage: ./glimmer " + Main.name(c)), r.out());
+            for (OptionSpec o : Main.commandLine(c).getCommandSpec().options()) {
+                assertTrue(r.out().contains(o.longestName()), Main.name(c) + " help lacks " + o.longestName());
             }
         }
     }

@@ -97,5 +97,20 @@ class TokenizeCommandTest {
         MainTest.Result noText = run("tokenize", "--model", MODEL);
         assertEquals(2, noText.code());
         assertTrue(noText.err().contains("--text"), noText.err());
+
+        MainTest.Result stray = run("tokenize", "--model", MODEL, "--text", "hi", "extra");
+        assertEquals(2, stray.code());
+        assertEquals("glimmer tokenize: unexpected argument 'extra' (see ./glimmer tokenize --help)\n", stray.err());
+    }
+
+    /** After an option that takes a value, the next word is that value, even when it starts with a dash. */
+    @Test
+    void aValueMayStartWithADash() {
+        MainTest.Result dash = run("tokenize", "--model", MODEL, "--text", "-h");
+        assertEquals(0, dash.code(), dash.err());
+        MainTest.Result same = run("tokenize", "--model", MODEL, "--text=-h");
+        assertEquals(dash.out(), same.out());
+        assertEquals("-h", run("detokenize", "--model", MODEL, "--ids",
+                dash.out().replaceAll("[^0-9,]", "")).out());
     }
 }

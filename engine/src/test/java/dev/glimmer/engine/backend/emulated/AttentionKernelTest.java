@@ -11,7 +11,6 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
@@ -210,18 +209,8 @@ class AttentionKernelTest {
     /** MatVecArgs of a mat_vec without a residual: {@code norm} 1 folds the RMS norm into x. */
     private static Map<String, Number> matVecArgs(GgmlType type, int cols, int rows, int norm, int split, long wStep,
                                                   int xStep, int yStep) {
-        Map<String, Number> a = new HashMap<>();
-        a.put("type", type.id);
-        a.put("cols", cols);
-        a.put("rows", rows);
-        a.put("norm", norm);
-        a.put("add", 0);
-        a.put("eps", EPS);
-        a.put("split", split);
-        a.put("w_step", wStep);
-        a.put("x_step", xStep);
-        a.put("y_step", yStep);
-        return a;
+        return Map.of("type", type.id, "cols", cols, "rows", rows, "norm", norm, "add", 0, "eps", EPS, "split", split,
+                "w_step", wStep, "x_step", xStep, "y_step", yStep);
     }
 
     private static int groups(int rows, int perGroup) {
