@@ -132,6 +132,30 @@ class BenchServeCommandTest {
         assertTrue(report.get("prompt_tokens").isNull() && !report.get("usage_reported").booleanValue(), r.out());
     }
 
+    /**
+     * A server with one slot and one queue place refuses what is beyond them with 503: those requests are
+     * counted as errors, and the others are measured as usual.
+     */
+    @Test
+    void aBusyServersRefusalsAreCountedAndTheRunGoesOn() throws Exception {
+        try (GlimmerApp busy = TestServer.start(Map.of("inference.parallel", "1", "inference.queue", "1"))) {
+            String busyUrl = "http://127.0.0.1:" + busy.port();
+            MainTest.Result r = MainTest.run("bench-serve", "--url", busyUrl, "--concurrency", "4", "--requests", "8",
+                    "--prompt-tokens", "16", "--max-tokens", "300", "--json");
+            assertEquals(1, r.code(), r.err());
+            JsonNode report = JSON.readTree(r.out());
+            int completed = report.get("completed").intValue();
+            int errors = report.get("errors").intValue();
+            assertEquals(8, completed + errors, r.out());
+            assertTrue(completed >= 1 && errors >= 1, "one slot and one queue place for 4 clients: " + r.out());
+            assertEquals(completed * 300, report.get("output_tokens").intValue(), "the completed requests' tokens");
+            String reason = report.get("first_error").textValue();
+            assertTrue(reason.startsWith("HTTP 503 from " + busyUrl + "/v1/completions: the server is busy"), reason);
+            assertEquals(List.of("glimmer bench-serve: " + errors + " of 8 requests failed; the first: " + reason),
+                    lastLines(r.err(), 1));
+        }
+    }
+
     @Test
     void aServerThatIsDownFailsQuicklyWithOneLine() throws Exception {
         int port;
