@@ -96,21 +96,30 @@ final class StreamedCompletion {
         }
         BufferedReader lines = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8));
         Stream stream = new Stream();
+        long last = sent;
         String line;
         while ((line = lines.readLine()) != null) {
-            long now = System.nanoTime();
+            last = System.nanoTime();
             watch.heard();
-            String failure = stream.line(line, now);
+            String failure = stream.line(line, last);
             if (failure != null) {
                 return RequestResult.failed(sent, oneLine(failure));
             }
             if (stream.done) {
-                return new RequestResult(sent, now, Arrays.copyOf(stream.contentNanos, stream.contentCount),
-                        stream.promptTokens, stream.outputTokens, null);
+                break;
             }
         }
-        return RequestResult.failed(sent, "the stream ended before data: [DONE] after " + stream.contentCount
-                + " events with text");
+        // Some servers (llama.cpp forks) send no [DONE]: their body ends after the choices' finish_reason.
+        String failure = stream.done ? null : stream.line("", last);
+        if (failure != null) {
+            return RequestResult.failed(sent, oneLine(failure));
+        }
+        if (!stream.done && !stream.finished) {
+            return RequestResult.failed(sent, "the stream ended before data: [DONE] after " + stream.contentCount
+                    + " events with text");
+        }
+        return new RequestResult(sent, last, Arrays.copyOf(stream.contentNanos, stream.contentCount),
+                stream.promptTokens, stream.outputTokens, null);
     }
 
     /** The server-sent events of one answer, fed line by line. */
@@ -121,6 +130,9 @@ final class StreamedCompletion {
         int contentCount;
         int promptTokens = -1;
         int outputTokens = -1;
+        /** A choice has said its finish_reason. */
+        boolean finished;
+        /** data: [DONE] has come. */
         boolean done;
 
         /** Takes one line that arrived at {@code nanos}; returns why the stream is wrong, or null. */
@@ -160,14 +172,16 @@ final class StreamedCompletion {
             if (event.hasNonNull("error")) {
                 return "the server ended the stream with an error: " + errorMessage(text);
             }
+            boolean hasText = false;
             for (JsonNode choice : event.path("choices")) {
-                if (!choice.path("text").asText("").isEmpty()) {
-                    if (contentCount == contentNanos.length) {
-                        contentNanos = Arrays.copyOf(contentNanos, contentCount * 2);
-                    }
-                    contentNanos[contentCount++] = dataNanos;
-                    break;
+                hasText |= !choice.path("text").asText("").isEmpty();
+                finished |= choice.path("finish_reason").isTextual();
+            }
+            if (hasText) {
+                if (contentCount == contentNanos.length) {
+                    contentNanos = Arrays.copyOf(contentNanos, contentCount * 2);
                 }
+                contentNanos[contentCount++] = dataNanos;
             }
             JsonNode usage = event.path("usage");
             if (usage.isObject()) {

@@ -178,7 +178,7 @@ class BenchServeCommandTest {
     /** A server that takes the connection and never answers: the request ends after --timeout. */
     @Test
     void aSilentServerEndsEachRequestAfterTheTimeout() throws Exception {
-        try (HangingServer server = new HangingServer(null)) {
+        try (ScriptedServer server = new ScriptedServer(null)) {
             MainTest.Result r = assertTimeoutPreemptively(HANG_GUARD, () -> MainTest.run("bench-serve", "--url",
                     server.url(), "--model", "m", "--timeout", "1", "--json"));
             assertEquals(1, r.code());
@@ -193,13 +193,47 @@ class BenchServeCommandTest {
         String start = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
         String event = "data: {\"choices\":[{\"text\":\"Hi\",\"index\":0}]}\n\n";
         String chunk = Integer.toHexString(event.length()) + "\r\n" + event + "\r\n";
-        try (HangingServer server = new HangingServer(start + chunk)) {
+        try (ScriptedServer server = new ScriptedServer(start + chunk)) {
             MainTest.Result r = assertTimeoutPreemptively(HANG_GUARD, () -> MainTest.run("bench-serve", "--url",
                     server.url(), "--model", "m", "--timeout", "1", "--json"));
             assertEquals(1, r.code());
             assertEquals("the warm-up request failed, nothing was measured: the server sent nothing for 1 s (--timeout)",
                     JSON.readTree(r.out()).get("first_error").textValue());
             assertTrue(server.requests().getFirst().contains("\"ignore_eos\":true"), server.requests().getFirst());
+        }
+    }
+
+    /**
+     * A server that sends no data: [DONE] (as some llama.cpp forks) but ends its body after the finish_reason,
+     * with the usage in that last event: its requests complete and its own token counts are used.
+     */
+    @Test
+    void aStreamThatEndsAfterItsFinishReasonCompletes() throws Exception {
+        String events = "data: {\"choices\":[{\"text\":\"Once\",\"index\":0,\"finish_reason\":null}]}\n\n"
+                + "data: {\"choices\":[{\"text\":\" upon\",\"index\":0,\"finish_reason\":null}]}\n\n"
+                + "data: {\"choices\":[{\"text\":\"\",\"index\":0,\"finish_reason\":\"length\"}],"
+                + "\"usage\":{\"completion_tokens\":2,\"prompt_tokens\":21,\"total_tokens\":23}}\n\n";
+        String answer = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                + Integer.toHexString(events.length()) + "\r\n" + events + "\r\n0\r\n\r\n";
+        try (ScriptedServer server = new ScriptedServer(answer)) {
+            MainTest.Result r = assertTimeoutPreemptively(HANG_GUARD, () -> MainTest.run("bench-serve", "--url",
+                    server.url(), "--model", "m", "--requests", "3", "--prompt-tokens", "20", "--max-tokens", "2",
+                    "--timeout", "5", "--json"));
+            assertEquals(0, r.code(), r.err());
+            JsonNode report = JSON.readTree(r.out());
+            assertEquals(3, report.get("completed").intValue(), r.out());
+            assertEquals(3 * 21, report.get("prompt_tokens").intValue());
+            assertEquals(3 * 2, report.get("output_tokens").intValue());
+            assertEquals(21, report.get("warmup").get("prompt_tokens").intValue());
+            assertTrue(report.get("itl_ms").get("p50").doubleValue() >= 0, r.out());
+            assertEquals(4, server.requests().size(), "the warm-up and 3 measured requests");
+            JsonNode request = JSON.readTree(server.requests().getLast());
+            assertEquals("m", request.get("model").textValue());
+            assertEquals(2, request.get("max_tokens").intValue());
+            assertEquals(0, request.get("temperature").intValue());
+            assertTrue(request.get("stream").booleanValue() && request.get("ignore_eos").booleanValue());
+            assertTrue(request.get("stream_options").get("include_usage").booleanValue());
+            assertTrue(request.get("prompt").textValue().endsWith("."), request.toString());
         }
     }
 
@@ -241,15 +275,16 @@ class BenchServeCommandTest {
 
     /**
      * A socket server that reads each request, writes {@code answer} (null: nothing) and then holds the
-     * connection open without another byte, as a server stuck in a long step would.
+     * connection open without another byte, as a server stuck in a long step would (unless the answer
+     * ended its body).
      */
-    static final class HangingServer implements AutoCloseable {
+    static final class ScriptedServer implements AutoCloseable {
         private final ServerSocket socket = new ServerSocket(0);
         private final List<Socket> held = new ArrayList<>();
         private final List<String> requests = new ArrayList<>();
         private final Thread acceptor;
 
-        HangingServer(String answer) throws IOException {
+        ScriptedServer(String answer) throws IOException {
             acceptor = Thread.ofVirtual().start(() -> {
                 try {
                     while (true) {
@@ -265,24 +300,26 @@ class BenchServeCommandTest {
             });
         }
 
+        /** Answers each request of the connection (clients keep it alive for the next one) until it closes. */
         private void serve(Socket client, String answer) {
             try {
                 InputStream in = client.getInputStream();
-                String head = readHead(in);
-                int length = 0;
-                for (String line : head.split("\r\n")) {
-                    if (line.toLowerCase(java.util.Locale.ROOT).startsWith("content-length:")) {
-                        length = Integer.parseInt(line.substring(15).strip());
+                for (String head = readHead(in); !head.isEmpty(); head = readHead(in)) {
+                    int length = 0;
+                    for (String line : head.split("\r\n")) {
+                        if (line.toLowerCase(java.util.Locale.ROOT).startsWith("content-length:")) {
+                            length = Integer.parseInt(line.substring(15).strip());
+                        }
                     }
-                }
-                String body = new String(in.readNBytes(length), StandardCharsets.UTF_8);
-                synchronized (this) {
-                    requests.add(body);
-                }
-                if (answer != null) {
-                    OutputStream out = client.getOutputStream();
-                    out.write(answer.getBytes(StandardCharsets.UTF_8));
-                    out.flush();
+                    String body = new String(in.readNBytes(length), StandardCharsets.UTF_8);
+                    synchronized (this) {
+                        requests.add(body);
+                    }
+                    if (answer != null) {
+                        OutputStream out = client.getOutputStream();
+                        out.write(answer.getBytes(StandardCharsets.UTF_8));
+                        out.flush();
+                    }
                 }
             } catch (IOException gone) {
                 // The client gave up: what the test expects.
