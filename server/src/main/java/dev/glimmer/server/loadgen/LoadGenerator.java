@@ -39,14 +39,16 @@ public final class LoadGenerator {
             String model = settings.model().orElseGet(() -> listedModel(client, settings, watchdog, progress));
             StreamedCompletion completion = new StreamedCompletion(client, settings, watchdog);
 
-            progress.accept("warm-up: one request of ~" + settings.promptTokens() + " prompt tokens to " + model);
-            int warmupTokens = Math.min(settings.maxTokens(), WARMUP_MAX_TOKENS);
-            RequestResult warmup = completion.run(model, PromptText.of(settings.seed(), -1, settings.promptTokens()),
-                    warmupTokens);
+            progress.accept("warm-up: one request to " + model);
+            // Half as many words as tokens asked for: the prompt fits wherever the measured ones do, unless a
+            // word is more than two tokens.
+            int warmupWords = Math.max(1, settings.promptTokens() / 2);
+            RequestResult warmup = completion.run(model, PromptText.of(settings.seed(), -1, warmupWords),
+                    Math.min(settings.maxTokens(), WARMUP_MAX_TOKENS));
             if (!warmup.ok()) {
                 return LoadReport.of(settings, model, warmup, new RequestResult[0], warmup.sentNanos());
             }
-            int words = promptWords(settings.promptTokens(), warmup.promptTokens());
+            int words = promptWords(settings.promptTokens(), warmupWords, warmup.promptTokens());
 
             progress.accept("sending " + settings.requests() + " requests, " + settings.concurrency() + " at a time ("
                     + words + " words ≈ " + settings.promptTokens() + " prompt tokens, " + settings.maxTokens()
@@ -69,15 +71,15 @@ public final class LoadGenerator {
     }
 
     /**
-     * How many words make about {@code promptTokens} tokens, from the warm-up prompt: {@code promptTokens}
-     * words that the server counted as {@code warmupTokens} tokens (-1: it did not say; then one word is
-     * taken for one token).
+     * How many words make about {@code promptTokens} tokens, given that the server counted
+     * {@code sampleWords} words as {@code sampleTokens} tokens (-1: it did not say; then a word is taken
+     * for a token).
      */
-    static int promptWords(int promptTokens, int warmupTokens) {
-        if (warmupTokens <= 0) {
+    static int promptWords(int promptTokens, int sampleWords, int sampleTokens) {
+        if (sampleTokens <= 0) {
             return promptTokens;
         }
-        double tokensPerWord = warmupTokens / (double) promptTokens;
+        double tokensPerWord = sampleTokens / (double) sampleWords;
         return Math.max(1, (int) Math.round(promptTokens / tokensPerWord));
     }
 

@@ -31,6 +31,8 @@ public record LoadSettings(URI baseUrl, Optional<String> model, Optional<String>
         check(promptTokens >= 1, "--prompt-tokens must be at least 1, got " + promptTokens);
         check(maxTokens >= 1, "--max-tokens must be at least 1, got " + maxTokens);
         check(!timeout.isNegative() && !timeout.isZero(), "--timeout must be positive, got " + timeout.toSeconds() + " s");
+        check(apiKey.stream().allMatch(key -> key.chars().allMatch(c -> c > ' ' && c < 127)),
+                "--api-key must be printable ASCII without spaces (it is sent in an HTTP header)");
     }
 
     /**

@@ -245,6 +245,10 @@ class BenchServeCommandTest {
         r = MainTest.run("bench-serve", "--url", "localhost:8080");
         assertEquals(2, r.code());
         assertEquals("glimmer bench-serve: --url must look like http://host:port, got 'localhost:8080'", r.err().strip());
+        r = MainTest.run("bench-serve", "--url", url, "--api-key", "two words");
+        assertEquals(2, r.code());
+        assertEquals("glimmer bench-serve: --api-key must be printable ASCII without spaces (it is sent in an HTTP header)",
+                r.err().strip());
         r = MainTest.run("bench-serve", "--concurrency", "2");
         assertEquals(2, r.code());
         assertTrue(r.err().contains("bench-serve needs --url U"), r.err());
