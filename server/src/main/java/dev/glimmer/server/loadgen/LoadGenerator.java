@@ -20,8 +20,11 @@ import java.util.function.Consumer;
  * {@code requests} have been sent. See docs/BENCHMARKS.md.
  */
 public final class LoadGenerator {
-    /** The warm-up asks for at most this many tokens: it is there to open a connection and wake the server. */
-    static final int WARMUP_MAX_TOKENS = 16;
+    /**
+     * The warm-up asks for at most this many tokens: it is there to open a connection, wake the server and
+     * have the client's own reading code compiled before anything is timed.
+     */
+    static final int WARMUP_MAX_TOKENS = 64;
     /** The model name sent when the server lists none (llama-server and vLLM accept any). */
     static final String FALLBACK_MODEL = "default";
 
