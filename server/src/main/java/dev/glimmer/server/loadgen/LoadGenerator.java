@@ -58,13 +58,27 @@ public final class LoadGenerator {
                     + " output tokens each)");
             RequestResult[] results = new RequestResult[settings.requests()];
             AtomicInteger next = new AtomicInteger();
+            AtomicInteger ended = new AtomicInteger();
+            AtomicInteger failed = new AtomicInteger();
+            // About ten progress lines whatever the number of requests.
+            int progressStep = Math.max(1, (results.length + 9) / 10);
             long start = System.nanoTime();
             try (ExecutorService clients = Executors.newVirtualThreadPerTaskExecutor()) {
                 for (int c = 0; c < Math.min(settings.concurrency(), settings.requests()); c++) {
                     clients.submit(() -> {
                         for (int i = next.getAndIncrement(); i < results.length; i = next.getAndIncrement()) {
-                            results[i] = completion.run(model, PromptText.of(settings.seed(), i, words),
+                            RequestResult result = completion.run(model, PromptText.of(settings.seed(), i, words),
                                     settings.maxTokens());
+                            results[i] = result;
+                            if (!result.ok()) {
+                                failed.incrementAndGet();
+                            }
+                            // Read after ending: the line of the last request counts every failure.
+                            int count = ended.incrementAndGet();
+                            if (count % progressStep == 0 || count == results.length) {
+                                progress.accept(count + " of " + results.length + " requests ended, " + failed.get()
+                                        + " failed");
+                            }
                         }
                     });
                 }

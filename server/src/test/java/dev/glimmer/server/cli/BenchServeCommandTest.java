@@ -99,6 +99,7 @@ class BenchServeCommandTest {
             assertTrue(p99 < wall * 1000, latency + " within the run: " + report.get(latency));
         }
         assertTrue(r.err().contains("model: tiny-f32 (the first of GET /v1/models)"), r.err());
+        assertTrue(r.err().contains("bench-serve: 6 of 6 requests ended, 0 failed"), r.err());
     }
 
     @Test
@@ -151,8 +152,8 @@ class BenchServeCommandTest {
             assertEquals(completed * 300, report.get("output_tokens").intValue(), "the completed requests' tokens");
             String reason = report.get("first_error").textValue();
             assertTrue(reason.startsWith("HTTP 503 from " + busyUrl + "/v1/completions: the server is busy"), reason);
-            assertEquals(List.of("glimmer bench-serve: " + errors + " of 8 requests failed; the first: " + reason),
-                    lastLines(r.err(), 1));
+            assertEquals(List.of("bench-serve: 8 of 8 requests ended, " + errors + " failed",
+                    "glimmer bench-serve: " + errors + " of 8 requests failed; the first: " + reason), lastLines(r.err(), 2));
         }
     }
 
