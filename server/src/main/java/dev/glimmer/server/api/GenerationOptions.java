@@ -26,6 +26,10 @@ public record GenerationOptions(SamplingParams sampling, int maxTokens, List<Str
         stop = List.copyOf(stop);
     }
 
+    public GenerationOptions withSampling(SamplingParams s) {
+        return new GenerationOptions(s, maxTokens, stop, logprobs, topLogprobs, stream, includeUsage, user, grammar);
+    }
+
     public GenerationOptions withGrammar(Optional<OutputGrammar> g) {
         return new GenerationOptions(sampling, maxTokens, stop, logprobs, topLogprobs, stream, includeUsage, user, g);
     }

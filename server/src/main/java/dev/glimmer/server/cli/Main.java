@@ -44,7 +44,8 @@ public final class Main {
                 new SynthCommand(),
                 new PlanCommand(),
                 new SelftestCommand(),
-                new BenchCommand());
+                new BenchCommand(),
+                new BenchServeCommand());
     }
 
     public static void main(String[] argv) {

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.glimmer.engine.sampling.TokenLogprobs;
 import dev.glimmer.server.api.CompletionRequest;
+import dev.glimmer.server.api.GenerationOptions;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.http.ApiException;
 import dev.glimmer.server.http.ClientGoneException;
@@ -47,10 +48,11 @@ public record CompletionRoutes(ModelHost host, ServerConfig config) implements H
         for (CompletionRequest.Prompt p : request.prompts()) {
             prompts.add(tokens(model, p));
         }
+        GenerationOptions options = request.optionsFor(model.tokenizer().specialTokens());
         List<InferenceJob> jobs = new ArrayList<>();
         try {
             for (int[] prompt : prompts) {
-                jobs.add(Jobs.submit(model, prompt, request.options(), "prompt"));
+                jobs.add(Jobs.submit(model, prompt, options, "prompt"));
             }
             String id = ResponseParts.newId("cmpl-");
             long created = ResponseParts.now();
