@@ -100,11 +100,7 @@ kernel void mat_mat(constant MatMatArgs & a [[buffer(0)]],
 
 // sums[r * FLOAT_TOKENS + j] = row (first + r) of w . (the activations of token j of the block), for r < NR and
 // the first n tokens (the others give 0); rows at or past `rows` give 0. One SIMD-group: lane l takes the
-// chunks l, l + 32, ...; per chunk and token, the mat-vec core's load of the activations and its dot with each row
-// (T::load, T::dot: the decode step's arithmetic), the rows' bytes read again from the L1 cache for the next token.
-// An earlier form dequantized the NR rows' chunk into registers for all the tokens (about 130 registers a lane):
-// on an H100 a batch of 4 tokens' attn_output took 41 µs a layer where the decode step's mat-vec takes 11.5 µs for one.
-// Every lane gets every sum.
+// chunks l, l + 32, ...; each chunk of the NR rows is dequantized once for all the tokens. Every lane gets every sum.
 template <typename T>
 static inline void mm_float_rows_of(device const uchar * w, uint stride, uint first, uint rows, uint cols,
                                     ConsecutiveRows src, uint n, ushort tiisg, thread float * sums) {
@@ -115,16 +111,28 @@ static inline void mm_float_rows_of(device const uchar * w, uint stride, uint fi
     for (uint i = 0; i < NR * FLOAT_TOKENS; i++) acc[i] = 0.0f;
     uint chunks = cols / CH;
     for (uint c = tiisg; c < chunks; c += SIMD_WIDTH) {
+        float wv[NR][CH];
+        #pragma unroll
+        for (uint r = 0; r < NR; r++) {
+            if (first + r < rows) {
+                T::dequant(w + (first + r) * stride, c, wv[r]);
+            } else {
+                #pragma unroll
+                for (uint i = 0; i < CH; i++) wv[r][i] = 0.0f;
+            }
+        }
         #pragma unroll
         for (uint j = 0; j < FLOAT_TOKENS; j++) {
             if (j < n) {
                 XDevice xd = {src.row(j)};
-                float yl[CH];
-                float sumy = 0.0f;
-                T::load(xd, c, yl, sumy);
+                float v[CH];
+                T::gather(xd, c, v);
                 #pragma unroll
                 for (uint r = 0; r < NR; r++) {
-                    if (first + r < rows) acc[r * FLOAT_TOKENS + j] += T::dot(w + (first + r) * stride, c, yl, sumy);
+                    float d = 0.0f;
+                    #pragma unroll
+                    for (uint i = 0; i < CH; i++) d += wv[r][i] * v[i];
+                    acc[r * FLOAT_TOKENS + j] += d;
                 }
             }
         }
