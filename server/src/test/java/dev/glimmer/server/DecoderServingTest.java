@@ -28,9 +28,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /**
  * Serving on a backend whose sequences are token decoders holding their own KV cache, as the GPU
  * backends are: here the GPU decode step on the CPU kernel emulator (the real {@code .metal} kernels and
- * command list; needs clang-19), one decoder per cached conversation. Its greedy output is the CPU
- * path's and llama.cpp's, follow-ups reuse a conversation's decoder (truncated to the shared prefix),
- * and concurrent clients, one of which hangs up, leave nothing behind.
+ * command lists; needs clang-19), one KV pool whose slots hold the cached conversations and whose running
+ * ones step together through the batch decode list. Its greedy output is the CPU path's and llama.cpp's,
+ * follow-ups reuse a conversation's slot (truncated to the shared prefix), and concurrent clients, one of which
+ * hangs up, leave nothing behind.
  */
 class DecoderServingTest {
     static final String HELLO = "\"messages\": [{\"role\": \"user\", \"content\": \"Hello, world! Tell me a story about a fox.\"}]";
@@ -44,7 +45,7 @@ class DecoderServingTest {
         Map<String, String> config = Map.of("model.ctx", "256", "inference.parallel", "2", "inference.queue", "8");
         gpu = TestServer.start(config, (requested, model) -> new BackendChoice(BackendKind.EMULATED,
                 "the GPU decode step on the CPU kernel emulator", Optional.empty(),
-                capacity -> new EmulatedTokenDecoder(model, capacity)));
+                EmulatedTokenDecoder.decoders(model)));
         cpu = TestServer.start(config);
     }
 

@@ -63,7 +63,7 @@ public final class EmulatedTokenDecoder implements GpuTokenDecoder {
         };
     }
 
-    /** Sequences of one emulated pool, stepped together. */
+    /** Sequences of one emulated pool, stepped together (the same delegation as CudaSequencePool's, to another decoder). */
     private record Pool(EmulatedDecoder decoder) implements SequencePool {
         @Override
         public TokenDecoder open() {
@@ -104,12 +104,12 @@ public final class EmulatedTokenDecoder implements GpuTokenDecoder {
         }
     }
 
+    // From here, plain delegation to the EmulatedDecoder and its sequence, as CudaTokenDecoder delegates to its
+    // CudaDecoder: the two decoders share no type (one drives the emulator, the other a device), only this shape.
     @Override
     public float[] forward(int[] tokens, int from, int count) {
         return count == 1 ? sequence.step(tokens[from]) : sequence.prompt(tokens, from, count);
     }
-
-    // From here, plain delegation to the EmulatedDecoder, as CudaTokenDecoder delegates to its CudaDecoder.
     @Override
     public int greedyToken() {
         return pool.greedyToken();

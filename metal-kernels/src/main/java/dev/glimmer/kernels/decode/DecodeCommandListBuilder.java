@@ -296,21 +296,28 @@ public final class DecodeCommandListBuilder {
                 outputs);
     }
 
+    /**
+     * The activation regions, a row per token, that the decode step's layers and the prompt list's share: the
+     * attention's (q_a, kv_a, q_b's output, q, the splits' partials, the merged latents, o) and the FFN's (router
+     * logits, chosen experts and weights, and act: a slot of actStride floats per routed expert and the shared one).
+     */
+    private record Regions(Ref qa, Ref kv, Ref qFull, Ref q, Ref partials, Ref latent, Ref o, Ref routerLogits, Ref ids,
+                           Ref expertWeights, Ref act, int actStride) {
+    }
+
+    private Regions regions() {
+        int actStride = Math.max(Math.max(s.expertFfn(), s.sharedFfn()), s.denseFfn());
+        return new Regions(perToken(s.qLora()), perToken(s.kvRow()), perToken((long) s.heads() * (s.nope() + s.rope())),
+                perToken((long) s.heads() * s.kvRow()), perToken((long) splits * s.heads() * (s.latent() + 2)),
+                perToken((long) s.heads() * s.latent()), perToken((long) s.heads() * s.vHead()), perToken(s.experts()),
+                perToken(s.expertsUsed()), perToken(s.expertsUsed()), perToken((long) (s.expertsUsed() + 1) * actStride),
+                actStride);
+    }
+
     /** The layers of the decode step, 11 dispatches each (10 for a dense FFN): see the class comment. */
     private void decodeLayers(Ref step, Ref x) {
         int perHead = s.nope() + s.rope();
-        Ref qa = perToken(s.qLora());
-        Ref kv = perToken(s.kvRow());
-        Ref qFull = perToken((long) s.heads() * perHead);
-        Ref q = perToken((long) s.heads() * s.kvRow());
-        Ref partials = perToken((long) splits * s.heads() * (s.latent() + 2));
-        Ref latent = perToken((long) s.heads() * s.latent());
-        Ref o = perToken((long) s.heads() * s.vHead());
-        Ref routerLogits = perToken(s.experts());
-        Ref ids = perToken(s.expertsUsed());
-        Ref expertWeights = perToken(s.expertsUsed());
-        int actStride = Math.max(Math.max(s.expertFfn(), s.sharedFfn()), s.denseFfn());
-        Ref act = perToken((long) (s.expertsUsed() + 1) * actStride);
+        Regions r = regions();
         for (int l = 0; l < s.layers(); l++) {
             String b = "blk." + l + ".";
             Ref cache = new Ref(kvBuffers[l], 0);
@@ -323,28 +330,28 @@ public final class DecodeCommandListBuilder {
                     args("MatVecPairArgs", Map.of("cols", s.embedding(), "type1", type(b + "attn_q_a.weight"),
                             "rows1", s.qLora(), "type2", type(b + "attn_kv_a_mqa.weight"), "rows2", s.kvRow(),
                             "eps", s.eps(), "split", pairSplit)),
-                    x, weight(b + "attn_norm.weight"), weight(b + "attn_q_a.weight"), qa,
-                    weight(b + "attn_kv_a_mqa.weight"), kv);
+                    x, weight(b + "attn_norm.weight"), weight(b + "attn_q_a.weight"), r.qa(),
+                    weight(b + "attn_kv_a_mqa.weight"), r.kv());
             // 2. q_a_norm + q_b
-            matVec(l, b + "attn_q_b.weight", s.qLora(), s.heads() * perHead, qa, qFull, weight(b + "attn_q_a_norm.weight"),
-                    null);
+            matVec(l, b + "attn_q_b.weight", s.qLora(), s.heads() * perHead, r.qa(), r.qFull(),
+                    weight(b + "attn_q_a_norm.weight"), null);
             dispatches.set(dispatches.size() - 1, withRead(dispatches.getLast(), all(b + "attn_q_a_norm.weight")));
             // 3. RoPE on q_pe; the cache row
-            ropeCache(l, b, step, qFull, kv, q, cache);
+            ropeCache(l, b, step, r.qFull(), r.kv(), r.q(), cache);
             // 4. q_nope of each head absorbed through its k_b
-            headMatVec(l, b + "attn_k_b.weight", s.nope(), s.latent(), qFull, perHead, q, s.kvRow());
+            headMatVec(l, b + "attn_k_b.weight", s.nope(), s.latent(), r.qFull(), perHead, r.q(), s.kvRow());
             // 5. attention over the cache, split along the KV length
-            attention(l, step, q, cache, partials);
+            attention(l, step, r.q(), cache, r.partials());
             // 6. merge of the splits, then v_b of each head
-            mergeLatent(l, step, partials, latent);
-            headMatVec(l, b + "attn_v_b.weight", s.latent(), s.vHead(), latent, s.latent(), o, s.vHead());
+            mergeLatent(l, step, r.partials(), r.latent());
+            headMatVec(l, b + "attn_v_b.weight", s.latent(), s.vHead(), r.latent(), s.latent(), r.o(), s.vHead());
             // 7. attn_output + residual
-            matVec(l, b + "attn_output.weight", s.heads() * s.vHead(), s.embedding(), o, x, null, x);
+            matVec(l, b + "attn_output.weight", s.heads() * s.vHead(), s.embedding(), r.o(), x, null, x);
             // 8-11. the FFN
             if (l < s.denseLayers()) {
-                denseFfn(l, b, step, x, routerLogits, act, ids, expertWeights, actStride);
+                denseFfn(l, b, step, x, r.routerLogits(), r.act(), r.ids(), r.expertWeights(), r.actStride());
             } else {
-                moe(l, b, step, x, routerLogits, act, ids, expertWeights, actStride);
+                moe(l, b, step, x, r.routerLogits(), r.act(), r.ids(), r.expertWeights(), r.actStride());
             }
         }
     }
@@ -359,47 +366,36 @@ public final class DecodeCommandListBuilder {
      */
     private void promptLayers(Ref step, Ref x) {
         int perHead = s.nope() + s.rope();
-        int actStride = Math.max(Math.max(s.expertFfn(), s.sharedFfn()), s.denseFfn());
         int slots = s.expertsUsed() + 1;
+        Regions r = regions();
         Ref xn = perToken(s.embedding());
-        Ref qa = perToken(s.qLora());
         Ref qaNormed = perToken(s.qLora());
-        Ref kv = perToken(s.kvRow());
-        Ref qFull = perToken((long) s.heads() * perHead);
-        Ref q = perToken((long) s.heads() * s.kvRow());
-        Ref partials = perToken((long) splits * s.heads() * (s.latent() + 2));
-        Ref latent = perToken((long) s.heads() * s.latent());
-        Ref o = perToken((long) s.heads() * s.vHead());
-        Ref routerLogits = perToken(s.experts());
-        Ref ids = perToken(s.expertsUsed());
-        Ref expertWeights = perToken(s.expertsUsed());
         Ref routes = activation((long) Math.max(1, s.experts()) * tokens);
         Ref counts = activation(Math.max(1, s.experts()));
         Ref blocks = activation(Math.max(1, routedBlocks(s.expertsUsed(), s.experts())));
-        Ref act = perToken((long) slots * actStride);
         Ref ffnOut = perToken((long) slots * s.embedding());
         for (int l = 0; l < s.layers(); l++) {
             String b = "blk." + l + ".";
             Ref cache = new Ref(kvBuffers[l], 0);
             normRows(l, b + "attn_norm.weight", s.embedding(), x, xn);
-            matMat(l, b + "attn_q_a.weight", s.embedding(), s.qLora(), xn, qa, false);
-            matMat(l, b + "attn_kv_a_mqa.weight", s.embedding(), s.kvRow(), xn, kv, false);
-            normRows(l, b + "attn_q_a_norm.weight", s.qLora(), qa, qaNormed);
-            matMat(l, b + "attn_q_b.weight", s.qLora(), s.heads() * perHead, qaNormed, qFull, false);
-            ropeCache(l, b, step, qFull, kv, q, cache);
+            matMat(l, b + "attn_q_a.weight", s.embedding(), s.qLora(), xn, r.qa(), false);
+            matMat(l, b + "attn_kv_a_mqa.weight", s.embedding(), s.kvRow(), xn, r.kv(), false);
+            normRows(l, b + "attn_q_a_norm.weight", s.qLora(), r.qa(), qaNormed);
+            matMat(l, b + "attn_q_b.weight", s.qLora(), s.heads() * perHead, qaNormed, r.qFull(), false);
+            ropeCache(l, b, step, r.qFull(), r.kv(), r.q(), cache);
             // q_nope of each head absorbed through its k_b: one matrix per head (grid z)
-            headMatMat(l, b + "attn_k_b.weight", s.nope(), s.latent(), qFull, perHead, q, s.kvRow());
-            attention(l, step, q, cache, partials);
-            mergeLatent(l, step, partials, latent);
-            headMatMat(l, b + "attn_v_b.weight", s.latent(), s.vHead(), latent, s.latent(), o, s.vHead());
-            matMat(l, b + "attn_output.weight", s.heads() * s.vHead(), s.embedding(), o, x, true);
+            headMatMat(l, b + "attn_k_b.weight", s.nope(), s.latent(), r.qFull(), perHead, r.q(), s.kvRow());
+            attention(l, step, r.q(), cache, r.partials());
+            mergeLatent(l, step, r.partials(), r.latent());
+            headMatMat(l, b + "attn_v_b.weight", s.latent(), s.vHead(), r.latent(), s.latent(), r.o(), s.vHead());
+            matMat(l, b + "attn_output.weight", s.heads() * s.vHead(), s.embedding(), r.o(), x, true);
             if (outputs > 1) {
                 // a batch of sequences: each token's experts through the decode step's FFN kernels, a token per
                 // grid slice (grouping by expert pays only when many tokens share experts)
                 if (l < s.denseLayers()) {
-                    denseFfn(l, b, step, x, routerLogits, act, ids, expertWeights, actStride);
+                    denseFfn(l, b, step, x, r.routerLogits(), r.act(), r.ids(), r.expertWeights(), r.actStride());
                 } else {
-                    moe(l, b, step, x, routerLogits, act, ids, expertWeights, actStride);
+                    moe(l, b, step, x, r.routerLogits(), r.act(), r.ids(), r.expertWeights(), r.actStride());
                 }
                 continue;
             }
@@ -409,21 +405,22 @@ public final class DecodeCommandListBuilder {
                 String up = b + "ffn_up.weight";
                 String down = b + "ffn_down.weight";
                 // the dense FFN in the shared expert's slot, with no routed slots
-                expertsPrompt(l, 0, new FfnTensors(gate, up, down, gate, up, down), s.denseFfn(), xn, act, ffnOut, routes,
-                        counts, blocks, expertWeights, x, actStride);
+                expertsPrompt(l, 0, new FfnTensors(gate, up, down, gate, up, down), s.denseFfn(), xn, r.act(), ffnOut, routes,
+                        counts, blocks, r.expertWeights(), x, r.actStride());
             } else {
                 String router = b + "ffn_gate_inp.weight";
                 String bias = b + "exp_probs_b.bias";
                 boolean hasBias = model.has(bias);
-                matMat(l, router, s.embedding(), s.experts(), xn, routerLogits, false);
+                matMat(l, router, s.embedding(), s.experts(), xn, r.routerLogits(), false);
                 FfnTensors t = moeTensors(b);
                 dispatch("moe_route", l, Size3.of(1), HEAD_THREADS, memory((long) tokens * s.expertsUsed() + s.experts()),
                         hasBias ? List.of(all(bias)) : List.of(),
-                        args("GateUpArgs", gateUpArgs(s.expertsUsed(), s.sharedFfn(), t, hasBias ? bias : null, actStride, 1)),
-                        routerLogits, hasBias ? weight(bias) : routerLogits, ids, expertWeights, routes, counts, blocks,
-                        step);
-                expertsPrompt(l, s.expertsUsed(), t, s.sharedFfn(), xn, act, ffnOut, routes, counts, blocks, expertWeights,
-                        x, actStride);
+                        args("GateUpArgs", gateUpArgs(s.expertsUsed(), s.sharedFfn(), t, hasBias ? bias : null,
+                                r.actStride(), 1)),
+                        r.routerLogits(), hasBias ? weight(bias) : r.routerLogits(), r.ids(), r.expertWeights(), routes,
+                        counts, blocks, step);
+                expertsPrompt(l, s.expertsUsed(), t, s.sharedFfn(), xn, r.act(), ffnOut, routes, counts, blocks,
+                        r.expertWeights(), x, r.actStride());
             }
         }
     }

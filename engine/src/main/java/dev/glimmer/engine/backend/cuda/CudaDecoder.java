@@ -1,6 +1,7 @@
 package dev.glimmer.engine.backend.cuda;
 
 import dev.glimmer.engine.backend.GpuTokenDecoder;
+import dev.glimmer.engine.backend.SequenceSlots;
 import dev.glimmer.engine.backend.KernelTimings.KernelTime;
 import dev.glimmer.engine.backend.KernelTimings.Profile;
 import dev.glimmer.engine.backend.emulated.DecodeModels;
@@ -58,7 +59,7 @@ public final class CudaDecoder implements AutoCloseable {
     /** Each slot's logits as handed out, reused from run to run. */
     private final float[][] logits;
     /** Which slots an open sequence holds. */
-    private final Sequence[] open;
+    private final SequenceSlots<Sequence> open;
     /** The graph that ran last: its argmax holds the greedy token. */
     private Graph last;
 
@@ -171,9 +172,6 @@ public final class CudaDecoder implements AutoCloseable {
      * decode graph, the prompt graph (batches of {@link Geometry#PROMPT_TOKENS}) and the batch decode graphs.
      */
     public CudaDecoder(CudaWeights weights, int contextSize, int slots) {
-        if (slots < 1) {
-            throw new IllegalArgumentException("a pool holds at least one sequence, not " + slots);
-        }
         GlmModel model = weights.model();
         this.kernels = weights.kernels();
         this.device = kernels.device();
@@ -182,7 +180,7 @@ public final class CudaDecoder implements AutoCloseable {
         this.vocab = model.vocabSize();
         this.embeddingRows = model.weights().tokenEmbedding().rows();
         this.stepArgs = kernels.library().struct("StepArgs");
-        this.open = new Sequence[slots];
+        this.open = new SequenceSlots<>(slots, contextSize);
         DecodeModel shape = DecodeModels.of(model.file(), model.config());
         long kvRows = (long) slots * contextSize;
         CommandList decodeList = DecodeCommandListBuilder.build(shape, kvRows);
@@ -235,24 +233,18 @@ public final class CudaDecoder implements AutoCloseable {
 
     /** A sequence on a free slot of the pool, at position 0; closing it frees the slot. */
     public Sequence open() {
-        for (int slot = 0; slot < open.length; slot++) {
-            if (open[slot] == null) {
-                open[slot] = new Sequence(slot);
-                return open[slot];
-            }
-        }
-        throw new IllegalStateException("all " + open.length + " sequences of the KV pool are in use");
+        return open.open(Sequence::new);
     }
 
     /** Sequences the pool holds at most. */
     public int slots() {
-        return open.length;
+        return open.size();
     }
 
     /** Device memory of one slot of the KV pool: what one more cached conversation costs. */
     public long kvBytesPerSequence() {
         return decode.list.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE)
-                .mapToLong(BufferSpec::bytes).sum() / open.length;
+                .mapToLong(BufferSpec::bytes).sum() / open.size();
     }
 
     /** The decode step's command list. */
@@ -300,15 +292,13 @@ public final class CudaDecoder implements AutoCloseable {
         float[][] out = new float[n][];
         for (int i = 0; i < n; i++) {
             Sequence q = sequences.get(i);
-            if (open[q.slot] != q) {
-                throw new IllegalArgumentException("sequence " + i + " of the step is closed or of another pool");
-            }
+            q.checkOpen();
             for (int j = 0; j < i; j++) {
                 if (sequences.get(j) == q) {
                     throw new IllegalArgumentException("sequence " + i + " appears twice in one step");
                 }
             }
-            GpuTokenDecoder.checkRun(tokens, i, 1, q.position, contextSize, embeddingRows);
+            GpuTokenDecoder.checkRun(tokens, i, 1, q.position(), contextSize, embeddingRows);
         }
         if (n == 1) {
             Sequence q = sequences.getFirst();
@@ -327,7 +317,7 @@ public final class CudaDecoder implements AutoCloseable {
             List<CommandList.StepRow> steps = new ArrayList<>(rows);
             for (int i = first; i < first + rows; i++) {
                 Sequence q = sequences.get(i);
-                steps.add(new CommandList.StepRow(tokens[i], q.position, q.kvRow()));
+                steps.add(new CommandList.StepRow(tokens[i], q.position(), q.kvRow()));
             }
             device.makeCurrent();
             graph.writeSteps(steps);
@@ -348,7 +338,7 @@ public final class CudaDecoder implements AutoCloseable {
                     out[i] = q.logits();
                     MemorySegment.copy(readBack, ValueLayout.JAVA_FLOAT, 4L * vocab * (i - first), out[i], 0, vocab);
                 }
-                q.position++;
+                q.advance(1);
             }
             last = graph;
         }
@@ -362,20 +352,14 @@ public final class CudaDecoder implements AutoCloseable {
     }
 
     /**
-     * One sequence of the pool: its slot's range of the KV buffers and its position. Closing it frees the slot
-     * (its rows are simply reused: the kernels read only rows below a sequence's KV length).
+     * One sequence of the pool: its slot's range of the KV buffers and its position (see {@link SequenceSlots}).
      */
-    public final class Sequence implements AutoCloseable {
+    public final class Sequence extends SequenceSlots.Slot {
         private final int slot;
-        private int position;
 
         private Sequence(int slot) {
+            super(open, slot);
             this.slot = slot;
-        }
-
-        /** The KV buffer row of this sequence's position 0. */
-        int kvRow() {
-            return slot * contextSize;
         }
 
         private float[] logits() {
@@ -385,39 +369,19 @@ public final class CudaDecoder implements AutoCloseable {
             return logits[slot];
         }
 
-        /** Positions already in the KV cache. */
-        public int position() {
-            return position;
-        }
-
-        public int contextSize() {
-            return contextSize;
-        }
-
-        /**
-         * Continues after the first {@code positions} cached rows (a shared prefix kept, the rest dropped,
-         * or rows taken as they are). The attention reads only rows below the KV length, so nothing is cleared.
-         */
-        public void seek(int positions) {
-            if (positions < 0 || positions > contextSize) {
-                throw new IllegalArgumentException("position " + positions + " is outside 0.." + contextSize);
-            }
-            position = positions;
-        }
-
         /**
          * Runs one decode step for {@code token}; returns the logits in an array this slot reuses (valid
          * until its next run). They come back with the step: copied on its stream into pinned memory.
          */
         public float[] step(int tokenId) {
-            check(new int[] {tokenId}, 0, 1, position);
+            check(new int[] {tokenId}, 0, 1, position());
             run(decode, new int[] {tokenId}, 0, 1, ReadBack.LOGITS);
             return logits();
         }
 
         /** Runs one decode step for {@code token} and returns only the greedy next token (4 bytes read back). */
         public int stepGreedy(int tokenId) {
-            check(new int[] {tokenId}, 0, 1, position);
+            check(new int[] {tokenId}, 0, 1, position());
             run(decode, new int[] {tokenId}, 0, 1, ReadBack.TOKEN);
             return readBack.get(ValueLayout.JAVA_INT, 0);
         }
@@ -438,7 +402,7 @@ public final class CudaDecoder implements AutoCloseable {
         }
 
         private void runPrompt(int[] tokens, int from, int count, ReadBack result) {
-            check(tokens, from, count, position);
+            check(tokens, from, count, position());
             int batch = prompt.list.tokens();
             for (int done = 0; done < count; done += batch) {
                 int n = Math.min(batch, count - done);
@@ -452,7 +416,7 @@ public final class CudaDecoder implements AutoCloseable {
          */
         private void run(Graph graph, int[] tokens, int from, int count, ReadBack result) {
             device.makeCurrent();
-            graph.writeSteps(rows(tokens, from, count, position));
+            graph.writeSteps(rows(tokens, from, count, position()));
             driver.launchGraph(graph.exec, stream);
             switch (result) {
                 case LOGITS -> driver.copyToHostAsync(readBack, graph.activations() + graph.list.logits(), 4L * vocab, stream);
@@ -464,7 +428,7 @@ public final class CudaDecoder implements AutoCloseable {
                 MemorySegment.copy(readBack, ValueLayout.JAVA_FLOAT, 0, logits(), 0, vocab);
             }
             last = graph;
-            position += count;
+            advance(count);
         }
 
         /** The StepRows of {@code count} consecutive tokens of this sequence from position {@code at}. */
@@ -500,8 +464,8 @@ public final class CudaDecoder implements AutoCloseable {
          * {@link dev.glimmer.engine.backend.KernelTimings}.
          */
         public Profile profileStep(int tokenId) {
-            Profile p = profile(decode, rows(new int[] {tokenId}, 0, 1, position));
-            position++;
+            Profile p = profile(decode, rows(new int[] {tokenId}, 0, 1, position()));
+            advance(1);
             return p;
         }
 
@@ -510,26 +474,16 @@ public final class CudaDecoder implements AutoCloseable {
             if (count > prompt.list.tokens()) {
                 throw new IllegalArgumentException("a prompt batch holds at most " + prompt.list.tokens() + " tokens");
             }
-            check(tokens, from, count, position);
-            Profile p = profile(prompt, rows(tokens, from, count, position));
-            position += count;
+            check(tokens, from, count, position());
+            Profile p = profile(prompt, rows(tokens, from, count, position()));
+            advance(count);
             return p;
         }
 
         /** {@link GpuTokenDecoder#checkRun} for {@code count} tokens at position {@code at}. */
         private void check(int[] tokens, int from, int count, int at) {
-            if (open[slot] != this) {
-                throw new IllegalStateException("the sequence is closed");
-            }
+            checkOpen();
             GpuTokenDecoder.checkRun(tokens, from, count, at, contextSize, embeddingRows);
-        }
-
-        /** Frees the slot for another sequence. */
-        @Override
-        public void close() {
-            if (open[slot] == this) {
-                open[slot] = null;
-            }
         }
     }
 
@@ -544,11 +498,11 @@ public final class CudaDecoder implements AutoCloseable {
         List<CommandList.StepRow> steps = new ArrayList<>(n);
         for (int i = 0; i < n; i++) {
             Sequence q = sequences.get(i);
-            GpuTokenDecoder.checkRun(tokens, i, 1, q.position, contextSize, embeddingRows);
-            steps.add(new CommandList.StepRow(tokens[i], q.position, q.kvRow()));
+            GpuTokenDecoder.checkRun(tokens, i, 1, q.position(), contextSize, embeddingRows);
+            steps.add(new CommandList.StepRow(tokens[i], q.position(), q.kvRow()));
         }
         Profile p = profile(graph, steps);
-        sequences.forEach(q -> q.position++);
+        sequences.forEach(q -> q.advance(1));
         return p;
     }
 

@@ -79,15 +79,12 @@ public final class CudaTokenDecoder implements GpuTokenDecoder, PartialSteps, Ke
 
     @Override
     public int capacity() {
-        return sequence.contextSize();
+        return sequence.capacity();
     }
 
     @Override
     public void truncate(int n) {
-        if (n < 0 || n > sequence.position()) {
-            throw new IllegalArgumentException("cannot truncate a sequence of " + sequence.position() + " positions to " + n);
-        }
-        sequence.seek(n);
+        sequence.truncate(n);
     }
 
     /** Device memory of this sequence: its pool's all when it owns one, else its slot of the KV pool. */

@@ -1,6 +1,7 @@
 package dev.glimmer.engine.backend.emulated;
 
 import dev.glimmer.engine.backend.GpuTokenDecoder;
+import dev.glimmer.engine.backend.SequenceSlots;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.kernels.ArgStruct;
 import dev.glimmer.kernels.Geometry;
@@ -39,7 +40,7 @@ public final class EmulatedDecoder implements AutoCloseable {
     private final ArgStruct stepArgs = KernelLibrary.load().struct("StepArgs");
     private final int contextSize;
     private final int vocab;
-    private final Sequence[] open;
+    private final SequenceSlots<Sequence> open;
     /** The list that ran last: its argmax holds the greedy token. */
     private Replay last;
 
@@ -113,7 +114,7 @@ public final class EmulatedDecoder implements AutoCloseable {
         this.order = order;
         this.emulator = Emulator.load();
         this.vocab = model.vocabSize();
-        this.open = new Sequence[slots];
+        this.open = new SequenceSlots<>(slots, contextSize);
         DecodeModel shape = DecodeModels.of(model.file(), model.config());
         long kvRows = (long) slots * contextSize;
         this.decode = new Replay(DecodeCommandListBuilder.build(shape, kvRows), null);
@@ -129,17 +130,11 @@ public final class EmulatedDecoder implements AutoCloseable {
 
     /** A sequence on a free slot, at position 0; closing it frees the slot. */
     public Sequence open() {
-        for (int slot = 0; slot < open.length; slot++) {
-            if (open[slot] == null) {
-                open[slot] = new Sequence(slot);
-                return open[slot];
-            }
-        }
-        throw new IllegalStateException("all " + open.length + " sequences of the KV pool are in use");
+        return open.open(Sequence::new);
     }
 
     public int slots() {
-        return open.length;
+        return open.size();
     }
 
     /** Positions each sequence holds at most. */
@@ -150,7 +145,7 @@ public final class EmulatedDecoder implements AutoCloseable {
     /** Native memory of one slot's KV rows. */
     public long kvBytesPerSequence() {
         return decode.list.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE)
-                .mapToLong(BufferSpec::bytes).sum() / open.length;
+                .mapToLong(BufferSpec::bytes).sum() / open.size();
     }
 
     /** Native memory of the pool's buffers: all but the weights (views of the mapped file), the KV buffers counted once. */
@@ -194,13 +189,13 @@ public final class EmulatedDecoder implements AutoCloseable {
             List<CommandList.StepRow> steps = new ArrayList<>();
             for (int i = first; i < first + rows; i++) {
                 Sequence q = sequences.get(i);
-                steps.add(new CommandList.StepRow(tokens[i], q.position, q.kvRow()));
+                steps.add(new CommandList.StepRow(tokens[i], q.position(), q.kvRow()));
             }
             replay.run(steps);
             for (int i = first; i < first + rows; i++) {
                 out[i] = replay.logits(i - first);
                 lastGreedy[i] = replay.token(i - first);
-                sequences.get(i).position++;
+                sequences.get(i).advance(1);
             }
         }
         return out;
@@ -218,40 +213,17 @@ public final class EmulatedDecoder implements AutoCloseable {
         return last.token(0);
     }
 
-    /** One sequence of the pool: its slot's rows of the KV buffers and its position. */
-    public final class Sequence implements AutoCloseable {
-        private final int slot;
-        private int position;
-
+    /** One sequence of the pool: its slot's rows of the KV buffers and its position (see {@link SequenceSlots}). */
+    public final class Sequence extends SequenceSlots.Slot {
         private Sequence(int slot) {
-            this.slot = slot;
-        }
-
-        int kvRow() {
-            return slot * contextSize;
-        }
-
-        /** Positions already in the KV cache. */
-        public int position() {
-            return position;
-        }
-
-        /**
-         * Keeps the first {@code n} positions ({@code 0 ≤ n ≤ position()}): the kernels read only the cache
-         * rows below the KV length, and the next steps overwrite the rest.
-         */
-        public void truncate(int n) {
-            if (n < 0 || n > position) {
-                throw new IllegalArgumentException("cannot truncate a sequence of " + position + " positions to " + n);
-            }
-            position = n;
+            super(open, slot);
         }
 
         /** Runs one decode step for {@code token} at the next position; returns the logits (a new array). */
         public float[] step(int token) {
             check(new int[] {token}, 0, 1);
-            decode.run(List.of(new CommandList.StepRow(token, position, kvRow())));
-            position++;
+            decode.run(List.of(new CommandList.StepRow(token, position(), kvRow())));
+            advance(1);
             return decode.logits(0);
         }
 
@@ -265,28 +237,18 @@ public final class EmulatedDecoder implements AutoCloseable {
                 int n = Math.min(prompt.list.tokens(), count - done);
                 List<CommandList.StepRow> rows = new ArrayList<>();
                 for (int t = 0; t < n; t++) {
-                    rows.add(new CommandList.StepRow(tokens[from + done + t], position + t, kvRow()));
+                    rows.add(new CommandList.StepRow(tokens[from + done + t], position() + t, kvRow()));
                 }
                 prompt.run(rows);
-                position += n;
+                advance(n);
                 done += n;
             }
             return prompt.logits(0);
         }
 
         private void check(int[] tokens, int from, int count) {
-            if (open[slot] != this) {
-                throw new IllegalStateException("the sequence is closed");
-            }
-            GpuTokenDecoder.checkRun(tokens, from, count, position, contextSize, model.weights().tokenEmbedding().rows());
-        }
-
-        /** Frees the slot. */
-        @Override
-        public void close() {
-            if (open[slot] == this) {
-                open[slot] = null;
-            }
+            checkOpen();
+            GpuTokenDecoder.checkRun(tokens, from, count, position(), contextSize, model.weights().tokenEmbedding().rows());
         }
     }
 

@@ -66,7 +66,7 @@ class CudaDecodeTest {
                     token = step + 1 < prompt.length ? prompt[step + 1] : next;
                 }
                 // the same tokens again from position 0: every logit bit-identical
-                gpu.seek(0);
+                gpu.truncate(0);
                 token = prompt[0];
                 for (int step = 0; step < prompt.length + GREEDY - 1; step++) {
                     assertArrayEquals(all.get(step), gpu.step(token), name + " step " + step + " differs between runs");

@@ -52,13 +52,13 @@ class CudaPromptTest {
                             pool.greedyToken(), TOLERANCE);
                 }
                 // the same prompt again: bit-identical (a race would show as a difference)
-                gpu.seek(0);
+                gpu.truncate(0);
                 assertArrayEquals(got, gpu.prompt(prompt, 0, n), name + ": the prompt differs between runs");
                 // only the greedy token read back: the same token
-                gpu.seek(0);
+                gpu.truncate(0);
                 assertEquals(Oracle.argmax(expected, 0, expected.length), gpu.promptGreedy(prompt, 0, n), name + " promptGreedy");
                 // split into two runs that do not end on a batch boundary: the logits of the whole
-                gpu.seek(0);
+                gpu.truncate(0);
                 gpu.prompt(prompt, 0, 5);
                 Oracle.assertGpuLogits(name + " prompt in two runs", expected, gpu.prompt(prompt, 5, n - 5),
                         pool.greedyToken(), TOLERANCE);

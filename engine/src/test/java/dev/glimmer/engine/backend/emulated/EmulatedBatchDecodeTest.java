@@ -32,8 +32,10 @@ class EmulatedBatchDecodeTest {
     /** Prompt tokens of each conversation: prefixes of the chat prompt of different lengths (different positions). */
     private static final int[] CUT = {0, 5, 9};
 
+    // One model: the emulator runs every threadgroup of a batch list, used or not, so each model costs about 90 s
+    // of CI; CudaBatchDecodeTest takes three on the device.
     @ParameterizedTest
-    @ValueSource(strings = {"tiny-f32", "tiny-q4_0"})
+    @ValueSource(strings = {"tiny-q4_0"})
     void batchedConversationsMatchEachRunAlone(String name) throws IOException {
         try (GlmModel model = GlmModel.open(Oracle.model(name))) {
             int[] chat = Oracle.chatCase(name).promptTokens();
