@@ -13,8 +13,7 @@ import dev.glimmer.engine.tensor.VecDot;
  *   <li>for Q4_0, Q5_0 and Q8_0 weights (Q8_0 activations): the quants as 16-bit integers,
  *       {@code quants[i*cols ..]}, and the block scales {@code scales[i*cols/32 ..]}, rounded by the
  *       tensor package's quantizer; for Q4_0 the quants in the grouped order of
- *       {@link Kernels#groupQ4_0Quants}, with its lane biases {@code biases[i*cols/4 ..]} and lane scales
- *       {@code laneScales[i*cols/8 ..]};</li>
+ *       {@link Kernels#groupQ4_0Quants}, with its lane biases {@code biases[i*cols/4 ..]};</li>
  *   <li>for Q4_K, Q5_K and Q6_K weights (Q8_K activations): the quants, {@code quants[i*cols ..]}, the
  *       super-block scales {@code scales[i*cols/256 ..]} and the sums of each 16 quants
  *       {@code blockSums[i*cols/16 ..]};</li>
@@ -27,7 +26,6 @@ final class ActivationRows {
     short[] quants = new short[0];
     float[] scales = new float[0];
     short[] biases = new short[0];
-    float[] laneScales = new float[0];
     short[] blockSums = new short[0];
     float[] floats = new float[0];
     QuantizedVector[] vectors = new QuantizedVector[0];
@@ -60,7 +58,6 @@ final class ActivationRows {
             quants = new short[rows * cols];
             scales = new float[rows * cols / Kernels.QK];
             biases = new short[rows * cols / 4];
-            laneScales = new float[rows * cols / 8];
             blockSums = new short[rows * cols / 16];
         }
     }
@@ -78,7 +75,7 @@ final class ActivationRows {
                 vectors[row].quantize(x, from, cols);
             } else if (weightType == GgmlType.Q4_0) {
                 scratch.quantize(x, from, cols);
-                Kernels.groupQ4_0Quants(scratch, cols, quants, biases, laneScales, scales, row * cols);
+                Kernels.groupQ4_0Quants(scratch, cols, quants, biases, scales, row * cols);
             } else if (type == GgmlType.Q8_0 || type == GgmlType.Q8_K) {
                 QuantizedVector q = type == GgmlType.Q8_0 ? scratch : scratchK;
                 q.quantize(x, from, cols);
@@ -107,18 +104,17 @@ final class ActivationRows {
     }
 
     /**
-     * Weight row {@code r} of {@code w} · activation rows {@code i0..i3}, into {@code result[at .. at+3]}:
-     * for Q4_0 the weight row is unpacked once for each two or all four (what makes a batch cheaper per
-     * token than decode) when its blocks go all four at a time or all one by one, otherwise four
-     * {@link #dot}s.
+     * Weight row {@code r} of {@code w} · activation rows {@code i0..i3}, into {@code result[0..3]}:
+     * for Q4_0 the weight row is unpacked once for each two (rows whose blocks all go eight at a time) or
+     * all four (rows too short for that), which is what makes a batch cheaper per token than decode;
+     * otherwise four {@link #dot}s.
      */
     void dot4(WeightMatrix w, int r, int i0, int i1, int i2, int i3, float[] result) {
         int blocks = w.cols() / Kernels.QK;
-        boolean q4_0 = w.type() == GgmlType.Q4_0 && hasKernel(w.type());
-        if (q4_0 && Kernels.groupedBlocks(blocks) == blocks) {
-            Kernels.dotQ4_0x2Grouped(w.data(), r * w.rowBytes(), quants, biases, laneScales, blocks, i0, i1, result, 0);
-            Kernels.dotQ4_0x2Grouped(w.data(), r * w.rowBytes(), quants, biases, laneScales, blocks, i2, i3, result, 2);
-        } else if (q4_0 && Kernels.groupedBlocks(blocks) == 0) {
+        if (pairsQ4_0(w)) {
+            Kernels.dotQ4_0x2Grouped(w.data(), r * w.rowBytes(), quants, biases, scales, blocks, i0, i1, result, 0);
+            Kernels.dotQ4_0x2Grouped(w.data(), r * w.rowBytes(), quants, biases, scales, blocks, i2, i3, result, 2);
+        } else if (w.type() == GgmlType.Q4_0 && hasKernel(w.type()) && Kernels.groupedBlocks(blocks) == 0) {
             Kernels.dotQ4_0x4(w.data(), r * w.rowBytes(), quants, scales, blocks, i0, i1, i2, i3, result);
         } else {
             result[0] = dot(w, r, i0);
@@ -126,6 +122,25 @@ final class ActivationRows {
             result[2] = dot(w, r, i2);
             result[3] = dot(w, r, i3);
         }
+    }
+
+    /**
+     * Weight row {@code r} of {@code w} · activation rows {@code i0, i1}, into {@code result[0..1]}: the
+     * weight row unpacked once for both where {@link #dot4} pairs tokens, otherwise two {@link #dot}s.
+     */
+    void dot2(WeightMatrix w, int r, int i0, int i1, float[] result) {
+        if (pairsQ4_0(w)) {
+            Kernels.dotQ4_0x2Grouped(w.data(), r * w.rowBytes(), quants, biases, scales, w.cols() / Kernels.QK, i0, i1, result, 0);
+        } else {
+            result[0] = dot(w, r, i0);
+            result[1] = dot(w, r, i1);
+        }
+    }
+
+    /** Whether {@code w} is Q4_0 with every block of its rows in the grouped kernels' steps. */
+    private static boolean pairsQ4_0(WeightMatrix w) {
+        int blocks = w.cols() / Kernels.QK;
+        return w.type() == GgmlType.Q4_0 && hasKernel(w.type()) && Kernels.groupedBlocks(blocks) == blocks;
     }
 
     /** Weight row {@code r} of {@code w} · activation row {@code i}. */
@@ -136,7 +151,7 @@ final class ActivationRows {
             return VecDot.dot(w.type(), w.data(), row, vectors[i], cols);
         }
         return switch (w.type()) {
-            case Q4_0 -> Kernels.dotQ4_0(w.data(), row, quants, biases, laneScales, scales, i * cols, cols / Kernels.QK);
+            case Q4_0 -> Kernels.dotQ4_0(w.data(), row, quants, biases, scales, i * cols, cols / Kernels.QK);
             case Q5_0 -> Kernels.dotQ5_0(w.data(), row, quants, scales, i * cols, cols / Kernels.QK);
             case Q8_0 -> Kernels.dotQ8_0(w.data(), row, quants, i * cols, scales, i * cols / Kernels.QK, cols / Kernels.QK);
             case Q4_K -> KQuantKernels.dotQ4_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
