@@ -31,8 +31,6 @@ public final class CpuBackend implements Backend {
     /** Per thread: 4 results of a {@link ActivationRows#dot4}, twice. */
     private final float[][] quads;
     private final float[][] quads2;
-    /** Per thread: one output row's down-projection value for every slot of a batch (grown, never shrunk). */
-    private final float[][] slotValues;
 
     /** A backend using one thread per physical core. */
     public CpuBackend() {
@@ -48,7 +46,6 @@ public final class CpuBackend implements Backend {
         this.attention = new CpuAttention(pool);
         this.quads = new float[threads][4];
         this.quads2 = new float[threads][4];
-        this.slotValues = new float[threads][0];
     }
 
     /** Threads this backend computes with. */
@@ -161,6 +158,13 @@ public final class CpuBackend implements Backend {
                         out[o + (t + j) * outStride] = four[j];
                     }
                 }
+                if (t + 2 <= n) {
+                    int i = h * n + t;
+                    inputs.dot2(w, r, i, i + 1, four);
+                    out[o + t * outStride] = four[0];
+                    out[o + (t + 1) * outStride] = four[1];
+                    t += 2;
+                }
                 for (; t < n; t++) {
                     out[o + t * outStride] = inputs.dot(w, r, h * n + t);
                 }
@@ -175,10 +179,12 @@ public final class CpuBackend implements Backend {
      *   <li>gate and up: the units are (selected expert, row) pairs; each unit reads the gate and the
      *       up row once and computes {@code silu(gate·x) · (up·x)} for every token of the expert, into
      *       the token's slot of {@code act};</li>
-     *   <li>down, fused with the weighted sum: the units are output rows; each computes the row's
-     *       {@code down_e · act} for every slot, expert by expert (so each expert's row is unpacked once
-     *       for up to four of its tokens), then sums, per token, its slots' {@code weight · value} in slot
-     *       order (as llama.cpp adds the slots).</li>
+     *   <li>down: the units are (selected expert, row) pairs again, so that each thread reads a run of
+     *       each expert's matrix front to back (the memory prefetcher follows one stream, not one per
+     *       expert); each unit computes the row's {@code down_e · act} for every slot of the expert (the
+     *       row unpacked once for up to four of them) into the slot's row of values;</li>
+     *   <li>then, on the calling thread, per token and output row, its slots' {@code weight · value}
+     *       summed in slot order (as llama.cpp adds the slots).</li>
      * </ol>
      */
     private final class ExpertTask implements WorkerPool.Task {
@@ -195,6 +201,8 @@ public final class CpuBackend implements Backend {
         private int selectedCount;
         private int[][] slotsOf = new int[0][];
         private int[] slotCount = new int[0];
+        /** The down projection of every slot: {@code slotValues[slot * rows + r]} (grown, never shrunk). */
+        private float[] slotValues = new float[0];
 
         void compute(GlmWeights.Ffn[] ffns, int[] chosen, float[] weights, int k, float[] x, int n, float[] act, float[] out) {
             this.ffns = ffns;
@@ -214,13 +222,12 @@ public final class CpuBackend implements Backend {
             dispatch(this, 2L * n * k * hiddenWidth * width);
             hidden.reserve(any.down().type(), n * k, hiddenWidth);
             hidden.set(any.down().type(), 0, act, 0, hiddenWidth, n * k, hiddenWidth);
-            if (slotValues[0].length < n * k) {
-                for (int i = 0; i < slotValues.length; i++) {
-                    slotValues[i] = new float[n * k];
-                }
+            if (slotValues.length < n * k * width) {
+                slotValues = new float[n * k * width];
             }
             down = true;
             dispatch(this, (long) n * k * hiddenWidth * width);
+            weightedSum(width);
             this.ffns = null;
             this.act = null;
             this.out = null;
@@ -278,6 +285,15 @@ public final class CpuBackend implements Backend {
                     act[s2 * rows + r] = Backend.silu(g4[2]) * u4[2];
                     act[s3 * rows + r] = Backend.silu(g4[3]) * u4[3];
                 }
+                if (i + 2 <= slotCount[e]) {
+                    int s0 = slots[i];
+                    int s1 = slots[i + 1];
+                    inputs.dot2(f.gate(), r, s0 / k, s1 / k, g4);
+                    inputs.dot2(f.up(), r, s0 / k, s1 / k, u4);
+                    act[s0 * rows + r] = Backend.silu(g4[0]) * u4[0];
+                    act[s1 * rows + r] = Backend.silu(g4[1]) * u4[1];
+                    i += 2;
+                }
                 for (; i < slotCount[e]; i++) {
                     int slot = slots[i];
                     int t = slot / k;
@@ -290,32 +306,42 @@ public final class CpuBackend implements Backend {
 
         private void downRows(int worker, int workers) {
             int rows = ffns[selected[0]].down().rows();
-            int from = shareStart(rows, worker, workers);
-            int to = shareStart(rows, worker + 1, workers);
-            float[] values = slotValues[worker];
+            int from = shareStart(selectedCount * rows, worker, workers);
+            int to = shareStart(selectedCount * rows, worker + 1, workers);
             float[] four = quads[worker];
-            for (int r = from; r < to; r++) {
-                for (int j = 0; j < selectedCount; j++) {
-                    int e = selected[j];
-                    WeightMatrix down = ffns[e].down();
-                    int[] slots = slotsOf[e];
-                    int i = 0;
-                    for (; i + 4 <= slotCount[e]; i += 4) {
-                        hidden.dot4(down, r, slots[i], slots[i + 1], slots[i + 2], slots[i + 3], four);
-                        values[slots[i]] = four[0];
-                        values[slots[i + 1]] = four[1];
-                        values[slots[i + 2]] = four[2];
-                        values[slots[i + 3]] = four[3];
-                    }
-                    for (; i < slotCount[e]; i++) {
-                        values[slots[i]] = hidden.dot(down, r, slots[i]);
-                    }
+            for (int unit = from; unit < to; unit++) {
+                int e = selected[unit / rows];
+                int r = unit % rows;
+                WeightMatrix down = ffns[e].down();
+                int[] slots = slotsOf[e];
+                int i = 0;
+                for (; i + 4 <= slotCount[e]; i += 4) {
+                    hidden.dot4(down, r, slots[i], slots[i + 1], slots[i + 2], slots[i + 3], four);
+                    slotValues[slots[i] * rows + r] = four[0];
+                    slotValues[slots[i + 1] * rows + r] = four[1];
+                    slotValues[slots[i + 2] * rows + r] = four[2];
+                    slotValues[slots[i + 3] * rows + r] = four[3];
                 }
-                for (int t = 0; t < n; t++) {
+                if (i + 2 <= slotCount[e]) {
+                    hidden.dot2(down, r, slots[i], slots[i + 1], four);
+                    slotValues[slots[i] * rows + r] = four[0];
+                    slotValues[slots[i + 1] * rows + r] = four[1];
+                    i += 2;
+                }
+                for (; i < slotCount[e]; i++) {
+                    slotValues[slots[i] * rows + r] = hidden.dot(down, r, slots[i]);
+                }
+            }
+        }
+
+        /** Per token and output row, its slots' {@code weight · value} summed in slot order (as llama.cpp adds the slots). */
+        private void weightedSum(int rows) {
+            for (int t = 0; t < n; t++) {
+                for (int r = 0; r < rows; r++) {
                     float sum = 0;
                     for (int s = 0; s < k; s++) {
                         int slot = t * k + s;
-                        float v = values[slot] * weights[slot];
+                        float v = slotValues[slot * rows + r] * weights[slot];
                         sum = s == 0 ? v : sum + v;
                     }
                     out[t * rows + r] = sum;
