@@ -162,15 +162,15 @@ class CpuBackendMatmulTest {
     }
 
     /**
-     * Every output of {@code w} · 1 and 5 tokens, with 1 and 2 threads, equals the reference dot of its
-     * row and token.
+     * Every output of {@code w} · 1 and 7 tokens (a group of four, a pair and a single one), with 1 and 2
+     * threads, equals the reference dot of its row and token.
      */
     private static void check(WeightMatrix w) {
         GgmlType type = w.type();
         int cols = w.cols();
         int rows = w.rows();
         Random random = new Random(7);
-        int n = 5;
+        int n = 7;
         int stride = cols + 3;
         float[] x = new float[1 + n * stride];
         for (int i = 0; i < x.length; i++) {
