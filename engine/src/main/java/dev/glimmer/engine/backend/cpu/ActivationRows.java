@@ -104,17 +104,15 @@ final class ActivationRows {
     }
 
     /**
-     * Weight row {@code r} of {@code w} · activation rows {@code i0..i3}, into {@code result[0..3]}:
-     * for Q4_0 the weight row is unpacked once for each two (rows whose blocks all go eight at a time) or
-     * all four (rows too short for that), which is what makes a batch cheaper per token than decode;
-     * otherwise four {@link #dot}s.
+     * Weight row {@code r} of {@code w} · activation rows {@code i0..i3}, into {@code result[0..3]}: for
+     * Q4_0 rows too short for the eight-block kernel the weight row is unpacked once for all four, which
+     * is what makes a batch cheaper per token than decode; otherwise four {@link #dot}s (the eight-block
+     * kernel alone is as fast per token as a two-token version of it was, and that one was too big for C1,
+     * which left it running as the Vector API's slow Java fallbacks until C2 took it).
      */
     void dot4(WeightMatrix w, int r, int i0, int i1, int i2, int i3, float[] result) {
         int blocks = w.cols() / Kernels.QK;
-        if (pairsQ4_0(w)) {
-            Kernels.dotQ4_0x2Grouped(w.data(), r * w.rowBytes(), quants, biases, scales, blocks, i0, i1, result, 0);
-            Kernels.dotQ4_0x2Grouped(w.data(), r * w.rowBytes(), quants, biases, scales, blocks, i2, i3, result, 2);
-        } else if (w.type() == GgmlType.Q4_0 && hasKernel(w.type()) && Kernels.groupedBlocks(blocks) == 0) {
+        if (w.type() == GgmlType.Q4_0 && hasKernel(w.type()) && Kernels.groupedBlocks(blocks) == 0) {
             Kernels.dotQ4_0x4(w.data(), r * w.rowBytes(), quants, scales, blocks, i0, i1, i2, i3, result);
         } else {
             result[0] = dot(w, r, i0);
@@ -124,23 +122,10 @@ final class ActivationRows {
         }
     }
 
-    /**
-     * Weight row {@code r} of {@code w} · activation rows {@code i0, i1}, into {@code result[0..1]}: the
-     * weight row unpacked once for both where {@link #dot4} pairs tokens, otherwise two {@link #dot}s.
-     */
+    /** Weight row {@code r} of {@code w} · activation rows {@code i0, i1}, into {@code result[0..1]}. */
     void dot2(WeightMatrix w, int r, int i0, int i1, float[] result) {
-        if (pairsQ4_0(w)) {
-            Kernels.dotQ4_0x2Grouped(w.data(), r * w.rowBytes(), quants, biases, scales, w.cols() / Kernels.QK, i0, i1, result, 0);
-        } else {
-            result[0] = dot(w, r, i0);
-            result[1] = dot(w, r, i1);
-        }
-    }
-
-    /** Whether {@code w} is Q4_0 with every block of its rows in the grouped kernels' steps. */
-    private static boolean pairsQ4_0(WeightMatrix w) {
-        int blocks = w.cols() / Kernels.QK;
-        return w.type() == GgmlType.Q4_0 && hasKernel(w.type()) && Kernels.groupedBlocks(blocks) == blocks;
+        result[0] = dot(w, r, i0);
+        result[1] = dot(w, r, i1);
     }
 
     /** Weight row {@code r} of {@code w} · activation row {@code i}. */
