@@ -21,12 +21,20 @@ import dev.glimmer.engine.tensor.VecDot;
  *       (F16 activations) and widened back, {@code floats[i*cols ..]};</li>
  *   <li>for any other type: {@code vectors[i]}, for the tensor package's scalar dots.</li>
  * </ul>
+ * For the batch kernels ({@link BatchKernels}, Q4_0 weights, rows set 16 or more at a time) each row
+ * is also kept as floats, {@code values[i*cols ..]} and {@code valueScales[i*cols/32 ..]}, from which
+ * {@link #gatherLanes} transposes groups of 16 rows into {@code laneQuants} and {@code laneScales}.
  */
 final class ActivationRows {
     short[] quants = new short[0];
     float[] scales = new float[0];
     short[] biases = new short[0];
     short[] blockSums = new short[0];
+    float[] values = new float[0];
+    float[] valueScales = new float[0];
+    /** Lane group g: {@code laneQuants[(g*cols + c)*16 + lane]}, {@code laneScales[(g*cols/32 + b)*16 + lane]}. */
+    float[] laneQuants = new float[0];
+    float[] laneScales = new float[0];
     float[] floats = new float[0];
     QuantizedVector[] vectors = new QuantizedVector[0];
     private final QuantizedVector scratch = new QuantizedVector(GgmlType.Q8_0);
@@ -60,6 +68,23 @@ final class ActivationRows {
             biases = new short[rows * cols / 4];
             blockSums = new short[rows * cols / 16];
         }
+        if (usesLanes(weightType) && values.length < rows * cols) {
+            values = new float[rows * cols];
+            valueScales = new float[rows * cols / Kernels.QK];
+        }
+    }
+
+    /** Makes room for {@code groups} lane groups of rows of {@code cols} values. */
+    void reserveLanes(int groups, int cols) {
+        if (laneQuants.length < groups * BatchKernels.TOKENS * cols) {
+            laneQuants = new float[groups * BatchKernels.TOKENS * cols];
+            laneScales = new float[groups * BatchKernels.TOKENS * cols / Kernels.QK];
+        }
+    }
+
+    /** Whether rows for {@code weightType} weights are kept for the batch kernels as well. */
+    static boolean usesLanes(GgmlType weightType) {
+        return weightType == GgmlType.Q4_0 && hasKernel(weightType) && BatchKernels.supported();
     }
 
     /**
@@ -76,6 +101,12 @@ final class ActivationRows {
             } else if (weightType == GgmlType.Q4_0) {
                 scratch.quantize(x, from, cols);
                 Kernels.groupQ4_0Quants(scratch, cols, quants, biases, scales, row * cols);
+                if (n >= BatchKernels.TOKENS && usesLanes(weightType)) {
+                    for (int i = 0; i < cols; i++) {
+                        values[row * cols + i] = scratch.quant(i);
+                    }
+                    System.arraycopy(scales, row * cols / Kernels.QK, valueScales, row * cols / Kernels.QK, cols / Kernels.QK);
+                }
             } else if (type == GgmlType.Q8_0 || type == GgmlType.Q8_K) {
                 QuantizedVector q = type == GgmlType.Q8_0 ? scratch : scratchK;
                 q.quantize(x, from, cols);
@@ -101,6 +132,38 @@ final class ActivationRows {
                 System.arraycopy(x, from, floats, row * cols, cols);
             }
         }
+    }
+
+    /**
+     * Transposes the rows {@code list[at + l] / divisor}, l < 16 (set in a batch of 16 or more), into
+     * lane group {@code group}: value c of those rows becomes one vector of 16 lanes, as
+     * {@link BatchKernels#dot4x16} reads them.
+     */
+    void gatherLanes(int group, int[] list, int at, int divisor, int cols) {
+        int lanes = BatchKernels.TOKENS;
+        int blocks = cols / Kernels.QK;
+        for (int l = 0; l < lanes; l++) {
+            int row = list[at + l] / divisor;
+            int q = group * cols * lanes + l;
+            int v = row * cols;
+            for (int c = 0; c < cols; c++) {
+                laneQuants[q + c * lanes] = values[v + c];
+            }
+            int d = group * blocks * lanes + l;
+            for (int b = 0; b < blocks; b++) {
+                laneScales[d + b * lanes] = valueScales[row * blocks + b];
+            }
+        }
+    }
+
+    /**
+     * The tile of {@link BatchKernels#ROWS} unpacked weight rows {@code wq[wAt ..]}, {@code wd[wdAt ..]}
+     * times lane group {@code group}, into {@code result[16r + lane]}.
+     */
+    void dotLanes(float[] wq, int wAt, float[] wd, int wdAt, int cols, int group, float[] result) {
+        int lanes = BatchKernels.TOKENS;
+        BatchKernels.dot4x16(wq, wAt, wd, wdAt, cols, laneQuants, group * cols * lanes,
+                laneScales, group * (cols / Kernels.QK) * lanes, result);
     }
 
     /**

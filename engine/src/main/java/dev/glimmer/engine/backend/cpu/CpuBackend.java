@@ -31,6 +31,16 @@ public final class CpuBackend implements Backend {
     /** Per thread: 4 results of a {@link ActivationRows#dot4}, twice. */
     private final float[][] quads;
     private final float[][] quads2;
+    /**
+     * Per thread, for {@link BatchKernels}: two tiles of unpacked weight rows (gate and up), their
+     * block scales, and two tiles of results (grown, never shrunk).
+     */
+    private final float[][] tileWeights;
+    private final float[][] tileScales;
+    private final float[][] tileResults;
+    private final float[][] tileResults2;
+    /** The row indices 0, 1, 2, .. (grown), to gather lane groups of consecutive rows. */
+    private int[] identity = new int[0];
 
     /** A backend using one thread per physical core. */
     public CpuBackend() {
@@ -46,6 +56,10 @@ public final class CpuBackend implements Backend {
         this.attention = new CpuAttention(pool);
         this.quads = new float[threads][4];
         this.quads2 = new float[threads][4];
+        this.tileWeights = new float[threads][0];
+        this.tileScales = new float[threads][0];
+        this.tileResults = new float[threads][BatchKernels.ROWS * BatchKernels.TOKENS];
+        this.tileResults2 = new float[threads][BatchKernels.ROWS * BatchKernels.TOKENS];
     }
 
     /** Threads this backend computes with. */
@@ -70,8 +84,55 @@ public final class CpuBackend implements Backend {
     public void matmul(WeightMatrix w, float[] x, int xOff, int xStride, int n, float[] out, int outOff, int outStride) {
         inputs.reserve(w.type(), n, w.cols());
         inputs.set(w.type(), 0, x, xOff, xStride, n, w.cols());
-        matmul.set(w, null, n, out, outOff, 0, outStride);
+        matmul.set(w, null, n, laneGroups(w, 1, n), out, outOff, 0, outStride);
         dispatch(matmul, (long) w.rows() * w.cols() * n);
+    }
+
+    /**
+     * How many groups of 16 tokens of each of {@code heads} heads (activation rows {@code h*n + t})
+     * go through {@link BatchKernels}, their lanes gathered (head h's group g is lane group
+     * {@code h*groups + g}); 0 when the weights or the batch are not for them.
+     */
+    private int laneGroups(WeightMatrix w, int heads, int n) {
+        int groups = n / BatchKernels.TOKENS;
+        if (groups == 0 || !ActivationRows.usesLanes(w.type())) {
+            return 0;
+        }
+        reserveTiles(w.cols());
+        inputs.reserveLanes(heads * groups, w.cols());
+        if (identity.length < heads * n) {
+            identity = new int[heads * n];
+            for (int i = 0; i < identity.length; i++) {
+                identity[i] = i;
+            }
+        }
+        for (int h = 0; h < heads; h++) {
+            for (int g = 0; g < groups; g++) {
+                inputs.gatherLanes(h * groups + g, identity, h * n + g * BatchKernels.TOKENS, 1, w.cols());
+            }
+        }
+        return groups;
+    }
+
+    /** Makes room in every thread's weight tiles for rows of {@code cols} values. */
+    private void reserveTiles(int cols) {
+        if (tileWeights[0].length < 2 * BatchKernels.ROWS * cols) {
+            for (int i = 0; i < tileWeights.length; i++) {
+                tileWeights[i] = new float[2 * BatchKernels.ROWS * cols];
+                tileScales[i] = new float[2 * BatchKernels.ROWS * cols / Kernels.QK];
+            }
+        }
+    }
+
+    /** Unpacks the {@link BatchKernels#ROWS} rows from {@code r} of {@code w} into tile {@code tile} of {@code worker}. */
+    private void unpackTile(WeightMatrix w, int r, int worker, int tile) {
+        int cols = w.cols();
+        int blocks = cols / Kernels.QK;
+        for (int i = 0; i < BatchKernels.ROWS; i++) {
+            int row = tile * BatchKernels.ROWS + i;
+            BatchKernels.unpackQ4_0(w.data(), (r + i) * w.rowBytes(), blocks, tileWeights[worker], row * cols,
+                    tileScales[worker], row * blocks);
+        }
     }
 
     /**
@@ -86,7 +147,7 @@ public final class CpuBackend implements Backend {
         for (int h = 0; h < w.length; h++) {
             inputs.set(first.type(), h * n, x, xOff + h * xHeadStride, xStride, n, first.cols());
         }
-        matmul.set(null, w, n, out, outOff, outHeadStride, outStride);
+        matmul.set(null, w, n, laneGroups(first, w.length, n), out, outOff, outHeadStride, outStride);
         dispatch(matmul, (long) w.length * first.rows() * first.cols() * n);
     }
 
@@ -117,21 +178,25 @@ public final class CpuBackend implements Backend {
 
     /**
      * A matmul, or one matmul per head (head h: weights {@code heads[h]}, activation rows {@code h*n + t},
-     * output at {@code outOff + h*outHeadStride}); the units split among threads are (head, row) pairs.
+     * output at {@code outOff + h*outHeadStride}); the units split among threads are (head, row) pairs,
+     * in tiles of {@link BatchKernels#ROWS} rows when groups of 16 tokens go through the batch kernels
+     * (the rest of the tokens, fewer than 16, row by row).
      */
     private final class MatmulTask implements WorkerPool.Task {
         private WeightMatrix single;
         private WeightMatrix[] heads;
         private int n;
+        private int groups;
         private float[] out;
         private int outOff;
         private int outHeadStride;
         private int outStride;
 
-        void set(WeightMatrix single, WeightMatrix[] heads, int n, float[] out, int outOff, int outHeadStride, int outStride) {
+        void set(WeightMatrix single, WeightMatrix[] heads, int n, int groups, float[] out, int outOff, int outHeadStride, int outStride) {
             this.single = single;
             this.heads = heads;
             this.n = n;
+            this.groups = groups;
             this.out = out;
             this.outOff = outOff;
             this.outHeadStride = outHeadStride;
@@ -142,32 +207,56 @@ public final class CpuBackend implements Backend {
         public void run(int worker, int workers) {
             int rows = single != null ? single.rows() : heads[0].rows();
             int count = single != null ? 1 : heads.length;
-            int from = shareStart(count * rows, worker, workers);
-            int to = shareStart(count * rows, worker + 1, workers);
+            int perUnit = groups > 0 ? BatchKernels.ROWS : 1;
+            int unitsPerHead = (rows + perUnit - 1) / perUnit;
+            int from = shareStart(count * unitsPerHead, worker, workers);
+            int to = shareStart(count * unitsPerHead, worker + 1, workers);
             for (int unit = from; unit < to; unit++) {
-                int h = unit / rows;
-                int r = unit % rows;
+                int h = unit / unitsPerHead;
+                int r = unit % unitsPerHead * perUnit;
+                int unitRows = Math.min(perUnit, rows - r);
                 WeightMatrix w = single != null ? single : heads[h];
                 int o = outOff + h * outHeadStride + r;
-                int t = 0;
-                float[] four = quads[worker];
-                for (; t + 4 <= n; t += 4) {
-                    int i = h * n + t;
-                    inputs.dot4(w, r, i, i + 1, i + 2, i + 3, four);
-                    for (int j = 0; j < 4; j++) {
-                        out[o + (t + j) * outStride] = four[j];
+                int t0 = 0;
+                if (groups > 0 && unitRows == BatchKernels.ROWS) {
+                    unpackTile(w, r, worker, 0);
+                    float[] result = tileResults[worker];
+                    for (int g = 0; g < groups; g++) {
+                        inputs.dotLanes(tileWeights[worker], 0, tileScales[worker], 0, w.cols(), h * groups + g, result);
+                        for (int i = 0; i < BatchKernels.ROWS; i++) {
+                            for (int l = 0; l < BatchKernels.TOKENS; l++) {
+                                out[o + i + (g * BatchKernels.TOKENS + l) * outStride] = result[i * BatchKernels.TOKENS + l];
+                            }
+                        }
                     }
+                    t0 = groups * BatchKernels.TOKENS;
                 }
-                if (t + 2 <= n) {
-                    int i = h * n + t;
-                    inputs.dot2(w, r, i, i + 1, four);
-                    out[o + t * outStride] = four[0];
-                    out[o + (t + 1) * outStride] = four[1];
-                    t += 2;
+                for (int i = 0; i < unitRows; i++) {
+                    rowTokens(w, h, r + i, o + i, t0, worker);
                 }
-                for (; t < n; t++) {
-                    out[o + t * outStride] = inputs.dot(w, r, h * n + t);
+            }
+        }
+
+        /** Row {@code r} of {@code w} (head h) for tokens {@code t0 ..} of the batch, row by row, into {@code out[o + t*outStride]}. */
+        private void rowTokens(WeightMatrix w, int h, int r, int o, int t0, int worker) {
+            int t = t0;
+            float[] four = quads[worker];
+            for (; t + 4 <= n; t += 4) {
+                int i = h * n + t;
+                inputs.dot4(w, r, i, i + 1, i + 2, i + 3, four);
+                for (int j = 0; j < 4; j++) {
+                    out[o + (t + j) * outStride] = four[j];
                 }
+            }
+            if (t + 2 <= n) {
+                int i = h * n + t;
+                inputs.dot2(w, r, i, i + 1, four);
+                out[o + t * outStride] = four[0];
+                out[o + (t + 1) * outStride] = four[1];
+                t += 2;
+            }
+            for (; t < n; t++) {
+                out[o + t * outStride] = inputs.dot(w, r, h * n + t);
             }
         }
     }
@@ -201,6 +290,13 @@ public final class CpuBackend implements Backend {
         private int selectedCount;
         private int[][] slotsOf = new int[0][];
         private int[] slotCount = new int[0];
+        /**
+         * Per expert, how many groups of 16 of its slots go through the batch kernels, and the lane group
+         * of the first (the same index in {@code inputs} and {@code hidden}); and their total.
+         */
+        private int[] laneGroupsOf = new int[0];
+        private int[] firstLaneGroup = new int[0];
+        private int laneGroupCount;
         /** The down projection of every slot: {@code slotValues[slot * rows + r]} (grown, never shrunk). */
         private float[] slotValues = new float[0];
 
@@ -218,10 +314,26 @@ public final class CpuBackend implements Backend {
             int width = any.gate().cols();
             inputs.reserve(any.gate().type(), n, width);
             inputs.set(any.gate().type(), 0, x, 0, width, n, width);
+            assignLaneGroups(any);
+            for (int j = 0; j < selectedCount; j++) {
+                int e = selected[j];
+                for (int g = 0; g < laneGroupsOf[e]; g++) {
+                    inputs.gatherLanes(firstLaneGroup[e] + g, slotsOf[e], g * BatchKernels.TOKENS, k, width);
+                }
+            }
             down = false;
             dispatch(this, 2L * n * k * hiddenWidth * width);
             hidden.reserve(any.down().type(), n * k, hiddenWidth);
             hidden.set(any.down().type(), 0, act, 0, hiddenWidth, n * k, hiddenWidth);
+            if (laneGroupCount > 0) {
+                hidden.reserveLanes(laneGroupCount, hiddenWidth);
+                for (int j = 0; j < selectedCount; j++) {
+                    int e = selected[j];
+                    for (int g = 0; g < laneGroupsOf[e]; g++) {
+                        hidden.gatherLanes(firstLaneGroup[e] + g, slotsOf[e], g * BatchKernels.TOKENS, 1, hiddenWidth);
+                    }
+                }
+            }
             if (slotValues.length < n * k * width) {
                 slotValues = new float[n * k * width];
             }
@@ -231,6 +343,30 @@ public final class CpuBackend implements Backend {
             this.ffns = null;
             this.act = null;
             this.out = null;
+        }
+
+        /**
+         * Gives each selected expert with 16 or more slots its lane groups (when its weights suit the batch
+         * kernels: Q4_0 gate, up and down) and makes room for them.
+         */
+        private void assignLaneGroups(GlmWeights.Ffn any) {
+            if (laneGroupsOf.length < ffns.length) {
+                laneGroupsOf = new int[ffns.length];
+                firstLaneGroup = new int[ffns.length];
+            }
+            boolean lanes = ActivationRows.usesLanes(any.gate().type()) && ActivationRows.usesLanes(any.up().type())
+                    && ActivationRows.usesLanes(any.down().type());
+            laneGroupCount = 0;
+            for (int j = 0; j < selectedCount; j++) {
+                int e = selected[j];
+                laneGroupsOf[e] = lanes ? slotCount[e] / BatchKernels.TOKENS : 0;
+                firstLaneGroup[e] = laneGroupCount;
+                laneGroupCount += laneGroupsOf[e];
+            }
+            if (laneGroupCount > 0) {
+                inputs.reserveLanes(laneGroupCount, any.gate().cols());
+                reserveTiles(Math.max(any.gate().cols(), any.down().cols()));
+            }
         }
 
         /** Fills {@link #selected} and {@link #slotsOf} from {@link #chosen}. */
@@ -263,74 +399,129 @@ public final class CpuBackend implements Backend {
 
         private void gateUpRows(int worker, int workers) {
             int rows = ffns[selected[0]].gate().rows();
-            int from = shareStart(selectedCount * rows, worker, workers);
-            int to = shareStart(selectedCount * rows, worker + 1, workers);
+            int perUnit = laneGroupCount > 0 ? BatchKernels.ROWS : 1;
+            int unitsPerExpert = (rows + perUnit - 1) / perUnit;
+            int from = shareStart(selectedCount * unitsPerExpert, worker, workers);
+            int to = shareStart(selectedCount * unitsPerExpert, worker + 1, workers);
             for (int unit = from; unit < to; unit++) {
-                int e = selected[unit / rows];
-                int r = unit % rows;
+                int e = selected[unit / unitsPerExpert];
+                int r = unit % unitsPerExpert * perUnit;
+                int unitRows = Math.min(perUnit, rows - r);
                 GlmWeights.Ffn f = ffns[e];
-                int[] slots = slotsOf[e];
-                int i = 0;
-                float[] g4 = quads[worker];
-                float[] u4 = quads2[worker];
-                for (; i + 4 <= slotCount[e]; i += 4) {
-                    int s0 = slots[i];
-                    int s1 = slots[i + 1];
-                    int s2 = slots[i + 2];
-                    int s3 = slots[i + 3];
-                    inputs.dot4(f.gate(), r, s0 / k, s1 / k, s2 / k, s3 / k, g4);
-                    inputs.dot4(f.up(), r, s0 / k, s1 / k, s2 / k, s3 / k, u4);
-                    act[s0 * rows + r] = Backend.silu(g4[0]) * u4[0];
-                    act[s1 * rows + r] = Backend.silu(g4[1]) * u4[1];
-                    act[s2 * rows + r] = Backend.silu(g4[2]) * u4[2];
-                    act[s3 * rows + r] = Backend.silu(g4[3]) * u4[3];
+                int first = 0;
+                if (laneGroupsOf[e] > 0 && unitRows == BatchKernels.ROWS) {
+                    int cols = f.gate().cols();
+                    unpackTile(f.gate(), r, worker, 0);
+                    unpackTile(f.up(), r, worker, 1);
+                    float[] g16 = tileResults[worker];
+                    float[] u16 = tileResults2[worker];
+                    for (int g = 0; g < laneGroupsOf[e]; g++) {
+                        inputs.dotLanes(tileWeights[worker], 0, tileScales[worker], 0, cols, firstLaneGroup[e] + g, g16);
+                        inputs.dotLanes(tileWeights[worker], BatchKernels.ROWS * cols, tileScales[worker],
+                                BatchKernels.ROWS * cols / Kernels.QK, cols, firstLaneGroup[e] + g, u16);
+                        for (int l = 0; l < BatchKernels.TOKENS; l++) {
+                            int slot = slotsOf[e][g * BatchKernels.TOKENS + l];
+                            for (int i = 0; i < BatchKernels.ROWS; i++) {
+                                act[slot * rows + r + i] = Backend.silu(g16[i * BatchKernels.TOKENS + l]) * u16[i * BatchKernels.TOKENS + l];
+                            }
+                        }
+                    }
+                    first = laneGroupsOf[e] * BatchKernels.TOKENS;
                 }
-                if (i + 2 <= slotCount[e]) {
-                    int s0 = slots[i];
-                    int s1 = slots[i + 1];
-                    inputs.dot2(f.gate(), r, s0 / k, s1 / k, g4);
-                    inputs.dot2(f.up(), r, s0 / k, s1 / k, u4);
-                    act[s0 * rows + r] = Backend.silu(g4[0]) * u4[0];
-                    act[s1 * rows + r] = Backend.silu(g4[1]) * u4[1];
-                    i += 2;
+                for (int i = 0; i < unitRows; i++) {
+                    gateUpSlots(f, e, r + i, rows, first, worker);
                 }
-                for (; i < slotCount[e]; i++) {
-                    int slot = slots[i];
-                    int t = slot / k;
-                    float g = inputs.dot(f.gate(), r, t);
-                    float u = inputs.dot(f.up(), r, t);
-                    act[slot * rows + r] = Backend.silu(g) * u;
-                }
+            }
+        }
+
+        /** Gate and up row {@code r} of expert {@code e} for its slots from {@code first}, row by row. */
+        private void gateUpSlots(GlmWeights.Ffn f, int e, int r, int rows, int first, int worker) {
+            int[] slots = slotsOf[e];
+            int i = first;
+            float[] g4 = quads[worker];
+            float[] u4 = quads2[worker];
+            for (; i + 4 <= slotCount[e]; i += 4) {
+                int s0 = slots[i];
+                int s1 = slots[i + 1];
+                int s2 = slots[i + 2];
+                int s3 = slots[i + 3];
+                inputs.dot4(f.gate(), r, s0 / k, s1 / k, s2 / k, s3 / k, g4);
+                inputs.dot4(f.up(), r, s0 / k, s1 / k, s2 / k, s3 / k, u4);
+                act[s0 * rows + r] = Backend.silu(g4[0]) * u4[0];
+                act[s1 * rows + r] = Backend.silu(g4[1]) * u4[1];
+                act[s2 * rows + r] = Backend.silu(g4[2]) * u4[2];
+                act[s3 * rows + r] = Backend.silu(g4[3]) * u4[3];
+            }
+            if (i + 2 <= slotCount[e]) {
+                int s0 = slots[i];
+                int s1 = slots[i + 1];
+                inputs.dot2(f.gate(), r, s0 / k, s1 / k, g4);
+                inputs.dot2(f.up(), r, s0 / k, s1 / k, u4);
+                act[s0 * rows + r] = Backend.silu(g4[0]) * u4[0];
+                act[s1 * rows + r] = Backend.silu(g4[1]) * u4[1];
+                i += 2;
+            }
+            for (; i < slotCount[e]; i++) {
+                int slot = slots[i];
+                int t = slot / k;
+                float g = inputs.dot(f.gate(), r, t);
+                float u = inputs.dot(f.up(), r, t);
+                act[slot * rows + r] = Backend.silu(g) * u;
             }
         }
 
         private void downRows(int worker, int workers) {
             int rows = ffns[selected[0]].down().rows();
-            int from = shareStart(selectedCount * rows, worker, workers);
-            int to = shareStart(selectedCount * rows, worker + 1, workers);
-            float[] four = quads[worker];
+            int perUnit = laneGroupCount > 0 ? BatchKernels.ROWS : 1;
+            int unitsPerExpert = (rows + perUnit - 1) / perUnit;
+            int from = shareStart(selectedCount * unitsPerExpert, worker, workers);
+            int to = shareStart(selectedCount * unitsPerExpert, worker + 1, workers);
             for (int unit = from; unit < to; unit++) {
-                int e = selected[unit / rows];
-                int r = unit % rows;
+                int e = selected[unit / unitsPerExpert];
+                int r = unit % unitsPerExpert * perUnit;
+                int unitRows = Math.min(perUnit, rows - r);
                 WeightMatrix down = ffns[e].down();
-                int[] slots = slotsOf[e];
-                int i = 0;
-                for (; i + 4 <= slotCount[e]; i += 4) {
-                    hidden.dot4(down, r, slots[i], slots[i + 1], slots[i + 2], slots[i + 3], four);
-                    slotValues[slots[i] * rows + r] = four[0];
-                    slotValues[slots[i + 1] * rows + r] = four[1];
-                    slotValues[slots[i + 2] * rows + r] = four[2];
-                    slotValues[slots[i + 3] * rows + r] = four[3];
+                int first = 0;
+                if (laneGroupsOf[e] > 0 && unitRows == BatchKernels.ROWS) {
+                    unpackTile(down, r, worker, 0);
+                    float[] d16 = tileResults[worker];
+                    for (int g = 0; g < laneGroupsOf[e]; g++) {
+                        hidden.dotLanes(tileWeights[worker], 0, tileScales[worker], 0, down.cols(), firstLaneGroup[e] + g, d16);
+                        for (int l = 0; l < BatchKernels.TOKENS; l++) {
+                            int slot = slotsOf[e][g * BatchKernels.TOKENS + l];
+                            for (int i = 0; i < BatchKernels.ROWS; i++) {
+                                slotValues[slot * rows + r + i] = d16[i * BatchKernels.TOKENS + l];
+                            }
+                        }
+                    }
+                    first = laneGroupsOf[e] * BatchKernels.TOKENS;
                 }
-                if (i + 2 <= slotCount[e]) {
-                    hidden.dot2(down, r, slots[i], slots[i + 1], four);
-                    slotValues[slots[i] * rows + r] = four[0];
-                    slotValues[slots[i + 1] * rows + r] = four[1];
-                    i += 2;
+                for (int i = 0; i < unitRows; i++) {
+                    downSlots(down, e, r + i, rows, first, worker);
                 }
-                for (; i < slotCount[e]; i++) {
-                    slotValues[slots[i] * rows + r] = hidden.dot(down, r, slots[i]);
-                }
+            }
+        }
+
+        /** Down row {@code r} of expert {@code e} for its slots from {@code first}, row by row. */
+        private void downSlots(WeightMatrix down, int e, int r, int rows, int first, int worker) {
+            int[] slots = slotsOf[e];
+            float[] four = quads[worker];
+            int i = first;
+            for (; i + 4 <= slotCount[e]; i += 4) {
+                hidden.dot4(down, r, slots[i], slots[i + 1], slots[i + 2], slots[i + 3], four);
+                slotValues[slots[i] * rows + r] = four[0];
+                slotValues[slots[i + 1] * rows + r] = four[1];
+                slotValues[slots[i + 2] * rows + r] = four[2];
+                slotValues[slots[i + 3] * rows + r] = four[3];
+            }
+            if (i + 2 <= slotCount[e]) {
+                hidden.dot2(down, r, slots[i], slots[i + 1], four);
+                slotValues[slots[i] * rows + r] = four[0];
+                slotValues[slots[i + 1] * rows + r] = four[1];
+                i += 2;
+            }
+            for (; i < slotCount[e]; i++) {
+                slotValues[slots[i] * rows + r] = hidden.dot(down, r, slots[i]);
             }
         }
 

@@ -20,13 +20,14 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
  * The fused, multi-threaded expert FFN of the CPU backend against {@link Backend#expertFfn}'s plain
  * definition (token by token, slot by slot) computed with the tensor package's reference dots: Q4_0
  * experts as wide as the grouped kernels take (rows of 8-block steps), a batch whose experts are chosen
- * by 1, 2, 3, 4, 5 and 7 slots (so every grouping path runs: four tokens, a pair, single ones), with 1
- * and 2 threads; every output equals the reference's.
+ * by 1, 2, 3, 4, 5, 7, 16 and 37 slots (so every grouping path runs: groups of 16 through the batch
+ * kernels, then four tokens, a pair, single ones), with 1 and 2 threads; every output equals the
+ * reference's.
  */
 class CpuBackendExpertFfnTest {
     private static final int WIDTH = 512;
     private static final int HIDDEN = 256;
-    private static final int EXPERTS = 7;
+    private static final int EXPERTS = 10;
     private static final int K = 2;
 
     @Test
@@ -37,9 +38,9 @@ class CpuBackendExpertFfnTest {
             ffns[e] = new GlmWeights.Ffn(q4_0("gate" + e, HIDDEN, WIDTH, random), q4_0("up" + e, HIDDEN, WIDTH, random),
                     q4_0("down" + e, WIDTH, HIDDEN, random));
         }
-        // 11 tokens, 2 slots each: expert e is chosen by counts[e] of the 22 slots.
-        int[] counts = {1, 2, 3, 4, 5, 7, 0}; // expert 6 is chosen by none
-        int n = 11;
+        // 40 tokens, 2 slots each: expert e is chosen by counts[e] of the 80 slots.
+        int[] counts = {1, 2, 3, 4, 5, 7, 37, 16, 5, 0}; // expert 9 is chosen by none
+        int n = 40;
         int[] chosen = new int[n * K];
         int slot = 0;
         for (int e = 0; e < EXPERTS; e++) {
