@@ -158,12 +158,18 @@ final class ActivationRows {
 
     /**
      * The tile of {@link BatchKernels#ROWS} unpacked weight rows {@code wq[wAt ..]}, {@code wd[wdAt ..]}
-     * times lane group {@code group}, into {@code result[16r + lane]}.
+     * times lane group {@code group} ({@code span} 1), or groups {@code group} and {@code group+1}
+     * ({@code span} 2), into {@code result[16·span·r + 16h + lane]} (h: the group of the two).
      */
-    void dotLanes(float[] wq, int wAt, float[] wd, int wdAt, int cols, int group, float[] result) {
+    void dotLanes(float[] wq, int wAt, float[] wd, int wdAt, int cols, int group, int span, float[] result) {
         int lanes = BatchKernels.TOKENS;
-        BatchKernels.dot4x16(wq, wAt, wd, wdAt, cols, laneQuants, group * cols * lanes,
-                laneScales, group * (cols / Kernels.QK) * lanes, result);
+        int xAt = group * cols * lanes;
+        int xdAt = group * (cols / Kernels.QK) * lanes;
+        if (span == 2) {
+            BatchKernels.dot4x32(wq, wAt, wd, wdAt, cols, laneQuants, xAt, laneScales, xdAt, result);
+        } else {
+            BatchKernels.dot4x16(wq, wAt, wd, wdAt, cols, laneQuants, xAt, laneScales, xdAt, result);
+        }
     }
 
     /**

@@ -140,4 +140,105 @@ final class BatchKernels {
         ((FloatVector) lo3.convertShape(VectorOperators.D2F, F8, 0)).intoArray(out, 48);
         ((FloatVector) hi3.convertShape(VectorOperators.D2F, F8, 0)).intoArray(out, 56);
     }
+
+    /**
+     * {@link #dot4x16} for two lane groups at once (32 tokens: group at {@code xAt} and the next one, at
+     * {@code xAt + 16·cols}, its scales at {@code xdAt + 16·cols/32}), into {@code out[32r + 16h + lane]}
+     * (h: the group): each broadcast weight value serves two fmas, and the eight sums of a block are
+     * eight independent fma chains. The same operations per token as {@link #dot4x16}.
+     */
+    static void dot4x32(float[] wq, int wAt, float[] wd, int wdAt, int cols, float[] xq, int xAt, float[] xd, int xdAt, float[] out) {
+        int blocks = cols / QK;
+        int w1 = wAt + cols;
+        int w2 = wAt + 2 * cols;
+        int w3 = wAt + 3 * cols;
+        int yAt = xAt + cols * TOKENS;
+        int ydAt = xdAt + blocks * TOKENS;
+        DoubleVector lo0 = DoubleVector.zero(D);
+        DoubleVector hi0 = DoubleVector.zero(D);
+        DoubleVector lo1 = DoubleVector.zero(D);
+        DoubleVector hi1 = DoubleVector.zero(D);
+        DoubleVector lo2 = DoubleVector.zero(D);
+        DoubleVector hi2 = DoubleVector.zero(D);
+        DoubleVector lo3 = DoubleVector.zero(D);
+        DoubleVector hi3 = DoubleVector.zero(D);
+        DoubleVector mo0 = DoubleVector.zero(D);
+        DoubleVector ni0 = DoubleVector.zero(D);
+        DoubleVector mo1 = DoubleVector.zero(D);
+        DoubleVector ni1 = DoubleVector.zero(D);
+        DoubleVector mo2 = DoubleVector.zero(D);
+        DoubleVector ni2 = DoubleVector.zero(D);
+        DoubleVector mo3 = DoubleVector.zero(D);
+        DoubleVector ni3 = DoubleVector.zero(D);
+        for (int b = 0; b < blocks; b++) {
+            FloatVector a0 = FloatVector.zero(F);
+            FloatVector a1 = FloatVector.zero(F);
+            FloatVector a2 = FloatVector.zero(F);
+            FloatVector a3 = FloatVector.zero(F);
+            FloatVector e0 = FloatVector.zero(F);
+            FloatVector e1 = FloatVector.zero(F);
+            FloatVector e2 = FloatVector.zero(F);
+            FloatVector e3 = FloatVector.zero(F);
+            int c0 = b * QK;
+            for (int j = 0; j < QK; j++) {
+                int c = c0 + j;
+                FloatVector x = FloatVector.fromArray(F, xq, xAt + c * TOKENS);
+                FloatVector y = FloatVector.fromArray(F, xq, yAt + c * TOKENS);
+                FloatVector v0 = FloatVector.broadcast(F, wq[wAt + c]);
+                FloatVector v1 = FloatVector.broadcast(F, wq[w1 + c]);
+                FloatVector v2 = FloatVector.broadcast(F, wq[w2 + c]);
+                FloatVector v3 = FloatVector.broadcast(F, wq[w3 + c]);
+                a0 = x.fma(v0, a0);
+                a1 = x.fma(v1, a1);
+                a2 = x.fma(v2, a2);
+                a3 = x.fma(v3, a3);
+                e0 = y.fma(v0, e0);
+                e1 = y.fma(v1, e1);
+                e2 = y.fma(v2, e2);
+                e3 = y.fma(v3, e3);
+            }
+            FloatVector dx = FloatVector.fromArray(F, xd, xdAt + b * TOKENS);
+            FloatVector dy = FloatVector.fromArray(F, xd, ydAt + b * TOKENS);
+            FloatVector s0 = dx.mul(wd[wdAt + b]);
+            FloatVector s1 = dx.mul(wd[wdAt + blocks + b]);
+            FloatVector s2 = dx.mul(wd[wdAt + 2 * blocks + b]);
+            FloatVector s3 = dx.mul(wd[wdAt + 3 * blocks + b]);
+            FloatVector t0 = dy.mul(wd[wdAt + b]);
+            FloatVector t1 = dy.mul(wd[wdAt + blocks + b]);
+            FloatVector t2 = dy.mul(wd[wdAt + 2 * blocks + b]);
+            FloatVector t3 = dy.mul(wd[wdAt + 3 * blocks + b]);
+            lo0 = ((DoubleVector) a0.convertShape(VectorOperators.F2D, D, 0)).fma((DoubleVector) s0.convertShape(VectorOperators.F2D, D, 0), lo0);
+            hi0 = ((DoubleVector) a0.convertShape(VectorOperators.F2D, D, 1)).fma((DoubleVector) s0.convertShape(VectorOperators.F2D, D, 1), hi0);
+            lo1 = ((DoubleVector) a1.convertShape(VectorOperators.F2D, D, 0)).fma((DoubleVector) s1.convertShape(VectorOperators.F2D, D, 0), lo1);
+            hi1 = ((DoubleVector) a1.convertShape(VectorOperators.F2D, D, 1)).fma((DoubleVector) s1.convertShape(VectorOperators.F2D, D, 1), hi1);
+            lo2 = ((DoubleVector) a2.convertShape(VectorOperators.F2D, D, 0)).fma((DoubleVector) s2.convertShape(VectorOperators.F2D, D, 0), lo2);
+            hi2 = ((DoubleVector) a2.convertShape(VectorOperators.F2D, D, 1)).fma((DoubleVector) s2.convertShape(VectorOperators.F2D, D, 1), hi2);
+            lo3 = ((DoubleVector) a3.convertShape(VectorOperators.F2D, D, 0)).fma((DoubleVector) s3.convertShape(VectorOperators.F2D, D, 0), lo3);
+            hi3 = ((DoubleVector) a3.convertShape(VectorOperators.F2D, D, 1)).fma((DoubleVector) s3.convertShape(VectorOperators.F2D, D, 1), hi3);
+            mo0 = ((DoubleVector) e0.convertShape(VectorOperators.F2D, D, 0)).fma((DoubleVector) t0.convertShape(VectorOperators.F2D, D, 0), mo0);
+            ni0 = ((DoubleVector) e0.convertShape(VectorOperators.F2D, D, 1)).fma((DoubleVector) t0.convertShape(VectorOperators.F2D, D, 1), ni0);
+            mo1 = ((DoubleVector) e1.convertShape(VectorOperators.F2D, D, 0)).fma((DoubleVector) t1.convertShape(VectorOperators.F2D, D, 0), mo1);
+            ni1 = ((DoubleVector) e1.convertShape(VectorOperators.F2D, D, 1)).fma((DoubleVector) t1.convertShape(VectorOperators.F2D, D, 1), ni1);
+            mo2 = ((DoubleVector) e2.convertShape(VectorOperators.F2D, D, 0)).fma((DoubleVector) t2.convertShape(VectorOperators.F2D, D, 0), mo2);
+            ni2 = ((DoubleVector) e2.convertShape(VectorOperators.F2D, D, 1)).fma((DoubleVector) t2.convertShape(VectorOperators.F2D, D, 1), ni2);
+            mo3 = ((DoubleVector) e3.convertShape(VectorOperators.F2D, D, 0)).fma((DoubleVector) t3.convertShape(VectorOperators.F2D, D, 0), mo3);
+            ni3 = ((DoubleVector) e3.convertShape(VectorOperators.F2D, D, 1)).fma((DoubleVector) t3.convertShape(VectorOperators.F2D, D, 1), ni3);
+        }
+        ((FloatVector) lo0.convertShape(VectorOperators.D2F, F8, 0)).intoArray(out, 0);
+        ((FloatVector) hi0.convertShape(VectorOperators.D2F, F8, 0)).intoArray(out, 8);
+        ((FloatVector) mo0.convertShape(VectorOperators.D2F, F8, 0)).intoArray(out, 16);
+        ((FloatVector) ni0.convertShape(VectorOperators.D2F, F8, 0)).intoArray(out, 24);
+        ((FloatVector) lo1.convertShape(VectorOperators.D2F, F8, 0)).intoArray(out, 32);
+        ((FloatVector) hi1.convertShape(VectorOperators.D2F, F8, 0)).intoArray(out, 40);
+        ((FloatVector) mo1.convertShape(VectorOperators.D2F, F8, 0)).intoArray(out, 48);
+        ((FloatVector) ni1.convertShape(VectorOperators.D2F, F8, 0)).intoArray(out, 56);
+        ((FloatVector) lo2.convertShape(VectorOperators.D2F, F8, 0)).intoArray(out, 64);
+        ((FloatVector) hi2.convertShape(VectorOperators.D2F, F8, 0)).intoArray(out, 72);
+        ((FloatVector) mo2.convertShape(VectorOperators.D2F, F8, 0)).intoArray(out, 80);
+        ((FloatVector) ni2.convertShape(VectorOperators.D2F, F8, 0)).intoArray(out, 88);
+        ((FloatVector) lo3.convertShape(VectorOperators.D2F, F8, 0)).intoArray(out, 96);
+        ((FloatVector) hi3.convertShape(VectorOperators.D2F, F8, 0)).intoArray(out, 104);
+        ((FloatVector) mo3.convertShape(VectorOperators.D2F, F8, 0)).intoArray(out, 112);
+        ((FloatVector) ni3.convertShape(VectorOperators.D2F, F8, 0)).intoArray(out, 120);
+    }
 }

@@ -58,8 +58,8 @@ public final class CpuBackend implements Backend {
         this.quads2 = new float[threads][4];
         this.tileWeights = new float[threads][0];
         this.tileScales = new float[threads][0];
-        this.tileResults = new float[threads][BatchKernels.ROWS * BatchKernels.TOKENS];
-        this.tileResults2 = new float[threads][BatchKernels.ROWS * BatchKernels.TOKENS];
+        this.tileResults = new float[threads][2 * BatchKernels.ROWS * BatchKernels.TOKENS];
+        this.tileResults2 = new float[threads][2 * BatchKernels.ROWS * BatchKernels.TOKENS];
     }
 
     /** Threads this backend computes with. */
@@ -112,6 +112,14 @@ public final class CpuBackend implements Backend {
             }
         }
         return groups;
+    }
+
+    /**
+     * How many lane groups from {@code g} (of {@code groups}) one kernel call takes: two while two are
+     * left (each broadcast weight then serves two fmas: a quarter faster per token), else one.
+     */
+    private static int lanesSpan(int g, int groups) {
+        return g + 2 <= groups ? 2 : 1;
     }
 
     /** Makes room in every thread's weight tiles for rows of {@code cols} values. */
@@ -221,11 +229,12 @@ public final class CpuBackend implements Backend {
                 if (groups > 0 && unitRows == BatchKernels.ROWS) {
                     unpackTile(w, r, worker, 0);
                     float[] result = tileResults[worker];
-                    for (int g = 0; g < groups; g++) {
-                        inputs.dotLanes(tileWeights[worker], 0, tileScales[worker], 0, w.cols(), h * groups + g, result);
+                    for (int g = 0; g < groups; g += lanesSpan(g, groups)) {
+                        int span = lanesSpan(g, groups);
+                        inputs.dotLanes(tileWeights[worker], 0, tileScales[worker], 0, w.cols(), h * groups + g, span, result);
                         for (int i = 0; i < BatchKernels.ROWS; i++) {
-                            for (int l = 0; l < BatchKernels.TOKENS; l++) {
-                                out[o + i + (g * BatchKernels.TOKENS + l) * outStride] = result[i * BatchKernels.TOKENS + l];
+                            for (int l = 0; l < span * BatchKernels.TOKENS; l++) {
+                                out[o + i + (g * BatchKernels.TOKENS + l) * outStride] = result[i * span * BatchKernels.TOKENS + l];
                             }
                         }
                     }
@@ -415,14 +424,16 @@ public final class CpuBackend implements Backend {
                     unpackTile(f.up(), r, worker, 1);
                     float[] g16 = tileResults[worker];
                     float[] u16 = tileResults2[worker];
-                    for (int g = 0; g < laneGroupsOf[e]; g++) {
-                        inputs.dotLanes(tileWeights[worker], 0, tileScales[worker], 0, cols, firstLaneGroup[e] + g, g16);
+                    for (int g = 0; g < laneGroupsOf[e]; g += lanesSpan(g, laneGroupsOf[e])) {
+                        int span = lanesSpan(g, laneGroupsOf[e]);
+                        inputs.dotLanes(tileWeights[worker], 0, tileScales[worker], 0, cols, firstLaneGroup[e] + g, span, g16);
                         inputs.dotLanes(tileWeights[worker], BatchKernels.ROWS * cols, tileScales[worker],
-                                BatchKernels.ROWS * cols / Kernels.QK, cols, firstLaneGroup[e] + g, u16);
-                        for (int l = 0; l < BatchKernels.TOKENS; l++) {
+                                BatchKernels.ROWS * cols / Kernels.QK, cols, firstLaneGroup[e] + g, span, u16);
+                        for (int l = 0; l < span * BatchKernels.TOKENS; l++) {
                             int slot = slotsOf[e][g * BatchKernels.TOKENS + l];
                             for (int i = 0; i < BatchKernels.ROWS; i++) {
-                                act[slot * rows + r + i] = Backend.silu(g16[i * BatchKernels.TOKENS + l]) * u16[i * BatchKernels.TOKENS + l];
+                                int at = i * span * BatchKernels.TOKENS + l;
+                                act[slot * rows + r + i] = Backend.silu(g16[at]) * u16[at];
                             }
                         }
                     }
@@ -485,12 +496,13 @@ public final class CpuBackend implements Backend {
                 if (laneGroupsOf[e] > 0 && unitRows == BatchKernels.ROWS) {
                     unpackTile(down, r, worker, 0);
                     float[] d16 = tileResults[worker];
-                    for (int g = 0; g < laneGroupsOf[e]; g++) {
-                        hidden.dotLanes(tileWeights[worker], 0, tileScales[worker], 0, down.cols(), firstLaneGroup[e] + g, d16);
-                        for (int l = 0; l < BatchKernels.TOKENS; l++) {
+                    for (int g = 0; g < laneGroupsOf[e]; g += lanesSpan(g, laneGroupsOf[e])) {
+                        int span = lanesSpan(g, laneGroupsOf[e]);
+                        hidden.dotLanes(tileWeights[worker], 0, tileScales[worker], 0, down.cols(), firstLaneGroup[e] + g, span, d16);
+                        for (int l = 0; l < span * BatchKernels.TOKENS; l++) {
                             int slot = slotsOf[e][g * BatchKernels.TOKENS + l];
                             for (int i = 0; i < BatchKernels.ROWS; i++) {
-                                slotValues[slot * rows + r + i] = d16[i * BatchKernels.TOKENS + l];
+                                slotValues[slot * rows + r + i] = d16[i * span * BatchKernels.TOKENS + l];
                             }
                         }
                     }
