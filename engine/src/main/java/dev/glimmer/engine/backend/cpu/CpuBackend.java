@@ -11,9 +11,11 @@ import dev.glimmer.engine.tensor.Dequantizer;
  * The Java backend: SIMD kernels ({@link Kernels}) over weights read in place from the mapping, split
  * across a fixed pool of platform threads ({@link WorkerPool}), with the tensor package's llama.cpp
  * numerics. Weight types without a SIMD kernel use the tensor package's scalar dot products, still in
- * parallel. Every parallel operation splits its output rows evenly among the threads; a weight row is
- * read from memory once per operation and stays in the L1 cache while it is dotted with every token of
- * the batch that needs it.
+ * parallel. Every parallel operation hands its output rows (or tiles of 4 rows) to the threads in
+ * chunks ({@link #claim}); a weight row is read from memory once per operation and stays in the L1
+ * cache while it is dotted with every token of the batch that needs it. Groups of 16 tokens (a
+ * prompt's dense weights, an expert chosen by 16 or more) go through {@link BatchKernels} with the
+ * tokens in the vector lanes, the rest token by token through {@link Kernels}.
  *
  * <p>Not thread-safe (it keeps activation buffers and task objects, so that the decode path allocates
  * nothing): one instance per sequence being computed; instances share the worker threads.
@@ -39,6 +41,8 @@ public final class CpuBackend implements Backend {
     private final float[][] tileScales;
     private final float[][] tileResults;
     private final float[][] tileResults2;
+    /** The next unit of the running operation to hand out ({@link #claim}). */
+    private final java.util.concurrent.atomic.AtomicInteger nextUnit = new java.util.concurrent.atomic.AtomicInteger();
     /** The row indices 0, 1, 2, .. (grown), to gather lane groups of consecutive rows. */
     private int[] identity = new int[0];
 
@@ -172,11 +176,29 @@ public final class CpuBackend implements Backend {
     }
 
     private void dispatch(WorkerPool.Task task, long work) {
+        nextUnit.set(0);
         if (work < PARALLEL_WORK) {
             task.run(0, 1);
         } else {
             pool.run(task);
         }
+    }
+
+    /**
+     * The first of the next {@code chunk} units of the running operation for the calling thread to
+     * compute (at or past the operation's unit count: none left). The threads take chunks of their
+     * operation's units from this one counter until none are left, rather than a fixed share each:
+     * units differ in cost (an expert's rows cost as many tokens as chose it) and a thread of a busy
+     * machine may lose its core for a while; either way the others take on the rest. Each unit is
+     * computed the same way whichever thread takes it, so results do not depend on the split.
+     */
+    private int claim(int chunk) {
+        return nextUnit.getAndAdd(chunk);
+    }
+
+    /** Units per {@link #claim}: about 16 chunks per thread, so that the last ones even out. */
+    private static int chunk(int units, int workers) {
+        return Math.max(1, units / (16 * workers));
     }
 
     /** Share {@code worker} of {@code workers} of {@code units} units: {@code [from, to)}. */
@@ -217,32 +239,39 @@ public final class CpuBackend implements Backend {
             int count = single != null ? 1 : heads.length;
             int perUnit = groups > 0 ? BatchKernels.ROWS : 1;
             int unitsPerHead = (rows + perUnit - 1) / perUnit;
-            int from = shareStart(count * unitsPerHead, worker, workers);
-            int to = shareStart(count * unitsPerHead, worker + 1, workers);
-            for (int unit = from; unit < to; unit++) {
-                int h = unit / unitsPerHead;
-                int r = unit % unitsPerHead * perUnit;
-                int unitRows = Math.min(perUnit, rows - r);
-                WeightMatrix w = single != null ? single : heads[h];
-                int o = outOff + h * outHeadStride + r;
-                int t0 = 0;
-                if (groups > 0 && unitRows == BatchKernels.ROWS) {
-                    unpackTile(w, r, worker, 0);
-                    float[] result = tileResults[worker];
-                    for (int g = 0; g < groups; g += lanesSpan(g, groups)) {
-                        int span = lanesSpan(g, groups);
-                        inputs.dotLanes(tileWeights[worker], 0, tileScales[worker], 0, w.cols(), h * groups + g, span, result);
-                        for (int i = 0; i < BatchKernels.ROWS; i++) {
-                            for (int l = 0; l < span * BatchKernels.TOKENS; l++) {
-                                out[o + i + (g * BatchKernels.TOKENS + l) * outStride] = result[i * span * BatchKernels.TOKENS + l];
-                            }
+            int units = count * unitsPerHead;
+            int chunk = chunk(units, workers);
+            for (int from = claim(chunk); from < units; from = claim(chunk)) {
+                for (int unit = from; unit < Math.min(from + chunk, units); unit++) {
+                    matmulUnit(unit, unitsPerHead, perUnit, rows, worker);
+                }
+            }
+        }
+
+        /** Unit {@code unit}: {@code perUnit} rows (fewer at a head's end) of one head, every token. */
+        private void matmulUnit(int unit, int unitsPerHead, int perUnit, int rows, int worker) {
+            int h = unit / unitsPerHead;
+            int r = unit % unitsPerHead * perUnit;
+            int unitRows = Math.min(perUnit, rows - r);
+            WeightMatrix w = single != null ? single : heads[h];
+            int o = outOff + h * outHeadStride + r;
+            int t0 = 0;
+            if (groups > 0 && unitRows == BatchKernels.ROWS) {
+                unpackTile(w, r, worker, 0);
+                float[] result = tileResults[worker];
+                for (int g = 0; g < groups; g += lanesSpan(g, groups)) {
+                    int span = lanesSpan(g, groups);
+                    inputs.dotLanes(tileWeights[worker], 0, tileScales[worker], 0, w.cols(), h * groups + g, span, result);
+                    for (int i = 0; i < BatchKernels.ROWS; i++) {
+                        for (int l = 0; l < span * BatchKernels.TOKENS; l++) {
+                            out[o + i + (g * BatchKernels.TOKENS + l) * outStride] = result[i * span * BatchKernels.TOKENS + l];
                         }
                     }
-                    t0 = groups * BatchKernels.TOKENS;
                 }
-                for (int i = 0; i < unitRows; i++) {
-                    rowTokens(w, h, r + i, o + i, t0, worker);
-                }
+                t0 = groups * BatchKernels.TOKENS;
+            }
+            for (int i = 0; i < unitRows; i++) {
+                rowTokens(w, h, r + i, o + i, t0, worker);
             }
         }
 
@@ -410,38 +439,44 @@ public final class CpuBackend implements Backend {
             int rows = ffns[selected[0]].gate().rows();
             int perUnit = laneGroupCount > 0 ? BatchKernels.ROWS : 1;
             int unitsPerExpert = (rows + perUnit - 1) / perUnit;
-            int from = shareStart(selectedCount * unitsPerExpert, worker, workers);
-            int to = shareStart(selectedCount * unitsPerExpert, worker + 1, workers);
-            for (int unit = from; unit < to; unit++) {
-                int e = selected[unit / unitsPerExpert];
-                int r = unit % unitsPerExpert * perUnit;
-                int unitRows = Math.min(perUnit, rows - r);
-                GlmWeights.Ffn f = ffns[e];
-                int first = 0;
-                if (laneGroupsOf[e] > 0 && unitRows == BatchKernels.ROWS) {
-                    int cols = f.gate().cols();
-                    unpackTile(f.gate(), r, worker, 0);
-                    unpackTile(f.up(), r, worker, 1);
-                    float[] g16 = tileResults[worker];
-                    float[] u16 = tileResults2[worker];
-                    for (int g = 0; g < laneGroupsOf[e]; g += lanesSpan(g, laneGroupsOf[e])) {
-                        int span = lanesSpan(g, laneGroupsOf[e]);
-                        inputs.dotLanes(tileWeights[worker], 0, tileScales[worker], 0, cols, firstLaneGroup[e] + g, span, g16);
-                        inputs.dotLanes(tileWeights[worker], BatchKernels.ROWS * cols, tileScales[worker],
-                                BatchKernels.ROWS * cols / Kernels.QK, cols, firstLaneGroup[e] + g, span, u16);
-                        for (int l = 0; l < span * BatchKernels.TOKENS; l++) {
-                            int slot = slotsOf[e][g * BatchKernels.TOKENS + l];
-                            for (int i = 0; i < BatchKernels.ROWS; i++) {
-                                int at = i * span * BatchKernels.TOKENS + l;
-                                act[slot * rows + r + i] = Backend.silu(g16[at]) * u16[at];
-                            }
+            int units = selectedCount * unitsPerExpert;
+            int chunk = chunk(units, workers);
+            for (int from = claim(chunk); from < units; from = claim(chunk)) {
+                for (int unit = from; unit < Math.min(from + chunk, units); unit++) {
+                    gateUpUnit(unit, unitsPerExpert, perUnit, rows, worker);
+                }
+            }
+        }
+
+        private void gateUpUnit(int unit, int unitsPerExpert, int perUnit, int rows, int worker) {
+            int e = selected[unit / unitsPerExpert];
+            int r = unit % unitsPerExpert * perUnit;
+            int unitRows = Math.min(perUnit, rows - r);
+            GlmWeights.Ffn f = ffns[e];
+            int first = 0;
+            if (laneGroupsOf[e] > 0 && unitRows == BatchKernels.ROWS) {
+                int cols = f.gate().cols();
+                unpackTile(f.gate(), r, worker, 0);
+                unpackTile(f.up(), r, worker, 1);
+                float[] g16 = tileResults[worker];
+                float[] u16 = tileResults2[worker];
+                for (int g = 0; g < laneGroupsOf[e]; g += lanesSpan(g, laneGroupsOf[e])) {
+                    int span = lanesSpan(g, laneGroupsOf[e]);
+                    inputs.dotLanes(tileWeights[worker], 0, tileScales[worker], 0, cols, firstLaneGroup[e] + g, span, g16);
+                    inputs.dotLanes(tileWeights[worker], BatchKernels.ROWS * cols, tileScales[worker],
+                            BatchKernels.ROWS * cols / Kernels.QK, cols, firstLaneGroup[e] + g, span, u16);
+                    for (int l = 0; l < span * BatchKernels.TOKENS; l++) {
+                        int slot = slotsOf[e][g * BatchKernels.TOKENS + l];
+                        for (int i = 0; i < BatchKernels.ROWS; i++) {
+                            int at = i * span * BatchKernels.TOKENS + l;
+                            act[slot * rows + r + i] = Backend.silu(g16[at]) * u16[at];
                         }
                     }
-                    first = laneGroupsOf[e] * BatchKernels.TOKENS;
                 }
-                for (int i = 0; i < unitRows; i++) {
-                    gateUpSlots(f, e, r + i, rows, first, worker);
-                }
+                first = laneGroupsOf[e] * BatchKernels.TOKENS;
+            }
+            for (int i = 0; i < unitRows; i++) {
+                gateUpSlots(f, e, r + i, rows, first, worker);
             }
         }
 
@@ -485,32 +520,38 @@ public final class CpuBackend implements Backend {
             int rows = ffns[selected[0]].down().rows();
             int perUnit = laneGroupCount > 0 ? BatchKernels.ROWS : 1;
             int unitsPerExpert = (rows + perUnit - 1) / perUnit;
-            int from = shareStart(selectedCount * unitsPerExpert, worker, workers);
-            int to = shareStart(selectedCount * unitsPerExpert, worker + 1, workers);
-            for (int unit = from; unit < to; unit++) {
-                int e = selected[unit / unitsPerExpert];
-                int r = unit % unitsPerExpert * perUnit;
-                int unitRows = Math.min(perUnit, rows - r);
-                WeightMatrix down = ffns[e].down();
-                int first = 0;
-                if (laneGroupsOf[e] > 0 && unitRows == BatchKernels.ROWS) {
-                    unpackTile(down, r, worker, 0);
-                    float[] d16 = tileResults[worker];
-                    for (int g = 0; g < laneGroupsOf[e]; g += lanesSpan(g, laneGroupsOf[e])) {
-                        int span = lanesSpan(g, laneGroupsOf[e]);
-                        hidden.dotLanes(tileWeights[worker], 0, tileScales[worker], 0, down.cols(), firstLaneGroup[e] + g, span, d16);
-                        for (int l = 0; l < span * BatchKernels.TOKENS; l++) {
-                            int slot = slotsOf[e][g * BatchKernels.TOKENS + l];
-                            for (int i = 0; i < BatchKernels.ROWS; i++) {
-                                slotValues[slot * rows + r + i] = d16[i * span * BatchKernels.TOKENS + l];
-                            }
+            int units = selectedCount * unitsPerExpert;
+            int chunk = chunk(units, workers);
+            for (int from = claim(chunk); from < units; from = claim(chunk)) {
+                for (int unit = from; unit < Math.min(from + chunk, units); unit++) {
+                    downUnit(unit, unitsPerExpert, perUnit, rows, worker);
+                }
+            }
+        }
+
+        private void downUnit(int unit, int unitsPerExpert, int perUnit, int rows, int worker) {
+            int e = selected[unit / unitsPerExpert];
+            int r = unit % unitsPerExpert * perUnit;
+            int unitRows = Math.min(perUnit, rows - r);
+            WeightMatrix down = ffns[e].down();
+            int first = 0;
+            if (laneGroupsOf[e] > 0 && unitRows == BatchKernels.ROWS) {
+                unpackTile(down, r, worker, 0);
+                float[] d16 = tileResults[worker];
+                for (int g = 0; g < laneGroupsOf[e]; g += lanesSpan(g, laneGroupsOf[e])) {
+                    int span = lanesSpan(g, laneGroupsOf[e]);
+                    hidden.dotLanes(tileWeights[worker], 0, tileScales[worker], 0, down.cols(), firstLaneGroup[e] + g, span, d16);
+                    for (int l = 0; l < span * BatchKernels.TOKENS; l++) {
+                        int slot = slotsOf[e][g * BatchKernels.TOKENS + l];
+                        for (int i = 0; i < BatchKernels.ROWS; i++) {
+                            slotValues[slot * rows + r + i] = d16[i * span * BatchKernels.TOKENS + l];
                         }
                     }
-                    first = laneGroupsOf[e] * BatchKernels.TOKENS;
                 }
-                for (int i = 0; i < unitRows; i++) {
-                    downSlots(down, e, r + i, rows, first, worker);
-                }
+                first = laneGroupsOf[e] * BatchKernels.TOKENS;
+            }
+            for (int i = 0; i < unitRows; i++) {
+                downSlots(down, e, r + i, rows, first, worker);
             }
         }
 
