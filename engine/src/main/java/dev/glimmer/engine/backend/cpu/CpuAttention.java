@@ -7,9 +7,9 @@ import jdk.incubator.vector.VectorSpecies;
 /**
  * MLA attention over the latent cache, parallel and reading each cache row once per token for all
  * heads (in MLA every head attends over the same latent rows). A batch of tokens (a prompt) is split
- * by tokens: each thread computes whole tokens (every other one with 2 threads, so that the causal
- * window's growing cost is shared evenly), one handoff for the batch; handing off three phases per
- * token cost more than the work of a short window. A single token goes in three parallel phases:
+ * by tokens: the threads take whole tokens one at a time (so that the causal window's growing cost
+ * evens out), one handoff for the batch; handing off three phases per token cost more than the work
+ * of a short window. A single token goes in three parallel phases:
  * <ol>
  *   <li>scores: positions split among threads; each row is read once and dotted with every head's query;</li>
  *   <li>softmax: heads split among threads (ggml's: exponentials in float, their sum in double);</li>
@@ -44,6 +44,8 @@ final class CpuAttention implements WorkerPool.Task {
     /** For a batch: its size and the position of its first token; 0 tokens while a single token is computed. */
     private int batch;
     private int firstPosition;
+    /** The next unit of the running phase (or token of the batch) to hand out. */
+    private final java.util.concurrent.atomic.AtomicInteger next = new java.util.concurrent.atomic.AtomicInteger();
 
     CpuAttention(WorkerPool pool) {
         this.pool = pool;
@@ -69,6 +71,7 @@ final class CpuAttention implements WorkerPool.Task {
         if (n > 1) {
             batch = n;
             this.firstPosition = firstPosition;
+            next.set(0);
             pool.run(this);
             batch = 0;
         } else {
@@ -77,6 +80,7 @@ final class CpuAttention implements WorkerPool.Task {
             this.length = firstPosition + 1;
             boolean parallel = (long) length * heads * width >= 32_768;
             for (phase = 0; phase < 3; phase++) {
+                next.set(0);
                 if (parallel) {
                     pool.run(this);
                 } else {
@@ -89,28 +93,35 @@ final class CpuAttention implements WorkerPool.Task {
         this.out = null;
     }
 
+    /**
+     * Threads take their work from {@link #next}, in chunks of about a sixteenth of their share: whole
+     * tokens of a batch, or a phase's positions, heads or 16-value slices of the values.
+     */
     @Override
     public void run(int worker, int workers) {
         if (batch > 0) {
             int width = cache.rowWidth();
-            for (int t = worker; t < batch; t += workers) {
+            float[] sc = scores[worker];
+            for (int t = next.getAndIncrement(); t < batch; t = next.getAndIncrement()) {
                 int length = firstPosition + t + 1;
-                float[] sc = scores[worker];
                 scores(worker, 0, length, t * heads * width, sc);
                 softmax(0, heads, length, sc);
                 values(worker, 0, valueWidth, t * heads * valueWidth, length, sc);
             }
             return;
         }
-        switch (phase) {
-            case 0 -> scores(worker, CpuBackend.shareStart(length, worker, workers),
-                    CpuBackend.shareStart(length, worker + 1, workers), qOff, scores[0]);
-            case 1 -> softmax(CpuBackend.shareStart(heads, worker, workers), CpuBackend.shareStart(heads, worker + 1, workers),
-                    length, scores[0]);
-            default -> {
-                int from = CpuBackend.shareStart(valueWidth / F.length(), worker, workers) * F.length();
-                int to = worker + 1 == workers ? valueWidth : CpuBackend.shareStart(valueWidth / F.length(), worker + 1, workers) * F.length();
-                values(worker, from, to, outOff, length, scores[0]);
+        int units = switch (phase) {
+            case 0 -> length;
+            case 1 -> heads;
+            default -> (valueWidth + F.length() - 1) / F.length();
+        };
+        int chunk = Math.max(1, units / (16 * workers));
+        for (int from = next.getAndAdd(chunk); from < units; from = next.getAndAdd(chunk)) {
+            int to = Math.min(from + chunk, units);
+            switch (phase) {
+                case 0 -> scores(worker, from, to, qOff, scores[0]);
+                case 1 -> softmax(from, to, length, scores[0]);
+                default -> values(worker, from * F.length(), Math.min(to * F.length(), valueWidth), outOff, length, scores[0]);
             }
         }
     }
