@@ -135,21 +135,30 @@ final class ActivationRows {
     }
 
     /**
-     * Transposes the rows {@code list[at + l] / divisor}, l < 16 (set in a batch of 16 or more), into
-     * lane group {@code group}: value c of those rows becomes one vector of 16 lanes, as
-     * {@link BatchKernels#dot4x16} reads them.
+     * Transposes the rows {@code list[at + l] / divisor}, l &lt; {@code count} (at most 16; rows set in a
+     * batch of 16 or more), into lane group {@code group}: value c of those rows becomes one vector of 16
+     * lanes, as {@link BatchKernels#dot4x16} reads them; lanes from {@code count} on are zeros.
      */
-    void gatherLanes(int group, int[] list, int at, int divisor, int cols) {
+    void gatherLanes(int group, int[] list, int at, int count, int divisor, int cols) {
         int lanes = BatchKernels.TOKENS;
         int blocks = cols / Kernels.QK;
         for (int l = 0; l < lanes; l++) {
-            int row = list[at + l] / divisor;
             int q = group * cols * lanes + l;
+            int d = group * blocks * lanes + l;
+            if (l >= count) {
+                for (int c = 0; c < cols; c++) {
+                    laneQuants[q + c * lanes] = 0;
+                }
+                for (int b = 0; b < blocks; b++) {
+                    laneScales[d + b * lanes] = 0;
+                }
+                continue;
+            }
+            int row = list[at + l] / divisor;
             int v = row * cols;
             for (int c = 0; c < cols; c++) {
                 laneQuants[q + c * lanes] = values[v + c];
             }
-            int d = group * blocks * lanes + l;
             for (int b = 0; b < blocks; b++) {
                 laneScales[d + b * lanes] = valueScales[row * blocks + b];
             }

@@ -21,6 +21,12 @@ import dev.glimmer.engine.tensor.Dequantizer;
  * nothing): one instance per sequence being computed; instances share the worker threads.
  */
 public final class CpuBackend implements Backend {
+    /**
+     * The fewest slots of an expert that go through the batch kernels as a last, padded group of 16
+     * lanes: a group costs about as much as 8 tokens on the integer kernel (single thread, unpacking
+     * included), whatever its lanes hold.
+     */
+    private static final int PADDED_GROUP = 8;
     /** Below this many multiply-adds an operation runs on the calling thread alone: the handoff would cost more. */
     private static final long PARALLEL_WORK = 32_768;
 
@@ -112,7 +118,7 @@ public final class CpuBackend implements Backend {
         }
         for (int h = 0; h < heads; h++) {
             for (int g = 0; g < groups; g++) {
-                inputs.gatherLanes(h * groups + g, identity, h * n + g * BatchKernels.TOKENS, 1, w.cols());
+                inputs.gatherLanes(h * groups + g, identity, h * n + g * BatchKernels.TOKENS, BatchKernels.TOKENS, 1, w.cols());
             }
         }
         return groups;
@@ -356,7 +362,7 @@ public final class CpuBackend implements Backend {
             for (int j = 0; j < selectedCount; j++) {
                 int e = selected[j];
                 for (int g = 0; g < laneGroupsOf[e]; g++) {
-                    inputs.gatherLanes(firstLaneGroup[e] + g, slotsOf[e], g * BatchKernels.TOKENS, k, width);
+                    inputs.gatherLanes(firstLaneGroup[e] + g, slotsOf[e], g * BatchKernels.TOKENS, laneCount(e, g), k, width);
                 }
             }
             down = false;
@@ -368,7 +374,7 @@ public final class CpuBackend implements Backend {
                 for (int j = 0; j < selectedCount; j++) {
                     int e = selected[j];
                     for (int g = 0; g < laneGroupsOf[e]; g++) {
-                        hidden.gatherLanes(firstLaneGroup[e] + g, slotsOf[e], g * BatchKernels.TOKENS, 1, hiddenWidth);
+                        hidden.gatherLanes(firstLaneGroup[e] + g, slotsOf[e], g * BatchKernels.TOKENS, laneCount(e, g), 1, hiddenWidth);
                     }
                 }
             }
@@ -397,7 +403,8 @@ public final class CpuBackend implements Backend {
             laneGroupCount = 0;
             for (int j = 0; j < selectedCount; j++) {
                 int e = selected[j];
-                laneGroupsOf[e] = lanes ? slotCount[e] / BatchKernels.TOKENS : 0;
+                int left = slotCount[e] % BatchKernels.TOKENS;
+                laneGroupsOf[e] = !lanes ? 0 : slotCount[e] / BatchKernels.TOKENS + (left >= PADDED_GROUP ? 1 : 0);
                 firstLaneGroup[e] = laneGroupCount;
                 laneGroupCount += laneGroupsOf[e];
             }
@@ -405,6 +412,11 @@ public final class CpuBackend implements Backend {
                 inputs.reserveLanes(laneGroupCount, any.gate().cols());
                 reserveTiles(Math.max(any.gate().cols(), any.down().cols()));
             }
+        }
+
+        /** Slots of expert {@code e} in its lane group {@code g}: 16, or fewer in a padded last group. */
+        private int laneCount(int e, int g) {
+            return Math.min(BatchKernels.TOKENS, slotCount[e] - g * BatchKernels.TOKENS);
         }
 
         /** Fills {@link #selected} and {@link #slotsOf} from {@link #chosen}. */
@@ -465,7 +477,7 @@ public final class CpuBackend implements Backend {
                     inputs.dotLanes(tileWeights[worker], 0, tileScales[worker], 0, cols, firstLaneGroup[e] + g, span, g16);
                     inputs.dotLanes(tileWeights[worker], BatchKernels.ROWS * cols, tileScales[worker],
                             BatchKernels.ROWS * cols / Kernels.QK, cols, firstLaneGroup[e] + g, span, u16);
-                    for (int l = 0; l < span * BatchKernels.TOKENS; l++) {
+                    for (int l = 0; l < Math.min(span * BatchKernels.TOKENS, slotCount[e] - g * BatchKernels.TOKENS); l++) {
                         int slot = slotsOf[e][g * BatchKernels.TOKENS + l];
                         for (int i = 0; i < BatchKernels.ROWS; i++) {
                             int at = i * span * BatchKernels.TOKENS + l;
@@ -473,7 +485,7 @@ public final class CpuBackend implements Backend {
                         }
                     }
                 }
-                first = laneGroupsOf[e] * BatchKernels.TOKENS;
+                first = Math.min(laneGroupsOf[e] * BatchKernels.TOKENS, slotCount[e]);
             }
             for (int i = 0; i < unitRows; i++) {
                 gateUpSlots(f, e, r + i, rows, first, worker);
@@ -541,14 +553,14 @@ public final class CpuBackend implements Backend {
                 for (int g = 0; g < laneGroupsOf[e]; g += lanesSpan(g, laneGroupsOf[e])) {
                     int span = lanesSpan(g, laneGroupsOf[e]);
                     hidden.dotLanes(tileWeights[worker], 0, tileScales[worker], 0, down.cols(), firstLaneGroup[e] + g, span, d16);
-                    for (int l = 0; l < span * BatchKernels.TOKENS; l++) {
+                    for (int l = 0; l < Math.min(span * BatchKernels.TOKENS, slotCount[e] - g * BatchKernels.TOKENS); l++) {
                         int slot = slotsOf[e][g * BatchKernels.TOKENS + l];
                         for (int i = 0; i < BatchKernels.ROWS; i++) {
                             slotValues[slot * rows + r + i] = d16[i * span * BatchKernels.TOKENS + l];
                         }
                     }
                 }
-                first = laneGroupsOf[e] * BatchKernels.TOKENS;
+                first = Math.min(laneGroupsOf[e] * BatchKernels.TOKENS, slotCount[e]);
             }
             for (int i = 0; i < unitRows; i++) {
                 downSlots(down, e, r + i, rows, first, worker);

@@ -20,14 +20,14 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
  * The fused, multi-threaded expert FFN of the CPU backend against {@link Backend#expertFfn}'s plain
  * definition (token by token, slot by slot) computed with the tensor package's reference dots: Q4_0
  * experts as wide as the grouped kernels take (rows of 8-block steps), a batch whose experts are chosen
- * by 1, 2, 3, 4, 5, 7, 16 and 37 slots (so every grouping path runs: groups of 16 through the batch
- * kernels, then four tokens, a pair, single ones), with 1 and 2 threads; every output equals the
- * reference's.
+ * by 1, 2, 3, 4, 5, 7, 12, 16 and 37 slots (so every grouping path runs: groups of 16 through the batch
+ * kernels, a last group of 12 padded to 16 lanes, then four tokens, a pair, single ones), with 1 and 2
+ * threads; every output equals the reference's.
  */
 class CpuBackendExpertFfnTest {
     private static final int WIDTH = 512;
     private static final int HIDDEN = 256;
-    private static final int EXPERTS = 10;
+    private static final int EXPERTS = 11;
     private static final int K = 2;
 
     @Test
@@ -38,9 +38,9 @@ class CpuBackendExpertFfnTest {
             ffns[e] = new GlmWeights.Ffn(q4_0("gate" + e, HIDDEN, WIDTH, random), q4_0("up" + e, HIDDEN, WIDTH, random),
                     q4_0("down" + e, WIDTH, HIDDEN, random));
         }
-        // 40 tokens, 2 slots each: expert e is chosen by counts[e] of the 80 slots.
-        int[] counts = {1, 2, 3, 4, 5, 7, 37, 16, 5, 0}; // expert 9 is chosen by none
-        int n = 40;
+        // 46 tokens, 2 slots each: expert e is chosen by counts[e] of the 92 slots.
+        int[] counts = {1, 2, 3, 4, 5, 7, 37, 16, 12, 5, 0}; // expert 10 is chosen by none
+        int n = 46;
         int[] chosen = new int[n * K];
         int slot = 0;
         for (int e = 0; e < EXPERTS; e++) {
