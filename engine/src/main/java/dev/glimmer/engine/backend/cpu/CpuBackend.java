@@ -207,11 +207,6 @@ public final class CpuBackend implements Backend {
         return Math.max(1, units / (16 * workers));
     }
 
-    /** Share {@code worker} of {@code workers} of {@code units} units: {@code [from, to)}. */
-    static int shareStart(int units, int worker, int workers) {
-        return (int) ((long) units * worker / workers);
-    }
-
     /**
      * A matmul, or one matmul per head (head h: weights {@code heads[h]}, activation rows {@code h*n + t},
      * output at {@code outOff + h*outHeadStride}); the units split among threads are (head, row) pairs,
