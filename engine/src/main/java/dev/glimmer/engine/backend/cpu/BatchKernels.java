@@ -145,9 +145,7 @@ final class BatchKernels {
      * {@link #dot4x16} for two lane groups at once (32 tokens: group at {@code xAt} and the next one, at
      * {@code xAt + 16·cols}, its scales at {@code xdAt + 16·cols/32}), into {@code out[32r + 16h + lane]}
      * (h: the group): each broadcast weight value serves two fmas, and the eight sums of a block are
-     * eight independent fma chains. The same operations per token as {@link #dot4x16}. Written out again rather
-     * than shared: the accumulators must stay named locals so that C2 keeps them in registers (an array or a
-     * loop over groups spills them), which is what makes this kernel 70 against 55 GMAC/s.
+     * eight independent fma chains. The same operations per token as {@link #dot4x16}.
      */
     static void dot4x32(float[] wq, int wAt, float[] wd, int wdAt, int cols, float[] xq, int xAt, float[] xd, int xdAt, float[] out) {
         int blocks = cols / QK;

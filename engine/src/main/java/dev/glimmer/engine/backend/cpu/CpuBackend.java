@@ -523,8 +523,6 @@ public final class CpuBackend implements Backend {
             }
         }
 
-        // gateUpRows' frame (units of rows, lane groups first, then the tokens left) with down's weights and
-        // inputs: the two differ in what a unit reads and writes, not in how the threads share the units.
         private void downRows(int worker, int workers) {
             int rows = ffns[selected[0]].down().rows();
             int perUnit = laneGroupCount > 0 ? BatchKernels.ROWS : 1;
