@@ -1,5 +1,8 @@
 package dev.glimmer.engine.backend;
 
+import dev.glimmer.kernels.decode.CommandList;
+
+import java.util.List;
 import java.util.function.IntFunction;
 
 /**
@@ -45,6 +48,16 @@ public final class SequenceSlots<S extends SequenceSlots.Slot> {
                 throw new IllegalArgumentException("cannot truncate a sequence of " + position + " positions to " + n);
             }
             position = n;
+        }
+
+        /** The row of {@code token} fed at this sequence's next position. */
+        public CommandList.StepRow nextRow(int token) {
+            return new CommandList.StepRow(token, position, kvRow());
+        }
+
+        /** The rows of {@code tokens[from .. from+count)} fed from this sequence's next position. */
+        public List<CommandList.StepRow> nextRows(int[] tokens, int from, int count) {
+            return CommandList.consecutive(tokens, from, count, position, kvRow());
         }
 
         /** After a run of {@code count} tokens: they are in the cache now. */

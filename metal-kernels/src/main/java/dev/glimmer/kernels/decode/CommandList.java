@@ -56,11 +56,16 @@ public record CommandList(List<BufferSpec> buffers, byte[] args, List<Dispatch> 
      * {@code ids[from ..]}, from position {@code at}, its KV rows from {@code kvRow}: see {@link #steps(ArgStruct, List)}.
      */
     public byte[] steps(ArgStruct stepArgs, int[] ids, int from, int count, int at, int kvRow) {
+        return steps(stepArgs, consecutive(ids, from, count, at, kvRow));
+    }
+
+    /** The rows of {@code count} consecutive tokens of one sequence, {@code ids[from ..]}, from position {@code at}. */
+    public static List<StepRow> consecutive(int[] ids, int from, int count, int at, int kvRow) {
         List<StepRow> rows = new ArrayList<>(count);
         for (int t = 0; t < count; t++) {
             rows.add(new StepRow(ids[from + t], at + t, kvRow));
         }
-        return steps(stepArgs, rows);
+        return rows;
     }
 
     /**

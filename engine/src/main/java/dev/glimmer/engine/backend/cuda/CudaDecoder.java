@@ -317,7 +317,7 @@ public final class CudaDecoder implements AutoCloseable {
             List<CommandList.StepRow> steps = new ArrayList<>(rows);
             for (int i = first; i < first + rows; i++) {
                 Sequence q = sequences.get(i);
-                steps.add(new CommandList.StepRow(tokens[i], q.position(), q.kvRow()));
+                steps.add(q.nextRow(tokens[i]));
             }
             device.makeCurrent();
             graph.writeSteps(steps);
@@ -433,11 +433,7 @@ public final class CudaDecoder implements AutoCloseable {
 
         /** The StepRows of {@code count} consecutive tokens of this sequence from position {@code at}. */
         private List<CommandList.StepRow> rows(int[] tokens, int from, int count, int at) {
-            List<CommandList.StepRow> rows = new ArrayList<>(count);
-            for (int t = 0; t < count; t++) {
-                rows.add(new CommandList.StepRow(tokens[from + t], at + t, kvRow()));
-            }
-            return rows;
+            return CommandList.consecutive(tokens, from, count, at, kvRow());
         }
 
         /**
@@ -499,7 +495,7 @@ public final class CudaDecoder implements AutoCloseable {
         for (int i = 0; i < n; i++) {
             Sequence q = sequences.get(i);
             GpuTokenDecoder.checkRun(tokens, i, 1, q.position(), contextSize, embeddingRows);
-            steps.add(new CommandList.StepRow(tokens[i], q.position(), q.kvRow()));
+            steps.add(q.nextRow(tokens[i]));
         }
         Profile p = profile(graph, steps);
         sequences.forEach(q -> q.advance(1));

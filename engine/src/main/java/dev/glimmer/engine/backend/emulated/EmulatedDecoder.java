@@ -189,7 +189,7 @@ public final class EmulatedDecoder implements AutoCloseable {
             List<CommandList.StepRow> steps = new ArrayList<>();
             for (int i = first; i < first + rows; i++) {
                 Sequence q = sequences.get(i);
-                steps.add(new CommandList.StepRow(tokens[i], q.position(), q.kvRow()));
+                steps.add(q.nextRow(tokens[i]));
             }
             replay.run(steps);
             for (int i = first; i < first + rows; i++) {
@@ -222,7 +222,7 @@ public final class EmulatedDecoder implements AutoCloseable {
         /** Runs one decode step for {@code token} at the next position; returns the logits (a new array). */
         public float[] step(int token) {
             check(new int[] {token}, 0, 1);
-            decode.run(List.of(new CommandList.StepRow(token, position(), kvRow())));
+            decode.run(List.of(nextRow(token)));
             advance(1);
             return decode.logits(0);
         }
@@ -235,11 +235,7 @@ public final class EmulatedDecoder implements AutoCloseable {
             check(tokens, from, count);
             for (int done = 0; done < count; ) {
                 int n = Math.min(prompt.list.tokens(), count - done);
-                List<CommandList.StepRow> rows = new ArrayList<>();
-                for (int t = 0; t < n; t++) {
-                    rows.add(new CommandList.StepRow(tokens[from + done + t], position() + t, kvRow()));
-                }
-                prompt.run(rows);
+                prompt.run(nextRows(tokens, from + done, n));
                 advance(n);
                 done += n;
             }
