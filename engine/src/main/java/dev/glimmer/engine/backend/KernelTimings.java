@@ -6,10 +6,12 @@ import java.util.List;
  * A GPU decoder that can time one decode step or one prompt batch kernel by kernel (for
  * {@code ./glimmer bench}: where the time goes).
  *
- * <p>The times are measured the way the step really runs, as one graph: the whole step is timed, then the
+ * <p>A decode step is measured the way it really runs, as one graph: the whole step is timed, then the
  * step without one kind of dispatch, once per kind; a kind's time is the difference. Timing each kernel
- * alone (an event between every two kernels) serializes the step and inflates short kernels several-fold;
- * by difference, the kinds' times add up to the step's time up to what no single kind owns.
+ * alone (an event between every two kernels) serializes the step and inflates its short kernels several-fold;
+ * by difference, the kinds' times add up to the step's time up to what no single kind owns. A prompt batch is
+ * timed dispatch by dispatch instead: its experts' work depends on the routing, which leaving a kind out
+ * changes, and its kernels are long enough that the events between them cost little.
  */
 public interface KernelTimings {
 
