@@ -96,12 +96,6 @@ public final class Geometry {
      * sequences steps them in turns of this many.
      */
     public static final int BATCH_MAX_ROWS = 64;
-
-    /**
-     * Tokens of a batch decode list that one threadgroup of mat_vec_rows (its dense projections) takes one after
-     * another: its rows of the weight come from memory for the first and from the cache for the others.
-     */
-    public static final int BATCH_TOKENS_PER_THREADGROUP = Integer.getInteger("glimmer.experiment.batchTokensPerGroup", 4);
     /**
      * Fewest cached rows per attention split: at short contexts only the first splits get rows and the
      * merge reads only their partials.

@@ -468,28 +468,9 @@ public final class DecodeCommandListBuilder {
         a.put("y_step", yStep);
         a.put("add", add ? 1 : 0);
         Ref step = new Ref(stepBuffer, 0);
-        if (outputs > 1 && type(w) != GGML_F32) {
-            // a batch of a few sequences' tokens (which would leave the tiles mostly empty): the decode step's
-            // mat-vec for each, a threadgroup's rows of W read once for several tokens
-            int split = Geometry.mvSplit((long) rows * matrices);
-            Map<String, Number> v = new LinkedHashMap<>();
-            v.put("type", type(w));
-            v.put("cols", cols);
-            v.put("rows", rows);
-            v.put("add", add ? 1 : 0);
-            v.put("split", split);
-            v.put("w_step", wStep);
-            v.put("x_step", xStep);
-            v.put("y_step", yStep);
-            v.put("tokens", tokens);
-            v.put("x_row", xStride);
-            v.put("y_row", yStride);
-            v.put("per_group", Geometry.BATCH_TOKENS_PER_THREADGROUP);
-            dispatch("mat_vec_rows", layer, new Size3(groups(rows, Geometry.mvRowsPerThreadgroup(split)), matrices,
-                    groups(tokens, Geometry.BATCH_TOKENS_PER_THREADGROUP)), MV_THREADS, memory(Geometry.MV_SCRATCH_FLOATS),
-                    List.of(all(w)), args("MatVecRowsArgs", v), weight(w), x, y, step);
-        } else if (type(w) == GGML_F32) {
-            // F32 weights (the router) in float: the matrix units' halves could make it pick other experts
+        if (type(w) == GGML_F32 || outputs > 1) {
+            // F32 weights (the router) in float: the matrix units' halves could make it pick other experts; and a
+            // batch of a few sequences' tokens, which would leave the tiles mostly empty
             dispatch("mat_mat_float", layer, new Size3(groups(tokens, Geometry.MM_FLOAT_TOKENS), groups(rows, MM_FLOAT_ROWS),
                     matrices), MM_THREADS, new int[0], List.of(all(w)), args("MatMatArgs", a), weight(w), x, y, step);
         } else {

@@ -240,28 +240,28 @@ class DecodeCommandListTest {
         assertEquals(rows, batch.outputs());
         assertEquals(1, decode.outputs());
         List<String> kernels = batch.dispatches().stream().map(Dispatch::kernel).toList();
-        // the prompt list's attention with every weight multiplied by the decode step's mat-vec core for each row
-        // (a few tokens would leave the matrix units' tiles mostly empty), the decode step's FFN kernels with a
-        // token per grid slice, then each row's output norm, vocabulary projection and two-stage argmax
-        List<String> moeLayer = List.of("rms_norm_rows", "mat_vec_rows", "mat_vec_rows", "rms_norm_rows", "mat_vec_rows",
-                "mla_rope_cache", "mat_vec_rows", "mla_attention", "mla_merge_latent", "mat_vec_rows", "mat_vec_rows",
+        // the prompt list's attention with every weight multiplied in float (a few tokens would leave the matrix
+        // units' tiles mostly empty), the decode step's FFN kernels with a token per grid slice, then each row's
+        // output norm, vocabulary projection and two-stage argmax
+        List<String> moeLayer = List.of("rms_norm_rows", "mat_mat_float", "mat_mat_float", "rms_norm_rows", "mat_mat_float",
+                "mla_rope_cache", "mat_mat_float", "mla_attention", "mla_merge_latent", "mat_mat_float", "mat_mat_float",
                 "moe_router", "moe_gate_up", "moe_down");
         List<String> expected = new ArrayList<>(List.of("embed_row"));
         expected.addAll(moeLayer.stream().filter(k -> !k.equals("moe_router")).toList());
         for (int l = 1; l < GLM.layers(); l++) {
             expected.addAll(moeLayer);
         }
-        expected.addAll(List.of("rms_norm_rows", "mat_vec_rows", "argmax_parts", "argmax"));
+        expected.addAll(List.of("rms_norm_rows", "mat_mat_float", "argmax_parts", "argmax"));
         assertEquals(expected, kernels);
         for (Dispatch d : batch.dispatches()) {
             // the grid dimension that runs over the rows
             int perRow = switch (d.kernel()) {
-                case "moe_gate_up", "mat_vec_rows" -> d.grid().z();
+                case "moe_gate_up" -> d.grid().z();
                 case "moe_router", "moe_down", "argmax_parts", "argmax" -> d.grid().y();
                 default -> d.grid().x();
             };
-            int expectedPerRow = d.kernel().equals("mat_vec_rows")
-                    ? (rows + Geometry.BATCH_TOKENS_PER_THREADGROUP - 1) / Geometry.BATCH_TOKENS_PER_THREADGROUP : rows;
+            int expectedPerRow = d.kernel().equals("mat_mat_float")
+                    ? (rows + Geometry.MM_FLOAT_TOKENS - 1) / Geometry.MM_FLOAT_TOKENS : rows;
             assertEquals(expectedPerRow, perRow, d.kernel() + " of layer " + d.layer());
         }
         assertEquals(rows, batch.dispatches().getLast().grid().y());

@@ -658,7 +658,7 @@ public final class CudaDecoder implements AutoCloseable {
         }
     }
 
-    /** The kernel, and for the mat_* kernels the weight it multiplies (the same kernel runs very different shapes). */
+    /** The kernel, and for mat_vec, mat_mat and mat_mat_float the weight it multiplies (the same kernel runs very different shapes). */
     private static String kind(Dispatch d) {
         if (!d.kernel().startsWith("mat_") || d.weightReads().isEmpty()) {
             return d.kernel();
