@@ -81,7 +81,7 @@ public final class EmulatedTokenDecoder implements GpuTokenDecoder {
         }
 
         @Override
-        public Next[] step(List<TokenDecoder> sequences, int[] tokens, boolean[] greedyOnly) {
+        public Next[] step(List<TokenDecoder> sequences, int[] tokens, Readout[] readouts) {
             List<EmulatedDecoder.Sequence> own = new ArrayList<>();
             for (TokenDecoder d : sequences) {
                 if (!(d instanceof EmulatedTokenDecoder e) || e.pool != decoder) {
@@ -93,7 +93,7 @@ public final class EmulatedTokenDecoder implements GpuTokenDecoder {
             int[] greedy = decoder.greedyTokens();
             Next[] next = new Next[logits.length];
             for (int i = 0; i < next.length; i++) {
-                next[i] = greedyOnly[i] ? Next.greedy(greedy[i]) : Next.of(logits[i]);
+                next[i] = readouts[i].takes(greedy[i]) ? Next.greedy(greedy[i]) : Next.of(logits[i]);
             }
             return next;
         }

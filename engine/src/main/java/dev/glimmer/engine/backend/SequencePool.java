@@ -22,10 +22,43 @@ public interface SequencePool extends AutoCloseable {
 
     /**
      * One decode step: {@code tokens[i]} goes into {@code sequences.get(i)} (distinct, open, of this pool) at its
-     * next position. Each gets its logits (an array the sequence may reuse, valid until its next run) or, where
-     * {@code greedyOnly[i]}, only its greedy token, the first maximum of its logits.
+     * next position. Each gets what {@code readouts[i]} asks: its logits (an array the sequence may reuse, valid
+     * until its next run), or its greedy token alone.
      */
-    Next[] step(List<TokenDecoder> sequences, int[] tokens, boolean[] greedyOnly);
+    Next[] step(List<TokenDecoder> sequences, int[] tokens, Readout[] readouts);
+
+    /**
+     * What one row of a step gives back: its logits, or ({@code greedy}) its greedy token, the first maximum of its
+     * logits, alone, so that a GPU copies one number instead of the vocabulary's. A greedy row may name tokens it
+     * bans (a logit bias of minus infinity, as {@code ignore_eos} gives the end tokens): when its first maximum is
+     * one of them, its logits come back instead, for the sampler to pick among the others.
+     */
+    record Readout(boolean greedy, int[] banned) {
+        public static final Readout LOGITS = new Readout(false, new int[0]);
+        public static final Readout GREEDY = new Readout(true, new int[0]);
+
+        public Readout {
+            banned = banned.clone();
+        }
+
+        /** A greedy row that bans {@code banned}. */
+        public static Readout greedyBanning(int[] banned) {
+            return new Readout(true, banned);
+        }
+
+        /** True when {@code greedyToken}, the row's first maximum, may stand in for its logits. */
+        public boolean takes(int greedyToken) {
+            if (!greedy) {
+                return false;
+            }
+            for (int b : banned) {
+                if (b == greedyToken) {
+                    return false;
+                }
+            }
+            return true;
+        }
+    }
 
     /** What a step gives one sequence to pick its next token from: its logits, or (logits null) the greedy token alone. */
     record Next(float[] logits, int greedyToken) {
@@ -73,11 +106,13 @@ public interface SequencePool extends AutoCloseable {
             }
 
             @Override
-            public Next[] step(List<TokenDecoder> sequences, int[] tokens, boolean[] greedyOnly) {
+            public Next[] step(List<TokenDecoder> sequences, int[] tokens, Readout[] readouts) {
                 Next[] next = new Next[sequences.size()];
                 for (int i = 0; i < next.length; i++) {
                     TokenDecoder d = sequences.get(i);
-                    next[i] = greedyOnly[i] ? Next.greedy(d.forwardGreedy(tokens, i, 1)) : Next.of(d.forward(tokens, i, 1));
+                    // a row with banned tokens takes its logits: a decoder cannot give them after its greedy step
+                    next[i] = readouts[i].greedy() && readouts[i].banned().length == 0
+                            ? Next.greedy(d.forwardGreedy(tokens, i, 1)) : Next.of(d.forward(tokens, i, 1));
                 }
                 return next;
             }

@@ -1,5 +1,6 @@
 package dev.glimmer.engine.generate;
 
+import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.grammar.TokenConstraint;
 import dev.glimmer.engine.sampling.Sampler;
 import dev.glimmer.engine.sampling.SamplingParams;
@@ -67,18 +68,20 @@ public final class Decoding {
     }
 
     /**
-     * True when the next token is the greedy one and nothing else reads the logits (no log-probabilities
-     * asked for, no grammar masking them): a step may then give only the greedy token instead of the logits.
+     * What a decode step must give back for the next pick: only the greedy token when the sampler picks the first
+     * maximum (maybe among all but some banned tokens) and nothing else reads the logits (no log-probabilities
+     * asked for, no grammar masking them); the logits otherwise.
      */
-    public boolean greedyOnly() {
-        return sampler.picksFirstMaximum() && !logprobs && constraint == null;
+    public SequencePool.Readout readout() {
+        int[] banned = logprobs || constraint != null ? null : sampler.greedyBans();
+        return banned == null ? SequencePool.Readout.LOGITS : SequencePool.Readout.greedyBanning(banned);
     }
 
     /**
      * Picks the next token and applies the rules.
      *
      * @param logits      the logits after the last token fed, or null when {@code greedyToken} is given
-     *                    (only when {@link #greedyOnly})
+     *                    (only when {@link #readout} took it: not a banned token)
      * @param contextRoom positions the context has left: with none, the picked token is the last
      */
     public Step next(float[] logits, int greedyToken, int contextRoom) {

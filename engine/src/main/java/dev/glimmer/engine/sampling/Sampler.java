@@ -94,11 +94,24 @@ public final class Sampler {
     }
 
     /**
-     * True when {@link #sample} always returns the first maximum of the logits as given (greedy, with no
-     * logit bias and no repetition penalties), so that the greedy token alone can stand in for the logits.
+     * The tokens this sampler bans when {@link #sample} returns the first maximum of the logits among all other
+     * tokens (greedy, no repetition penalties, and a logit bias of only minus infinities, as {@code ignore_eos}
+     * gives): then the logits' first maximum, where it is none of these, can stand in for the logits. Null when
+     * the sampler does more than that.
      */
-    public boolean picksFirstMaximum() {
-        return params.isGreedy() && params.logitBias().isEmpty() && !hasPenalties();
+    public int[] greedyBans() {
+        if (!params.isGreedy() || hasPenalties()) {
+            return null;
+        }
+        int[] banned = new int[params.logitBias().size()];
+        int n = 0;
+        for (Map.Entry<Integer, Float> bias : params.logitBias().entrySet()) {
+            if (bias.getValue() != Float.NEGATIVE_INFINITY) {
+                return null;
+            }
+            banned[n++] = bias.getKey();
+        }
+        return banned;
     }
 
     /** Records a token of the sequence (prompt or generated) for the repetition penalties. */

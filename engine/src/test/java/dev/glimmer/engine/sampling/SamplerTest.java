@@ -8,8 +8,10 @@ import java.util.Map;
 import java.util.Set;
 import java.util.SplittableRandom;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -22,6 +24,21 @@ class SamplerTest {
             logits[i] = (float) (r.nextGaussian() * 3);
         }
         return logits;
+    }
+
+    @Test
+    void greedyBansAreTheMinusInfinityBiasesOfAGreedySampler() {
+        int vocab = 8;
+        SamplingParams greedy = SamplingParams.greedy();
+        assertArrayEquals(new int[0], new Sampler(greedy, vocab).greedyBans());
+        Sampler banning = new Sampler(greedy.withLogitBias(Map.of(3, Float.NEGATIVE_INFINITY)), vocab);
+        assertArrayEquals(new int[] {3}, banning.greedyBans());
+        // what the bans stand for: the first maximum among the other tokens
+        float[] logits = {0, 1, 2, 5, 4, 4, 0, 0};
+        assertEquals(4, banning.sample(logits));
+        assertNull(new Sampler(greedy.withLogitBias(Map.of(3, -5f)), vocab).greedyBans(), "a finite bias");
+        assertNull(new Sampler(greedy.withPenalties(1.1f, 0, 0, 64), vocab).greedyBans(), "penalties");
+        assertNull(new Sampler(SamplingParams.defaults().withSeed(1), vocab).greedyBans(), "a draw");
     }
 
     @Test

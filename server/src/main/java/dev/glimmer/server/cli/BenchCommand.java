@@ -249,8 +249,8 @@ final class BenchCommand implements Subcommand {
                 }
                 for (int n : batches) {
                     List<TokenDecoder> running = all.subList(0, n);
-                    boolean[] greedyOnly = new boolean[n];
-                    Arrays.fill(greedyOnly, true);
+                    SequencePool.Readout[] greedy = new SequencePool.Readout[n];
+                    Arrays.fill(greedy, SequencePool.Readout.GREEDY);
                     double[] rates = new double[reps];
                     for (int r = -1; r < reps; r++) {  // r = -1: warm-up
                         running.forEach(d -> d.truncate(start));
@@ -260,7 +260,7 @@ final class BenchCommand implements Subcommand {
                         }
                         long t0 = System.nanoTime();
                         for (int k = 0; k < (r < 0 ? 2 : tg); k++) {
-                            SequencePool.Next[] next = pool.step(running, tokens, greedyOnly);
+                            SequencePool.Next[] next = pool.step(running, tokens, greedy);
                             for (int i = 0; i < n; i++) {
                                 tokens[i] = next[i].greedyToken();
                             }

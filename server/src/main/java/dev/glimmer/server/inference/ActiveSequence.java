@@ -1,5 +1,6 @@
 package dev.glimmer.server.inference;
 
+import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.generate.Decoding;
 import dev.glimmer.engine.generate.FinishReason;
 import dev.glimmer.engine.generate.Vocabulary;
@@ -73,14 +74,14 @@ final class ActiveSequence<C extends SequenceCache> {
         return lastTokenNanos;
     }
 
-    /** See {@link Decoding#greedyOnly}. */
-    boolean greedyOnly() {
-        return decoding.greedyOnly();
+    /** See {@link Decoding#readout}. */
+    SequencePool.Readout readout() {
+        return decoding.readout();
     }
 
     /**
      * Picks the next token from what the last fed token's step gave (its logits, or the greedy token
-     * alone when {@link #greedyOnly}) and reports it.
+     * alone when its {@link #readout} took it) and reports it.
      *
      * @return why the sequence ends, or null when its token is to be fed in the next decode step
      */

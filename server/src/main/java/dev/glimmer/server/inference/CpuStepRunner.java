@@ -1,6 +1,7 @@
 package dev.glimmer.server.inference;
 
 import dev.glimmer.engine.backend.BackendKind;
+import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
@@ -78,7 +79,7 @@ final class CpuStepRunner implements StepRunner<CpuStepRunner.HostCache> {
 
     /** Every sequence gets its logits: the batched pass computes them on the host anyway. */
     @Override
-    public NextToken[] decode(List<HostCache> caches, int[] tokens, boolean[] greedyOnly) {
+    public NextToken[] decode(List<HostCache> caches, int[] tokens, SequencePool.Readout[] readouts) {
         int n = caches.size();
         KvCache[] kv = new KvCache[n];
         for (int i = 0; i < n; i++) {

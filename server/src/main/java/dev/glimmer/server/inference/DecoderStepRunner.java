@@ -81,14 +81,14 @@ final class DecoderStepRunner implements StepRunner<DecoderStepRunner.DecoderCac
         return cache.decoder().forward(tokens, from, count);
     }
 
-    /** Greedy-only sequences read back only their greedy token. */
+    /** Greedy sequences read back only their greedy token (where it is not one they ban). */
     @Override
-    public NextToken[] decode(List<DecoderCache> caches, int[] tokens, boolean[] greedyOnly) {
+    public NextToken[] decode(List<DecoderCache> caches, int[] tokens, SequencePool.Readout[] readouts) {
         List<TokenDecoder> sequences = new ArrayList<>(caches.size());
         for (DecoderCache c : caches) {
             sequences.add(c.decoder());
         }
-        SequencePool.Next[] next = pool.step(sequences, tokens, greedyOnly);
+        SequencePool.Next[] next = pool.step(sequences, tokens, readouts);
         NextToken[] out = new NextToken[next.length];
         for (int i = 0; i < out.length; i++) {
             // Logits in an array the sequence may reuse: valid until its next step, after the scheduler picked.

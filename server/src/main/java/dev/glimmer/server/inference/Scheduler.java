@@ -1,5 +1,6 @@
 package dev.glimmer.server.inference;
 
+import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.generate.FinishReason;
 import dev.glimmer.engine.generate.Vocabulary;
 import dev.glimmer.server.metrics.ServerMetrics;
@@ -254,11 +255,11 @@ public final class Scheduler<C extends SequenceCache> {
             caches.add(batch.get(i).cache());
             tokens[i] = batch.get(i).pendingToken();
         }
-        boolean[] greedyOnly = new boolean[n];
+        SequencePool.Readout[] readouts = new SequencePool.Readout[n];
         for (int i = 0; i < n; i++) {
-            greedyOnly[i] = batch.get(i).greedyOnly();
+            readouts[i] = batch.get(i).readout();
         }
-        StepRunner.NextToken[] next = steps.decode(caches, tokens, greedyOnly);
+        StepRunner.NextToken[] next = steps.decode(caches, tokens, readouts);
         metrics.decodeStep(n);
         for (int i = 0; i < n; i++) {
             ActiveSequence<C> s = batch.get(i);

@@ -1,6 +1,7 @@
 package dev.glimmer.server.inference;
 
 import dev.glimmer.engine.backend.BackendKind;
+import dev.glimmer.engine.backend.SequencePool;
 
 import java.util.List;
 
@@ -41,10 +42,10 @@ interface StepRunner<C extends SequenceCache> extends AutoCloseable {
     /**
      * One decode step of the sequences of {@code caches}: {@code tokens[i]} goes into {@code caches.get(i)}
      * (distinct caches). Returns what each sequence's next token is picked from: its logits, or, where
-     * {@code greedyOnly[i]} (its sampler picks the first maximum and nothing else reads the logits), the
+     * {@code readouts[i]} takes it (its sampler picks the first maximum and nothing else reads the logits), the
      * runner may give only that greedy token (a GPU then copies no logits to the host).
      */
-    NextToken[] decode(List<C> caches, int[] tokens, boolean[] greedyOnly);
+    NextToken[] decode(List<C> caches, int[] tokens, SequencePool.Readout[] readouts);
 
     /** What a step gives one sequence to pick its next token from: its logits, or (logits null) the greedy token alone. */
     record NextToken(float[] logits, int greedyToken) {

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.glimmer.engine.backend.BackendChoice;
 import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.EmulatedTokenDecoder;
+import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.sampling.Sampler;
 import dev.glimmer.server.EngineTestData;
@@ -21,13 +22,14 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 
 /**
  * Decode steps on GPU-style decoders (the GPU decode step on the CPU kernel emulator; needs clang-19):
- * a greedy-only sequence gets its greedy token without logits, and that token is what the logits of a
- * twin sequence, stepped alongside on the same tokens, pick; the run is llama.cpp's greedy run.
+ * a greedy sequence gets its greedy token without logits, and that token is what the logits of a twin
+ * sequence, stepped alongside on the same tokens, pick; a third twin that bans its greedy token gets its
+ * logits instead; the run is llama.cpp's greedy run.
  */
 class DecoderStepRunnerTest {
 
     @Test
-    void greedyOnlySequencesGetTheTokenTheirLogitsWouldGive() throws IOException {
+    void greedySequencesGetTheTokenTheirLogitsWouldGiveUnlessTheyBanIt() throws IOException {
         JsonNode oracle = new ObjectMapper().readTree(EngineTestData.ORACLE.resolve("refs/tiny-f32.logits.json").toFile())
                 .get("cases").get(0);
         int[] prompt = ints(oracle.get("prompt_tokens"));
@@ -37,16 +39,22 @@ class DecoderStepRunnerTest {
                      Optional.empty(), EmulatedTokenDecoder.decoders(model)), prompt.length + expected.length, 0, 2)) {
             DecoderStepRunner.DecoderCache greedy = runner.newCache();
             DecoderStepRunner.DecoderCache withLogits = runner.newCache();
+            DecoderStepRunner.DecoderCache banning = runner.newCache();
             float[] logits = runner.prefill(greedy, prompt, 0, prompt.length);
             int[] run = new int[expected.length];
             run[0] = Sampler.argmax(logits, logits.length);
             runner.prefill(withLogits, prompt, 0, prompt.length);
+            runner.prefill(banning, prompt, 0, prompt.length);
             for (int k = 1; k < run.length; k++) {
-                int[] tokens = {run[k - 1], run[k - 1]};
-                StepRunner.NextToken[] next = runner.decode(List.of(greedy, withLogits), tokens,
-                        new boolean[] {true, false});
-                assertNull(next[0].logits(), "step " + k + ": a greedy-only sequence gets no logits");
-                assertNotNull(next[1].logits(), "step " + k + ": the other sequence gets its logits");
+                int[] tokens = {run[k - 1], run[k - 1], run[k - 1]};
+                // the first bans a token that is not its greedy one; the third bans its greedy one
+                StepRunner.NextToken[] next = runner.decode(List.of(greedy, withLogits, banning), tokens,
+                        new SequencePool.Readout[] {SequencePool.Readout.greedyBanning(new int[] {expected[k] + 1}),
+                                SequencePool.Readout.LOGITS, SequencePool.Readout.greedyBanning(new int[] {expected[k]})});
+                assertNull(next[0].logits(), "step " + k + ": a greedy sequence gets no logits");
+                assertNotNull(next[1].logits(), "step " + k + ": the sequence that asked gets its logits");
+                assertNotNull(next[2].logits(), "step " + k + ": a sequence whose greedy token it bans gets its logits");
+                assertArrayEquals(next[1].logits(), next[2].logits(), "step " + k);
                 assertEquals(Sampler.argmax(next[1].logits(), next[1].logits().length), next[0].greedyToken(),
                         "step " + k + ": the greedy token is the logits' first maximum");
                 run[k] = next[0].greedyToken();
@@ -54,6 +62,7 @@ class DecoderStepRunnerTest {
             assertArrayEquals(expected, run);
             greedy.close();
             withLogits.close();
+            banning.close();
         }
     }
 

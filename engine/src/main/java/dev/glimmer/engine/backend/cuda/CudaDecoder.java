@@ -1,6 +1,7 @@
 package dev.glimmer.engine.backend.cuda;
 
 import dev.glimmer.engine.backend.GpuTokenDecoder;
+import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.SequenceSlots;
 import dev.glimmer.engine.backend.KernelTimings.KernelTime;
 import dev.glimmer.engine.backend.KernelTimings.Profile;
@@ -280,16 +281,13 @@ public final class CudaDecoder implements AutoCloseable {
 
     /**
      * One decode step of several open sequences: {@code tokens[i]} goes into {@code sequences.get(i)} (distinct
-     * sequences of this pool) at its next position. Where {@code greedyOnly[i]}, only row i's greedy token is
-     * read back ({@code greedy[i]}, logits null); otherwise its logits too (an array its slot reuses, valid until
-     * its next run). A single sequence runs the decode graph; more run the smallest batch graph that holds them
-     * (more than the largest: in turns of it).
-     *
-     * @return the logits per row (null where greedy only); the greedy tokens are written to {@code greedy}
+     * sequences of this pool) at its next position, and row i gives back what {@code readouts[i]} asks (logits in an
+     * array its slot reuses, valid until its next run). A single sequence runs the decode graph; more run the smallest
+     * batch graph that holds them (more than the largest: in turns of it).
      */
-    public float[][] step(List<Sequence> sequences, int[] tokens, boolean[] greedyOnly, int[] greedy) {
+    public SequencePool.Next[] step(List<Sequence> sequences, int[] tokens, SequencePool.Readout[] readouts) {
         int n = sequences.size();
-        float[][] out = new float[n][];
+        SequencePool.Next[] out = new SequencePool.Next[n];
         for (int i = 0; i < n; i++) {
             Sequence q = sequences.get(i);
             q.checkOpen();
@@ -302,11 +300,12 @@ public final class CudaDecoder implements AutoCloseable {
         }
         if (n == 1) {
             Sequence q = sequences.getFirst();
-            if (greedyOnly[0]) {
-                greedy[0] = q.stepGreedy(tokens[0]);
+            if (!readouts[0].greedy()) {
+                out[0] = SequencePool.Next.of(q.step(tokens[0]));
             } else {
-                out[0] = q.step(tokens[0]);
-                greedy[0] = readBackToken(decode, 0);
+                int greedy = q.stepGreedy(tokens[0]);
+                out[0] = readouts[0].takes(greedy) ? SequencePool.Next.greedy(greedy)
+                        : SequencePool.Next.of(readLogits(decode, 0, q));
             }
             return out;
         }
@@ -325,7 +324,7 @@ public final class CudaDecoder implements AutoCloseable {
             long pinnedTokens = 4L * vocab * max;
             driver.copyToHostAsync(readBack.asSlice(pinnedTokens), graph.activations() + graph.list.token(), 4L * rows, stream);
             for (int i = first; i < first + rows; i++) {
-                if (!greedyOnly[i]) {
+                if (!readouts[i].greedy()) {
                     driver.copyToHostAsync(readBack.asSlice(4L * vocab * (i - first)),
                             graph.activations() + graph.list.logits() + 4L * vocab * (i - first), 4L * vocab, stream);
                 }
@@ -333,16 +332,34 @@ public final class CudaDecoder implements AutoCloseable {
             driver.synchronize(stream);
             for (int i = first; i < first + rows; i++) {
                 Sequence q = sequences.get(i);
-                greedy[i] = readBack.get(ValueLayout.JAVA_INT, pinnedTokens + 4L * (i - first));
-                if (!greedyOnly[i]) {
-                    out[i] = q.logits();
-                    MemorySegment.copy(readBack, ValueLayout.JAVA_FLOAT, 4L * vocab * (i - first), out[i], 0, vocab);
+                int greedy = readBack.get(ValueLayout.JAVA_INT, pinnedTokens + 4L * (i - first));
+                if (!readouts[i].greedy()) {
+                    float[] logits = q.logits();
+                    MemorySegment.copy(readBack, ValueLayout.JAVA_FLOAT, 4L * vocab * (i - first), logits, 0, vocab);
+                    out[i] = SequencePool.Next.of(logits);
+                } else if (readouts[i].takes(greedy)) {
+                    out[i] = SequencePool.Next.greedy(greedy);
                 }
                 q.advance(1);
+            }
+            // the rare greedy row whose first maximum is a banned token: its logits, before the next turn's launch
+            for (int i = first; i < first + rows; i++) {
+                if (out[i] == null) {
+                    out[i] = SequencePool.Next.of(readLogits(graph, i - first, sequences.get(i)));
+                }
             }
             last = graph;
         }
         return out;
+    }
+
+    /** Row {@code row}'s logits of the last run of {@code graph}, into the array {@code q}'s slot reuses. */
+    private float[] readLogits(Graph graph, int row, Sequence q) {
+        driver.copyToHostAsync(readBack, graph.activations() + graph.list.logits() + 4L * vocab * row, 4L * vocab, stream);
+        driver.synchronize(stream);
+        float[] logits = q.logits();
+        MemorySegment.copy(readBack, ValueLayout.JAVA_FLOAT, 0, logits, 0, vocab);
+        return logits;
     }
 
     private int readBackToken(Graph graph, int row) {

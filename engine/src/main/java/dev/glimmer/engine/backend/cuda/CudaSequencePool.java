@@ -37,15 +37,8 @@ public final class CudaSequencePool implements SequencePool {
     }
 
     @Override
-    public Next[] step(List<TokenDecoder> sequences, int[] tokens, boolean[] greedyOnly) {
-        List<CudaDecoder.Sequence> own = own(sequences);
-        int[] greedy = new int[tokens.length];
-        float[][] logits = decoder.step(own, tokens, greedyOnly, greedy);
-        Next[] next = new Next[sequences.size()];
-        for (int i = 0; i < next.length; i++) {
-            next[i] = greedyOnly[i] ? Next.greedy(greedy[i]) : Next.of(logits[i]);
-        }
-        return next;
+    public Next[] step(List<TokenDecoder> sequences, int[] tokens, Readout[] readouts) {
+        return decoder.step(own(sequences), tokens, readouts);
     }
 
     @Override

@@ -1,6 +1,7 @@
 package dev.glimmer.engine.backend.cuda;
 
 import dev.glimmer.engine.backend.FloatActivationBackend;
+import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
@@ -18,6 +19,8 @@ import java.util.Random;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
 
 /**
  * The batch decode graphs on the device (EmulatedBatchDecodeTest's checks): conversations of one KV pool at
@@ -88,21 +91,34 @@ class CudaBatchDecodeTest {
                         }
                     }
                     int[] tokens = rows.stream().mapToInt(i -> pending[i]).toArray();
-                    boolean[] greedyOnly = new boolean[rows.size()];
-                    for (int r = 0; r < greedyOnly.length; r++) {
-                        greedyOnly[r] = r % 2 == 1;  // odd rows read back only their token
+                    float[][] expected = new float[rows.size()][];
+                    SequencePool.Readout[] readouts = new SequencePool.Readout[rows.size()];
+                    for (int r = 0; r < rows.size(); r++) {
+                        expected[r] = reference.forward(caches.get(rows.get(r)), new int[] {tokens[r]}, 0, 1, false);
+                        int first = Oracle.argmax(expected[r], 0, expected[r].length);
+                        // even rows read back their logits, odd rows only their token; row 1 mod 4 bans a token
+                        // that is not its greedy one, row 3 mod 4 bans its greedy token and so gets its logits
+                        readouts[r] = switch (r % 4) {
+                            case 1 -> SequencePool.Readout.greedyBanning(new int[] {(first + 1) % expected[r].length});
+                            case 3 -> SequencePool.Readout.greedyBanning(new int[] {first});
+                            default -> SequencePool.Readout.LOGITS;
+                        };
                     }
-                    int[] greedy = new int[rows.size()];
-                    float[][] logits = pool.step(rows.stream().map(running::get).toList(), tokens, greedyOnly, greedy);
+                    SequencePool.Next[] next = pool.step(rows.stream().map(running::get).toList(), tokens, readouts);
                     for (int r = 0; r < rows.size(); r++) {
                         int i = rows.get(r);
-                        float[] expected = reference.forward(caches.get(i), new int[] {tokens[r]}, 0, 1, false);
                         String where = name + " conversation " + i + " step " + step + " of " + rows.size() + " rows";
-                        if (!greedyOnly[r]) {
-                            Oracle.assertGpuLogits(where, expected, logits[r], greedy[r], TOLERANCE);
+                        int token;
+                        if (r % 4 == 1) {
+                            assertNull(next[r].logits(), where + ": a greedy row gets its token alone");
+                            token = next[r].greedyToken();
+                        } else {
+                            assertNotNull(next[r].logits(), where + ": logits, asked for or for a banned greedy token");
+                            token = Oracle.argmax(next[r].logits(), 0, next[r].logits().length);
+                            Oracle.assertGpuLogits(where, expected[r], next[r].logits(), token, TOLERANCE);
                         }
-                        pending[i] = greedy[r];
-                        got[i][step + 1] = greedy[r];
+                        pending[i] = token;
+                        got[i][step + 1] = token;
                     }
                 }
                 for (int i = 0; i < conversations; i++) {
@@ -164,11 +180,12 @@ class CudaBatchDecodeTest {
                     for (int i = 0; i < tokens.length; i++) {
                         tokens[i] = expected.get(i)[done.get(i)];
                     }
-                    int[] greedy = new int[tokens.length];
-                    pool.step(open, tokens, filled(tokens.length), greedy);
+                    SequencePool.Readout[] greedy = new SequencePool.Readout[tokens.length];
+                    Arrays.fill(greedy, SequencePool.Readout.GREEDY);
+                    SequencePool.Next[] next = pool.step(open, tokens, greedy);
                     for (int i = 0; i < tokens.length; i++) {
                         done.set(i, done.get(i) + 1);
-                        assertEquals(expected.get(i)[done.get(i)], greedy[i], "round " + round + " row " + i);
+                        assertEquals(expected.get(i)[done.get(i)], next[i].greedyToken(), "round " + round + " row " + i);
                     }
                 }
                 open.forEach(CudaDecoder.Sequence::close);
@@ -176,11 +193,5 @@ class CudaBatchDecodeTest {
             }
             assertEquals(before, device.memoryUsed(), "the pool's memory is back after it closed");
         }
-    }
-
-    private static boolean[] filled(int n) {
-        boolean[] b = new boolean[n];
-        Arrays.fill(b, true);
-        return b;
     }
 }
