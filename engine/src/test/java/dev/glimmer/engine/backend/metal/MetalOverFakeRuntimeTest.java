@@ -72,7 +72,7 @@ class MetalOverFakeRuntimeTest {
             assertEquals("Fake Apple M1", device.name());
             assertEquals("Fake Apple M1 (Apple7, INDIRECT_WITH_EMPTY_DISPATCHES)", device.describe());
             assertEquals(StepEncoder.Mode.INDIRECT_WITH_EMPTY_DISPATCHES, device.mode());
-            try (MetalDecoder decoder = new MetalDecoder(device, model, 8)) {
+            try (MetalDecoder.Sequence decoder = MetalDecoder.single(device, model, 8)) {
                 list = decoder.commandList();
                 prompt = DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), 8,
                         Geometry.PROMPT_TOKENS);
@@ -192,7 +192,7 @@ class MetalOverFakeRuntimeTest {
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
              MetalDevice device = vm.openDevice()) {
             assertEquals(StepEncoder.Mode.DIRECT, device.mode());
-            try (MetalDecoder decoder = new MetalDecoder(device, model, 8)) {
+            try (MetalDecoder.Sequence decoder = MetalDecoder.single(device, model, 8)) {
                 n = decoder.commandList().dispatches().size();
                 decoder.forward(new int[] {5}, 0, 1);
             }
@@ -286,7 +286,7 @@ class MetalOverFakeRuntimeTest {
              MetalDevice device = MetalDevice.open(fake.runtime(), true)) {
             assertEquals(StepEncoder.Mode.INDIRECT, device.mode());
             assertEquals("Fake Apple M1 (Apple7, INDIRECT, API validation on)", device.describe());
-            try (MetalDecoder decoder = new MetalDecoder(device, model, 8)) {
+            try (MetalDecoder.Sequence decoder = MetalDecoder.single(device, model, 8)) {
                 decoder.forward(new int[] {5}, 0, 1);
             }
         }
@@ -301,7 +301,7 @@ class MetalOverFakeRuntimeTest {
     void aDispatchBeyondItsPipelinesLimitsFailsTheEncodingNamingTheKernel() throws Throwable {
         FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", 7, null).limiting("mla_attention", 192, 0);
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0")); MetalDevice device = fake.openDevice()) {
-            MetalException e = assertThrows(MetalException.class, () -> new MetalDecoder(device, model, 8));
+            MetalException e = assertThrows(MetalException.class, () -> MetalDecoder.single(device, model, 8));
             assertEquals("encoding the command lists: kernel mla_attention is dispatched with 256 threads per threadgroup,"
                     + " but its pipeline allows at most 192 on this GPU", e.getMessage());
         }
@@ -310,7 +310,7 @@ class MetalOverFakeRuntimeTest {
 
         FakeObjcRuntime statics = FakeObjcRuntime.configure("Fake Apple M1", 7, null).limiting("argmax", 1024, 32_760);
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0")); MetalDevice device = statics.openDevice()) {
-            MetalException e = assertThrows(MetalException.class, () -> new MetalDecoder(device, model, 8));
+            MetalException e = assertThrows(MetalException.class, () -> MetalDecoder.single(device, model, 8));
             assertTrue(e.getMessage().matches("encoding the command lists: kernel argmax needs \\d+ bytes of threadgroup"
                     + " memory \\(32760 of them static\\), but this GPU has 32768"), e.getMessage());
         }
@@ -339,7 +339,7 @@ class MetalOverFakeRuntimeTest {
         FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", 7, null).withResidencySets().failing(selector, nth);
         MetalException e = assertThrows(MetalException.class, () -> {
             try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0")); MetalDevice device = fake.openDevice();
-                 MetalDecoder decoder = new MetalDecoder(device, model, 8)) {
+                 MetalDecoder.Sequence decoder = MetalDecoder.single(device, model, 8)) {
                 decoder.forward(new int[] {5}, 0, 1);
             }
         });
