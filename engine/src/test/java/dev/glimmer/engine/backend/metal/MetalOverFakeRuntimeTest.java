@@ -281,7 +281,10 @@ class MetalOverFakeRuntimeTest {
         assertClean(fake);
     }
 
-    /** Metal refusing a pool's 12th buffer, or the indirect command buffer of its last list (4 rows): everything made is released. */
+    /**
+     * Metal refusing a pool's 12th buffer, or the indirect command buffer of its last list (4 rows): everything made
+     * is released.
+     */
     @ParameterizedTest
     @CsvSource({"newIndirectCommandBufferWithDescriptor:maxCommandCount:options:, 4, ENCODING",
             "newBufferWithLength:options:, 12, BUFFERS"})
