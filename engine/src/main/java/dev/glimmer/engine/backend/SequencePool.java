@@ -20,6 +20,15 @@ public interface SequencePool extends AutoCloseable {
     /** Memory one more sequence costs (its KV cache; host or device), for the KV budget. */
     long bytesPerSequence();
 
+    /** Sequences open now (at most {@link #slots}). */
+    int inUse();
+
+    /**
+     * Memory the pool holds now, host or device: its KV pool and every list's working buffers where the sequences
+     * share them, else its open sequences' own.
+     */
+    long bytes();
+
     /**
      * One decode step: {@code tokens[i]} goes into {@code sequences.get(i)} (distinct, open, of this pool) at its
      * next position. Each gets its logits (an array the sequence may reuse, valid until its next run) or, where
@@ -57,9 +66,58 @@ public interface SequencePool extends AutoCloseable {
     static SequencePool oneByOne(BackendChoice.Decoders decoders, int slots, int capacity) {
         long bytes = decoders.bytesPerSequence(capacity);
         return new SequencePool() {
+            private int open;
+
+            /** A decoder of its own, counted while it is open. */
             @Override
             public TokenDecoder open() {
-                return decoders.open(capacity);
+                if (open == slots) {
+                    throw new IllegalStateException("all " + slots + " sequences of the pool are in use");
+                }
+                TokenDecoder d = decoders.open(capacity);
+                open++;
+                return new TokenDecoder() {
+                    private boolean closed;
+
+                    @Override
+                    public float[] forward(int[] tokens, int from, int count) {
+                        return d.forward(tokens, from, count);
+                    }
+
+                    @Override
+                    public int forwardGreedy(int[] tokens, int from, int count) {
+                        return d.forwardGreedy(tokens, from, count);
+                    }
+
+                    @Override
+                    public int position() {
+                        return d.position();
+                    }
+
+                    @Override
+                    public int capacity() {
+                        return d.capacity();
+                    }
+
+                    @Override
+                    public void truncate(int n) {
+                        d.truncate(n);
+                    }
+
+                    @Override
+                    public long bytes() {
+                        return d.bytes();
+                    }
+
+                    @Override
+                    public void close() {
+                        if (!closed) {
+                            closed = true;
+                            open--;
+                            d.close();
+                        }
+                    }
+                };
             }
 
             @Override
@@ -70,6 +128,16 @@ public interface SequencePool extends AutoCloseable {
             @Override
             public long bytesPerSequence() {
                 return bytes;
+            }
+
+            @Override
+            public int inUse() {
+                return open;
+            }
+
+            @Override
+            public long bytes() {
+                return open * bytes;
             }
 
             @Override

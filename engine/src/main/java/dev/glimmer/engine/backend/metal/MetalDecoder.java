@@ -186,7 +186,13 @@ public final class MetalDecoder implements SequencePool {
         return kvBytes(decode.list()) / slots.size();
     }
 
+    @Override
+    public int inUse() {
+        return slots.inUse();
+    }
+
     /** The shared-storage buffers of the pool, the KV pool counted once (the weights are views of the mapped file). */
+    @Override
     public long bytes() {
         long total = kvBytes(decode.list());
         for (Encoded e : lists()) {

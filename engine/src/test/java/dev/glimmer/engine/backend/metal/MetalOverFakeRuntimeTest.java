@@ -243,6 +243,7 @@ class MetalOverFakeRuntimeTest {
                 b.forward(new int[] {6}, 0, 1);
                 c.forward(new int[] {7, 8}, 0, 2);
                 assertEquals(List.of(0, capacity, 2 * capacity), List.of(a.kvRow(), b.kvRow(), c.kvRow()));
+                assertEquals(3, pool.inUse());
                 int runs = starting(fake.log(), "executeCommandsInBuffer").size();
                 SequencePool.Next[] next = pool.step(List.of(a, b, c), new int[] {11, 12, 13}, new boolean[] {false, true, false});
                 List<String> executed = starting(fake.log(), "executeCommandsInBuffer");
@@ -262,6 +263,7 @@ class MetalOverFakeRuntimeTest {
                 assertEquals("all 4 sequences of the KV pool are in use",
                         assertThrows(IllegalStateException.class, pool::open).getMessage());
                 b.close();
+                assertEquals(3, pool.inUse());
                 assertThrows(IllegalStateException.class, () -> pool.step(List.of(a, b), new int[] {1, 2}, new boolean[2]),
                         "a closed sequence");
                 MetalDecoder.Sequence e = pool.open();
@@ -276,6 +278,8 @@ class MetalOverFakeRuntimeTest {
                 for (MetalDecoder.Sequence q : List.of(a, c, d, e)) {
                     q.close();
                 }
+                assertEquals(0, pool.inUse());
+                assertTrue(pool.bytes() > kvBytes, "the KV pool and each list's activations, arguments and steps");
             }
         }
         assertClean(fake);
