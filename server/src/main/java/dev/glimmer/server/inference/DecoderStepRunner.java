@@ -7,6 +7,7 @@ import dev.glimmer.engine.backend.TokenDecoder;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 
 /**
  * Steps on a backend whose sequences are {@link TokenDecoder}s (the GPU backends): each cached conversation is
@@ -74,6 +75,11 @@ final class DecoderStepRunner implements StepRunner<DecoderStepRunner.DecoderCac
     @Override
     public long budgetBytes(long configured, int parallel) {
         return pool.slots() * cacheBytes();
+    }
+
+    @Override
+    public Optional<PoolUse> poolUse() {
+        return Optional.of(new PoolUse(pool.inUse(), pool.slots(), pool.bytes()));
     }
 
     @Override
