@@ -6,7 +6,7 @@ import java.util.Optional;
 /**
  * The sequences of one model on one backend, up to {@link #slots} at once, each a {@link TokenDecoder} with a
  * KV cache of the same capacity. A decode step of several of them ({@link #step}) is one pass over the weights
- * where the backend batches (CUDA: one KV pool on the device and a batch decode graph), or one step after another
+ * where the backend batches (CUDA, Metal, the emulator: one KV pool and a batch decode list), or one step after another
  * where it does not ({@link #oneByOne}). Not thread-safe: one caller at a time.
  */
 public interface SequencePool extends AutoCloseable {
