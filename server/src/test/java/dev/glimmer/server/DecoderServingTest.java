@@ -23,6 +23,7 @@ import java.util.concurrent.Future;
 import static io.restassured.RestAssured.given;
 import static org.hamcrest.Matchers.containsString;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
@@ -169,9 +170,41 @@ class DecoderServingTest {
     }
 
     static double metric(String name) {
-        String text = given().port(gpu.port()).get("/metrics").then().statusCode(200).extract().asString();
+        return metric(gpu, name);
+    }
+
+    static double metric(GlimmerApp app, String name) {
+        String text = given().port(app.port()).get("/metrics").then().statusCode(200).extract().asString();
         return text.lines().filter(l -> l.startsWith(name + " ")).mapToDouble(l -> Double.parseDouble(l.split(" ")[1]))
                 .findFirst().orElseThrow(() -> new AssertionError("no metric " + name));
+    }
+
+    /**
+     * {@code /metrics} shows the pool's use (issue #19): its slots (--parallel 2 and room for 2 more conversations, as
+     * no --kv-budget is set), those holding a cached conversation (one per session), and its memory (the KV budget
+     * is its slots' KV rows; the activations of its command lists come on top). The CPU server has no pool.
+     */
+    @Test
+    void theMetricsShowTheKvPoolsSlotsAndMemory() throws InterruptedException {
+        post(gpu, "/v1/completions", Map.of("prompt", "Once upon a time", "max_tokens", 2, "temperature", 0));
+        // The scheduler updates the gauges just after the response's last byte.
+        long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+        while ((gpu.host().require().scheduler().admitted() > 0
+                || metric("glimmer_kv_pool_slots_used") != metric("glimmer_sessions_cached")) && System.nanoTime() < deadline) {
+            Thread.sleep(20);
+        }
+        assertEquals(4.0, metric("glimmer_kv_pool_slots"));
+        double used = metric("glimmer_kv_pool_slots_used");
+        assertTrue(used >= 1 && used <= 4, "slots used " + used);
+        assertEquals(metric("glimmer_sessions_cached"), used, "a slot per cached conversation");
+        assertEquals(metric("glimmer_kv_cache_budget_bytes"), 4 * metric("glimmer_kv_cache_used_bytes") / used,
+                "the budget is the pool's slots");
+        assertTrue(metric("glimmer_kv_pool_bytes") > metric("glimmer_kv_cache_budget_bytes"), "KV pool and activations");
+
+        post(cpu, "/v1/completions", Map.of("prompt", "Once upon a time", "max_tokens", 2, "temperature", 0));
+        String onCpu = given().port(cpu.port()).get("/metrics").then().statusCode(200).extract().asString();
+        assertTrue(onCpu.contains("glimmer_sessions_cached "), "the CPU's KV metrics");
+        assertFalse(onCpu.contains("glimmer_kv_pool"), "no pool on the CPU");
     }
 
     /** The token masks of constrained decoding apply to a decoder's logits as to the CPU pass's. */

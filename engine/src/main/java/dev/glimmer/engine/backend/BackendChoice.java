@@ -21,7 +21,7 @@ public record BackendChoice(BackendKind kind, String reason, Optional<SelfTest.R
 
         /**
          * Up to {@code slots} sequences of {@code capacity} positions that step together: independent decoders
-         * stepped in turn unless the backend batches them (CUDA).
+         * stepped in turn unless the backend batches them (CUDA, Metal, the emulator).
          */
         default SequencePool pool(int slots, int capacity) {
             return SequencePool.oneByOne(this, slots, capacity);

@@ -81,6 +81,16 @@ public final class EmulatedTokenDecoder implements GpuTokenDecoder {
         }
 
         @Override
+        public int inUse() {
+            return decoder.inUse();
+        }
+
+        @Override
+        public long bytes() {
+            return decoder.bytes();
+        }
+
+        @Override
         public Next[] step(List<TokenDecoder> sequences, int[] tokens, Readout[] readouts) {
             List<EmulatedDecoder.Sequence> own = new ArrayList<>();
             for (TokenDecoder d : sequences) {

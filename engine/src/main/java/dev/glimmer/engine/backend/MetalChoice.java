@@ -39,7 +39,7 @@ final class MetalChoice {
         }
         String what = "metal on " + device.describe();
         try (device) {
-            return SelfTest.run(what, (m, capacity) -> new MetalDecoder(device, m, capacity));
+            return SelfTest.run(what, (m, capacity) -> MetalDecoder.single(device, m, capacity));
         } catch (RuntimeException e) {
             return SelfTest.stopped(what, step(e, DECODING), detail(e));
         }
@@ -66,7 +66,7 @@ final class MetalChoice {
         if (selfTest) {
             SelfTest.Report r;
             try {
-                r = SelfTest.run("metal", (m, capacity) -> new MetalDecoder(device, m, capacity));
+                r = SelfTest.run("metal", (m, capacity) -> MetalDecoder.single(device, m, capacity));
             } catch (RuntimeException e) {
                 device.close();
                 return Backends.cpu(model, what + " failed its self-test: " + oneLine(step(e, DECODING) + ": " + detail(e)));
@@ -80,8 +80,20 @@ final class MetalChoice {
         return new BackendChoice(BackendKind.METAL, what + (selfTest ? ", self-test passed" : ", self-test skipped"), report,
                 new BackendChoice.Decoders() {
                     @Override
-                    public MetalDecoder open(int capacity) {
-                        return new MetalDecoder(device, model, capacity);
+                    public TokenDecoder open(int capacity) {
+                        return MetalDecoder.single(device, model, capacity);
+                    }
+
+                    /** Sequences in one KV pool, stepping together through the batch decode lists. */
+                    @Override
+                    public SequencePool pool(int slots, int capacity) {
+                        return new MetalDecoder(device, model, capacity, slots);
+                    }
+
+                    /** A slot of the KV pool (activations belong to the pool). */
+                    @Override
+                    public long bytesPerSequence(int capacity) {
+                        return MetalDecoder.bytesPerSequence(model, capacity);
                     }
 
                     @Override

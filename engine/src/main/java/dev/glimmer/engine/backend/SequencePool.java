@@ -6,7 +6,7 @@ import java.util.Optional;
 /**
  * The sequences of one model on one backend, up to {@link #slots} at once, each a {@link TokenDecoder} with a
  * KV cache of the same capacity. A decode step of several of them ({@link #step}) is one pass over the weights
- * where the backend batches (CUDA: one KV pool on the device and a batch decode graph), or one step after another
+ * where the backend batches (CUDA, Metal, the emulator: one KV pool and a batch decode list), or one step after another
  * where it does not ({@link #oneByOne}). Not thread-safe: one caller at a time.
  */
 public interface SequencePool extends AutoCloseable {
@@ -19,6 +19,15 @@ public interface SequencePool extends AutoCloseable {
 
     /** Memory one more sequence costs (its KV cache; host or device), for the KV budget. */
     long bytesPerSequence();
+
+    /** Sequences open now (at most {@link #slots}). */
+    int inUse();
+
+    /**
+     * Memory the pool holds now, host or device: its KV pool and every list's working buffers where the sequences
+     * share them, else its open sequences' own.
+     */
+    long bytes();
 
     /**
      * One decode step: {@code tokens[i]} goes into {@code sequences.get(i)} (distinct, open, of this pool) at its
@@ -90,9 +99,58 @@ public interface SequencePool extends AutoCloseable {
     static SequencePool oneByOne(BackendChoice.Decoders decoders, int slots, int capacity) {
         long bytes = decoders.bytesPerSequence(capacity);
         return new SequencePool() {
+            private int open;
+
+            /** A decoder of its own, counted while it is open. */
             @Override
             public TokenDecoder open() {
-                return decoders.open(capacity);
+                if (open == slots) {
+                    throw new IllegalStateException("all " + slots + " sequences of the pool are in use");
+                }
+                TokenDecoder d = decoders.open(capacity);
+                open++;
+                return new TokenDecoder() {
+                    private boolean closed;
+
+                    @Override
+                    public float[] forward(int[] tokens, int from, int count) {
+                        return d.forward(tokens, from, count);
+                    }
+
+                    @Override
+                    public int forwardGreedy(int[] tokens, int from, int count) {
+                        return d.forwardGreedy(tokens, from, count);
+                    }
+
+                    @Override
+                    public int position() {
+                        return d.position();
+                    }
+
+                    @Override
+                    public int capacity() {
+                        return d.capacity();
+                    }
+
+                    @Override
+                    public void truncate(int n) {
+                        d.truncate(n);
+                    }
+
+                    @Override
+                    public long bytes() {
+                        return d.bytes();
+                    }
+
+                    @Override
+                    public void close() {
+                        if (!closed) {
+                            closed = true;
+                            open--;
+                            d.close();
+                        }
+                    }
+                };
             }
 
             @Override
@@ -103,6 +161,16 @@ public interface SequencePool extends AutoCloseable {
             @Override
             public long bytesPerSequence() {
                 return bytes;
+            }
+
+            @Override
+            public int inUse() {
+                return open;
+            }
+
+            @Override
+            public long bytes() {
+                return open * bytes;
             }
 
             @Override

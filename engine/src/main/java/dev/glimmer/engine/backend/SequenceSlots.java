@@ -110,6 +110,17 @@ public final class SequenceSlots<S extends SequenceSlots.Slot> {
         return held.length;
     }
 
+    /** Slots an open sequence holds. */
+    public int inUse() {
+        int n = 0;
+        for (Slot s : held) {
+            if (s != null) {
+                n++;
+            }
+        }
+        return n;
+    }
+
     /** Positions per slot. */
     public int capacity() {
         return capacity;

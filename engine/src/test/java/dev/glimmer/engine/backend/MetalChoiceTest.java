@@ -7,6 +7,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.DisabledOnOs;
 import org.junit.jupiter.api.condition.OS;
 
+import java.util.List;
+
+import static dev.glimmer.engine.backend.SequencePool.Readout.GREEDY;
+import static dev.glimmer.engine.backend.SequencePool.Readout.LOGITS;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -102,6 +106,20 @@ class MetalChoiceTest {
             assertEquals("Metal on Fake Apple M1 (Apple7, INDIRECT_WITH_EMPTY_DISPATCHES), self-test skipped", choice.reason());
             try (TokenDecoder decoder = choice.open(8)) {
                 assertEquals(model.vocabSize(), decoder.forward(new int[] {5}, 0, 1).length);
+            }
+            // The server's pool: one KV pool whose slot is what the KV budget counts per conversation.
+            try (SequencePool pool = choice.decoders().pool(3, 8)) {
+                assertEquals(3, pool.slots());
+                assertEquals(choice.decoders().bytesPerSequence(8), pool.bytesPerSequence());
+                TokenDecoder a = pool.open();
+                TokenDecoder b = pool.open();
+                a.forward(new int[] {5, 6}, 0, 2);
+                SequencePool.Next[] next = pool.step(List.of(a, b), new int[] {7, 8}, new SequencePool.Readout[] {LOGITS, GREEDY});
+                assertEquals(model.vocabSize(), next[0].logits().length);
+                assertEquals(List.of(3, 1), List.of(a.position(), b.position()));
+                assertEquals(2, pool.inUse());
+                a.close();
+                b.close();
             }
         }
         assertEquals(0, trusted.liveOwned());

@@ -7,12 +7,13 @@ import dev.glimmer.engine.backend.TokenDecoder;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 
 /**
  * Steps on a backend whose sequences are {@link TokenDecoder}s (the GPU backends): each cached conversation is
- * a sequence of the backend's {@link SequencePool}, whose KV cache lives on the device (on CUDA, a slot of one
- * KV pool); a decode step advances all running sequences in one {@link SequencePool#step} (CUDA: one pass over
- * the weights for all of them; backends without a batch step feed them one after another). Prefix reuse
+ * a sequence of the backend's {@link SequencePool}, whose KV cache lives on the device (a slot of one KV pool);
+ * a decode step advances all running sequences in one {@link SequencePool#step} (one pass over the weights for
+ * all of them; backends without a batch step feed them one after another). Prefix reuse
  * truncates a sequence ({@link TokenDecoder#truncate}).
  */
 final class DecoderStepRunner implements StepRunner<DecoderStepRunner.DecoderCache> {
@@ -74,6 +75,11 @@ final class DecoderStepRunner implements StepRunner<DecoderStepRunner.DecoderCac
     @Override
     public long budgetBytes(long configured, int parallel) {
         return pool.slots() * cacheBytes();
+    }
+
+    @Override
+    public Optional<PoolUse> poolUse() {
+        return Optional.of(new PoolUse(pool.inUse(), pool.slots(), pool.bytes()));
     }
 
     @Override

@@ -299,6 +299,7 @@ public final class Scheduler<C extends SequenceCache> {
         metrics.running(active.size());
         metrics.queued(waiting.size());
         metrics.kvCache(sessions.bytesUsed(), sessions.budgetBytes(), sessions.sessions());
+        steps.poolUse().ifPresent(p -> metrics.kvPool(p.slotsInUse(), p.slots(), p.bytes()));
     }
 
     /** The Error that stopped generation for good (out of memory, ...), if one did. */

@@ -4,6 +4,7 @@ import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.SequencePool;
 
 import java.util.List;
+import java.util.Optional;
 
 /**
  * The scheduler's model work on one backend: it makes the KV caches the session manager keeps (one
@@ -31,6 +32,18 @@ interface StepRunner<C extends SequenceCache> extends AutoCloseable {
      */
     default long budgetBytes(long configured, int parallel) {
         return configured > 0 ? configured : (parallel + 2L) * cacheBytes();
+    }
+
+    /**
+     * The pool the caches are slots of, now (a GPU backend's {@link dev.glimmer.engine.backend.SequencePool}); empty
+     * where each cache is memory of its own (the CPU).
+     */
+    default Optional<PoolUse> poolUse() {
+        return Optional.empty();
+    }
+
+    /** A pool's slots in use (a cache each) and in all, and the memory it holds (its KV pool and working buffers). */
+    record PoolUse(int slotsInUse, int slots, long bytes) {
     }
 
     /**

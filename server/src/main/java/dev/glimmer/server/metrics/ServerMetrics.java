@@ -43,6 +43,9 @@ public final class ServerMetrics implements AutoCloseable {
     private final AtomicLong kvBytesBudget = new AtomicLong();
     private final AtomicLong sessionsCached = new AtomicLong();
     private final AtomicLong handlersActive = new AtomicLong();
+    private final AtomicLong poolSlotsInUse = new AtomicLong();
+    private final AtomicLong poolSlots = new AtomicLong();
+    private final AtomicLong poolBytes = new AtomicLong();
 
     public ServerMetrics() {
         promptTokens = Counter.builder("glimmer.prompt.tokens").description("prompt tokens processed (not from cache)")
@@ -144,6 +147,23 @@ public final class ServerMetrics implements AutoCloseable {
         kvBytesUsed.set(usedBytes);
         kvBytesBudget.set(budgetBytes);
         sessionsCached.set(sessions);
+    }
+
+    /**
+     * The GPU backend's pool of sequences: {@code slotsInUse} of its {@code slots} hold a cached conversation, and it
+     * holds {@code bytes} (its KV pool and working buffers). Its gauges appear with the first report: a CPU server,
+     * whose caches are memory of their own, has none.
+     */
+    public void kvPool(int slotsInUse, int slots, long bytes) {
+        poolSlotsInUse.set(slotsInUse);
+        poolSlots.set(slots);
+        poolBytes.set(bytes);
+        Gauge.builder("glimmer.kv.pool.slots.used", poolSlotsInUse, AtomicLong::get)
+                .description("slots of the GPU's KV pool that hold a cached conversation").register(registry);
+        Gauge.builder("glimmer.kv.pool.slots", poolSlots, AtomicLong::get)
+                .description("slots of the GPU's KV pool").register(registry);
+        Gauge.builder("glimmer.kv.pool.bytes", poolBytes, AtomicLong::get)
+                .description("memory of the GPU's KV pool and its working buffers").register(registry);
     }
 
     public String scrape() {

@@ -242,6 +242,11 @@ public final class CudaDecoder implements AutoCloseable {
         return open.size();
     }
 
+    /** Sequences open now. */
+    public int inUse() {
+        return open.inUse();
+    }
+
     /** Device memory of one slot of the KV pool: what one more cached conversation costs. */
     public long kvBytesPerSequence() {
         return decode.list.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE)

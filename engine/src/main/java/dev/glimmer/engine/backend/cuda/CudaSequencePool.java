@@ -37,6 +37,17 @@ public final class CudaSequencePool implements SequencePool {
     }
 
     @Override
+    public int inUse() {
+        return decoder.inUse();
+    }
+
+    /** Device memory of the KV pool and of every graph's activations and arguments. */
+    @Override
+    public long bytes() {
+        return decoder.deviceBytes();
+    }
+
+    @Override
     public Next[] step(List<TokenDecoder> sequences, int[] tokens, Readout[] readouts) {
         return decoder.step(own(sequences), tokens, readouts);
     }

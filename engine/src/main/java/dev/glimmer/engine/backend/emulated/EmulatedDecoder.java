@@ -137,6 +137,11 @@ public final class EmulatedDecoder implements AutoCloseable {
         return open.size();
     }
 
+    /** Sequences open now. */
+    public int inUse() {
+        return open.inUse();
+    }
+
     /** Positions each sequence holds at most. */
     public int contextSize() {
         return contextSize;

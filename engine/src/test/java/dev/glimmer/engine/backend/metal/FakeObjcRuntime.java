@@ -33,6 +33,7 @@ public final class FakeObjcRuntime {
     private final MethodHandle residencySets;
     private final MethodHandle fail;
     private final MethodHandle limit;
+    private final MethodHandle boundContents;
 
     private FakeObjcRuntime() {
         Linker linker = Linker.nativeLinker();
@@ -45,6 +46,8 @@ public final class FakeObjcRuntime {
                 FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.JAVA_LONG));
         limit = linker.downcallHandle(lookup.find("fake_limit").orElseThrow(),
                 FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG));
+        boundContents = linker.downcallHandle(lookup.find("fake_bound_contents").orElseThrow(),
+                FunctionDescriptor.of(ValueLayout.ADDRESS, ValueLayout.JAVA_LONG));
         residencySets = linker.downcallHandle(lookup.find("fake_set_residency_sets").orElseThrow(),
                 FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
     }
@@ -116,6 +119,19 @@ public final class FakeObjcRuntime {
     List<String> log() throws Throwable {
         String text = ((MemorySegment) log.invokeExact()).reinterpret(Long.MAX_VALUE).getString(0);
         return text.isEmpty() ? List.of() : Arrays.asList(text.split("\n"));
+    }
+
+    /**
+     * The first {@code bytes} of the buffer that the {@code nth} (from 0) logged {@code setKernelBuffer:offset:atIndex:}
+     * (or {@code setBuffer:offset:atIndex:}) bound, from its start: what the GPU reads there. Two bindings of one
+     * buffer give the same address.
+     */
+    MemorySegment boundContents(long nth, long bytes) throws Throwable {
+        MemorySegment contents = (MemorySegment) boundContents.invokeExact(nth);
+        if (contents.equals(MemorySegment.NULL)) {
+            throw new IllegalArgumentException("no binding " + nth + " was logged");
+        }
+        return contents.reinterpret(bytes);
     }
 
     /** Objects made owned (new…, Create) and not yet released. */

@@ -1,14 +1,17 @@
 package dev.glimmer.engine.backend.metal;
 
+import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
 import dev.glimmer.engine.backend.emulated.DecodeModels;
+import dev.glimmer.kernels.ArgStruct;
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.KernelLibrary;
 import dev.glimmer.kernels.Size3;
 import dev.glimmer.kernels.decode.BufferSpec;
 import dev.glimmer.kernels.decode.CommandList;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
+import dev.glimmer.kernels.decode.DecodeModel;
 import dev.glimmer.kernels.decode.Dispatch;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.DisabledOnOs;
@@ -17,7 +20,9 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
 import java.lang.foreign.SymbolLookup;
+import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -27,6 +32,8 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 
+import static dev.glimmer.engine.backend.SequencePool.Readout.GREEDY;
+import static dev.glimmer.engine.backend.SequencePool.Readout.LOGITS;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -72,7 +79,7 @@ class MetalOverFakeRuntimeTest {
             assertEquals("Fake Apple M1", device.name());
             assertEquals("Fake Apple M1 (Apple7, INDIRECT_WITH_EMPTY_DISPATCHES)", device.describe());
             assertEquals(StepEncoder.Mode.INDIRECT_WITH_EMPTY_DISPATCHES, device.mode());
-            try (MetalDecoder decoder = new MetalDecoder(device, model, 8)) {
+            try (MetalDecoder.Sequence decoder = MetalDecoder.single(device, model, 8)) {
                 list = decoder.commandList();
                 prompt = DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), 8,
                         Geometry.PROMPT_TOKENS);
@@ -177,6 +184,159 @@ class MetalOverFakeRuntimeTest {
                 "attached before the first step");
     }
 
+    /**
+     * A pool of several slots (issue #19): every list (decode, prompt, the 2- and 4-row batch lists) encoded once
+     * over one KV buffer per layer of slots × capacity rows; a step of three sequences at different positions runs
+     * the 4-row list once, its step buffer holding each row's token, position, KV length and first KV row (its
+     * slot's), then an empty row; two sequences run the 2-row list; a closed sequence's slot goes to the next one;
+     * and everything owned is released.
+     */
+    @Test
+    void aPoolStepsSequencesAtTheirOwnPositionsThroughOneBatchList() throws Throwable {
+        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M3", 9, null);
+        ArgStruct stepArgs = KernelLibrary.load().struct("StepArgs");
+        assertEquals(List.of("token", "pos", "kv_len", "kv_row"), stepArgs.fields().stream().map(ArgStruct.Field::name).toList(),
+                "the layout this test reads");
+        int slots = 4;
+        int capacity = 8;
+        try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
+             MetalDevice device = fake.openDevice()) {
+            DecodeModel shape = DecodeModels.of(model.file(), model.config());
+            long kvRows = (long) slots * capacity;
+            List<CommandList> lists = List.of(DecodeCommandListBuilder.build(shape, kvRows),
+                    DecodeCommandListBuilder.build(shape, kvRows, Geometry.PROMPT_TOKENS),
+                    DecodeCommandListBuilder.batch(shape, kvRows, 2), DecodeCommandListBuilder.batch(shape, kvRows, 4));
+            CommandList decode = lists.get(0);
+            try (MetalDecoder pool = new MetalDecoder(device, model, capacity, slots)) {
+                List<String> log = fake.log();
+                assertEquals(lists.stream().map(l -> "newIndirectCommandBufferWithDescriptor:maxCommandCount:options:"
+                        + " MTLIndirectCommandBufferDescriptor " + l.dispatches().size() + " 0").toList(),
+                        starting(log, "newIndirectCommandBuffer"));
+                List<String> dispatches = new ArrayList<>();
+                lists.forEach(l -> l.dispatches().forEach(d -> dispatches.add(
+                        "concurrentDispatchThreadgroups:threadsPerThreadgroup: " + size(d.grid()) + " " + size(d.threads()))));
+                assertEquals(dispatches, starting(log, "concurrentDispatch"));
+
+                // One KV pool: made once, with a slot's rows per sequence, and bound by every list.
+                long weights = decode.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.WEIGHTS).count();
+                long made = decode.buffers().size() - weights;
+                for (CommandList l : lists.subList(1, lists.size())) {
+                    made += l.buffers().stream()
+                            .filter(b -> b.kind() != BufferSpec.Kind.WEIGHTS && b.kind() != BufferSpec.Kind.KV_CACHE).count();
+                }
+                assertEquals(made, starting(log, "newBufferWithLength:options:").size());
+                long kvBytes = decode.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE)
+                        .mapToLong(BufferSpec::bytes).sum();
+                assertEquals(kvBytes / slots, pool.bytesPerSequence());
+                assertEquals(pool.bytesPerSequence(), MetalDecoder.bytesPerSequence(model, capacity));
+                assertEquals(slots, pool.slots());
+                for (BufferSpec kv : decode.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE).toList()) {
+                    long address = bound(fake, lists, 0, kv).address();
+                    for (int l = 1; l < lists.size(); l++) {
+                        assertEquals(address, bound(fake, lists, l, kv).address(), "list " + l + " binds the pool's " + kv);
+                    }
+                }
+
+                // Three sequences at positions 3, 1 and 2 (prompts through the prompt list and the decode list).
+                MetalDecoder.Sequence a = pool.open();
+                MetalDecoder.Sequence b = pool.open();
+                MetalDecoder.Sequence c = pool.open();
+                a.forward(new int[] {5, 9, 4}, 0, 3);
+                b.forward(new int[] {6}, 0, 1);
+                c.forward(new int[] {7, 8}, 0, 2);
+                assertEquals(List.of(0, capacity, 2 * capacity), List.of(a.kvRow(), b.kvRow(), c.kvRow()));
+                assertEquals(3, pool.inUse());
+                int runs = starting(fake.log(), "executeCommandsInBuffer").size();
+                SequencePool.Next[] next = pool.step(List.of(a, b, c), new int[] {11, 12, 13}, new SequencePool.Readout[] {LOGITS, GREEDY, LOGITS});
+                List<String> executed = starting(fake.log(), "executeCommandsInBuffer");
+                assertEquals(List.of("executeCommandsInBuffer:withRange: MTLIndirectCommandBuffer 0 "
+                        + lists.get(3).dispatches().size()), executed.subList(runs, executed.size()), "one run of the 4-row list");
+                assertEquals(List.of(List.of(11, 3, 4, 0), List.of(12, 1, 2, capacity), List.of(13, 2, 3, 2 * capacity),
+                        List.of(0, 0, 0, 0)), stepRows(fake, lists, 3, stepArgs));
+                assertEquals(model.vocabSize(), next[0].logits().length);
+                assertEquals(null, next[1].logits(), "a greedy-only row reads no logits");
+                assertEquals(0, next[1].greedyToken(), "the stand-in computes nothing: the argmax's output stays 0");
+                assertEquals(model.vocabSize(), next[2].logits().length);
+                assertEquals(List.of(4, 2, 3), List.of(a.position(), b.position(), c.position()));
+
+                // All slots taken: a fifth is refused. Closing b frees its slot for the next sequence.
+                MetalDecoder.Sequence d = pool.open();
+                assertEquals(3 * capacity, d.kvRow());
+                assertEquals("all 4 sequences of the KV pool are in use",
+                        assertThrows(IllegalStateException.class, pool::open).getMessage());
+                b.close();
+                assertEquals(3, pool.inUse());
+                assertThrows(IllegalStateException.class, () -> pool.step(List.of(a, b), new int[] {1, 2}, new SequencePool.Readout[] {LOGITS, LOGITS}),
+                        "a closed sequence");
+                MetalDecoder.Sequence e = pool.open();
+                assertEquals(capacity, e.kvRow(), "b's slot");
+                assertEquals(0, e.position());
+                assertThrows(IllegalArgumentException.class, () -> pool.step(List.of(a, a), new int[] {1, 2}, new SequencePool.Readout[] {LOGITS, LOGITS}));
+                pool.step(List.of(e, a), new int[] {14, 15}, new SequencePool.Readout[] {GREEDY, GREEDY});
+                assertEquals(List.of(List.of(14, 0, 1, capacity), List.of(15, 4, 5, 0)), stepRows(fake, lists, 2, stepArgs),
+                        "two rows run the 2-row list");
+                e.forward(new int[] {16}, 0, 1);
+                assertEquals(List.of(List.of(16, 1, 2, capacity)), stepRows(fake, lists, 0, stepArgs), "one runs the decode step");
+                for (MetalDecoder.Sequence q : List.of(a, c, d, e)) {
+                    q.close();
+                }
+                assertEquals(0, pool.inUse());
+                assertTrue(pool.bytes() > kvBytes, "the KV pool and each list's activations, arguments and steps");
+            }
+        }
+        assertClean(fake);
+    }
+
+    /**
+     * Metal refusing a pool's 12th buffer, or the indirect command buffer of its last list (4 rows): everything made
+     * is released.
+     */
+    @ParameterizedTest
+    @CsvSource({"newIndirectCommandBufferWithDescriptor:maxCommandCount:options:, 4, ENCODING",
+            "newBufferWithLength:options:, 12, BUFFERS"})
+    void aPoolThatCannotBeMadeReleasesEverything(String selector, int nth, MetalException.Step step) throws Throwable {
+        FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", 7, null).withResidencySets().failing(selector, nth);
+        try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0")); MetalDevice device = fake.openDevice()) {
+            MetalException e = assertThrows(MetalException.class, () -> new MetalDecoder(device, model, 8, 4));
+            assertEquals(Optional.of(step), e.step(), e.getMessage());
+        }
+        assertTrue(fake.log().contains("FAILED " + selector + " (call " + nth + ")"), "the failure was injected");
+        assertClean(fake);
+    }
+
+    /** The buffer of {@code lists.get(list)}'s first binding of {@code spec}, as the stand-in saw it bound. */
+    private static MemorySegment bound(FakeObjcRuntime fake, List<CommandList> lists, int list, BufferSpec spec) throws Throwable {
+        int buffer = lists.get(list).buffers().indexOf(spec);
+        long nth = 0;
+        for (int l = 0; l < lists.size(); l++) {
+            for (Dispatch d : lists.get(l).dispatches()) {
+                for (Dispatch.Binding b : d.bindings()) {
+                    if (l == list && b.buffer() == buffer) {
+                        return fake.boundContents(nth, Math.max(16, spec.bytes()));
+                    }
+                    nth++;
+                }
+            }
+        }
+        throw new AssertionError("list " + list + " never binds " + spec);
+    }
+
+    /** The StepArgs rows (token, pos, kv_len, kv_row) in the step buffer that list {@code list} binds. */
+    private static List<List<Integer>> stepRows(FakeObjcRuntime fake, List<CommandList> lists, int list, ArgStruct stepArgs)
+            throws Throwable {
+        CommandList l = lists.get(list);
+        MemorySegment step = bound(fake, lists, list, l.buffers().get(l.buffer(BufferSpec.Kind.STEP)));
+        List<List<Integer>> rows = new ArrayList<>();
+        for (int t = 0; t < l.tokens(); t++) {
+            List<Integer> row = new ArrayList<>();
+            for (int f = 0; f < 4; f++) {
+                row.add(step.get(ValueLayout.JAVA_INT, (long) t * stepArgs.size() + 4L * f));
+            }
+            rows.add(row);
+        }
+        return rows;
+    }
+
     @Test
     void m3AndLaterSkipTheWorkaroundAndVirtualDevicesEncodeDirectly() throws Throwable {
         FakeObjcRuntime m3 = FakeObjcRuntime.configure("Fake Apple M3", 9, null);
@@ -192,7 +352,7 @@ class MetalOverFakeRuntimeTest {
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
              MetalDevice device = vm.openDevice()) {
             assertEquals(StepEncoder.Mode.DIRECT, device.mode());
-            try (MetalDecoder decoder = new MetalDecoder(device, model, 8)) {
+            try (MetalDecoder.Sequence decoder = MetalDecoder.single(device, model, 8)) {
                 n = decoder.commandList().dispatches().size();
                 decoder.forward(new int[] {5}, 0, 1);
             }
@@ -286,7 +446,7 @@ class MetalOverFakeRuntimeTest {
              MetalDevice device = MetalDevice.open(fake.runtime(), true)) {
             assertEquals(StepEncoder.Mode.INDIRECT, device.mode());
             assertEquals("Fake Apple M1 (Apple7, INDIRECT, API validation on)", device.describe());
-            try (MetalDecoder decoder = new MetalDecoder(device, model, 8)) {
+            try (MetalDecoder.Sequence decoder = MetalDecoder.single(device, model, 8)) {
                 decoder.forward(new int[] {5}, 0, 1);
             }
         }
@@ -301,7 +461,7 @@ class MetalOverFakeRuntimeTest {
     void aDispatchBeyondItsPipelinesLimitsFailsTheEncodingNamingTheKernel() throws Throwable {
         FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", 7, null).limiting("mla_attention", 192, 0);
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0")); MetalDevice device = fake.openDevice()) {
-            MetalException e = assertThrows(MetalException.class, () -> new MetalDecoder(device, model, 8));
+            MetalException e = assertThrows(MetalException.class, () -> MetalDecoder.single(device, model, 8));
             assertEquals("encoding the command lists: kernel mla_attention is dispatched with 256 threads per threadgroup,"
                     + " but its pipeline allows at most 192 on this GPU", e.getMessage());
         }
@@ -310,7 +470,7 @@ class MetalOverFakeRuntimeTest {
 
         FakeObjcRuntime statics = FakeObjcRuntime.configure("Fake Apple M1", 7, null).limiting("argmax", 1024, 32_760);
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0")); MetalDevice device = statics.openDevice()) {
-            MetalException e = assertThrows(MetalException.class, () -> new MetalDecoder(device, model, 8));
+            MetalException e = assertThrows(MetalException.class, () -> MetalDecoder.single(device, model, 8));
             assertTrue(e.getMessage().matches("encoding the command lists: kernel argmax needs \\d+ bytes of threadgroup"
                     + " memory \\(32760 of them static\\), but this GPU has 32768"), e.getMessage());
         }
@@ -339,7 +499,7 @@ class MetalOverFakeRuntimeTest {
         FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", 7, null).withResidencySets().failing(selector, nth);
         MetalException e = assertThrows(MetalException.class, () -> {
             try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0")); MetalDevice device = fake.openDevice();
-                 MetalDecoder decoder = new MetalDecoder(device, model, 8)) {
+                 MetalDecoder.Sequence decoder = MetalDecoder.single(device, model, 8)) {
                 decoder.forward(new int[] {5}, 0, 1);
             }
         });

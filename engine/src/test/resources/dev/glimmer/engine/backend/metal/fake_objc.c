@@ -5,7 +5,8 @@
  * It computes nothing. The Java side calls it exactly as it calls the real runtime: one non-variadic
  * downcall per method signature (on x86-64 a variadic callee reads those arguments the same way).
  * A test can make one message fail (answer nil, as Metal does when it cannot make an object) and
- * give one kernel's pipeline smaller limits, to drive the backend's error paths.
+ * give one kernel's pipeline smaller limits, to drive the backend's error paths, and read the contents of
+ * the buffer any logged binding bound (what the GPU would read there, e.g. a step's StepArgs).
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -39,6 +40,8 @@ static const char *compile_error; /* NULL: the source compiles */
 static int residency_sets;          /* whether the device has residency sets (macOS 15) */
 static const char *fail_selector;   /* the message that answers nil on its fail_nth call (or MTLCreateSystemDefaultDevice) */
 static long fail_nth, fail_seen;
+static Obj **bound;                 /* the buffer of each setKernelBuffer:/setBuffer: message, in order */
+static long bound_count, bound_cap;
 static const char *limited_kernel;  /* the kernel whose pipeline gets the limits below (others: 1024 threads, 0 static) */
 static uint64_t limited_threads, limited_static;
 
@@ -58,6 +61,8 @@ static void logline(const char *fmt, ...) {
 const char *fake_log(void) { return log_buf ? log_buf : ""; }
 long fake_live_owned(void) { return live_owned; }
 long fake_pool_depth(void) { return pool_depth; }
+/* The contents of the buffer that the nth (from 0) setKernelBuffer:/setBuffer: message bound; NULL past the last. */
+void *fake_bound_contents(long nth) { return nth >= 0 && nth < bound_count ? bound[nth]->mem : NULL; }
 void fake_set_residency_sets(int available) { residency_sets = available; }
 
 void fake_fail(const char *selector, long nth) {
@@ -88,6 +93,7 @@ void fake_configure(const char *name, long family, const char *error) {
     compile_error = error ? strdup(error) : NULL;
     log_len = 0;
     if (log_buf) log_buf[0] = 0;
+    bound_count = 0;
 }
 
 static Obj *make(const char *cls, int owned) {
@@ -265,6 +271,11 @@ void *objc_msgSend(void *self, const char *sel, ...) {
         uint64_t offset = va_arg(ap, uint64_t);
         uint64_t index = va_arg(ap, uint64_t);
         logline("%s %s %llu %llu", sel, b->cls, (unsigned long long) offset, (unsigned long long) index);
+        if (bound_count == bound_cap) {
+            bound_cap = bound_cap ? bound_cap * 2 : 1024;
+            bound = realloc(bound, bound_cap * sizeof(Obj *));
+        }
+        bound[bound_count++] = b;
     } else if (!strcmp(sel, "setThreadgroupMemoryLength:atIndex:")) {
         uint64_t len = va_arg(ap, uint64_t);
         uint64_t index = va_arg(ap, uint64_t);
