@@ -110,6 +110,47 @@ class DecodeCommandListTest {
         assertTrue(list.weightBytesPerStep() > 1.5e9 && list.weightBytesPerStep() < 2.5e9, list.weightBytesPerStep() + "");
     }
 
+    /**
+     * The multiply-adds the lists count (bench's TFLOP/s per kernel) are those of the weight matrices each token
+     * goes through, counted here from the model's shape: per token the attention's projections, the router, the
+     * 4 routed experts and the shared one (the dense FFN in the first layer), and the output rows of every token
+     * that gets logits.
+     */
+    @Test
+    void multiplyAddsAreEachTokensWeightMatrices() {
+        DecodeModel m = fullSizeModel();
+        ModelShape s = GLM;
+        long attention = (long) s.embedding() * (s.qLora() + s.kvRow()) + (long) s.qLora() * s.heads() * (s.nope() + s.rope())
+                + (long) s.heads() * s.nope() * s.latent() + (long) s.heads() * s.latent() * s.vHead()
+                + (long) s.heads() * s.vHead() * s.embedding();
+        long denseFfn = 3L * s.embedding() * s.denseFfn();
+        long moe = (long) s.embedding() * s.experts()
+                + 3L * s.embedding() * ((long) s.expertsUsed() * s.expertFfn() + s.sharedFfn());
+        long perToken = s.layers() * attention + s.denseLayers() * denseFfn + (s.layers() - s.denseLayers()) * moe;
+        long output = (long) s.vocab() * s.embedding();
+        // about 3B parameters active per token: 2 x 3e9 FLOP per token
+        assertTrue(perToken > 2.5e9 && perToken < 3.5e9, perToken + " multiply-adds per token");
+
+        assertEquals(perToken + output, multiplyAdds(DecodeCommandListBuilder.build(m, 4096)), "decode step");
+        int tokens = Geometry.PROMPT_TOKENS;
+        CommandList prompt = DecodeCommandListBuilder.build(m, 4096, tokens);
+        assertEquals(tokens * perToken + output, multiplyAdds(prompt), "prompt batch: only the last token's logits");
+        assertEquals(8 * (perToken + output), multiplyAdds(DecodeCommandListBuilder.batch(m, 4096, 8)), "batch of 8");
+
+        // the expert kernels count the routed entries, not the experts' full stacks
+        Dispatch gateUp = prompt.dispatches().stream().filter(d -> d.kernel().equals("moe_experts_gate_up") && d.layer() == 1)
+                .findFirst().orElseThrow();
+        assertEquals(2L * tokens * s.embedding() * (s.expertsUsed() * s.expertFfn() + s.sharedFfn()), gateUp.multiplyAdds());
+        for (Dispatch d : prompt.dispatches()) {
+            boolean multiplies = d.kernel().startsWith("mat_") || d.kernel().startsWith("moe_experts_");
+            assertEquals(multiplies, d.multiplyAdds() > 0, d.kernel() + " of layer " + d.layer());
+        }
+    }
+
+    private static long multiplyAdds(CommandList list) {
+        return list.dispatches().stream().mapToLong(Dispatch::multiplyAdds).sum();
+    }
+
     @Test
     void everyBindingFitsMetalsLimits() {
         DecodeModel m = fullSizeModel();

@@ -525,9 +525,13 @@ public final class CudaDecoder implements AutoCloseable {
         for (Map.Entry<String, List<Integer>> kind : byKind.entrySet()) {
             boolean[] skip = new boolean[dispatches.size()];
             long bytes = 0;
+            long multiplyAdds = 0;
             for (int d : kind.getValue()) {
                 skip[d] = true;
                 bytes += dispatches.get(d).weightReads().stream().mapToLong(Dispatch.WeightRead::bytes).sum();
+                // a dispatch's multiply-adds are those of a full list; a run of fewer rows does its rows' share
+                // (all but a prompt list's output mat-vec of the last row, which is small)
+                multiplyAdds += dispatches.get(d).multiplyAdds() * rows.size() / graph.list.tokens();
             }
             MemorySegment without = graph.capture(stream, skip);
             double rest;
@@ -537,7 +541,7 @@ public final class CudaDecoder implements AutoCloseable {
                 driver.destroyGraph(without);
             }
             // Below the timer's noise a kind can measure a hair negative; it took no measurable time.
-            out.add(new KernelTime(kind.getKey(), kind.getValue().size(), Math.max(0, step - rest), bytes));
+            out.add(new KernelTime(kind.getKey(), kind.getValue().size(), Math.max(0, step - rest), bytes, multiplyAdds));
         }
         out.sort((a, b) -> Double.compare(b.millis(), a.millis()));
         last = graph;
