@@ -86,11 +86,13 @@ public final class Geometry {
     /**
      * Tokens of a prompt batch: the token count of the prompt command list, whose kernels dequantize each
      * weight value once for a tile of {@link #MM_TOKENS} of them; longer prompts run in several batches. The
-     * more tokens, the fuller each expert's tiles: measured on an H200 (full-size GLM-4.7-Flash Q4_0, with the
-     * earlier tiles of 8 tokens and no matrix units), 256 processes prompts 8.6% faster than 128 (pp512 1,220
-     * against 1,123 tok/s), for 0.11 GB more device memory per sequence (the batch's activations, 0.25 GB in all).
+     * more tokens, the fuller each expert's tiles: with 4 of 64 experts routed, 512 tokens give an expert
+     * {@link #MM_TOKENS} entries on average (one full tile; 256 half of one), and more would only add tiles
+     * of the same fill. Measured on an H200 (full-size GLM-4.7-Flash Q4_0, with the earlier tiles of 8 tokens
+     * and no matrix units), 256 processed prompts 8.6% faster than 128 (pp512 1,220 against 1,123 tok/s). The
+     * batch's activations (about 0.5 MB per token) belong to the model's pool, not to each sequence.
      */
-    public static final int PROMPT_TOKENS = 256;
+    public static final int PROMPT_TOKENS = 512;
     /**
      * Most rows of a batch decode list (one token of each of that many sequences per step); a pool of more
      * sequences steps them in turns of this many.
