@@ -159,11 +159,11 @@ public final class Geometry {
     }
 
     /**
-     * Threadgroup memory (floats) of a prompt kernel's tile: a step's staged weights and activations (two
-     * halves each) as halves, later the tile's sums as floats in the same place.
+     * Threadgroup memory (floats) of a prompt kernel's tile: two stages (double buffering) of a step's staged
+     * weights and activations (two halves each) as halves, later the tile's sums as floats in the same place.
      */
     public static int mmMemoryFloats() {
-        return Math.max((MM_ROWS + 2 * MM_TOKENS) * MM_HALF_STRIDE / 2, MM_TOKENS * MM_FLOAT_STRIDE);
+        return Math.max(2 * (MM_ROWS + 2 * MM_TOKENS) * MM_HALF_STRIDE / 2, MM_TOKENS * MM_FLOAT_STRIDE);
     }
 
     /** The constants as the kernels see them: {@code GLIMMER_<NAME>} macros. */
