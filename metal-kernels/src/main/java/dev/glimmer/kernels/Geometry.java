@@ -58,8 +58,8 @@ public final class Geometry {
     /** SIMD-groups of the threadgroups of embed_row, argmax and mla_attention. */
     public static final int WIDE_SIMDGROUPS = 8;
     /**
-     * SIMD-groups of moe_route, the one threadgroup that routes a whole prompt batch: as wide as Apple GPUs
-     * allow (1024 threads).
+     * SIMD-groups of moe_route's threadgroups, one per expert, each listing a whole prompt batch's entries of
+     * its expert: as wide as Apple GPUs allow (1024 threads).
      */
     public static final int HEAD_SIMDGROUPS = 32;
     /**

@@ -421,12 +421,15 @@ public final class DecodeCommandListBuilder {
                 boolean hasBias = model.has(bias);
                 matMat(l, router, s.embedding(), s.experts(), xn, r.routerLogits(), false);
                 FfnTensors t = moeTensors(b);
-                dispatch("moe_route", l, Size3.of(1), HEAD_THREADS, memory((long) tokens * s.expertsUsed() + s.experts()),
-                        hasBias ? List.of(all(bias)) : List.of(),
-                        args("GateUpArgs", gateUpArgs(s.expertsUsed(), s.sharedFfn(), t, hasBias ? bias : null,
-                                r.actStride(), 1)),
-                        r.routerLogits(), hasBias ? weight(bias) : r.routerLogits(), r.ids(), r.expertWeights(), routes,
-                        counts, blocks, step);
+                Ref routeArgs = args("GateUpArgs", gateUpArgs(s.expertsUsed(), s.sharedFfn(), t, hasBias ? bias : null,
+                        r.actStride(), 1));
+                // each token's experts, then each expert's list of tokens (a threadgroup per expert)
+                dispatch("moe_select", l, Size3.of(groups(tokens, Geometry.WIDE_SIMDGROUPS)), WIDE_THREADS, new int[0],
+                        hasBias ? List.of(all(bias)) : List.of(), routeArgs, r.routerLogits(),
+                        hasBias ? weight(bias) : r.routerLogits(), r.ids(), r.expertWeights(), step);
+                dispatch("moe_route", l, Size3.of(s.experts()), HEAD_THREADS,
+                        memory((long) tokens * s.expertsUsed() + HEAD_THREADS + Geometry.HEAD_SIMDGROUPS + s.experts()),
+                        List.of(), routeArgs, r.ids(), routes, counts, blocks);
                 expertsPrompt(l, s.expertsUsed(), t, s.sharedFfn(), xn, r.act(), ffnOut, routes, counts, blocks,
                         r.expertWeights(), x, r.actStride());
             }

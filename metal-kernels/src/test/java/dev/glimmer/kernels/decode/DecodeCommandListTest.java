@@ -215,10 +215,11 @@ class DecodeCommandListTest {
         assertEquals(tokens, prompt.tokens());
         assertEquals(1, decode.tokens());
         List<String> moeLayer = List.of("rms_norm_rows", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat", "mla_rope_cache",
-                "mat_mat", "mla_attention", "mla_merge_latent", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat_float", "moe_route",
-                "moe_experts_gate_up", "moe_experts_down", "moe_combine");
+                "mat_mat", "mla_attention", "mla_merge_latent", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat_float", "moe_select",
+                "moe_route", "moe_experts_gate_up", "moe_experts_down", "moe_combine");
         List<String> denseLayer = new ArrayList<>(moeLayer);
-        denseLayer.remove(13);  // moe_route
+        denseLayer.remove(14);  // moe_route
+        denseLayer.remove(13);  // moe_select
         denseLayer.remove(12);  // the router's mat_mat_float (F32 weights in float, not on the matrix units)
         List<String> expected = new ArrayList<>(List.of("embed_row"));
         expected.addAll(denseLayer);
@@ -240,7 +241,9 @@ class DecodeCommandListTest {
                 // the blocks of the experts' token lists (at most one partly filled per expert), then the shared expert's
                 case "moe_experts_gate_up", "moe_experts_down" -> d.layer() == 0 ? blocks
                         : (tokens * GLM.expertsUsed() + Geometry.MM_TOKENS - 1) / Geometry.MM_TOKENS + GLM.experts() + blocks;
-                case "last_row", "argmax", "moe_route" -> 1;
+                case "last_row", "argmax" -> 1;
+                case "moe_select" -> (tokens + Geometry.WIDE_SIMDGROUPS - 1) / Geometry.WIDE_SIMDGROUPS;
+                case "moe_route" -> GLM.experts();
                 case "argmax_parts" -> Geometry.ARGMAX_PARTS;
                 default -> tokens;
             };
@@ -255,7 +258,7 @@ class DecodeCommandListTest {
         Dispatch kb = prompt.dispatches().get(7);
         assertEquals(GLM.heads(), kb.grid().z());
         assertEquals("blk.0.attn_k_b.weight", kb.weightReads().getFirst().tensor());
-        Dispatch experts = prompt.dispatches().get(1 + denseLayer.size() + 14);
+        Dispatch experts = prompt.dispatches().get(1 + denseLayer.size() + 15);
         assertEquals("moe_experts_gate_up", experts.kernel());
 
         // the KV cache buffers match by name and size, so the two lists can share them
