@@ -547,9 +547,13 @@ public final class CudaDecoder implements AutoCloseable {
         for (Map.Entry<String, List<Integer>> kind : byKind.entrySet()) {
             boolean[] skip = new boolean[dispatches.size()];
             long bytes = 0;
+            long multiplyAdds = 0;
             for (int d : kind.getValue()) {
                 skip[d] = true;
                 bytes += dispatches.get(d).weightReads().stream().mapToLong(Dispatch.WeightRead::bytes).sum();
+                // a dispatch's multiply-adds are those of a full list; a run of fewer rows does its rows' share
+                // (all but a prompt list's output mat-vec of the last row, which is small)
+                multiplyAdds += dispatches.get(d).multiplyAdds() * rows.size() / graph.list.tokens();
             }
             MemorySegment without = graph.capture(stream, skip);
             double rest;
@@ -559,7 +563,7 @@ public final class CudaDecoder implements AutoCloseable {
                 driver.destroyGraph(without);
             }
             // Below the timer's noise a kind can measure a hair negative; it took no measurable time.
-            out.add(new KernelTime(kind.getKey(), kind.getValue().size(), Math.max(0, step - rest), bytes));
+            out.add(new KernelTime(kind.getKey(), kind.getValue().size(), Math.max(0, step - rest), bytes, multiplyAdds));
         }
         out.sort((a, b) -> Double.compare(b.millis(), a.millis()));
         last = graph;
@@ -611,15 +615,17 @@ public final class CudaDecoder implements AutoCloseable {
             }
         }
         for (Dispatch d : dispatches) {
-            long[] c = counts.computeIfAbsent(kind(d), k -> new long[2]);
+            long[] c = counts.computeIfAbsent(kind(d), k -> new long[3]);
             c[0]++;
             c[1] += d.weightReads().stream().mapToLong(Dispatch.WeightRead::bytes).sum();
+            // a dispatch's multiply-adds are those of a full list; a run of fewer rows does its rows' share
+            c[2] += d.multiplyAdds() * rows.size() / graph.list.tokens();
         }
         List<KernelTime> out = new ArrayList<>();
         runs.forEach((kind, times) -> {
             java.util.Arrays.sort(times);
             long[] c = counts.get(kind);
-            out.add(new KernelTime(kind, (int) c[0], times[PROFILE_RUNS / 2], c[1]));
+            out.add(new KernelTime(kind, (int) c[0], times[PROFILE_RUNS / 2], c[1], c[2]));
         });
         out.sort((a, b) -> Double.compare(b.millis(), a.millis()));
         last = graph;
