@@ -41,6 +41,19 @@ import java.nio.ByteOrder;
  * operation only when it can inline the whole chain of library methods behind it, and a kernel inlined
  * into its caller with helpers of its own runs past the inlining depth limit, leaving some operations as
  * (very slow) Java fallbacks.
+ *
+ * <p>And no kernel method may inline more than C2's budget of bytecode per compiled method
+ * ({@code DesiredMethodLimit}, 8,000 bytes; each Vector API operation brings 100-200 bytes of library
+ * code). Past the budget C2 inlines the rest of the operations late, where it no longer knows the
+ * vectors' exact classes and goes by the receiver types profiled in the library's shared methods
+ * (such as {@code ShortVector.add}); in a JVM that has run kernels of several vector shapes those
+ * have failed their type checks too often, the calls stay virtual and every vector passing through
+ * them is allocated. That
+ * happened to {@link #dotQ4_0} as one method (9,400 bytes inlined): after the whole engine test suite
+ * its recompiled form allocated 2.8 MB per decode token of the tiny model, for good. So its
+ * eight-block steps and its block-by-block rest are two methods (about 7,000 and 4,200 bytes inlined);
+ * {@code -XX:+UnlockDiagnosticVMOptions -XX:+LogCompilation} shows each compilation's
+ * {@code inlined_bytes} and any {@code virtual call} left in it.
  */
 final class Kernels {
     /** 16 shorts: the 16 packed bytes of a Q4_0 block, or half of a Q8_0 block. */
@@ -171,6 +184,15 @@ final class Kernels {
      */
     static float dotQ4_0(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd, int xOff, int blocks) {
         int grouped = groupedBlocks(blocks);
+        if (grouped == 0) {
+            return (float) dotQ4_0Blocks(w, offset, xq, xd, xOff, 0, blocks);
+        }
+        double sum = dotQ4_0Steps(w, offset, xq, xBias, xd, xOff, grouped);
+        return (float) (grouped < blocks ? sum + dotQ4_0Blocks(w, offset, xq, xd, xOff, grouped, blocks) : sum);
+    }
+
+    /** The eight-block steps of {@link #dotQ4_0}: its blocks {@code 0 .. grouped-1}, summed in double. */
+    private static double dotQ4_0Steps(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd, int xOff, int grouped) {
         DoubleVector acc = DoubleVector.zero(D);
         for (int b = 0; b < grouped; b += Q4_0_STEP) {
             long wa = offset + (long) b * Q4_0_BLOCK_BYTES;
@@ -206,7 +228,19 @@ final class Kernels {
             FloatVector d = ((FloatVector) dw.rearrange(EVEN_FLOATS).reinterpretShape(F8, 0)).mul(FloatVector.fromArray(F8, xd, xa / QK));
             acc = ((DoubleVector) sumi.convert(VectorOperators.L2D, 0)).fma((DoubleVector) d.convertShape(VectorOperators.F2D, D, 0), acc);
         }
-        for (int b = grouped; b < blocks; b++) {
+        // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
+        // once compiled than before, and a result must not depend on how warm the JVM is.
+        if (D.length() == 8) {
+            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+        }
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        return pair.lane(0) + pair.lane(1);
+    }
+
+    /** The blocks {@code first .. blocks-1} of {@link #dotQ4_0} one at a time (the activations in natural order), summed in double. */
+    private static double dotQ4_0Blocks(MemorySegment w, long offset, short[] xq, float[] xd, int xOff, int first, int blocks) {
+        DoubleVector acc = DoubleVector.zero(D);
+        for (int b = first; b < blocks; b++) {
             long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
             int xb = xOff + b * QK;
             ShortVector packed = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 2, LE)
@@ -229,7 +263,7 @@ final class Kernels {
             acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
         }
         DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
-        return (float) (pair.lane(0) + pair.lane(1));
+        return pair.lane(0) + pair.lane(1);
     }
 
     /**
