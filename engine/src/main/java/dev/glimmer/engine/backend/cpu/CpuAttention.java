@@ -2,6 +2,7 @@ package dev.glimmer.engine.backend.cpu;
 
 import dev.glimmer.engine.kv.KvCache;
 import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
@@ -145,10 +146,10 @@ final class CpuAttention implements WorkerPool.Task {
                 // order once compiled than before, and results must not depend on how warm the JVM is.
                 if (F.length() == 16) {
                     acc = ((FloatVector) acc.reinterpretShape(FloatVector.SPECIES_256, 0))
-                            .add((FloatVector) acc.reinterpretShape(FloatVector.SPECIES_256, 1));
+                            .lanewise(VectorOperators.ADD, (FloatVector) acc.reinterpretShape(FloatVector.SPECIES_256, 1));
                 }
                 FloatVector quad = ((FloatVector) acc.reinterpretShape(FloatVector.SPECIES_128, 0))
-                        .add((FloatVector) acc.reinterpretShape(FloatVector.SPECIES_128, 1));
+                        .lanewise(VectorOperators.ADD, (FloatVector) acc.reinterpretShape(FloatVector.SPECIES_128, 1));
                 float sum = quad.lane(0) + quad.lane(1) + quad.lane(2) + quad.lane(3);
                 for (; i < width; i++) {
                     sum += q[qo + i] * row[i];

@@ -54,6 +54,13 @@ import java.nio.ByteOrder;
  * eight-block steps and its block-by-block rest are two methods (about 7,000 and 4,200 bytes inlined);
  * {@code -XX:+UnlockDiagnosticVMOptions -XX:+LogCompilation} shows each compilation's
  * {@code inlined_bytes} and any {@code virtual call} left in it.
+ *
+ * <p>For the same reason the lane folds add the halves of a vector with {@code lanewise(ADD, ·)}, not
+ * {@code add(·)}: the halves come out of {@code reinterpretShape}, whose result C2 may not yet know the
+ * exact class of, so the call is dispatched by a receiver profile; {@code add} is the library's one
+ * method for every shape (its profile sees 512-, 256- and 128-bit vectors from all the folds), while a
+ * {@code lanewise} call here has a profile of its own, of one class. Even within the budget,
+ * {@code dotQ4_0Steps}'s final fold with {@code add} was left a virtual call once, late in such a run.
  */
 final class Kernels {
     /** 16 shorts: the 16 packed bytes of a Q4_0 block, or half of a Q8_0 block. */
@@ -231,9 +238,9 @@ final class Kernels {
         // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
         // once compiled than before, and a result must not depend on how warm the JVM is.
         if (D.length() == 8) {
-            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
         }
-        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
         return pair.lane(0) + pair.lane(1);
     }
 
@@ -249,10 +256,10 @@ final class Kernels {
             ShortVector hi = packed.lanewise(VectorOperators.LSHR, 4).sub((short) 8);
             ShortVector block = lo.mul(ShortVector.fromArray(S, xq, xb)).add(hi.mul(ShortVector.fromArray(S, xq, xb + QK / 2)));
             ShortVector folded = ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 0))
-                    .add((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1));
+                    .lanewise(VectorOperators.ADD, (ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1));
             if (D.length() == 4) {
                 folded = ((ShortVector) folded.reinterpretShape(ShortVector.SPECIES_64, 0))
-                        .add((ShortVector) folded.reinterpretShape(ShortVector.SPECIES_64, 1));
+                        .lanewise(VectorOperators.ADD, (ShortVector) folded.reinterpretShape(ShortVector.SPECIES_64, 1));
             }
             float d = Float.float16ToFloat(w.get(HALF, wb)) * xd[xOff / QK + b];
             acc = ((DoubleVector) folded.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, d), acc);
@@ -260,9 +267,9 @@ final class Kernels {
         // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
         // once compiled than before, and a result must not depend on how warm the JVM is.
         if (D.length() == 8) {
-            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
         }
-        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
         return pair.lane(0) + pair.lane(1);
     }
 
@@ -296,15 +303,15 @@ final class Kernels {
             ShortVector p1 = lo.mul(ShortVector.fromArray(S, xq, o1 + xb)).add(hi.mul(ShortVector.fromArray(S, xq, o1 + xb + QK / 2)));
             ShortVector p2 = lo.mul(ShortVector.fromArray(S, xq, o2 + xb)).add(hi.mul(ShortVector.fromArray(S, xq, o2 + xb + QK / 2)));
             ShortVector p3 = lo.mul(ShortVector.fromArray(S, xq, o3 + xb)).add(hi.mul(ShortVector.fromArray(S, xq, o3 + xb + QK / 2)));
-            ShortVector f0 = ((ShortVector) p0.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p0.reinterpretShape(ShortVector.SPECIES_128, 1));
-            ShortVector f1 = ((ShortVector) p1.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p1.reinterpretShape(ShortVector.SPECIES_128, 1));
-            ShortVector f2 = ((ShortVector) p2.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p2.reinterpretShape(ShortVector.SPECIES_128, 1));
-            ShortVector f3 = ((ShortVector) p3.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p3.reinterpretShape(ShortVector.SPECIES_128, 1));
+            ShortVector f0 = ((ShortVector) p0.reinterpretShape(ShortVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (ShortVector) p0.reinterpretShape(ShortVector.SPECIES_128, 1));
+            ShortVector f1 = ((ShortVector) p1.reinterpretShape(ShortVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (ShortVector) p1.reinterpretShape(ShortVector.SPECIES_128, 1));
+            ShortVector f2 = ((ShortVector) p2.reinterpretShape(ShortVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (ShortVector) p2.reinterpretShape(ShortVector.SPECIES_128, 1));
+            ShortVector f3 = ((ShortVector) p3.reinterpretShape(ShortVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (ShortVector) p3.reinterpretShape(ShortVector.SPECIES_128, 1));
             if (D.length() == 4) {
-                f0 = ((ShortVector) f0.reinterpretShape(ShortVector.SPECIES_64, 0)).add((ShortVector) f0.reinterpretShape(ShortVector.SPECIES_64, 1));
-                f1 = ((ShortVector) f1.reinterpretShape(ShortVector.SPECIES_64, 0)).add((ShortVector) f1.reinterpretShape(ShortVector.SPECIES_64, 1));
-                f2 = ((ShortVector) f2.reinterpretShape(ShortVector.SPECIES_64, 0)).add((ShortVector) f2.reinterpretShape(ShortVector.SPECIES_64, 1));
-                f3 = ((ShortVector) f3.reinterpretShape(ShortVector.SPECIES_64, 0)).add((ShortVector) f3.reinterpretShape(ShortVector.SPECIES_64, 1));
+                f0 = ((ShortVector) f0.reinterpretShape(ShortVector.SPECIES_64, 0)).lanewise(VectorOperators.ADD, (ShortVector) f0.reinterpretShape(ShortVector.SPECIES_64, 1));
+                f1 = ((ShortVector) f1.reinterpretShape(ShortVector.SPECIES_64, 0)).lanewise(VectorOperators.ADD, (ShortVector) f1.reinterpretShape(ShortVector.SPECIES_64, 1));
+                f2 = ((ShortVector) f2.reinterpretShape(ShortVector.SPECIES_64, 0)).lanewise(VectorOperators.ADD, (ShortVector) f2.reinterpretShape(ShortVector.SPECIES_64, 1));
+                f3 = ((ShortVector) f3.reinterpretShape(ShortVector.SPECIES_64, 0)).lanewise(VectorOperators.ADD, (ShortVector) f3.reinterpretShape(ShortVector.SPECIES_64, 1));
             }
             acc0 = ((DoubleVector) f0.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[o0 / QK + b]), acc0);
             acc1 = ((DoubleVector) f1.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[o1 / QK + b]), acc1);
@@ -313,15 +320,15 @@ final class Kernels {
         }
         // The lanes of each summed in the fixed order of dotQ4_0.
         if (D.length() == 8) {
-            acc0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 1));
-            acc1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 1));
-            acc2 = ((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_256, 1));
-            acc3 = ((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc2 = ((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_256, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc3 = ((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_256, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_256, 1));
         }
-        DoubleVector s0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 1));
-        DoubleVector s1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 1));
-        DoubleVector s2 = ((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_128, 1));
-        DoubleVector s3 = ((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector s0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector s1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector s2 = ((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector s3 = ((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_128, 1));
         result[0] = (float) (s0.lane(0) + s0.lane(1));
         result[1] = (float) (s1.lane(0) + s1.lane(1));
         result[2] = (float) (s2.lane(0) + s2.lane(1));
@@ -367,11 +374,11 @@ final class Kernels {
             // Products reach 127·127, so two fill a 16-bit lane: widen to 32 bits before folding.
             IntVector folded = ((IntVector) ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 0))
                     .convertShape(VectorOperators.S2I, IntVector.SPECIES_256, 0))
-                    .add((IntVector) ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1))
+                    .lanewise(VectorOperators.ADD, (IntVector) ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1))
                             .convertShape(VectorOperators.S2I, IntVector.SPECIES_256, 0));
             if (D.length() == 4) {
                 folded = ((IntVector) folded.reinterpretShape(IntVector.SPECIES_128, 0))
-                        .add((IntVector) folded.reinterpretShape(IntVector.SPECIES_128, 1));
+                        .lanewise(VectorOperators.ADD, (IntVector) folded.reinterpretShape(IntVector.SPECIES_128, 1));
             }
             float d = Float.float16ToFloat(w.get(HALF, wb)) * xd[xdOff + b];
             acc = ((DoubleVector) folded.convertShape(VectorOperators.I2D, D, 0)).fma(DoubleVector.broadcast(D, d), acc);
@@ -379,9 +386,9 @@ final class Kernels {
         // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
         // once compiled than before, and a result must not depend on how warm the JVM is.
         if (D.length() == 8) {
-            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
         }
-        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
         return (float) (pair.lane(0) + pair.lane(1));
     }
 
@@ -414,9 +421,9 @@ final class Kernels {
         }
         // The lanes summed in a fixed order, as in dotF32.
         if (D.length() == 8) {
-            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
         }
-        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
         double sum = pair.lane(0) + pair.lane(1);
         for (; i < n; i++) {
             sum += (double) Float.float16ToFloat(w.get(HALF, offset + 2L * i)) * x[xOff + i];
@@ -437,9 +444,9 @@ final class Kernels {
         // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
         // once compiled than before, and a result must not depend on how warm the JVM is.
         if (D.length() == 8) {
-            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
         }
-        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
         double sum = pair.lane(0) + pair.lane(1);
         for (; i < n; i++) {
             sum += (double) w.get(FLOAT, offset + 4L * i) * x[xOff + i];
