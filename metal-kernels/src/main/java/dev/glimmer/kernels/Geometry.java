@@ -16,9 +16,9 @@ public final class Geometry {
     public static final int MV_ROWS_PER_SIMDGROUP = 4;
     /**
      * Tokens of a tile of the prompt kernels (mat_mat and the grouped experts, tiles.metal): each weight
-     * value is dequantized once for all of them. An expert's block of its token list is one tile, so the
-     * experts (about 16 tokens each in a batch of {@link #PROMPT_TOKENS} with 4 of 64 experts routed) fill
-     * theirs about half.
+     * value is dequantized once for all of them. An expert's block of its token list is one tile, and the
+     * experts get about 32 tokens each in a batch of {@link #PROMPT_TOKENS} with 4 of 64 experts routed (some
+     * fewer, some a second, partly filled tile).
      */
     public static final int MM_TOKENS = 32;
     /**

@@ -105,11 +105,25 @@ static inline void load_chunk(uint type, device const uchar * row, uint c, threa
     }
 }
 
-// The dequantized chunk c as halves into its step's tile row (dst holds the values k0 .. k0 + MM_DEPTH of the row).
+// The dequantized chunk c as halves into its step's tile row (dst, 4-byte aligned, holds the values k0 .. k0 +
+// MM_DEPTH of the row). Values i and i + 1 that lie side by side at an even place (every pair of the 32-value
+// blocks' formats) go as one 32-bit store: threadgroup memory's store slots, not the matrix units, bound a step.
 template <typename T>
 static inline void store_chunk_of(thread StepShare & share, uint c, uint k0, threadgroup half * dst) {
     #pragma unroll
-    for (uint i = 0; i < CH; i++) dst[T::index(c, i) - k0] = (half) share.w[i];
+    for (uint i = 0; i < CH; i += 2) {
+        uint at = T::index(c, i) - k0;
+        uint next = T::index(c, i + 1) - k0;
+        if (next == at + 1 && at % 2 == 0) {
+            half2 pair;
+            pair.x = (half) share.w[i];
+            pair.y = (half) share.w[i + 1];
+            *((threadgroup uint *) (dst + at)) = as_type<uint>(pair);
+        } else {
+            dst[at] = (half) share.w[i];
+            dst[next] = (half) share.w[i + 1];
+        }
+    }
 }
 
 static inline void store_chunk(uint type, thread StepShare & share, uint c, uint k0, threadgroup half * dst) {
@@ -125,18 +139,25 @@ static inline void store_chunk(uint type, thread StepShare & share, uint c, uint
     }
 }
 
-// x as hi + lo, two halves: hi = x rounded to half, lo = the rest rounded to half.
-static inline void split_half(float x, threadgroup half * hi, threadgroup half * lo) {
-    half h = (half) x;
-    *hi = h;
-    *lo = (half) (x - (float) h);
+// x as hi + lo, two halves: hi = x rounded to half, lo = the rest rounded to half (this function).
+static inline half split_lo(float x, half hi) {
+    return (half) (x - (float) hi);
 }
 
+// Four values as hi and lo halves, one 8-byte store each (hi and lo 8-byte aligned).
 static inline void split_half4(float4 x, threadgroup half * hi, threadgroup half * lo) {
-    split_half(x.x, hi, lo);
-    split_half(x.y, hi + 1, lo + 1);
-    split_half(x.z, hi + 2, lo + 2);
-    split_half(x.w, hi + 3, lo + 3);
+    half4 h;
+    h.x = (half) x.x;
+    h.y = (half) x.y;
+    h.z = (half) x.z;
+    h.w = (half) x.w;
+    half4 l;
+    l.x = split_lo(x.x, h.x);
+    l.y = split_lo(x.y, h.y);
+    l.z = split_lo(x.z, h.z);
+    l.w = split_lo(x.w, h.w);
+    *((threadgroup half4 *) hi) = h;
+    *((threadgroup half4 *) lo) = l;
 }
 
 // Halves of one stage of a tile's operands: the step's weights (MM_ROWS rows) and the activations' hi and lo
@@ -205,15 +226,12 @@ static inline void mm_tile(WeightRows lo, WeightRows hi, S src, uint n, uint col
             }
             threadgroup half * x_hi = st + x_at;
             threadgroup half * x_lo = x_hi + MM_TOKENS * MM_HALF_STRIDE;
-            if (acts) {
-                split_half4(share.x0, x_hi, x_lo);
-                split_half4(share.x1, x_hi + 4, x_lo + 4);
-            } else {
-                for (uint i = 0; i < 8; i++) {
-                    x_hi[i] = (half) 0.0f;
-                    x_lo[i] = (half) 0.0f;
-                }
+            if (!acts) {
+                share.x0.x = share.x0.y = share.x0.z = share.x0.w = 0.0f;
+                share.x1.x = share.x1.y = share.x1.z = share.x1.w = 0.0f;
             }
+            split_half4(share.x0, x_hi, x_lo);
+            split_half4(share.x1, x_hi + 4, x_lo + 4);
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
