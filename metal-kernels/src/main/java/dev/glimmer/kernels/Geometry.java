@@ -16,9 +16,9 @@ public final class Geometry {
     public static final int MV_ROWS_PER_SIMDGROUP = 4;
     /**
      * Tokens of a tile of the prompt kernels (mat_mat and the grouped experts, tiles.metal): each weight
-     * value is dequantized once for all of them. An expert's block of its token list is one tile, so the
-     * experts (about 16 tokens each in a batch of {@link #PROMPT_TOKENS} with 4 of 64 experts routed) fill
-     * theirs about half.
+     * value is dequantized once for all of them. An expert's block of its token list is one tile, and the
+     * experts get about 32 tokens each in a batch of {@link #PROMPT_TOKENS} with 4 of 64 experts routed (some
+     * fewer, some a second, partly filled tile).
      */
     public static final int MM_TOKENS = 32;
     /**
@@ -58,8 +58,8 @@ public final class Geometry {
     /** SIMD-groups of the threadgroups of embed_row, argmax and mla_attention. */
     public static final int WIDE_SIMDGROUPS = 8;
     /**
-     * SIMD-groups of moe_route, the one threadgroup that routes a whole prompt batch: as wide as Apple GPUs
-     * allow (1024 threads).
+     * SIMD-groups of moe_route's threadgroups, one per expert, each listing a whole prompt batch's entries of
+     * its expert: as wide as Apple GPUs allow (1024 threads).
      */
     public static final int HEAD_SIMDGROUPS = 32;
     /**
@@ -86,11 +86,13 @@ public final class Geometry {
     /**
      * Tokens of a prompt batch: the token count of the prompt command list, whose kernels dequantize each
      * weight value once for a tile of {@link #MM_TOKENS} of them; longer prompts run in several batches. The
-     * more tokens, the fuller each expert's tiles: measured on an H200 (full-size GLM-4.7-Flash Q4_0, with the
-     * earlier tiles of 8 tokens and no matrix units), 256 processes prompts 8.6% faster than 128 (pp512 1,220
-     * against 1,123 tok/s), for 0.11 GB more device memory per sequence (the batch's activations, 0.25 GB in all).
+     * more tokens, the fuller each expert's tiles: with 4 of 64 experts routed, 512 tokens give an expert
+     * {@link #MM_TOKENS} entries on average (one full tile; 256 half of one), and more would only add tiles
+     * of the same fill. Measured on an H200 (full-size GLM-4.7-Flash Q4_0, with the earlier tiles of 8 tokens
+     * and no matrix units), 256 processed prompts 8.6% faster than 128 (pp512 1,220 against 1,123 tok/s). The
+     * batch's activations (about 0.5 MB per token) belong to the model's pool, not to each sequence.
      */
-    public static final int PROMPT_TOKENS = 256;
+    public static final int PROMPT_TOKENS = 512;
     /**
      * Most rows of a batch decode list (one token of each of that many sequences per step); a pool of more
      * sequences steps them in turns of this many.
@@ -157,11 +159,11 @@ public final class Geometry {
     }
 
     /**
-     * Threadgroup memory (floats) of a prompt kernel's tile: a step's staged weights and activations (two
-     * halves each) as halves, later the tile's sums as floats in the same place.
+     * Threadgroup memory (floats) of a prompt kernel's tile: two stages (double buffering) of a step's staged
+     * weights and activations (two halves each) as halves, later the tile's sums as floats in the same place.
      */
     public static int mmMemoryFloats() {
-        return Math.max((MM_ROWS + 2 * MM_TOKENS) * MM_HALF_STRIDE / 2, MM_TOKENS * MM_FLOAT_STRIDE);
+        return Math.max(2 * (MM_ROWS + 2 * MM_TOKENS) * MM_HALF_STRIDE / 2, MM_TOKENS * MM_FLOAT_STRIDE);
     }
 
     /** The constants as the kernels see them: {@code GLIMMER_<NAME>} macros. */

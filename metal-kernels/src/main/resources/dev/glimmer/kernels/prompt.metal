@@ -225,56 +225,96 @@ static inline uint routed_blocks(uint tokens, uint routed, uint experts) {
     return routed > 0 ? (tokens * routed + MM_TOKENS - 1) / MM_TOKENS + experts : 0;
 }
 
-// Grid: 1 threadgroup of GLIMMER_HEAD_SIMDGROUPS SIMD-groups. The expert selection of every token of the batch
-// from its router logits (select_experts; SIMD-group s takes tokens s, s + SIMD-groups, ...) into ids and
-// weights; then for each expert e the list of the (token, slot) entries routed to it, as token * routed + slot
-// in token order, at routes[e * tokens ..], and its length in counts[e]; then the table of the lists' blocks of
-// MM_TOKENS entries, expert << 16 | first entry, in blocks[0 .. routed_blocks), the unused end 0xFFFFFFFF (so that the
-// expert kernels' grids need not depend on the routing). scratch: tokens * routed + experts floats.
+// Grid: (ceil(tokens / GLIMMER_WIDE_SIMDGROUPS)) threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups: SIMD-group s
+// of threadgroup g makes the expert selection (select_experts) of token g * GLIMMER_WIDE_SIMDGROUPS + s from its
+// router logits into ids and weights; the ids of the tokens without a row (kv_len 0) are -1.
+kernel void moe_select(constant GateUpArgs & a [[buffer(0)]],
+                       device const float * logits [[buffer(1)]],
+                       device const float * bias [[buffer(2)]],
+                       device int * ids [[buffer(3)]],
+                       device float * weights [[buffer(4)]],
+                       constant StepArgs * steps [[buffer(5)]],
+                       uint3 tgpig [[threadgroup_position_in_grid]],
+                       ushort tiisg [[thread_index_in_simdgroup]],
+                       ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    uint t = tgpig.x * GLIMMER_WIDE_SIMDGROUPS + sgitg;
+    if (t >= a.tokens) return;
+    if (steps[t].kv_len == 0) {
+        for (uint k = tiisg; k < a.routed; k += SIMD_WIDTH) ids[t * a.routed + k] = -1;
+        return;
+    }
+    select_experts(a, logits + t * a.experts, bias, 0, tiisg == 0, ids + t * a.routed, weights + t * a.routed, tiisg);
+}
+
+// Grid: (experts) threadgroups of GLIMMER_HEAD_SIMDGROUPS SIMD-groups; threadgroup e lists the (token, slot) entries
+// moe_select routed to expert e, as token * routed + slot in token order, at routes[e * tokens ..], its length in
+// counts[e], and its blocks of MM_TOKENS entries (expert << 16 | first entry) in the table blocks[0 .. routed_blocks)
+// after the blocks of the experts before it (every threadgroup counts every expert's entries to know where); the
+// last expert's threadgroup marks the unused end 0xFFFFFFFF (so that the expert kernels' grids need not depend on
+// the routing). scratch: tokens * routed + GLIMMER_HEAD_SIMDGROUPS * (SIMD_WIDTH + 1) + experts floats.
 [[max_total_threads_per_threadgroup(GLIMMER_HEAD_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
 kernel void moe_route(constant GateUpArgs & a [[buffer(0)]],
-                      device const float * logits [[buffer(1)]],
-                      device const float * bias [[buffer(2)]],
-                      device int * ids [[buffer(3)]],
-                      device float * weights [[buffer(4)]],
-                      device uint * routes [[buffer(5)]],
-                      device uint * counts [[buffer(6)]],
-                      device uint * blocks [[buffer(7)]],
-                      constant StepArgs * steps [[buffer(8)]],
+                      device const int * ids [[buffer(1)]],
+                      device uint * routes [[buffer(2)]],
+                      device uint * counts [[buffer(3)]],
+                      device uint * blocks [[buffer(4)]],
                       threadgroup float * scratch TG_MEM(0),
+                      uint3 tgpig [[threadgroup_position_in_grid]],
                       ushort tiitg [[thread_index_in_threadgroup]],
                       ushort tiisg [[thread_index_in_simdgroup]],
                       ushort sgitg [[simdgroup_index_in_threadgroup]]) {
     const uint threads = GLIMMER_HEAD_SIMDGROUPS * SIMD_WIDTH;
+    uint entries = a.tokens * a.routed;
+    int e = (int) tgpig.x;
     threadgroup int * picked = (threadgroup int *) scratch;
-    for (uint t = sgitg; t < a.tokens; t += GLIMMER_HEAD_SIMDGROUPS) {
-        if (steps[t].kv_len == 0) {
-            for (uint k = tiisg; k < a.routed; k += SIMD_WIDTH) picked[t * a.routed + k] = -1;
-            continue;
-        }
-        select_experts(a, logits + t * a.experts, bias, 0, tiisg == 0, ids + t * a.routed, weights + t * a.routed,
-                       tiisg);
-        if (tiisg == 0) {
-            for (uint k = 0; k < a.routed; k++) picked[t * a.routed + k] = ids[t * a.routed + k];
-        }
+    threadgroup uint * partial = (threadgroup uint *) (picked + entries);   // a count per thread
+    threadgroup uint * listed = partial + threads;                          // every expert's count
+    threadgroup uint * simd_totals = listed + a.experts;
+    for (uint i = tiitg; i < entries; i += threads) picked[i] = ids[i];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // every expert's count: `parts` threads per expert (at least 4: the host allows 256 experts) each count a share
+    uint parts = threads / a.experts;
+    uint share = (entries + parts - 1) / parts;
+    if (tiitg < parts * a.experts) {
+        int x = (int) (tiitg % a.experts);
+        uint from = (tiitg / a.experts) * share;
+        uint c = 0;
+        for (uint i = from; i < min(from + share, entries); i++) c += picked[i] == x ? 1 : 0;
+        partial[tiitg] = c;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    threadgroup uint * listed = (threadgroup uint *) (picked + a.tokens * a.routed);
-    for (uint e = tiitg; e < a.experts; e += threads) {
-        uint count = 0;
-        for (uint i = 0; i < a.tokens * a.routed; i++) {
-            if (picked[i] == (int) e) routes[e * a.tokens + count++] = i;
-        }
-        counts[e] = count;
-        listed[e] = count;
+    if (tiitg < a.experts) {
+        uint c = 0;
+        for (uint p = 0; p < parts; p++) c += partial[p * a.experts + tiitg];
+        listed[tiitg] = c;
     }
+    // this expert's list: thread t takes `per` consecutive entries, and the matches before them (a prefix sum
+    // over the SIMD-group by shuffles, then over the SIMD-groups) say where its own go
+    uint per = (entries + threads - 1) / threads;
+    uint from = min(tiitg * per, entries);
+    uint to = min(from + per, entries);
+    uint mine = 0;
+    for (uint i = from; i < to; i++) mine += picked[i] == e ? 1 : 0;
+    uint upto = mine;
+    for (ushort o = 1; o < SIMD_WIDTH; o <<= 1) {
+        uint below = simd_shuffle_up(upto, o);
+        if (tiisg >= o) upto += below;
+    }
+    if (tiisg == SIMD_WIDTH - 1) simd_totals[sgitg] = upto;
     threadgroup_barrier(mem_flags::mem_threadgroup);
+    uint at = upto - mine;
+    for (uint s = 0; s < sgitg; s++) at += simd_totals[s];
+    for (uint i = from; i < to; i++) {
+        if (picked[i] == e) routes[e * a.tokens + at++] = i;
+    }
     if (tiitg == 0) {
         uint b = 0;
-        for (uint e = 0; e < a.experts; e++) {
-            for (uint first = 0; first < listed[e]; first += MM_TOKENS) blocks[b++] = e << 16 | first;
+        for (int x = 0; x < e; x++) b += (listed[x] + MM_TOKENS - 1) / MM_TOKENS;
+        for (uint first = 0; first < listed[e]; first += MM_TOKENS) blocks[b++] = (uint) e << 16 | first;
+        counts[e] = listed[e];
+        if (e + 1 == (int) a.experts) {
+            for (; b < routed_blocks(a.tokens, a.routed, a.experts); b++) blocks[b] = 0xFFFFFFFFu;
         }
-        for (; b < routed_blocks(a.tokens, a.routed, a.experts); b++) blocks[b] = 0xFFFFFFFFu;
     }
 }
 

@@ -17,13 +17,19 @@ public interface KernelTimings {
 
     /**
      * GPU time of one kind of dispatch in a step: a kernel and the weight it reads
-     * ({@code mat_vec attn_output.weight}), how many dispatches, and the weight bytes they read (so
-     * that the time can be held against the memory bandwidth).
+     * ({@code mat_vec attn_output.weight}), how many dispatches, the weight bytes they read (so
+     * that the time can be held against the memory bandwidth) and the multiply-adds of their weight
+     * matrices (against the arithmetic units; 0 for kernels that multiply no weight matrix).
      */
-    record KernelTime(String kernel, int dispatches, double millis, long weightBytes) {
+    record KernelTime(String kernel, int dispatches, double millis, long weightBytes, long multiplyAdds) {
         /** Weight bytes read per second of GPU time, in GB/s. */
         public double gigabytesPerSecond() {
             return millis > 0 ? weightBytes / (millis * 1e6) : 0;
+        }
+
+        /** Floating-point operations per second of GPU time (a multiply-add is two), in TFLOP/s. */
+        public double teraflopsPerSecond() {
+            return millis > 0 ? 2.0 * multiplyAdds / (millis * 1e9) : 0;
         }
     }
 

@@ -230,6 +230,12 @@ public final class DecodeCommandListBuilder {
 
     private void dispatch(String kernel, int layer, Size3 grid, int threads, int[] memory,
                           List<Dispatch.WeightRead> reads, Ref... bindings) {
+        dispatch(kernel, layer, grid, threads, memory, reads, 0, bindings);
+    }
+
+    /** A dispatch that multiplies weight matrices: {@code multiplyAdds} with a token in every row (Dispatch). */
+    private void dispatch(String kernel, int layer, Size3 grid, int threads, int[] memory,
+                          List<Dispatch.WeightRead> reads, long multiplyAdds, Ref... bindings) {
         KernelSignature k = library.kernel(kernel);
         if (bindings.length != k.bufferCount()) {
             throw new IllegalStateException(kernel + " binds " + k.bufferCount() + " buffers, got " + bindings.length);
@@ -238,7 +244,8 @@ public final class DecodeCommandListBuilder {
         for (int i = 0; i < bindings.length; i++) {
             list.add(new Dispatch.Binding(i, bindings[i].buffer(), bindings[i].offset()));
         }
-        dispatches.add(new Dispatch(kernel, layer, list, grid, Size3.of(threads), memory, !dispatches.isEmpty(), reads));
+        dispatches.add(new Dispatch(kernel, layer, list, grid, Size3.of(threads), memory, !dispatches.isEmpty(), reads,
+                multiplyAdds));
     }
 
     /** {@code n} rounded up to a multiple of 4 (the kernels' align4: threadgroup arrays read as float4). */
@@ -327,6 +334,7 @@ public final class DecodeCommandListBuilder {
             dispatch("mat_vec_pair", l, Size3.of(groups(s.qLora(), perGroup) + groups(s.kvRow(), perGroup)), MV_THREADS,
                     memory(Geometry.MV_SCRATCH_FLOATS),
                     List.of(all(b + "attn_norm.weight"), all(b + "attn_q_a.weight"), all(b + "attn_kv_a_mqa.weight")),
+                    (long) s.embedding() * (s.qLora() + s.kvRow()),
                     args("MatVecPairArgs", Map.of("cols", s.embedding(), "type1", type(b + "attn_q_a.weight"),
                             "rows1", s.qLora(), "type2", type(b + "attn_kv_a_mqa.weight"), "rows2", s.kvRow(),
                             "eps", s.eps(), "split", pairSplit)),
@@ -413,12 +421,15 @@ public final class DecodeCommandListBuilder {
                 boolean hasBias = model.has(bias);
                 matMat(l, router, s.embedding(), s.experts(), xn, r.routerLogits(), false);
                 FfnTensors t = moeTensors(b);
-                dispatch("moe_route", l, Size3.of(1), HEAD_THREADS, memory((long) tokens * s.expertsUsed() + s.experts()),
-                        hasBias ? List.of(all(bias)) : List.of(),
-                        args("GateUpArgs", gateUpArgs(s.expertsUsed(), s.sharedFfn(), t, hasBias ? bias : null,
-                                r.actStride(), 1)),
-                        r.routerLogits(), hasBias ? weight(bias) : r.routerLogits(), r.ids(), r.expertWeights(), routes,
-                        counts, blocks, step);
+                Ref routeArgs = args("GateUpArgs", gateUpArgs(s.expertsUsed(), s.sharedFfn(), t, hasBias ? bias : null,
+                        r.actStride(), 1));
+                // each token's experts, then each expert's list of tokens (a threadgroup per expert)
+                dispatch("moe_select", l, Size3.of(groups(tokens, Geometry.WIDE_SIMDGROUPS)), WIDE_THREADS, new int[0],
+                        hasBias ? List.of(all(bias)) : List.of(), routeArgs, r.routerLogits(),
+                        hasBias ? weight(bias) : r.routerLogits(), r.ids(), r.expertWeights(), step);
+                dispatch("moe_route", l, Size3.of(s.experts()), HEAD_THREADS,
+                        memory((long) tokens * s.expertsUsed() + HEAD_THREADS + Geometry.HEAD_SIMDGROUPS + s.experts()),
+                        List.of(), routeArgs, r.ids(), routes, counts, blocks);
                 expertsPrompt(l, s.expertsUsed(), t, s.sharedFfn(), xn, r.act(), ffnOut, routes, counts, blocks,
                         r.expertWeights(), x, r.actStride());
             }
@@ -468,15 +479,17 @@ public final class DecodeCommandListBuilder {
         a.put("y_step", yStep);
         a.put("add", add ? 1 : 0);
         Ref step = new Ref(stepBuffer, 0);
+        long multiplyAdds = (long) rows * cols * matrices * tokens;
         if (type(w) == GGML_F32 || outputs > 1) {
             // F32 weights (the router) in float: the matrix units' halves could make it pick other experts; and a
             // batch of a few sequences' tokens, which would leave the tiles mostly empty
             dispatch("mat_mat_float", layer, new Size3(groups(tokens, Geometry.MM_FLOAT_TOKENS), groups(rows, MM_FLOAT_ROWS),
-                    matrices), MM_THREADS, new int[0], List.of(all(w)), args("MatMatArgs", a), weight(w), x, y, step);
+                    matrices), MM_THREADS, new int[0], List.of(all(w)), multiplyAdds, args("MatMatArgs", a), weight(w), x, y,
+                    step);
         } else {
             dispatch("mat_mat", layer, new Size3(groups(tokens, Geometry.MM_TOKENS), groups(rows, Geometry.MM_ROWS),
-                    matrices), MM_THREADS, memory(Geometry.mmMemoryFloats()), List.of(all(w)), args("MatMatArgs", a),
-                    weight(w), x, y, step);
+                    matrices), MM_THREADS, memory(Geometry.mmMemoryFloats()), List.of(all(w)), multiplyAdds,
+                    args("MatMatArgs", a), weight(w), x, y, step);
         }
     }
 
@@ -499,17 +512,25 @@ public final class DecodeCommandListBuilder {
         }
         // a tile holds gate rows in its upper half and the same up rows in its lower half
         dispatch("moe_experts_gate_up", l, Size3.of(blockColumns, groups(rows, Geometry.MM_ROWS / 2)), MM_THREADS,
-                memory(Geometry.mmMemoryFloats()), gateUpReads,
+                memory(Geometry.mmMemoryFloats()), gateUpReads, 2 * ffnMultiplyAdds(routed, sharedWidth),
                 args("GateUpArgs", gateUpArgs(routed, sharedWidth, t, null, actStride, 1)),
                 xn, weight(t.gate()), weight(t.up()), weight(t.gateShared()), weight(t.upShared()), routes, counts, blocks,
                 act, step);
         dispatch("moe_experts_down", l, Size3.of(blockColumns, groups(s.embedding(), Geometry.MM_ROWS)), MM_THREADS,
-                memory(Geometry.mmMemoryFloats()), downReads, args("DownArgs", downArgs(routed, t, sharedWidth, actStride, 1)),
+                memory(Geometry.mmMemoryFloats()), downReads, ffnMultiplyAdds(routed, sharedWidth), args("DownArgs", downArgs(routed, t, sharedWidth, actStride, 1)),
                 weight(t.down()), weight(t.downShared()), act, routes, counts, blocks, ffnOut, step);
         dispatch("moe_combine", l, Size3.of(tokens, groups(s.embedding(), WIDE_THREADS)), WIDE_THREADS, new int[0],
                 List.of(), args("CombineArgs", Map.of("rows", s.embedding(), "routed", routed,
                         "shared", sharedWidth > 0 ? 1 : 0)),
                 ffnOut, expertWeights, x, step);
+    }
+
+    /**
+     * Multiply-adds of one of an FFN's matrices (gate, up or down) in a run: per token, the rows of its {@code routed}
+     * experts and the shared expert's (or the dense FFN's) {@code sharedWidth}, each with the hidden size.
+     */
+    private long ffnMultiplyAdds(int routed, int sharedWidth) {
+        return (long) tokens * s.embedding() * ((long) routed * s.expertFfn() + sharedWidth);
     }
 
     /** RoPE on each token's q_pe (q_full to q) and each token's cache row (mla_rope_cache). */
@@ -543,7 +564,7 @@ public final class DecodeCommandListBuilder {
         List<Dispatch.WeightRead> reads = new ArrayList<>(d.weightReads());
         reads.add(read);
         return new Dispatch(d.kernel(), d.layer(), d.bindings(), d.grid(), d.threads(), d.threadgroupMemory(), d.barrier(),
-                reads);
+                reads, d.multiplyAdds());
     }
 
     /** y = W x (+ residual), x optionally RMS-normalized with {@code norm}; y == residual for the in-place residual add. */
@@ -574,7 +595,7 @@ public final class DecodeCommandListBuilder {
         a.put("x_step", xStep);
         a.put("y_step", yStep);
         dispatch("mat_vec", layer, Size3.of(groups(rows, Geometry.mvRowsPerThreadgroup(split)), matrices), MV_THREADS,
-                memory(Geometry.MV_SCRATCH_FLOATS), List.of(all(w)), args("MatVecArgs", a), weight(w), x, out,
+                memory(Geometry.MV_SCRATCH_FLOATS), List.of(all(w)), (long) rows * cols * matrices, args("MatVecArgs", a), weight(w), x, out,
                 norm != null ? norm : x, residual != null ? residual : out);
     }
 
@@ -595,7 +616,7 @@ public final class DecodeCommandListBuilder {
         int routerSplit = Geometry.mvSplit(s.experts());
         dispatch("moe_router", l, Size3.of(groups(s.experts(), Geometry.mvRowsPerThreadgroup(routerSplit)), tokens), MV_THREADS,
                 memory(Geometry.MV_SCRATCH_FLOATS), List.of(all(b + "ffn_norm.weight"), all(router)),
-                args("RouterArgs", Map.of("type", type(router), "cols", s.embedding(), "experts", s.experts(),
+                (long) tokens * s.experts() * s.embedding(), args("RouterArgs", Map.of("type", type(router), "cols", s.embedding(), "experts", s.experts(),
                         "eps", s.eps(), "split", routerSplit)),
                 weight(router), x, weight(b + "ffn_norm.weight"), logits, step);
 
@@ -652,7 +673,8 @@ public final class DecodeCommandListBuilder {
         int split = Geometry.mvSplit((long) rows * (routed + 1));
         Map<String, Number> a = gateUpArgs(routed, sharedRows, t, bias, actStride, split);
         dispatch("moe_gate_up", l, new Size3(groups(rows, Geometry.mvRowsPerThreadgroup(split)), routed + 1, tokens), MV_THREADS,
-                memory(Geometry.MV_SCRATCH_FLOATS), reads, args("GateUpArgs", a), x, weight(b + "ffn_norm.weight"),
+                memory(Geometry.MV_SCRATCH_FLOATS), reads, 2 * ffnMultiplyAdds(routed, sharedRows), args("GateUpArgs", a), x,
+                weight(b + "ffn_norm.weight"),
                 weight(t.gate()), weight(t.up()), weight(t.gateShared()), weight(t.upShared()), logits,
                 bias != null ? weight(bias) : logits, act, ids, expertWeights, step);
     }
@@ -705,6 +727,6 @@ public final class DecodeCommandListBuilder {
         Map<String, Number> a = downArgs(routed, t, sharedCols, actStride, split);
         dispatch("moe_down", l, Size3.of(groups(s.embedding(), Geometry.mvRowsPerThreadgroup(split)), tokens), MV_THREADS,
                 memory(Geometry.MV_SCRATCH_FLOATS),
-                reads, args("DownArgs", a), weight(t.down()), weight(t.downShared()), act, ids, expertWeights, x, step);
+                reads, ffnMultiplyAdds(routed, sharedCols), args("DownArgs", a), weight(t.down()), weight(t.downShared()), act, ids, expertWeights, x, step);
     }
 }

@@ -15,14 +15,23 @@ import java.util.List;
  * @param threadgroupMemory bytes at each threadgroup-memory index (multiples of 16)
  * @param barrier           whether it waits for all earlier dispatches
  * @param weightReads       the weight tensors it reads and how many of their bytes
+ * @param multiplyAdds      the multiply-adds of its weight matrices (rows x columns x tokens, the experts' routed
+ *                          entries) in one run with a token in every row of the list; 0 for a kernel that
+ *                          multiplies no weight matrix (norms, RoPE, attention, routing)
  */
 public record Dispatch(String kernel, int layer, List<Binding> bindings, Size3 grid, Size3 threads,
-                       int[] threadgroupMemory, boolean barrier, List<WeightRead> weightReads) {
+                       int[] threadgroupMemory, boolean barrier, List<WeightRead> weightReads, long multiplyAdds) {
 
     public Dispatch {
         bindings = List.copyOf(bindings);
         threadgroupMemory = threadgroupMemory.clone();
         weightReads = List.copyOf(weightReads);
+    }
+
+    /** A dispatch that multiplies no weight matrix. */
+    public Dispatch(String kernel, int layer, List<Binding> bindings, Size3 grid, Size3 threads, int[] threadgroupMemory,
+                    boolean barrier, List<WeightRead> weightReads) {
+        this(kernel, layer, bindings, grid, threads, threadgroupMemory, barrier, weightReads, 0);
     }
 
     /** Buffer {@code buffer} at {@code offset} bound at buffer index {@code index}. */

@@ -110,6 +110,47 @@ class DecodeCommandListTest {
         assertTrue(list.weightBytesPerStep() > 1.5e9 && list.weightBytesPerStep() < 2.5e9, list.weightBytesPerStep() + "");
     }
 
+    /**
+     * The multiply-adds the lists count (bench's TFLOP/s per kernel) are those of the weight matrices each token
+     * goes through, counted here from the model's shape: per token the attention's projections, the router, the
+     * 4 routed experts and the shared one (the dense FFN in the first layer), and the output rows of every token
+     * that gets logits.
+     */
+    @Test
+    void multiplyAddsAreEachTokensWeightMatrices() {
+        DecodeModel m = fullSizeModel();
+        ModelShape s = GLM;
+        long attention = (long) s.embedding() * (s.qLora() + s.kvRow()) + (long) s.qLora() * s.heads() * (s.nope() + s.rope())
+                + (long) s.heads() * s.nope() * s.latent() + (long) s.heads() * s.latent() * s.vHead()
+                + (long) s.heads() * s.vHead() * s.embedding();
+        long denseFfn = 3L * s.embedding() * s.denseFfn();
+        long moe = (long) s.embedding() * s.experts()
+                + 3L * s.embedding() * ((long) s.expertsUsed() * s.expertFfn() + s.sharedFfn());
+        long perToken = s.layers() * attention + s.denseLayers() * denseFfn + (s.layers() - s.denseLayers()) * moe;
+        long output = (long) s.vocab() * s.embedding();
+        // about 3B parameters active per token: 2 x 3e9 FLOP per token
+        assertTrue(perToken > 2.5e9 && perToken < 3.5e9, perToken + " multiply-adds per token");
+
+        assertEquals(perToken + output, multiplyAdds(DecodeCommandListBuilder.build(m, 4096)), "decode step");
+        int tokens = Geometry.PROMPT_TOKENS;
+        CommandList prompt = DecodeCommandListBuilder.build(m, 4096, tokens);
+        assertEquals(tokens * perToken + output, multiplyAdds(prompt), "prompt batch: only the last token's logits");
+        assertEquals(8 * (perToken + output), multiplyAdds(DecodeCommandListBuilder.batch(m, 4096, 8)), "batch of 8");
+
+        // the expert kernels count the routed entries, not the experts' full stacks
+        Dispatch gateUp = prompt.dispatches().stream().filter(d -> d.kernel().equals("moe_experts_gate_up") && d.layer() == 1)
+                .findFirst().orElseThrow();
+        assertEquals(2L * tokens * s.embedding() * (s.expertsUsed() * s.expertFfn() + s.sharedFfn()), gateUp.multiplyAdds());
+        for (Dispatch d : prompt.dispatches()) {
+            boolean multiplies = d.kernel().startsWith("mat_") || d.kernel().startsWith("moe_experts_");
+            assertEquals(multiplies, d.multiplyAdds() > 0, d.kernel() + " of layer " + d.layer());
+        }
+    }
+
+    private static long multiplyAdds(CommandList list) {
+        return list.dispatches().stream().mapToLong(Dispatch::multiplyAdds).sum();
+    }
+
     @Test
     void everyBindingFitsMetalsLimits() {
         DecodeModel m = fullSizeModel();
@@ -174,10 +215,11 @@ class DecodeCommandListTest {
         assertEquals(tokens, prompt.tokens());
         assertEquals(1, decode.tokens());
         List<String> moeLayer = List.of("rms_norm_rows", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat", "mla_rope_cache",
-                "mat_mat", "mla_attention", "mla_merge_latent", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat_float", "moe_route",
-                "moe_experts_gate_up", "moe_experts_down", "moe_combine");
+                "mat_mat", "mla_attention", "mla_merge_latent", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat_float", "moe_select",
+                "moe_route", "moe_experts_gate_up", "moe_experts_down", "moe_combine");
         List<String> denseLayer = new ArrayList<>(moeLayer);
-        denseLayer.remove(13);  // moe_route
+        denseLayer.remove(14);  // moe_route
+        denseLayer.remove(13);  // moe_select
         denseLayer.remove(12);  // the router's mat_mat_float (F32 weights in float, not on the matrix units)
         List<String> expected = new ArrayList<>(List.of("embed_row"));
         expected.addAll(denseLayer);
@@ -199,7 +241,9 @@ class DecodeCommandListTest {
                 // the blocks of the experts' token lists (at most one partly filled per expert), then the shared expert's
                 case "moe_experts_gate_up", "moe_experts_down" -> d.layer() == 0 ? blocks
                         : (tokens * GLM.expertsUsed() + Geometry.MM_TOKENS - 1) / Geometry.MM_TOKENS + GLM.experts() + blocks;
-                case "last_row", "argmax", "moe_route" -> 1;
+                case "last_row", "argmax" -> 1;
+                case "moe_select" -> (tokens + Geometry.WIDE_SIMDGROUPS - 1) / Geometry.WIDE_SIMDGROUPS;
+                case "moe_route" -> GLM.experts();
                 case "argmax_parts" -> Geometry.ARGMAX_PARTS;
                 default -> tokens;
             };
@@ -214,7 +258,7 @@ class DecodeCommandListTest {
         Dispatch kb = prompt.dispatches().get(7);
         assertEquals(GLM.heads(), kb.grid().z());
         assertEquals("blk.0.attn_k_b.weight", kb.weightReads().getFirst().tensor());
-        Dispatch experts = prompt.dispatches().get(1 + denseLayer.size() + 14);
+        Dispatch experts = prompt.dispatches().get(1 + denseLayer.size() + 15);
         assertEquals("moe_experts_gate_up", experts.kernel());
 
         // the KV cache buffers match by name and size, so the two lists can share them

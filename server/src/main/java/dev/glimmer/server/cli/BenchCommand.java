@@ -409,20 +409,21 @@ final class BenchCommand implements Subcommand {
 
     /**
      * A profile of a run of {@code tokens} tokens as a table: kernel, dispatches, milliseconds, share of the
-     * step, weight bytes, their GB/s and that as a share of the device's copy bandwidth; then the kinds' sum
-     * against the measured step.
+     * step, weight bytes, their GB/s and that as a share of the device's copy bandwidth, and the TFLOP/s of the
+     * kernels that multiply weight matrices; then the kinds' sum against the measured step.
      */
     private static void printProfile(Terminal io, String title, KernelTimings.Profile profile, int tokens) {
         double step = profile.stepMillis();
         double copy = profile.copyGigabytesPerSecond();
         io.out().println(title + String.format(Locale.ROOT, " (each kind timed by leaving it out of the graph;"
                 + " device copy bandwidth %.0f GB/s)", copy));
-        io.out().printf(Locale.ROOT, "  %-28s %10s %9s %6s %9s %8s %6s%n", "kernel", "dispatches", "ms", "share", "weight MB",
-                "GB/s", "of copy");
+        io.out().printf(Locale.ROOT, "  %-28s %10s %9s %6s %9s %8s %6s %8s%n", "kernel", "dispatches", "ms", "share",
+                "weight MB", "GB/s", "of copy", "TFLOP/s");
         for (KernelTimings.KernelTime t : profile.kernels()) {
-            io.out().printf(Locale.ROOT, "  %-28s %10d %9.3f %5.1f%% %9.1f %8.1f %5.0f%%%n", t.kernel(), t.dispatches(),
+            io.out().printf(Locale.ROOT, "  %-28s %10d %9.3f %5.1f%% %9.1f %8.1f %5.0f%% %8s%n", t.kernel(), t.dispatches(),
                     t.millis(), 100 * t.millis() / step, t.weightBytes() / 1e6, t.gigabytesPerSecond(),
-                    copy > 0 ? 100 * t.gigabytesPerSecond() / copy : 0);
+                    copy > 0 ? 100 * t.gigabytesPerSecond() / copy : 0,
+                    t.multiplyAdds() > 0 ? String.format(Locale.ROOT, "%.2f", t.teraflopsPerSecond()) : "-");
         }
         io.out().printf(Locale.ROOT, "  %-28s %10s %9.3f %5.1f%% of the measured step%n", "sum of the kinds", "",
                 profile.kernelMillis(), 100 * profile.kernelMillis() / step);

@@ -533,24 +533,11 @@ public final class CudaDecoder implements AutoCloseable {
      * dispatches left out leave their outputs as the real run wrote them, so the rest does the same work.
      */
     private Profile profile(Graph graph, List<CommandList.StepRow> rows) {
-        device.makeCurrent();
-        graph.writeSteps(rows);
-        driver.launchGraph(graph.exec, stream);
-        driver.synchronize(stream);
-        Map<String, List<Integer>> byKind = new LinkedHashMap<>();
-        List<Dispatch> dispatches = graph.list.dispatches();
-        for (int d = 0; d < dispatches.size(); d++) {
-            byKind.computeIfAbsent(kind(dispatches.get(d)), k -> new ArrayList<>()).add(d);
-        }
-        double step = timeGraph(graph.exec);
+        double step = runAndTime(graph, rows);
         List<KernelTime> out = new ArrayList<>();
-        for (Map.Entry<String, List<Integer>> kind : byKind.entrySet()) {
-            boolean[] skip = new boolean[dispatches.size()];
-            long bytes = 0;
-            for (int d : kind.getValue()) {
-                skip[d] = true;
-                bytes += dispatches.get(d).weightReads().stream().mapToLong(Dispatch.WeightRead::bytes).sum();
-            }
+        for (Map.Entry<String, List<Integer>> kind : byKind(graph).entrySet()) {
+            boolean[] skip = new boolean[graph.list.dispatches().size()];
+            kind.getValue().forEach(d -> skip[d] = true);
             MemorySegment without = graph.capture(stream, skip);
             double rest;
             try {
@@ -559,11 +546,9 @@ public final class CudaDecoder implements AutoCloseable {
                 driver.destroyGraph(without);
             }
             // Below the timer's noise a kind can measure a hair negative; it took no measurable time.
-            out.add(new KernelTime(kind.getKey(), kind.getValue().size(), Math.max(0, step - rest), bytes));
+            out.add(kernelTime(graph, kind.getKey(), kind.getValue(), rows.size(), Math.max(0, step - rest)));
         }
-        out.sort((a, b) -> Double.compare(b.millis(), a.millis()));
-        last = graph;
-        return new Profile(step, out, copyBandwidth());
+        return profiled(graph, step, out);
     }
 
     /** Runs of the list dispatch by dispatch in {@link #profileByDispatch}; each kind's time is the median. */
@@ -578,29 +563,23 @@ public final class CudaDecoder implements AutoCloseable {
      * costs little.
      */
     private Profile profileByDispatch(Graph graph, List<CommandList.StepRow> rows) {
-        device.makeCurrent();
-        graph.writeSteps(rows);
-        driver.launchGraph(graph.exec, stream);
-        driver.synchronize(stream);
-        double step = timeGraph(graph.exec);
-        List<Dispatch> dispatches = graph.list.dispatches();
-        MemorySegment[] events = new MemorySegment[dispatches.size() + 1];
-        Map<String, double[]> runs = new LinkedHashMap<>();
-        Map<String, long[]> counts = new LinkedHashMap<>();
+        double step = runAndTime(graph, rows);
+        int n = graph.list.dispatches().size();
+        double[][] millis = new double[PROFILE_RUNS][n];
+        MemorySegment[] events = new MemorySegment[n + 1];
         try {
             for (int e = 0; e < events.length; e++) {
                 events[e] = driver.newEvent();
             }
-            for (int run = 0; run < PROFILE_RUNS; run++) {
+            for (double[] run : millis) {
                 driver.record(events[0], stream);
-                for (int d = 0; d < dispatches.size(); d++) {
+                for (int d = 0; d < n; d++) {
                     graph.enqueue(stream, d);
                     driver.record(events[d + 1], stream);
                 }
                 driver.synchronize(stream);
-                for (int d = 0; d < dispatches.size(); d++) {
-                    runs.computeIfAbsent(kind(dispatches.get(d)), k -> new double[PROFILE_RUNS])[run] +=
-                            driver.elapsedMillis(events[d], events[d + 1]);
+                for (int d = 0; d < n; d++) {
+                    run[d] = driver.elapsedMillis(events[d], events[d + 1]);
                 }
             }
         } finally {
@@ -610,20 +589,58 @@ public final class CudaDecoder implements AutoCloseable {
                 }
             }
         }
-        for (Dispatch d : dispatches) {
-            long[] c = counts.computeIfAbsent(kind(d), k -> new long[2]);
-            c[0]++;
-            c[1] += d.weightReads().stream().mapToLong(Dispatch.WeightRead::bytes).sum();
-        }
         List<KernelTime> out = new ArrayList<>();
-        runs.forEach((kind, times) -> {
-            java.util.Arrays.sort(times);
-            long[] c = counts.get(kind);
-            out.add(new KernelTime(kind, (int) c[0], times[PROFILE_RUNS / 2], c[1]));
-        });
-        out.sort((a, b) -> Double.compare(b.millis(), a.millis()));
+        for (Map.Entry<String, List<Integer>> kind : byKind(graph).entrySet()) {
+            double[] runs = new double[PROFILE_RUNS];
+            for (int r = 0; r < PROFILE_RUNS; r++) {
+                for (int d : kind.getValue()) {
+                    runs[r] += millis[r][d];
+                }
+            }
+            java.util.Arrays.sort(runs);
+            out.add(kernelTime(graph, kind.getKey(), kind.getValue(), rows.size(), runs[PROFILE_RUNS / 2]));
+        }
+        return profiled(graph, step, out);
+    }
+
+    /** Runs {@code graph} once for real with the StepArgs of {@code rows}; returns its time as {@link #timeGraph}. */
+    private double runAndTime(Graph graph, List<CommandList.StepRow> rows) {
+        device.makeCurrent();
+        graph.writeSteps(rows);
+        driver.launchGraph(graph.exec, stream);
+        driver.synchronize(stream);
+        return timeGraph(graph.exec);
+    }
+
+    /** The indices of {@code graph}'s dispatches by {@link #kind}, in the order the kinds first come. */
+    private static Map<String, List<Integer>> byKind(Graph graph) {
+        Map<String, List<Integer>> byKind = new LinkedHashMap<>();
+        List<Dispatch> dispatches = graph.list.dispatches();
+        for (int d = 0; d < dispatches.size(); d++) {
+            byKind.computeIfAbsent(kind(dispatches.get(d)), k -> new ArrayList<>()).add(d);
+        }
+        return byKind;
+    }
+
+    /** The time of {@code kind}'s dispatches {@code ds} in a run of {@code rows} rows of {@code graph}. */
+    private static KernelTime kernelTime(Graph graph, String kind, List<Integer> ds, int rows, double millis) {
+        long bytes = 0;
+        long multiplyAdds = 0;
+        for (int d : ds) {
+            Dispatch dispatch = graph.list.dispatches().get(d);
+            bytes += dispatch.weightReads().stream().mapToLong(Dispatch.WeightRead::bytes).sum();
+            // a dispatch's multiply-adds are those of a full list; a run of fewer rows does its rows' share
+            // (all but a prompt list's output mat-vec of the last row, which is small)
+            multiplyAdds += dispatch.multiplyAdds() * rows / graph.list.tokens();
+        }
+        return new KernelTime(kind, ds.size(), millis, bytes, multiplyAdds);
+    }
+
+    /** The profile of a step of {@code step} ms of {@code graph} (which ran last) from its kinds' times. */
+    private Profile profiled(Graph graph, double step, List<KernelTime> kinds) {
+        kinds.sort((a, b) -> Double.compare(b.millis(), a.millis()));
         last = graph;
-        return new Profile(step, out, copyBandwidth());
+        return new Profile(step, kinds, copyBandwidth());
     }
 
     /** Milliseconds of one replay of {@code exec}: the median of five timings of {@link #PROFILE_REPLAYS} back-to-back replays. */

@@ -94,7 +94,7 @@ class CudaBatchDecodeTest {
                     float[][] expected = new float[rows.size()][];
                     SequencePool.Readout[] readouts = new SequencePool.Readout[rows.size()];
                     for (int r = 0; r < rows.size(); r++) {
-                        expected[r] = reference.forward(caches.get(rows.get(r)), new int[] {tokens[r]}, 0, 1, false);
+                        expected[r] = reference.forward(caches.get(rows.get(r)), new int[] {tokens[r]}, 0, 1, false).clone();
                         int first = Oracle.argmax(expected[r], 0, expected[r].length);
                         // even rows read back their logits, odd rows only their token; row 1 mod 4 bans a token
                         // that is not its greedy one, row 3 mod 4 bans its greedy token and so gets its logits
