@@ -13,7 +13,8 @@ import dev.glimmer.engine.tensor.VecDot;
  *   <li>for Q4_0, Q5_0 and Q8_0 weights (Q8_0 activations): the quants as 16-bit integers,
  *       {@code quants[i*cols ..]}, and the block scales {@code scales[i*cols/32 ..]}, rounded by the
  *       tensor package's quantizer; for Q4_0 the quants in the grouped order of
- *       {@link Kernels#groupQ4_0Quants}, with its lane biases {@code biases[i*cols/4 ..]};</li>
+ *       {@link Kernels#groupQ4_0Quants}, with its lane biases {@code biases[i*cols/4 ..]} and lane scales
+ *       {@code laneScales[i*cols/8 ..]};</li>
  *   <li>for Q4_K, Q5_K and Q6_K weights (Q8_K activations): the quants, {@code quants[i*cols ..]}, the
  *       super-block scales {@code scales[i*cols/256 ..]} and the sums of each 16 quants
  *       {@code blockSums[i*cols/16 ..]};</li>
@@ -21,20 +22,13 @@ import dev.glimmer.engine.tensor.VecDot;
  *       (F16 activations) and widened back, {@code floats[i*cols ..]};</li>
  *   <li>for any other type: {@code vectors[i]}, for the tensor package's scalar dots.</li>
  * </ul>
- * For the batch kernels ({@link BatchKernels}, Q4_0 weights, rows set 16 or more at a time) each row
- * is also kept as floats, {@code values[i*cols ..]} and {@code valueScales[i*cols/32 ..]}, from which
- * {@link #gatherLanes} transposes groups of 16 rows into {@code laneQuants} and {@code laneScales}.
  */
 final class ActivationRows {
     short[] quants = new short[0];
     float[] scales = new float[0];
     short[] biases = new short[0];
-    short[] blockSums = new short[0];
-    float[] values = new float[0];
-    float[] valueScales = new float[0];
-    /** Lane group g: {@code laneQuants[(g*cols + c)*16 + lane]}, {@code laneScales[(g*cols/32 + b)*16 + lane]}. */
-    float[] laneQuants = new float[0];
     float[] laneScales = new float[0];
+    short[] blockSums = new short[0];
     float[] floats = new float[0];
     QuantizedVector[] vectors = new QuantizedVector[0];
     private final QuantizedVector scratch = new QuantizedVector(GgmlType.Q8_0);
@@ -66,25 +60,9 @@ final class ActivationRows {
             quants = new short[rows * cols];
             scales = new float[rows * cols / Kernels.QK];
             biases = new short[rows * cols / 4];
+            laneScales = new float[rows * cols / 8];
             blockSums = new short[rows * cols / 16];
         }
-        if (usesLanes(weightType) && values.length < rows * cols) {
-            values = new float[rows * cols];
-            valueScales = new float[rows * cols / Kernels.QK];
-        }
-    }
-
-    /** Makes room for {@code groups} lane groups of rows of {@code cols} values. */
-    void reserveLanes(int groups, int cols) {
-        if (laneQuants.length < groups * BatchKernels.TOKENS * cols) {
-            laneQuants = new float[groups * BatchKernels.TOKENS * cols];
-            laneScales = new float[groups * BatchKernels.TOKENS * cols / Kernels.QK];
-        }
-    }
-
-    /** Whether rows for {@code weightType} weights are kept for the batch kernels as well. */
-    static boolean usesLanes(GgmlType weightType) {
-        return weightType == GgmlType.Q4_0 && hasKernel(weightType) && BatchKernels.supported();
     }
 
     /**
@@ -100,13 +78,7 @@ final class ActivationRows {
                 vectors[row].quantize(x, from, cols);
             } else if (weightType == GgmlType.Q4_0) {
                 scratch.quantize(x, from, cols);
-                Kernels.groupQ4_0Quants(scratch, cols, quants, biases, scales, row * cols);
-                if (n >= BatchKernels.TOKENS && usesLanes(weightType)) {
-                    for (int i = 0; i < cols; i++) {
-                        values[row * cols + i] = scratch.quant(i);
-                    }
-                    System.arraycopy(scales, row * cols / Kernels.QK, valueScales, row * cols / Kernels.QK, cols / Kernels.QK);
-                }
+                Kernels.groupQ4_0Quants(scratch, cols, quants, biases, laneScales, scales, row * cols);
             } else if (type == GgmlType.Q8_0 || type == GgmlType.Q8_K) {
                 QuantizedVector q = type == GgmlType.Q8_0 ? scratch : scratchK;
                 q.quantize(x, from, cols);
@@ -135,62 +107,18 @@ final class ActivationRows {
     }
 
     /**
-     * Transposes the rows {@code list[at + l] / divisor}, l &lt; {@code count} (at most 16; rows set in a
-     * batch of 16 or more), into lane group {@code group}: value c of those rows becomes one vector of 16
-     * lanes, as {@link BatchKernels#dot4x16} reads them; lanes from {@code count} on are zeros.
-     */
-    void gatherLanes(int group, int[] list, int at, int count, int divisor, int cols) {
-        int lanes = BatchKernels.TOKENS;
-        int blocks = cols / Kernels.QK;
-        for (int l = 0; l < lanes; l++) {
-            int q = group * cols * lanes + l;
-            int d = group * blocks * lanes + l;
-            if (l >= count) {
-                for (int c = 0; c < cols; c++) {
-                    laneQuants[q + c * lanes] = 0;
-                }
-                for (int b = 0; b < blocks; b++) {
-                    laneScales[d + b * lanes] = 0;
-                }
-                continue;
-            }
-            int row = list[at + l] / divisor;
-            int v = row * cols;
-            for (int c = 0; c < cols; c++) {
-                laneQuants[q + c * lanes] = values[v + c];
-            }
-            for (int b = 0; b < blocks; b++) {
-                laneScales[d + b * lanes] = valueScales[row * blocks + b];
-            }
-        }
-    }
-
-    /**
-     * The tile of {@link BatchKernels#ROWS} unpacked weight rows {@code wq[wAt ..]}, {@code wd[wdAt ..]}
-     * times lane group {@code group} ({@code span} 1), or groups {@code group} and {@code group+1}
-     * ({@code span} 2), into {@code result[16·span·r + 16h + lane]} (h: the group of the two).
-     */
-    void dotLanes(float[] wq, int wAt, float[] wd, int wdAt, int cols, int group, int span, float[] result) {
-        int lanes = BatchKernels.TOKENS;
-        int xAt = group * cols * lanes;
-        int xdAt = group * (cols / Kernels.QK) * lanes;
-        if (span == 2) {
-            BatchKernels.dot4x32(wq, wAt, wd, wdAt, cols, laneQuants, xAt, laneScales, xdAt, result);
-        } else {
-            BatchKernels.dot4x16(wq, wAt, wd, wdAt, cols, laneQuants, xAt, laneScales, xdAt, result);
-        }
-    }
-
-    /**
-     * Weight row {@code r} of {@code w} · activation rows {@code i0..i3}, into {@code result[0..3]}: for
-     * Q4_0 rows too short for the eight-block kernel the weight row is unpacked once for all four, which
-     * is what makes a batch cheaper per token than decode; otherwise four {@link #dot}s (the eight-block
-     * kernel alone is as fast per token as a two-token version of it was, and that one was too big for C1,
-     * which left it running as the Vector API's slow Java fallbacks until C2 took it).
+     * Weight row {@code r} of {@code w} · activation rows {@code i0..i3}, into {@code result[at .. at+3]}:
+     * for Q4_0 the weight row is unpacked once for each two or all four (what makes a batch cheaper per
+     * token than decode) when its blocks go all four at a time or all one by one, otherwise four
+     * {@link #dot}s.
      */
     void dot4(WeightMatrix w, int r, int i0, int i1, int i2, int i3, float[] result) {
         int blocks = w.cols() / Kernels.QK;
-        if (w.type() == GgmlType.Q4_0 && hasKernel(w.type()) && Kernels.groupedBlocks(blocks) == 0) {
+        boolean q4_0 = w.type() == GgmlType.Q4_0 && hasKernel(w.type());
+        if (q4_0 && Kernels.groupedBlocks(blocks) == blocks) {
+            Kernels.dotQ4_0x2Grouped(w.data(), r * w.rowBytes(), quants, biases, laneScales, blocks, i0, i1, result, 0);
+            Kernels.dotQ4_0x2Grouped(w.data(), r * w.rowBytes(), quants, biases, laneScales, blocks, i2, i3, result, 2);
+        } else if (q4_0 && Kernels.groupedBlocks(blocks) == 0) {
             Kernels.dotQ4_0x4(w.data(), r * w.rowBytes(), quants, scales, blocks, i0, i1, i2, i3, result);
         } else {
             result[0] = dot(w, r, i0);
@@ -198,12 +126,6 @@ final class ActivationRows {
             result[2] = dot(w, r, i2);
             result[3] = dot(w, r, i3);
         }
-    }
-
-    /** Weight row {@code r} of {@code w} · activation rows {@code i0, i1}, into {@code result[0..1]}. */
-    void dot2(WeightMatrix w, int r, int i0, int i1, float[] result) {
-        result[0] = dot(w, r, i0);
-        result[1] = dot(w, r, i1);
     }
 
     /** Weight row {@code r} of {@code w} · activation row {@code i}. */
@@ -214,7 +136,7 @@ final class ActivationRows {
             return VecDot.dot(w.type(), w.data(), row, vectors[i], cols);
         }
         return switch (w.type()) {
-            case Q4_0 -> Kernels.dotQ4_0(w.data(), row, quants, biases, scales, i * cols, cols / Kernels.QK);
+            case Q4_0 -> Kernels.dotQ4_0(w.data(), row, quants, biases, laneScales, scales, i * cols, cols / Kernels.QK);
             case Q5_0 -> Kernels.dotQ5_0(w.data(), row, quants, scales, i * cols, cols / Kernels.QK);
             case Q8_0 -> Kernels.dotQ8_0(w.data(), row, quants, i * cols, scales, i * cols / Kernels.QK, cols / Kernels.QK);
             case Q4_K -> KQuantKernels.dotQ4_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);

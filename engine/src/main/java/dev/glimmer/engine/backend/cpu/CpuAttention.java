@@ -2,15 +2,11 @@ package dev.glimmer.engine.backend.cpu;
 
 import dev.glimmer.engine.kv.KvCache;
 import jdk.incubator.vector.FloatVector;
-import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
  * MLA attention over the latent cache, parallel and reading each cache row once per token for all
- * heads (in MLA every head attends over the same latent rows). A batch of tokens (a prompt) is split
- * by tokens: the threads take whole tokens one at a time (so that the causal window's growing cost
- * evens out), one handoff for the batch; handing off three phases per token cost more than the work
- * of a short window. A single token goes in three parallel phases:
+ * heads (in MLA every head attends over the same latent rows). Per token, three parallel phases:
  * <ol>
  *   <li>scores: positions split among threads; each row is read once and dotted with every head's query;</li>
  *   <li>softmax: heads split among threads (ggml's: exponentials in float, their sum in double);</li>
@@ -28,8 +24,7 @@ final class CpuAttention implements WorkerPool.Task {
     private final WorkerPool pool;
     private float[][] rows = new float[0][];
     private short[][] halves = new short[0][];
-    /** Per thread: {@code scores[h*capacity + u]} of the token it computes (a single token: all use the first). */
-    private float[][] scores = new float[0][];
+    private float[] scores = new float[0];
 
     private KvCache cache;
     private int layer;
@@ -42,11 +37,6 @@ final class CpuAttention implements WorkerPool.Task {
     private float[] out;
     private int outOff;
     private int phase;
-    /** For a batch: its size and the position of its first token; 0 tokens while a single token is computed. */
-    private int batch;
-    private int firstPosition;
-    /** The next unit of the running phase (or token of the batch) to hand out. */
-    private final java.util.concurrent.atomic.AtomicInteger next = new java.util.concurrent.atomic.AtomicInteger();
 
     CpuAttention(WorkerPool pool) {
         this.pool = pool;
@@ -59,8 +49,8 @@ final class CpuAttention implements WorkerPool.Task {
             rows = new float[pool.threads()][Math.max(width, BLOCK * valueWidth)];
             halves = new short[pool.threads()][width];
         }
-        if (scores.length < pool.threads() || scores[0].length < heads * capacity) {
-            scores = new float[pool.threads()][heads * capacity];
+        if (scores.length < heads * capacity) {
+            scores = new float[heads * capacity];
         }
         this.cache = cache;
         this.layer = layer;
@@ -68,20 +58,13 @@ final class CpuAttention implements WorkerPool.Task {
         this.scale = scale;
         this.valueWidth = valueWidth;
         this.out = out;
-        this.q = q;
-        if (n > 1) {
-            batch = n;
-            this.firstPosition = firstPosition;
-            next.set(0);
-            pool.run(this);
-            batch = 0;
-        } else {
-            this.qOff = 0;
-            this.outOff = 0;
-            this.length = firstPosition + 1;
+        for (int t = 0; t < n; t++) {
+            this.q = q;
+            this.qOff = t * heads * width;
+            this.outOff = t * heads * valueWidth;
+            this.length = firstPosition + t + 1;
             boolean parallel = (long) length * heads * width >= 32_768;
             for (phase = 0; phase < 3; phase++) {
-                next.set(0);
                 if (parallel) {
                     pool.run(this);
                 } else {
@@ -94,44 +77,22 @@ final class CpuAttention implements WorkerPool.Task {
         this.out = null;
     }
 
-    /**
-     * Threads take their work from {@link #next}, in chunks of about a sixteenth of their share: whole
-     * tokens of a batch, or a phase's positions, heads or 16-value slices of the values.
-     */
     @Override
     public void run(int worker, int workers) {
-        if (batch > 0) {
-            int width = cache.rowWidth();
-            float[] sc = scores[worker];
-            for (int t = next.getAndIncrement(); t < batch; t = next.getAndIncrement()) {
-                int length = firstPosition + t + 1;
-                scores(worker, 0, length, t * heads * width, sc);
-                softmax(0, heads, length, sc);
-                values(worker, 0, valueWidth, t * heads * valueWidth, length, sc);
-            }
-            return;
-        }
-        int units = switch (phase) {
-            case 0 -> length;
-            case 1 -> heads;
-            default -> (valueWidth + F.length() - 1) / F.length();
-        };
-        int chunk = Math.max(1, units / (16 * workers));
-        for (int from = next.getAndAdd(chunk); from < units; from = next.getAndAdd(chunk)) {
-            int to = Math.min(from + chunk, units);
-            switch (phase) {
-                case 0 -> scores(worker, from, to, qOff, scores[0]);
-                case 1 -> softmax(from, to, length, scores[0]);
-                default -> values(worker, from * F.length(), Math.min(to * F.length(), valueWidth), outOff, length, scores[0]);
-            }
+        switch (phase) {
+            case 0 -> scores(worker, workers);
+            case 1 -> softmax(worker, workers);
+            default -> values(worker, workers);
         }
     }
 
-    /** {@code scores[h*capacity + u] = scale · (Q_h · K_u)} for positions {@code from .. to-1}, the query at {@code q[qOff ..]}. */
-    private void scores(int worker, int from, int to, int qOff, float[] scores) {
+    /** {@code scores[h*capacity + u] = scale · (Q_h · K_u)} for this share of the positions. */
+    private void scores(int worker, int workers) {
         int width = cache.rowWidth();
         int capacity = cache.capacity();
         float[] row = rows[worker];
+        int from = CpuBackend.shareStart(length, worker, workers);
+        int to = CpuBackend.shareStart(length, worker + 1, workers);
         int vectorEnd = F.loopBound(width);
         for (int u = from; u < to; u++) {
             cache.read(layer, u, 0, width, row, 0, halves[worker]);
@@ -146,10 +107,10 @@ final class CpuAttention implements WorkerPool.Task {
                 // order once compiled than before, and results must not depend on how warm the JVM is.
                 if (F.length() == 16) {
                     acc = ((FloatVector) acc.reinterpretShape(FloatVector.SPECIES_256, 0))
-                            .lanewise(VectorOperators.ADD, (FloatVector) acc.reinterpretShape(FloatVector.SPECIES_256, 1));
+                            .add((FloatVector) acc.reinterpretShape(FloatVector.SPECIES_256, 1));
                 }
                 FloatVector quad = ((FloatVector) acc.reinterpretShape(FloatVector.SPECIES_128, 0))
-                        .lanewise(VectorOperators.ADD, (FloatVector) acc.reinterpretShape(FloatVector.SPECIES_128, 1));
+                        .add((FloatVector) acc.reinterpretShape(FloatVector.SPECIES_128, 1));
                 float sum = quad.lane(0) + quad.lane(1) + quad.lane(2) + quad.lane(3);
                 for (; i < width; i++) {
                     sum += q[qo + i] * row[i];
@@ -159,10 +120,10 @@ final class CpuAttention implements WorkerPool.Task {
         }
     }
 
-    /** Softmax of the scores of heads {@code from .. to-1} over {@code length} positions, in place, normalized. */
-    private void softmax(int from, int to, int length, float[] scores) {
+    /** Softmax of each head's scores in this share of the heads, in place, normalized. */
+    private void softmax(int worker, int workers) {
         int capacity = cache.capacity();
-        for (int h = from; h < to; h++) {
+        for (int h = CpuBackend.shareStart(heads, worker, workers); h < CpuBackend.shareStart(heads, worker + 1, workers); h++) {
             int base = h * capacity;
             float max = Float.NEGATIVE_INFINITY;
             for (int u = 0; u < length; u++) {
@@ -182,14 +143,15 @@ final class CpuAttention implements WorkerPool.Task {
     }
 
     /**
-     * {@code out[outOff + h*valueWidth + i] = Σ_u p_h[u] · V_u[i]} for values {@code from <= i < to}, every
-     * head, over {@code length} positions. Positions go in blocks of {@link #BLOCK}: their values are read
-     * once into {@code rows[worker]}, then each head's outputs are loaded once per block and the block's
-     * terms added to them in position order.
+     * {@code out[h][i] = Σ_u p_h[u] · V_u[i]} for this share of the values i, every head. Positions go in
+     * blocks of {@link #BLOCK}: their values are read once into {@code rows[worker]}, then each head's
+     * outputs are loaded once per block and the block's terms added to them in position order.
      */
-    private void values(int worker, int from, int to, int outOff, int length, float[] scores) {
+    private void values(int worker, int workers) {
         int capacity = cache.capacity();
         float[] block = rows[worker];
+        int from = CpuBackend.shareStart(valueWidth / F.length(), worker, workers) * F.length();
+        int to = worker + 1 == workers ? valueWidth : CpuBackend.shareStart(valueWidth / F.length(), worker + 1, workers) * F.length();
         int count = to - from;
         for (int h = 0; h < heads; h++) {
             java.util.Arrays.fill(out, outOff + h * valueWidth + from, outOff + h * valueWidth + to, 0f);

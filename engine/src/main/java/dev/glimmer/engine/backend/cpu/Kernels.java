@@ -4,10 +4,8 @@ import jdk.incubator.vector.ByteVector;
 import jdk.incubator.vector.DoubleVector;
 import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.IntVector;
-import jdk.incubator.vector.LongVector;
 import jdk.incubator.vector.ShortVector;
 import jdk.incubator.vector.VectorOperators;
-import jdk.incubator.vector.VectorShuffle;
 import jdk.incubator.vector.VectorSpecies;
 
 import dev.glimmer.engine.tensor.Q4_0;
@@ -27,7 +25,7 @@ import java.nio.ByteOrder;
  * against llama.cpp: activations rounded to Q8_0 (kept here as 16-bit integers); within a block of 32
  * the weight and activation quants are multiplied and summed exactly in integer lanes (16-bit lanes hold
  * 2 products; Q4_0's, |q_w·q_x| ≤ 1016, are folded to 4 or 8 per lane there, Q8_0's, up to 127·127, are
- * widened to 32 bits first; the grouped Q4_0 kernels sum 16 products per 32-bit lane); each block's
+ * widened to 32 bits first; the four-block Q4_0 kernels sum 8 products per 32-bit lane); each block's
  * lane sums are scaled by {@code fp16(d_w) * d_x} (a float, as ggml forms it) in double lanes, exact there, and the
  * lanes summed in a fixed order at the end. So the result differs from the reference's double sum only
  * by double rounding. Float accumulation was measured for the four-block Q4_0 kernel (its 16 lanes
@@ -41,26 +39,6 @@ import java.nio.ByteOrder;
  * operation only when it can inline the whole chain of library methods behind it, and a kernel inlined
  * into its caller with helpers of its own runs past the inlining depth limit, leaving some operations as
  * (very slow) Java fallbacks.
- *
- * <p>And no kernel method may inline more than C2's budget of bytecode per compiled method
- * ({@code DesiredMethodLimit}, 8,000 bytes; each Vector API operation brings 100-200 bytes of library
- * code). Past the budget C2 inlines the rest of the operations late, where it no longer knows the
- * vectors' exact classes and goes by the receiver types profiled in the library's shared methods
- * (such as {@code ShortVector.add}); in a JVM that has run kernels of several vector shapes those
- * have failed their type checks too often, the calls stay virtual and every vector passing through
- * them is allocated. That
- * happened to {@link #dotQ4_0} as one method (9,400 bytes inlined): after the whole engine test suite
- * its recompiled form allocated 2.8 MB per decode token of the tiny model, for good. So its
- * eight-block steps and its block-by-block rest are two methods (about 7,000 and 4,200 bytes inlined);
- * {@code -XX:+UnlockDiagnosticVMOptions -XX:+LogCompilation} shows each compilation's
- * {@code inlined_bytes} and any {@code virtual call} left in it.
- *
- * <p>For the same reason the lane folds add the halves of a vector with {@code lanewise(ADD, ·)}, not
- * {@code add(·)}: the halves come out of {@code reinterpretShape}, whose result C2 may not yet know the
- * exact class of, so the call is dispatched by a receiver profile; {@code add} is the library's one
- * method for every shape (its profile sees 512-, 256- and 128-bit vectors from all the folds), while a
- * {@code lanewise} call here has a profile of its own, of one class. Even within the budget,
- * {@code dotQ4_0Steps}'s final fold with {@code add} was left a virtual call once, late in such a run.
  */
 final class Kernels {
     /** 16 shorts: the 16 packed bytes of a Q4_0 block, or half of a Q8_0 block. */
@@ -76,37 +54,21 @@ final class Kernels {
     private static final ShortVector BIT_OF_LANE = ShortVector.broadcast(S, (short) 1).lanewise(VectorOperators.LSHL, ShortVector.zero(S).addIndex(1));
     private static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(LE);
 
-    /** 32 shorts, 16 ints, 16 floats: the 512-bit vectors of the grouped Q4_0 kernels. */
+    /** 32 shorts, 16 ints, 16 floats: the 512-bit vectors of the four-block Q4_0 kernels. */
     private static final VectorSpecies<Short> S32 = ShortVector.SPECIES_512;
-    private static final VectorSpecies<Float> F8 = FloatVector.SPECIES_256;
-    /** Whether Q4_0 rows go eight blocks at a time (512-bit vectors: AVX-512 and the like). */
+    private static final VectorSpecies<Float> F16L = FloatVector.SPECIES_512;
+    /** Whether Q4_0 rows go four blocks at a time (512-bit vectors: AVX-512 and the like). */
     private static final boolean GROUPED_Q4_0 = ShortVector.SPECIES_PREFERRED.length() == 32;
-    /** Blocks per step of the grouped Q4_0 kernels: two groups of four, each four blocks' nibbles in one vector. */
-    static final int Q4_0_STEP = 8;
     /**
-     * Gathers 4 blocks' nibbles from two 64-byte loads at the first block and 8 bytes on (shorts
+     * Gathers the 4 blocks' nibbles from two 64-byte loads at the first block and 8 bytes on (shorts
      * 0..31 and 4..35 of the 72 bytes): lane 8k+p is short 9k+1+p, the nibble bytes 2p, 2p+1 of block k.
      */
     private static final ShortVector NIBBLE_LANES = lanes(i -> {
         int source = 9 * (i / 8) + 1 + i % 8;
         return source < 32 ? source : 32 + source - 4;
     });
-    /**
-     * The even and the odd lanes of two vectors, one after the other (two-vector selects): their sum
-     * adds neighbouring lanes, so two groups' 8 lanes per block become 4 lanes per block of one vector.
-     */
-    private static final ShortVector EVEN_LANES = lanes(i -> 2 * i);
-    private static final ShortVector ODD_LANES = lanes(i -> 2 * i + 1);
-    /**
-     * Puts the fp16 scale of block m of a step (short 9m of the first group's first load, or 9(m-4) of
-     * the second's) into both halves of 32-bit lanes 2m and 2m+1.
-     */
-    private static final ShortVector SCALE_LANES = lanes(i -> {
-        int block = i / 4;
-        return block < 4 ? 9 * block : 32 + 9 * (block - 4);
-    });
-    /** Float lanes 0, 2, .., 14 into lanes 0..7: a step's 8 block scales, one per block, from the 2 per block. */
-    private static final VectorShuffle<Float> EVEN_FLOATS = VectorShuffle.fromOp(FloatVector.SPECIES_512, i -> 2 * i % 16);
+    /** Puts block k's fp16 scale (short 9k) into both halves of 32-bit lanes 4k..4k+3. */
+    private static final ShortVector SCALE_LANES = lanes(i -> 9 * (i / 8));
 
     static final int Q4_0_BLOCK_BYTES = Q4_0.BLOCK_BYTES;
     static final int Q8_0_BLOCK_BYTES = Q8_0.BLOCK_BYTES;
@@ -124,19 +86,20 @@ final class Kernels {
         return ShortVector.fromArray(S32, lanes, 0);
     }
 
-    /** How many of a Q4_0 row's {@code blocks} blocks {@link #dotQ4_0} takes eight at a time (the rest one by one). */
+    /** How many of a Q4_0 row's {@code blocks} blocks {@link #dotQ4_0} takes four at a time (the rest one by one). */
     static int groupedBlocks(int blocks) {
-        return GROUPED_Q4_0 ? blocks & -Q4_0_STEP : 0;
+        return GROUPED_Q4_0 ? blocks & ~3 : 0;
     }
 
     /**
      * Lays out a Q4_0 activation row (Q8_0 {@code quants} of {@code cols} values and block {@code scales})
-     * for {@link #dotQ4_0}: {@code xq[xOff ..]}, {@code xBias[xOff/4 ..]}, {@code xd[xOff/32 ..]}. In each group of four blocks, the 128 quants are stored as 4 runs of 32
+     * for {@link #dotQ4_0}: {@code xq[xOff ..]}, {@code xBias[xOff/4 ..]}, {@code xd4[xOff/8 ..]},
+     * {@code xd[xOff/32 ..]}. In each group of four blocks, the 128 quants are stored as 4 runs of 32
      * lanes, lane 8k+p of run g holding value 2p (g=0), 2p+16 (g=1), 2p+1 (g=2) or 2p+17 (g=3) of block
      * k: the value whose weight nibble the kernel finds in that lane. The lane's bias is 8 times the sum
      * of its 4 quants (Σ (q-8)·x = Σ q·x - 8·Σ x).
      */
-    static void groupQ4_0Quants(QuantizedVector x, int cols, short[] xq, short[] xBias, float[] xd, int xOff) {
+    static void groupQ4_0Quants(QuantizedVector x, int cols, short[] xq, short[] xBias, float[] xd4, float[] xd, int xOff) {
         int blocks = cols / QK;
         int grouped = groupedBlocks(blocks);
         for (int b = 0; b < grouped; b += 4) {
@@ -151,6 +114,11 @@ final class Kernels {
                     bias += x.quant(value);
                 }
                 xBias[(xOff + base) / 4 + i] = (short) (8 * bias);
+            }
+            for (int k = 0; k < 4; k++) {
+                for (int lane = 0; lane < 4; lane++) {
+                    xd4[(xOff + base) / 8 + 4 * k + lane] = x.blockScale(b + k);
+                }
             }
         }
         for (int i = grouped * QK; i < cols; i++) {
@@ -171,83 +139,55 @@ final class Kernels {
      * j+16 its high nibble, each minus 8) · Q8_0 activations, over {@code blocks} blocks. The activation
      * row is in the layout {@link ActivationRows} gives Q4_0 activations: {@code xq} from {@code xOff} the
      * quants (the first {@link #groupedBlocks} blocks in groups of four, see {@link #groupQ4_0Quants}, the
-     * rest in order), {@code xBias} from {@code xOff/4} the groups' lane biases, {@code xd} from
-     * {@code xOff/32} each block's scale.
+     * rest in order), {@code xBias} from {@code xOff/4} the groups' lane biases, {@code xd4} from
+     * {@code xOff/8} each block's scale 4 times, {@code xd} from {@code xOff/32} each block's scale.
      *
-     * <p>With 512-bit vectors, eight blocks per step, as two groups of four: for each group two loads span
-     * the 72 bytes of its four blocks, one two-vector permute gathers their 64 nibble bytes, seen as 32
-     * 16-bit lanes (8 per block, each holding 4 nibbles), and shifts and masks split them into 4 vectors of
-     * quants 0..15. Their products with the matching activation quants (the grouped layout puts them in
-     * the same lanes) are summed per lane and the lane's bias {@code 8·Σx} subtracted, which is the exact
-     * Σ (q-8)·x of 4 values (|.| ≤ 4064, so two such lanes still fit 16 bits). The two groups' lanes are
-     * added pairwise into one vector (4 lanes per block), then within 32-bit and 64-bit lanes, which
-     * leaves each block's exact sum in a 64-bit lane of its own; the 8 sums are converted to double and
-     * multiplied there by the blocks' {@code fp16(d_w)·d_x}, whose fp16 scales are widened to float in the
-     * vector lanes as well. Folding to one lane per block before the float and double work is what makes
-     * this kernel fast: that work bounds it (it runs as fast on weights in the cache as streamed from
-     * memory), and per step it is now one conversion and one fma of 8 lanes instead of four of 16 per four
-     * blocks (single thread, weights in L2: 13.5 GB/s before, 18.4 after). Left over blocks (fewer than 8,
-     * or every block without 512-bit vectors) go one at a time.
+     * <p>With 512-bit vectors, four blocks per step: two loads span the 72 bytes of the four blocks, one
+     * two-vector permute gathers their 64 nibble bytes, seen as 32 16-bit lanes (8 per block, each holding
+     * 4 nibbles), and shifts and masks split them into 4 vectors of quants 0..15. Their products with the
+     * matching activation quants (the grouped layout puts them in the same lanes) are summed per lane and
+     * the lane's bias {@code 8·Σx} subtracted, which is the exact Σ (q-8)·x of 4 values; adjacent lanes
+     * are added into 32-bit lanes (4 per block), converted to double and multiplied there by the block's
+     * {@code fp16(d_w)·d_x}, whose 4 fp16 scales are widened to float in the vector lanes as well. Left
+     * over blocks (fewer than 4, or every block without 512-bit vectors) go one at a time.
      */
-    static float dotQ4_0(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd, int xOff, int blocks) {
+    static float dotQ4_0(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd4, float[] xd, int xOff, int blocks) {
         int grouped = groupedBlocks(blocks);
-        if (grouped == 0) {
-            return (float) dotQ4_0Blocks(w, offset, xq, xd, xOff, 0, blocks);
-        }
-        double sum = dotQ4_0Steps(w, offset, xq, xBias, xd, xOff, grouped);
-        return (float) (grouped < blocks ? sum + dotQ4_0Blocks(w, offset, xq, xd, xOff, grouped, blocks) : sum);
-    }
-
-    /** The eight-block steps of {@link #dotQ4_0}: its blocks {@code 0 .. grouped-1}, summed in double. */
-    private static double dotQ4_0Steps(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd, int xOff, int grouped) {
         DoubleVector acc = DoubleVector.zero(D);
-        for (int b = 0; b < grouped; b += Q4_0_STEP) {
-            long wa = offset + (long) b * Q4_0_BLOCK_BYTES;
-            long wb = wa + 4 * Q4_0_BLOCK_BYTES;
-            int xa = xOff + b * QK;
-            int xb = xa + 4 * QK;
-            ShortVector firstA = ShortVector.fromMemorySegment(S32, w, wa, LE);
-            ShortVector firstB = ShortVector.fromMemorySegment(S32, w, wb, LE);
-            ShortVector nibblesA = NIBBLE_LANES.selectFrom(firstA, ShortVector.fromMemorySegment(S32, w, wa + 8, LE));
-            ShortVector nibblesB = NIBBLE_LANES.selectFrom(firstB, ShortVector.fromMemorySegment(S32, w, wb + 8, LE));
-            ShortVector sumsA = nibblesA.and((short) 0xF).mul(ShortVector.fromArray(S32, xq, xa))
-                    .add(nibblesA.lanewise(VectorOperators.LSHR, 4).and((short) 0xF).mul(ShortVector.fromArray(S32, xq, xa + 32)))
-                    .add(nibblesA.lanewise(VectorOperators.LSHR, 8).and((short) 0xF).mul(ShortVector.fromArray(S32, xq, xa + 64)))
-                    .add(nibblesA.lanewise(VectorOperators.LSHR, 12).mul(ShortVector.fromArray(S32, xq, xa + 96)))
-                    .sub(ShortVector.fromArray(S32, xBias, xa / 4));
-            ShortVector sumsB = nibblesB.and((short) 0xF).mul(ShortVector.fromArray(S32, xq, xb))
-                    .add(nibblesB.lanewise(VectorOperators.LSHR, 4).and((short) 0xF).mul(ShortVector.fromArray(S32, xq, xb + 32)))
-                    .add(nibblesB.lanewise(VectorOperators.LSHR, 8).and((short) 0xF).mul(ShortVector.fromArray(S32, xq, xb + 64)))
-                    .add(nibblesB.lanewise(VectorOperators.LSHR, 12).mul(ShortVector.fromArray(S32, xq, xb + 96)))
-                    .sub(ShortVector.fromArray(S32, xBias, xb / 4));
-            IntVector pairs = EVEN_LANES.selectFrom(sumsA, sumsB).add(ODD_LANES.selectFrom(sumsA, sumsB)).reinterpretAsInts();
-            LongVector quads = pairs.lanewise(VectorOperators.ASHR, 16).add(pairs.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16)).reinterpretAsLongs();
-            LongVector sumi = quads.lanewise(VectorOperators.ASHR, 32).add(quads.lanewise(VectorOperators.LSHL, 32).lanewise(VectorOperators.ASHR, 32));
-            // Each 32-bit lane gets its block's fp16 scale in both halves; widened to float exactly:
-            // the magnitude bits moved into place and rescaled by 2^112 (exact for normal and subnormal
-            // halves), infinities and NaNs given the float exponent, the sign put back.
-            IntVector halves = SCALE_LANES.selectFrom(firstA, firstB).reinterpretAsInts();
-            IntVector magnitude = halves.and(0x7FFF);
-            IntVector bits = magnitude.lanewise(VectorOperators.LSHL, 13);
-            FloatVector dw = bits.reinterpretAsFloats().mul(0x1p112f).reinterpretAsInts()
-                    .blend(bits.or(0x7F800000), magnitude.compare(VectorOperators.GE, 0x7C00))
-                    .or(halves.and(0x80000000)).reinterpretAsFloats();
-            FloatVector d = ((FloatVector) dw.rearrange(EVEN_FLOATS).reinterpretShape(F8, 0)).mul(FloatVector.fromArray(F8, xd, xa / QK));
-            acc = ((DoubleVector) sumi.convert(VectorOperators.L2D, 0)).fma((DoubleVector) d.convertShape(VectorOperators.F2D, D, 0), acc);
+        if (grouped > 0) {
+            DoubleVector acc1 = DoubleVector.zero(D);
+            for (int b = 0; b < grouped; b += 4) {
+                long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
+                int xb = xOff + b * QK;
+                ShortVector first = ShortVector.fromMemorySegment(S32, w, wb, LE);
+                ShortVector nibbles = NIBBLE_LANES.selectFrom(first, ShortVector.fromMemorySegment(S32, w, wb + 8, LE));
+                ShortVector q0 = nibbles.and((short) 0xF);
+                ShortVector q1 = nibbles.lanewise(VectorOperators.LSHR, 4).and((short) 0xF);
+                ShortVector q2 = nibbles.lanewise(VectorOperators.LSHR, 8).and((short) 0xF);
+                ShortVector q3 = nibbles.lanewise(VectorOperators.LSHR, 12);
+                ShortVector sums = q0.mul(ShortVector.fromArray(S32, xq, xb))
+                        .add(q1.mul(ShortVector.fromArray(S32, xq, xb + 32)))
+                        .add(q2.mul(ShortVector.fromArray(S32, xq, xb + 64)))
+                        .add(q3.mul(ShortVector.fromArray(S32, xq, xb + 96)))
+                        .sub(ShortVector.fromArray(S32, xBias, xb / 4));
+                IntVector pairs = sums.reinterpretAsInts();
+                IntVector sumi = pairs.lanewise(VectorOperators.ASHR, 16).add(pairs.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+                // Each 32-bit lane gets its block's fp16 scale in both halves; widened to float exactly:
+                // the magnitude bits moved into place and rescaled by 2^112 (exact for normal and subnormal
+                // halves), infinities and NaNs given the float exponent, the sign put back.
+                IntVector halves = SCALE_LANES.selectFrom(first).reinterpretAsInts();
+                IntVector magnitude = halves.and(0x7FFF);
+                IntVector bits = magnitude.lanewise(VectorOperators.LSHL, 13);
+                FloatVector d = bits.reinterpretAsFloats().mul(0x1p112f).reinterpretAsInts()
+                        .blend(bits.or(0x7F800000), magnitude.compare(VectorOperators.GE, 0x7C00))
+                        .or(halves.and(0x80000000)).reinterpretAsFloats()
+                        .mul(FloatVector.fromArray(F16L, xd4, xb / 8));
+                acc = ((DoubleVector) sumi.convertShape(VectorOperators.I2D, D, 0)).fma((DoubleVector) d.convertShape(VectorOperators.F2D, D, 0), acc);
+                acc1 = ((DoubleVector) sumi.convertShape(VectorOperators.I2D, D, 1)).fma((DoubleVector) d.convertShape(VectorOperators.F2D, D, 1), acc1);
+            }
+            acc = acc.add(acc1);
         }
-        // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
-        // once compiled than before, and a result must not depend on how warm the JVM is.
-        if (D.length() == 8) {
-            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
-        }
-        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
-        return pair.lane(0) + pair.lane(1);
-    }
-
-    /** The blocks {@code first .. blocks-1} of {@link #dotQ4_0} one at a time (the activations in natural order), summed in double. */
-    private static double dotQ4_0Blocks(MemorySegment w, long offset, short[] xq, float[] xd, int xOff, int first, int blocks) {
-        DoubleVector acc = DoubleVector.zero(D);
-        for (int b = first; b < blocks; b++) {
+        for (int b = grouped; b < blocks; b++) {
             long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
             int xb = xOff + b * QK;
             ShortVector packed = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 2, LE)
@@ -256,10 +196,10 @@ final class Kernels {
             ShortVector hi = packed.lanewise(VectorOperators.LSHR, 4).sub((short) 8);
             ShortVector block = lo.mul(ShortVector.fromArray(S, xq, xb)).add(hi.mul(ShortVector.fromArray(S, xq, xb + QK / 2)));
             ShortVector folded = ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 0))
-                    .lanewise(VectorOperators.ADD, (ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1));
+                    .add((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1));
             if (D.length() == 4) {
                 folded = ((ShortVector) folded.reinterpretShape(ShortVector.SPECIES_64, 0))
-                        .lanewise(VectorOperators.ADD, (ShortVector) folded.reinterpretShape(ShortVector.SPECIES_64, 1));
+                        .add((ShortVector) folded.reinterpretShape(ShortVector.SPECIES_64, 1));
             }
             float d = Float.float16ToFloat(w.get(HALF, wb)) * xd[xOff / QK + b];
             acc = ((DoubleVector) folded.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, d), acc);
@@ -267,10 +207,72 @@ final class Kernels {
         // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
         // once compiled than before, and a result must not depend on how warm the JVM is.
         if (D.length() == 8) {
-            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
         }
-        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
-        return pair.lane(0) + pair.lane(1);
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        return (float) (pair.lane(0) + pair.lane(1));
+    }
+
+    /**
+     * {@link #dotQ4_0} of one weight row with 2 activation rows at once (rows {@code x0, x1}, of
+     * {@code 32·blocks} values each, in the layout of {@link #groupQ4_0Quants}), into
+     * {@code result[at], result[at+1]}, for rows whose blocks all go four at a time
+     * ({@code groupedBlocks(blocks) == blocks}): each weight block is unpacked once for the 2 tokens. The
+     * numerics per token are those of {@link #dotQ4_0}, operation for operation. Two tokens, not four: a
+     * method that big is more than C1 can compile (out of virtual registers), and the failed compile
+     * leaves it running for minutes as the Vector API's very slow Java fallbacks before C2 takes it.
+     */
+    static void dotQ4_0x2Grouped(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd4, int blocks,
+                                 int x0, int x1, float[] result, int at) {
+        int cols = blocks * QK;
+        int o0 = x0 * cols;
+        int o1 = x1 * cols;
+        DoubleVector acc0 = DoubleVector.zero(D);
+        DoubleVector acc1 = DoubleVector.zero(D);
+        DoubleVector high0 = DoubleVector.zero(D);
+        DoubleVector high1 = DoubleVector.zero(D);
+        for (int b = 0; b < blocks; b += 4) {
+            long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
+            int xb = b * QK;
+            ShortVector first = ShortVector.fromMemorySegment(S32, w, wb, LE);
+            ShortVector nibbles = NIBBLE_LANES.selectFrom(first, ShortVector.fromMemorySegment(S32, w, wb + 8, LE));
+            ShortVector q0 = nibbles.and((short) 0xF);
+            ShortVector q1 = nibbles.lanewise(VectorOperators.LSHR, 4).and((short) 0xF);
+            ShortVector q2 = nibbles.lanewise(VectorOperators.LSHR, 8).and((short) 0xF);
+            ShortVector q3 = nibbles.lanewise(VectorOperators.LSHR, 12);
+            IntVector halves = SCALE_LANES.selectFrom(first).reinterpretAsInts();
+            IntVector magnitude = halves.and(0x7FFF);
+            IntVector bits = magnitude.lanewise(VectorOperators.LSHL, 13);
+            FloatVector dw = bits.reinterpretAsFloats().mul(0x1p112f).reinterpretAsInts()
+                    .blend(bits.or(0x7F800000), magnitude.compare(VectorOperators.GE, 0x7C00))
+                    .or(halves.and(0x80000000)).reinterpretAsFloats();
+
+            IntVector p0 = q0.mul(ShortVector.fromArray(S32, xq, o0 + xb)).add(q1.mul(ShortVector.fromArray(S32, xq, o0 + xb + 32)))
+                    .add(q2.mul(ShortVector.fromArray(S32, xq, o0 + xb + 64))).add(q3.mul(ShortVector.fromArray(S32, xq, o0 + xb + 96)))
+                    .sub(ShortVector.fromArray(S32, xBias, (o0 + xb) / 4)).reinterpretAsInts();
+            IntVector p1 = q0.mul(ShortVector.fromArray(S32, xq, o1 + xb)).add(q1.mul(ShortVector.fromArray(S32, xq, o1 + xb + 32)))
+                    .add(q2.mul(ShortVector.fromArray(S32, xq, o1 + xb + 64))).add(q3.mul(ShortVector.fromArray(S32, xq, o1 + xb + 96)))
+                    .sub(ShortVector.fromArray(S32, xBias, (o1 + xb) / 4)).reinterpretAsInts();
+            IntVector s0 = p0.lanewise(VectorOperators.ASHR, 16).add(p0.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            IntVector s1 = p1.lanewise(VectorOperators.ASHR, 16).add(p1.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            FloatVector d0 = dw.mul(FloatVector.fromArray(F16L, xd4, (o0 + xb) / 8));
+            FloatVector d1 = dw.mul(FloatVector.fromArray(F16L, xd4, (o1 + xb) / 8));
+            acc0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D, 0)).fma((DoubleVector) d0.convertShape(VectorOperators.F2D, D, 0), acc0);
+            acc1 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D, 0)).fma((DoubleVector) d1.convertShape(VectorOperators.F2D, D, 0), acc1);
+            high0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D, 1)).fma((DoubleVector) d0.convertShape(VectorOperators.F2D, D, 1), high0);
+            high1 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D, 1)).fma((DoubleVector) d1.convertShape(VectorOperators.F2D, D, 1), high1);
+        }
+        acc0 = acc0.add(high0);
+        acc1 = acc1.add(high1);
+        // The lanes of each summed in the fixed order of dotQ4_0.
+        if (D.length() == 8) {
+            acc0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 1));
+        }
+        DoubleVector s0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector s1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        result[at] = (float) (s0.lane(0) + s0.lane(1));
+        result[at + 1] = (float) (s1.lane(0) + s1.lane(1));
     }
 
     /**
@@ -303,15 +305,15 @@ final class Kernels {
             ShortVector p1 = lo.mul(ShortVector.fromArray(S, xq, o1 + xb)).add(hi.mul(ShortVector.fromArray(S, xq, o1 + xb + QK / 2)));
             ShortVector p2 = lo.mul(ShortVector.fromArray(S, xq, o2 + xb)).add(hi.mul(ShortVector.fromArray(S, xq, o2 + xb + QK / 2)));
             ShortVector p3 = lo.mul(ShortVector.fromArray(S, xq, o3 + xb)).add(hi.mul(ShortVector.fromArray(S, xq, o3 + xb + QK / 2)));
-            ShortVector f0 = ((ShortVector) p0.reinterpretShape(ShortVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (ShortVector) p0.reinterpretShape(ShortVector.SPECIES_128, 1));
-            ShortVector f1 = ((ShortVector) p1.reinterpretShape(ShortVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (ShortVector) p1.reinterpretShape(ShortVector.SPECIES_128, 1));
-            ShortVector f2 = ((ShortVector) p2.reinterpretShape(ShortVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (ShortVector) p2.reinterpretShape(ShortVector.SPECIES_128, 1));
-            ShortVector f3 = ((ShortVector) p3.reinterpretShape(ShortVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (ShortVector) p3.reinterpretShape(ShortVector.SPECIES_128, 1));
+            ShortVector f0 = ((ShortVector) p0.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p0.reinterpretShape(ShortVector.SPECIES_128, 1));
+            ShortVector f1 = ((ShortVector) p1.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p1.reinterpretShape(ShortVector.SPECIES_128, 1));
+            ShortVector f2 = ((ShortVector) p2.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p2.reinterpretShape(ShortVector.SPECIES_128, 1));
+            ShortVector f3 = ((ShortVector) p3.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p3.reinterpretShape(ShortVector.SPECIES_128, 1));
             if (D.length() == 4) {
-                f0 = ((ShortVector) f0.reinterpretShape(ShortVector.SPECIES_64, 0)).lanewise(VectorOperators.ADD, (ShortVector) f0.reinterpretShape(ShortVector.SPECIES_64, 1));
-                f1 = ((ShortVector) f1.reinterpretShape(ShortVector.SPECIES_64, 0)).lanewise(VectorOperators.ADD, (ShortVector) f1.reinterpretShape(ShortVector.SPECIES_64, 1));
-                f2 = ((ShortVector) f2.reinterpretShape(ShortVector.SPECIES_64, 0)).lanewise(VectorOperators.ADD, (ShortVector) f2.reinterpretShape(ShortVector.SPECIES_64, 1));
-                f3 = ((ShortVector) f3.reinterpretShape(ShortVector.SPECIES_64, 0)).lanewise(VectorOperators.ADD, (ShortVector) f3.reinterpretShape(ShortVector.SPECIES_64, 1));
+                f0 = ((ShortVector) f0.reinterpretShape(ShortVector.SPECIES_64, 0)).add((ShortVector) f0.reinterpretShape(ShortVector.SPECIES_64, 1));
+                f1 = ((ShortVector) f1.reinterpretShape(ShortVector.SPECIES_64, 0)).add((ShortVector) f1.reinterpretShape(ShortVector.SPECIES_64, 1));
+                f2 = ((ShortVector) f2.reinterpretShape(ShortVector.SPECIES_64, 0)).add((ShortVector) f2.reinterpretShape(ShortVector.SPECIES_64, 1));
+                f3 = ((ShortVector) f3.reinterpretShape(ShortVector.SPECIES_64, 0)).add((ShortVector) f3.reinterpretShape(ShortVector.SPECIES_64, 1));
             }
             acc0 = ((DoubleVector) f0.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[o0 / QK + b]), acc0);
             acc1 = ((DoubleVector) f1.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[o1 / QK + b]), acc1);
@@ -320,15 +322,15 @@ final class Kernels {
         }
         // The lanes of each summed in the fixed order of dotQ4_0.
         if (D.length() == 8) {
-            acc0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 1));
-            acc1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 1));
-            acc2 = ((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_256, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_256, 1));
-            acc3 = ((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_256, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc2 = ((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc3 = ((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_256, 1));
         }
-        DoubleVector s0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 1));
-        DoubleVector s1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 1));
-        DoubleVector s2 = ((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_128, 1));
-        DoubleVector s3 = ((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector s0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector s1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector s2 = ((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector s3 = ((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_128, 1));
         result[0] = (float) (s0.lane(0) + s0.lane(1));
         result[1] = (float) (s1.lane(0) + s1.lane(1));
         result[2] = (float) (s2.lane(0) + s2.lane(1));
@@ -374,11 +376,11 @@ final class Kernels {
             // Products reach 127·127, so two fill a 16-bit lane: widen to 32 bits before folding.
             IntVector folded = ((IntVector) ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 0))
                     .convertShape(VectorOperators.S2I, IntVector.SPECIES_256, 0))
-                    .lanewise(VectorOperators.ADD, (IntVector) ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1))
+                    .add((IntVector) ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1))
                             .convertShape(VectorOperators.S2I, IntVector.SPECIES_256, 0));
             if (D.length() == 4) {
                 folded = ((IntVector) folded.reinterpretShape(IntVector.SPECIES_128, 0))
-                        .lanewise(VectorOperators.ADD, (IntVector) folded.reinterpretShape(IntVector.SPECIES_128, 1));
+                        .add((IntVector) folded.reinterpretShape(IntVector.SPECIES_128, 1));
             }
             float d = Float.float16ToFloat(w.get(HALF, wb)) * xd[xdOff + b];
             acc = ((DoubleVector) folded.convertShape(VectorOperators.I2D, D, 0)).fma(DoubleVector.broadcast(D, d), acc);
@@ -386,9 +388,9 @@ final class Kernels {
         // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
         // once compiled than before, and a result must not depend on how warm the JVM is.
         if (D.length() == 8) {
-            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
         }
-        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
         return (float) (pair.lane(0) + pair.lane(1));
     }
 
@@ -421,9 +423,9 @@ final class Kernels {
         }
         // The lanes summed in a fixed order, as in dotF32.
         if (D.length() == 8) {
-            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
         }
-        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
         double sum = pair.lane(0) + pair.lane(1);
         for (; i < n; i++) {
             sum += (double) Float.float16ToFloat(w.get(HALF, offset + 2L * i)) * x[xOff + i];
@@ -444,9 +446,9 @@ final class Kernels {
         // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
         // once compiled than before, and a result must not depend on how warm the JVM is.
         if (D.length() == 8) {
-            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
         }
-        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).lanewise(VectorOperators.ADD, (DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
         double sum = pair.lane(0) + pair.lane(1);
         for (; i < n; i++) {
             sum += (double) w.get(FLOAT, offset + 4L * i) * x[xOff + i];

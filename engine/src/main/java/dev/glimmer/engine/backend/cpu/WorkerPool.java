@@ -6,12 +6,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 
 /**
- * A fixed set of platform threads that run one parallel operation at a time: {@link #run} offers a
- * {@link Task} to every worker, runs it on the calling thread too, and returns when every thread that
- * took it is done. A task's threads take its units of work from a shared counter until none are left
- * (a task must not tie work to a thread: any thread may end up doing all of it), so a worker that has
- * not started when the caller has finished (its core busy with another process) is simply withdrawn
- * from the operation instead of waited for: the caller then only waits for workers inside a chunk.
+ * A fixed set of platform threads that run one parallel operation at a time: {@link #run} hands a
+ * {@link Task} to every worker, runs the caller's own share, and returns when all shares are done.
  * A parallel op of the decode path lasts tens of microseconds, so the handoff must be cheaper than
  * that: idle workers spin for a while (the next op usually follows within microseconds) and only
  * then park; nothing is allocated per operation.
@@ -21,19 +17,10 @@ import java.util.concurrent.locks.LockSupport;
  */
 final class WorkerPool {
 
-    /**
-     * An operation: {@code run} is called on each thread taking part ({@code worker}: the thread's index
-     * below {@code workers}, for its own scratch memory), and takes units of work from a counter of the
-     * task's own until none are left.
-     */
+    /** Work split in shares: share {@code worker} of {@code workers}. */
     interface Task {
         void run(int worker, int workers);
     }
-
-    /** A worker's part in the current operation: not in it, offered it, or running it. */
-    private static final int IDLE = 0;
-    private static final int OFFERED = 1;
-    private static final int RUNNING = 2;
 
     /** How long an idle worker spins before parking (~50 µs at ~2 ns a spin). */
     private static final int SPINS = 25_000;
@@ -41,6 +28,7 @@ final class WorkerPool {
 
     private final int threads;
     private final Worker[] workers;
+    private final AtomicInteger pending = new AtomicInteger();
     private volatile long generation;
     private volatile Task task;
     /** The first failure of a worker's share in the current operation, rethrown by {@link #run}. */
@@ -104,9 +92,7 @@ final class WorkerPool {
             return;
         }
         task = t;
-        for (Worker w : workers) {
-            w.state.set(OFFERED);
-        }
+        pending.set(workers.length);
         generation++;
         for (Worker w : workers) {
             if (w.parked) {
@@ -114,17 +100,12 @@ final class WorkerPool {
             }
         }
         t.run(0, threads);
-        for (Worker w : workers) {
-            // A worker that has not taken the task yet is withdrawn; one that has is waited for.
-            if (!w.state.compareAndSet(OFFERED, IDLE)) {
-                int spins = 0;
-                while (w.state.get() != IDLE) {
-                    if (++spins < SPINS) {
-                        Thread.onSpinWait();
-                    } else {
-                        Thread.yield();
-                    }
-                }
+        int spins = 0;
+        while (pending.get() != 0) {
+            if (++spins < SPINS) {
+                Thread.onSpinWait();
+            } else {
+                Thread.yield();
             }
         }
         task = null;
@@ -143,8 +124,6 @@ final class WorkerPool {
 
     private final class Worker extends Thread {
         private final int index;
-        /** {@link #IDLE}, {@link #OFFERED} or {@link #RUNNING}. */
-        final AtomicInteger state = new AtomicInteger(IDLE);
         volatile boolean parked;
 
         Worker(int index) {
@@ -170,15 +149,12 @@ final class WorkerPool {
                     }
                 }
                 seen = generation;
-                if (!state.compareAndSet(OFFERED, RUNNING)) {
-                    continue; // withdrawn: the caller finished the operation without this thread
-                }
                 try {
                     task.run(index, threads);
                 } catch (Throwable t) {
                     failure = t;
                 } finally {
-                    state.set(IDLE);
+                    pending.decrementAndGet();
                 }
             }
         }

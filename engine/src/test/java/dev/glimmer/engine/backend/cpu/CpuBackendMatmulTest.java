@@ -162,16 +162,15 @@ class CpuBackendMatmulTest {
     }
 
     /**
-     * Every output of {@code w} · 1, 7 (a group of four, a pair and a single one) and 37 tokens (for Q4_0
-     * two groups of 16 through the batch kernels, in tiles of 4 of the 37 rows, and the rest as 7), with
-     * 1 and 2 threads, equals the reference dot of its row and token.
+     * Every output of {@code w} · 1 and 5 tokens, with 1 and 2 threads, equals the reference dot of its
+     * row and token.
      */
     private static void check(WeightMatrix w) {
         GgmlType type = w.type();
         int cols = w.cols();
         int rows = w.rows();
         Random random = new Random(7);
-        int n = 37;
+        int n = 5;
         int stride = cols + 3;
         float[] x = new float[1 + n * stride];
         for (int i = 0; i < x.length; i++) {
@@ -179,7 +178,7 @@ class CpuBackendMatmulTest {
         }
         for (int threads = 1; threads <= 2; threads++) {
             CpuBackend backend = new CpuBackend(threads);
-            for (int tokens : new int[] {1, 7, n}) {
+            for (int tokens : new int[] {1, n}) {
                 int outStride = rows + 1;
                 float[] out = new float[tokens * outStride];
                 backend.matmul(w, x, 1, stride, tokens, out, 0, outStride);

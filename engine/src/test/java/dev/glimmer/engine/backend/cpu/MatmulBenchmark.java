@@ -22,11 +22,9 @@ import java.util.Random;
 import java.util.concurrent.TimeUnit;
 
 /**
- * Mat-vec (one token, {@code matVec}) and mat-mat ({@code batch} tokens, {@code matMat}, as a prompt
- * multiplies its dense weights) of the CPU backend at the shapes of GLM-4.7-Flash, reporting the weights
+ * Mat-vec (one token) of the CPU backend at the shapes of GLM-4.7-Flash, reporting the weights
  * streamed in GB/s (the {@code gigabytes} counter, per second) to hold against the machine's memory
- * bandwidth, and the arithmetic in GFLOP/s (the {@code gigaflops} counter: 2 per multiply-add) to hold
- * against its peak, for the weight types of Q4_0, Q8_0 and Q4_K_M files and F16. Shapes are {@code in x out};
+ * bandwidth, for the weight types of Q4_0, Q8_0 and Q4_K_M files and F16. Shapes are {@code in x out};
  * {@code 2048x1536x4} is the four selected experts' gate projections, one after the other (each a different matrix, as in decode). The weights are random
  * bytes of the type with valid scales, off-heap, 2 bytes past an aligned address like a file's blocks;
  * the biggest ones (the output head, 178 MB as Q4_0) do not fit in any cache, the small ones partly do.
@@ -50,25 +48,17 @@ public class MatmulBenchmark {
     @Param({"1", "2"})
     public int threads;
 
-    /** Tokens of {@code matMat}. */
-    @Param({"16"})
-    public int batch;
-
     private WeightMatrix[] matrices;
     private CpuBackend backend;
     private float[] x;
     private float[] out;
-    private float[] xs;
-    private float[] outs;
     private long bytesPerCall;
-    private long multiplyAddsPerToken;
 
-    /** GB of weights read and GFLOP computed, reported per second. */
+    /** GB of weights read, reported per second. */
     @AuxCounters(AuxCounters.Type.OPERATIONS)
     @State(Scope.Thread)
     public static class Streamed {
         public double gigabytes;
-        public double gigaflops;
     }
 
     @Setup(Level.Trial)
@@ -101,18 +91,12 @@ public class MatmulBenchmark {
             }
             matrices[m] = new WeightMatrix("w" + m, t, data, rows, cols);
             bytesPerCall += rows * rowBytes;
-            multiplyAddsPerToken += (long) rows * cols;
         }
         x = new float[cols];
         for (int i = 0; i < cols; i++) {
             x[i] = (float) random.nextGaussian();
         }
         out = new float[rows];
-        xs = new float[batch * cols];
-        for (int i = 0; i < xs.length; i++) {
-            xs[i] = (float) random.nextGaussian();
-        }
-        outs = new float[batch * rows];
         backend = new CpuBackend(threads);
     }
 
@@ -122,17 +106,6 @@ public class MatmulBenchmark {
             backend.matmul(w, x, 0, w.cols(), 1, out, 0, w.rows());
         }
         streamed.gigabytes += bytesPerCall / 1e9;
-        streamed.gigaflops += 2.0 * multiplyAddsPerToken / 1e9;
         return out[0];
-    }
-
-    @Benchmark
-    public float matMat(Streamed streamed) {
-        for (WeightMatrix w : matrices) {
-            backend.matmul(w, xs, 0, w.cols(), batch, outs, 0, w.rows());
-        }
-        streamed.gigabytes += bytesPerCall / 1e9;
-        streamed.gigaflops += 2.0 * multiplyAddsPerToken * batch / 1e9;
-        return outs[0];
     }
 }
