@@ -41,6 +41,8 @@ public final class Decoding {
     private final int[] generated;
     /** Keeps the output inside a grammar (a JSON schema, a forced tool call); null for none. */
     private final TokenConstraint constraint;
+    /** What each decode step must give back: fixed by the sampling, the log-probabilities and the grammar. */
+    private final SequencePool.Readout readout;
     private int count;
 
     /**
@@ -65,6 +67,8 @@ public final class Decoding {
         this.topLogprobs = topLogprobs;
         this.generated = new int[Math.max(1, Math.min(maxTokens, room + 1))];
         this.constraint = constraint;
+        int[] banned = logprobs || constraint != null ? null : sampler.greedyBans();
+        this.readout = banned == null ? SequencePool.Readout.LOGITS : SequencePool.Readout.greedyBanning(banned);
     }
 
     /**
@@ -73,8 +77,7 @@ public final class Decoding {
      * asked for, no grammar masking them); the logits otherwise.
      */
     public SequencePool.Readout readout() {
-        int[] banned = logprobs || constraint != null ? null : sampler.greedyBans();
-        return banned == null ? SequencePool.Readout.LOGITS : SequencePool.Readout.greedyBanning(banned);
+        return readout;
     }
 
     /**

@@ -517,7 +517,8 @@ public final class DecodeCommandListBuilder {
                 xn, weight(t.gate()), weight(t.up()), weight(t.gateShared()), weight(t.upShared()), routes, counts, blocks,
                 act, step);
         dispatch("moe_experts_down", l, Size3.of(blockColumns, groups(s.embedding(), Geometry.MM_ROWS)), MM_THREADS,
-                memory(Geometry.mmMemoryFloats()), downReads, ffnMultiplyAdds(routed, sharedWidth), args("DownArgs", downArgs(routed, t, sharedWidth, actStride, 1)),
+                memory(Geometry.mmMemoryFloats()), downReads, ffnMultiplyAdds(routed, sharedWidth),
+                args("DownArgs", downArgs(routed, t, sharedWidth, actStride, 1)),
                 weight(t.down()), weight(t.downShared()), act, routes, counts, blocks, ffnOut, step);
         dispatch("moe_combine", l, Size3.of(tokens, groups(s.embedding(), WIDE_THREADS)), WIDE_THREADS, new int[0],
                 List.of(), args("CombineArgs", Map.of("rows", s.embedding(), "routed", routed,

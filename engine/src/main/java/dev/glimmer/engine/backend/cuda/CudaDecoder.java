@@ -279,9 +279,7 @@ public final class CudaDecoder implements AutoCloseable {
     /** The greedy token the last run's argmax dispatch chose (the first row's, after a batch step). */
     public int greedyToken() {
         device.makeCurrent();
-        driver.copyToHostAsync(readBack, last.activations() + last.list.token(), 4, stream);
-        driver.synchronize(stream);
-        return readBack.get(ValueLayout.JAVA_INT, 0);
+        return readBackToken(last, 0);
     }
 
     /**
