@@ -2,6 +2,7 @@ package dev.glimmer.server.webchat;
 
 import org.openqa.selenium.By;
 import org.openqa.selenium.Dimension;
+import org.openqa.selenium.ElementNotInteractableException;
 import org.openqa.selenium.JavascriptExecutor;
 import org.openqa.selenium.Keys;
 import org.openqa.selenium.OutputType;
@@ -124,6 +125,23 @@ final class ChatPage {
 
     void clickStop() {
         driver.findElement(By.id("stop")).click();
+    }
+
+    /**
+     * Presses Stop unless the answer has already ended: a short answer can end between looking and clicking,
+     * and then the hidden button is not clickable. That race is no failure; a press refused while the answer
+     * is still being generated is.
+     */
+    void stopIfGenerating() {
+        try {
+            if (generating()) {
+                clickStop();
+            }
+        } catch (ElementNotInteractableException e) {   // also a click intercepted by what lies under the hidden button
+            if (generating()) {
+                throw e;
+            }
+        }
     }
 
     WebElement lastAssistant() {
