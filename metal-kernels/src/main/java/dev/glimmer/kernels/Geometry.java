@@ -40,6 +40,8 @@ public final class Geometry {
     public static final int MM_HALF_STRIDE = MM_DEPTH + 8;
     /** Floats between two tokens of a tile's sums in threadgroup memory (padded as {@link #MM_HALF_STRIDE}). */
     public static final int MM_FLOAT_STRIDE = MM_ROWS + 4;
+    /** Threadgroup memory (floats) of mat_mat_float: a sum per lane of every SIMD-group, for the split's reduction. */
+    public static final int MM_FLOAT_PARTIALS = MM_SIMDGROUPS * SIMD_WIDTH;
     /** SIMD-groups per threadgroup of the mat-vec kernels. */
     public static final int MV_SIMDGROUPS = 8;
     /**
@@ -137,6 +139,11 @@ public final class Geometry {
      */
     public static int mvSplit(long rows) {
         return rows >= MV_MANY_ROWS ? 1 : MV_FEW_ROWS_SPLIT;
+    }
+
+    /** Rows one threadgroup of mat_mat_float computes with {@code split} SIMD-groups per row set. */
+    public static int mmFloatRowsPerThreadgroup(int split) {
+        return MV_ROWS_PER_SIMDGROUP * MM_SIMDGROUPS / split;
     }
 
     /** Rows one mat-vec threadgroup computes with {@code split} SIMD-groups per row set. */

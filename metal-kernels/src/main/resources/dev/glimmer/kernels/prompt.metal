@@ -55,6 +55,7 @@ struct MatMatArgs {
     uint x_step;     // floats between the x of grid z within a token's row
     uint y_step;     // floats between the y of grid z within a token's row
     uint add;        // 1: y += W x (y is the residual stream)
+    uint split;      // mat_mat_float: SIMD-groups sharing each row set's columns (1, 2 or 4; mat_mat: 1)
 };
 
 // y[t] = W x[t] (+ y[t]) for the tokens of the batch that hold a row. Grid: (ceil(tokens / MM_TOKENS),
@@ -99,18 +100,19 @@ kernel void mat_mat(constant MatMatArgs & a [[buffer(0)]],
 #define FLOAT_TOKENS GLIMMER_MM_FLOAT_TOKENS
 
 // sums[r * FLOAT_TOKENS + j] = row (first + r) of w . (the activations of token j of the block), for r < NR and
-// the first n tokens (the others give 0); rows at or past `rows` give 0. One SIMD-group: lane l takes the
-// chunks l, l + 32, ...; each chunk of the NR rows is dequantized once for all the tokens. Every lane gets every sum.
+// the first n tokens (the others give 0); rows at or past `rows` give 0, over the chunks lane, lane + lanes, ...
+// (lanes a multiple of SIMD_WIDTH, as mv_rows_part); each chunk of the NR rows is dequantized once for all the
+// tokens. Every lane gets every sum of its SIMD-group.
 template <typename T>
 static inline void mm_float_rows_of(device const uchar * w, uint stride, uint first, uint rows, uint cols,
-                                    ConsecutiveRows src, uint n, ushort tiisg, thread float * sums) {
+                                    ConsecutiveRows src, uint n, uint lane, uint lanes, thread float * sums) {
     // Every loop over the register arrays is unrolled (compile-time bounds, the real extents masked inside):
     // an index the compiler cannot resolve would move acc to local memory.
     float acc[NR * FLOAT_TOKENS];
     #pragma unroll
     for (uint i = 0; i < NR * FLOAT_TOKENS; i++) acc[i] = 0.0f;
     uint chunks = cols / CH;
-    for (uint c = tiisg; c < chunks; c += SIMD_WIDTH) {
+    for (uint c = lane; c < chunks; c += lanes) {
         float wv[NR][CH];
         #pragma unroll
         for (uint r = 0; r < NR; r++) {
@@ -142,30 +144,34 @@ static inline void mm_float_rows_of(device const uchar * w, uint stride, uint fi
 }
 
 static inline void mm_float_rows(uint type, device const char * w, uint first, uint rows, uint cols, ConsecutiveRows src,
-                                 uint n, ushort tiisg, thread float * sums) {
+                                 uint n, uint lane, uint lanes, thread float * sums) {
     device const uchar * wb = (device const uchar *) w;
     uint stride = row_bytes(type, cols);
     switch (type) {
-        case TYPE_F32: mm_float_rows_of<F32>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
-        case TYPE_F16: mm_float_rows_of<F16>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
-        case TYPE_Q4_0: mm_float_rows_of<Q4_0>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
-        case TYPE_Q5_0: mm_float_rows_of<Q5_0>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
-        case TYPE_Q8_0: mm_float_rows_of<Q8_0>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
-        case TYPE_Q4_K: mm_float_rows_of<Q4_K>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
-        case TYPE_Q5_K: mm_float_rows_of<Q5_K>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
-        default: mm_float_rows_of<Q6_K>(wb, stride, first, rows, cols, src, n, tiisg, sums); break;
+        case TYPE_F32: mm_float_rows_of<F32>(wb, stride, first, rows, cols, src, n, lane, lanes, sums); break;
+        case TYPE_F16: mm_float_rows_of<F16>(wb, stride, first, rows, cols, src, n, lane, lanes, sums); break;
+        case TYPE_Q4_0: mm_float_rows_of<Q4_0>(wb, stride, first, rows, cols, src, n, lane, lanes, sums); break;
+        case TYPE_Q5_0: mm_float_rows_of<Q5_0>(wb, stride, first, rows, cols, src, n, lane, lanes, sums); break;
+        case TYPE_Q8_0: mm_float_rows_of<Q8_0>(wb, stride, first, rows, cols, src, n, lane, lanes, sums); break;
+        case TYPE_Q4_K: mm_float_rows_of<Q4_K>(wb, stride, first, rows, cols, src, n, lane, lanes, sums); break;
+        case TYPE_Q5_K: mm_float_rows_of<Q5_K>(wb, stride, first, rows, cols, src, n, lane, lanes, sums); break;
+        default: mm_float_rows_of<Q6_K>(wb, stride, first, rows, cols, src, n, lane, lanes, sums); break;
     }
 }
 
-// mat_mat in float. Grid: (ceil(tokens / FLOAT_TOKENS), ceil(rows / (MM_SIMDGROUPS * NR)), matrices)
-// threadgroups of GLIMMER_MM_SIMDGROUPS SIMD-groups; SIMD-group s of threadgroup (b, g, z) computes rows
-// (g * MM_SIMDGROUPS + s) * NR .. + NR of matrix z for tokens b * FLOAT_TOKENS ..; lane i writes row i / FLOAT_TOKENS
-// of token i % FLOAT_TOKENS (NR * FLOAT_TOKENS is SIMD_WIDTH).
+// mat_mat in float. Grid: (ceil(tokens / FLOAT_TOKENS), ceil(rows / (MM_SIMDGROUPS / split * NR)), matrices)
+// threadgroups of GLIMMER_MM_SIMDGROUPS SIMD-groups, which form MM_SIMDGROUPS / split sets of NR rows; the split
+// SIMD-groups of a set take every split-th chunk of the columns (as mat_vec's split: a matrix of few rows
+// then still keeps enough warps in flight; their sums meet in `partials`, MM_SIMDGROUPS * SIMD_WIDTH floats).
+// Set s of threadgroup (b, g, z) computes rows (g * sets + s) * NR .. + NR of matrix z for tokens
+// b * FLOAT_TOKENS ..; lane i of its first SIMD-group writes row i / FLOAT_TOKENS of token i % FLOAT_TOKENS
+// (NR * FLOAT_TOKENS is SIMD_WIDTH).
 kernel void mat_mat_float(constant MatMatArgs & a [[buffer(0)]],
                           device const char * w [[buffer(1)]],
                           device const float * x [[buffer(2)]],
                           device float * y [[buffer(3)]],
                           constant StepArgs * steps [[buffer(4)]],
+                          threadgroup float * partials TG_MEM(0),
                           uint3 tgpig [[threadgroup_position_in_grid]],
                           ushort tiisg [[thread_index_in_simdgroup]],
                           ushort sgitg [[simdgroup_index_in_threadgroup]]) {
@@ -175,14 +181,23 @@ kernel void mat_mat_float(constant MatMatArgs & a [[buffer(0)]],
     w += tgpig.z * a.w_step;
     x += tgpig.z * a.x_step;
     y += tgpig.z * a.y_step;
-    uint first = (tgpig.y * GLIMMER_MM_SIMDGROUPS + sgitg) * NR;
+    uint sets = GLIMMER_MM_SIMDGROUPS / a.split;
+    uint set = sgitg % sets;
+    uint part = sgitg / sets;
+    uint first = (tgpig.y * sets + set) * NR;
     ConsecutiveRows src = {x, a.x_stride, first_token};
     float sums[NR * FLOAT_TOKENS];
-    mm_float_rows(a.type, w, first, a.rows, a.cols, src, n, tiisg, sums);
+    mm_float_rows(a.type, w, first, a.rows, a.cols, src, n, part * SIMD_WIDTH + tiisg, a.split * SIMD_WIDTH, sums);
     // the sum lane tiisg owns, by a loop of selects: an index known only at run time would move sums to local memory
     float v = 0.0f;
     #pragma unroll
     for (uint i = 0; i < NR * FLOAT_TOKENS; i++) v = tiisg == i ? sums[i] : v;
+    if (a.split > 1) {
+        partials[sgitg * SIMD_WIDTH + tiisg] = v;
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (part != 0) return;
+        for (uint p = 1; p < a.split; p++) v += partials[(p * sets + set) * SIMD_WIDTH + tiisg];
+    }
     uint r = first + tiisg / FLOAT_TOKENS;
     uint j = tiisg % FLOAT_TOKENS;
     if (r < a.rows && j < n) {

@@ -52,8 +52,6 @@ public final class DecodeCommandListBuilder {
     private static final int MM_THREADS = Geometry.MM_SIMDGROUPS * Geometry.SIMD_WIDTH;
     /** ggml's type id of F32 tensors (TYPE_F32 of the kernels). */
     private static final int GGML_F32 = 0;
-    /** Rows one threadgroup of mat_mat_float computes. */
-    private static final int MM_FLOAT_ROWS = Geometry.MM_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP;
 
     private final DecodeModel model;
     private final ModelShape s;
@@ -482,11 +480,16 @@ public final class DecodeCommandListBuilder {
         long multiplyAdds = (long) rows * cols * matrices * tokens;
         if (type(w) == GGML_F32 || outputs > 1) {
             // F32 weights (the router) in float: the matrix units' halves could make it pick other experts; and a
-            // batch of a few sequences' tokens, which would leave the tiles mostly empty
-            dispatch("mat_mat_float", layer, new Size3(groups(tokens, Geometry.MM_FLOAT_TOKENS), groups(rows, MM_FLOAT_ROWS),
-                    matrices), MM_THREADS, new int[0], List.of(all(w)), multiplyAdds, args("MatMatArgs", a), weight(w), x, y,
-                    step);
+            // batch of a few sequences' tokens, which would leave the tiles mostly empty. Few rows split their
+            // columns over SIMD-groups, as the decode step's mat-vec does.
+            int split = Math.min(Geometry.mvSplit((long) rows * matrices), Geometry.MM_SIMDGROUPS);
+            a.put("split", split);
+            dispatch("mat_mat_float", layer, new Size3(groups(tokens, Geometry.MM_FLOAT_TOKENS),
+                    groups(rows, Geometry.mmFloatRowsPerThreadgroup(split)), matrices), MM_THREADS,
+                    memory(Geometry.MM_FLOAT_PARTIALS), List.of(all(w)), multiplyAdds, args("MatMatArgs", a), weight(w),
+                    x, y, step);
         } else {
+            a.put("split", 1);
             dispatch("mat_mat", layer, new Size3(groups(tokens, Geometry.MM_TOKENS), groups(rows, Geometry.MM_ROWS),
                     matrices), MM_THREADS, memory(Geometry.mmMemoryFloats()), List.of(all(w)), multiplyAdds,
                     args("MatMatArgs", a), weight(w), x, y, step);

@@ -16,6 +16,7 @@ import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.util.HashMap;
 import java.util.Map;
 import java.util.Random;
 
@@ -214,8 +215,9 @@ class CudaKernelTest {
                 magnitude[i] = m + (add ? Math.abs(y0[i]) : 0);
             }
         }
-        Map<String, Number> a = Map.of("type", type.id, "cols", cols, "rows", rows, "tokens", tokens,
-                "x_stride", cols, "y_stride", rows, "w_step", 0, "x_step", 0, "y_step", 0, "add", add ? 1 : 0);
+        Map<String, Number> a = new HashMap<>(Map.of("type", type.id, "cols", cols, "rows", rows, "tokens", tokens,
+                "x_stride", cols, "y_stride", rows, "w_step", 0, "x_step", 0, "y_step", 0, "add", add ? 1 : 0));
+        a.put("split", 1);   // mat_mat ignores it
         long args = CudaTestSupport.uploadBytes(d, k.library().struct("MatMatArgs").pack(a));
         long stepArgs = CudaTestSupport.uploadBytes(d, stepBytes(k, tokens, active));
         long weights = CudaTestSupport.upload(d, w);

@@ -10,6 +10,7 @@ import org.junit.jupiter.params.provider.FieldSource;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
@@ -23,7 +24,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * batch of two tiles of {@link Geometry#MM_TOKENS} tokens whose last one is unused (kv_len 0: its output
  * must stay untouched), two stacked matrices (grid z, as k_b's heads) each reading its own part of every
  * token's row, rows that end inside a tile, with and without the residual add. mat_mat_float, which the
- * router's F32 weights take, against the same products in float.
+ * router's F32 weights and every weight of a batch decode list take, against the same products in float, with
+ * each row set's columns split over 1, 2 and 4 SIMD-groups.
  */
 class MatMatKernelTest {
 
@@ -42,19 +44,28 @@ class MatMatKernelTest {
     @Test
     void f32WeightsMultiplyInFloat() {
         for (boolean add : new boolean[] {false, true}) {
-            check("mat_mat_float", GgmlType.F32, 512, 37, add, add ? 3 : 4);
+            check("mat_mat_float", GgmlType.F32, 512, 37, add, 1, add ? 3 : 4);
         }
-        check("mat_mat_float", GgmlType.F32, 144, 9, false, 5);
+        check("mat_mat_float", GgmlType.F32, 144, 9, false, 1, 5);
+    }
+
+    @ParameterizedTest
+    @FieldSource("dev.glimmer.engine.backend.emulated.KernelTestSupport#TYPES")
+    void floatProductsSplitOverSimdGroups(GgmlType type) {
+        int cols = type.blockSize == 256 ? 768 : 512;
+        for (int split : new int[] {1, 2, 4}) {
+            check("mat_mat_float", type, cols, 21, split == 2, split, type.ordinal() * 10L + split);
+        }
     }
 
     private static void check(GgmlType type, int cols, int rows, boolean add, long seed) {
-        check("mat_mat", type, cols, rows, add, seed);
+        check("mat_mat", type, cols, rows, add, 1, seed);
     }
 
-    private static void check(String kernel, GgmlType type, int cols, int rows, boolean add, long seed) {
+    private static void check(String kernel, GgmlType type, int cols, int rows, boolean add, int split, long seed) {
         boolean tiles = kernel.equals("mat_mat");
         int tokensPerGroup = tiles ? Geometry.MM_TOKENS : Geometry.MM_FLOAT_TOKENS;
-        int rowsPerGroup = tiles ? Geometry.MM_ROWS : Geometry.MM_SIMDGROUPS * Geometry.MV_ROWS_PER_SIMDGROUP;
+        int rowsPerGroup = tiles ? Geometry.MM_ROWS : Geometry.mmFloatRowsPerThreadgroup(split);
         Random random = new Random(seed);
         int tokens = 2 * tokensPerGroup;
         int active = tokens - 1;
@@ -83,15 +94,16 @@ class MatMatKernelTest {
                 }
             }
         }
-        Map<String, Number> a = Map.of("type", type.id, "cols", cols, "rows", rows, "tokens", tokens,
+        Map<String, Number> a = new HashMap<>(Map.of("type", type.id, "cols", cols, "rows", rows, "tokens", tokens,
                 "x_stride", xStride, "y_stride", yStride, "w_step", type.rowBytes(cols) * rows, "x_step", cols,
-                "y_step", rows, "add", add ? 1 : 0);
+                "y_step", rows, "add", add ? 1 : 0));
+        a.put("split", split);
         float[] got = runInBothOrders(kernel, arena -> List.of(args(arena, "MatMatArgs", a), copy(arena, w),
                         floats(arena, x), floats(arena, y0), steps(arena, tokens, active)), 3,
-                tiles ? tileMemory() : new int[0],
+                tiles ? tileMemory() : new int[] {4 * Geometry.MM_FLOAT_PARTIALS},
                 new Size3(tokens / tokensPerGroup, (rows + rowsPerGroup - 1) / rowsPerGroup, matrices),
                 Size3.of(Geometry.MM_SIMDGROUPS * 32));
-        assertClose(expected, magnitude, got, TOLERANCE, kernel + " " + type + (add ? " + residual" : ""));
+        assertClose(expected, magnitude, got, TOLERANCE, kernel + " " + type + (add ? " + residual" : "") + " split " + split);
         for (int i = (tokens - 1) * yStride; i < tokens * yStride; i++) {
             assertTrue(got[i] == y0[i], "the unused token's row was written at " + i);
         }
