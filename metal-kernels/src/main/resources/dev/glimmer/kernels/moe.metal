@@ -139,9 +139,12 @@ static inline uint select_experts(constant GateUpArgs & a, device const float * 
     return picked;
 }
 
-// Grid: (ceil(max(rows, shared_rows) / rows per threadgroup), routed + 1, tokens); slot y < routed is the
+// Grid: (tokens, routed + 1, ceil(max(rows, shared_rows) / rows per threadgroup)); slot y < routed is the
 // y-th selected expert, slot `routed` the shared expert. act[slot][row] = silu(gate) * up. SIMD-group 0
-// of the shared slot's first threadgroup writes the selection (ids, weights) that down reads.
+// of the shared slot's first threadgroup writes the selection (ids, weights) that down reads. The tokens
+// of a batch are the grid's first dimension so that their threadgroups for the same rows of a slot run
+// side by side: the shared expert's rows (and an expert two tokens chose) come from memory once, the
+// other tokens find them in the cache.
 // scratch: MV_SIMDGROUPS * NR floats.
 kernel void moe_gate_up(constant GateUpArgs & a [[buffer(0)]],
                         device const float * x [[buffer(1)]],
@@ -161,22 +164,24 @@ kernel void moe_gate_up(constant GateUpArgs & a [[buffer(0)]],
                         ushort tiitg [[thread_index_in_threadgroup]],
                         ushort tiisg [[thread_index_in_simdgroup]],
                         ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    if (steps[tgpig.z].kv_len == 0) return;
-    x += tgpig.z * a.cols;
-    logits += tgpig.z * a.experts;
-    act += tgpig.z * (a.routed + 1) * a.act_stride;
-    ids += tgpig.z * a.routed;
-    weights += tgpig.z * a.routed;
+    uint token = tgpig.x;
     uint slot = tgpig.y;
+    uint group = tgpig.z;
+    if (steps[token].kv_len == 0) return;
+    x += token * a.cols;
+    logits += token * a.experts;
+    act += token * (a.routed + 1) * a.act_stride;
+    ids += token * a.routed;
+    weights += token * a.routed;
     bool shared = slot == a.routed;
     uint rows = shared ? a.shared_rows : a.rows;
-    if (a.routed > 0 && shared && tgpig.x == 0 && sgitg == 0) {
+    if (a.routed > 0 && shared && group == 0 && sgitg == 0) {
         select_experts(a, logits, bias, slot, tiisg == 0, ids, weights, tiisg);
     }
-    if (tgpig.x * mv_sets(a.split) * NR >= rows) {
+    if (group * mv_sets(a.split) * NR >= rows) {
         return;  // the whole threadgroup is past the slot's rows
     }
-    uint first = (tgpig.x * mv_sets(a.split) + mv_set(sgitg, a.split)) * NR;
+    uint first = (group * mv_sets(a.split) + mv_set(sgitg, a.split)) * NR;
     uint lane = mv_lane(tiisg, sgitg, a.split);
     uint gate_type = shared ? a.shared_gate_type : a.gate_type;
     uint up_type = shared ? a.shared_up_type : a.up_type;
@@ -266,8 +271,8 @@ static inline void down_routed(uint type, device const char * exps, device const
     }
 }
 
-// Grid: (ceil(rows / rows per threadgroup), tokens); scratch: MV_SIMDGROUPS * NR floats. x[row] += sum over slots of weight * (down_slot . act_slot),
-// the shared slot with weight 1.
+// Grid: (tokens, ceil(rows / rows per threadgroup)) (tokens first, as moe_gate_up); scratch: MV_SIMDGROUPS * NR
+// floats. x[row] += sum over slots of weight * (down_slot . act_slot), the shared slot with weight 1.
 kernel void moe_down(constant DownArgs & a [[buffer(0)]],
                      device const char * down_exps [[buffer(1)]],
                      device const char * down_shared [[buffer(2)]],
@@ -280,12 +285,13 @@ kernel void moe_down(constant DownArgs & a [[buffer(0)]],
                      uint3 tgpig [[threadgroup_position_in_grid]],
                      ushort tiisg [[thread_index_in_simdgroup]],
                      ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    if (steps[tgpig.y].kv_len == 0) return;
-    x += tgpig.y * a.rows;
-    act += tgpig.y * (a.routed + 1) * a.act_stride;
-    ids += tgpig.y * a.routed;
-    weights += tgpig.y * a.routed;
-    uint first = (tgpig.x * mv_sets(a.split) + mv_set(sgitg, a.split)) * NR;
+    uint token = tgpig.x;
+    if (steps[token].kv_len == 0) return;
+    x += token * a.rows;
+    act += token * (a.routed + 1) * a.act_stride;
+    ids += token * a.routed;
+    weights += token * a.routed;
+    uint first = (tgpig.y * mv_sets(a.split) + mv_set(sgitg, a.split)) * NR;
     uint lane = mv_lane(tiisg, sgitg, a.split);
     float total[NR];
     down_routed(a.type, down_exps, ids, weights, act, a.act_stride, a.routed, first, a.rows, a.cols, lane,

@@ -676,7 +676,7 @@ public final class DecodeCommandListBuilder {
         int rows = Math.max(routed > 0 ? s.expertFfn() : 0, sharedRows);
         int split = Geometry.mvSplit((long) rows * (routed + 1));
         Map<String, Number> a = gateUpArgs(routed, sharedRows, t, bias, actStride, split);
-        dispatch("moe_gate_up", l, new Size3(groups(rows, Geometry.mvRowsPerThreadgroup(split)), routed + 1, tokens), MV_THREADS,
+        dispatch("moe_gate_up", l, new Size3(tokens, routed + 1, groups(rows, Geometry.mvRowsPerThreadgroup(split))), MV_THREADS,
                 memory(Geometry.MV_SCRATCH_FLOATS), reads, 2 * ffnMultiplyAdds(routed, sharedRows), args("GateUpArgs", a), x,
                 weight(b + "ffn_norm.weight"),
                 weight(t.gate()), weight(t.up()), weight(t.gateShared()), weight(t.upShared()), logits,
@@ -729,7 +729,7 @@ public final class DecodeCommandListBuilder {
                       int sharedCols, List<Dispatch.WeightRead> reads) {
         int split = Geometry.mvSplit(s.embedding());
         Map<String, Number> a = downArgs(routed, t, sharedCols, actStride, split);
-        dispatch("moe_down", l, Size3.of(groups(s.embedding(), Geometry.mvRowsPerThreadgroup(split)), tokens), MV_THREADS,
+        dispatch("moe_down", l, Size3.of(tokens, groups(s.embedding(), Geometry.mvRowsPerThreadgroup(split))), MV_THREADS,
                 memory(Geometry.MV_SCRATCH_FLOATS),
                 reads, ffnMultiplyAdds(routed, sharedCols), args("DownArgs", a), weight(t.down()), weight(t.downShared()), act, ids, expertWeights, x, step);
     }

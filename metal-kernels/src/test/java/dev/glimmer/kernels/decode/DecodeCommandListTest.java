@@ -300,8 +300,7 @@ class DecodeCommandListTest {
         for (Dispatch d : batch.dispatches()) {
             // the grid dimension that runs over the rows
             int perRow = switch (d.kernel()) {
-                case "moe_gate_up" -> d.grid().z();
-                case "moe_router", "moe_down", "argmax_parts", "argmax" -> d.grid().y();
+                case "moe_router", "argmax_parts", "argmax" -> d.grid().y();
                 default -> d.grid().x();
             };
             int expectedPerRow = d.kernel().equals("mat_mat_float")

@@ -200,7 +200,7 @@ class MoeKernelTest {
             b.add(arena.allocate(4L * Math.max(1, routed)));
             b.add(steps(arena, 1, 1));
             return b;
-        }, new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, Size3.of(groups, slots), Size3.of(MV_THREADS), 9, 10, 11);
+        }, new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, new Size3(1, slots, groups), Size3.of(MV_THREADS), 9, 10, 11);
         float[] act = out.get(0);
         int[] ids = new int[routed];
         float[] weights = new float[routed];
@@ -327,7 +327,7 @@ class MoeKernelTest {
             b.add(floats(arena, x));
             b.add(steps(arena, 1, 1));
             return b;
-        }, 6, new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, Size3.of(groups), Size3.of(MV_THREADS));
+        }, 6, new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, Size3.of(1, groups), Size3.of(MV_THREADS));
         assertClose(expected, magnitude, got, TOLERANCE, "moe_down");
     }
 
