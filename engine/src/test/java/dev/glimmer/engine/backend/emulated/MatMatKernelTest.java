@@ -88,7 +88,7 @@ class MatMatKernelTest {
                 "y_step", rows, "add", add ? 1 : 0);
         float[] got = runInBothOrders(kernel, arena -> List.of(args(arena, "MatMatArgs", a), copy(arena, w),
                         floats(arena, x), floats(arena, y0), steps(arena, tokens, active)), 3,
-                tiles ? tileMemory() : new int[0],
+                tiles ? tileMemory(Geometry.MM_ROWS, Geometry.MM_TOKENS) : new int[0],
                 new Size3(tokens / tokensPerGroup, (rows + rowsPerGroup - 1) / rowsPerGroup, matrices),
                 Size3.of(Geometry.MM_SIMDGROUPS * 32));
         assertClose(expected, magnitude, got, TOLERANCE, kernel + " " + type + (add ? " + residual" : ""));
