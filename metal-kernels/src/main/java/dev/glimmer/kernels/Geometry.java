@@ -15,31 +15,51 @@ public final class Geometry {
     /** Rows of a weight matrix that one SIMD-group of a mat-vec computes together (activations are loaded once for them). */
     public static final int MV_ROWS_PER_SIMDGROUP = 4;
     /**
-     * Tokens of a tile of the prompt kernels (mat_mat and the grouped experts, tiles.metal): each weight
-     * value is dequantized once for all of them. An expert's block of its token list is one tile, and the
-     * experts get about 32 tokens each in a batch of {@link #PROMPT_TOKENS} with 4 of 64 experts routed (some
-     * fewer, some a second, partly filled tile).
+     * Tokens of a tile of mat_mat, the prompt kernel of the dense weights (tiles.metal): each weight value is
+     * dequantized once for all of them. A batch of {@link #PROMPT_TOKENS} fills its tiles.
      */
-    public static final int MM_TOKENS = 32;
+    public static final int MM_TOKENS = 64;
+    /** Weight rows of a tile of mat_mat: a tile of {@link #MM_TOKENS} x this, as tall as wide. */
+    public static final int MM_ROWS = 64;
+    /**
+     * Tokens of a tile of the grouped experts (moe_experts_gate_up, moe_experts_down): an expert's block of its
+     * token list is one tile, and the experts get about 32 tokens each in a batch of {@link #PROMPT_TOKENS} with
+     * 4 of 64 experts routed (some fewer, some a second, partly filled tile), so the experts' tiles are narrower
+     * in tokens than mat_mat's and taller in rows.
+     */
+    public static final int EXPERT_TOKENS = 32;
+    /** Weight rows of a tile of the grouped experts (moe_experts_gate_up: half gate, half up rows). */
+    public static final int EXPERT_ROWS = 128;
     /**
      * Tokens per weight chunk of mat_mat_float, which multiplies in float rather than on the matrix units (F32
      * weights, and every weight of a batch decode list): with {@link #MV_ROWS_PER_SIMDGROUP} rows per SIMD-group,
      * one sum per lane.
      */
     public static final int MM_FLOAT_TOKENS = SIMD_WIDTH / MV_ROWS_PER_SIMDGROUP;
-    /** Weight rows of a tile of the prompt kernels: one chunk of a row per thread and step. */
-    public static final int MM_ROWS = 64;
     /** Values of a row that a tile multiplies per step (a Q4_0 block; two chunks). */
     public static final int MM_DEPTH = 32;
-    /** SIMD-groups per threadgroup of the prompt kernels: each multiplies 16 of the tile's rows with all its tokens. */
-    public static final int MM_SIMDGROUPS = MM_ROWS / 16;
+    /**
+     * SIMD-groups per threadgroup of the prompt kernels' tiles (both shapes); each multiplies a block of
+     * {@link #MM_SIMDGROUP_ROWS} x {@link #MM_SIMDGROUP_TOKENS} of its tile per step.
+     */
+    public static final int MM_SIMDGROUPS = 4;
+    /**
+     * Rows of a SIMD-group's block of a tile: two 16-row matrix-unit tiles, so that each activation fragment read
+     * from threadgroup memory feeds two multiplies.
+     */
+    public static final int MM_SIMDGROUP_ROWS = 32;
+    /** Tokens of a SIMD-group's block of a tile: four 8-token tiles, so that each weight fragment feeds four. */
+    public static final int MM_SIMDGROUP_TOKENS = 32;
     /**
      * Halves between two rows of a step's staged weights and activations: MM_DEPTH and 8 of padding, so that
      * the 8 rows a tile operation reads at once lie in different memory banks.
      */
     public static final int MM_HALF_STRIDE = MM_DEPTH + 8;
-    /** Floats between two tokens of a tile's sums in threadgroup memory (padded as {@link #MM_HALF_STRIDE}). */
-    public static final int MM_FLOAT_STRIDE = MM_ROWS + 4;
+    /**
+     * Floats of padding after each token's row of a tile's sums in threadgroup memory (rows + this between two
+     * tokens), for the same reason as {@link #MM_HALF_STRIDE}'s.
+     */
+    public static final int MM_FLOAT_PAD = 4;
     /** Threadgroup memory (floats) of mat_mat_float: a sum per lane of every SIMD-group, for the split's reduction. */
     public static final int MM_FLOAT_PARTIALS = MM_SIMDGROUPS * SIMD_WIDTH;
     /** SIMD-groups per threadgroup of the mat-vec kernels. */
@@ -87,9 +107,9 @@ public final class Geometry {
     public static final int PROMPT_ATTENTION_SPLITS = 8;
     /**
      * Tokens of a prompt batch: the token count of the prompt command list, whose kernels dequantize each
-     * weight value once for a tile of {@link #MM_TOKENS} of them; longer prompts run in several batches. The
-     * more tokens, the fuller each expert's tiles: with 4 of 64 experts routed, 512 tokens give an expert
-     * {@link #MM_TOKENS} entries on average (one full tile; 256 half of one), and more would only add tiles
+     * weight value once for a tile of {@link #MM_TOKENS} (experts: {@link #EXPERT_TOKENS}) of them; longer prompts
+     * run in several batches. The more tokens, the fuller each expert's tiles: with 4 of 64 experts routed, 512
+     * tokens give an expert {@link #EXPERT_TOKENS} entries on average (one full tile; 256 half of one), and more would only add tiles
      * of the same fill. Measured on an H200 (full-size GLM-4.7-Flash Q4_0, with the earlier tiles of 8 tokens
      * and no matrix units), 256 processed prompts 8.6% faster than 128 (pp512 1,220 against 1,123 tok/s). The
      * batch's activations (about 0.5 MB per token) belong to the model's pool, not to each sequence.
@@ -122,11 +142,21 @@ public final class Geometry {
     public static final int MAX_BUFFER_BINDINGS = 31;
 
     static {
-        // mm_tile (tiles.metal) gives each thread of a tile's threadgroup one weight chunk and 8 activations per step
+        // mm_tile (tiles.metal) gives each thread of a tile's threadgroup whole weight chunks and runs of 8
+        // activations per step, and each SIMD-group one block of the tile
+        checkTile(MM_ROWS, MM_TOKENS);
+        checkTile(EXPERT_ROWS, EXPERT_TOKENS);
+    }
+
+    private static void checkTile(int rows, int tokens) {
         int threads = MM_SIMDGROUPS * SIMD_WIDTH;
-        if (MM_ROWS * (MM_DEPTH / CHUNK) != threads || MM_TOKENS * (MM_DEPTH / 8) != threads) {
-            throw new AssertionError("a prompt tile of " + MM_ROWS + " rows x " + MM_TOKENS + " tokens x " + MM_DEPTH
-                    + " values does not give each of its " + threads + " threads one chunk and 8 activations per step");
+        if (rows * (MM_DEPTH / CHUNK) % threads != 0 || tokens * (MM_DEPTH / 8) % threads != 0
+                || (rows / MM_SIMDGROUP_ROWS) * (tokens / MM_SIMDGROUP_TOKENS) != MM_SIMDGROUPS
+                || rows % MM_SIMDGROUP_ROWS != 0 || tokens % MM_SIMDGROUP_TOKENS != 0
+                || 4 * mmMemoryFloats(rows, tokens) > MAX_THREADGROUP_MEMORY) {
+            throw new AssertionError("a prompt tile of " + rows + " rows x " + tokens + " tokens x " + MM_DEPTH
+                    + " values does not split into whole chunks and activation runs for its " + threads
+                    + " threads and blocks for its " + MM_SIMDGROUPS + " SIMD-groups within the threadgroup memory");
         }
     }
 
@@ -166,11 +196,12 @@ public final class Geometry {
     }
 
     /**
-     * Threadgroup memory (floats) of a prompt kernel's tile: two stages (double buffering) of a step's staged
-     * weights and activations (two halves each) as halves, later the tile's sums as floats in the same place.
+     * Threadgroup memory (floats) of a prompt kernel's tile of {@code rows} x {@code tokens}: two stages (double
+     * buffering) of a step's staged weights and activations (two halves each) as halves, later the tile's sums as
+     * floats in the same place.
      */
-    public static int mmMemoryFloats() {
-        return Math.max(2 * (MM_ROWS + 2 * MM_TOKENS) * MM_HALF_STRIDE / 2, MM_TOKENS * MM_FLOAT_STRIDE);
+    public static int mmMemoryFloats(int rows, int tokens) {
+        return Math.max(2 * (rows + 2 * tokens) * MM_HALF_STRIDE / 2, tokens * (rows + MM_FLOAT_PAD));
     }
 
     /** The constants as the kernels see them: {@code GLIMMER_<NAME>} macros. */
@@ -183,12 +214,16 @@ public final class Geometry {
         d.put("GLIMMER_HEAD_SIMDGROUPS", HEAD_SIMDGROUPS);
         d.put("GLIMMER_CHUNK", CHUNK);
         d.put("GLIMMER_MM_TOKENS", MM_TOKENS);
-        d.put("GLIMMER_MM_SIMDGROUPS", MM_SIMDGROUPS);
-        d.put("GLIMMER_MM_FLOAT_TOKENS", MM_FLOAT_TOKENS);
         d.put("GLIMMER_MM_ROWS", MM_ROWS);
+        d.put("GLIMMER_EXPERT_TOKENS", EXPERT_TOKENS);
+        d.put("GLIMMER_EXPERT_ROWS", EXPERT_ROWS);
+        d.put("GLIMMER_MM_SIMDGROUPS", MM_SIMDGROUPS);
+        d.put("GLIMMER_MM_SIMDGROUP_ROWS", MM_SIMDGROUP_ROWS);
+        d.put("GLIMMER_MM_SIMDGROUP_TOKENS", MM_SIMDGROUP_TOKENS);
+        d.put("GLIMMER_MM_FLOAT_TOKENS", MM_FLOAT_TOKENS);
         d.put("GLIMMER_MM_DEPTH", MM_DEPTH);
         d.put("GLIMMER_MM_HALF_STRIDE", MM_HALF_STRIDE);
-        d.put("GLIMMER_MM_FLOAT_STRIDE", MM_FLOAT_STRIDE);
+        d.put("GLIMMER_MM_FLOAT_PAD", MM_FLOAT_PAD);
         d.put("GLIMMER_ATTENTION_MIN_ROWS", ATTENTION_MIN_ROWS);
         return d;
     }

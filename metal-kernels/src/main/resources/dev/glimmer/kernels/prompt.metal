@@ -59,9 +59,9 @@ struct MatMatArgs {
 };
 
 // y[t] = W x[t] (+ y[t]) for the tokens of the batch that hold a row. Grid: (ceil(tokens / MM_TOKENS),
-// ceil(rows / MM_ROWS), matrices) threadgroups of GLIMMER_MM_SIMDGROUPS SIMD-groups; threadgroup (b, g, z)
-// computes rows g * MM_ROWS .. + MM_ROWS of matrix z for tokens b * MM_TOKENS .. (mm_tile). tiles:
-// Geometry.mmMemoryFloats() floats.
+// ceil(rows / MM_ROWS), matrices) threadgroups of MM_SIMDGROUPS SIMD-groups; threadgroup (b, g, z) computes
+// rows g * MM_ROWS .. + MM_ROWS of matrix z for tokens b * MM_TOKENS .. (mm_tile). tiles:
+// Geometry.mmMemoryFloats(MM_ROWS, MM_TOKENS) floats.
 kernel void mat_mat(constant MatMatArgs & a [[buffer(0)]],
                     device const char * w [[buffer(1)]],
                     device const float * x [[buffer(2)]],
@@ -80,12 +80,13 @@ kernel void mat_mat(constant MatMatArgs & a [[buffer(0)]],
     y += tgpig.z * a.y_step;
     uint first = tgpig.y * MM_ROWS;
     ConsecutiveRows src = {x, a.x_stride, first_token};
-    mm_tile(weight_rows(a.type, w, a.cols, first, a.rows), weight_rows(a.type, w, a.cols, first + MM_ROWS / 2, a.rows),
-            src, n, a.cols, tiles, tiitg, tiisg, sgitg);
+    mm_tile<MM_ROWS, MM_TOKENS>(weight_rows(a.type, w, a.cols, first, a.rows),
+                                weight_rows(a.type, w, a.cols, first + MM_ROWS / 2, a.rows), src, n, a.cols, tiles,
+                                tiitg, tiisg, sgitg);
     uint r = first + tiitg % MM_ROWS;
     if (r >= a.rows) return;
-    for (uint j = tiitg / MM_ROWS; j < n; j += GLIMMER_MM_SIMDGROUPS * SIMD_WIDTH / MM_ROWS) {
-        float v = tiles[j * MM_FLOAT_STRIDE + tiitg % MM_ROWS];
+    for (uint j = tiitg / MM_ROWS; j < n; j += MM_THREADS / MM_ROWS) {
+        float v = tiles[j * (MM_ROWS + MM_FLOAT_PAD) + tiitg % MM_ROWS];
         device float * out = y + (first_token + j) * a.y_stride + r;
         *out = a.add != 0 ? *out + v : v;
     }
@@ -235,9 +236,9 @@ kernel void rms_norm_rows(constant NormArgs & a [[buffer(0)]],
 
 // ---- the experts, grouped by expert ----
 
-// Routed blocks of a batch: each expert's list in blocks of MM_TOKENS entries, at most this many in all.
+// Routed blocks of a batch: each expert's list in blocks of EXPERT_TOKENS entries, at most this many in all.
 static inline uint routed_blocks(uint tokens, uint routed, uint experts) {
-    return routed > 0 ? (tokens * routed + MM_TOKENS - 1) / MM_TOKENS + experts : 0;
+    return routed > 0 ? (tokens * routed + EXPERT_TOKENS - 1) / EXPERT_TOKENS + experts : 0;
 }
 
 // Grid: (ceil(tokens / GLIMMER_WIDE_SIMDGROUPS)) threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups: SIMD-group s
@@ -263,7 +264,7 @@ kernel void moe_select(constant GateUpArgs & a [[buffer(0)]],
 
 // Grid: (experts) threadgroups of GLIMMER_HEAD_SIMDGROUPS SIMD-groups; threadgroup e lists the (token, slot) entries
 // moe_select routed to expert e, as token * routed + slot in token order, at routes[e * tokens ..], its length in
-// counts[e], and its blocks of MM_TOKENS entries (expert << 16 | first entry) in the table blocks[0 .. routed_blocks)
+// counts[e], and its blocks of EXPERT_TOKENS entries (expert << 16 | first entry) in the table blocks[0 .. routed_blocks)
 // after the blocks of the experts before it (every threadgroup counts every expert's entries to know where); the
 // last expert's threadgroup marks the unused end 0xFFFFFFFF (so that the expert kernels' grids need not depend on
 // the routing). scratch: tokens * routed + GLIMMER_HEAD_SIMDGROUPS * (SIMD_WIDTH + 1) + experts floats.
@@ -324,8 +325,8 @@ kernel void moe_route(constant GateUpArgs & a [[buffer(0)]],
     }
     if (tiitg == 0) {
         uint b = 0;
-        for (int x = 0; x < e; x++) b += (listed[x] + MM_TOKENS - 1) / MM_TOKENS;
-        for (uint first = 0; first < listed[e]; first += MM_TOKENS) blocks[b++] = (uint) e << 16 | first;
+        for (int x = 0; x < e; x++) b += (listed[x] + EXPERT_TOKENS - 1) / EXPERT_TOKENS;
+        for (uint first = 0; first < listed[e]; first += EXPERT_TOKENS) blocks[b++] = (uint) e << 16 | first;
         counts[e] = listed[e];
         if (e + 1 == (int) a.experts) {
             for (; b < routed_blocks(a.tokens, a.routed, a.experts); b++) blocks[b] = 0xFFFFFFFFu;
@@ -350,22 +351,23 @@ static inline ExpertBlock expert_block(device const uint * blocks, device const 
     b.shared = x >= table;
     if (b.shared) {
         b.expert = experts;
-        b.first = (x - table) * MM_TOKENS;
-        b.n = batch_tokens(steps, b.first, MM_TOKENS, tokens);
+        b.first = (x - table) * EXPERT_TOKENS;
+        b.n = batch_tokens(steps, b.first, EXPERT_TOKENS, tokens);
         return b;
     }
     uint entry = blocks[x];
     b.expert = entry >> 16;
     b.first = entry & 0xFFFF;
-    b.n = entry == 0xFFFFFFFFu ? 0 : min((uint) MM_TOKENS, counts[b.expert] - b.first);
+    b.n = entry == 0xFFFFFFFFu ? 0 : min((uint) EXPERT_TOKENS, counts[b.expert] - b.first);
     return b;
 }
 
-// Grid: (routed_blocks + ceil(tokens / MM_TOKENS) (shared blocks, if there is a shared expert), ceil(max(rows, shared_rows) /
-// (MM_ROWS / 2))) threadgroups of GLIMMER_MM_SIMDGROUPS SIMD-groups: threadgroup (b, g) takes the entries of block b
-// (expert_block) and rows g * MM_ROWS / 2 .. + MM_ROWS / 2 of gate and of up, one tile (mm_tile: gate the upper half,
-// up the lower), and writes act[t][slot][row] = silu(gate) * up (the shared expert's slot is `routed`). x: the
-// normalized input, a row per token. tiles: Geometry.mmMemoryFloats() floats.
+// Grid: (routed_blocks + ceil(tokens / EXPERT_TOKENS) (shared blocks, if there is a shared expert),
+// ceil(max(rows, shared_rows) / (EXPERT_ROWS / 2))) threadgroups of MM_SIMDGROUPS SIMD-groups: threadgroup (b, g)
+// takes the entries of block b (expert_block) and rows g * EXPERT_ROWS / 2 .. + EXPERT_ROWS / 2 of gate and of up,
+// one tile (mm_tile: gate the upper half, up the lower), and writes act[t][slot][row] = silu(gate) * up (the shared
+// expert's slot is `routed`). x: the normalized input, a row per token. tiles: Geometry.mmMemoryFloats(EXPERT_ROWS,
+// EXPERT_TOKENS) floats.
 kernel void moe_experts_gate_up(constant GateUpArgs & a [[buffer(0)]],
                                 device const float * x [[buffer(1)]],
                                 device const char * gate_exps [[buffer(2)]],
@@ -382,7 +384,8 @@ kernel void moe_experts_gate_up(constant GateUpArgs & a [[buffer(0)]],
                                 ushort tiitg [[thread_index_in_threadgroup]],
                                 ushort tiisg [[thread_index_in_simdgroup]],
                                 ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    const uint half_rows = MM_ROWS / 2;
+    const uint half_rows = EXPERT_ROWS / 2;
+    const uint float_stride = EXPERT_ROWS + MM_FLOAT_PAD;
     ExpertBlock blk = expert_block(blocks, counts, steps, tgpig.x, a.tokens, a.routed, a.experts);
     uint z = blk.expert;
     bool shared = blk.shared;
@@ -400,25 +403,25 @@ kernel void moe_experts_gate_up(constant GateUpArgs & a [[buffer(0)]],
     device const uint * entries = routes + z * a.tokens + first_entry;
     if (shared) {
         ConsecutiveRows src = {x, a.cols, first_entry};
-        mm_tile(gate, up, src, n, a.cols, tiles, tiitg, tiisg, sgitg);
+        mm_tile<EXPERT_ROWS, EXPERT_TOKENS>(gate, up, src, n, a.cols, tiles, tiitg, tiisg, sgitg);
     } else {
         ListedRows src = {x, a.cols, 1, a.routed, entries};
-        mm_tile(gate, up, src, n, a.cols, tiles, tiitg, tiisg, sgitg);
+        mm_tile<EXPERT_ROWS, EXPERT_TOKENS>(gate, up, src, n, a.cols, tiles, tiitg, tiisg, sgitg);
     }
     uint i = tiitg % half_rows;
     if (first + i >= rows) return;
-    for (uint j = tiitg / half_rows; j < n; j += GLIMMER_MM_SIMDGROUPS * SIMD_WIDTH / half_rows) {
-        float g = tiles[j * MM_FLOAT_STRIDE + i];
-        float u = tiles[j * MM_FLOAT_STRIDE + half_rows + i];
+    for (uint j = tiitg / half_rows; j < n; j += MM_THREADS / half_rows) {
+        float g = tiles[j * float_stride + i];
+        float u = tiles[j * float_stride + half_rows + i];
         uint token = shared ? first_entry + j : entries[j] / a.routed;
         uint slot = shared ? a.routed : entries[j] % a.routed;
         act[(token * (a.routed + 1) + slot) * a.act_stride + first + i] = g / (1.0f + exp(-g)) * u;
     }
 }
 
-// Grid: (as moe_experts_gate_up, ceil(rows / MM_ROWS)) threadgroups of GLIMMER_MM_SIMDGROUPS SIMD-groups:
+// Grid: (as moe_experts_gate_up, ceil(rows / EXPERT_ROWS)) threadgroups of MM_SIMDGROUPS SIMD-groups:
 // y[t][slot][row] = down . act[t][slot] for the entries of block b (expert_block), one tile as mat_mat's. tiles:
-// Geometry.mmMemoryFloats() floats.
+// Geometry.mmMemoryFloats(EXPERT_ROWS, EXPERT_TOKENS) floats.
 kernel void moe_experts_down(constant DownArgs & a [[buffer(0)]],
                              device const char * down_exps [[buffer(1)]],
                              device const char * down_shared [[buffer(2)]],
@@ -439,27 +442,27 @@ kernel void moe_experts_down(constant DownArgs & a [[buffer(0)]],
     uint first_entry = blk.first;
     uint n = blk.n;
     if (n == 0) return;
-    uint first = tgpig.y * MM_ROWS;
+    uint first = tgpig.y * EXPERT_ROWS;
     uint slots = a.routed + 1;
     uint type = shared ? a.shared_type : a.type;
     uint cols = shared ? a.shared_cols : a.cols;
     device const char * w = shared ? down_shared : down_exps + z * a.rows * row_bytes(type, a.cols);
     WeightRows upper = weight_rows(type, w, cols, first, a.rows);
-    WeightRows lower = weight_rows(type, w, cols, first + MM_ROWS / 2, a.rows);
+    WeightRows lower = weight_rows(type, w, cols, first + EXPERT_ROWS / 2, a.rows);
     device const uint * entries = routes + z * a.tokens + first_entry;
     if (shared) {
         ConsecutiveRows src = {act + a.routed * a.act_stride, slots * a.act_stride, first_entry};
-        mm_tile(upper, lower, src, n, cols, tiles, tiitg, tiisg, sgitg);
+        mm_tile<EXPERT_ROWS, EXPERT_TOKENS>(upper, lower, src, n, cols, tiles, tiitg, tiisg, sgitg);
     } else {
         ListedRows src = {act, a.act_stride, slots, a.routed, entries};
-        mm_tile(upper, lower, src, n, cols, tiles, tiitg, tiisg, sgitg);
+        mm_tile<EXPERT_ROWS, EXPERT_TOKENS>(upper, lower, src, n, cols, tiles, tiitg, tiisg, sgitg);
     }
-    uint r = first + tiitg % MM_ROWS;
+    uint r = first + tiitg % EXPERT_ROWS;
     if (r >= a.rows) return;
-    for (uint j = tiitg / MM_ROWS; j < n; j += GLIMMER_MM_SIMDGROUPS * SIMD_WIDTH / MM_ROWS) {
+    for (uint j = tiitg / EXPERT_ROWS; j < n; j += MM_THREADS / EXPERT_ROWS) {
         uint token = shared ? first_entry + j : entries[j] / a.routed;
         uint slot = shared ? a.routed : entries[j] % a.routed;
-        y[(token * slots + slot) * a.rows + r] = tiles[j * MM_FLOAT_STRIDE + tiitg % MM_ROWS];
+        y[(token * slots + slot) * a.rows + r] = tiles[j * (EXPERT_ROWS + MM_FLOAT_PAD) + tiitg % EXPERT_ROWS];
     }
 }
 

@@ -435,11 +435,11 @@ public final class DecodeCommandListBuilder {
     }
 
     /**
-     * Blocks of {@link Geometry#MM_TOKENS} entries that {@code routed} slots of a batch fill in the experts' token
+     * Blocks of {@link Geometry#EXPERT_TOKENS} entries that {@code routed} slots of a batch fill in the experts' token
      * lists at most (prompt.metal's routed_blocks: the two must agree).
      */
     private int routedBlocks(int routed, int experts) {
-        return routed > 0 ? groups(tokens * routed, Geometry.MM_TOKENS) + experts : 0;
+        return routed > 0 ? groups(tokens * routed, Geometry.EXPERT_TOKENS) + experts : 0;
     }
 
     /** y[t] = rms-normalized x[t] * the norm weight {@code norm}, rows of {@code cols} values. */
@@ -491,8 +491,8 @@ public final class DecodeCommandListBuilder {
         } else {
             a.put("split", 1);
             dispatch("mat_mat", layer, new Size3(groups(tokens, Geometry.MM_TOKENS), groups(rows, Geometry.MM_ROWS),
-                    matrices), MM_THREADS, memory(Geometry.mmMemoryFloats()), List.of(all(w)), multiplyAdds,
-                    args("MatMatArgs", a), weight(w), x, y, step);
+                    matrices), MM_THREADS, memory(Geometry.mmMemoryFloats(Geometry.MM_ROWS, Geometry.MM_TOKENS)),
+                    List.of(all(w)), multiplyAdds, args("MatMatArgs", a), weight(w), x, y, step);
         }
     }
 
@@ -504,7 +504,7 @@ public final class DecodeCommandListBuilder {
     private void expertsPrompt(int l, int routed, FfnTensors t, int sharedWidth, Ref xn, Ref act, Ref ffnOut, Ref routes,
                                Ref counts, Ref blocks, Ref expertWeights, Ref x, int actStride) {
         int experts = routed > 0 ? s.experts() : 0;
-        int blockColumns = routedBlocks(routed, experts) + (sharedWidth > 0 ? groups(tokens, Geometry.MM_TOKENS) : 0);
+        int blockColumns = routedBlocks(routed, experts) + (sharedWidth > 0 ? groups(tokens, Geometry.EXPERT_TOKENS) : 0);
         int rows = Math.max(routed > 0 ? s.expertFfn() : 0, sharedWidth);
         Ref step = new Ref(stepBuffer, 0);
         List<Dispatch.WeightRead> gateUpReads = new ArrayList<>(List.of(all(t.gate()), all(t.up())));
@@ -514,13 +514,14 @@ public final class DecodeCommandListBuilder {
             downReads.add(all(t.downShared()));
         }
         // a tile holds gate rows in its upper half and the same up rows in its lower half
-        dispatch("moe_experts_gate_up", l, Size3.of(blockColumns, groups(rows, Geometry.MM_ROWS / 2)), MM_THREADS,
-                memory(Geometry.mmMemoryFloats()), gateUpReads, 2 * ffnMultiplyAdds(routed, sharedWidth),
+        int[] tile = memory(Geometry.mmMemoryFloats(Geometry.EXPERT_ROWS, Geometry.EXPERT_TOKENS));
+        dispatch("moe_experts_gate_up", l, Size3.of(blockColumns, groups(rows, Geometry.EXPERT_ROWS / 2)), MM_THREADS,
+                tile, gateUpReads, 2 * ffnMultiplyAdds(routed, sharedWidth),
                 args("GateUpArgs", gateUpArgs(routed, sharedWidth, t, null, actStride, 1)),
                 xn, weight(t.gate()), weight(t.up()), weight(t.gateShared()), weight(t.upShared()), routes, counts, blocks,
                 act, step);
-        dispatch("moe_experts_down", l, Size3.of(blockColumns, groups(s.embedding(), Geometry.MM_ROWS)), MM_THREADS,
-                memory(Geometry.mmMemoryFloats()), downReads, ffnMultiplyAdds(routed, sharedWidth),
+        dispatch("moe_experts_down", l, Size3.of(blockColumns, groups(s.embedding(), Geometry.EXPERT_ROWS)), MM_THREADS,
+                tile, downReads, ffnMultiplyAdds(routed, sharedWidth),
                 args("DownArgs", downArgs(routed, t, sharedWidth, actStride, 1)),
                 weight(t.down()), weight(t.downShared()), act, routes, counts, blocks, ffnOut, step);
         dispatch("moe_combine", l, Size3.of(tokens, groups(s.embedding(), WIDE_THREADS)), WIDE_THREADS, new int[0],

@@ -229,6 +229,7 @@ class DecodeCommandListTest {
         expected.addAll(List.of("last_row", "mat_vec", "argmax_parts", "argmax"));
         assertEquals(expected, prompt.dispatches().stream().map(Dispatch::kernel).toList());
         int blocks = (tokens + Geometry.MM_TOKENS - 1) / Geometry.MM_TOKENS;
+        int expertBlocks = (tokens + Geometry.EXPERT_TOKENS - 1) / Geometry.EXPERT_TOKENS;
         for (Dispatch d : prompt.dispatches()) {
             if (d.kernel().equals("mat_vec")) {
                 // the output mat-vec of the last token, as the decode step's
@@ -239,8 +240,9 @@ class DecodeCommandListTest {
                 case "mat_mat" -> blocks;
                 case "mat_mat_float" -> (tokens + Geometry.MM_FLOAT_TOKENS - 1) / Geometry.MM_FLOAT_TOKENS;
                 // the blocks of the experts' token lists (at most one partly filled per expert), then the shared expert's
-                case "moe_experts_gate_up", "moe_experts_down" -> d.layer() == 0 ? blocks
-                        : (tokens * GLM.expertsUsed() + Geometry.MM_TOKENS - 1) / Geometry.MM_TOKENS + GLM.experts() + blocks;
+                case "moe_experts_gate_up", "moe_experts_down" -> d.layer() == 0 ? expertBlocks
+                        : (tokens * GLM.expertsUsed() + Geometry.EXPERT_TOKENS - 1) / Geometry.EXPERT_TOKENS + GLM.experts()
+                                + expertBlocks;
                 case "last_row", "argmax" -> 1;
                 case "moe_select" -> (tokens + Geometry.WIDE_SIMDGROUPS - 1) / Geometry.WIDE_SIMDGROUPS;
                 case "moe_route" -> GLM.experts();
@@ -250,8 +252,13 @@ class DecodeCommandListTest {
             assertEquals(perToken, d.grid().x(), d.kernel() + " of layer " + d.layer());
             assertTrue(d.threadgroupMemory().length == 0 || d.threadgroupMemory()[0] <= Geometry.MAX_THREADGROUP_MEMORY,
                     d.kernel());
-            if (d.kernel().equals("mat_mat") || d.kernel().startsWith("moe_experts")) {
-                assertEquals(4 * Geometry.mmMemoryFloats(), d.threadgroupMemory()[0], d.kernel() + ": its tile");
+            if (d.kernel().equals("mat_mat")) {
+                assertEquals(4 * Geometry.mmMemoryFloats(Geometry.MM_ROWS, Geometry.MM_TOKENS), d.threadgroupMemory()[0],
+                        d.kernel() + ": its tile");
+            }
+            if (d.kernel().startsWith("moe_experts")) {
+                assertEquals(4 * Geometry.mmMemoryFloats(Geometry.EXPERT_ROWS, Geometry.EXPERT_TOKENS),
+                        d.threadgroupMemory()[0], d.kernel() + ": its tile");
             }
         }
         // k_b and v_b: one matrix per head; the experts: one grid slot per expert and one for the shared expert

@@ -96,7 +96,7 @@ extern __shared__ float4 glimmer_threadgroup_memory[];
 // The kernels mark threadgroup-memory parameters TG_MEM(i); the wrapper supplies them.
 #define TG_MEM(index)
 
-// ---- matrix-unit tiles: tiles.metal's MmaA, MmaTile and mma_* on the tensor cores ----
+// ---- matrix-unit tiles: tiles.metal's MmaA, MmaB, MmaTile and mma_* on the tensor cores ----
 // mma.sync.aligned.m16n8k16 with half operands and float sums. Lane l holds, of each operand, the pairs of
 // elements in row l / 4 (and row l / 4 + 8) at column 2 (l % 4) (and column 2 (l % 4) + 8): a weight
 // tile's rows and depth, an activation tile's tokens and depth, a sum tile's rows and tokens. Pairs are
@@ -128,14 +128,21 @@ static __device__ __forceinline__ void mma_load_a(MmaA & a, const half * src, ui
     a.r[3] = mma_pair(p + 8 * stride + 8);
 }
 
-static __device__ __forceinline__ void mma_tile(MmaTile & c, MmaA & a, const half * b, uint stride, ushort lane) {
-    const half * p = b + (lane / 4) * stride + (lane % 4) * 2;
-    uint b0 = mma_pair(p);
-    uint b1 = mma_pair(p + 8);
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+struct MmaB {
+    uint r[2];
+};
+
+static __device__ __forceinline__ void mma_load_b(MmaB & b, const half * src, uint stride, ushort lane) {
+    const half * p = src + (lane / 4) * stride + (lane % 4) * 2;
+    b.r[0] = mma_pair(p);
+    b.r[1] = mma_pair(p + 8);
+}
+
+static __device__ __forceinline__ void mma_tile(MmaTile & c, MmaA & a, MmaB & b) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
                  "{%0, %1, %2, %3};"
                  : "+f"(c.c[0]), "+f"(c.c[1]), "+f"(c.c[2]), "+f"(c.c[3])
-                 : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b0), "r"(b1));
+                 : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]), "r"(b.r[1]));
 }
 
 static __device__ __forceinline__ void mma_store_tokens(MmaTile & c, float * out, uint stride, ushort lane) {

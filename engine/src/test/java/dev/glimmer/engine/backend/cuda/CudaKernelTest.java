@@ -229,7 +229,7 @@ class CudaKernelTest {
         for (int rep = 0; rep < 3; rep++) {
             d.copyToDevice(y, nativeCopy(y0), 4L * tokens * rows);
             k.launch("mat_mat", MemorySegment.NULL, grid, Size3.of(Geometry.MM_SIMDGROUPS * 32),
-                    new long[] {args, weights, xs, y, stepArgs}, new int[] {4 * Geometry.mmMemoryFloats()});
+                    new long[] {args, weights, xs, y, stepArgs}, new int[] {4 * Geometry.mmMemoryFloats(Geometry.MM_ROWS, Geometry.MM_TOKENS)});
             float[] got = CudaTestSupport.download(d, y, tokens * rows);
             if (first == null) {
                 first = got;

@@ -149,9 +149,9 @@ public final class KernelTestSupport {
         return Float.float16ToFloat(Float.floatToFloat16(v));
     }
 
-    /** The threadgroup memory of a prompt kernel's tile (Geometry.mmMemoryFloats), in bytes. */
-    static int[] tileMemory() {
-        return new int[] {4 * Geometry.mmMemoryFloats()};
+    /** The threadgroup memory of a prompt kernel's tile of rows x tokens (Geometry.mmMemoryFloats), in bytes. */
+    static int[] tileMemory(int rows, int tokens) {
+        return new int[] {4 * Geometry.mmMemoryFloats(rows, tokens)};
     }
 
     public static float[] rmsNorm(float[] x, float[] weight, float eps) {

@@ -21,8 +21,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /**
  * The prompt command list's mat_mat against dequantized weights rounded to half times activations as two
  * halves, as the matrix units take them (the emulator's products are exact and its sums float), for every weight type: a
- * batch of two tiles of {@link Geometry#MM_TOKENS} tokens whose last one is unused (kv_len 0: its output
- * must stay untouched), two stacked matrices (grid z, as k_b's heads) each reading its own part of every
+ * batch of a full tile of {@link Geometry#MM_TOKENS} tokens and a second one of 8 tokens whose last one is unused
+ * (kv_len 0: its output must stay untouched), two stacked matrices (grid z, as k_b's heads) each reading its own part of every
  * token's row, rows that end inside a tile, with and without the residual add. mat_mat_float, which the
  * router's F32 weights and every weight of a batch decode list take, against the same products in float, with
  * each row set's columns split over 1, 2 and 4 SIMD-groups.
@@ -67,7 +67,7 @@ class MatMatKernelTest {
         int tokensPerGroup = tiles ? Geometry.MM_TOKENS : Geometry.MM_FLOAT_TOKENS;
         int rowsPerGroup = tiles ? Geometry.MM_ROWS : Geometry.mmFloatRowsPerThreadgroup(split);
         Random random = new Random(seed);
-        int tokens = 2 * tokensPerGroup;
+        int tokens = tokensPerGroup + 8;
         int active = tokens - 1;
         int matrices = 2;
         MemorySegment w = randomWeights(type, rows * matrices, cols, random);
@@ -100,8 +100,9 @@ class MatMatKernelTest {
         a.put("split", split);
         float[] got = runInBothOrders(kernel, arena -> List.of(args(arena, "MatMatArgs", a), copy(arena, w),
                         floats(arena, x), floats(arena, y0), steps(arena, tokens, active)), 3,
-                tiles ? tileMemory() : new int[] {4 * Geometry.MM_FLOAT_PARTIALS},
-                new Size3(tokens / tokensPerGroup, (rows + rowsPerGroup - 1) / rowsPerGroup, matrices),
+                tiles ? tileMemory(Geometry.MM_ROWS, Geometry.MM_TOKENS) : new int[] {4 * Geometry.MM_FLOAT_PARTIALS},
+                new Size3((tokens + tokensPerGroup - 1) / tokensPerGroup, (rows + rowsPerGroup - 1) / rowsPerGroup,
+                        matrices),
                 Size3.of(Geometry.MM_SIMDGROUPS * 32));
         assertClose(expected, magnitude, got, TOLERANCE, kernel + " " + type + (add ? " + residual" : "") + " split " + split);
         for (int i = (tokens - 1) * yStride; i < tokens * yStride; i++) {

@@ -19,7 +19,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /**
  * The prompt command list's grouped experts (moe_experts_gate_up, moe_experts_down) against dequantized
  * weights rounded to half times activations as two halves, as the matrix units take them: a batch of two tiles of
- * {@link Geometry#MM_TOKENS} tokens whose last one is unused, expert lists as moe_route writes them (one
+ * {@link Geometry#EXPERT_TOKENS} tokens whose last one is unused, expert lists as moe_route writes them (one
  * expert takes every token, so its list spans two tiles, the second partly used; one expert gets none), gate
  * and up of different types in one tile, and the shared expert of another width, whose down rows end inside a
  * tile's step of {@link Geometry#MM_DEPTH} values.
@@ -27,11 +27,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 class PromptExpertsKernelTest {
 
     private static final double TOLERANCE = 1e-5;
-    private static final int TOKENS = 2 * Geometry.MM_TOKENS;
+    private static final int TOKENS = 2 * Geometry.EXPERT_TOKENS;
     private static final int ACTIVE = TOKENS - 1;
     private static final int ROUTED = 2;
     private static final int EXPERTS = 4;
-    private static final int HIDDEN = 96;
+    private static final int HIDDEN = 160;
     private static final int FFN = 64;
     private static final int SHARED = 80;
     private static final int ACT_STRIDE = Math.max(FFN, SHARED);
@@ -53,7 +53,7 @@ class PromptExpertsKernelTest {
             }
             List<Integer> blocks = new ArrayList<>();
             for (int e = 0; e < EXPERTS; e++) {
-                for (int first = 0; first < counts[e]; first += Geometry.MM_TOKENS) {
+                for (int first = 0; first < counts[e]; first += Geometry.EXPERT_TOKENS) {
                     blocks.add(e << 16 | first);
                 }
             }
@@ -67,11 +67,11 @@ class PromptExpertsKernelTest {
     }
 
     private static int routedBlocks() {
-        return (TOKENS * ROUTED + Geometry.MM_TOKENS - 1) / Geometry.MM_TOKENS + EXPERTS;
+        return (TOKENS * ROUTED + Geometry.EXPERT_TOKENS - 1) / Geometry.EXPERT_TOKENS + EXPERTS;
     }
 
     private static int blockColumns() {
-        return routedBlocks() + (TOKENS + Geometry.MM_TOKENS - 1) / Geometry.MM_TOKENS;
+        return routedBlocks() + (TOKENS + Geometry.EXPERT_TOKENS - 1) / Geometry.EXPERT_TOKENS;
     }
 
     private static int groups(int n, int size) {
@@ -126,7 +126,8 @@ class PromptExpertsKernelTest {
                         floats(arena, x), copy(arena, gate), copy(arena, up), copy(arena, sharedGate),
                         copy(arena, sharedUp), ints(arena, routes.routes()), ints(arena, routes.counts()),
                         ints(arena, routes.blocks()), floats(arena, act0), steps(arena, TOKENS, ACTIVE)), 9,
-                tileMemory(), Size3.of(blockColumns(), groups(SHARED, Geometry.MM_ROWS / 2)),
+                tileMemory(Geometry.EXPERT_ROWS, Geometry.EXPERT_TOKENS),
+                Size3.of(blockColumns(), groups(SHARED, Geometry.EXPERT_ROWS / 2)),
                 Size3.of(Geometry.MM_SIMDGROUPS * 32));
         assertClose(expected, magnitude, got, TOLERANCE, "moe_experts_gate_up");
         assertUntouched(act0, got, ACTIVE * SLOTS * ACT_STRIDE);
@@ -169,7 +170,8 @@ class PromptExpertsKernelTest {
                         copy(arena, down), copy(arena, sharedDown), floats(arena, act), ints(arena, routes.routes()),
                         ints(arena, routes.counts()), ints(arena, routes.blocks()), floats(arena, y0),
                         steps(arena, TOKENS, ACTIVE)), 7,
-                tileMemory(), Size3.of(blockColumns(), groups(HIDDEN, Geometry.MM_ROWS)),
+                tileMemory(Geometry.EXPERT_ROWS, Geometry.EXPERT_TOKENS),
+                Size3.of(blockColumns(), groups(HIDDEN, Geometry.EXPERT_ROWS)),
                 Size3.of(Geometry.MM_SIMDGROUPS * 32));
         assertClose(expected, magnitude, got, TOLERANCE, "moe_experts_down");
         assertUntouched(y0, got, ACTIVE * SLOTS * HIDDEN);

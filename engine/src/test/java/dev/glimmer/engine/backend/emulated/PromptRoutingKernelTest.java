@@ -19,11 +19,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
  * model does (sigmoid, the bias for the choice only, top 4, the weights normalized and scaled), and moe_route
  * lists each expert's entries in token order with the table of their blocks, from those ids. A batch of GLM's
  * 64 experts and 4 slots whose last tokens are unused: one expert (biased up) is every token's, so its list
- * spans several tiles of {@link Geometry#MM_TOKENS} entries, and one (biased down) is nobody's.
+ * spans several tiles of {@link Geometry#EXPERT_TOKENS} entries, and one (biased down) is nobody's.
  */
 class PromptRoutingKernelTest {
 
-    private static final int TOKENS = 3 * Geometry.MM_TOKENS + 5;
+    private static final int TOKENS = 3 * Geometry.EXPERT_TOKENS + 5;
     private static final int ACTIVE = TOKENS - 3;
     private static final int ROUTED = 4;
     private static final int EXPERTS = 64;
@@ -81,11 +81,11 @@ class PromptRoutingKernelTest {
         }
         assertEquals(ACTIVE, counts[EVERYONES]);
         assertEquals(0, counts[NOBODYS]);
-        int[] blocks = new int[(TOKENS * ROUTED + Geometry.MM_TOKENS - 1) / Geometry.MM_TOKENS + EXPERTS];
+        int[] blocks = new int[(TOKENS * ROUTED + Geometry.EXPERT_TOKENS - 1) / Geometry.EXPERT_TOKENS + EXPERTS];
         Arrays.fill(blocks, 0xFFFFFFFF);
         int b = 0;
         for (int e = 0; e < EXPERTS; e++) {
-            for (int first = 0; first < counts[e]; first += Geometry.MM_TOKENS) {
+            for (int first = 0; first < counts[e]; first += Geometry.EXPERT_TOKENS) {
                 blocks[b++] = e << 16 | first;
             }
         }
