@@ -40,6 +40,22 @@ public final class Geometry {
     public static final int MM_HALF_STRIDE = MM_DEPTH + 8;
     /** Floats between two tokens of a tile's sums in threadgroup memory (padded as {@link #MM_HALF_STRIDE}). */
     public static final int MM_FLOAT_STRIDE = MM_ROWS + 4;
+    /**
+     * Query rows (token x head, in q's order) of a threadgroup of the prompt list's attention on tiles
+     * (mla_flash_attention): one 16-row operand of the matrix units. Each threadgroup keeps their softmax-weighted
+     * latent sums (up to {@link #FA_MAX_LATENT} values each) in registers, spread over its SIMD-groups.
+     */
+    public static final int FA_QUERIES = 16;
+    /** SIMD-groups of mla_flash_attention's threadgroups: each scores 8 keys of a block and owns a quarter of the latent values. */
+    public static final int FA_SIMDGROUPS = 4;
+    /** Keys (cached rows) mla_flash_attention scores per block: 8 per SIMD-group, one tile's tokens each. */
+    public static final int FA_KEYS = FA_SIMDGROUPS * 8;
+    /** Values of the queries and keys (latent + rope) mla_flash_attention stages per step of the scores. */
+    public static final int FA_DEPTH = 64;
+    /** Latent values per step of mla_flash_attention's weighted sum: two 16-value tiles per SIMD-group. */
+    public static final int FA_VALUES = FA_SIMDGROUPS * 32;
+    /** Most latent values (kv_lora_rank) mla_flash_attention holds per query row: GLM-4.7-Flash's 512. */
+    public static final int FA_MAX_LATENT = 512;
     /** SIMD-groups per threadgroup of the mat-vec kernels. */
     public static final int MV_SIMDGROUPS = 8;
     /**
@@ -78,11 +94,10 @@ public final class Geometry {
      */
     public static final int ATTENTION_SPLITS = 128;
     /**
-     * Threadgroups of mla_attention per token in a prompt batch: every token of the batch has its own,
-     * so far fewer per token than a decode step's {@link #ATTENTION_SPLITS} keep the GPU busy, and each
-     * split's partials (heads x (latent + 2) floats per token) stay small.
+     * Fewest threadgroups of mla_attention per row of a batch decode list ({@link #ATTENTION_SPLITS} shared out
+     * among its rows): each row's partials (heads x (latent + 2) floats per split) stay small.
      */
-    public static final int PROMPT_ATTENTION_SPLITS = 8;
+    public static final int BATCH_MIN_ATTENTION_SPLITS = 8;
     /**
      * Tokens of a prompt batch: the token count of the prompt command list, whose kernels dequantize each
      * weight value once for a tile of {@link #MM_TOKENS} of them; longer prompts run in several batches. The
@@ -128,6 +143,15 @@ public final class Geometry {
         }
     }
 
+    static {
+        // mla_flash_attention: the queries are one 16-row operand of the scores; its softmax gives each query row 8
+        // threads; each SIMD-group scores 8 keys and owns 32 of every FA_VALUES latent values
+        if (FA_QUERIES != 16 || FA_QUERIES * 8 != FA_SIMDGROUPS * SIMD_WIDTH || FA_DEPTH % 16 != 0
+                || FA_MAX_LATENT % FA_VALUES != 0) {
+            throw new AssertionError("mla_flash_attention's geometry does not fit its tiles");
+        }
+    }
+
     private Geometry() {
     }
 
@@ -166,6 +190,25 @@ public final class Geometry {
         return Math.max(2 * (MM_ROWS + 2 * MM_TOKENS) * MM_HALF_STRIDE / 2, MM_TOKENS * MM_FLOAT_STRIDE);
     }
 
+    /**
+     * Threadgroup memory (floats) of mla_flash_attention: the staged operands of a step (queries and keys of the
+     * scores, or the transposed values of the weighted sum; hi and lo halves each), the block's scores, its
+     * probabilities (hi and lo halves), the 8 x 8 diagonal matrices that rescale the sums and the queries' 1/sum.
+     */
+    public static int faMemoryFloats() {
+        return faStageFloats() + FA_KEYS * (FA_QUERIES + 4) + FA_QUERIES * (FA_KEYS + 8) + FA_QUERIES * 8 + FA_QUERIES;
+    }
+
+    /**
+     * Floats of mla_flash_attention's staging area: a step's queries and keys (rows padded by 8 halves, as
+     * {@link #MM_HALF_STRIDE}), or a step's values transposed (a row of {@link #FA_KEYS} keys per value), hi and lo halves.
+     */
+    public static int faStageFloats() {
+        int scores = (2 * FA_QUERIES + 2 * FA_KEYS) * (FA_DEPTH + 8);
+        int values = 2 * FA_VALUES * (FA_KEYS + 8);
+        return Math.max(scores, values) / 2;
+    }
+
     /** The constants as the kernels see them: {@code GLIMMER_<NAME>} macros. */
     public static Map<String, Integer> defines() {
         Map<String, Integer> d = new LinkedHashMap<>();
@@ -183,6 +226,13 @@ public final class Geometry {
         d.put("GLIMMER_MM_HALF_STRIDE", MM_HALF_STRIDE);
         d.put("GLIMMER_MM_FLOAT_STRIDE", MM_FLOAT_STRIDE);
         d.put("GLIMMER_ATTENTION_MIN_ROWS", ATTENTION_MIN_ROWS);
+        d.put("GLIMMER_FA_QUERIES", FA_QUERIES);
+        d.put("GLIMMER_FA_SIMDGROUPS", FA_SIMDGROUPS);
+        d.put("GLIMMER_FA_KEYS", FA_KEYS);
+        d.put("GLIMMER_FA_DEPTH", FA_DEPTH);
+        d.put("GLIMMER_FA_VALUES", FA_VALUES);
+        d.put("GLIMMER_FA_MAX_LATENT", FA_MAX_LATENT);
+        d.put("GLIMMER_FA_STAGE_FLOATS", faStageFloats());
         return d;
     }
 }
