@@ -42,18 +42,19 @@ public final class Geometry {
     public static final int MM_FLOAT_STRIDE = MM_ROWS + 4;
     /**
      * Query rows (token x head, in q's order) of a threadgroup of the prompt list's attention on tiles
-     * (mla_flash_attention): one 16-row operand of the matrix units. Each threadgroup keeps their softmax-weighted
-     * latent sums (up to {@link #FA_MAX_LATENT} values each) in registers, spread over its SIMD-groups.
+     * (mla_flash_attention): 16-row operands of the matrix units. Each threadgroup keeps their softmax-weighted
+     * latent sums (up to {@link #FA_MAX_LATENT} values each) in registers, spread over its SIMD-groups; the more rows,
+     * the fewer times each cached row is read.
      */
     public static final int FA_QUERIES = 16;
-    /** SIMD-groups of mla_flash_attention's threadgroups: each scores 8 keys of a block and owns a quarter of the latent values. */
-    public static final int FA_SIMDGROUPS = 4;
-    /** Keys (cached rows) mla_flash_attention scores per block: 8 per SIMD-group, one tile's tokens each. */
-    public static final int FA_KEYS = FA_SIMDGROUPS * 8;
+    /** Keys (cached rows) mla_flash_attention scores per block: 8 per SIMD-group (one tile's tokens) and 16 queries. */
+    public static final int FA_KEYS = 32;
+    /** SIMD-groups of mla_flash_attention's threadgroups: one per 16 queries and 8 keys of a block's scores. */
+    public static final int FA_SIMDGROUPS = FA_QUERIES / 16 * (FA_KEYS / 8);
     /** Values of the queries and keys (latent + rope) mla_flash_attention stages per step of the scores. */
     public static final int FA_DEPTH = 64;
-    /** Latent values per step of mla_flash_attention's weighted sum: two 16-value tiles per SIMD-group. */
-    public static final int FA_VALUES = FA_SIMDGROUPS * 32;
+    /** Latent values per step of mla_flash_attention's weighted sum, shared out among its SIMD-groups in 16-value tiles. */
+    public static final int FA_VALUES = 128;
     /** Most latent values (kv_lora_rank) mla_flash_attention holds per query row: GLM-4.7-Flash's 512. */
     public static final int FA_MAX_LATENT = 512;
     /** SIMD-groups per threadgroup of the mat-vec kernels. */
@@ -144,10 +145,10 @@ public final class Geometry {
     }
 
     static {
-        // mla_flash_attention: the queries are one 16-row operand of the scores; its softmax gives each query row 8
-        // threads; each SIMD-group scores 8 keys and owns 32 of every FA_VALUES latent values
-        if (FA_QUERIES != 16 || FA_QUERIES * 8 != FA_SIMDGROUPS * SIMD_WIDTH || FA_DEPTH % 16 != 0
-                || FA_MAX_LATENT % FA_VALUES != 0) {
+        // mla_flash_attention: its softmax gives each query row 8 threads; each SIMD-group owns whole 16-value tiles
+        // of every step of the weighted sums
+        if (FA_QUERIES % 16 != 0 || FA_QUERIES * 8 != FA_SIMDGROUPS * SIMD_WIDTH || FA_DEPTH % 16 != 0
+                || FA_KEYS % 16 != 0 || FA_VALUES % (16 * FA_SIMDGROUPS) != 0 || FA_MAX_LATENT % FA_VALUES != 0) {
             throw new AssertionError("mla_flash_attention's geometry does not fit its tiles");
         }
     }

@@ -238,6 +238,10 @@ kernel void rms_norm_rows(constant NormArgs & a [[buffer(0)]],
 #define FA_KEY_STRIDE (FA_KEYS + 8)        // halves between two rows of the probabilities or the transposed values
 #define FA_SCORE_STRIDE (FA_QUERIES + 4)   // floats between two keys' scores
 #define FA_OUT_STRIDE 20                   // floats between two query rows of a SIMD-group's 16-value output tile
+#define FA_KEY_TILES (FA_KEYS / 8)          // the scores: SIMD-group s multiplies query rows 16 (s / FA_KEY_TILES) ..
+                                           // + 16 with keys 8 (s % FA_KEY_TILES) .. + 8 of a block
+#define FA_VALUE_TILES (FA_VALUES / GLIMMER_FA_SIMDGROUPS / 16)  // 16-value tiles of a SIMD-group per step of values
+#define FA_QUERY_TILES (FA_QUERIES / 8)    // 8-query tiles of the weighted sums
 
 struct FlashAttentionArgs {
     uint heads;
@@ -264,11 +268,12 @@ static inline float4 fa_zero4() {
 // tgpig.x * FA_QUERIES .. + FA_QUERIES (the tokens of a prompt batch belong to one sequence: the first token's
 // kv_row is every token's). Grid: ceil(tokens * heads / FA_QUERIES) threadgroups of GLIMMER_FA_SIMDGROUPS
 // SIMD-groups; mem: Geometry.faMemoryFloats() floats. Per block of keys u .. u + FA_KEYS:
-//   scores: SIMD-group s multiplies the queries with keys u + 8 s .. + 8 (one tile), FA_DEPTH values per step;
-//   softmax: 8 threads per query row, 4 keys each: the block's max, the correction exp(m_old - m_new) (into the
-//            diagonal matrices) and the probabilities as hi and lo halves;
-//   sums:    each SIMD-group rescales its tiles by the corrections and adds P V for its values: per step of
-//            FA_VALUES values (the block's values staged transposed, a row of keys per value) 32 of them.
+//   scores: SIMD-group s multiplies 16 queries with 8 keys (one tile; FA_KEY_TILES), FA_DEPTH values per step;
+//   softmax: 8 threads per query row, FA_KEYS / 8 keys each: the block's max, the correction exp(m_old - m_new)
+//            (into the diagonal matrices) and the probabilities as hi and lo halves;
+//   sums:    each SIMD-group rescales its tiles by the corrections and adds P V for its values, all queries: per
+//            step of FA_VALUES values (the block's values staged transposed, a row of keys per value)
+//            FA_VALUES / GLIMMER_FA_SIMDGROUPS of them.
 // Latent values past `latent` and keys past the threadgroup's last are staged as 0; keys past a query row's own
 // last get probability 0. Requires latent + rope and latent multiples of 4, latent <= FA_MAX_LATENT.
 [[max_total_threads_per_threadgroup(GLIMMER_FA_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
@@ -295,7 +300,7 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
     threadgroup float * scores = mem + GLIMMER_FA_STAGE_FLOATS;                  // [key][query]
     threadgroup half * p_hi = (threadgroup half *) (scores + FA_KEYS * FA_SCORE_STRIDE);  // [query][key]
     threadgroup half * p_lo = p_hi + FA_QUERIES * FA_KEY_STRIDE;
-    threadgroup float * diag = (threadgroup float *) (p_lo + FA_QUERIES * FA_KEY_STRIDE);  // per 8 queries, 8 x 8
+    threadgroup float * diag = (threadgroup float *) (p_lo + FA_QUERIES * FA_KEY_STRIDE);  // per query tile, 8 x 8
     threadgroup float * norm = diag + FA_QUERIES * 8;                             // 1 / sum per query row
 
     // the softmax state of query row `mine`, the same in its 8 threads (keys mine_j, mine_j + 8, ...)
@@ -306,19 +311,20 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
     float l = 0.0f;
     for (uint i = tiitg; i < FA_QUERIES * 8; i += threads) diag[i] = 0.0f;
 
-    // O^T tiles: acc[step][i][g] holds values step * FA_VALUES + 32 sgitg + 16 i .. + 16 of queries 8 g .. 8 g + 8
-    MmaTile acc[FA_MAX_LATENT / FA_VALUES][2][FA_QUERIES / 8];
+    // O^T tiles: acc[v][i][g] holds the sums of values v * FA_VALUES + 16 (sgitg * FA_VALUE_TILES + i) .. + 16 of
+    // queries 8 g .. 8 g + 8
+    MmaTile acc[FA_MAX_LATENT / FA_VALUES][FA_VALUE_TILES][FA_QUERY_TILES];
     #pragma unroll
     for (uint v = 0; v < FA_MAX_LATENT / FA_VALUES; v++) {
         #pragma unroll
-        for (uint i = 0; i < 2; i++) {
+        for (uint i = 0; i < FA_VALUE_TILES; i++) {
             #pragma unroll
-            for (uint g = 0; g < FA_QUERIES / 8; g++) mma_zero(acc[v][i][g]);
+            for (uint g = 0; g < FA_QUERY_TILES; g++) mma_zero(acc[v][i][g]);
         }
     }
 
     for (uint u = 0; u < kv_end; u += FA_KEYS) {
-        // ---- scores: S^T tile of keys u + 8 sgitg .. + 8 x the FA_QUERIES queries ----
+        // ---- scores: S tile of this SIMD-group's 16 queries x 8 keys ----
         MmaTile s_acc;
         mma_zero(s_acc);
         threadgroup half * q_hi = stage;
@@ -346,17 +352,19 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
             for (uint kk = 0; kk < FA_DEPTH; kk += 16) {
                 MmaA qh;
                 MmaA ql;
-                mma_load_a(qh, q_hi + kk, FA_DEPTH_STRIDE, tiisg);
-                mma_load_a(ql, q_lo + kk, FA_DEPTH_STRIDE, tiisg);
-                threadgroup const half * kh = k_hi + sgitg * 8 * FA_DEPTH_STRIDE + kk;
-                threadgroup const half * kl = k_lo + sgitg * 8 * FA_DEPTH_STRIDE + kk;
+                uint qa = (sgitg / FA_KEY_TILES) * 16 * FA_DEPTH_STRIDE + kk;
+                mma_load_a(qh, q_hi + qa, FA_DEPTH_STRIDE, tiisg);
+                mma_load_a(ql, q_lo + qa, FA_DEPTH_STRIDE, tiisg);
+                threadgroup const half * kh = k_hi + (sgitg % FA_KEY_TILES) * 8 * FA_DEPTH_STRIDE + kk;
+                threadgroup const half * kl = k_lo + (sgitg % FA_KEY_TILES) * 8 * FA_DEPTH_STRIDE + kk;
                 mma_tile(s_acc, qh, kh, FA_DEPTH_STRIDE, tiisg);
                 mma_tile(s_acc, qh, kl, FA_DEPTH_STRIDE, tiisg);
                 mma_tile(s_acc, ql, kh, FA_DEPTH_STRIDE, tiisg);
             }
             threadgroup_barrier(mem_flags::mem_threadgroup);
         }
-        mma_store_tokens(s_acc, scores + sgitg * 8 * FA_SCORE_STRIDE, FA_SCORE_STRIDE, tiisg);
+        mma_store_tokens(s_acc, scores + (sgitg % FA_KEY_TILES) * 8 * FA_SCORE_STRIDE + (sgitg / FA_KEY_TILES) * 16,
+                         FA_SCORE_STRIDE, tiisg);
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
         // ---- the online softmax of the block ----
@@ -396,9 +404,9 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
             uint c0 = v * FA_VALUES;
             if (c0 < a.latent) {
                 #pragma unroll
-                for (uint i = 0; i < 2; i++) {
+                for (uint i = 0; i < FA_VALUE_TILES; i++) {
                     #pragma unroll
-                    for (uint g = 0; g < FA_QUERIES / 8; g++) mma_scale_tokens(acc[v][i][g], diag + g * 64, tiisg);
+                    for (uint g = 0; g < FA_QUERY_TILES; g++) mma_scale_tokens(acc[v][i][g], diag + g * 64, tiisg);
                 }
                 for (uint e = tiitg; e < FA_KEYS * (FA_VALUES / 4); e += threads) {
                     uint k = e / (FA_VALUES / 4);
@@ -415,14 +423,14 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
                 #pragma unroll
                 for (uint kk = 0; kk < FA_KEYS; kk += 16) {
                     #pragma unroll
-                    for (uint i = 0; i < 2; i++) {
+                    for (uint i = 0; i < FA_VALUE_TILES; i++) {
                         MmaA vh;
                         MmaA vl;
-                        uint at = (sgitg * 32 + 16 * i) * FA_KEY_STRIDE + kk;
+                        uint at = (sgitg * FA_VALUE_TILES + i) * 16 * FA_KEY_STRIDE + kk;
                         mma_load_a(vh, v_hi + at, FA_KEY_STRIDE, tiisg);
                         mma_load_a(vl, v_lo + at, FA_KEY_STRIDE, tiisg);
                         #pragma unroll
-                        for (uint g = 0; g < FA_QUERIES / 8; g++) {
+                        for (uint g = 0; g < FA_QUERY_TILES; g++) {
                             threadgroup const half * ph = p_hi + g * 8 * FA_KEY_STRIDE + kk;
                             threadgroup const half * pl = p_lo + g * 8 * FA_KEY_STRIDE + kk;
                             mma_tile(acc[v][i][g], vh, ph, FA_KEY_STRIDE, tiisg);
@@ -444,10 +452,10 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
     for (uint v = 0; v < FA_MAX_LATENT / FA_VALUES; v++) {
         if (v * FA_VALUES < a.latent) {
             #pragma unroll
-            for (uint i = 0; i < 2; i++) {
-                uint c0 = v * FA_VALUES + sgitg * 32 + 16 * i;
+            for (uint i = 0; i < FA_VALUE_TILES; i++) {
+                uint c0 = v * FA_VALUES + (sgitg * FA_VALUE_TILES + i) * 16;
                 #pragma unroll
-                for (uint g = 0; g < FA_QUERIES / 8; g++) {
+                for (uint g = 0; g < FA_QUERY_TILES; g++) {
                     mma_store_tokens(acc[v][i][g], out, FA_OUT_STRIDE, tiisg);
                     simdgroup_barrier(mem_flags::mem_threadgroup);
                     for (uint e = tiisg; e < 8 * 16; e += SIMD_WIDTH) {
