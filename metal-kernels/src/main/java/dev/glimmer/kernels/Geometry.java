@@ -46,7 +46,7 @@ public final class Geometry {
      * latent sums (up to {@link #FA_MAX_LATENT} values each) in registers, spread over its SIMD-groups; the more rows,
      * the fewer times each cached row is read.
      */
-    public static final int FA_QUERIES = 16;
+    public static final int FA_QUERIES = 32;
     /** Keys (cached rows) mla_flash_attention scores per block: 8 per SIMD-group (one tile's tokens) and 16 queries. */
     public static final int FA_KEYS = 32;
     /** SIMD-groups of mla_flash_attention's threadgroups: one per 16 queries and 8 keys of a block's scores. */

@@ -258,6 +258,18 @@ static inline uint fa_keys(constant FlashAttentionArgs & a, constant StepArgs * 
     return t < a.tokens ? steps[t].kv_len : 0;
 }
 
+// x and y as hi and lo halves side by side, one 32-bit store each (hi and lo 4-byte aligned).
+static inline void fa_split_pair(float x, float y, threadgroup half * hi, threadgroup half * lo) {
+    half2 h;
+    h.x = (half) x;
+    h.y = (half) y;
+    half2 l;
+    l.x = split_lo(x, h.x);
+    l.y = split_lo(y, h.y);
+    *((threadgroup uint *) hi) = as_type<uint>(h);
+    *((threadgroup uint *) lo) = as_type<uint>(l);
+}
+
 static inline float4 fa_zero4() {
     float4 v;
     v.x = v.y = v.z = v.w = 0.0f;
@@ -408,16 +420,22 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
                     #pragma unroll
                     for (uint g = 0; g < FA_QUERY_TILES; g++) mma_scale_tokens(acc[v][i][g], diag + g * 64, tiisg);
                 }
-                for (uint e = tiitg; e < FA_KEYS * (FA_VALUES / 4); e += threads) {
-                    uint k = e / (FA_VALUES / 4);
+                // a thread takes 4 values of keys k and k + 1: pairs of keys side by side in the transposed rows
+                for (uint e = tiitg; e < FA_KEYS / 2 * (FA_VALUES / 4); e += threads) {
+                    uint k = 2 * (e / (FA_VALUES / 4));
                     uint c = (e % (FA_VALUES / 4)) * 4;
                     float4 x = fa_zero4();
-                    if (c0 + c < a.latent && u + k < kv_end) x = *((device const float4 *) (keys + (u + k) * row + c0 + c));
-                    half h;
-                    h = (half) x.x; v_hi[(c + 0) * FA_KEY_STRIDE + k] = h; v_lo[(c + 0) * FA_KEY_STRIDE + k] = split_lo(x.x, h);
-                    h = (half) x.y; v_hi[(c + 1) * FA_KEY_STRIDE + k] = h; v_lo[(c + 1) * FA_KEY_STRIDE + k] = split_lo(x.y, h);
-                    h = (half) x.z; v_hi[(c + 2) * FA_KEY_STRIDE + k] = h; v_lo[(c + 2) * FA_KEY_STRIDE + k] = split_lo(x.z, h);
-                    h = (half) x.w; v_hi[(c + 3) * FA_KEY_STRIDE + k] = h; v_lo[(c + 3) * FA_KEY_STRIDE + k] = split_lo(x.w, h);
+                    float4 y = fa_zero4();
+                    if (c0 + c < a.latent) {
+                        if (u + k < kv_end) x = *((device const float4 *) (keys + (u + k) * row + c0 + c));
+                        if (u + k + 1 < kv_end) y = *((device const float4 *) (keys + (u + k + 1) * row + c0 + c));
+                    }
+                    threadgroup half * hi = v_hi + c * FA_KEY_STRIDE + k;
+                    threadgroup half * lo = v_lo + c * FA_KEY_STRIDE + k;
+                    fa_split_pair(x.x, y.x, hi, lo);
+                    fa_split_pair(x.y, y.y, hi + FA_KEY_STRIDE, lo + FA_KEY_STRIDE);
+                    fa_split_pair(x.z, y.z, hi + 2 * FA_KEY_STRIDE, lo + 2 * FA_KEY_STRIDE);
+                    fa_split_pair(x.w, y.w, hi + 3 * FA_KEY_STRIDE, lo + 3 * FA_KEY_STRIDE);
                 }
                 threadgroup_barrier(mem_flags::mem_threadgroup);
                 #pragma unroll
