@@ -390,13 +390,15 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
         }
         for (ushort o = 1; o < 8; o <<= 1) block_max = max(block_max, simd_shuffle_xor(block_max, o));
         float m_new = max(m, block_max);
-        // a row that has seen no key yet (past the batch) keeps m = -inf: correction 1, probabilities 0
-        float correction = m_new == -INFINITY ? 1.0f : exp(m - m_new);
+        // Every row's first block holds its key 0, so m is finite from then on; a row past the batch sees no key and
+        // keeps correction 1 and probabilities 0. (Tested by the key counts, not by comparing with infinity, which
+        // Metal's fast math may assume away.)
+        float correction = mine_keys == 0 ? 1.0f : exp(m - m_new);
         float sum = 0.0f;
         #pragma unroll
         for (uint i = 0; i < FA_KEYS / 8; i++) {
             uint k = mine_j + 8 * i;
-            float p = s[i] == -INFINITY ? 0.0f : exp(s[i] - m_new);
+            float p = u + k < mine_keys ? exp(s[i] - m_new) : 0.0f;
             sum += p;
             half hi = (half) p;
             p_hi[mine * FA_KEY_STRIDE + k] = hi;
