@@ -62,6 +62,23 @@ public final class Geometry {
     public static final int MM_FLOAT_PAD = 4;
     /** Threadgroup memory (floats) of mat_mat_float: a sum per lane of every SIMD-group, for the split's reduction. */
     public static final int MM_FLOAT_PARTIALS = MM_SIMDGROUPS * SIMD_WIDTH;
+    /**
+     * Query rows (token x head, in q's order) of a threadgroup of the prompt list's attention on tiles
+     * (mla_flash_attention): 16-row operands of the matrix units. Each threadgroup keeps their softmax-weighted
+     * latent sums (up to {@link #FA_MAX_LATENT} values each) in registers, spread over its SIMD-groups; the more rows,
+     * the fewer times each cached row is read.
+     */
+    public static final int FA_QUERIES = 32;
+    /** Keys (cached rows) mla_flash_attention scores per block: 8 per SIMD-group (one tile's tokens) and 16 queries. */
+    public static final int FA_KEYS = 32;
+    /** SIMD-groups of mla_flash_attention's threadgroups: one per 16 queries and 8 keys of a block's scores. */
+    public static final int FA_SIMDGROUPS = FA_QUERIES / 16 * (FA_KEYS / 8);
+    /** Values of the queries and keys (latent + rope) mla_flash_attention stages per step of the scores. */
+    public static final int FA_DEPTH = 64;
+    /** Latent values per step of mla_flash_attention's weighted sum, shared out among its SIMD-groups in 16-value tiles. */
+    public static final int FA_VALUES = 128;
+    /** Most latent values (kv_lora_rank) mla_flash_attention holds per query row: GLM-4.7-Flash's 512. */
+    public static final int FA_MAX_LATENT = 512;
     /** SIMD-groups per threadgroup of the mat-vec kernels. */
     public static final int MV_SIMDGROUPS = 8;
     /**
@@ -100,11 +117,10 @@ public final class Geometry {
      */
     public static final int ATTENTION_SPLITS = 128;
     /**
-     * Threadgroups of mla_attention per token in a prompt batch: every token of the batch has its own,
-     * so far fewer per token than a decode step's {@link #ATTENTION_SPLITS} keep the GPU busy, and each
-     * split's partials (heads x (latent + 2) floats per token) stay small.
+     * Fewest threadgroups of mla_attention per row of a batch decode list ({@link #ATTENTION_SPLITS} shared out
+     * among its rows): each row's partials (heads x (latent + 2) floats per split) stay small.
      */
-    public static final int PROMPT_ATTENTION_SPLITS = 8;
+    public static final int BATCH_MIN_ATTENTION_SPLITS = 8;
     /**
      * Tokens of a prompt batch: the token count of the prompt command list, whose kernels dequantize each
      * weight value once for a tile of {@link #MM_TOKENS} (experts: {@link #EXPERT_TOKENS}) of them; longer prompts
@@ -160,6 +176,15 @@ public final class Geometry {
         }
     }
 
+    static {
+        // mla_flash_attention: its softmax gives each query row 8 threads; each SIMD-group owns whole 16-value tiles
+        // of every step of the weighted sums
+        if (FA_QUERIES % 16 != 0 || FA_QUERIES * 8 != FA_SIMDGROUPS * SIMD_WIDTH || FA_DEPTH % 16 != 0
+                || FA_KEYS % 16 != 0 || FA_VALUES % (16 * FA_SIMDGROUPS) != 0 || FA_MAX_LATENT % FA_VALUES != 0) {
+            throw new AssertionError("mla_flash_attention's geometry does not fit its tiles");
+        }
+    }
+
     private Geometry() {
     }
 
@@ -204,6 +229,25 @@ public final class Geometry {
         return Math.max(2 * (rows + 2 * tokens) * MM_HALF_STRIDE / 2, tokens * (rows + MM_FLOAT_PAD));
     }
 
+    /**
+     * Threadgroup memory (floats) of mla_flash_attention: the staged operands of a step (queries and keys of the
+     * scores, or the transposed values of the weighted sum; hi and lo halves each), the block's scores, its
+     * probabilities (hi and lo halves), the 8 x 8 diagonal matrices that rescale the sums and the queries' 1/sum.
+     */
+    public static int faMemoryFloats() {
+        return faStageFloats() + FA_KEYS * (FA_QUERIES + 4) + FA_QUERIES * (FA_KEYS + 8) + FA_QUERIES * 8 + FA_QUERIES;
+    }
+
+    /**
+     * Floats of mla_flash_attention's staging area: a step's queries and keys (rows padded by 8 halves, as
+     * {@link #MM_HALF_STRIDE}), or a step's values transposed (a row of {@link #FA_KEYS} keys per value), hi and lo halves.
+     */
+    public static int faStageFloats() {
+        int scores = (2 * FA_QUERIES + 2 * FA_KEYS) * (FA_DEPTH + 8);
+        int values = 2 * FA_VALUES * (FA_KEYS + 8);
+        return Math.max(scores, values) / 2;
+    }
+
     /** The constants as the kernels see them: {@code GLIMMER_<NAME>} macros. */
     public static Map<String, Integer> defines() {
         Map<String, Integer> d = new LinkedHashMap<>();
@@ -225,6 +269,13 @@ public final class Geometry {
         d.put("GLIMMER_MM_HALF_STRIDE", MM_HALF_STRIDE);
         d.put("GLIMMER_MM_FLOAT_PAD", MM_FLOAT_PAD);
         d.put("GLIMMER_ATTENTION_MIN_ROWS", ATTENTION_MIN_ROWS);
+        d.put("GLIMMER_FA_QUERIES", FA_QUERIES);
+        d.put("GLIMMER_FA_SIMDGROUPS", FA_SIMDGROUPS);
+        d.put("GLIMMER_FA_KEYS", FA_KEYS);
+        d.put("GLIMMER_FA_DEPTH", FA_DEPTH);
+        d.put("GLIMMER_FA_VALUES", FA_VALUES);
+        d.put("GLIMMER_FA_MAX_LATENT", FA_MAX_LATENT);
+        d.put("GLIMMER_FA_STAGE_FLOATS", faStageFloats());
         return d;
     }
 }

@@ -3,9 +3,10 @@
 // activations of MM_TOKENS tokens on the matrix units (mm_tile, tiles.metal), where a mat-vec would read
 // and convert the weights again for every token. The MoE experts run grouped by expert: moe_route lists
 // the tokens routed to each expert, so that an expert's rows are dequantized once for all of them. The
-// rest are small per-token kernels: the norms, RoPE and the cache row, the merge of the attention
-// splits, and the weighted sum of the experts. The attention itself is mla_attention with a token
-// dimension (attention.metal).
+// attention runs on the matrix units too (mla_flash_attention). The rest are small per-token kernels: the
+// norms, RoPE and the cache row, and the weighted sum of the experts. (The batch decode list, which shares
+// these layers, keeps the decode step's attention over splits of the cache: mla_attention and
+// mla_merge_latent with a token dimension, attention.metal.)
 
 // ---- where the tokens of a block find their activations ----
 
@@ -232,7 +233,285 @@ kernel void rms_norm_rows(constant NormArgs & a [[buffer(0)]],
     for (uint i = tiitg; i < a.cols; i += threads) y[i] = x[i] * scale * w[i];
 }
 
-// (the attention of a batch: mla_rope_cache, mla_attention, mla_merge_latent in attention.metal)
+// ---- the attention of a prompt batch, on tiles ----
+// (mla_rope_cache, which writes every token's cache row first, is in attention.metal.)
+//
+// MLA absorbed attention (docs/MODEL.md §4) flash-attention style: every head of every token is a query row of
+// latent + rope values (q's rows in order: token * heads + head), and all of them score the same cached rows
+// (the one latent head), whose latent part is also the value. A threadgroup takes FA_QUERIES query rows and
+// walks the keys its tokens see in blocks of FA_KEYS: S = Q K^T on the matrix units, the online softmax in float
+// (a running max and sum per query row), O = O * correction + P V on the matrix units, O held in registers
+// across the blocks. Queries, keys, probabilities and values enter the matrix units as two halves each (hi and
+// lo, as mm_tile's activations), and the three products hi.hi, hi.lo and lo.hi keep about 22 bits: the prompt's
+// logits stay as close to the CPU's as the float attention's.
+
+#define FA_QUERIES GLIMMER_FA_QUERIES
+#define FA_KEYS GLIMMER_FA_KEYS
+#define FA_DEPTH GLIMMER_FA_DEPTH
+#define FA_VALUES GLIMMER_FA_VALUES
+#define FA_MAX_LATENT GLIMMER_FA_MAX_LATENT
+#define FA_DEPTH_STRIDE (FA_DEPTH + 8)     // halves between two rows of a step's staged queries or keys
+#define FA_KEY_STRIDE (FA_KEYS + 8)        // halves between two rows of the probabilities or the transposed values
+#define FA_SCORE_STRIDE (FA_QUERIES + 4)   // floats between two keys' scores
+#define FA_OUT_STRIDE 20                   // floats between two query rows of a SIMD-group's 16-value output tile
+#define FA_KEY_TILES (FA_KEYS / 8)          // the scores: SIMD-group s multiplies query rows 16 (s / FA_KEY_TILES) ..
+                                           // + 16 with keys 8 (s % FA_KEY_TILES) .. + 8 of a block
+#define FA_VALUE_TILES (FA_VALUES / GLIMMER_FA_SIMDGROUPS / 16)  // 16-value tiles of a SIMD-group per step of values
+#define FA_QUERY_TILES (FA_QUERIES / 8)    // 8-query tiles of the weighted sums
+
+struct FlashAttentionArgs {
+    uint heads;
+    uint latent;
+    uint rope;
+    uint tokens;     // tokens of the batch
+    float scale;     // kq_scale
+};
+
+// Keys query row `query` sees: its token's kv_len (the cached prefix and the batch's tokens up to its own), 0 for
+// a row past the batch or of a token without a row.
+static inline uint fa_keys(constant FlashAttentionArgs & a, constant StepArgs * steps, uint query) {
+    uint t = query / a.heads;
+    return t < a.tokens ? steps[t].kv_len : 0;
+}
+
+// x and y as hi and lo halves side by side, one 32-bit store each (hi and lo 4-byte aligned).
+static inline void fa_split_pair(float x, float y, threadgroup half * hi, threadgroup half * lo) {
+    half2 h;
+    h.x = (half) x;
+    h.y = (half) y;
+    half2 l;
+    l.x = split_lo(x, h.x);
+    l.y = split_lo(y, h.y);
+    *((threadgroup uint *) hi) = as_type<uint>(h);
+    *((threadgroup uint *) lo) = as_type<uint>(l);
+}
+
+static inline float4 fa_zero4() {
+    float4 v;
+    v.x = v.y = v.z = v.w = 0.0f;
+    return v;
+}
+
+// o_lat[query][0 .. latent) = the softmax-weighted sum of the cached latent rows the query sees, for query rows
+// tgpig.x * FA_QUERIES .. + FA_QUERIES (the tokens of a prompt batch belong to one sequence: the first token's
+// kv_row is every token's). Grid: ceil(tokens * heads / FA_QUERIES) threadgroups of GLIMMER_FA_SIMDGROUPS
+// SIMD-groups; mem: Geometry.faMemoryFloats() floats. Per block of keys u .. u + FA_KEYS:
+//   scores: SIMD-group s multiplies 16 queries with 8 keys (one tile; FA_KEY_TILES), FA_DEPTH values per step;
+//   softmax: 8 threads per query row, FA_KEYS / 8 keys each: the block's max, the correction exp(m_old - m_new)
+//            (into the diagonal matrices) and the probabilities as hi and lo halves;
+//   sums:    each SIMD-group rescales its tiles by the corrections and adds P V for its values, all queries: per
+//            step of FA_VALUES values (the block's values staged transposed, a row of keys per value)
+//            FA_VALUES / GLIMMER_FA_SIMDGROUPS of them.
+// Latent values past `latent` and keys past the threadgroup's last are staged as 0; keys past a query row's own
+// last get probability 0. Requires latent + rope and latent multiples of 4, latent <= FA_MAX_LATENT.
+[[max_total_threads_per_threadgroup(GLIMMER_FA_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
+kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
+                                constant StepArgs * steps [[buffer(1)]],
+                                device const float * q [[buffer(2)]],
+                                device const float * cache [[buffer(3)]],
+                                device float * o_lat [[buffer(4)]],
+                                threadgroup float * mem TG_MEM(0),
+                                uint3 tgpig [[threadgroup_position_in_grid]],
+                                ushort tiitg [[thread_index_in_threadgroup]],
+                                ushort tiisg [[thread_index_in_simdgroup]],
+                                ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    const uint threads = GLIMMER_FA_SIMDGROUPS * SIMD_WIDTH;
+    const uint row = a.latent + a.rope;
+    const uint first = tgpig.x * FA_QUERIES;
+    uint t0 = first / a.heads;
+    if (t0 >= a.tokens || steps[t0].kv_len == 0) return;  // only the end of a batch is unused
+    device const float * keys = cache + steps[t0].kv_row * row;
+    uint kv_end = 0;  // keys any of the threadgroup's rows sees
+    for (uint r = 0; r < FA_QUERIES; r++) kv_end = max(kv_end, fa_keys(a, steps, first + r));
+
+    threadgroup half * stage = (threadgroup half *) mem;
+    threadgroup float * scores = mem + GLIMMER_FA_STAGE_FLOATS;                  // [key][query]
+    threadgroup half * p_hi = (threadgroup half *) (scores + FA_KEYS * FA_SCORE_STRIDE);  // [query][key]
+    threadgroup half * p_lo = p_hi + FA_QUERIES * FA_KEY_STRIDE;
+    threadgroup float * diag = (threadgroup float *) (p_lo + FA_QUERIES * FA_KEY_STRIDE);  // per query tile, 8 x 8
+    threadgroup float * norm = diag + FA_QUERIES * 8;                             // 1 / sum per query row
+
+    // the softmax state of query row `mine`, the same in its 8 threads (keys mine_j, mine_j + 8, ...)
+    uint mine = tiitg / 8;
+    uint mine_j = tiitg % 8;
+    uint mine_keys = fa_keys(a, steps, first + mine);
+    float m = -INFINITY;
+    float l = 0.0f;
+    for (uint i = tiitg; i < FA_QUERIES * 8; i += threads) diag[i] = 0.0f;
+
+    // O^T tiles: acc[v][i][g] holds the sums of values v * FA_VALUES + 16 (sgitg * FA_VALUE_TILES + i) .. + 16 of
+    // queries 8 g .. 8 g + 8
+    MmaTile acc[FA_MAX_LATENT / FA_VALUES][FA_VALUE_TILES][FA_QUERY_TILES];
+    #pragma unroll
+    for (uint v = 0; v < FA_MAX_LATENT / FA_VALUES; v++) {
+        #pragma unroll
+        for (uint i = 0; i < FA_VALUE_TILES; i++) {
+            #pragma unroll
+            for (uint g = 0; g < FA_QUERY_TILES; g++) mma_zero(acc[v][i][g]);
+        }
+    }
+
+    for (uint u = 0; u < kv_end; u += FA_KEYS) {
+        // ---- scores: S tile of this SIMD-group's 16 queries x 8 keys ----
+        MmaTile s_acc;
+        mma_zero(s_acc);
+        threadgroup half * q_hi = stage;
+        threadgroup half * q_lo = q_hi + FA_QUERIES * FA_DEPTH_STRIDE;
+        threadgroup half * k_hi = q_lo + FA_QUERIES * FA_DEPTH_STRIDE;
+        threadgroup half * k_lo = k_hi + FA_KEYS * FA_DEPTH_STRIDE;
+        for (uint d0 = 0; d0 < row; d0 += FA_DEPTH) {
+            for (uint i = tiitg; i < (FA_QUERIES + FA_KEYS) * (FA_DEPTH / 4); i += threads) {
+                uint r = i / (FA_DEPTH / 4);
+                uint d = (i % (FA_DEPTH / 4)) * 4;
+                float4 v = fa_zero4();
+                if (r < FA_QUERIES) {
+                    if (d0 + d < row && fa_keys(a, steps, first + r) > 0) {
+                        v = *((device const float4 *) (q + (first + r) * row + d0 + d));
+                    }
+                    split_half4(v, q_hi + r * FA_DEPTH_STRIDE + d, q_lo + r * FA_DEPTH_STRIDE + d);
+                } else {
+                    uint k = r - FA_QUERIES;
+                    if (d0 + d < row && u + k < kv_end) v = *((device const float4 *) (keys + (u + k) * row + d0 + d));
+                    split_half4(v, k_hi + k * FA_DEPTH_STRIDE + d, k_lo + k * FA_DEPTH_STRIDE + d);
+                }
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            #pragma unroll
+            for (uint kk = 0; kk < FA_DEPTH; kk += 16) {
+                MmaA qh;
+                MmaA ql;
+                uint qa = (sgitg / FA_KEY_TILES) * 16 * FA_DEPTH_STRIDE + kk;
+                mma_load_a(qh, q_hi + qa, FA_DEPTH_STRIDE, tiisg);
+                mma_load_a(ql, q_lo + qa, FA_DEPTH_STRIDE, tiisg);
+                MmaB kh;
+                MmaB kl;
+                mma_load_b(kh, k_hi + (sgitg % FA_KEY_TILES) * 8 * FA_DEPTH_STRIDE + kk, FA_DEPTH_STRIDE, tiisg);
+                mma_load_b(kl, k_lo + (sgitg % FA_KEY_TILES) * 8 * FA_DEPTH_STRIDE + kk, FA_DEPTH_STRIDE, tiisg);
+                mma_tile(s_acc, qh, kh);
+                mma_tile(s_acc, qh, kl);
+                mma_tile(s_acc, ql, kh);
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+        }
+        mma_store_tokens(s_acc, scores + (sgitg % FA_KEY_TILES) * 8 * FA_SCORE_STRIDE + (sgitg / FA_KEY_TILES) * 16,
+                         FA_SCORE_STRIDE, tiisg);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+
+        // ---- the online softmax of the block ----
+        float s[FA_KEYS / 8];
+        float block_max = -INFINITY;
+        #pragma unroll
+        for (uint i = 0; i < FA_KEYS / 8; i++) {
+            uint k = mine_j + 8 * i;
+            s[i] = u + k < mine_keys ? scores[k * FA_SCORE_STRIDE + mine] * a.scale : -INFINITY;
+            block_max = max(block_max, s[i]);
+        }
+        for (ushort o = 1; o < 8; o <<= 1) block_max = max(block_max, simd_shuffle_xor(block_max, o));
+        float m_new = max(m, block_max);
+        // Every row's first block holds its key 0, so m is finite from then on; a row past the batch sees no key and
+        // keeps correction 1 and probabilities 0. (Tested by the key counts, not by comparing with infinity, which
+        // Metal's fast math may assume away.)
+        float correction = mine_keys == 0 ? 1.0f : exp(m - m_new);
+        float sum = 0.0f;
+        #pragma unroll
+        for (uint i = 0; i < FA_KEYS / 8; i++) {
+            uint k = mine_j + 8 * i;
+            float p = u + k < mine_keys ? exp(s[i] - m_new) : 0.0f;
+            sum += p;
+            half hi = (half) p;
+            p_hi[mine * FA_KEY_STRIDE + k] = hi;
+            p_lo[mine * FA_KEY_STRIDE + k] = split_lo(p, hi);
+        }
+        for (ushort o = 1; o < 8; o <<= 1) sum += simd_shuffle_xor(sum, o);
+        l = l * correction + sum;
+        m = m_new;
+        if (mine_j == 0) diag[(mine / 8) * 64 + (mine % 8) * 9] = correction;
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+
+        // ---- O = O * correction + P V ----
+        threadgroup half * v_hi = stage;  // [value][key]
+        threadgroup half * v_lo = v_hi + FA_VALUES * FA_KEY_STRIDE;
+        #pragma unroll
+        for (uint v = 0; v < FA_MAX_LATENT / FA_VALUES; v++) {
+            uint c0 = v * FA_VALUES;
+            if (c0 < a.latent) {
+                #pragma unroll
+                for (uint i = 0; i < FA_VALUE_TILES; i++) {
+                    #pragma unroll
+                    for (uint g = 0; g < FA_QUERY_TILES; g++) mma_scale_tokens(acc[v][i][g], diag + g * 64, tiisg);
+                }
+                // a thread takes 4 values of keys k and k + 1: pairs of keys side by side in the transposed rows
+                for (uint e = tiitg; e < FA_KEYS / 2 * (FA_VALUES / 4); e += threads) {
+                    uint k = 2 * (e / (FA_VALUES / 4));
+                    uint c = (e % (FA_VALUES / 4)) * 4;
+                    float4 x = fa_zero4();
+                    float4 y = fa_zero4();
+                    if (c0 + c < a.latent) {
+                        if (u + k < kv_end) x = *((device const float4 *) (keys + (u + k) * row + c0 + c));
+                        if (u + k + 1 < kv_end) y = *((device const float4 *) (keys + (u + k + 1) * row + c0 + c));
+                    }
+                    threadgroup half * hi = v_hi + c * FA_KEY_STRIDE + k;
+                    threadgroup half * lo = v_lo + c * FA_KEY_STRIDE + k;
+                    fa_split_pair(x.x, y.x, hi, lo);
+                    fa_split_pair(x.y, y.y, hi + FA_KEY_STRIDE, lo + FA_KEY_STRIDE);
+                    fa_split_pair(x.z, y.z, hi + 2 * FA_KEY_STRIDE, lo + 2 * FA_KEY_STRIDE);
+                    fa_split_pair(x.w, y.w, hi + 3 * FA_KEY_STRIDE, lo + 3 * FA_KEY_STRIDE);
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+                #pragma unroll
+                for (uint kk = 0; kk < FA_KEYS; kk += 16) {
+                    #pragma unroll
+                    for (uint i = 0; i < FA_VALUE_TILES; i++) {
+                        MmaA vh;
+                        MmaA vl;
+                        uint at = (sgitg * FA_VALUE_TILES + i) * 16 * FA_KEY_STRIDE + kk;
+                        mma_load_a(vh, v_hi + at, FA_KEY_STRIDE, tiisg);
+                        mma_load_a(vl, v_lo + at, FA_KEY_STRIDE, tiisg);
+                        #pragma unroll
+                        for (uint g = 0; g < FA_QUERY_TILES; g++) {
+                            MmaB ph;
+                            MmaB pl;
+                            mma_load_b(ph, p_hi + g * 8 * FA_KEY_STRIDE + kk, FA_KEY_STRIDE, tiisg);
+                            mma_load_b(pl, p_lo + g * 8 * FA_KEY_STRIDE + kk, FA_KEY_STRIDE, tiisg);
+                            mma_tile(acc[v][i][g], vh, ph);
+                            mma_tile(acc[v][i][g], vh, pl);
+                            mma_tile(acc[v][i][g], vl, ph);
+                        }
+                    }
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+            }
+        }
+    }
+
+    // ---- o_lat = O / sum, a 16-value tile at a time through this SIMD-group's part of the staging area ----
+    if (mine_j == 0) norm[mine] = l > 0.0f ? 1.0f / l : 0.0f;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup float * out = mem + sgitg * 8 * FA_OUT_STRIDE;
+    #pragma unroll
+    for (uint v = 0; v < FA_MAX_LATENT / FA_VALUES; v++) {
+        if (v * FA_VALUES < a.latent) {
+            #pragma unroll
+            for (uint i = 0; i < FA_VALUE_TILES; i++) {
+                uint c0 = v * FA_VALUES + (sgitg * FA_VALUE_TILES + i) * 16;
+                #pragma unroll
+                for (uint g = 0; g < FA_QUERY_TILES; g++) {
+                    mma_store_tokens(acc[v][i][g], out, FA_OUT_STRIDE, tiisg);
+                    simdgroup_barrier(mem_flags::mem_threadgroup);
+                    for (uint e = tiisg; e < 8 * 16; e += SIMD_WIDTH) {
+                        uint j = e / 16;
+                        uint c = e % 16;
+                        uint query = first + g * 8 + j;
+                        if (c0 + c < a.latent && fa_keys(a, steps, query) > 0) {
+                            o_lat[query * a.latent + c0 + c] = out[j * FA_OUT_STRIDE + c] * norm[g * 8 + j];
+                        }
+                    }
+                    simdgroup_barrier(mem_flags::mem_threadgroup);
+                }
+            }
+        }
+    }
+}
 
 // ---- the experts, grouped by expert ----
 

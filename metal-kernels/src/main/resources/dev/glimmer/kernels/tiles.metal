@@ -78,6 +78,16 @@ static inline void mma_store_tokens(thread MmaTile & c, threadgroup float * out,
     simdgroup_store(c.top, out, stride, 0, true);
     simdgroup_store(c.bottom, out + 8, stride, 0, true);
 }
+
+// Each token's column of the tile times its factor: diag is an 8 x 8 float matrix (row-major) with token j's
+// factor at (j, j) and zeros elsewhere, and c = c * diag (the attention's rescaling of its running sums).
+static inline void mma_scale_tokens(thread MmaTile & c, threadgroup const float * diag, ushort lane) {
+    simdgroup_float8x8 d;
+    simdgroup_load(d, diag, 8);
+    simdgroup_float8x8 zero = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+    simdgroup_multiply_accumulate(c.top, c.top, d, zero);
+    simdgroup_multiply_accumulate(c.bottom, c.bottom, d, zero);
+}
 #endif
 
 // ---- staging a step's operands ----

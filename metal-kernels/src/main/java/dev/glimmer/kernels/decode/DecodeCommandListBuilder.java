@@ -27,8 +27,8 @@ import java.util.Map;
  * consecutive tokens (prompt.metal; {@link #promptLayers}): the token is the first grid dimension of the
  * per-token kernels (each token's activations lie at a fixed stride, its position in its own
  * {@code StepArgs}), the weight-heavy steps multiply each dequantized weight chunk with several tokens,
- * the experts run grouped by expert, the attention takes {@link Geometry#PROMPT_ATTENTION_SPLITS} splits
- * per token, and one more dispatch picks the last token's row for the output mat-vec. Each token's row
+ * the experts run grouped by expert, the attention runs on the matrix units too (mla_flash_attention), and one
+ * more dispatch picks the last token's row for the output mat-vec. Each token's row
  * of the KV cache is written before any token's attention reads it, and a token reads only the rows up
  * to its own position, so the batch is causal.
  *
@@ -70,6 +70,12 @@ public final class DecodeCommandListBuilder {
     private final int outputs;
     /** mla_attention's threadgroups per token. */
     private final int splits;
+    /**
+     * Whether the attention runs on the matrix units (mla_flash_attention: the prompt list, whose tokens are many
+     * query rows over one sequence's keys) rather than as the decode step's split attention (mla_attention and
+     * mla_merge_latent: the decode step and the batch decode lists, a query token per sequence).
+     */
+    private final boolean attentionOnTiles;
     private long activationBytes;
 
     /** A place in a buffer. */
@@ -89,11 +95,11 @@ public final class DecodeCommandListBuilder {
         }
         this.tokens = tokens;
         this.outputs = everyRow ? tokens : 1;
-        // A batch of sequences at long contexts needs splits along the KV length as the decode step does; a
-        // prompt batch has threadgroups enough in its tokens.
+        // A batch of sequences at long contexts needs splits along the KV length as the decode step does (the
+        // prompt list's attention on tiles has none)
         this.splits = tokens == 1 ? Geometry.ATTENTION_SPLITS
-                : everyRow ? Math.max(Geometry.PROMPT_ATTENTION_SPLITS, Geometry.ATTENTION_SPLITS / tokens)
-                : Geometry.PROMPT_ATTENTION_SPLITS;
+                : Math.max(Geometry.BATCH_MIN_ATTENTION_SPLITS, Geometry.ATTENTION_SPLITS / tokens);
+        this.attentionOnTiles = tokens > 1 && !everyRow;
         check();
         placeWeights();
         argsBuffer = add(new BufferSpec("args", BufferSpec.Kind.ARGS, 0, 0));
@@ -138,6 +144,10 @@ public final class DecodeCommandListBuilder {
             throw new IllegalArgumentException("the attention kernel holds at most " + Geometry.ATTENTION_MAX_HEADS
                     + " heads and cache rows of " + Geometry.ATTENTION_MAX_ROW + " values; the model has " + s.heads()
                     + " and " + s.kvRow());
+        }
+        if (attentionOnTiles && (s.latent() > Geometry.FA_MAX_LATENT || s.latent() % 4 != 0 || s.kvRow() % 4 != 0)) {
+            throw new IllegalArgumentException("the prompt's attention holds at most " + Geometry.FA_MAX_LATENT
+                    + " latent values, in rows of multiples of 4; the model has " + s.latent() + " and rope " + s.rope());
         }
         if (s.experts() > Geometry.ROUTER_MAX_EXPERTS) {
             throw new IllegalArgumentException("the expert selection holds at most " + Geometry.ROUTER_MAX_EXPERTS
@@ -313,7 +323,8 @@ public final class DecodeCommandListBuilder {
     private Regions regions() {
         int actStride = Math.max(Math.max(s.expertFfn(), s.sharedFfn()), s.denseFfn());
         return new Regions(perToken(s.qLora()), perToken(s.kvRow()), perToken((long) s.heads() * (s.nope() + s.rope())),
-                perToken((long) s.heads() * s.kvRow()), perToken((long) splits * s.heads() * (s.latent() + 2)),
+                perToken((long) s.heads() * s.kvRow()),
+                perToken(attentionOnTiles ? 0 : (long) splits * s.heads() * (s.latent() + 2)),
                 perToken((long) s.heads() * s.latent()), perToken((long) s.heads() * s.vHead()), perToken(s.experts()),
                 perToken(s.expertsUsed()), perToken(s.expertsUsed()), perToken((long) (s.expertsUsed() + 1) * actStride),
                 actStride);
@@ -391,8 +402,12 @@ public final class DecodeCommandListBuilder {
             ropeCache(l, b, step, r.qFull(), r.kv(), r.q(), cache);
             // q_nope of each head absorbed through its k_b: one matrix per head (grid z)
             headMatMat(l, b + "attn_k_b.weight", s.nope(), s.latent(), r.qFull(), perHead, r.q(), s.kvRow());
-            attention(l, step, r.q(), cache, r.partials());
-            mergeLatent(l, step, r.partials(), r.latent());
+            if (attentionOnTiles) {
+                flashAttention(l, step, r.q(), cache, r.latent());
+            } else {
+                attention(l, step, r.q(), cache, r.partials());
+                mergeLatent(l, step, r.partials(), r.latent());
+            }
             headMatMat(l, b + "attn_v_b.weight", s.latent(), s.vHead(), r.latent(), s.latent(), r.o(), s.vHead());
             matMat(l, b + "attn_output.weight", s.heads() * s.vHead(), s.embedding(), r.o(), x, true);
             if (outputs > 1) {
@@ -555,10 +570,25 @@ public final class DecodeCommandListBuilder {
                 step, q, cache, partials);
     }
 
+    /**
+     * Each token's and head's latent attention output, on the matrix units (mla_flash_attention). Its multiply-adds
+     * are those of a batch at the start of a sequence: query row (t, h) scores t + 1 keys over the cache row's values
+     * and sums as many latent rows (a batch after a cached prefix does more, per token as many more as the prefix).
+     */
+    private void flashAttention(int l, Ref step, Ref q, Ref cache, Ref latent) {
+        int queries = tokens * s.heads();
+        long multiplyAdds = (long) tokens * (tokens + 1) / 2 * s.heads() * (s.kvRow() + s.latent());
+        dispatch("mla_flash_attention", l, Size3.of(groups(queries, Geometry.FA_QUERIES)),
+                Geometry.FA_SIMDGROUPS * Geometry.SIMD_WIDTH, memory(Geometry.faMemoryFloats()), List.of(), multiplyAdds,
+                args("FlashAttentionArgs", Map.of("heads", s.heads(), "latent", s.latent(), "rope", s.rope(),
+                        "tokens", tokens, "scale", s.kqScale())),
+                step, q, cache, latent);
+    }
+
     /** Each token's and head's latent attention output merged from its partials (mla_merge_latent). */
     private void mergeLatent(int l, Ref step, Ref partials, Ref latent) {
-        // a prompt batch has threadgroups enough in its tokens; a step of one or a few sequences splits each head
-        int parts = outputs == 1 && tokens > 1 ? 1 : Math.max(1, Geometry.MERGE_PARTS / tokens);
+        // a step of one or a few sequences splits each head
+        int parts = Math.max(1, Geometry.MERGE_PARTS / tokens);
         dispatch("mla_merge_latent", l, new Size3(tokens, s.heads(), parts), WIDE_THREADS,
                 memory((long) WIDE_THREADS + Geometry.WIDE_SIMDGROUPS + splits), List.of(),
                 args("MergeArgs", Map.of("heads", s.heads(), "latent", s.latent(), "splits", splits, "parts", parts)),

@@ -16,8 +16,9 @@ import java.util.List;
  * @param barrier           whether it waits for all earlier dispatches
  * @param weightReads       the weight tensors it reads and how many of their bytes
  * @param multiplyAdds      the multiply-adds of its weight matrices (rows x columns x tokens, the experts' routed
- *                          entries) in one run with a token in every row of the list; 0 for a kernel that
- *                          multiplies no weight matrix (norms, RoPE, attention, routing)
+ *                          entries) in one run with a token in every row of the list, or of the prompt list's
+ *                          attention on tiles (for a batch at the start of a sequence); 0 for a kernel that
+ *                          multiplies no weight matrix (norms, RoPE, the split attention, routing)
  */
 public record Dispatch(String kernel, int layer, List<Binding> bindings, Size3 grid, Size3 threads,
                        int[] threadgroupMemory, boolean barrier, List<WeightRead> weightReads, long multiplyAdds) {

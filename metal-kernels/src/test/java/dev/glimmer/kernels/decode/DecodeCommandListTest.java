@@ -114,7 +114,7 @@ class DecodeCommandListTest {
      * The multiply-adds the lists count (bench's TFLOP/s per kernel) are those of the weight matrices each token
      * goes through, counted here from the model's shape: per token the attention's projections, the router, the
      * 4 routed experts and the shared one (the dense FFN in the first layer), and the output rows of every token
-     * that gets logits.
+     * that gets logits; in the prompt list also the attention's products on the matrix units.
      */
     @Test
     void multiplyAddsAreEachTokensWeightMatrices() {
@@ -134,7 +134,11 @@ class DecodeCommandListTest {
         assertEquals(perToken + output, multiplyAdds(DecodeCommandListBuilder.build(m, 4096)), "decode step");
         int tokens = Geometry.PROMPT_TOKENS;
         CommandList prompt = DecodeCommandListBuilder.build(m, 4096, tokens);
-        assertEquals(tokens * perToken + output, multiplyAdds(prompt), "prompt batch: only the last token's logits");
+        // and the prompt's attention on tiles: query row (t, h) of a batch at the start of a sequence scores t + 1 keys
+        // of latent + rope values and sums as many rows of latent values
+        long promptAttention = (long) tokens * (tokens + 1) / 2 * s.heads() * (s.kvRow() + s.latent());
+        assertEquals(tokens * perToken + s.layers() * promptAttention + output, multiplyAdds(prompt),
+                "prompt batch: only the last token's logits");
         assertEquals(8 * (perToken + output), multiplyAdds(DecodeCommandListBuilder.batch(m, 4096, 8)), "batch of 8");
 
         // the expert kernels count the routed entries, not the experts' full stacks
@@ -142,7 +146,8 @@ class DecodeCommandListTest {
                 .findFirst().orElseThrow();
         assertEquals(2L * tokens * s.embedding() * (s.expertsUsed() * s.expertFfn() + s.sharedFfn()), gateUp.multiplyAdds());
         for (Dispatch d : prompt.dispatches()) {
-            boolean multiplies = d.kernel().startsWith("mat_") || d.kernel().startsWith("moe_experts_");
+            boolean multiplies = d.kernel().startsWith("mat_") || d.kernel().startsWith("moe_experts_")
+                    || d.kernel().equals("mla_flash_attention");
             assertEquals(multiplies, d.multiplyAdds() > 0, d.kernel() + " of layer " + d.layer());
         }
     }
@@ -215,12 +220,12 @@ class DecodeCommandListTest {
         assertEquals(tokens, prompt.tokens());
         assertEquals(1, decode.tokens());
         List<String> moeLayer = List.of("rms_norm_rows", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat", "mla_rope_cache",
-                "mat_mat", "mla_attention", "mla_merge_latent", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat_float", "moe_select",
+                "mat_mat", "mla_flash_attention", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat_float", "moe_select",
                 "moe_route", "moe_experts_gate_up", "moe_experts_down", "moe_combine");
         List<String> denseLayer = new ArrayList<>(moeLayer);
-        denseLayer.remove(14);  // moe_route
-        denseLayer.remove(13);  // moe_select
-        denseLayer.remove(12);  // the router's mat_mat_float (F32 weights in float, not on the matrix units)
+        denseLayer.remove(13);  // moe_route
+        denseLayer.remove(12);  // moe_select
+        denseLayer.remove(11);  // the router's mat_mat_float (F32 weights in float, not on the matrix units)
         List<String> expected = new ArrayList<>(List.of("embed_row"));
         expected.addAll(denseLayer);
         for (int l = 1; l < GLM.layers(); l++) {
@@ -247,6 +252,8 @@ class DecodeCommandListTest {
                 case "moe_select" -> (tokens + Geometry.WIDE_SIMDGROUPS - 1) / Geometry.WIDE_SIMDGROUPS;
                 case "moe_route" -> GLM.experts();
                 case "argmax_parts" -> Geometry.ARGMAX_PARTS;
+                // blocks of query rows, a row per token and head
+                case "mla_flash_attention" -> (tokens * GLM.heads() + Geometry.FA_QUERIES - 1) / Geometry.FA_QUERIES;
                 default -> tokens;
             };
             assertEquals(perToken, d.grid().x(), d.kernel() + " of layer " + d.layer());
@@ -260,12 +267,15 @@ class DecodeCommandListTest {
                 assertEquals(4 * Geometry.mmMemoryFloats(Geometry.EXPERT_ROWS, Geometry.EXPERT_TOKENS),
                         d.threadgroupMemory()[0], d.kernel() + ": its tile");
             }
+            if (d.kernel().equals("mla_flash_attention")) {
+                assertEquals(4 * Geometry.faMemoryFloats(), d.threadgroupMemory()[0], d.kernel());
+            }
         }
         // k_b and v_b: one matrix per head; the experts: one grid slot per expert and one for the shared expert
         Dispatch kb = prompt.dispatches().get(7);
         assertEquals(GLM.heads(), kb.grid().z());
         assertEquals("blk.0.attn_k_b.weight", kb.weightReads().getFirst().tensor());
-        Dispatch experts = prompt.dispatches().get(1 + denseLayer.size() + 15);
+        Dispatch experts = prompt.dispatches().get(1 + denseLayer.size() + 14);
         assertEquals("moe_experts_gate_up", experts.kernel());
 
         // the KV cache buffers match by name and size, so the two lists can share them
@@ -274,9 +284,10 @@ class DecodeCommandListTest {
         }
         // StepArgs: token, pos, kv_len, kv_row
         assertEquals(tokens * 16L, prompt.buffers().get(prompt.buffer(BufferSpec.Kind.STEP)).bytes());
-        // per token: x, q, the attention partials (PROMPT_ATTENTION_SPLITS of heads x (latent + 2)), ... under 1 MB
+        // per token: x, q (heads x 576), the experts' slots, ...: under 0.5 MB, with no attention partials (the
+        // split attention's were 0.33 MB a token)
         long activations = prompt.buffers().get(prompt.buffer(BufferSpec.Kind.ACTIVATIONS)).bytes();
-        assertTrue(activations < tokens * (1L << 20), activations + " bytes of activations");
+        assertTrue(activations < tokens * (1L << 19), activations + " bytes of activations");
         assertThrows(IllegalArgumentException.class, () -> DecodeCommandListBuilder.build(m, 4096, 0));
     }
 

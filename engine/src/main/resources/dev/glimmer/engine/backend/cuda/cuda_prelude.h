@@ -153,3 +153,14 @@ static __device__ __forceinline__ void mma_store_tokens(MmaTile & c, float * out
     out[token * stride + row + 8] = c.c[2];
     out[(token + 1) * stride + row + 8] = c.c[3];
 }
+
+// diag: 8 x 8 floats with token j's factor at (j, j); a lane's sums are of tokens 2 (l % 4) and 2 (l % 4) + 1.
+static __device__ __forceinline__ void mma_scale_tokens(MmaTile & c, const float * diag, ushort lane) {
+    uint token = (lane % 4) * 2;
+    float f0 = diag[token * 9];
+    float f1 = diag[(token + 1) * 9];
+    c.c[0] *= f0;
+    c.c[1] *= f1;
+    c.c[2] *= f0;
+    c.c[3] *= f1;
+}
