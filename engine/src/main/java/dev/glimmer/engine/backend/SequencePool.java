@@ -37,6 +37,24 @@ public interface SequencePool extends AutoCloseable {
     Next[] step(List<TokenDecoder> sequences, int[] tokens, Readout[] readouts);
 
     /**
+     * Starts the decode step {@link #step} describes and returns while the device computes it, where the backend
+     * can (CUDA queues the step's graph and its copies back on its stream), so that the caller can do other work
+     * meanwhile; {@link Launched#results} waits for it. Until then the caller must not use this pool or any of its
+     * sequences. Elsewhere the step runs here and now.
+     */
+    default Launched launch(List<TokenDecoder> sequences, int[] tokens, Readout[] readouts) {
+        Next[] next = step(sequences, tokens, readouts);
+        return () -> next;
+    }
+
+    /** A decode step under way ({@link #launch}). */
+    @FunctionalInterface
+    interface Launched {
+        /** Waits for the step and gives back what each row asked for, as {@link #step} does. Called once. */
+        Next[] results();
+    }
+
+    /**
      * What one row of a step gives back: its logits, or ({@code greedy}) its greedy token, the first maximum of its
      * logits, alone, so that a GPU copies one number instead of the vocabulary's. A greedy row may name tokens it
      * bans (a logit bias of minus infinity, as {@code ignore_eos} gives the end tokens): when its first maximum is

@@ -15,9 +15,19 @@ import java.util.Arrays;
 final class ActiveSequence<C extends SequenceCache> {
     final InferenceJob job;
     final SessionManager.Lease<C> lease;
+    private final Vocabulary vocabulary;
     private final Decoding decoding;
     private int prefilled;
     private int pendingToken = -1;
+    /**
+     * A greedy token fed to the step under way before the decode rules saw it ({@link #stepped}), or -1: the rules run
+     * on it while the device computes ({@link #deliverPredicted}).
+     */
+    private int predicted = -1;
+    /** The context room the predicted token is judged with: the cache's, before that token's step. */
+    private int predictedRoom;
+    /** Set once the sequence's end was reported while a step it is in still runs: it is released when that is back. */
+    private boolean reported;
     private final long promptStart = System.nanoTime();
     private long decodeStart;
     private long lastTokenNanos;
@@ -25,6 +35,7 @@ final class ActiveSequence<C extends SequenceCache> {
 
     ActiveSequence(InferenceJob job, SessionManager.Lease<C> lease, Vocabulary vocabulary, int vocabSize) {
         this.job = job;
+        this.vocabulary = vocabulary;
         this.lease = lease;
         this.decoding = new Decoding(vocabulary, vocabSize, job.sampling(), job.prompt(), job.stop(), job.maxTokens(),
                 cache().capacity() - job.prompt().length, job.logprobs(), job.topLogprobs(), job.constraint());
@@ -80,20 +91,70 @@ final class ActiveSequence<C extends SequenceCache> {
     }
 
     /**
+     * Takes what the step of the last fed token gave. A greedy token that cannot end the sequence by itself (not an
+     * end-of-generation token, not the last the token limit or the context allows) becomes the next step's token at
+     * once, before the decode rules run on it ({@link #deliverPredicted}), so that the next step need not wait for
+     * the detokenizing, stop strings and reporting; a stop string may still end the sequence then, and its speculative
+     * step is undone ({@link Scheduler}). Anything else is picked here ({@link #next}).
+     *
+     * @return why the sequence ends, or null when it goes on
+     */
+    FinishReason stepped(StepRunner.NextToken step) {
+        int token = step.greedyToken();
+        if (step.logits() == null && generatedCount() + 1 < job.maxTokens() && cache().remaining() > 0
+                && !vocabulary.isEndOfGeneration(token)) {
+            predicted = token;
+            predictedRoom = cache().remaining();
+            pendingToken = token;
+            return null;
+        }
+        return next(step);
+    }
+
+    /** True while a predicted token awaits its decode rules. */
+    boolean hasPrediction() {
+        return predicted >= 0;
+    }
+
+    /**
+     * Runs the decode rules on the predicted token and reports it: what {@link #next} would have done with it.
+     *
+     * @return why the sequence ends (its token, already fed, is then one too many in the cache), or null
+     */
+    FinishReason deliverPredicted() {
+        int token = predicted;
+        predicted = -1;
+        return pick(null, token, predictedRoom);
+    }
+
+    /**
      * Picks the next token from what the last fed token's step gave (its logits, or the greedy token
      * alone when its {@link #readout} took it) and reports it.
      *
      * @return why the sequence ends, or null when its token is to be fed in the next decode step
      */
     FinishReason next(StepRunner.NextToken step) {
+        return pick(step.logits(), step.greedyToken(), cache().remaining());
+    }
+
+    private FinishReason pick(float[] logits, int greedyToken, int contextRoom) {
         pendingToken = -1;
-        Decoding.Step picked = decoding.next(step.logits(), step.greedyToken(), cache().remaining());
+        Decoding.Step picked = decoding.next(logits, greedyToken, contextRoom);
         lastTokenNanos = System.nanoTime();
         job.emit(new JobEvent.Token(picked.token(), picked.text(), picked.logprobs()));
         if (picked.finish() == null) {
             pendingToken = picked.token();
         }
         return picked.finish();
+    }
+
+    /** Marks the end as reported while a step holding this sequence still runs. */
+    void reportedEarly() {
+        reported = true;
+    }
+
+    boolean reported() {
+        return reported;
     }
 
     /** The stop string that ended this sequence, or null when none did. */

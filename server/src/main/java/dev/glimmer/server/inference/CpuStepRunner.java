@@ -77,9 +77,9 @@ final class CpuStepRunner implements StepRunner<CpuStepRunner.HostCache> {
         return forward.forward(cache.kv(), tokens, from, count, false);
     }
 
-    /** Every sequence gets its logits: the batched pass computes them on the host anyway. */
+    /** Every sequence gets its logits: the batched pass computes them on the host anyway, before this returns. */
     @Override
-    public NextToken[] decode(List<HostCache> caches, int[] tokens, SequencePool.Readout[] readouts) {
+    public DecodeStep decode(List<HostCache> caches, int[] tokens, SequencePool.Readout[] readouts) {
         int n = caches.size();
         KvCache[] kv = new KvCache[n];
         for (int i = 0; i < n; i++) {
@@ -91,7 +91,7 @@ final class CpuStepRunner implements StepRunner<CpuStepRunner.HostCache> {
         for (int i = 0; i < n; i++) {
             next[i] = NextToken.of(Arrays.copyOfRange(logits, i * vocab, (i + 1) * vocab));
         }
-        return next;
+        return () -> next;
     }
 
     /** The worker threads are shared by every CPU backend of the process; nothing to free. */

@@ -13,7 +13,8 @@ import java.util.Optional;
  * Steps on a backend whose sequences are {@link TokenDecoder}s (the GPU backends): each cached conversation is
  * a sequence of the backend's {@link SequencePool}, whose KV cache lives on the device (a slot of one KV pool);
  * a decode step advances all running sequences in one {@link SequencePool#step} (one pass over the weights for
- * all of them; backends without a batch step feed them one after another). Prefix reuse
+ * all of them; backends without a batch step feed them one after another), launched on the device before the
+ * scheduler delivers the previous step's tokens ({@link SequencePool#launch}). Prefix reuse
  * truncates a sequence ({@link TokenDecoder#truncate}).
  */
 final class DecoderStepRunner implements StepRunner<DecoderStepRunner.DecoderCache> {
@@ -89,18 +90,21 @@ final class DecoderStepRunner implements StepRunner<DecoderStepRunner.DecoderCac
 
     /** Greedy sequences read back only their greedy token (where it is not one they ban). */
     @Override
-    public NextToken[] decode(List<DecoderCache> caches, int[] tokens, SequencePool.Readout[] readouts) {
+    public DecodeStep decode(List<DecoderCache> caches, int[] tokens, SequencePool.Readout[] readouts) {
         List<TokenDecoder> sequences = new ArrayList<>(caches.size());
         for (DecoderCache c : caches) {
             sequences.add(c.decoder());
         }
-        SequencePool.Next[] next = pool.step(sequences, tokens, readouts);
-        NextToken[] out = new NextToken[next.length];
-        for (int i = 0; i < out.length; i++) {
-            // Logits in an array the sequence may reuse: valid until its next step, after the scheduler picked.
-            out[i] = next[i].logits() == null ? NextToken.greedy(next[i].greedyToken()) : NextToken.of(next[i].logits());
-        }
-        return out;
+        SequencePool.Launched launched = pool.launch(sequences, tokens, readouts);
+        return () -> {
+            SequencePool.Next[] next = launched.results();
+            NextToken[] out = new NextToken[next.length];
+            for (int i = 0; i < out.length; i++) {
+                // Logits in an array the sequence may reuse: valid until its next step, after the scheduler picked.
+                out[i] = next[i].logits() == null ? NextToken.greedy(next[i].greedyToken()) : NextToken.of(next[i].logits());
+            }
+            return out;
+        };
     }
 
     /** Frees the pool, then the backend (the sessions' caches are closed before: the scheduler's release). */

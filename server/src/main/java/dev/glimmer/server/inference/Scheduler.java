@@ -23,10 +23,18 @@ import java.util.logging.Logger;
  * The one owner of the model: a platform thread that runs every forward pass through the backend's
  * {@link StepRunner}. Up to {@code parallel} jobs run at once (continuous batching): each loop turn
  * processes one prompt chunk of the oldest job still in its prompt, then one decode step that feeds
- * the pending token of every generating job (on the CPU in a single batched forward pass, on a GPU
- * decoder one sequence after another). A job joins at the next turn after a slot frees and leaves as
+ * the pending token of every generating job (on the CPU in a single batched forward pass, on a GPU in one
+ * batch step over its KV pool). A job joins at the next turn after a slot frees and leaves as
  * soon as it ends. Beyond {@code parallel}, up to {@code queue} jobs wait; more
  * are refused with 503 ({@link #submit}).
+ *
+ * <p>On a GPU the device should never wait for the host: a decode step is launched as soon as the previous one's
+ * results are back, and the host then delivers that previous step's tokens (decode rules, detokenizing, stop
+ * strings, events to the handlers, metrics) while the device computes. A greedy token is fed before its delivery
+ * ({@link ActiveSequence#stepped}); should the delivery end the sequence (a stop string), the extra position its
+ * step wrote is truncated when that step is back, so the cache holds exactly what it would have held otherwise, and
+ * only then is the sequence's session released. Nothing else touches the device while a step is in flight: the next
+ * turn's admissions, cancellations and prompt chunk wait for its results.
  *
  * <p>Cancellation ({@link InferenceJob#cancel}) is checked every turn, so a cancelled job stops
  * within one token or one prompt chunk, and its slot and session are released at once.
@@ -59,6 +67,14 @@ public final class Scheduler<C extends SequenceCache> {
     private volatile Error failure;
     /** Set once the thread has ended and failed the waiting jobs; a job added later must not wait. */
     private volatile boolean drained;
+    /** The decode step the device is computing and the sequences in it, or null. */
+    private InFlight<C> inFlight;
+    /** When the last decode step's results came back; 0 when a prompt chunk ran since (the device was not idle). */
+    private long lastResultsNanos;
+
+    private record InFlight<C extends SequenceCache>(List<ActiveSequence<C>> batch, StepRunner.DecodeStep step,
+                                                     long launchedNanos) {
+    }
 
     /**
      * Starts the scheduler's thread.
@@ -126,10 +142,14 @@ public final class Scheduler<C extends SequenceCache> {
                 } catch (RuntimeException e) {
                     // A bug in a forward pass: fail the jobs it touched, keep serving the others.
                     LOG.log(Level.SEVERE, "a forward step failed; its requests are ended", e);
-                    for (ActiveSequence<C> s : List.copyOf(active)) {
-                        end(s, null, "internal error: " + e);
-                    }
+                    failAll("internal error: " + e);
                 }
+            }
+            try {
+                collectStep();
+            } catch (RuntimeException e) {
+                LOG.log(Level.SEVERE, "the last forward step failed; its requests are ended", e);
+                failAll("internal error: " + e);
             }
             for (ActiveSequence<C> s : List.copyOf(active)) {
                 end(s, FinishReason.STOP, null);
@@ -139,9 +159,7 @@ public final class Scheduler<C extends SequenceCache> {
             // generating. Every request ends, later ones get 503 (ModelHost.require), /health says why.
             failure = e;
             LOG.log(Level.SEVERE, "generation stopped after " + e + "; restart the server", e);
-            for (ActiveSequence<C> s : List.copyOf(active)) {
-                end(s, null, "internal error: " + e);
-            }
+            failAll("internal error: " + e);
         } finally {
             String why = failure == null ? "the server is shutting down" : "generation stopped after an internal error";
             failWaiting(why);
@@ -154,6 +172,26 @@ public final class Scheduler<C extends SequenceCache> {
         }
     }
 
+    /** Ends every running job after a failure, once a step still in flight is done with their caches. */
+    private void failAll(String why) {
+        if (inFlight != null) {
+            StepRunner.DecodeStep step = inFlight.step();
+            inFlight = null;
+            try {
+                step.results();
+            } catch (RuntimeException e) {
+                LOG.log(Level.FINE, "the step in flight failed too", e);
+            }
+        }
+        for (ActiveSequence<C> s : List.copyOf(active)) {
+            if (s.reported()) {
+                release(s, false);
+            } else {
+                end(s, null, why);
+            }
+        }
+    }
+
     private void failWaiting(String why) {
         InferenceJob job;
         while ((job = waiting.poll()) != null) {
@@ -163,6 +201,7 @@ public final class Scheduler<C extends SequenceCache> {
     }
 
     private void turn() {
+        collectStep();
         dropCancelledWaiting();
         admit();
         for (ActiveSequence<C> s : List.copyOf(active)) {
@@ -174,8 +213,14 @@ public final class Scheduler<C extends SequenceCache> {
             LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(50));
             return;
         }
-        prefillChunk();
-        decodeStep();
+        if (active.stream().anyMatch(ActiveSequence::prefilling)) {
+            // The prompt chunk takes the device first: deliver the tokens it would hold back.
+            deliverPredicted();
+            prefillChunk();
+            lastResultsNanos = 0;
+        }
+        launchStep();
+        deliverPredicted();
     }
 
     private void dropCancelledWaiting() {
@@ -186,11 +231,15 @@ public final class Scheduler<C extends SequenceCache> {
                 job.emit(new JobEvent.Finished(FinishReason.CANCELLED, job.prompt().length, 0, 0, 0, 0, null));
                 metrics.cancelled();
                 admitted.decrementAndGet();
+                metrics.queued(waiting.size());
             }
         }
     }
 
     private void admit() {
+        if (active.size() >= parallel || waiting.isEmpty()) {
+            return;
+        }
         while (active.size() < parallel && !waiting.isEmpty()) {
             InferenceJob job = waiting.poll();
             SessionManager.Lease<C> lease;
@@ -242,8 +291,8 @@ public final class Scheduler<C extends SequenceCache> {
         }
     }
 
-    /** Feeds the pending token of every generating sequence in one decode step, then samples each. */
-    private void decodeStep() {
+    /** Launches one decode step that feeds the pending token of every generating sequence. */
+    private void launchStep() {
         List<ActiveSequence<C>> batch = active.stream().filter(s -> s.pendingToken() >= 0).toList();
         int n = batch.size();
         if (n == 0) {
@@ -251,22 +300,71 @@ public final class Scheduler<C extends SequenceCache> {
         }
         List<C> caches = new ArrayList<>(n);
         int[] tokens = new int[n];
-        for (int i = 0; i < n; i++) {
-            caches.add(batch.get(i).cache());
-            tokens[i] = batch.get(i).pendingToken();
-        }
         SequencePool.Readout[] readouts = new SequencePool.Readout[n];
         for (int i = 0; i < n; i++) {
-            readouts[i] = batch.get(i).readout();
-        }
-        StepRunner.NextToken[] next = steps.decode(caches, tokens, readouts);
-        metrics.decodeStep(n);
-        for (int i = 0; i < n; i++) {
             ActiveSequence<C> s = batch.get(i);
+            caches.add(s.cache());
+            tokens[i] = s.pendingToken();
+            readouts[i] = s.readout();
+        }
+        long now = System.nanoTime();
+        if (lastResultsNanos != 0) {
+            metrics.decodeGap(Duration.ofNanos(now - lastResultsNanos));
+        }
+        inFlight = new InFlight<>(batch, steps.decode(caches, tokens, readouts), now);
+    }
+
+    /**
+     * Waits for the step in flight, if any, and takes its results: a sequence whose end was reported meanwhile has
+     * its speculative position cut off and its session released; the others get their next token, predicted
+     * ({@link ActiveSequence#stepped}) or picked now.
+     */
+    private void collectStep() {
+        if (inFlight == null) {
+            return;
+        }
+        InFlight<C> step = inFlight;
+        inFlight = null;
+        StepRunner.NextToken[] next = step.step().results();
+        lastResultsNanos = System.nanoTime();
+        metrics.decodeStep(step.batch().size(), Duration.ofNanos(lastResultsNanos - step.launchedNanos()));
+        for (int i = 0; i < next.length; i++) {
+            ActiveSequence<C> s = step.batch().get(i);
+            if (s.reported()) {
+                s.cache().truncate(s.cache().size() - 1);
+                release(s, true);
+                continue;
+            }
             long previous = s.lastTokenNanos();
-            FinishReason finish = s.next(next[i]);
-            metrics.token(Duration.ofNanos(s.lastTokenNanos() - previous));
+            FinishReason finish = s.stepped(next[i]);
+            if (!s.hasPrediction()) {
+                metrics.token(Duration.ofNanos(s.lastTokenNanos() - previous));
+            }
             if (finish != null) {
+                end(s, finish, null);
+            }
+        }
+    }
+
+    /**
+     * Runs the decode rules on every predicted token and reports it. A sequence that ends by it is reported now and,
+     * when the step in flight holds it, released once that step is back.
+     */
+    private void deliverPredicted() {
+        for (ActiveSequence<C> s : List.copyOf(active)) {
+            if (!s.hasPrediction()) {
+                continue;
+            }
+            long previous = s.lastTokenNanos();
+            FinishReason finish = s.deliverPredicted();
+            metrics.token(Duration.ofNanos(s.lastTokenNanos() - previous));
+            if (finish == null) {
+                continue;
+            }
+            if (inFlight != null && inFlight.batch().contains(s)) {
+                report(s, finish, null);
+                s.reportedEarly();
+            } else {
                 end(s, finish, null);
             }
         }
@@ -274,12 +372,15 @@ public final class Scheduler<C extends SequenceCache> {
 
     /** Ends a sequence: reports it, returns its session, frees its slot. {@code reason} null means it failed. */
     private void end(ActiveSequence<C> s, FinishReason reason, String failure) {
-        active.remove(s);
+        report(s, reason, failure);
+        release(s, reason != null);
+    }
+
+    /** Tells the job how it ended and frees its place among the admitted jobs. */
+    private void report(ActiveSequence<C> s, FinishReason reason, String failure) {
         if (reason == null) {
-            sessions.discard(s.lease.session());
             s.job.emit(new JobEvent.Failed(failure, false));
         } else {
-            sessions.release(s.lease.session(), s.cachedTokens());
             if (reason == FinishReason.CANCELLED) {
                 metrics.cancelled();
             }
@@ -292,6 +393,16 @@ public final class Scheduler<C extends SequenceCache> {
             s.job.emit(finished);
         }
         admitted.decrementAndGet();
+    }
+
+    /** Frees a sequence's slot and returns its session: kept for reuse when its cache is known ({@code keep}), else dropped. */
+    private void release(ActiveSequence<C> s, boolean keep) {
+        active.remove(s);
+        if (keep) {
+            sessions.release(s.lease.session(), s.cachedTokens());
+        } else {
+            sessions.discard(s.lease.session());
+        }
         updateGauges();
     }
 

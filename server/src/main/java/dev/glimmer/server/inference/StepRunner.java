@@ -53,12 +53,22 @@ interface StepRunner<C extends SequenceCache> extends AutoCloseable {
     float[] prefill(C cache, int[] tokens, int from, int count);
 
     /**
-     * One decode step of the sequences of {@code caches}: {@code tokens[i]} goes into {@code caches.get(i)}
-     * (distinct caches). Returns what each sequence's next token is picked from: its logits, or, where
+     * Starts one decode step of the sequences of {@code caches}: {@code tokens[i]} goes into {@code caches.get(i)}
+     * (distinct caches). Its results say what each sequence's next token is picked from: its logits, or, where
      * {@code readouts[i]} takes it (its sampler picks the first maximum and nothing else reads the logits), the
-     * runner may give only that greedy token (a GPU then copies no logits to the host).
+     * runner may give only that greedy token (a GPU then copies no logits to the host). On a GPU this returns while
+     * the device computes, so that the scheduler can deliver the previous tokens meanwhile; until
+     * {@link DecodeStep#results} the caller must not use this runner or its caches. On the CPU the step is done when
+     * this returns.
      */
-    NextToken[] decode(List<C> caches, int[] tokens, SequencePool.Readout[] readouts);
+    DecodeStep decode(List<C> caches, int[] tokens, SequencePool.Readout[] readouts);
+
+    /** A decode step under way. */
+    @FunctionalInterface
+    interface DecodeStep {
+        /** Waits for the step; row i is what sequence i picks its next token from. Called once. */
+        NextToken[] results();
+    }
 
     /** What a step gives one sequence to pick its next token from: its logits, or (logits null) the greedy token alone. */
     record NextToken(float[] logits, int greedyToken) {

@@ -36,6 +36,8 @@ public final class ServerMetrics implements AutoCloseable {
     private final DistributionSummary promptSpeed;
     private final DistributionSummary generationSpeed;
     private final DistributionSummary decodeBatch;
+    private final Timer decodeStep;
+    private final Timer decodeGap;
 
     private final AtomicLong running = new AtomicLong();
     private final AtomicLong queued = new AtomicLong();
@@ -46,6 +48,8 @@ public final class ServerMetrics implements AutoCloseable {
     private final AtomicLong poolSlotsInUse = new AtomicLong();
     private final AtomicLong poolSlots = new AtomicLong();
     private final AtomicLong poolBytes = new AtomicLong();
+    /** Whether the pool's gauges are registered (on the first report; the scheduler's thread is the only reporter). */
+    private volatile boolean poolGauges;
 
     public ServerMetrics() {
         promptTokens = Counter.builder("glimmer.prompt.tokens").description("prompt tokens processed (not from cache)")
@@ -65,6 +69,11 @@ public final class ServerMetrics implements AutoCloseable {
                 .description("generation speed per request").register(registry);
         decodeBatch = DistributionSummary.builder("glimmer.decode.batch.size")
                 .description("sequences decoded together per forward step").register(registry);
+        decodeStep = Timer.builder("glimmer.decode.step").description("decode steps, from launch to results")
+                .register(registry);
+        decodeGap = Timer.builder("glimmer.decode.gap")
+                .description("host time between a decode step's results and the next step's launch (no prompt chunk between)")
+                .register(registry);
         Gauge.builder("glimmer.requests.processing", running, AtomicLong::get).description("requests being generated")
                 .register(registry);
         Gauge.builder("glimmer.requests.deferred", queued, AtomicLong::get).description("requests waiting for a slot")
@@ -121,9 +130,18 @@ public final class ServerMetrics implements AutoCloseable {
         timeToFirstToken.record(sinceArrival);
     }
 
-    /** One decode step fed {@code sequences} tokens at once. */
-    public void decodeStep(int sequences) {
+    /** One decode step fed {@code sequences} tokens at once and took {@code took} from its launch to its results. */
+    public void decodeStep(int sequences, Duration took) {
         decodeBatch.record(sequences);
+        decodeStep.record(took);
+    }
+
+    /**
+     * The device waited {@code gap} for the host between two decode steps: what serving adds to the engine's step
+     * (in {@code bench}, steps follow each other back to back).
+     */
+    public void decodeGap(Duration gap) {
+        decodeGap.record(gap);
     }
 
     public void cancelled() {
@@ -158,6 +176,10 @@ public final class ServerMetrics implements AutoCloseable {
         poolSlotsInUse.set(slotsInUse);
         poolSlots.set(slots);
         poolBytes.set(bytes);
+        if (poolGauges) {
+            return;
+        }
+        poolGauges = true;
         Gauge.builder("glimmer.kv.pool.slots.used", poolSlotsInUse, AtomicLong::get)
                 .description("slots of the GPU's KV pool that hold a cached conversation").register(registry);
         Gauge.builder("glimmer.kv.pool.slots", poolSlots, AtomicLong::get)

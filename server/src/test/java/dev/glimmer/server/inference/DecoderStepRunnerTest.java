@@ -50,7 +50,7 @@ class DecoderStepRunnerTest {
                 // the first bans a token that is not its greedy one; the third bans its greedy one
                 StepRunner.NextToken[] next = runner.decode(List.of(greedy, withLogits, banning), tokens,
                         new SequencePool.Readout[] {SequencePool.Readout.greedyBanning(new int[] {expected[k] + 1}),
-                                SequencePool.Readout.LOGITS, SequencePool.Readout.greedyBanning(new int[] {expected[k]})});
+                                SequencePool.Readout.LOGITS, SequencePool.Readout.greedyBanning(new int[] {expected[k]})}).results();
                 assertNull(next[0].logits(), "step " + k + ": a greedy sequence gets no logits");
                 assertNotNull(next[1].logits(), "step " + k + ": the sequence that asked gets its logits");
                 assertNotNull(next[2].logits(), "step " + k + ": a sequence whose greedy token it bans gets its logits");

@@ -19,6 +19,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -57,6 +58,8 @@ public final class CudaDecoder implements AutoCloseable {
     private final MemorySegment stepBytes;
     /** Pinned host memory the run's logits or greedy tokens are copied into on the run's stream. */
     private final MemorySegment readBack;
+    /** Where in {@link #readBack} a step's greedy tokens go: after the logits of as many rows as a graph outputs. */
+    private final long tokensAt;
     /** Each slot's logits as handed out, reused from run to run. */
     private final float[][] logits;
     /** Which slots an open sequence holds. */
@@ -210,6 +213,7 @@ public final class CudaDecoder implements AutoCloseable {
             stepBytes = arena.allocate((long) Math.max(promptList.tokens(), maxOutputs) * stepArgs.size());
             // every output row's logits, then their greedy tokens
             host = driver.allocHost(4L * vocab * maxOutputs + 4L * maxOutputs);
+            tokensAt = 4L * vocab * maxOutputs;
             logits = new float[slots][];
         } catch (RuntimeException | OutOfMemoryError e) {
             if (host != null) {
@@ -289,9 +293,41 @@ public final class CudaDecoder implements AutoCloseable {
      * batch graph that holds them (more than the largest: in turns of it).
      */
     public SequencePool.Next[] step(List<Sequence> sequences, int[] tokens, SequencePool.Readout[] readouts) {
+        checkStep(sequences, tokens);
         int n = sequences.size();
         SequencePool.Next[] out = new SequencePool.Next[n];
-        for (int i = 0; i < n; i++) {
+        int max = maxRows();
+        for (int first = 0; first < n; first += max) {
+            int rows = Math.min(max, n - first);
+            SequencePool.Next[] turn = launchRows(sequences.subList(first, first + rows),
+                    Arrays.copyOfRange(tokens, first, first + rows), Arrays.copyOfRange(readouts, first, first + rows))
+                    .results();
+            System.arraycopy(turn, 0, out, first, rows);
+        }
+        return out;
+    }
+
+    /**
+     * The step {@link #step} describes, queued on the device: this returns once its graph and the copies of its results
+     * are on the stream, and {@link SequencePool.Launched#results} waits for them (until then nothing else may run on
+     * this decoder). More sequences than the largest batch graph holds run here and now, in turns.
+     */
+    public SequencePool.Launched launch(List<Sequence> sequences, int[] tokens, SequencePool.Readout[] readouts) {
+        if (sequences.size() > maxRows()) {
+            SequencePool.Next[] out = step(sequences, tokens, readouts);
+            return () -> out;
+        }
+        checkStep(sequences, tokens);
+        return launchRows(sequences, tokens, readouts);
+    }
+
+    /** Rows one graph runs at most: the largest batch graph's, or the decode graph's one where the pool has no batch. */
+    private int maxRows() {
+        return batches.isEmpty() ? 1 : batches.getLast().list.tokens();
+    }
+
+    private void checkStep(List<Sequence> sequences, int[] tokens) {
+        for (int i = 0; i < sequences.size(); i++) {
             Sequence q = sequences.get(i);
             q.checkOpen();
             for (int j = 0; j < i; j++) {
@@ -301,59 +337,56 @@ public final class CudaDecoder implements AutoCloseable {
             }
             GpuTokenDecoder.checkRun(tokens, i, 1, q.position(), contextSize, embeddingRows);
         }
-        if (n == 1) {
-            Sequence q = sequences.getFirst();
-            if (!readouts[0].greedy()) {
-                out[0] = SequencePool.Next.of(q.step(tokens[0]));
-            } else {
-                int greedy = q.stepGreedy(tokens[0]);
-                out[0] = readouts[0].takes(greedy) ? SequencePool.Next.greedy(greedy)
-                        : SequencePool.Next.of(readLogits(decode, 0, q));
-            }
-            return out;
+    }
+
+    /**
+     * Queues one step of {@code sequences} (at most {@link #maxRows}) through the decode graph (one row) or the smallest
+     * batch graph that holds them, and after it the copies of every row's greedy token and of the logits of the rows
+     * that ask for them into {@link #readBack}; the returned results synchronize once and read them.
+     */
+    private SequencePool.Launched launchRows(List<Sequence> sequences, int[] tokens, SequencePool.Readout[] readouts) {
+        int rows = sequences.size();
+        Graph graph = rows == 1 ? decode
+                : batches.stream().filter(g -> g.list.tokens() >= rows).findFirst().orElseThrow();
+        List<CommandList.StepRow> steps = new ArrayList<>(rows);
+        for (int i = 0; i < rows; i++) {
+            steps.add(sequences.get(i).nextRow(tokens[i]));
         }
-        int max = batches.getLast().list.tokens();
-        for (int first = 0; first < n; first += max) {
-            int rows = Math.min(max, n - first);
-            Graph graph = batches.stream().filter(g -> g.list.tokens() >= rows).findFirst().orElseThrow();
-            List<CommandList.StepRow> steps = new ArrayList<>(rows);
-            for (int i = first; i < first + rows; i++) {
-                Sequence q = sequences.get(i);
-                steps.add(q.nextRow(tokens[i]));
+        device.makeCurrent();
+        graph.writeSteps(steps);
+        driver.launchGraph(graph.exec, stream);
+        driver.copyToHostAsync(readBack.asSlice(tokensAt), graph.activations() + graph.list.token(), 4L * rows, stream);
+        for (int i = 0; i < rows; i++) {
+            if (!readouts[i].greedy()) {
+                driver.copyToHostAsync(readBack.asSlice(4L * vocab * i),
+                        graph.activations() + graph.list.logits() + 4L * vocab * i, 4L * vocab, stream);
             }
+        }
+        last = graph;
+        return () -> {
             device.makeCurrent();
-            graph.writeSteps(steps);
-            driver.launchGraph(graph.exec, stream);
-            long pinnedTokens = 4L * vocab * max;
-            driver.copyToHostAsync(readBack.asSlice(pinnedTokens), graph.activations() + graph.list.token(), 4L * rows, stream);
-            for (int i = first; i < first + rows; i++) {
-                if (!readouts[i].greedy()) {
-                    driver.copyToHostAsync(readBack.asSlice(4L * vocab * (i - first)),
-                            graph.activations() + graph.list.logits() + 4L * vocab * (i - first), 4L * vocab, stream);
-                }
-            }
             driver.synchronize(stream);
-            for (int i = first; i < first + rows; i++) {
+            SequencePool.Next[] out = new SequencePool.Next[rows];
+            for (int i = 0; i < rows; i++) {
                 Sequence q = sequences.get(i);
-                int greedy = readBack.get(ValueLayout.JAVA_INT, pinnedTokens + 4L * (i - first));
+                int greedy = readBack.get(ValueLayout.JAVA_INT, tokensAt + 4L * i);
                 if (!readouts[i].greedy()) {
                     float[] logits = q.logits();
-                    MemorySegment.copy(readBack, ValueLayout.JAVA_FLOAT, 4L * vocab * (i - first), logits, 0, vocab);
+                    MemorySegment.copy(readBack, ValueLayout.JAVA_FLOAT, 4L * vocab * i, logits, 0, vocab);
                     out[i] = SequencePool.Next.of(logits);
                 } else if (readouts[i].takes(greedy)) {
                     out[i] = SequencePool.Next.greedy(greedy);
                 }
                 q.advance(1);
             }
-            // the rare greedy row whose first maximum is a banned token: its logits, before the next turn's launch
-            for (int i = first; i < first + rows; i++) {
+            // the rare greedy row whose first maximum is a banned token: its logits (the read-back's first row is free now)
+            for (int i = 0; i < rows; i++) {
                 if (out[i] == null) {
-                    out[i] = SequencePool.Next.of(readLogits(graph, i - first, sequences.get(i)));
+                    out[i] = SequencePool.Next.of(readLogits(graph, i, sequences.get(i)));
                 }
             }
-            last = graph;
-        }
-        return out;
+            return out;
+        };
     }
 
     /** Row {@code row}'s logits of the last run of {@code graph}, into the array {@code q}'s slot reuses. */

@@ -53,6 +53,11 @@ public final class CudaSequencePool implements SequencePool {
     }
 
     @Override
+    public Launched launch(List<TokenDecoder> sequences, int[] tokens, Readout[] readouts) {
+        return decoder.launch(own(sequences), tokens, readouts);
+    }
+
+    @Override
     public Optional<KernelTimings.Profile> profileStep(List<TokenDecoder> sequences, int[] tokens) {
         return Optional.of(decoder.profileBatch(own(sequences), tokens));
     }

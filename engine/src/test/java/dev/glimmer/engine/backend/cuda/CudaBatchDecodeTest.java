@@ -26,8 +26,8 @@ import static org.junit.jupiter.api.Assertions.assertNull;
  * The batch decode graphs on the device (EmulatedBatchDecodeTest's checks): conversations of one KV pool at
  * different positions step together; every row's logits agree with the engine's forward pass of that
  * conversation alone and every conversation's greedy tokens equal the same request run alone. Then 16
- * conversations with random ends and new starts: the survivors stay right and the device memory is the
- * pool's, nothing more, once all are closed.
+ * conversations with random ends and new starts, each step launched and then waited for (as the server runs them):
+ * the survivors stay right and the device memory is the pool's, nothing more, once all are closed.
  */
 class CudaBatchDecodeTest {
 
@@ -182,7 +182,8 @@ class CudaBatchDecodeTest {
                     }
                     SequencePool.Readout[] greedy = new SequencePool.Readout[tokens.length];
                     Arrays.fill(greedy, SequencePool.Readout.GREEDY);
-                    SequencePool.Next[] next = pool.step(open, tokens, greedy);
+                    // launched, then waited for, as the server runs its steps
+                    SequencePool.Next[] next = pool.launch(open, tokens, greedy).results();
                     for (int i = 0; i < tokens.length; i++) {
                         done.set(i, done.get(i) + 1);
                         assertEquals(expected.get(i)[done.get(i)], next[i].greedyToken(), "round " + round + " row " + i);
