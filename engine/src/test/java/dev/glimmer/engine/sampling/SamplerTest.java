@@ -90,6 +90,26 @@ class SamplerTest {
         assertEquals(best3, seen, "a hot temperature over the 3 best must reach exactly those 3");
     }
 
+    /** NaNs never enter the k best, even when the first k logits are NaN; of equal logits the lower id does. */
+    @Test
+    void topKSkipsNaNsAndBreaksTiesByTheLowerId() {
+        float[] logits = {Float.NaN, Float.NaN, Float.NaN, 1f, 3f, Float.NaN, 3f, 2f, 3f, Float.NaN};
+        Sampler s = new Sampler(SamplingParams.defaults().withTopK(3).withTopP(1f).withMinP(0f).withTemperature(5f)
+                .withSeed(2), logits.length);
+        Set<Integer> seen = new HashSet<>();
+        for (int i = 0; i < 300; i++) {
+            seen.add(s.sample(logits));
+        }
+        assertEquals(Set.of(4, 6, 8), seen);
+        Sampler two = new Sampler(SamplingParams.defaults().withTopK(2).withTopP(1f).withMinP(0f).withTemperature(5f)
+                .withSeed(3), logits.length);
+        seen.clear();
+        for (int i = 0; i < 300; i++) {
+            seen.add(two.sample(logits));
+        }
+        assertEquals(Set.of(4, 6), seen, "of the three 3s, the two with the lowest ids");
+    }
+
     @Test
     void topPKeepsTheSmallestSetReachingP() {
         // probabilities ~ 0.5, 0.3, 0.2 (logits are their logs)
