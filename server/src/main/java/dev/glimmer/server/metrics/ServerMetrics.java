@@ -48,8 +48,8 @@ public final class ServerMetrics implements AutoCloseable {
     private final AtomicLong poolSlotsInUse = new AtomicLong();
     private final AtomicLong poolSlots = new AtomicLong();
     private final AtomicLong poolBytes = new AtomicLong();
-    /** Whether the pool's gauges are registered (on the first report; the scheduler's thread is the only reporter). */
-    private volatile boolean poolGauges;
+    /** Whether the pool's gauges are registered: on the first report, from the scheduler's thread alone. */
+    private boolean poolGauges;
 
     public ServerMetrics() {
         promptTokens = Counter.builder("glimmer.prompt.tokens").description("prompt tokens processed (not from cache)")
@@ -74,18 +74,12 @@ public final class ServerMetrics implements AutoCloseable {
         decodeGap = Timer.builder("glimmer.decode.gap")
                 .description("host time between a decode step's results and the next step's launch (no prompt chunk between)")
                 .register(registry);
-        Gauge.builder("glimmer.requests.processing", running, AtomicLong::get).description("requests being generated")
-                .register(registry);
-        Gauge.builder("glimmer.requests.deferred", queued, AtomicLong::get).description("requests waiting for a slot")
-                .register(registry);
-        Gauge.builder("glimmer.http.handlers.active", handlersActive, AtomicLong::get)
-                .description("HTTP handlers that have not returned yet").register(registry);
-        Gauge.builder("glimmer.kv.cache.used.bytes", kvBytesUsed, AtomicLong::get)
-                .description("KV cache memory held by sessions").register(registry);
-        Gauge.builder("glimmer.kv.cache.budget.bytes", kvBytesBudget, AtomicLong::get)
-                .description("KV cache memory budget").register(registry);
-        Gauge.builder("glimmer.sessions.cached", sessionsCached, AtomicLong::get)
-                .description("conversations whose KV cache is kept").register(registry);
+        gauge("glimmer.requests.processing", running, "requests being generated");
+        gauge("glimmer.requests.deferred", queued, "requests waiting for a slot");
+        gauge("glimmer.http.handlers.active", handlersActive, "HTTP handlers that have not returned yet");
+        gauge("glimmer.kv.cache.used.bytes", kvBytesUsed, "KV cache memory held by sessions");
+        gauge("glimmer.kv.cache.budget.bytes", kvBytesBudget, "KV cache memory budget");
+        gauge("glimmer.sessions.cached", sessionsCached, "conversations whose KV cache is kept");
         new JvmMemoryMetrics().bindTo(registry);
         gcMetrics.bindTo(registry);
         new JvmThreadMetrics().bindTo(registry);
@@ -176,16 +170,16 @@ public final class ServerMetrics implements AutoCloseable {
         poolSlotsInUse.set(slotsInUse);
         poolSlots.set(slots);
         poolBytes.set(bytes);
-        if (poolGauges) {
-            return;
+        if (!poolGauges) {
+            poolGauges = true;
+            gauge("glimmer.kv.pool.slots.used", poolSlotsInUse, "slots of the GPU's KV pool that hold a cached conversation");
+            gauge("glimmer.kv.pool.slots", poolSlots, "slots of the GPU's KV pool");
+            gauge("glimmer.kv.pool.bytes", poolBytes, "memory of the GPU's KV pool and its working buffers");
         }
-        poolGauges = true;
-        Gauge.builder("glimmer.kv.pool.slots.used", poolSlotsInUse, AtomicLong::get)
-                .description("slots of the GPU's KV pool that hold a cached conversation").register(registry);
-        Gauge.builder("glimmer.kv.pool.slots", poolSlots, AtomicLong::get)
-                .description("slots of the GPU's KV pool").register(registry);
-        Gauge.builder("glimmer.kv.pool.bytes", poolBytes, AtomicLong::get)
-                .description("memory of the GPU's KV pool and its working buffers").register(registry);
+    }
+
+    private void gauge(String name, AtomicLong value, String description) {
+        Gauge.builder(name, value, AtomicLong::get).description(description).register(registry);
     }
 
     public String scrape() {
