@@ -127,7 +127,10 @@ public final class Geometry {
      * run in several batches. The more tokens, the fuller each expert's tiles: with 4 of 64 experts routed, 512
      * tokens give an expert {@link #EXPERT_TOKENS} entries on average (one full tile; 256 half of one), and more would only add tiles
      * of the same fill. Measured on an H200 (full-size GLM-4.7-Flash Q4_0, with the earlier tiles of 8 tokens
-     * and no matrix units), 256 processed prompts 8.6% faster than 128 (pp512 1,220 against 1,123 tok/s). The
+     * and no matrix units), 256 processed prompts 8.6% faster than 128 (pp512 1,220 against 1,123 tok/s); with the
+     * matrix-unit tiles (docs/BENCHMARKS.md), 256 / 512 / 1,024 / 2,048 gave pp512 2,737 / 3,898 / 3,611 / - and
+     * pp4096 1,421 / 1,725 / 2,197 / 2,535 tok/s: longer lists help long prompts (more attention threadgroups
+     * over the cached prefix) and cost short ones, and the server feeds the list in 512-token chunks. The
      * batch's activations (about 0.5 MB per token) belong to the model's pool, not to each sequence.
      */
     public static final int PROMPT_TOKENS = 512;
