@@ -155,7 +155,7 @@ final class BenchCommand implements Subcommand {
                         weightTypes(model.file().tensors()));
                 io.out().printf(Locale.ROOT, "weights read per decode token: %.3f GB%n", bytesPerToken / 1e9);
                 io.out().printf(Locale.ROOT, "backend: %s, %s; load: %.2f s%n", choice.name(),
-                        sequence instanceof CpuSequence ? "threads: " + threads : choice.reason(), loadSeconds);
+                        sequence instanceof CpuSequence cpu ? "threads: " + threads + ", " + cpu.kernels() : choice.reason(), loadSeconds);
                 if (requested != choice.kind()) {
                     io.err().println("glimmer bench: measuring " + choice.name() + ": " + choice.reason());
                 }
@@ -307,10 +307,17 @@ final class BenchCommand implements Subcommand {
     private static final class CpuSequence implements Sequence {
         private final GlmForward forward;
         private final KvCache cache;
+        private final CpuBackend backend;
 
         CpuSequence(GlmModel model, int threads, int contextSize, int batch) {
             this.cache = model.newCache(contextSize, KvCacheType.DEFAULT);
-            this.forward = new GlmForward(model, new CpuBackend(threads), batch);
+            this.backend = new CpuBackend(threads);
+            this.forward = new GlmForward(model, backend, batch);
+        }
+
+        /** The kernels the backend multiplies with. */
+        String kernels() {
+            return backend.kernels();
         }
 
         @Override

@@ -5,6 +5,8 @@ import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.engine.tensor.QuantizedVector;
 import dev.glimmer.engine.tensor.VecDot;
 
+import java.lang.foreign.MemorySegment;
+
 /**
  * Activation rows in the form a weight type's dot product consumes them, reused from call to call
  * (grown when more or wider rows come, never shrunk; nothing allocated on the decode path once warm).
@@ -22,6 +24,13 @@ import dev.glimmer.engine.tensor.VecDot;
  *       (F16 activations) and widened back, {@code floats[i*cols ..]};</li>
  *   <li>for any other type: {@code vectors[i]}, for the tensor package's scalar dots.</li>
  * </ul>
+ * With the native Q4_0 kernel ({@link NativeKernels}), Q4_0 rows are also kept in its layout: per group
+ * of four blocks, the 128 quants as bytes, each block's first 16 values and then their second 16
+ * ({@code nativeQuants[i*cols ..]}), and 16 lane biases ({@code nativeBiases[i*cols/8 ..]}: lane 4k+j
+ * is -8 times the sum of block k's values 4j..4j+3 and 4j+16..4j+19, the quants whose products the
+ * kernel sums in that lane); the lane scales are {@code laneScales}. The blocks after the last whole
+ * group keep their quants in natural order, each block's scale the first of its 4 lane scales. Each
+ * array has a memory segment over it, made when the array is, for the downcalls.
  */
 final class ActivationRows {
     short[] quants = new short[0];
@@ -31,8 +40,20 @@ final class ActivationRows {
     short[] blockSums = new short[0];
     float[] floats = new float[0];
     QuantizedVector[] vectors = new QuantizedVector[0];
+    byte[] nativeQuants = new byte[0];
+    int[] nativeBiases = new int[0];
+    MemorySegment nativeQuantsSegment = MemorySegment.ofArray(nativeQuants);
+    MemorySegment nativeBiasesSegment = MemorySegment.ofArray(nativeBiases);
+    MemorySegment laneScalesSegment = MemorySegment.ofArray(laneScales);
+    /** Whether Q4_0 rows are also laid out for the native kernel. */
+    private final boolean nativeQ4_0;
     private final QuantizedVector scratch = new QuantizedVector(GgmlType.Q8_0);
     private final QuantizedVector scratchK = new QuantizedVector(GgmlType.Q8_K);
+
+    /** Rows for the Java kernels alone ({@code nativeQ4_0} false) or for the native Q4_0 kernel too. */
+    ActivationRows(boolean nativeQ4_0) {
+        this.nativeQ4_0 = nativeQ4_0;
+    }
 
     /** Whether {@link Kernels} or {@link KQuantKernels} has a dot product for weights of {@code type}. */
     static boolean hasKernel(GgmlType type) {
@@ -56,12 +77,21 @@ final class ActivationRows {
             if (floats.length < rows * cols) {
                 floats = new float[rows * cols];
             }
-        } else if (quants.length < rows * cols) {
-            quants = new short[rows * cols];
-            scales = new float[rows * cols / Kernels.QK];
-            biases = new short[rows * cols / 4];
-            laneScales = new float[rows * cols / 8];
-            blockSums = new short[rows * cols / 16];
+        } else {
+            if (quants.length < rows * cols) {
+                quants = new short[rows * cols];
+                scales = new float[rows * cols / Kernels.QK];
+                biases = new short[rows * cols / 4];
+                laneScales = new float[rows * cols / 8];
+                blockSums = new short[rows * cols / 16];
+                laneScalesSegment = MemorySegment.ofArray(laneScales);
+            }
+            if (nativeQ4_0 && weightType == GgmlType.Q4_0 && nativeQuants.length < quants.length) {
+                nativeQuants = new byte[quants.length];
+                nativeBiases = new int[quants.length / 8];
+                nativeQuantsSegment = MemorySegment.ofArray(nativeQuants);
+                nativeBiasesSegment = MemorySegment.ofArray(nativeBiases);
+            }
         }
     }
 
@@ -79,6 +109,9 @@ final class ActivationRows {
             } else if (weightType == GgmlType.Q4_0) {
                 scratch.quantize(x, from, cols);
                 Kernels.groupQ4_0Quants(scratch, cols, quants, biases, laneScales, scales, row * cols);
+                if (nativeQ4_0) {
+                    layOutNative(scratch, cols, row * cols);
+                }
             } else if (type == GgmlType.Q8_0 || type == GgmlType.Q8_K) {
                 QuantizedVector q = type == GgmlType.Q8_0 ? scratch : scratchK;
                 q.quantize(x, from, cols);
@@ -103,6 +136,41 @@ final class ActivationRows {
             } else {
                 System.arraycopy(x, from, floats, row * cols, cols);
             }
+        }
+    }
+
+    /** Values per group of the native Q4_0 layout: four blocks. */
+    private static final int NATIVE_GROUP = 4 * Kernels.QK;
+
+    /** Whether {@code w} is multiplied by the native kernel with these rows. */
+    boolean nativeFor(WeightMatrix w) {
+        return nativeQ4_0 && w.type() == GgmlType.Q4_0;
+    }
+
+    /** Row {@code x} (quantized, {@code cols} values) in the native Q4_0 layout from {@code at} (see the class comment). */
+    private void layOutNative(QuantizedVector x, int cols, int at) {
+        int grouped = cols - cols % NATIVE_GROUP;
+        for (int group = 0; group < grouped; group += NATIVE_GROUP) {
+            for (int k = 0; k < 4; k++) {
+                int block = group + k * Kernels.QK;
+                for (int i = 0; i < 16; i++) {
+                    nativeQuants[at + group + 16 * k + i] = (byte) x.quant(block + i);
+                    nativeQuants[at + group + 64 + 16 * k + i] = (byte) x.quant(block + 16 + i);
+                }
+                for (int j = 0; j < 4; j++) {
+                    int sum = 0;
+                    for (int i = 4 * j; i < 4 * j + 4; i++) {
+                        sum += x.quant(block + i) + x.quant(block + 16 + i);
+                    }
+                    nativeBiases[(at + group) / 8 + 4 * k + j] = -8 * sum;
+                }
+            }
+        }
+        for (int i = grouped; i < cols; i++) {
+            nativeQuants[at + i] = (byte) x.quant(i);
+        }
+        for (int block = grouped; block < cols; block += Kernels.QK) {
+            laneScales[(at + block) / 8] = x.blockScale(block / Kernels.QK);
         }
     }
 

@@ -7,6 +7,8 @@ import dev.glimmer.engine.model.GlmWeights;
 import dev.glimmer.engine.model.WeightMatrix;
 import dev.glimmer.engine.tensor.Dequantizer;
 
+import java.lang.foreign.MemorySegment;
+
 /**
  * The Java backend: SIMD kernels ({@link Kernels}) over weights read in place from the mapping, split
  * across a fixed pool of platform threads ({@link WorkerPool}), with the tensor package's llama.cpp
@@ -22,9 +24,17 @@ public final class CpuBackend implements Backend {
     /** Below this many multiply-adds an operation runs on the calling thread alone: the handoff would cost more. */
     private static final long PARALLEL_WORK = 32_768;
 
+    /**
+     * Weight rows per call of the native kernel: bounds each worker's output buffer ({@link NativeCall})
+     * to this many rows for every token, while a call still spans tens of microseconds of work.
+     */
+    private static final int NATIVE_ROWS = 64;
+
     private final WorkerPool pool;
-    private final ActivationRows inputs = new ActivationRows();
-    private final ActivationRows hidden = new ActivationRows();
+    /** Whether Q4_0 weights go through the native kernel ({@link NativeKernels}). */
+    private final boolean nativeQ4_0;
+    private final ActivationRows inputs;
+    private final ActivationRows hidden;
     private final MatmulTask matmul = new MatmulTask();
     private final ExpertTask experts = new ExpertTask();
     private final CpuAttention attention;
@@ -33,14 +43,30 @@ public final class CpuBackend implements Backend {
     private final float[][] quads2;
     /** Per thread: one output row's down-projection value for every slot of a batch (grown, never shrunk). */
     private final float[][] slotValues;
+    /** Per thread: the index list and output buffer of its native kernel calls. */
+    private final NativeCall[] nativeCalls;
 
     /** A backend using one thread per physical core. */
     public CpuBackend() {
         this(WorkerPool.physicalCores());
     }
 
-    /** A backend computing with {@code threads} threads (the calling thread included). */
+    /**
+     * A backend computing with {@code threads} threads (the calling thread included), with the native
+     * Q4_0 kernel where it can run here ({@link #kernels()} says which).
+     */
     public CpuBackend(int threads) {
+        this(threads, NativeKernels.available());
+    }
+
+    /**
+     * A backend computing with {@code threads} threads and, when {@code nativeQ4_0}, the native Q4_0
+     * kernel (which must be {@link #nativeKernelAvailable() available}); both give the same results.
+     */
+    public CpuBackend(int threads, boolean nativeQ4_0) {
+        if (nativeQ4_0 && !NativeKernels.available()) {
+            throw new IllegalStateException("the native Q4_0 kernel cannot run here: " + NativeKernels.status());
+        }
         if (threads < 1) {
             throw new InvalidInputException("the number of threads must be at least 1, got " + threads);
         }
@@ -49,6 +75,23 @@ public final class CpuBackend implements Backend {
         this.quads = new float[threads][4];
         this.quads2 = new float[threads][4];
         this.slotValues = new float[threads][0];
+        this.nativeQ4_0 = nativeQ4_0;
+        this.inputs = new ActivationRows(nativeQ4_0);
+        this.hidden = new ActivationRows(nativeQ4_0);
+        this.nativeCalls = new NativeCall[threads];
+        for (int i = 0; i < threads; i++) {
+            nativeCalls[i] = new NativeCall();
+        }
+    }
+
+    /** Whether the native Q4_0 kernel can run here (built, loaded, and the processor has its instructions). */
+    public static boolean nativeKernelAvailable() {
+        return NativeKernels.available();
+    }
+
+    /** The kernels this backend multiplies with, for logs and benchmarks. */
+    public String kernels() {
+        return nativeQ4_0 ? NativeKernels.status() : "Java kernels";
     }
 
     /** Threads this backend computes with. */
@@ -147,6 +190,10 @@ public final class CpuBackend implements Backend {
             int count = single != null ? 1 : heads.length;
             int from = shareStart(count * rows, worker, workers);
             int to = shareStart(count * rows, worker + 1, workers);
+            if (inputs.nativeFor(single != null ? single : heads[0])) {
+                runNative(from, to, rows, nativeCalls[worker]);
+                return;
+            }
             for (int unit = from; unit < to; unit++) {
                 int h = unit / rows;
                 int r = unit % rows;
@@ -165,6 +212,67 @@ public final class CpuBackend implements Backend {
                     out[o + t * outStride] = inputs.dot(w, r, h * n + t);
                 }
             }
+        }
+
+        /** Units {@code [from, to)} through the native kernel, a run of at most {@link #NATIVE_ROWS} rows of one head a call. */
+        private void runNative(int from, int to, int rows, NativeCall call) {
+            for (int unit = from; unit < to; ) {
+                int h = unit / rows;
+                int r0 = unit % rows;
+                int r1 = Math.min(Math.min(rows, r0 + to - unit), r0 + NATIVE_ROWS);
+                call.tokens(n);
+                call.values(n * NATIVE_ROWS);
+                for (int t = 0; t < n; t++) {
+                    call.xRows[t] = h * n + t;
+                }
+                call.multiply(single != null ? single : heads[h], r0, r1, inputs, n, 0);
+                int o = outOff + h * outHeadStride;
+                int len = r1 - r0;
+                for (int t = 0; t < n; t++) {
+                    for (int r = r0; r < r1; r++) {
+                        out[o + r + t * outStride] = call.values[t * len + r - r0];
+                    }
+                }
+                unit += len;
+            }
+        }
+    }
+
+    /**
+     * One worker's calls of the native kernel: the activation rows to multiply ({@link #xRows}) and the
+     * results, {@code values[offset + j*len + (r - r0)]} for rows {@code [r0, r0+len)} (grown, never
+     * shrunk), each with the memory segment the downcall takes.
+     */
+    private static final class NativeCall {
+        int[] xRows = new int[0];
+        float[] values = new float[0];
+        private MemorySegment xRowsSegment = MemorySegment.ofArray(xRows);
+        private MemorySegment valuesSegment = MemorySegment.ofArray(values);
+
+        /** Makes room for {@code n} activation rows. */
+        void tokens(int n) {
+            if (xRows.length < n) {
+                xRows = new int[n];
+                xRowsSegment = MemorySegment.ofArray(xRows);
+            }
+        }
+
+        /** Makes room for {@code count} result values. */
+        void values(int count) {
+            if (values.length < count) {
+                values = new float[count];
+                valuesSegment = MemorySegment.ofArray(values);
+            }
+        }
+
+        /**
+         * Rows {@code [r0, r1)} of {@code w} · activation rows {@code xRows[0..n)} of {@code x}, from
+         * {@code values[offset]} ({@link #values} must have made room).
+         */
+        void multiply(WeightMatrix w, int r0, int r1, ActivationRows x, int n, int offset) {
+            NativeKernels.q4_0Matmul(w.data(), w.rowBytes(), w.cols() / Kernels.QK, r0, r1,
+                    x.nativeQuantsSegment, x.nativeBiasesSegment, x.laneScalesSegment, xRowsSegment, n,
+                    valuesSegment, offset, r1 - r0);
         }
     }
 
@@ -195,6 +303,8 @@ public final class CpuBackend implements Backend {
         private int selectedCount;
         private int[][] slotsOf = new int[0][];
         private int[] slotCount = new int[0];
+        /** For each slot, its place in the slots listed expert after expert (where the native down pass puts its value). */
+        private int[] placeOf = new int[0];
 
         void compute(GlmWeights.Ffn[] ffns, int[] chosen, float[] weights, int k, float[] x, int n, float[] act, float[] out) {
             this.ffns = ffns;
@@ -243,6 +353,16 @@ public final class CpuBackend implements Backend {
                 }
                 slotsOf[e][slotCount[e]++] = slot;
             }
+            if (placeOf.length < n * k) {
+                placeOf = new int[n * k];
+            }
+            int place = 0;
+            for (int j = 0; j < selectedCount; j++) {
+                int e = selected[j];
+                for (int i = 0; i < slotCount[e]; i++) {
+                    placeOf[slotsOf[e][i]] = place++;
+                }
+            }
         }
 
         @Override
@@ -258,6 +378,10 @@ public final class CpuBackend implements Backend {
             int rows = ffns[selected[0]].gate().rows();
             int from = shareStart(selectedCount * rows, worker, workers);
             int to = shareStart(selectedCount * rows, worker + 1, workers);
+            if (inputs.nativeFor(ffns[selected[0]].gate())) {
+                gateUpNative(from, to, rows, nativeCalls[worker]);
+                return;
+            }
             for (int unit = from; unit < to; unit++) {
                 int e = selected[unit / rows];
                 int r = unit % rows;
@@ -288,10 +412,77 @@ public final class CpuBackend implements Backend {
             }
         }
 
+        /**
+         * Units {@code [from, to)} of the gate and up pass through the native kernel, a run of at most
+         * {@link #NATIVE_ROWS} rows of one expert a call: gate and up values side by side in the
+         * worker's buffer, then combined into {@code act}.
+         */
+        private void gateUpNative(int from, int to, int rows, NativeCall call) {
+            for (int unit = from; unit < to; ) {
+                int e = selected[unit / rows];
+                int r0 = unit % rows;
+                int r1 = Math.min(Math.min(rows, r0 + to - unit), r0 + NATIVE_ROWS);
+                int len = r1 - r0;
+                int count = slotCount[e];
+                int[] slots = slotsOf[e];
+                call.tokens(count);
+                call.values(2 * count * NATIVE_ROWS);
+                for (int i = 0; i < count; i++) {
+                    call.xRows[i] = slots[i] / k;
+                }
+                call.multiply(ffns[e].gate(), r0, r1, inputs, count, 0);
+                call.multiply(ffns[e].up(), r0, r1, inputs, count, count * len);
+                for (int i = 0; i < count; i++) {
+                    int at = slots[i] * rows;
+                    for (int r = r0; r < r1; r++) {
+                        act[at + r] = Backend.silu(call.values[i * len + r - r0]) * call.values[(count + i) * len + r - r0];
+                    }
+                }
+                unit += len;
+            }
+        }
+
+        /**
+         * Output rows {@code [from, to)} of the down pass through the native kernel, {@link #NATIVE_ROWS}
+         * rows at a time: each selected expert's values for its slots (at the slots' places), then the
+         * weighted sums per token in slot order, as {@link #downRows} adds them.
+         */
+        private void downNative(int from, int to, int rows, NativeCall call) {
+            call.values(n * k * NATIVE_ROWS);
+            for (int r0 = from; r0 < to; r0 += NATIVE_ROWS) {
+                int r1 = Math.min(to, r0 + NATIVE_ROWS);
+                int len = r1 - r0;
+                int place = 0;
+                for (int j = 0; j < selectedCount; j++) {
+                    int e = selected[j];
+                    int count = slotCount[e];
+                    call.tokens(count);
+                    System.arraycopy(slotsOf[e], 0, call.xRows, 0, count);
+                    call.multiply(ffns[e].down(), r0, r1, hidden, count, place * len);
+                    place += count;
+                }
+                for (int t = 0; t < n; t++) {
+                    for (int r = r0; r < r1; r++) {
+                        float sum = 0;
+                        for (int s = 0; s < k; s++) {
+                            int slot = t * k + s;
+                            float v = call.values[placeOf[slot] * len + r - r0] * weights[slot];
+                            sum = s == 0 ? v : sum + v;
+                        }
+                        out[t * rows + r] = sum;
+                    }
+                }
+            }
+        }
+
         private void downRows(int worker, int workers) {
             int rows = ffns[selected[0]].down().rows();
             int from = shareStart(rows, worker, workers);
             int to = shareStart(rows, worker + 1, workers);
+            if (hidden.nativeFor(ffns[selected[0]].down())) {
+                downNative(from, to, rows, nativeCalls[worker]);
+                return;
+            }
             float[] values = slotValues[worker];
             float[] four = quads[worker];
             for (int r = from; r < to; r++) {

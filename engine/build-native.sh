@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds the optional native CPU kernel (src/main/c) into the engine's classes, where NativeKernels
+# finds it. Without a C compiler, or on a machine other than Linux x86-64, it builds nothing and says
+# so: the CPU backend then runs its Java kernels, which compute the same results.
+#
+#   build-native.sh OUTPUT_DIR      (Maven runs it in the compile phase)
+set -uo pipefail
+out="${1:?output directory}"
+src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/src/main/c/q4_0_avx512.c"
+target="$out/native/linux-x86_64/libglimmer-cpu.so"
+if [ "$(uname -s)" != Linux ] || [ "$(uname -m)" != x86_64 ]; then
+    echo "build-native: not Linux x86-64; the CPU backend will use its Java kernels"
+    exit 0
+fi
+cc=""
+for candidate in "${CC:-}" cc gcc clang clang-19; do
+    if [ -n "$candidate" ] && command -v "$candidate" >/dev/null 2>&1; then cc="$candidate"; break; fi
+done
+if [ -z "$cc" ]; then
+    echo "build-native: no C compiler found (cc, gcc, clang); the CPU backend will use its Java kernels"
+    exit 0
+fi
+mkdir -p "$(dirname "$target")"
+if ! "$cc" -O3 -std=c11 -shared -fPIC -Wall -Werror -o "$target.tmp" "$src"; then
+    rm -f "$target.tmp"
+    echo "build-native: $cc could not build $src; the CPU backend will use its Java kernels"
+    exit 0
+fi
+mv "$target.tmp" "$target"
+echo "build-native: built $target with $cc"

@@ -1,0 +1,214 @@
+package dev.glimmer.engine.backend.cpu;
+
+import dev.glimmer.engine.kv.KvCache;
+import dev.glimmer.engine.kv.KvCacheType;
+import dev.glimmer.engine.model.GlmForward;
+import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.engine.model.GlmWeights;
+import dev.glimmer.engine.model.Oracle;
+import dev.glimmer.engine.model.WeightMatrix;
+import dev.glimmer.engine.tensor.GgmlType;
+import dev.glimmer.engine.tensor.Q4_0;
+import org.junit.jupiter.api.Test;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.Random;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * The native Q4_0 kernel ({@link NativeKernels}) against the Java kernels: every result equal bit for
+ * bit, in matmuls (1 to 9 tokens, more rows than one native call takes, 1 and 2 threads), per-head
+ * matmuls, the experts' FFN of a batch, and whole forward passes of the tiny Q4_0 oracle model.
+ *
+ * <p>On a processor with AVX-512 VNNI and VBMI the kernel must be there: the build compiles it with the
+ * C compiler that {@code ./glimmer test} makes sure of. Elsewhere these tests have nothing to compare
+ * and are skipped (the Java kernels alone run there).
+ */
+class NativeKernelsTest {
+
+    @Test
+    void theNativeKernelRunsOnAProcessorWithVnni() throws IOException {
+        assumeTrue(processorHasVnni(), "this processor lacks AVX-512 VNNI/VBMI: the Java kernels run here");
+        assertTrue(NativeKernels.available(), NativeKernels.status());
+        assertEquals("native Q4_0 kernel (AVX-512 VNNI)", new CpuBackend(1).kernels());
+    }
+
+    @Test
+    void matmulEqualsTheJavaKernelsBitForBit() {
+        assumeNative();
+        Random random = new Random(11);
+        for (int cols : new int[] {64, 128, 192, 1536, 2048, 2048 + 96}) { // whole groups of 4 blocks, and 1 to 3 blocks more
+            int rows = 150; // more than one native call's rows, and not a multiple of them
+            WeightMatrix w = new WeightMatrix("w" + cols, GgmlType.Q4_0, quantizedRows(random, rows, cols), rows, cols);
+            for (int threads = 1; threads <= 2; threads++) {
+                CpuBackend java = new CpuBackend(threads, false);
+                CpuBackend nativeQ4_0 = new CpuBackend(threads, true);
+                for (int n : new int[] {1, 2, 3, 4, 5, 9}) {
+                    int stride = cols + 5;
+                    float[] x = activations(random, 2 + n * stride);
+                    int outStride = rows + 3;
+                    float[] expected = new float[n * outStride];
+                    float[] actual = new float[n * outStride];
+                    java.matmul(w, x, 2, stride, n, expected, 1, outStride);
+                    nativeQ4_0.matmul(w, x, 2, stride, n, actual, 1, outStride);
+                    assertArrayEquals(expected, actual, cols + " cols, " + n + " tokens, " + threads + " threads");
+                }
+            }
+        }
+    }
+
+    @Test
+    void perHeadMatmulEqualsTheJavaKernels() {
+        assumeNative();
+        Random random = new Random(12);
+        int heads = 3;
+        int rows = 70;
+        int cols = 192; // as the absorbed key heads: a group of 4 blocks and 2 blocks
+        WeightMatrix[] w = new WeightMatrix[heads];
+        for (int h = 0; h < heads; h++) {
+            w[h] = new WeightMatrix("head" + h, GgmlType.Q4_0, quantizedRows(random, rows, cols), rows, cols);
+        }
+        int n = 6;
+        float[] x = activations(random, heads * cols + n * heads * cols);
+        float[] expected = new float[n * heads * rows];
+        float[] actual = new float[n * heads * rows];
+        new CpuBackend(2, false).matmulHeads(w, x, 0, cols, heads * cols, n, expected, 0, rows, heads * rows);
+        new CpuBackend(2, true).matmulHeads(w, x, 0, cols, heads * cols, n, actual, 0, rows, heads * rows);
+        assertArrayEquals(expected, actual);
+    }
+
+    /** Experts chosen unevenly (one by most tokens, some by none), for a decode step and a batch. */
+    @Test
+    void expertFfnEqualsTheJavaKernels() {
+        assumeNative();
+        Random random = new Random(13);
+        int experts = 8;
+        int width = 256;
+        int hiddenWidth = 384;
+        GlmWeights.Ffn[] ffns = new GlmWeights.Ffn[experts];
+        for (int e = 0; e < experts; e++) {
+            ffns[e] = new GlmWeights.Ffn(
+                    new WeightMatrix("gate" + e, GgmlType.Q4_0, quantizedRows(random, hiddenWidth, width), hiddenWidth, width),
+                    new WeightMatrix("up" + e, GgmlType.Q4_0, quantizedRows(random, hiddenWidth, width), hiddenWidth, width),
+                    new WeightMatrix("down" + e, GgmlType.Q4_0, quantizedRows(random, width, hiddenWidth), width, hiddenWidth));
+        }
+        int k = 3;
+        for (int n : new int[] {1, 11}) {
+            int[] chosen = new int[n * k];
+            float[] weights = new float[n * k];
+            for (int t = 0; t < n; t++) {
+                for (int s = 0; s < k; s++) {
+                    chosen[t * k + s] = s == 0 ? 5 : (t + 2 * s) % 4; // expert 5 by every token; 4, 6, 7 by none
+                    weights[t * k + s] = random.nextFloat();
+                }
+            }
+            float[] x = activations(random, n * width);
+            float[] expectedAct = new float[n * k * hiddenWidth];
+            float[] actualAct = new float[n * k * hiddenWidth];
+            float[] expected = new float[n * width];
+            float[] actual = new float[n * width];
+            new CpuBackend(2, false).expertFfn(ffns, chosen, weights, k, x, n, expectedAct, expected);
+            new CpuBackend(2, true).expertFfn(ffns, chosen, weights, k, x, n, actualAct, actual);
+            assertArrayEquals(expectedAct, actualAct, n + " tokens: gate and up");
+            assertArrayEquals(expected, actual, n + " tokens: down");
+        }
+    }
+
+    /** The largest products the quants allow (weight quants of -8, activation quants of ±127) do not overflow. */
+    @Test
+    void extremeQuantsGiveTheJavaKernelsResult() {
+        assumeNative();
+        int cols = 2048;
+        float[] row = new float[cols];
+        Arrays.fill(row, -1f);
+        byte[] q = Q4_0.quantizeRow(row, 0, cols);
+        MemorySegment data = Arena.ofAuto().allocate(q.length);
+        MemorySegment.copy(MemorySegment.ofArray(q), 0, data, 0, q.length);
+        WeightMatrix w = new WeightMatrix("extreme", GgmlType.Q4_0, data, 1, cols);
+        for (float sign : new float[] {-1f, 1f}) {
+            float[] x = new float[cols];
+            Arrays.fill(x, sign * 3f);
+            float[] expected = new float[1];
+            float[] actual = new float[1];
+            new CpuBackend(1, false).matmul(w, x, 0, cols, 1, expected, 0, 1);
+            new CpuBackend(1, true).matmul(w, x, 0, cols, 1, actual, 0, 1);
+            assertEquals(-3f * sign * cols, expected[0], 1e-3f * cols); // weights of -1 (quants of 0) times 3
+            assertEquals(expected[0], actual[0], "sign " + sign);
+        }
+    }
+
+    /** A prompt and then decode steps of the tiny Q4_0 oracle model: the same logits with either kernel. */
+    @Test
+    void tinyModelLogitsAreTheSameWithEitherKernel() throws IOException {
+        assumeNative();
+        int[] tokens = {11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+        try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"))) {
+            float[][] java = logits(model, new CpuBackend(2, false), tokens);
+            float[][] nativeQ4_0 = logits(model, new CpuBackend(2, true), tokens);
+            for (int i = 0; i < java.length; i++) {
+                assertArrayEquals(java[i], nativeQ4_0[i], "step " + i);
+            }
+        }
+    }
+
+    /** The logits after a 6-token prompt, then after each of the remaining tokens decoded one by one. */
+    private static float[][] logits(GlmModel model, CpuBackend backend, int[] tokens) {
+        int prompt = 6;
+        try (KvCache cache = model.newCache(32, KvCacheType.F32)) {
+            GlmForward forward = new GlmForward(model, backend, 8);
+            float[][] out = new float[tokens.length - prompt + 1][];
+            out[0] = forward.forward(cache, tokens, 0, prompt, false).clone();
+            for (int i = prompt; i < tokens.length; i++) {
+                out[i - prompt + 1] = forward.forward(cache, tokens, i, 1, false).clone();
+            }
+            return out;
+        }
+    }
+
+    private static void assumeNative() {
+        assumeTrue(NativeKernels.available(), NativeKernels.status());
+    }
+
+    private static boolean processorHasVnni() throws IOException {
+        Path cpuinfo = Path.of("/proc/cpuinfo");
+        if (!Files.exists(cpuinfo)) {
+            return false;
+        }
+        String flags = Files.readAllLines(cpuinfo).stream().filter(l -> l.startsWith("flags")).findFirst().orElse("");
+        return Arrays.asList(flags.split("\\s+")).containsAll(
+                java.util.List.of("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512vbmi"));
+    }
+
+    /** Values over several orders of magnitude, so the double sums are exercised. */
+    private static float[] activations(Random random, int count) {
+        float[] x = new float[count];
+        for (int i = 0; i < count; i++) {
+            x[i] = (float) (random.nextGaussian() * Math.pow(10, random.nextInt(5) - 2));
+        }
+        return x;
+    }
+
+    /** Random rows through the reference quantizer, 2 bytes past an 8-byte boundary (as in a file). */
+    private static MemorySegment quantizedRows(Random random, int rows, int cols) {
+        long rowBytes = GgmlType.Q4_0.rowBytes(cols);
+        MemorySegment data = Arena.ofAuto().allocate(2 + rows * rowBytes).asSlice(2);
+        float[] row = new float[cols];
+        for (int r = 0; r < rows; r++) {
+            for (int i = 0; i < cols; i++) {
+                row[i] = (float) (random.nextGaussian() * Math.pow(10, random.nextInt(3) - 1));
+            }
+            byte[] q = Q4_0.quantizeRow(row, 0, cols);
+            MemorySegment.copy(MemorySegment.ofArray(q), 0, data, r * rowBytes, rowBytes);
+        }
+        return data;
+    }
+}
