@@ -284,6 +284,48 @@ public final class GgufFile implements AutoCloseable {
         return mapping;
     }
 
+    /** Linux's madvise advice that faults a range's pages in now, readable (kernel 5.14 and later). */
+    private static final int MADV_POPULATE_READ = 22;
+
+    /**
+     * Maps every page of the file into this process now ({@code madvise(MADV_POPULATE_READ)}, which
+     * reads from disk what the page cache lacks), so that the first passes over the weights take no page
+     * faults: on the full-size model the CPU backend's first tokens spent ~5-7 % of their time faulting
+     * pages in (a fault-in of a mixture's experts happens on the token that first picks them). Done only
+     * on Linux and when the file fits in the memory available now ({@code MemAvailable}), else the pages
+     * come as they are read.
+     *
+     * @return whether the pages were populated
+     */
+    public boolean populate() {
+        if (!System.getProperty("os.name", "").toLowerCase(java.util.Locale.ROOT).contains("linux")
+                || mapping.byteSize() > availableMemory()) {
+            return false;
+        }
+        try {
+            java.lang.foreign.Linker linker = java.lang.foreign.Linker.nativeLinker();
+            java.lang.invoke.MethodHandle madvise = linker.downcallHandle(linker.defaultLookup().findOrThrow("madvise"),
+                    java.lang.foreign.FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.JAVA_INT));
+            return (int) madvise.invokeExact(mapping, mapping.byteSize(), MADV_POPULATE_READ) == 0;
+        } catch (Throwable e) {
+            return false;
+        }
+    }
+
+    /** Linux's estimate of the memory available without swapping ({@code /proc/meminfo}), or 0 when unknown. */
+    private static long availableMemory() {
+        try {
+            for (String line : java.nio.file.Files.readAllLines(Path.of("/proc/meminfo"))) {
+                if (line.startsWith("MemAvailable:")) {
+                    return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            // unknown: treat as too little
+        }
+        return 0;
+    }
+
     /** Unmaps the file; views returned by {@link #data} become invalid. */
     @Override
     public void close() {

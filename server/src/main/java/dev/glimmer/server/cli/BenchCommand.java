@@ -311,6 +311,7 @@ final class BenchCommand implements Subcommand {
 
         CpuSequence(GlmModel model, int threads, int contextSize, int batch) {
             this.cache = model.newCache(contextSize, KvCacheType.DEFAULT);
+            model.file().populate(); // as the server does: part of the load
             this.backend = new CpuBackend(threads);
             this.forward = new GlmForward(model, backend, batch);
         }

@@ -52,6 +52,7 @@ final class CpuStepRunner implements StepRunner<CpuStepRunner.HostCache> {
      */
     CpuStepRunner(GlmModel model, int threads, int ctx, KvCacheType cacheType, int maxBatch) {
         this.model = model;
+        model.file().populate(); // the first requests then take no page faults
         this.forward = new GlmForward(model, new CpuBackend(threads), maxBatch);
         this.ctx = ctx;
         this.cacheType = cacheType;

@@ -24,7 +24,7 @@ import java.lang.foreign.MemorySegment;
  *       (F16 activations) and widened back, {@code floats[i*cols ..]};</li>
  *   <li>for any other type: {@code vectors[i]}, for the tensor package's scalar dots.</li>
  * </ul>
- * With the native Q4_0 kernel ({@link NativeKernels}), Q4_0 rows are also kept in its layout: per group
+ * With the native Q4_0 kernel ({@link NativeKernels}), Q4_0 rows are kept in its layout instead: per group
  * of four blocks, the 128 quants as bytes, each block's first 16 values and then their second 16
  * ({@code nativeQuants[i*cols ..]}), and 16 lane biases ({@code nativeBiases[i*cols/8 ..]}: lane 4k+j
  * is -8 times the sum of block k's values 4j..4j+3 and 4j+16..4j+19, the quants whose products the
@@ -108,9 +108,10 @@ final class ActivationRows {
                 vectors[row].quantize(x, from, cols);
             } else if (weightType == GgmlType.Q4_0) {
                 scratch.quantize(x, from, cols);
-                Kernels.groupQ4_0Quants(scratch, cols, quants, biases, laneScales, scales, row * cols);
                 if (nativeQ4_0) {
                     layOutNative(scratch, cols, row * cols);
+                } else {
+                    Kernels.groupQ4_0Quants(scratch, cols, quants, biases, laneScales, scales, row * cols);
                 }
             } else if (type == GgmlType.Q8_0 || type == GgmlType.Q8_K) {
                 QuantizedVector q = type == GgmlType.Q8_0 ? scratch : scratchK;
@@ -163,6 +164,7 @@ final class ActivationRows {
                         sum += x.quant(block + i) + x.quant(block + 16 + i);
                     }
                     nativeBiases[(at + group) / 8 + 4 * k + j] = -8 * sum;
+                    laneScales[(at + group) / 8 + 4 * k + j] = x.blockScale(block / Kernels.QK);
                 }
             }
         }

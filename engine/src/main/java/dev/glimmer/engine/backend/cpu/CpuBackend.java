@@ -8,6 +8,7 @@ import dev.glimmer.engine.model.WeightMatrix;
 import dev.glimmer.engine.tensor.Dequantizer;
 
 import java.lang.foreign.MemorySegment;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * The Java backend: SIMD kernels ({@link Kernels}) over weights read in place from the mapping, split
@@ -24,11 +25,10 @@ public final class CpuBackend implements Backend {
     /** Below this many multiply-adds an operation runs on the calling thread alone: the handoff would cost more. */
     private static final long PARALLEL_WORK = 32_768;
 
-    /**
-     * Weight rows per call of the native kernel: bounds each worker's output buffer ({@link NativeCall})
-     * to this many rows for every token, while a call still spans tens of microseconds of work.
-     */
-    private static final int NATIVE_ROWS = 64;
+    /** The most values one call of the native kernel returns: bounds each worker's buffer ({@link NativeCall}). */
+    private static final int NATIVE_VALUES = 4096;
+    /** Chunks of rows per thread at least, so that threads finishing at different speeds even out. */
+    private static final int CHUNKS_PER_THREAD = 8;
 
     private final WorkerPool pool;
     /** Whether Q4_0 weights go through the native kernel ({@link NativeKernels}). */
@@ -45,6 +45,12 @@ public final class CpuBackend implements Backend {
     private final float[][] slotValues;
     /** Per thread: the index list and output buffer of its native kernel calls. */
     private final NativeCall[] nativeCalls;
+    /**
+     * The next chunk of rows to take in a native operation: the workers take chunks as they finish the
+     * last (a static split left one thread waiting for the other for a third of a decode step: memory-bound
+     * shares do not finish together). Reset before each operation.
+     */
+    private final AtomicInteger nextChunk = new AtomicInteger();
 
     /** A backend using one thread per physical core. */
     public CpuBackend() {
@@ -148,7 +154,17 @@ public final class CpuBackend implements Backend {
         attention.compute(cache, layer, q, n, firstPosition, heads, scale, valueWidth, out);
     }
 
+    /**
+     * Rows per chunk of a native operation over matrices of {@code rows} rows with {@code n} tokens: at most
+     * {@link #NATIVE_VALUES} values, and {@link #CHUNKS_PER_THREAD} chunks per thread at least.
+     */
+    private int chunkRows(int rows, int n) {
+        int perThread = Math.ceilDiv(rows, CHUNKS_PER_THREAD * pool.threads());
+        return Math.max(1, Math.min(NATIVE_VALUES / n, Math.max(16, perThread)));
+    }
+
     private void dispatch(WorkerPool.Task task, long work) {
+        nextChunk.set(0);
         if (work < PARALLEL_WORK) {
             task.run(0, 1);
         } else {
@@ -188,12 +204,12 @@ public final class CpuBackend implements Backend {
         public void run(int worker, int workers) {
             int rows = single != null ? single.rows() : heads[0].rows();
             int count = single != null ? 1 : heads.length;
-            int from = shareStart(count * rows, worker, workers);
-            int to = shareStart(count * rows, worker + 1, workers);
             if (inputs.nativeFor(single != null ? single : heads[0])) {
-                runNative(from, to, rows, nativeCalls[worker]);
+                runNative(count, rows, nativeCalls[worker]);
                 return;
             }
+            int from = shareStart(count * rows, worker, workers);
+            int to = shareStart(count * rows, worker + 1, workers);
             for (int unit = from; unit < to; unit++) {
                 int h = unit / rows;
                 int r = unit % rows;
@@ -214,14 +230,16 @@ public final class CpuBackend implements Backend {
             }
         }
 
-        /** Units {@code [from, to)} through the native kernel, a run of at most {@link #NATIVE_ROWS} rows of one head a call. */
-        private void runNative(int from, int to, int rows, NativeCall call) {
-            for (int unit = from; unit < to; ) {
-                int h = unit / rows;
-                int r0 = unit % rows;
-                int r1 = Math.min(Math.min(rows, r0 + to - unit), r0 + NATIVE_ROWS);
-                call.tokens(n);
-                call.values(n * NATIVE_ROWS);
+        /** The {@code count} heads of {@code rows} rows through the native kernel, chunk by chunk as this worker takes them. */
+        private void runNative(int count, int rows, NativeCall call) {
+            int chunk = chunkRows(rows, n);
+            int perHead = Math.ceilDiv(rows, chunk);
+            call.tokens(n);
+            call.values(n * chunk);
+            for (int c = nextChunk.getAndIncrement(); c < count * perHead; c = nextChunk.getAndIncrement()) {
+                int h = c / perHead;
+                int r0 = c % perHead * chunk;
+                int r1 = Math.min(rows, r0 + chunk);
                 for (int t = 0; t < n; t++) {
                     call.xRows[t] = h * n + t;
                 }
@@ -233,7 +251,6 @@ public final class CpuBackend implements Backend {
                         out[o + r + t * outStride] = call.values[t * len + r - r0];
                     }
                 }
-                unit += len;
             }
         }
     }
@@ -376,12 +393,12 @@ public final class CpuBackend implements Backend {
 
         private void gateUpRows(int worker, int workers) {
             int rows = ffns[selected[0]].gate().rows();
-            int from = shareStart(selectedCount * rows, worker, workers);
-            int to = shareStart(selectedCount * rows, worker + 1, workers);
             if (inputs.nativeFor(ffns[selected[0]].gate())) {
-                gateUpNative(from, to, rows, nativeCalls[worker]);
+                gateUpNative(rows, nativeCalls[worker]);
                 return;
             }
+            int from = shareStart(selectedCount * rows, worker, workers);
+            int to = shareStart(selectedCount * rows, worker + 1, workers);
             for (int unit = from; unit < to; unit++) {
                 int e = selected[unit / rows];
                 int r = unit % rows;
@@ -413,20 +430,21 @@ public final class CpuBackend implements Backend {
         }
 
         /**
-         * Units {@code [from, to)} of the gate and up pass through the native kernel, a run of at most
-         * {@link #NATIVE_ROWS} rows of one expert a call: gate and up values side by side in the
-         * worker's buffer, then combined into {@code act}.
+         * The gate and up pass through the native kernel, chunks of one expert's rows as this worker takes
+         * them: gate and up values side by side in the worker's buffer, then combined into {@code act}.
          */
-        private void gateUpNative(int from, int to, int rows, NativeCall call) {
-            for (int unit = from; unit < to; ) {
-                int e = selected[unit / rows];
-                int r0 = unit % rows;
-                int r1 = Math.min(Math.min(rows, r0 + to - unit), r0 + NATIVE_ROWS);
+        private void gateUpNative(int rows, NativeCall call) {
+            int chunk = chunkRows(rows, n);
+            int perExpert = Math.ceilDiv(rows, chunk);
+            call.tokens(n * k);
+            call.values(2 * n * k * chunk);
+            for (int c = nextChunk.getAndIncrement(); c < selectedCount * perExpert; c = nextChunk.getAndIncrement()) {
+                int e = selected[c / perExpert];
+                int r0 = c % perExpert * chunk;
+                int r1 = Math.min(rows, r0 + chunk);
                 int len = r1 - r0;
                 int count = slotCount[e];
                 int[] slots = slotsOf[e];
-                call.tokens(count);
-                call.values(2 * count * NATIVE_ROWS);
                 for (int i = 0; i < count; i++) {
                     call.xRows[i] = slots[i] / k;
                 }
@@ -438,25 +456,26 @@ public final class CpuBackend implements Backend {
                         act[at + r] = Backend.silu(call.values[i * len + r - r0]) * call.values[(count + i) * len + r - r0];
                     }
                 }
-                unit += len;
             }
         }
 
         /**
-         * Output rows {@code [from, to)} of the down pass through the native kernel, {@link #NATIVE_ROWS}
-         * rows at a time: each selected expert's values for its slots (at the slots' places), then the
-         * weighted sums per token in slot order, as {@link #downRows} adds them.
+         * The down pass through the native kernel, chunks of output rows as this worker takes them: each
+         * selected expert's values for its slots (at the slots' places), then the weighted sums per token
+         * in slot order, as {@link #downRows} adds them.
          */
-        private void downNative(int from, int to, int rows, NativeCall call) {
-            call.values(n * k * NATIVE_ROWS);
-            for (int r0 = from; r0 < to; r0 += NATIVE_ROWS) {
-                int r1 = Math.min(to, r0 + NATIVE_ROWS);
+        private void downNative(int rows, NativeCall call) {
+            int chunk = chunkRows(rows, n * k);
+            call.tokens(n * k);
+            call.values(n * k * chunk);
+            for (int c = nextChunk.getAndIncrement(); c < Math.ceilDiv(rows, chunk); c = nextChunk.getAndIncrement()) {
+                int r0 = c * chunk;
+                int r1 = Math.min(rows, r0 + chunk);
                 int len = r1 - r0;
                 int place = 0;
                 for (int j = 0; j < selectedCount; j++) {
                     int e = selected[j];
                     int count = slotCount[e];
-                    call.tokens(count);
                     System.arraycopy(slotsOf[e], 0, call.xRows, 0, count);
                     call.multiply(ffns[e].down(), r0, r1, hidden, count, place * len);
                     place += count;
@@ -477,12 +496,12 @@ public final class CpuBackend implements Backend {
 
         private void downRows(int worker, int workers) {
             int rows = ffns[selected[0]].down().rows();
-            int from = shareStart(rows, worker, workers);
-            int to = shareStart(rows, worker + 1, workers);
             if (hidden.nativeFor(ffns[selected[0]].down())) {
-                downNative(from, to, rows, nativeCalls[worker]);
+                downNative(rows, nativeCalls[worker]);
                 return;
             }
+            int from = shareStart(rows, worker, workers);
+            int to = shareStart(rows, worker + 1, workers);
             float[] values = slotValues[worker];
             float[] four = quads[worker];
             for (int r = from; r < to; r++) {
