@@ -15,7 +15,7 @@
  *   bias: 16 int32, lane 4k+j = -8 * (the sum of the lane's 8 quants) (so Σ q·x + bias = Σ (q-8)·x);
  *   xd:   16 floats, lane 4k+j = block k's activation scale.
  * Blocks after the last whole group (a row of 6 blocks has 2) go one at a time, as the Java kernel takes
- * them: their quants in natural order, 32 a block, each block's scale the first of its 4 lanes of xd.
+ * them: their 32 quants in the order of tail_index, each block's scale the first of its 4 lanes of xd.
  *
  * Built by build-native.sh with the target's instruction sets enabled per function, so the library
  * loads on any x86-64 machine; glimmer_q4_0_supported says whether this one can run the kernel.
@@ -74,25 +74,39 @@ TARGET static inline float half_to_float(const uint8_t *p) {
 }
 
 /*
+ * Indices for vpermb over a block's 32 values in natural order: byte 4j+m is value j + 8m, so that the 4
+ * bytes vpdpbusd sums into int lane j are the values the Java kernel sums into its lane j.
+ */
+TARGET static inline __m256i tail_index(void) {
+    uint8_t index[32];
+    for (int j = 0; j < 8; j++) {
+        for (int m = 0; m < 4; m++) {
+            index[4 * j + m] = (uint8_t) (j + 8 * m);
+        }
+    }
+    return _mm256_loadu_si256((const __m256i *) index);
+}
+
+/*
  * A token's sum over the blocks left after the groups (fewer than four), one at a time as the Java
  * kernel takes them: 8 int lanes, lane j the exact sum of (q - 8) * x over values j, j+8, j+16, j+24,
- * times the block's scale into the double lanes of acc. The quants of these blocks are in natural order
- * (32 per block) and each block's scale is the first of its 4 lane scales.
+ * times the block's scale into the double lanes of acc. The activation quants of these blocks come in
+ * the order of tail_index (32 a block), each block's scale the first of its 4 lane scales.
  */
 TARGET static inline __m512d tail_blocks(const uint8_t *w, int tail, const int8_t *x, const float *xd, __m512d acc) {
+    const __m256i order = tail_index();
+    const __m128i low_nibble = _mm_set1_epi8(0x0F);
+    const __m256i eight = _mm256_set1_epi8(8);
     for (int b = 0; b < tail; b++) {
         const uint8_t *block = w + (long) b * BLOCK_BYTES;
-        const int8_t *q = x + b * QK;
-        int32_t lanes[8];
-        for (int j = 0; j < 8; j++) {
-            int sum = 0;
-            for (int i = j; i < 16; i += 8) {
-                sum += ((block[2 + i] & 0x0F) - 8) * q[i] + ((block[2 + i] >> 4) - 8) * q[i + 16];
-            }
-            lanes[j] = sum;
-        }
+        __m128i packed = _mm_loadu_si128((const __m128i *) (block + 2));
+        __m256i values = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low_nibble), _mm_and_si128(packed, low_nibble));
+        __m256i q = _mm256_permutexvar_epi8(order, values);
+        __m256i xq = _mm256_loadu_si256((const __m256i *) (x + b * QK));
+        __m256i sum = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, xq),
+                                       _mm256_dpbusd_epi32(_mm256_setzero_si256(), eight, xq));
         float d = half_to_float(block) * xd[4 * b];
-        acc = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm256_loadu_si256((const __m256i *) lanes)), _mm512_set1_pd(d), acc);
+        acc = _mm512_fmadd_pd(_mm512_cvtepi32_pd(sum), _mm512_set1_pd(d), acc);
     }
     return acc;
 }
@@ -221,5 +235,55 @@ TARGET void glimmer_q4_0_matmul(const uint8_t *w, int64_t row_bytes, int32_t blo
             }
         }
         r += R;
+    }
+}
+
+/*
+ * Activation row x (cols values, a multiple of 32) quantized to Q8_0 as the Java quantizer does it (per
+ * block of 32: amax the largest |x|, scale fp16(amax / 127) widened back, quant rint(x * (127 / amax)), 0
+ * for an all-zero block), laid out for glimmer_q4_0_matmul as activation row `row` of xq, bias and xd.
+ */
+TARGET void glimmer_q4_0_activations(const float *x, int32_t cols, int8_t *xq, int32_t *bias, float *xd, int64_t row) {
+    xq += row * cols;
+    bias += row * cols / 8;
+    xd += row * cols / 8;
+    const int blocks = cols / QK;
+    const int grouped = blocks - blocks % GROUP_BLOCKS;
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    int8_t q[QK * GROUP_BLOCKS];
+    for (int b = 0; b < blocks; b++) {
+        __m512 first = _mm512_loadu_ps(x + b * QK);
+        __m512 second = _mm512_loadu_ps(x + b * QK + 16);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, first), _mm512_andnot_ps(sign, second)));
+        float scale = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        __m512 inverse = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+        int8_t *quants = q + (b % GROUP_BLOCKS) * QK;
+        _mm_storeu_si128((__m128i *) quants, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(
+                _mm512_roundscale_ps(_mm512_mul_ps(first, inverse), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))));
+        _mm_storeu_si128((__m128i *) (quants + 16), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(
+                _mm512_roundscale_ps(_mm512_mul_ps(second, inverse), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))));
+        if (b < grouped) {
+            int group = b / GROUP_BLOCKS * GROUP_QUANTS;
+            int k = b % GROUP_BLOCKS;
+            for (int i = 0; i < 16; i++) {
+                xq[group + 16 * k + i] = quants[i];
+                xq[group + 64 + 16 * k + i] = quants[16 + i];
+            }
+            for (int j = 0; j < 4; j++) {
+                int sum = 0;
+                for (int i = 4 * j; i < 4 * j + 4; i++) {
+                    sum += quants[i] + quants[16 + i];
+                }
+                bias[group / 8 + 4 * k + j] = -8 * sum;
+                xd[group / 8 + 4 * k + j] = scale;
+            }
+        } else {
+            for (int j = 0; j < 8; j++) {
+                for (int m = 0; m < 4; m++) {
+                    xq[b * QK + 4 * j + m] = quants[j + 8 * m];
+                }
+            }
+            xd[b * QK / 8] = scale;
+        }
     }
 }

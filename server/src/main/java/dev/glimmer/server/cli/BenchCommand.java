@@ -7,6 +7,7 @@ import dev.glimmer.engine.backend.KernelTimings;
 import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.TokenDecoder;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
+import dev.glimmer.engine.backend.cpu.CpuProfile;
 import dev.glimmer.engine.gguf.TensorInfo;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
@@ -172,19 +173,33 @@ final class BenchCommand implements Subcommand {
                 if (pp > 0) {
                     double[] rates = new double[reps];
                     sequence.prompt(tokens, pp); // warm-up
+                    if (sequence instanceof CpuSequence cpu) {
+                        cpu.profile().reset();
+                    }
                     for (int r = 0; r < reps; r++) {
                         rates[r] = sequence.prompt(tokens, pp);
                     }
                     ppRate = report(io, "pp" + pp, rates);
+                    if (sequence instanceof CpuSequence cpu) {
+                        printCpuProfile(io, "CPU time per operation, one prompt of " + pp + " tokens:", cpu.profile(), reps,
+                                java.util.stream.DoubleStream.of(rates).map(rate -> pp / rate).toArray());
+                    }
                 }
                 if (tg > 0) {
                     double[] rates = new double[reps];
                     sequence.fillContext(depth, tokens, random);
                     sequence.decode(tokens, Math.min(tg, 2), depth); // warm-up
+                    if (sequence instanceof CpuSequence cpu) {
+                        cpu.profile().reset();
+                    }
                     for (int r = 0; r < reps; r++) {
                         rates[r] = sequence.decode(tokens, tg, depth);
                     }
                     tgRate = report(io, "tg" + tg + (depth > 0 ? " @ ctx " + depth : ""), rates);
+                    if (sequence instanceof CpuSequence cpu) {
+                        printCpuProfile(io, "CPU time per operation, one decode step:", cpu.profile(), (long) reps * tg,
+                                java.util.stream.DoubleStream.of(rates).map(rate -> tg / rate).toArray());
+                    }
                     io.out().printf(Locale.ROOT, "decode streams %.1f GB/s of weights%s%n", tgRate * bytesPerToken / 1e9,
                             bandwidth > 0 ? String.format(Locale.ROOT, ", %.0f %% of the %.1f GB/s limit (%.2f tok/s)",
                                     100 * tgRate * bytesPerToken / (bandwidth * 1e9), bandwidth, bandwidth * 1e9 / bytesPerToken) : "");
@@ -220,6 +235,26 @@ final class BenchCommand implements Subcommand {
             }
         }
         return 0;
+    }
+
+    /**
+     * The CPU backend's time per kind of operation over {@code units} prompts or decode steps that took
+     * {@code seconds} in all (one entry per repetition): milliseconds per unit, share of the time, and
+     * the weight bytes each kind streamed per second of its own time; "other" is the rest of the forward
+     * pass (norms, RoPE, the router's softmax, embeddings, logits copies).
+     */
+    private static void printCpuProfile(Terminal io, String title, CpuProfile profile, long units, double[] seconds) {
+        double total = java.util.stream.DoubleStream.of(seconds).sum();
+        double counted = 0;
+        io.out().println(title);
+        io.out().printf(Locale.ROOT, "  %-24s %10s %7s %10s %10s%n", "operation", "ms", "share", "calls", "weights GB/s");
+        for (CpuProfile.Op op : CpuProfile.Op.values()) {
+            double s = profile.seconds(op);
+            counted += s;
+            io.out().printf(Locale.ROOT, "  %-24s %10.3f %6.1f%% %10d %10s%n", op.label(), 1000 * s / units, 100 * s / total,
+                    profile.calls(op) / units, profile.weightBytes(op) == 0 ? "" : String.format(Locale.ROOT, "%.1f", profile.weightBytes(op) / s / 1e9));
+        }
+        io.out().printf(Locale.ROOT, "  %-24s %10.3f %6.1f%%%n", "other", 1000 * (total - counted) / units, 100 * (total - counted) / total);
     }
 
     /** Tokens of each conversation's prompt before a batch decode (llama-batched-bench's -npp). */
@@ -319,6 +354,11 @@ final class BenchCommand implements Subcommand {
         /** The kernels the backend multiplies with. */
         String kernels() {
             return backend.kernels();
+        }
+
+        /** Where the backend's time went. */
+        CpuProfile profile() {
+            return backend.profile();
         }
 
         @Override

@@ -29,7 +29,8 @@ import java.lang.foreign.MemorySegment;
  * ({@code nativeQuants[i*cols ..]}), and 16 lane biases ({@code nativeBiases[i*cols/8 ..]}: lane 4k+j
  * is -8 times the sum of block k's values 4j..4j+3 and 4j+16..4j+19, the quants whose products the
  * kernel sums in that lane); the lane scales are {@code laneScales}. The blocks after the last whole
- * group keep their quants in natural order, each block's scale the first of its 4 lane scales. Each
+ * group keep their 32 quants in the order j, j+8, j+16, j+24 for j = 0..7 (the values of the Java
+ * kernel's 8 lanes, 4 adjacent bytes each), each block's scale the first of its 4 lane scales. Each
  * array has a memory segment over it, made when the array is, for the downcalls.
  */
 final class ActivationRows {
@@ -45,6 +46,9 @@ final class ActivationRows {
     MemorySegment nativeQuantsSegment = MemorySegment.ofArray(nativeQuants);
     MemorySegment nativeBiasesSegment = MemorySegment.ofArray(nativeBiases);
     MemorySegment laneScalesSegment = MemorySegment.ofArray(laneScales);
+    /** One activation row copied for the native quantizer (the caller's arrays have no segment of their own). */
+    private float[] staging = new float[0];
+    private MemorySegment stagingSegment = MemorySegment.ofArray(staging);
     /** Whether Q4_0 rows are also laid out for the native kernel. */
     private final boolean nativeQ4_0;
     private final QuantizedVector scratch = new QuantizedVector(GgmlType.Q8_0);
@@ -86,6 +90,10 @@ final class ActivationRows {
                 blockSums = new short[rows * cols / 16];
                 laneScalesSegment = MemorySegment.ofArray(laneScales);
             }
+            if (nativeQ4_0 && weightType == GgmlType.Q4_0 && staging.length < cols) {
+                staging = new float[cols];
+                stagingSegment = MemorySegment.ofArray(staging);
+            }
             if (nativeQ4_0 && weightType == GgmlType.Q4_0 && nativeQuants.length < quants.length) {
                 nativeQuants = new byte[quants.length];
                 nativeBiases = new int[quants.length / 8];
@@ -106,13 +114,12 @@ final class ActivationRows {
             int from = xOff + t * xStride;
             if (!hasKernel(weightType)) {
                 vectors[row].quantize(x, from, cols);
+            } else if (weightType == GgmlType.Q4_0 && nativeQ4_0) {
+                System.arraycopy(x, from, staging, 0, cols);
+                NativeKernels.q4_0Activations(stagingSegment, cols, nativeQuantsSegment, nativeBiasesSegment, laneScalesSegment, row);
             } else if (weightType == GgmlType.Q4_0) {
                 scratch.quantize(x, from, cols);
-                if (nativeQ4_0) {
-                    layOutNative(scratch, cols, row * cols);
-                } else {
-                    Kernels.groupQ4_0Quants(scratch, cols, quants, biases, laneScales, scales, row * cols);
-                }
+                Kernels.groupQ4_0Quants(scratch, cols, quants, biases, laneScales, scales, row * cols);
             } else if (type == GgmlType.Q8_0 || type == GgmlType.Q8_K) {
                 QuantizedVector q = type == GgmlType.Q8_0 ? scratch : scratchK;
                 q.quantize(x, from, cols);
@@ -140,40 +147,9 @@ final class ActivationRows {
         }
     }
 
-    /** Values per group of the native Q4_0 layout: four blocks. */
-    private static final int NATIVE_GROUP = 4 * Kernels.QK;
-
     /** Whether {@code w} is multiplied by the native kernel with these rows. */
     boolean nativeFor(WeightMatrix w) {
         return nativeQ4_0 && w.type() == GgmlType.Q4_0;
-    }
-
-    /** Row {@code x} (quantized, {@code cols} values) in the native Q4_0 layout from {@code at} (see the class comment). */
-    private void layOutNative(QuantizedVector x, int cols, int at) {
-        int grouped = cols - cols % NATIVE_GROUP;
-        for (int group = 0; group < grouped; group += NATIVE_GROUP) {
-            for (int k = 0; k < 4; k++) {
-                int block = group + k * Kernels.QK;
-                for (int i = 0; i < 16; i++) {
-                    nativeQuants[at + group + 16 * k + i] = (byte) x.quant(block + i);
-                    nativeQuants[at + group + 64 + 16 * k + i] = (byte) x.quant(block + 16 + i);
-                }
-                for (int j = 0; j < 4; j++) {
-                    int sum = 0;
-                    for (int i = 4 * j; i < 4 * j + 4; i++) {
-                        sum += x.quant(block + i) + x.quant(block + 16 + i);
-                    }
-                    nativeBiases[(at + group) / 8 + 4 * k + j] = -8 * sum;
-                    laneScales[(at + group) / 8 + 4 * k + j] = x.blockScale(block / Kernels.QK);
-                }
-            }
-        }
-        for (int i = grouped; i < cols; i++) {
-            nativeQuants[at + i] = (byte) x.quant(i);
-        }
-        for (int block = grouped; block < cols; block += Kernels.QK) {
-            laneScales[(at + block) / 8] = x.blockScale(block / Kernels.QK);
-        }
     }
 
     /**

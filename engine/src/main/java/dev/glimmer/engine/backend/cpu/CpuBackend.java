@@ -25,10 +25,15 @@ public final class CpuBackend implements Backend {
     /** Below this many multiply-adds an operation runs on the calling thread alone: the handoff would cost more. */
     private static final long PARALLEL_WORK = 32_768;
 
-    /** The most values one call of the native kernel returns: bounds each worker's buffer ({@link NativeCall}). */
-    private static final int NATIVE_VALUES = 4096;
-    /** Chunks of rows per thread at least, so that threads finishing at different speeds even out. */
-    private static final int CHUNKS_PER_THREAD = 8;
+    /**
+     * The values each worker's buffer holds ({@link NativeCall}, 256 KB): what one call of the native
+     * kernel may return, or in the experts' down pass all slots' values of a run of rows. Large, so that
+     * each call streams a long run of one matrix's rows: runs of 16 rows (64 experts' down rows for a
+     * 64-token prompt, each from another place) streamed at a third of the speed of long ones.
+     */
+    private static final int NATIVE_VALUES = 1 << 16;
+    /** The least weight bytes a worker takes at once in a native operation (a few microseconds of streaming). */
+    private static final long NATIVE_MIN_BYTES = 32 << 10;
 
     private final WorkerPool pool;
     /** Whether Q4_0 weights go through the native kernel ({@link NativeKernels}). */
@@ -46,11 +51,13 @@ public final class CpuBackend implements Backend {
     /** Per thread: the index list and output buffer of its native kernel calls. */
     private final NativeCall[] nativeCalls;
     /**
-     * The next chunk of rows to take in a native operation: the workers take chunks as they finish the
-     * last (a static split left one thread waiting for the other for a third of a decode step: memory-bound
-     * shares do not finish together). Reset before each operation.
+     * The first unit (row of a head or an expert, or output row) not yet taken in a native operation: the
+     * workers take ranges as they finish the last ({@link #takeUnits}). A static split left one thread
+     * waiting for the other for a third of a decode step (memory-bound shares do not finish together),
+     * and small fixed chunks streamed a fifth slower than large ones. Reset before each operation.
      */
-    private final AtomicInteger nextChunk = new AtomicInteger();
+    private final AtomicInteger nextUnit = new AtomicInteger();
+    private final CpuProfile profile = new CpuProfile();
 
     /** A backend using one thread per physical core. */
     public CpuBackend() {
@@ -95,6 +102,11 @@ public final class CpuBackend implements Backend {
         return NativeKernels.available();
     }
 
+    /** Where this backend's time went since it was made or the profile last reset. */
+    public CpuProfile profile() {
+        return profile;
+    }
+
     /** The kernels this backend multiplies with, for logs and benchmarks. */
     public String kernels() {
         return nativeQ4_0 ? NativeKernels.status() : "Java kernels";
@@ -120,10 +132,14 @@ public final class CpuBackend implements Backend {
 
     @Override
     public void matmul(WeightMatrix w, float[] x, int xOff, int xStride, int n, float[] out, int outOff, int outStride) {
+        long start = System.nanoTime();
         inputs.reserve(w.type(), n, w.cols());
         inputs.set(w.type(), 0, x, xOff, xStride, n, w.cols());
+        profile.add(CpuProfile.Op.ACTIVATIONS, start, 0);
+        start = System.nanoTime();
         matmul.set(w, null, n, out, outOff, 0, outStride);
         dispatch(matmul, (long) w.rows() * w.cols() * n);
+        profile.add(CpuProfile.Op.MATMUL, start, w.rows() * w.rowBytes());
     }
 
     /**
@@ -133,13 +149,17 @@ public final class CpuBackend implements Backend {
     @Override
     public void matmulHeads(WeightMatrix[] w, float[] x, int xOff, int xHeadStride, int xStride, int n,
                             float[] out, int outOff, int outHeadStride, int outStride) {
+        long start = System.nanoTime();
         WeightMatrix first = w[0];
         inputs.reserve(first.type(), w.length * n, first.cols());
         for (int h = 0; h < w.length; h++) {
             inputs.set(first.type(), h * n, x, xOff + h * xHeadStride, xStride, n, first.cols());
         }
+        profile.add(CpuProfile.Op.ACTIVATIONS, start, 0);
+        start = System.nanoTime();
         matmul.set(null, w, n, out, outOff, outHeadStride, outStride);
         dispatch(matmul, (long) w.length * first.rows() * first.cols() * n);
+        profile.add(CpuProfile.Op.MATMUL_HEADS, start, w.length * first.rows() * first.rowBytes());
     }
 
     @Override
@@ -151,20 +171,38 @@ public final class CpuBackend implements Backend {
     @Override
     public void attention(KvCache cache, int layer, float[] q, int n, int firstPosition, int heads, float scale,
                           int valueWidth, float[] out) {
+        long start = System.nanoTime();
         attention.compute(cache, layer, q, n, firstPosition, heads, scale, valueWidth, out);
+        profile.add(CpuProfile.Op.ATTENTION, start, 0);
     }
 
     /**
-     * Rows per chunk of a native operation over matrices of {@code rows} rows with {@code n} tokens: at most
-     * {@link #NATIVE_VALUES} values, and {@link #CHUNKS_PER_THREAD} chunks per thread at least.
+     * Takes the next range of a native operation's {@code total} units into {@code range} ({@code [start,
+     * end)}), false when none is left: a share of what is left ("guided" scheduling: a quarter of it with 2
+     * threads, so the threads start far apart and stream long runs), at least {@code minUnits}.
      */
-    private int chunkRows(int rows, int n) {
-        int perThread = Math.ceilDiv(rows, CHUNKS_PER_THREAD * pool.threads());
-        return Math.max(1, Math.min(NATIVE_VALUES / n, Math.max(16, perThread)));
+    private boolean takeUnits(int total, int minUnits, int[] range) {
+        while (true) {
+            int start = nextUnit.get();
+            if (start >= total) {
+                return false;
+            }
+            int size = Math.min(total - start, Math.max(minUnits, (total - start) / (2 * pool.threads())));
+            if (nextUnit.compareAndSet(start, start + size)) {
+                range[0] = start;
+                range[1] = start + size;
+                return true;
+            }
+        }
+    }
+
+    /** The least units of {@code unitBytes} weight bytes each that a worker takes at once. */
+    private static int minUnits(long unitBytes) {
+        return (int) Math.max(1, NATIVE_MIN_BYTES / unitBytes);
     }
 
     private void dispatch(WorkerPool.Task task, long work) {
-        nextChunk.set(0);
+        nextUnit.set(0);
         if (work < PARALLEL_WORK) {
             task.run(0, 1);
         } else {
@@ -230,26 +268,32 @@ public final class CpuBackend implements Backend {
             }
         }
 
-        /** The {@code count} heads of {@code rows} rows through the native kernel, chunk by chunk as this worker takes them. */
+        /**
+         * The {@code count} heads of {@code rows} rows through the native kernel, ranges of (head, row)
+         * units as this worker takes them, each cut at heads and at what the worker's buffer holds.
+         */
         private void runNative(int count, int rows, NativeCall call) {
-            int chunk = chunkRows(rows, n);
-            int perHead = Math.ceilDiv(rows, chunk);
+            WeightMatrix first = single != null ? single : heads[0];
+            int most = Math.max(1, NATIVE_VALUES / n);
             call.tokens(n);
-            call.values(n * chunk);
-            for (int c = nextChunk.getAndIncrement(); c < count * perHead; c = nextChunk.getAndIncrement()) {
-                int h = c / perHead;
-                int r0 = c % perHead * chunk;
-                int r1 = Math.min(rows, r0 + chunk);
-                for (int t = 0; t < n; t++) {
-                    call.xRows[t] = h * n + t;
-                }
-                call.multiply(single != null ? single : heads[h], r0, r1, inputs, n, 0);
-                int o = outOff + h * outHeadStride;
-                int len = r1 - r0;
-                for (int t = 0; t < n; t++) {
-                    for (int r = r0; r < r1; r++) {
-                        out[o + r + t * outStride] = call.values[t * len + r - r0];
+            call.values(n);
+            while (takeUnits(count * rows, minUnits(first.rowBytes()), call.range)) {
+                for (int unit = call.range[0]; unit < call.range[1]; ) {
+                    int h = unit / rows;
+                    int r0 = unit % rows;
+                    int r1 = Math.min(Math.min(rows, r0 + most), r0 + call.range[1] - unit);
+                    for (int t = 0; t < n; t++) {
+                        call.xRows[t] = h * n + t;
                     }
+                    call.multiply(single != null ? single : heads[h], r0, r1, inputs, n, 0);
+                    int o = outOff + h * outHeadStride;
+                    int len = r1 - r0;
+                    for (int t = 0; t < n; t++) {
+                        for (int r = r0; r < r1; r++) {
+                            out[o + r + t * outStride] = call.values[t * len + r - r0];
+                        }
+                    }
+                    unit += len;
                 }
             }
         }
@@ -262,9 +306,19 @@ public final class CpuBackend implements Backend {
      */
     private static final class NativeCall {
         int[] xRows = new int[0];
-        float[] values = new float[0];
+        float[] values = new float[NATIVE_VALUES];
+        /** The range of units this worker took last ({@link #takeUnits}). */
+        final int[] range = new int[2];
         private MemorySegment xRowsSegment = MemorySegment.ofArray(xRows);
         private MemorySegment valuesSegment = MemorySegment.ofArray(values);
+
+        /** Makes room for {@code count} values (more than {@link #NATIVE_VALUES} only for batches of tens of thousands of tokens). */
+        void values(int count) {
+            if (values.length < count) {
+                values = new float[count];
+                valuesSegment = MemorySegment.ofArray(values);
+            }
+        }
 
         /** Makes room for {@code n} activation rows. */
         void tokens(int n) {
@@ -274,17 +328,9 @@ public final class CpuBackend implements Backend {
             }
         }
 
-        /** Makes room for {@code count} result values. */
-        void values(int count) {
-            if (values.length < count) {
-                values = new float[count];
-                valuesSegment = MemorySegment.ofArray(values);
-            }
-        }
-
         /**
          * Rows {@code [r0, r1)} of {@code w} · activation rows {@code xRows[0..n)} of {@code x}, from
-         * {@code values[offset]} ({@link #values} must have made room).
+         * {@code values[offset]}.
          */
         void multiply(WeightMatrix w, int r0, int r1, ActivationRows x, int n, int offset) {
             NativeKernels.q4_0Matmul(w.data(), w.rowBytes(), w.cols() / Kernels.QK, r0, r1,
@@ -331,16 +377,23 @@ public final class CpuBackend implements Backend {
             this.n = n;
             this.act = act;
             this.out = out;
+            long start = System.nanoTime();
             group();
             GlmWeights.Ffn any = ffns[selected[0]];
             int hiddenWidth = any.gate().rows();
             int width = any.gate().cols();
             inputs.reserve(any.gate().type(), n, width);
             inputs.set(any.gate().type(), 0, x, 0, width, n, width);
+            profile.add(CpuProfile.Op.ACTIVATIONS, start, 0);
+            start = System.nanoTime();
             down = false;
             dispatch(this, 2L * n * k * hiddenWidth * width);
+            profile.add(CpuProfile.Op.EXPERTS_GATE_UP, start, 2L * selectedCount * hiddenWidth * any.gate().rowBytes());
+            start = System.nanoTime();
             hidden.reserve(any.down().type(), n * k, hiddenWidth);
             hidden.set(any.down().type(), 0, act, 0, hiddenWidth, n * k, hiddenWidth);
+            profile.add(CpuProfile.Op.ACTIVATIONS, start, 0);
+            start = System.nanoTime();
             if (slotValues[0].length < n * k) {
                 for (int i = 0; i < slotValues.length; i++) {
                     slotValues[i] = new float[n * k];
@@ -348,6 +401,7 @@ public final class CpuBackend implements Backend {
             }
             down = true;
             dispatch(this, (long) n * k * hiddenWidth * width);
+            profile.add(CpuProfile.Op.EXPERTS_DOWN, start, (long) selectedCount * width * any.down().rowBytes());
             this.ffns = null;
             this.act = null;
             this.out = null;
@@ -430,65 +484,69 @@ public final class CpuBackend implements Backend {
         }
 
         /**
-         * The gate and up pass through the native kernel, chunks of one expert's rows as this worker takes
-         * them: gate and up values side by side in the worker's buffer, then combined into {@code act}.
+         * The gate and up pass through the native kernel, ranges of (expert, row) units as this worker takes
+         * them, each cut at experts and at what the worker's buffer holds: gate and up values side by side
+         * in the buffer, then combined into {@code act}.
          */
         private void gateUpNative(int rows, NativeCall call) {
-            int chunk = chunkRows(rows, n);
-            int perExpert = Math.ceilDiv(rows, chunk);
             call.tokens(n * k);
-            call.values(2 * n * k * chunk);
-            for (int c = nextChunk.getAndIncrement(); c < selectedCount * perExpert; c = nextChunk.getAndIncrement()) {
-                int e = selected[c / perExpert];
-                int r0 = c % perExpert * chunk;
-                int r1 = Math.min(rows, r0 + chunk);
-                int len = r1 - r0;
-                int count = slotCount[e];
-                int[] slots = slotsOf[e];
-                for (int i = 0; i < count; i++) {
-                    call.xRows[i] = slots[i] / k;
-                }
-                call.multiply(ffns[e].gate(), r0, r1, inputs, count, 0);
-                call.multiply(ffns[e].up(), r0, r1, inputs, count, count * len);
-                for (int i = 0; i < count; i++) {
-                    int at = slots[i] * rows;
-                    for (int r = r0; r < r1; r++) {
-                        act[at + r] = Backend.silu(call.values[i * len + r - r0]) * call.values[(count + i) * len + r - r0];
+            call.values(2 * n * k);
+            while (takeUnits(selectedCount * rows, minUnits(2 * ffns[selected[0]].gate().rowBytes()), call.range)) {
+                for (int unit = call.range[0]; unit < call.range[1]; ) {
+                    int e = selected[unit / rows];
+                    int count = slotCount[e];
+                    int r0 = unit % rows;
+                    int r1 = Math.min(Math.min(rows, r0 + Math.max(1, NATIVE_VALUES / (2 * count))), r0 + call.range[1] - unit);
+                    int len = r1 - r0;
+                    int[] slots = slotsOf[e];
+                    for (int i = 0; i < count; i++) {
+                        call.xRows[i] = slots[i] / k;
                     }
+                    call.multiply(ffns[e].gate(), r0, r1, inputs, count, 0);
+                    call.multiply(ffns[e].up(), r0, r1, inputs, count, count * len);
+                    for (int i = 0; i < count; i++) {
+                        int at = slots[i] * rows;
+                        for (int r = r0; r < r1; r++) {
+                            act[at + r] = Backend.silu(call.values[i * len + r - r0]) * call.values[(count + i) * len + r - r0];
+                        }
+                    }
+                    unit += len;
                 }
             }
         }
 
         /**
-         * The down pass through the native kernel, chunks of output rows as this worker takes them: each
-         * selected expert's values for its slots (at the slots' places), then the weighted sums per token
-         * in slot order, as {@link #downRows} adds them.
+         * The down pass through the native kernel, ranges of output rows as this worker takes them, cut at
+         * what the worker's buffer holds: each selected expert's values for its slots (at the slots'
+         * places), then the weighted sums per token in slot order, as {@link #downRows} adds them.
          */
         private void downNative(int rows, NativeCall call) {
-            int chunk = chunkRows(rows, n * k);
+            int most = Math.max(1, NATIVE_VALUES / (n * k));
             call.tokens(n * k);
-            call.values(n * k * chunk);
-            for (int c = nextChunk.getAndIncrement(); c < Math.ceilDiv(rows, chunk); c = nextChunk.getAndIncrement()) {
-                int r0 = c * chunk;
-                int r1 = Math.min(rows, r0 + chunk);
-                int len = r1 - r0;
-                int place = 0;
-                for (int j = 0; j < selectedCount; j++) {
-                    int e = selected[j];
-                    int count = slotCount[e];
-                    System.arraycopy(slotsOf[e], 0, call.xRows, 0, count);
-                    call.multiply(ffns[e].down(), r0, r1, hidden, count, place * len);
-                    place += count;
-                }
-                for (int t = 0; t < n; t++) {
-                    for (int r = r0; r < r1; r++) {
-                        float sum = 0;
-                        for (int s = 0; s < k; s++) {
-                            int slot = t * k + s;
-                            float v = call.values[placeOf[slot] * len + r - r0] * weights[slot];
-                            sum = s == 0 ? v : sum + v;
+            call.values(n * k);
+            long unitBytes = (long) selectedCount * ffns[selected[0]].down().rowBytes();
+            while (takeUnits(rows, minUnits(unitBytes), call.range)) {
+                for (int r0 = call.range[0]; r0 < call.range[1]; r0 += most) {
+                    int r1 = Math.min(call.range[1], r0 + most);
+                    int len = r1 - r0;
+                    int place = 0;
+                    for (int j = 0; j < selectedCount; j++) {
+                        int e = selected[j];
+                        int count = slotCount[e];
+                        System.arraycopy(slotsOf[e], 0, call.xRows, 0, count);
+                        call.multiply(ffns[e].down(), r0, r1, hidden, count, place * len);
+                        place += count;
+                    }
+                    for (int t = 0; t < n; t++) {
+                        for (int r = r0; r < r1; r++) {
+                            float sum = 0;
+                            for (int s = 0; s < k; s++) {
+                                int slot = t * k + s;
+                                float v = call.values[placeOf[slot] * len + r - r0] * weights[slot];
+                                sum = s == 0 ? v : sum + v;
+                            }
+                            out[t * rows + r] = sum;
                         }
-                        out[t * rows + r] = sum;
                     }
                 }
             }

@@ -35,10 +35,12 @@ final class NativeKernels {
     static final String ENABLE_PROPERTY = "glimmer.cpu.native";
 
     private static final MethodHandle Q4_0_MATMUL;
+    private static final MethodHandle Q4_0_ACTIVATIONS;
     private static final String STATUS;
 
     static {
         MethodHandle matmul = null;
+        MethodHandle activations = null;
         String status;
         try {
             status = unavailableReason();
@@ -56,6 +58,10 @@ final class NativeKernels {
                                     ValueLayout.ADDRESS, ValueLayout.JAVA_INT,
                                     ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.JAVA_INT),
                             Linker.Option.critical(true));
+                    activations = linker.downcallHandle(lookup.findOrThrow("glimmer_q4_0_activations"),
+                            FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.JAVA_INT,
+                                    ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG),
+                            Linker.Option.critical(true));
                     status = "native Q4_0 kernel (AVX-512 VNNI)";
                 } else {
                     status = "Java kernels (this processor lacks AVX-512 VNNI/VBMI for the native Q4_0 kernel)";
@@ -65,6 +71,7 @@ final class NativeKernels {
             status = "Java kernels (the native Q4_0 kernel did not load: " + e.getMessage() + ")";
         }
         Q4_0_MATMUL = matmul;
+        Q4_0_ACTIVATIONS = activations;
         STATUS = status;
     }
 
@@ -105,6 +112,19 @@ final class NativeKernels {
             Files.copy(in, file, StandardCopyOption.REPLACE_EXISTING);
         }
         return file;
+    }
+
+    /**
+     * Activation row {@code x} ({@code cols} values, from the segment's start) quantized as the tensor
+     * package's Q8_0 quantizer does and laid out as row {@code row} of {@link ActivationRows}' native
+     * layout ({@code xq}, {@code bias}, {@code xd}).
+     */
+    static void q4_0Activations(MemorySegment x, int cols, MemorySegment xq, MemorySegment bias, MemorySegment xd, long row) {
+        try {
+            Q4_0_ACTIVATIONS.invokeExact(x, cols, xq, bias, xd, row);
+        } catch (Throwable e) {
+            throw new IllegalStateException("the native Q4_0 activation quantizer failed", e);
+        }
     }
 
     /**

@@ -9,6 +9,7 @@ import dev.glimmer.engine.model.Oracle;
 import dev.glimmer.engine.model.WeightMatrix;
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.engine.tensor.Q4_0;
+import dev.glimmer.engine.tensor.QuantizedVector;
 import org.junit.jupiter.api.Test;
 
 import java.io.IOException;
@@ -143,6 +144,80 @@ class NativeKernelsTest {
             new CpuBackend(1, true).matmul(w, x, 0, cols, 1, actual, 0, 1);
             assertEquals(-3f * sign * cols, expected[0], 1e-3f * cols); // weights of -1 (quants of 0) times 3
             assertEquals(expected[0], actual[0], "sign " + sign);
+        }
+    }
+
+    /**
+     * The native quantizer lays out exactly what the tensor package's Q8_0 quantizer gives, as the
+     * layout of {@link ActivationRows} says: rows with an all-zero block, negative zeros, halves that
+     * round to even, values over many magnitudes, whole groups and 1 to 3 blocks after them.
+     */
+    @Test
+    void activationsAreLaidOutFromTheJavaQuantizer() {
+        assumeNative();
+        Random random = new Random(14);
+        for (int cols : new int[] {128, 192, 2048, 2048 + 96}) {
+            int rows = 3;
+            float[] x = new float[rows * cols];
+            for (int i = 0; i < x.length; i++) {
+                x[i] = (float) (random.nextGaussian() * Math.pow(10, random.nextInt(7) - 3));
+            }
+            Arrays.fill(x, 32, 64, 0f); // a block of zeros
+            x[70] = -0f;
+            for (int i = 96; i < 127; i++) {
+                x[i] = i - 96 - 15.5f; // with amax 127 the quants are these values, all halves: rounded to even
+            }
+            x[127] = 127f;
+            ActivationRows native4_0 = new ActivationRows(true);
+            native4_0.reserve(GgmlType.Q4_0, rows, cols);
+            native4_0.set(GgmlType.Q4_0, 0, x, 0, cols, rows, cols);
+            for (int row = 0; row < rows; row++) {
+                QuantizedVector q = new QuantizedVector(GgmlType.Q8_0);
+                q.quantize(x, row * cols, cols);
+                byte[] quants = new byte[cols];
+                int[] biases = new int[cols / 8];
+                float[] scales = new float[cols / 8];
+                referenceLayout(q, cols, quants, biases, scales);
+                assertArrayEquals(quants, Arrays.copyOfRange(native4_0.nativeQuants, row * cols, (row + 1) * cols), cols + " cols, row " + row);
+                int groupedLanes = cols / 128 * 16;
+                assertArrayEquals(Arrays.copyOf(biases, groupedLanes),
+                        Arrays.copyOfRange(native4_0.nativeBiases, row * cols / 8, row * cols / 8 + groupedLanes), "biases");
+                for (int lane = 0; lane < cols / 8; lane++) {
+                    if (lane < groupedLanes || lane % 4 == 0) { // a block after the groups has its scale in its first lane
+                        assertEquals(scales[lane], native4_0.laneScales[row * cols / 8 + lane], "scale lane " + lane);
+                    }
+                }
+            }
+        }
+    }
+
+    /** The native layout of {@link ActivationRows}' class comment, built from the Java quantizer's quants and scales. */
+    private static void referenceLayout(QuantizedVector x, int cols, byte[] quants, int[] biases, float[] scales) {
+        int grouped = cols - cols % 128;
+        for (int group = 0; group < grouped; group += 128) {
+            for (int k = 0; k < 4; k++) {
+                int block = group + 32 * k;
+                for (int i = 0; i < 16; i++) {
+                    quants[group + 16 * k + i] = x.quant(block + i);
+                    quants[group + 64 + 16 * k + i] = x.quant(block + 16 + i);
+                }
+                for (int j = 0; j < 4; j++) {
+                    int sum = 0;
+                    for (int i = 4 * j; i < 4 * j + 4; i++) {
+                        sum += x.quant(block + i) + x.quant(block + 16 + i);
+                    }
+                    biases[group / 8 + 4 * k + j] = -8 * sum;
+                    scales[group / 8 + 4 * k + j] = x.blockScale(block / 32);
+                }
+            }
+        }
+        for (int block = grouped; block < cols; block += 32) {
+            for (int j = 0; j < 8; j++) {
+                for (int m = 0; m < 4; m++) {
+                    quants[block + 4 * j + m] = x.quant(block + j + 8 * m);
+                }
+            }
+            scales[block / 8] = x.blockScale(block / 32);
         }
     }
 
