@@ -33,6 +33,8 @@
 /* Activation rows a weight row is unpacked once for, and weight rows an activation row is loaded once for. */
 #define TOKENS_PER_PASS 4
 #define ROWS_PER_PASS 2
+/* The fewest activation rows for which a pass takes ROWS_PER_PASS weight rows (see glimmer_q4_0_matmul). */
+#define PAIRED_ROWS_FROM 12
 
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,f16c,fma")))
 
@@ -199,8 +201,12 @@ TARGET void glimmer_q4_0_matmul(const uint8_t *w, int64_t row_bytes, int32_t blo
     const __m512i scales_of = scale_index();
     for (int32_t r = row_from; r < row_to; ) {
         const uint8_t *row = w + (long) r * row_bytes;
-        /* A lone token streams one row at a time: two rows at once made decode slower (measured, 9 against 13 tok/s). */
-        int R = n == 1 || row_to - r < ROWS_PER_PASS ? 1 : ROWS_PER_PASS;
+        /*
+         * Two rows at once only for many tokens: rows come from memory fastest one stream at a time
+         * (single thread, rows in DRAM: 1 token 25 against 9 GB/s with two rows; 4 tokens 63 against 45
+         * GMAC/s), while 16 tokens and more are bound by arithmetic, which two rows share (64: 68 against 55).
+         */
+        int R = n < PAIRED_ROWS_FROM || row_to - r < ROWS_PER_PASS ? 1 : ROWS_PER_PASS;
         for (int32_t j = 0; j < n; j += TOKENS_PER_PASS) {
             const int8_t *q[TOKENS_PER_PASS];
             const int32_t *b[TOKENS_PER_PASS];
