@@ -33,6 +33,12 @@
 /* Activation rows a weight row is unpacked once for, and weight rows an activation row is loaded once for. */
 #define TOKENS_PER_PASS 4
 #define ROWS_PER_PASS 2
+/*
+ * How far ahead of the weights being read the kernel asks for them (the next rows: a matrix's rows are
+ * contiguous). The hardware prefetcher alone streamed the decode step's matrices of 0.7-6 MB at 15-21 GB/s
+ * a thread; asking 4 KB ahead took a layer's six kinds of matrix a tenth less time (median of 3 rounds).
+ */
+#define PREFETCH_BYTES 4096
 /* The fewest activation rows for which a pass takes ROWS_PER_PASS weight rows (see glimmer_q4_0_matmul). */
 #define PAIRED_ROWS_FROM 12
 
@@ -145,6 +151,8 @@ TARGET static inline void tile(const uint8_t *w, int64_t row_bytes, int groups, 
         __m512 dw[ROWS_PER_PASS];
         for (int i = 0; i < R; i++) {
             const uint8_t *p = w + i * row_bytes + (long) g * GROUP_BLOCKS * BLOCK_BYTES;
+            _mm_prefetch((const char *) p + PREFETCH_BYTES, _MM_HINT_T0);
+            _mm_prefetch((const char *) p + PREFETCH_BYTES + 64, _MM_HINT_T0);
             __m512i first = _mm512_loadu_si512(p);
             __m512i nibbles = _mm512_permutex2var_epi8(first, nibbles_of, _mm512_loadu_si512(p + 8));
             q_low[i] = _mm512_and_si512(nibbles, low_nibble);

@@ -188,7 +188,9 @@ final class BenchCommand implements Subcommand {
                 if (tg > 0) {
                     double[] rates = new double[reps];
                     sequence.fillContext(depth, tokens, random);
-                    sequence.decode(tokens, Math.min(tg, 2), depth); // warm-up
+                    // Warm-up: one whole repetition, so that the JIT has compiled the decode step's Java side
+                    // before the timed ones (one token left it compiling through the first repetitions).
+                    sequence.decode(tokens, tg, depth);
                     if (sequence instanceof CpuSequence cpu) {
                         cpu.profile().reset();
                     }
