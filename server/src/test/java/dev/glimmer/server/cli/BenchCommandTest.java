@@ -3,6 +3,7 @@ package dev.glimmer.server.cli;
 import dev.glimmer.engine.backend.BackendChoice;
 import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.EmulatedTokenDecoder;
+import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.backend.cuda.CudaDevice;
 import dev.glimmer.engine.backend.metal.MetalPlatform;
 import org.junit.jupiter.api.Assumptions;
@@ -38,7 +39,11 @@ class BenchCommandTest {
         assertTrue(Double.parseDouble(last.group(1)) > 0 && Double.parseDouble(last.group(2)) > 0, lines.getLast());
         assertTrue(r.out().contains("weights: "), r.out());
         assertTrue(r.out().contains("q4_0"), r.out());
-        assertTrue(r.out().contains("threads: 2; load: "), r.out());
+        assertTrue(r.out().contains("threads: 2, " + new CpuBackend(1).kernels() + "; load: "), r.out());
+        // The CPU backend's time per kind of operation, for the prompt and for decode.
+        assertTrue(r.out().contains("CPU time per operation, one prompt of 8 tokens:"), r.out());
+        assertTrue(r.out().contains("CPU time per operation, one decode step:"), r.out());
+        assertTrue(r.out().lines().anyMatch(l -> l.matches("\\s+experts gate\\+up\\s+\\d+\\.\\d+\\s+\\d+\\.\\d%\\s+\\d+\\s+\\d+\\.\\d")), r.out());
         assertTrue(r.out().contains("tg4 @ ctx 16"), r.out());
         assertTrue(r.out().contains("% of the 20.0 GB/s limit"), r.out());
         assertTrue(r.out().contains("peak memory beyond the mapped file: "), r.out());
