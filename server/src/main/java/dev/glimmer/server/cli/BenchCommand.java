@@ -241,22 +241,27 @@ final class BenchCommand implements Subcommand {
 
     /**
      * The CPU backend's time per kind of operation over {@code units} prompts or decode steps that took
-     * {@code seconds} in all (one entry per repetition): milliseconds per unit, share of the time, and
-     * the weight bytes each kind streamed per second of its own time; "other" is the rest of the forward
+     * {@code seconds} in all (one entry per repetition): milliseconds per unit, share of the time, the
+     * weight bytes each kind streamed and the multiply-adds it did per second of its own time; "other" is the rest of the forward
      * pass (norms, RoPE, the router's softmax, embeddings, logits copies).
      */
     private static void printCpuProfile(Terminal io, String title, CpuProfile profile, long units, double[] seconds) {
         double total = java.util.stream.DoubleStream.of(seconds).sum();
         double counted = 0;
         io.out().println(title);
-        io.out().printf(Locale.ROOT, "  %-24s %10s %7s %10s %10s%n", "operation", "ms", "share", "calls", "weights GB/s");
+        io.out().printf(Locale.ROOT, "  %-24s %10s %7s %8s %13s %8s%n", "operation", "ms", "share", "calls", "weights GB/s", "GMAC/s");
         for (CpuProfile.Op op : CpuProfile.Op.values()) {
             double s = profile.seconds(op);
             counted += s;
-            io.out().printf(Locale.ROOT, "  %-24s %10.3f %6.1f%% %10d %10s%n", op.label(), 1000 * s / units, 100 * s / total,
-                    profile.calls(op) / units, profile.weightBytes(op) == 0 ? "" : String.format(Locale.ROOT, "%.1f", profile.weightBytes(op) / s / 1e9));
+            io.out().printf(Locale.ROOT, "  %-24s %10.3f %6.1f%% %8d %13s %8s%n", op.label(), 1000 * s / units, 100 * s / total,
+                    profile.calls(op) / units, perSecond(profile.weightBytes(op), s), perSecond(profile.multiplyAdds(op), s));
         }
         io.out().printf(Locale.ROOT, "  %-24s %10.3f %6.1f%%%n", "other", 1000 * (total - counted) / units, 100 * (total - counted) / total);
+    }
+
+    /** {@code count} per second in billions, one decimal, or nothing when there is no count. */
+    private static String perSecond(long count, double seconds) {
+        return count == 0 ? "" : String.format(Locale.ROOT, "%.1f", count / seconds / 1e9);
     }
 
     /** Tokens of each conversation's prompt before a batch decode (llama-batched-bench's -npp). */

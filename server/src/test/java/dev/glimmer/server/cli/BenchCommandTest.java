@@ -43,7 +43,7 @@ class BenchCommandTest {
         // The CPU backend's time per kind of operation, for the prompt and for decode.
         assertTrue(r.out().contains("CPU time per operation, one prompt of 8 tokens:"), r.out());
         assertTrue(r.out().contains("CPU time per operation, one decode step:"), r.out());
-        assertTrue(r.out().lines().anyMatch(l -> l.matches("\\s+experts gate\\+up\\s+\\d+\\.\\d+\\s+\\d+\\.\\d%\\s+\\d+\\s+\\d+\\.\\d")), r.out());
+        assertTrue(r.out().lines().anyMatch(l -> l.matches("\\s+experts gate\\+up\\s+\\d+\\.\\d+\\s+\\d+\\.\\d%\\s+\\d+\\s+\\d+\\.\\d\\s+\\d+\\.\\d")), r.out());
         assertTrue(r.out().contains("tg4 @ ctx 16"), r.out());
         assertTrue(r.out().contains("% of the 20.0 GB/s limit"), r.out());
         assertTrue(r.out().contains("peak memory beyond the mapped file: "), r.out());

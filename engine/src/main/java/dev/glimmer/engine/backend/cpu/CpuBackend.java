@@ -135,11 +135,11 @@ public final class CpuBackend implements Backend {
         long start = System.nanoTime();
         inputs.reserve(w.type(), n, w.cols());
         inputs.set(w.type(), 0, x, xOff, xStride, n, w.cols());
-        profile.add(CpuProfile.Op.ACTIVATIONS, start, 0);
+        profile.add(CpuProfile.Op.ACTIVATIONS, start, 0, 0);
         start = System.nanoTime();
         matmul.set(w, null, n, out, outOff, 0, outStride);
         dispatch(matmul, (long) w.rows() * w.cols() * n);
-        profile.add(CpuProfile.Op.MATMUL, start, w.rows() * w.rowBytes());
+        profile.add(CpuProfile.Op.MATMUL, start, w.rows() * w.rowBytes(), (long) w.rows() * w.cols() * n);
     }
 
     /**
@@ -155,11 +155,11 @@ public final class CpuBackend implements Backend {
         for (int h = 0; h < w.length; h++) {
             inputs.set(first.type(), h * n, x, xOff + h * xHeadStride, xStride, n, first.cols());
         }
-        profile.add(CpuProfile.Op.ACTIVATIONS, start, 0);
+        profile.add(CpuProfile.Op.ACTIVATIONS, start, 0, 0);
         start = System.nanoTime();
         matmul.set(null, w, n, out, outOff, outHeadStride, outStride);
         dispatch(matmul, (long) w.length * first.rows() * first.cols() * n);
-        profile.add(CpuProfile.Op.MATMUL_HEADS, start, w.length * first.rows() * first.rowBytes());
+        profile.add(CpuProfile.Op.MATMUL_HEADS, start, w.length * first.rows() * first.rowBytes(), (long) w.length * first.rows() * first.cols() * n);
     }
 
     @Override
@@ -173,7 +173,7 @@ public final class CpuBackend implements Backend {
                           int valueWidth, float[] out) {
         long start = System.nanoTime();
         attention.compute(cache, layer, q, n, firstPosition, heads, scale, valueWidth, out);
-        profile.add(CpuProfile.Op.ATTENTION, start, 0);
+        profile.add(CpuProfile.Op.ATTENTION, start, 0, 0);
     }
 
     /**
@@ -384,15 +384,16 @@ public final class CpuBackend implements Backend {
             int width = any.gate().cols();
             inputs.reserve(any.gate().type(), n, width);
             inputs.set(any.gate().type(), 0, x, 0, width, n, width);
-            profile.add(CpuProfile.Op.ACTIVATIONS, start, 0);
+            profile.add(CpuProfile.Op.ACTIVATIONS, start, 0, 0);
             start = System.nanoTime();
             down = false;
             dispatch(this, 2L * n * k * hiddenWidth * width);
-            profile.add(CpuProfile.Op.EXPERTS_GATE_UP, start, 2L * selectedCount * hiddenWidth * any.gate().rowBytes());
+            profile.add(CpuProfile.Op.EXPERTS_GATE_UP, start, 2L * selectedCount * hiddenWidth * any.gate().rowBytes(),
+                    2L * n * k * hiddenWidth * width);
             start = System.nanoTime();
             hidden.reserve(any.down().type(), n * k, hiddenWidth);
             hidden.set(any.down().type(), 0, act, 0, hiddenWidth, n * k, hiddenWidth);
-            profile.add(CpuProfile.Op.ACTIVATIONS, start, 0);
+            profile.add(CpuProfile.Op.ACTIVATIONS, start, 0, 0);
             start = System.nanoTime();
             if (slotValues[0].length < n * k) {
                 for (int i = 0; i < slotValues.length; i++) {
@@ -401,7 +402,8 @@ public final class CpuBackend implements Backend {
             }
             down = true;
             dispatch(this, (long) n * k * hiddenWidth * width);
-            profile.add(CpuProfile.Op.EXPERTS_DOWN, start, (long) selectedCount * width * any.down().rowBytes());
+            profile.add(CpuProfile.Op.EXPERTS_DOWN, start, (long) selectedCount * width * any.down().rowBytes(),
+                    (long) n * k * hiddenWidth * width);
             this.ffns = null;
             this.act = null;
             this.out = null;

@@ -1,10 +1,11 @@
 package dev.glimmer.engine.backend.cpu;
 
 /**
- * Where a {@link CpuBackend}'s time goes: wall time, calls and weight bytes read per kind of operation,
+ * Where a {@link CpuBackend}'s time goes: wall time, calls, weight bytes read and multiply-adds per kind of operation,
  * counted on the calling thread from the start of each operation to its end (so an operation's time
- * includes its threads' waits for each other). {@code bench} prints it per token or per prompt batch,
- * each operation's weight bytes per second set against what the cores can stream.
+ * includes its threads' waits for each other). {@code bench} prints it per token or per prompt batch:
+ * each operation's weight bytes per second (decode: set it against what the cores can stream) and its
+ * multiply-adds per second (a prompt: set it against what the kernel reaches on data in the cache).
  */
 public final class CpuProfile {
     /** The kinds of operation the backend times. */
@@ -31,12 +32,17 @@ public final class CpuProfile {
     private final long[] nanos = new long[Op.values().length];
     private final long[] calls = new long[Op.values().length];
     private final long[] weightBytes = new long[Op.values().length];
+    private final long[] multiplyAdds = new long[Op.values().length];
 
-    /** Adds one operation of {@code kind} that started at {@code startNanos} (System.nanoTime) and read {@code bytes} of weights. */
-    void add(Op kind, long startNanos, long bytes) {
+    /**
+     * Adds one operation of {@code kind} that started at {@code startNanos} (System.nanoTime), read
+     * {@code bytes} of weights and did {@code macs} multiply-adds.
+     */
+    void add(Op kind, long startNanos, long bytes, long macs) {
         nanos[kind.ordinal()] += System.nanoTime() - startNanos;
         calls[kind.ordinal()]++;
         weightBytes[kind.ordinal()] += bytes;
+        multiplyAdds[kind.ordinal()] += macs;
     }
 
     /** Forgets everything counted so far. */
@@ -44,6 +50,7 @@ public final class CpuProfile {
         java.util.Arrays.fill(nanos, 0);
         java.util.Arrays.fill(calls, 0);
         java.util.Arrays.fill(weightBytes, 0);
+        java.util.Arrays.fill(multiplyAdds, 0);
     }
 
     /** Seconds spent in operations of {@code kind}. */
@@ -59,5 +66,10 @@ public final class CpuProfile {
     /** Weight bytes read by operations of {@code kind}. */
     public long weightBytes(Op kind) {
         return weightBytes[kind.ordinal()];
+    }
+
+    /** Multiply-adds of weights and activations done by operations of {@code kind}. */
+    public long multiplyAdds(Op kind) {
+        return multiplyAdds[kind.ordinal()];
     }
 }
