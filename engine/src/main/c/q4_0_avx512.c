@@ -1,6 +1,7 @@
 /*
  * Glimmer's optional native CPU kernel: Q4_0 weight rows times Q8_0 activation rows with AVX-512
- * VNNI integer dot products (vpdpbusd), which the JDK's Vector API cannot emit.
+ * VNNI integer dot products (vpdpbusd), which the JDK's Vector API cannot emit
+ * (glimmer_q4_0_matmul), and the activations quantized into its layout (glimmer_q4_0_activations).
  *
  * It computes exactly what the Java kernel Kernels.dotQ4_0 computes (on 512-bit vectors), operation for
  * operation, so the two give the same bits (NativeKernelsTest holds them to that):
@@ -10,7 +11,8 @@
  *     0..7 (blocks 0, 1) into one accumulator and 8..15 (blocks 2, 3) into another;
  *   - the accumulators added lane-wise, then the halves of 256 and 128 bits, then the last two lanes.
  *
- * The activation row comes prepared by the Java side (ActivationRows' native layout), per group of four blocks:
+ * An activation row comes laid out by glimmer_q4_0_activations (ActivationRows' native layout), per group
+ * of four blocks:
  *   xq:   128 int8 quants: bytes 16k+i = value i of block k, bytes 64+16k+i = value 16+i of block k;
  *   bias: 16 int32, lane 4k+j = -8 * (the sum of the lane's 8 quants) (so Σ q·x + bias = Σ (q-8)·x);
  *   xd:   16 floats, lane 4k+j = block k's activation scale.

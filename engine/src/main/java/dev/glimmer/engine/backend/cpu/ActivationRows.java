@@ -49,12 +49,12 @@ final class ActivationRows {
     /** One activation row copied for the native quantizer (the caller's arrays have no segment of their own). */
     private float[] staging = new float[0];
     private MemorySegment stagingSegment = MemorySegment.ofArray(staging);
-    /** Whether Q4_0 rows are also laid out for the native kernel. */
+    /** Whether Q4_0 rows are laid out for the native kernel (instead of for the Java kernels). */
     private final boolean nativeQ4_0;
     private final QuantizedVector scratch = new QuantizedVector(GgmlType.Q8_0);
     private final QuantizedVector scratchK = new QuantizedVector(GgmlType.Q8_K);
 
-    /** Rows for the Java kernels alone ({@code nativeQ4_0} false) or for the native Q4_0 kernel too. */
+    /** Rows whose Q4_0 activations are for the Java kernels ({@code nativeQ4_0} false) or for the native kernel. */
     ActivationRows(boolean nativeQ4_0) {
         this.nativeQ4_0 = nativeQ4_0;
     }

@@ -11,12 +11,15 @@ import java.lang.foreign.MemorySegment;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * The Java backend: SIMD kernels ({@link Kernels}) over weights read in place from the mapping, split
- * across a fixed pool of platform threads ({@link WorkerPool}), with the tensor package's llama.cpp
- * numerics. Weight types without a SIMD kernel use the tensor package's scalar dot products, still in
- * parallel. Every parallel operation splits its output rows evenly among the threads; a weight row is
- * read from memory once per operation and stays in the L1 cache while it is dotted with every token of
- * the batch that needs it.
+ * The CPU backend: kernels over weights read in place from the mapping, split across a fixed pool of
+ * platform threads ({@link WorkerPool}), with the tensor package's llama.cpp numerics. Q4_0 weights go
+ * through the native VNNI kernel where it runs ({@link NativeKernels}), every other type and every
+ * machine without it through the Vector API kernels ({@link Kernels}, {@link KQuantKernels}); the two
+ * give the same bits. Weight types without a SIMD kernel use the tensor package's scalar dot products,
+ * still in parallel. A Java-kernel operation splits its output rows evenly among the threads; a native
+ * one hands out ranges of rows as threads finish ({@link #takeUnits}). Either way a weight row is read
+ * from memory once per operation and stays in the L1 cache while it is dotted with every token of the
+ * batch that needs it.
  *
  * <p>Not thread-safe (it keeps activation buffers and task objects, so that the decode path allocates
  * nothing): one instance per sequence being computed; instances share the worker threads.
@@ -74,7 +77,7 @@ public final class CpuBackend implements Backend {
 
     /**
      * A backend computing with {@code threads} threads and, when {@code nativeQ4_0}, the native Q4_0
-     * kernel (which must be {@link #nativeKernelAvailable() available}); both give the same results.
+     * kernel (which must be able to run here); both give the same results.
      */
     public CpuBackend(int threads, boolean nativeQ4_0) {
         if (nativeQ4_0 && !NativeKernels.available()) {
@@ -95,11 +98,6 @@ public final class CpuBackend implements Backend {
         for (int i = 0; i < threads; i++) {
             nativeCalls[i] = new NativeCall();
         }
-    }
-
-    /** Whether the native Q4_0 kernel can run here (built, loaded, and the processor has its instructions). */
-    public static boolean nativeKernelAvailable() {
-        return NativeKernels.available();
     }
 
     /** Where this backend's time went since it was made or the profile last reset. */
