@@ -31,7 +31,7 @@ import java.util.concurrent.TimeUnit;
  *
  * <pre>mvn -o -pl engine -am -Pbenchmark test -DskipTests -Dbenchmark=MatmulBenchmark</pre>
  */
-@Fork(value = 1, jvmArgsAppend = {"--add-modules", "jdk.incubator.vector", "-Xmx2g"})
+@Fork(value = 1, jvmArgsAppend = {"--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED", "-Xmx2g"})
 @Warmup(iterations = 3, time = 1)
 @Measurement(iterations = 5, time = 1)
 @BenchmarkMode(Mode.Throughput)

@@ -1,0 +1,96 @@
+package dev.glimmer.engine.backend.cpu;
+
+import dev.glimmer.engine.model.WeightMatrix;
+import dev.glimmer.engine.tensor.GgmlType;
+import org.openjdk.jmh.annotations.AuxCounters;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Measurement;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.Warmup;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.Random;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Q4_0 matrix times several tokens, as a prompt multiplies: the multiply-adds per second (the
+ * {@code gigaMacs} counter) to hold against what the kernel reaches (docs/BENCHMARKS.md gives the
+ * machine's figures), and the weights streamed ({@code gigabytes}). Shapes are {@code in x out x
+ * tokens}: an expert's gate projection with the ~4 tokens a 64-token prompt routes to each expert, and
+ * the attention output with a whole 64-token batch. {@code kernels}: {@code native} (the VNNI kernel;
+ * the trial fails where it cannot run, saying why) or {@code java} (the Vector API kernels).
+ *
+ * <pre>mvn -o -pl engine -am -Pbenchmark test -DskipTests -Dbenchmark=MatMatBenchmark</pre>
+ */
+@Fork(value = 1, jvmArgsAppend = {"--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED", "-Xmx2g"})
+@Warmup(iterations = 3, time = 1)
+@Measurement(iterations = 5, time = 1)
+@BenchmarkMode(Mode.Throughput)
+@OutputTimeUnit(TimeUnit.SECONDS)
+@State(Scope.Thread)
+public class MatMatBenchmark {
+
+    @Param({"2048x1536x4", "5120x2048x64"})
+    public String shape;
+
+    @Param({"native", "java"})
+    public String kernels;
+
+    @Param({"1", "2"})
+    public int threads;
+
+    private WeightMatrix matrix;
+    private CpuBackend backend;
+    private int tokens;
+    private float[] x;
+    private float[] out;
+
+    /** Billions of multiply-adds and GB of weights read, reported per second. */
+    @AuxCounters(AuxCounters.Type.OPERATIONS)
+    @State(Scope.Thread)
+    public static class Work {
+        public double gigaMacs;
+        public double gigabytes;
+    }
+
+    @Setup(Level.Trial)
+    public void setUp() {
+        String[] parts = shape.split("x");
+        int cols = Integer.parseInt(parts[0]);
+        int rows = Integer.parseInt(parts[1]);
+        tokens = Integer.parseInt(parts[2]);
+        Random random = new Random(1);
+        long rowBytes = GgmlType.Q4_0.rowBytes(cols);
+        MemorySegment data = Arena.ofAuto().allocate(2 + rows * rowBytes, 64).asSlice(2);
+        byte[] bytes = new byte[(int) (rows * rowBytes)];
+        random.nextBytes(bytes);
+        MemorySegment.copy(MemorySegment.ofArray(bytes), 0, data, 0, bytes.length);
+        for (long b = 0; b < rows * rowBytes; b += GgmlType.Q4_0.bytesPerBlock) {
+            data.set(java.lang.foreign.ValueLayout.JAVA_SHORT_UNALIGNED, b, Float.floatToFloat16(0.01f)); // a valid scale
+        }
+        matrix = new WeightMatrix("w", GgmlType.Q4_0, data, rows, cols);
+        x = new float[tokens * cols];
+        for (int i = 0; i < x.length; i++) {
+            x[i] = (float) random.nextGaussian();
+        }
+        out = new float[tokens * rows];
+        backend = new CpuBackend(threads, kernels.equals("native"));
+    }
+
+    @Benchmark
+    public float matMat(Work work) {
+        backend.matmul(matrix, x, 0, matrix.cols(), tokens, out, 0, matrix.rows());
+        work.gigaMacs += (double) matrix.rows() * matrix.cols() * tokens / 1e9;
+        work.gigabytes += matrix.rows() * matrix.rowBytes() / 1e9;
+        return out[0];
+    }
+}
