@@ -56,11 +56,13 @@ import java.util.stream.Collectors;
                 positions are random cache rows rather than computed (the cost of attention depends only on
                 their number), so a long context is quick to set up; on a GPU they are computed once.
                 Reported: model facts and weight bytes read per decode token, the backend (with --backend auto
-                or a GPU that cannot serve this model: which one and why), load time (open, map, weights on
-                the device: ready), the median tok/s with min..max over --reps, decode as a fraction of the
+                or a GPU that cannot serve this model: which one and why; on the CPU the kernels that ran),
+                load time (open, map, weights on the device or the mapping's pages populated: ready), the
+                median tok/s with min..max over --reps after one warm-up repetition, decode as a fraction of the
                 bandwidth limit (--bandwidth GB/s ÷ bytes per token), the peak anonymous memory (everything but
-                the mapped file); on CUDA also the GPU memory used and the GPU time per kernel of one decode step
-                and of one prompt batch.
+                the mapped file); on the CPU the time per kind of operation of one prompt and one decode step
+                (ms, share, calls, weight GB/s, GMAC/s); on CUDA also the GPU memory used and the GPU time per
+                kernel of one decode step and of one prompt batch.
                 The GPU self-test is not run (./glimmer selftest runs it).
                 The last line is for scripts: pp_tok_s=… tg_tok_s=…
                 --batch: N conversations of one KV pool, each after a 16-token prompt (and --ctx), decode --tg tokens

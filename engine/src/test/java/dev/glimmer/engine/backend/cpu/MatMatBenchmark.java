@@ -16,8 +16,6 @@ import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.Warmup;
 
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
 
@@ -69,15 +67,7 @@ public class MatMatBenchmark {
         int rows = Integer.parseInt(parts[1]);
         tokens = Integer.parseInt(parts[2]);
         Random random = new Random(1);
-        long rowBytes = GgmlType.Q4_0.rowBytes(cols);
-        MemorySegment data = Arena.ofAuto().allocate(2 + rows * rowBytes, 64).asSlice(2);
-        byte[] bytes = new byte[(int) (rows * rowBytes)];
-        random.nextBytes(bytes);
-        MemorySegment.copy(MemorySegment.ofArray(bytes), 0, data, 0, bytes.length);
-        for (long b = 0; b < rows * rowBytes; b += GgmlType.Q4_0.bytesPerBlock) {
-            data.set(java.lang.foreign.ValueLayout.JAVA_SHORT_UNALIGNED, b, Float.floatToFloat16(0.01f)); // a valid scale
-        }
-        matrix = new WeightMatrix("w", GgmlType.Q4_0, data, rows, cols);
+        matrix = MatmulBenchmark.randomWeights("w", GgmlType.Q4_0, rows, cols, random);
         x = new float[tokens * cols];
         for (int i = 0; i < x.length; i++) {
             x[i] = (float) random.nextGaussian();

@@ -71,26 +71,8 @@ public class MatmulBenchmark {
         Random random = new Random(1);
         matrices = new WeightMatrix[count];
         for (int m = 0; m < count; m++) {
-            long rowBytes = t.rowBytes(cols);
-            MemorySegment data = Arena.ofAuto().allocate(2 + rows * rowBytes, 64).asSlice(2);
-            byte[] bytes = new byte[(int) Math.min(rows * rowBytes, 1 << 24)];
-            random.nextBytes(bytes);
-            for (long off = 0; off < rows * rowBytes; off += bytes.length) {
-                MemorySegment.copy(MemorySegment.ofArray(bytes), 0, data, off, Math.min(bytes.length, rows * rowBytes - off));
-            }
-            // Valid, small fp16 scales in every block: d (and Q4_K/Q5_K's dmin) first, Q6_K's d last.
-            int[] scaleFields = switch (t) {
-                case Q4_K, Q5_K -> new int[] {0, 2};
-                case Q6_K -> new int[] {208};
-                default -> new int[] {0};
-            };
-            for (long b = 0; b < rows * rowBytes; b += t.bytesPerBlock) {
-                for (int field : scaleFields) {
-                    data.set(java.lang.foreign.ValueLayout.JAVA_SHORT_UNALIGNED, b + field, Float.floatToFloat16(0.01f));
-                }
-            }
-            matrices[m] = new WeightMatrix("w" + m, t, data, rows, cols);
-            bytesPerCall += rows * rowBytes;
+            matrices[m] = randomWeights("w" + m, t, rows, cols, random);
+            bytesPerCall += rows * matrices[m].rowBytes();
         }
         x = new float[cols];
         for (int i = 0; i < cols; i++) {
@@ -98,6 +80,32 @@ public class MatmulBenchmark {
         }
         out = new float[rows];
         backend = new CpuBackend(threads);
+    }
+
+    /**
+     * A {@code rows x cols} matrix of random bytes of type {@code t} with valid, small fp16 scales in every
+     * block, off-heap, 2 bytes past an aligned address like a file's blocks.
+     */
+    static WeightMatrix randomWeights(String name, GgmlType t, int rows, int cols, Random random) {
+        long rowBytes = t.rowBytes(cols);
+        MemorySegment data = Arena.ofAuto().allocate(2 + rows * rowBytes, 64).asSlice(2);
+        byte[] bytes = new byte[(int) Math.min(rows * rowBytes, 1 << 24)];
+        random.nextBytes(bytes);
+        for (long off = 0; off < rows * rowBytes; off += bytes.length) {
+            MemorySegment.copy(MemorySegment.ofArray(bytes), 0, data, off, Math.min(bytes.length, rows * rowBytes - off));
+        }
+        // d (and Q4_K/Q5_K's dmin) first in a block, Q6_K's d last.
+        int[] scaleFields = switch (t) {
+            case Q4_K, Q5_K -> new int[] {0, 2};
+            case Q6_K -> new int[] {208};
+            default -> new int[] {0};
+        };
+        for (long b = 0; b < rows * rowBytes; b += t.bytesPerBlock) {
+            for (int field : scaleFields) {
+                data.set(java.lang.foreign.ValueLayout.JAVA_SHORT_UNALIGNED, b + field, Float.floatToFloat16(0.01f));
+            }
+        }
+        return new WeightMatrix(name, t, data, rows, cols);
     }
 
     @Benchmark
