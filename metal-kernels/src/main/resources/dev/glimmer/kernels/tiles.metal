@@ -126,6 +126,85 @@ static inline void load_chunk(uint type, device const uchar * row, uint c, threa
     }
 }
 
+// ---- Q4_0 rows read a block at a time through two 16-byte loads ----
+// A step of a tile needs one 18-byte block per Q4_0 row. Read as the format's 2-byte fields (the blocks are only
+// 2-byte aligned), each of a SIMD-group's load instructions touches 16 rows' cache lines and a step takes 10 of them:
+// the prompt's expert kernels spent their time in the L1 unit (91 % busy on an H200), not in the matrix units. When
+// the rows are 16-byte aligned (row bytes a multiple of 16, and the weights bound at 16-byte aligned places, which
+// the command list checks), the block lies in the 32 bytes from its 16-byte aligned start, two 16-byte loads.
+
+// The 32-bit word at even byte B of the 32-byte window a, b.
+template <uint B>
+static inline uint window_word(uint4 a, uint4 b) {
+    const uint w = B / 4;
+    uint lo = w == 0 ? a.x : w == 1 ? a.y : w == 2 ? a.z : w == 3 ? a.w : w == 4 ? b.x : w == 5 ? b.y : w == 6 ? b.z : b.w;
+    if (B % 4 == 0) return lo;
+    uint hi = w == 0 ? a.y : w == 1 ? a.z : w == 2 ? a.w : w == 3 ? b.x : w == 4 ? b.y : w == 5 ? b.z : b.w;
+    return (lo >> 16) | (hi << 16);
+}
+
+// Chunk h (0: the block's values 0-7 and 16-23, 1: 8-15 and 24-31) of the Q4_0 block at byte S of the window,
+// dequantized as Q4_0::dequant does.
+template <uint S>
+static inline void q4_0_window_chunk(uint4 a, uint4 b, uint h, thread float * out) {
+    float d = (float) as_type<half>((ushort) (window_word<S>(a, b) & 0xFFFF));
+    uint q0 = h == 0 ? window_word<S + 2>(a, b) : window_word<S + 10>(a, b);
+    uint q1 = h == 0 ? window_word<S + 6>(a, b) : window_word<S + 14>(a, b);
+    #pragma unroll
+    for (uint j = 0; j < 4; j++) {
+        uint q = (j < 2 ? q0 : q1) >> (16 * (j % 2));
+        out[4 * j + 0] = ((float) (q & 0xF) - 8.0f) * d;
+        out[4 * j + 1] = ((float) ((q >> 8) & 0xF) - 8.0f) * d;
+        out[4 * j + 2] = ((float) ((q >> 4) & 0xF) - 8.0f) * d;
+        out[4 * j + 3] = ((float) ((q >> 12) & 0xF) - 8.0f) * d;
+    }
+}
+
+// Chunk c of the 16-byte aligned Q4_0 row at `row`, as load_chunk.
+static inline void load_q4_0_wide(device const uchar * row, uint c, thread float * out) {
+    uint at = (c / 2) * GLIMMER_Q4_0_BLOCK_BYTES;
+    device const uint4 * window = (device const uint4 *) (row + (at & ~15u));
+    uint4 a = window[0];
+    uint4 b = window[1];
+    uint h = c % 2;
+    switch (at & 15) {
+        case 0: q4_0_window_chunk<0>(a, b, h, out); break;
+        case 2: q4_0_window_chunk<2>(a, b, h, out); break;
+        case 4: q4_0_window_chunk<4>(a, b, h, out); break;
+        case 6: q4_0_window_chunk<6>(a, b, h, out); break;
+        case 8: q4_0_window_chunk<8>(a, b, h, out); break;
+        case 10: q4_0_window_chunk<10>(a, b, h, out); break;
+        case 12: q4_0_window_chunk<12>(a, b, h, out); break;
+        default: q4_0_window_chunk<14>(a, b, h, out); break;
+    }
+}
+
+// Two values as the halves of one 32-bit word (the first in the low half, as in threadgroup memory).
+static inline uint half_pair(float x, float y) {
+    half2 p;
+    p.x = (half) x;
+    p.y = (half) y;
+    return as_type<uint>(p);
+}
+
+// A dequantized Q4_0 chunk (w in load_q4_0_wide's order) into its step's tile row (dst, 16-byte aligned; the step is
+// the chunk's block): its values 0-7 and 16-23 of the block's half c % 2 are two runs of 8 halves, one 16-byte store
+// each. Stores of one word per pair conflicted 4.7-way in threadgroup memory's banks (ncu, q_b on an H200).
+static inline void store_q4_0_chunk(thread float * w, uint c, threadgroup half * dst) {
+    uint4 lo;
+    lo.x = half_pair(w[0], w[1]);
+    lo.y = half_pair(w[4], w[5]);
+    lo.z = half_pair(w[8], w[9]);
+    lo.w = half_pair(w[12], w[13]);
+    uint4 hi;
+    hi.x = half_pair(w[2], w[3]);
+    hi.y = half_pair(w[6], w[7]);
+    hi.z = half_pair(w[10], w[11]);
+    hi.w = half_pair(w[14], w[15]);
+    *((threadgroup uint4 *) (dst + (c % 2) * 8)) = lo;
+    *((threadgroup uint4 *) (dst + 16 + (c % 2) * 8)) = hi;
+}
+
 // The dequantized chunk c as halves into its step's tile row (dst, 4-byte aligned, holds the values k0 .. k0 +
 // MM_DEPTH of the row). Values i and i + 1 that lie side by side at an even place (every pair of the 32-value
 // blocks' formats) go as one 32-bit store: threadgroup memory's store slots, not the matrix units, bound a step.
@@ -211,6 +290,7 @@ static inline void mm_tile(WeightRows lo, WeightRows hi, S src, uint n, uint col
     const uint B_TILES = MM_SIMDGROUP_TOKENS / 8;
     // this thread's share of a step: weight chunks (type, row) and runs of activations (token row)
     uint w_type[W_CHUNKS];
+    bool w_wide[W_CHUNKS];   // a Q4_0 row read through load_q4_0_wide
     device const uchar * w_row[W_CHUNKS];
     uint w_at[W_CHUNKS];
     uint half_of_step = tiitg % (MM_DEPTH / CH);
@@ -220,6 +300,7 @@ static inline void mm_tile(WeightRows lo, WeightRows hi, S src, uint n, uint col
         WeightRows wr = tile_row < ROWS / 2 ? lo : hi;
         uint row = wr.first + tile_row % (ROWS / 2);
         w_type[i] = wr.type;
+        w_wide[i] = wr.type == TYPE_Q4_0 && wr.stride % 16 == 0;
         w_row[i] = row < wr.rows ? wr.w + row * wr.stride : nullptr;
         w_at[i] = tile_row * MM_HALF_STRIDE;
     }
@@ -249,7 +330,13 @@ static inline void mm_tile(WeightRows lo, WeightRows hi, S src, uint n, uint col
         bool load = k0 < cols;
         #pragma unroll
         for (uint i = 0; i < W_CHUNKS; i++) {
-            if (load && w_row[i] != nullptr && c * CH < cols) load_chunk(w_type[i], w_row[i], c, w[i]);
+            if (load && w_row[i] != nullptr && c * CH < cols) {
+                if (w_wide[i]) {
+                    load_q4_0_wide(w_row[i], c, w[i]);
+                } else {
+                    load_chunk(w_type[i], w_row[i], c, w[i]);
+                }
+            }
         }
         #pragma unroll
         for (uint i = 0; i < X_RUNS; i++) {
@@ -293,7 +380,11 @@ static inline void mm_tile(WeightRows lo, WeightRows hi, S src, uint n, uint col
             #pragma unroll
             for (uint i = 0; i < W_CHUNKS; i++) {
                 if (w_row[i] != nullptr && c * CH < cols) {
-                    store_chunk(w_type[i], w[i], c, k0, st + w_at[i]);
+                    if (w_wide[i]) {
+                        store_q4_0_chunk(w[i], c, st + w_at[i]);
+                    } else {
+                        store_chunk(w_type[i], w[i], c, k0, st + w_at[i]);
+                    }
                 } else {
                     for (uint v = 0; v < CH; v++) st[w_at[i] + half_of_step * CH + v] = (half) 0.0f;
                 }

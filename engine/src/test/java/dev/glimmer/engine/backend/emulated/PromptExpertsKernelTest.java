@@ -31,7 +31,7 @@ class PromptExpertsKernelTest {
     private static final int ACTIVE = TOKENS - 1;
     private static final int ROUTED = 2;
     private static final int EXPERTS = 4;
-    private static final int HIDDEN = 160;
+    private static final int HIDDEN = 256;
     private static final int FFN = 64;
     private static final int SHARED = 80;
     private static final int ACT_STRIDE = Math.max(FFN, SHARED);
