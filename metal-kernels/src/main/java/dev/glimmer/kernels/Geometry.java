@@ -79,6 +79,16 @@ public final class Geometry {
     public static final int FA_VALUES = 128;
     /** Most latent values (kv_lora_rank) mla_flash_attention holds per query row: GLM-4.7-Flash's 512. */
     public static final int FA_MAX_LATENT = 512;
+    /**
+     * Most parts mla_flash_attention splits the keys of a block of query rows into (its grid's second dimension),
+     * merged by mla_flash_merge. A prompt batch after a long cached prefix has as many threadgroups as without one,
+     * each walking every cached row: without splits, 320 threadgroups (a batch of 512 tokens) kept the GPU half idle
+     * at the end of a 4,096-token prompt. Each split's partial sums take latent + 2 floats per query row (GLM-4.7-Flash:
+     * 41 KB a token per split, 84 MB for a batch of 512 tokens with 4).
+     */
+    public static final int FA_SPLITS = 4;
+    /** Fewest keys a split of mla_flash_attention takes: a block of query rows that sees fewer keys is one part. */
+    public static final int FA_SPLIT_KEYS = 256;
     /** SIMD-groups per threadgroup of the mat-vec kernels. */
     public static final int MV_SIMDGROUPS = 8;
     /**
@@ -165,6 +175,10 @@ public final class Geometry {
         // activations per step, and each SIMD-group one block of the tile
         checkTile(MM_ROWS, MM_TOKENS);
         checkTile(EXPERT_ROWS, EXPERT_TOKENS);
+        // tiles.metal's Q4_0 rows: a step stages one block of each row, two chunks, into 16-byte aligned tile rows
+        if (MM_DEPTH != WeightFormat.Q4_0.blockValues || MM_DEPTH != 2 * CHUNK || MM_HALF_STRIDE % 8 != 0) {
+            throw new AssertionError("a prompt tile's step is not one Q4_0 block in 16-byte aligned rows");
+        }
     }
 
     private static void checkTile(int rows, int tokens) {
@@ -183,7 +197,9 @@ public final class Geometry {
         // mla_flash_attention: its softmax gives each query row 8 threads; each SIMD-group owns whole 16-value tiles
         // of every step of the weighted sums
         if (FA_QUERIES % 16 != 0 || FA_QUERIES * 8 != FA_SIMDGROUPS * SIMD_WIDTH || FA_DEPTH % 16 != 0
-                || FA_KEYS % 16 != 0 || FA_VALUES % (16 * FA_SIMDGROUPS) != 0 || FA_MAX_LATENT % FA_VALUES != 0) {
+                || FA_KEYS % 16 != 0 || FA_VALUES % (16 * FA_SIMDGROUPS) != 0 || FA_MAX_LATENT % FA_VALUES != 0
+                || (FA_QUERIES + FA_KEYS) * (FA_DEPTH / 4) % (FA_SIMDGROUPS * SIMD_WIDTH) != 0
+                || FA_KEYS / 2 * (FA_VALUES / 4) % (FA_SIMDGROUPS * SIMD_WIDTH) != 0) {
             throw new AssertionError("mla_flash_attention's geometry does not fit its tiles");
         }
     }
@@ -278,6 +294,8 @@ public final class Geometry {
         d.put("GLIMMER_FA_DEPTH", FA_DEPTH);
         d.put("GLIMMER_FA_VALUES", FA_VALUES);
         d.put("GLIMMER_FA_MAX_LATENT", FA_MAX_LATENT);
+        d.put("GLIMMER_FA_SPLITS", FA_SPLITS);
+        d.put("GLIMMER_FA_SPLIT_KEYS", FA_SPLIT_KEYS);
         d.put("GLIMMER_FA_STAGE_FLOATS", faStageFloats());
         return d;
     }

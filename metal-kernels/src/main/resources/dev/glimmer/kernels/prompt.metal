@@ -250,6 +250,8 @@ kernel void rms_norm_rows(constant NormArgs & a [[buffer(0)]],
 #define FA_DEPTH GLIMMER_FA_DEPTH
 #define FA_VALUES GLIMMER_FA_VALUES
 #define FA_MAX_LATENT GLIMMER_FA_MAX_LATENT
+#define FA_SPLITS GLIMMER_FA_SPLITS
+#define FA_SPLIT_KEYS GLIMMER_FA_SPLIT_KEYS
 #define FA_DEPTH_STRIDE (FA_DEPTH + 8)     // halves between two rows of a step's staged queries or keys
 #define FA_KEY_STRIDE (FA_KEYS + 8)        // halves between two rows of the probabilities or the transposed values
 #define FA_SCORE_STRIDE (FA_QUERIES + 4)   // floats between two keys' scores
@@ -292,10 +294,80 @@ static inline float4 fa_zero4() {
     return v;
 }
 
+// The float4s thread `tid` stages of a step of the scores: the FA_DEPTH values from d0 of the threadgroup's query
+// rows (first ..) and of keys u .. u + FA_KEYS, FA_SCORE_LOADS of them (row tid / (FA_DEPTH / 4), then every
+// FA_SIMDGROUPS * SIMD_WIDTH / (FA_DEPTH / 4) rows); values past a row's end, rows without keys and keys past kv_end
+// give 0.
+#define FA_SCORE_LOADS ((FA_QUERIES + FA_KEYS) * (FA_DEPTH / 4) / (GLIMMER_FA_SIMDGROUPS * SIMD_WIDTH))
+static inline void fa_load_scores_step(constant FlashAttentionArgs & a, constant StepArgs * steps, device const float * q,
+                                       device const float * keys, uint first, uint u, uint kv_end, uint d0, uint tid,
+                                       thread float4 * v) {
+    const uint row = a.latent + a.rope;
+    #pragma unroll
+    for (uint j = 0; j < FA_SCORE_LOADS; j++) {
+        uint i = tid + j * GLIMMER_FA_SIMDGROUPS * SIMD_WIDTH;
+        uint r = i / (FA_DEPTH / 4);
+        uint d = (i % (FA_DEPTH / 4)) * 4;
+        v[j] = fa_zero4();
+        if (r < FA_QUERIES) {
+            if (d0 + d < row && fa_keys(a, steps, first + r) > 0) v[j] = *((device const float4 *) (q + (first + r) * row + d0 + d));
+        } else {
+            uint k = r - FA_QUERIES;
+            if (d0 + d < row && u + k < kv_end) v[j] = *((device const float4 *) (keys + (u + k) * row + d0 + d));
+        }
+    }
+}
+
+// The float4s thread `tid` stages of a step of the weighted sums: latent values c0 + c .. c0 + c + 4 of keys u + k and
+// u + k + 1 (x and y), FA_VALUE_LOADS pairs (e = tid, tid + threads, ...: k = 2 (e / (FA_VALUES / 4)), c = 4 (e %
+// (FA_VALUES / 4))); values past the latent ones and keys past kv_end give 0.
+#define FA_VALUE_LOADS (FA_KEYS / 2 * (FA_VALUES / 4) / (GLIMMER_FA_SIMDGROUPS * SIMD_WIDTH))
+static inline void fa_load_values_step(constant FlashAttentionArgs & a, device const float * keys, uint u, uint kv_end,
+                                       uint c0, uint tid, thread float4 * x, thread float4 * y) {
+    const uint row = a.latent + a.rope;
+    #pragma unroll
+    for (uint j = 0; j < FA_VALUE_LOADS; j++) {
+        uint e = tid + j * GLIMMER_FA_SIMDGROUPS * SIMD_WIDTH;
+        uint k = 2 * (e / (FA_VALUES / 4));
+        uint c = (e % (FA_VALUES / 4)) * 4;
+        x[j] = fa_zero4();
+        y[j] = fa_zero4();
+        if (c0 + c < a.latent) {
+            if (u + k < kv_end) x[j] = *((device const float4 *) (keys + (u + k) * row + c0 + c));
+            if (u + k + 1 < kv_end) y[j] = *((device const float4 *) (keys + (u + k + 1) * row + c0 + c));
+        }
+    }
+}
+
+// Keys any of query rows first .. first + FA_QUERIES sees (one threadgroup's of mla_flash_attention).
+static inline uint fa_block_keys(constant FlashAttentionArgs & a, constant StepArgs * steps, uint first) {
+    uint kv_end = 0;
+    for (uint r = 0; r < FA_QUERIES; r++) kv_end = max(kv_end, fa_keys(a, steps, first + r));
+    return kv_end;
+}
+
+// Parts the keys of a block of query rows that sees kv_end keys are split into: one per FA_SPLIT_KEYS keys, at
+// most FA_SPLITS (the grid's). A block of one part writes o_lat itself; more leave partial sums to mla_flash_merge.
+static inline uint fa_parts(uint kv_end) {
+    return min(max((kv_end + FA_SPLIT_KEYS - 1) / FA_SPLIT_KEYS, 1u), (uint) FA_SPLITS);
+}
+
+// Where a part's partial sums of query row `query` lie in `partials` (queries: tokens * heads): the unnormalized
+// latent sums at fa_partial_sums, the running max and sum of its softmax at fa_partial_state.
+static inline uint fa_partial_sums(uint part, uint query, uint queries, uint latent) {
+    return (part * queries + query) * latent;
+}
+static inline uint fa_partial_state(uint part, uint query, uint queries, uint latent) {
+    return FA_SPLITS * queries * latent + (part * queries + query) * 2;
+}
+
 // o_lat[query][0 .. latent) = the softmax-weighted sum of the cached latent rows the query sees, for query rows
 // tgpig.x * FA_QUERIES .. + FA_QUERIES (the tokens of a prompt batch belong to one sequence: the first token's
-// kv_row is every token's). Grid: ceil(tokens * heads / FA_QUERIES) threadgroups of GLIMMER_FA_SIMDGROUPS
-// SIMD-groups; mem: Geometry.faMemoryFloats() floats. Per block of keys u .. u + FA_KEYS:
+// kv_row is every token's). Grid: (ceil(tokens * heads / FA_QUERIES), FA_SPLITS) threadgroups of
+// GLIMMER_FA_SIMDGROUPS SIMD-groups; mem: Geometry.faMemoryFloats() floats. The keys the rows see are split into
+// fa_parts parts of whole key blocks, threadgroup (x, p) taking part p (none for p >= parts): with one part it
+// writes o_lat, with more its unnormalized sums and softmax state into `partials` (fa_partial_sums,
+// fa_partial_state), which mla_flash_merge combines. Per block of keys u .. u + FA_KEYS:
 //   scores: SIMD-group s multiplies 16 queries with 8 keys (one tile; FA_KEY_TILES), FA_DEPTH values per step;
 //   softmax: 8 threads per query row, FA_KEYS / 8 keys each: the block's max, the correction exp(m_old - m_new)
 //            (into the diagonal matrices) and the probabilities as hi and lo halves;
@@ -310,6 +382,7 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
                                 device const float * q [[buffer(2)]],
                                 device const float * cache [[buffer(3)]],
                                 device float * o_lat [[buffer(4)]],
+                                device float * partials [[buffer(5)]],
                                 threadgroup float * mem TG_MEM(0),
                                 uint3 tgpig [[threadgroup_position_in_grid]],
                                 ushort tiitg [[thread_index_in_threadgroup]],
@@ -321,8 +394,15 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
     uint t0 = first / a.heads;
     if (t0 >= a.tokens || steps[t0].kv_len == 0) return;  // only the end of a batch is unused
     device const float * keys = cache + steps[t0].kv_row * row;
-    uint kv_end = 0;  // keys any of the threadgroup's rows sees
-    for (uint r = 0; r < FA_QUERIES; r++) kv_end = max(kv_end, fa_keys(a, steps, first + r));
+    uint kv_end = fa_block_keys(a, steps, first);  // keys any of the threadgroup's rows sees
+    // this threadgroup's part of the key blocks: u_begin .. u_end
+    uint parts = fa_parts(kv_end);
+    uint part = tgpig.y;
+    if (part >= parts) return;
+    uint key_blocks = (kv_end + FA_KEYS - 1) / FA_KEYS;
+    uint per_part = (key_blocks + parts - 1) / parts;
+    uint u_begin = min(part * per_part, key_blocks) * FA_KEYS;
+    uint u_end = min(kv_end, (part + 1) * per_part * FA_KEYS);
 
     threadgroup half * stage = (threadgroup half *) mem;
     threadgroup float * scores = mem + GLIMMER_FA_STAGE_FLOATS;                  // [key][query]
@@ -351,7 +431,7 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
         }
     }
 
-    for (uint u = 0; u < kv_end; u += FA_KEYS) {
+    for (uint u = u_begin; u < u_end; u += FA_KEYS) {
         // ---- scores: S tile of this SIMD-group's 16 queries x 8 keys ----
         MmaTile s_acc;
         mma_zero(s_acc);
@@ -359,23 +439,24 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
         threadgroup half * q_lo = q_hi + FA_QUERIES * FA_DEPTH_STRIDE;
         threadgroup half * k_hi = q_lo + FA_QUERIES * FA_DEPTH_STRIDE;
         threadgroup half * k_lo = k_hi + FA_KEYS * FA_DEPTH_STRIDE;
+        // each step's loads are issued before the previous step's multiplies, so their latency passes under them
+        float4 staged[FA_SCORE_LOADS];
+        fa_load_scores_step(a, steps, q, keys, first, u, kv_end, 0, tiitg, staged);
         for (uint d0 = 0; d0 < row; d0 += FA_DEPTH) {
-            for (uint i = tiitg; i < (FA_QUERIES + FA_KEYS) * (FA_DEPTH / 4); i += threads) {
+            #pragma unroll
+            for (uint j = 0; j < FA_SCORE_LOADS; j++) {
+                uint i = tiitg + j * threads;
                 uint r = i / (FA_DEPTH / 4);
                 uint d = (i % (FA_DEPTH / 4)) * 4;
-                float4 v = fa_zero4();
                 if (r < FA_QUERIES) {
-                    if (d0 + d < row && fa_keys(a, steps, first + r) > 0) {
-                        v = *((device const float4 *) (q + (first + r) * row + d0 + d));
-                    }
-                    split_half4(v, q_hi + r * FA_DEPTH_STRIDE + d, q_lo + r * FA_DEPTH_STRIDE + d);
+                    split_half4(staged[j], q_hi + r * FA_DEPTH_STRIDE + d, q_lo + r * FA_DEPTH_STRIDE + d);
                 } else {
                     uint k = r - FA_QUERIES;
-                    if (d0 + d < row && u + k < kv_end) v = *((device const float4 *) (keys + (u + k) * row + d0 + d));
-                    split_half4(v, k_hi + k * FA_DEPTH_STRIDE + d, k_lo + k * FA_DEPTH_STRIDE + d);
+                    split_half4(staged[j], k_hi + k * FA_DEPTH_STRIDE + d, k_lo + k * FA_DEPTH_STRIDE + d);
                 }
             }
             threadgroup_barrier(mem_flags::mem_threadgroup);
+            if (d0 + FA_DEPTH < row) fa_load_scores_step(a, steps, q, keys, first, u, kv_end, d0 + FA_DEPTH, tiitg, staged);
             #pragma unroll
             for (uint kk = 0; kk < FA_DEPTH; kk += 16) {
                 MmaA qh;
@@ -393,6 +474,10 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
             }
             threadgroup_barrier(mem_flags::mem_threadgroup);
         }
+        // the first step of the values' loads, under the softmax
+        float4 vx[FA_VALUE_LOADS];
+        float4 vy[FA_VALUE_LOADS];
+        fa_load_values_step(a, keys, u, kv_end, 0, tiitg, vx, vy);
         mma_store_tokens(s_acc, scores + (sgitg % FA_KEY_TILES) * 8 * FA_SCORE_STRIDE + (sgitg / FA_KEY_TILES) * 16,
                          FA_SCORE_STRIDE, tiisg);
         threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -408,10 +493,10 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
         }
         for (ushort o = 1; o < 8; o <<= 1) block_max = max(block_max, simd_shuffle_xor(block_max, o));
         float m_new = max(m, block_max);
-        // Every row's first block holds its key 0, so m is finite from then on; a row past the batch sees no key and
-        // keeps correction 1 and probabilities 0. (Tested by the key counts, not by comparing with infinity, which
-        // Metal's fast math may assume away.)
-        float correction = mine_keys == 0 ? 1.0f : exp(m - m_new);
+        // A row that sees key u_begin has it in its part's first block, so m is finite from then on; a row that sees
+        // none of the part's keys (past the batch, or a token before them) keeps correction 1 and probabilities 0.
+        // (Tested by the key counts, not by comparing with infinity, which Metal's fast math may assume away.)
+        float correction = mine_keys <= u_begin ? 1.0f : exp(m - m_new);
         float sum = 0.0f;
         #pragma unroll
         for (uint i = 0; i < FA_KEYS / 8; i++) {
@@ -441,23 +526,21 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
                     for (uint g = 0; g < FA_QUERY_TILES; g++) mma_scale_tokens(acc[v][i][g], diag + g * 64, tiisg);
                 }
                 // a thread takes 4 values of keys k and k + 1: pairs of keys side by side in the transposed rows
-                for (uint e = tiitg; e < FA_KEYS / 2 * (FA_VALUES / 4); e += threads) {
+                #pragma unroll
+                for (uint j = 0; j < FA_VALUE_LOADS; j++) {
+                    uint e = tiitg + j * threads;
                     uint k = 2 * (e / (FA_VALUES / 4));
                     uint c = (e % (FA_VALUES / 4)) * 4;
-                    float4 x = fa_zero4();
-                    float4 y = fa_zero4();
-                    if (c0 + c < a.latent) {
-                        if (u + k < kv_end) x = *((device const float4 *) (keys + (u + k) * row + c0 + c));
-                        if (u + k + 1 < kv_end) y = *((device const float4 *) (keys + (u + k + 1) * row + c0 + c));
-                    }
                     threadgroup half * hi = v_hi + c * FA_KEY_STRIDE + k;
                     threadgroup half * lo = v_lo + c * FA_KEY_STRIDE + k;
-                    fa_split_pair(x.x, y.x, hi, lo);
-                    fa_split_pair(x.y, y.y, hi + FA_KEY_STRIDE, lo + FA_KEY_STRIDE);
-                    fa_split_pair(x.z, y.z, hi + 2 * FA_KEY_STRIDE, lo + 2 * FA_KEY_STRIDE);
-                    fa_split_pair(x.w, y.w, hi + 3 * FA_KEY_STRIDE, lo + 3 * FA_KEY_STRIDE);
+                    fa_split_pair(vx[j].x, vy[j].x, hi, lo);
+                    fa_split_pair(vx[j].y, vy[j].y, hi + FA_KEY_STRIDE, lo + FA_KEY_STRIDE);
+                    fa_split_pair(vx[j].z, vy[j].z, hi + 2 * FA_KEY_STRIDE, lo + 2 * FA_KEY_STRIDE);
+                    fa_split_pair(vx[j].w, vy[j].w, hi + 3 * FA_KEY_STRIDE, lo + 3 * FA_KEY_STRIDE);
                 }
                 threadgroup_barrier(mem_flags::mem_threadgroup);
+                // the next step's loads under this step's multiplies
+                if (c0 + FA_VALUES < a.latent) fa_load_values_step(a, keys, u, kv_end, c0 + FA_VALUES, tiitg, vx, vy);
                 #pragma unroll
                 for (uint kk = 0; kk < FA_KEYS; kk += 16) {
                     #pragma unroll
@@ -484,8 +567,18 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
         }
     }
 
-    // ---- o_lat = O / sum, a 16-value tile at a time through this SIMD-group's part of the staging area ----
-    if (mine_j == 0) norm[mine] = l > 0.0f ? 1.0f / l : 0.0f;
+    // ---- o_lat = O / sum (or the part's O, m and sum), a 16-value tile at a time through this SIMD-group's part
+    // of the staging area ----
+    uint queries = a.tokens * a.heads;
+    if (mine_j == 0) {
+        norm[mine] = parts > 1 ? 1.0f : l > 0.0f ? 1.0f / l : 0.0f;
+        if (parts > 1 && first + mine < queries) {
+            uint at = fa_partial_state(part, first + mine, queries, a.latent);
+            partials[at] = m;
+            partials[at + 1] = l;
+        }
+    }
+    device float * dst = parts > 1 ? partials + fa_partial_sums(part, 0, queries, a.latent) : o_lat;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     threadgroup float * out = mem + sgitg * 8 * FA_OUT_STRIDE;
     #pragma unroll
@@ -503,13 +596,65 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
                         uint c = e % 16;
                         uint query = first + g * 8 + j;
                         if (c0 + c < a.latent && fa_keys(a, steps, query) > 0) {
-                            o_lat[query * a.latent + c0 + c] = out[j * FA_OUT_STRIDE + c] * norm[g * 8 + j];
+                            dst[query * a.latent + c0 + c] = out[j * FA_OUT_STRIDE + c] * norm[g * 8 + j];
                         }
                     }
                     simdgroup_barrier(mem_flags::mem_threadgroup);
                 }
             }
         }
+    }
+}
+
+// o_lat[query] for the query rows whose keys mla_flash_attention split into several parts: the parts' sums
+// rescaled to the largest running max, over the sum of their softmax sums (a part that saw none of a row's keys
+// has sum 0 and is left out). Grid: (ceil(tokens * heads / FA_QUERIES), FA_QUERIES / GLIMMER_WIDE_SIMDGROUPS)
+// threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups: SIMD-group s of threadgroup (x, y) merges query row
+// x * FA_QUERIES + y * GLIMMER_WIDE_SIMDGROUPS + s; blocks of one part are left as mla_flash_attention wrote them.
+kernel void mla_flash_merge(constant FlashAttentionArgs & a [[buffer(0)]],
+                            constant StepArgs * steps [[buffer(1)]],
+                            device const float * partials [[buffer(2)]],
+                            device float * o_lat [[buffer(3)]],
+                            uint3 tgpig [[threadgroup_position_in_grid]],
+                            ushort tiisg [[thread_index_in_simdgroup]],
+                            ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    uint first = tgpig.x * FA_QUERIES;
+    uint query = first + tgpig.y * GLIMMER_WIDE_SIMDGROUPS + sgitg;
+    uint queries = a.tokens * a.heads;
+    if (query >= queries || fa_keys(a, steps, query) == 0) return;
+    uint parts = fa_parts(fa_block_keys(a, steps, first));
+    if (parts == 1) return;
+    float m = -INFINITY;
+    for (uint p = 0; p < parts; p++) {
+        uint at = fa_partial_state(p, query, queries, a.latent);
+        if (partials[at + 1] > 0.0f) m = max(m, partials[at]);
+    }
+    float weight[FA_SPLITS];
+    float sum = 0.0f;
+    #pragma unroll
+    for (uint p = 0; p < FA_SPLITS; p++) {
+        uint at = fa_partial_state(p, query, queries, a.latent);
+        weight[p] = p < parts && partials[at + 1] > 0.0f ? exp(partials[at] - m) : 0.0f;
+        sum += p < parts ? weight[p] * partials[at + 1] : 0.0f;
+    }
+    float scale = 1.0f / sum;
+    for (uint c = tiisg * 4; c < a.latent; c += SIMD_WIDTH * 4) {
+        float4 v = fa_zero4();
+        #pragma unroll
+        for (uint p = 0; p < FA_SPLITS; p++) {
+            if (weight[p] != 0.0f) {
+                float4 o = *((device const float4 *) (partials + fa_partial_sums(p, query, queries, a.latent) + c));
+                v.x += weight[p] * o.x;
+                v.y += weight[p] * o.y;
+                v.z += weight[p] * o.z;
+                v.w += weight[p] * o.w;
+            }
+        }
+        v.x *= scale;
+        v.y *= scale;
+        v.z *= scale;
+        v.w *= scale;
+        *((device float4 *) (o_lat + query * a.latent + c)) = v;
     }
 }
 

@@ -43,6 +43,8 @@ public final class DecodeCommandListBuilder {
     static final long MAX_BINDING_OFFSET = (1L << 32) - 1;
     /** Page size of Apple Silicon: weight buffers start on a page of the mapped file. */
     static final long PAGE = 16384;
+    /** Alignment of Q4_0 tensors in the file (tiles.metal reads their blocks through 16-byte loads). */
+    static final long Q4_0_ALIGNMENT = 16;
     /** Alignment of every argument struct and activation region (constant-buffer offsets must be 256-aligned on some GPUs). */
     static final int ALIGN = 256;
 
@@ -178,6 +180,12 @@ public final class DecodeCommandListBuilder {
         long start = 0;
         long end = 0;
         for (WeightTensor t : sorted) {
+            if (t.type() == WeightFormat.Q4_0.id && t.fileOffset() % Q4_0_ALIGNMENT != 0) {
+                // the prompt kernels read Q4_0 blocks in 16-byte loads from 16-byte aligned rows (tiles.metal)
+                throw new IllegalArgumentException("tensor " + t.name() + " lies at file offset " + t.fileOffset()
+                        + ", not a multiple of " + Q4_0_ALIGNMENT + ": the GPU kernels need Q4_0 tensors 16-byte aligned"
+                        + " (GGUF files aligned to 32, the default, have them so)");
+            }
             if (current < 0 || t.fileOffset() + t.bytes() - start > MAX_BINDING_OFFSET) {
                 if (current >= 0) {
                     buffers.set(current, new BufferSpec("weights." + current, BufferSpec.Kind.WEIGHTS, end - start, start));
@@ -324,7 +332,7 @@ public final class DecodeCommandListBuilder {
         int actStride = Math.max(Math.max(s.expertFfn(), s.sharedFfn()), s.denseFfn());
         return new Regions(perToken(s.qLora()), perToken(s.kvRow()), perToken((long) s.heads() * (s.nope() + s.rope())),
                 perToken((long) s.heads() * s.kvRow()),
-                perToken(attentionOnTiles ? 0 : (long) splits * s.heads() * (s.latent() + 2)),
+                perToken((long) (attentionOnTiles ? Geometry.FA_SPLITS : splits) * s.heads() * (s.latent() + 2)),
                 perToken((long) s.heads() * s.latent()), perToken((long) s.heads() * s.vHead()), perToken(s.experts()),
                 perToken(s.expertsUsed()), perToken(s.expertsUsed()), perToken((long) (s.expertsUsed() + 1) * actStride),
                 actStride);
@@ -403,7 +411,7 @@ public final class DecodeCommandListBuilder {
             // q_nope of each head absorbed through its k_b: one matrix per head (grid z)
             headMatMat(l, b + "attn_k_b.weight", s.nope(), s.latent(), r.qFull(), perHead, r.q(), s.kvRow());
             if (attentionOnTiles) {
-                flashAttention(l, step, r.q(), cache, r.latent());
+                flashAttention(l, step, r.q(), cache, r.partials(), r.latent());
             } else {
                 attention(l, step, r.q(), cache, r.partials());
                 mergeLatent(l, step, r.partials(), r.latent());
@@ -575,14 +583,18 @@ public final class DecodeCommandListBuilder {
      * are those of a batch at the start of a sequence: query row (t, h) scores t + 1 keys over the cache row's values
      * and sums as many latent rows (a batch after a cached prefix does more, per token as many more as the prefix).
      */
-    private void flashAttention(int l, Ref step, Ref q, Ref cache, Ref latent) {
+    private void flashAttention(int l, Ref step, Ref q, Ref cache, Ref partials, Ref latent) {
         int queries = tokens * s.heads();
         long multiplyAdds = (long) tokens * (tokens + 1) / 2 * s.heads() * (s.kvRow() + s.latent());
-        dispatch("mla_flash_attention", l, Size3.of(groups(queries, Geometry.FA_QUERIES)),
+        Ref flashArgs = args("FlashAttentionArgs", Map.of("heads", s.heads(), "latent", s.latent(), "rope", s.rope(),
+                "tokens", tokens, "scale", s.kqScale()));
+        dispatch("mla_flash_attention", l, new Size3(groups(queries, Geometry.FA_QUERIES), Geometry.FA_SPLITS, 1),
                 Geometry.FA_SIMDGROUPS * Geometry.SIMD_WIDTH, memory(Geometry.faMemoryFloats()), List.of(), multiplyAdds,
-                args("FlashAttentionArgs", Map.of("heads", s.heads(), "latent", s.latent(), "rope", s.rope(),
-                        "tokens", tokens, "scale", s.kqScale())),
-                step, q, cache, latent);
+                flashArgs, step, q, cache, latent, partials);
+        // the rows whose keys were split: their parts merged
+        dispatch("mla_flash_merge", l, new Size3(groups(queries, Geometry.FA_QUERIES),
+                        Geometry.FA_QUERIES / Geometry.WIDE_SIMDGROUPS, 1), WIDE_THREADS, new int[0], List.of(),
+                flashArgs, step, partials, latent);
     }
 
     /** Each token's and head's latent attention output merged from its partials (mla_merge_latent). */

@@ -220,12 +220,12 @@ class DecodeCommandListTest {
         assertEquals(tokens, prompt.tokens());
         assertEquals(1, decode.tokens());
         List<String> moeLayer = List.of("rms_norm_rows", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat", "mla_rope_cache",
-                "mat_mat", "mla_flash_attention", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat_float", "moe_select",
+                "mat_mat", "mla_flash_attention", "mla_flash_merge", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat_float", "moe_select",
                 "moe_route", "moe_experts_gate_up", "moe_experts_down", "moe_combine");
         List<String> denseLayer = new ArrayList<>(moeLayer);
-        denseLayer.remove(13);  // moe_route
-        denseLayer.remove(12);  // moe_select
-        denseLayer.remove(11);  // the router's mat_mat_float (F32 weights in float, not on the matrix units)
+        denseLayer.remove(14);  // moe_route
+        denseLayer.remove(13);  // moe_select
+        denseLayer.remove(12);  // the router's mat_mat_float (F32 weights in float, not on the matrix units)
         List<String> expected = new ArrayList<>(List.of("embed_row"));
         expected.addAll(denseLayer);
         for (int l = 1; l < GLM.layers(); l++) {
@@ -253,7 +253,8 @@ class DecodeCommandListTest {
                 case "moe_route" -> GLM.experts();
                 case "argmax_parts" -> Geometry.ARGMAX_PARTS;
                 // blocks of query rows, a row per token and head
-                case "mla_flash_attention" -> (tokens * GLM.heads() + Geometry.FA_QUERIES - 1) / Geometry.FA_QUERIES;
+                case "mla_flash_attention", "mla_flash_merge" ->
+                        (tokens * GLM.heads() + Geometry.FA_QUERIES - 1) / Geometry.FA_QUERIES;
                 default -> tokens;
             };
             assertEquals(perToken, d.grid().x(), d.kernel() + " of layer " + d.layer());
@@ -269,13 +270,15 @@ class DecodeCommandListTest {
             }
             if (d.kernel().equals("mla_flash_attention")) {
                 assertEquals(4 * Geometry.faMemoryFloats(), d.threadgroupMemory()[0], d.kernel());
+                // the keys split into at most FA_SPLITS parts, one threadgroup each
+                assertEquals(Geometry.FA_SPLITS, d.grid().y(), d.kernel());
             }
         }
         // k_b and v_b: one matrix per head; the experts: one grid slot per expert and one for the shared expert
         Dispatch kb = prompt.dispatches().get(7);
         assertEquals(GLM.heads(), kb.grid().z());
         assertEquals("blk.0.attn_k_b.weight", kb.weightReads().getFirst().tensor());
-        Dispatch experts = prompt.dispatches().get(1 + denseLayer.size() + 14);
+        Dispatch experts = prompt.dispatches().get(1 + denseLayer.size() + 15);
         assertEquals("moe_experts_gate_up", experts.kernel());
 
         // the KV cache buffers match by name and size, so the two lists can share them
@@ -284,10 +287,10 @@ class DecodeCommandListTest {
         }
         // StepArgs: token, pos, kv_len, kv_row
         assertEquals(tokens * 16L, prompt.buffers().get(prompt.buffer(BufferSpec.Kind.STEP)).bytes());
-        // per token: x, q (heads x 576), the experts' slots, ...: under 0.5 MB, with no attention partials (the
-        // split attention's were 0.33 MB a token)
+        // per token: x, q (heads x 576), the experts' slots, the attention's parts (FA_SPLITS x heads x 514 floats,
+        // 0.16 MB), ...: under 0.6 MB (the decode step's split attention would take 0.33 MB a token for its partials)
         long activations = prompt.buffers().get(prompt.buffer(BufferSpec.Kind.ACTIVATIONS)).bytes();
-        assertTrue(activations < tokens * (1L << 19), activations + " bytes of activations");
+        assertTrue(activations < tokens * 600_000L, activations + " bytes of activations");
         assertThrows(IllegalArgumentException.class, () -> DecodeCommandListBuilder.build(m, 4096, 0));
     }
 

@@ -75,11 +75,18 @@ class FlashAttentionKernelTest {
                 "scale", scale);
         float[] noOutput = new float[tokens * heads * latent];
         Arrays.fill(noOutput, -7);  // the unused tokens' rows stay as they are
-        float[] tiles = runInBothOrders("mla_flash_attention", arena -> List.of(args(arena, "FlashAttentionArgs", flashArgs),
-                        steps(arena, tokens, active, prefix), floats(arena, q), floats(arena, cache), floats(arena, noOutput)),
-                4, new int[] {4 * Geometry.faMemoryFloats()},
-                Size3.of((tokens * heads + Geometry.FA_QUERIES - 1) / Geometry.FA_QUERIES),
-                Size3.of(Geometry.FA_SIMDGROUPS * 32));
+        int blocks = (tokens * heads + Geometry.FA_QUERIES - 1) / Geometry.FA_QUERIES;
+        float[] noPartials = new float[Geometry.FA_SPLITS * tokens * heads * (latent + 2)];
+        List<float[]> attended = runInBothOrders("mla_flash_attention", arena -> List.of(args(arena, "FlashAttentionArgs",
+                                flashArgs), steps(arena, tokens, active, prefix), floats(arena, q), floats(arena, cache),
+                        floats(arena, noOutput), floats(arena, noPartials)),
+                new int[] {4 * Geometry.faMemoryFloats()}, new Size3(blocks, Geometry.FA_SPLITS, 1),
+                Size3.of(Geometry.FA_SIMDGROUPS * 32), 4, 5);
+        // the blocks of rows whose keys were split into parts: the parts merged
+        float[] tiles = runInBothOrders("mla_flash_merge", arena -> List.of(args(arena, "FlashAttentionArgs", flashArgs),
+                        steps(arena, tokens, active, prefix), floats(arena, attended.get(1)), floats(arena, attended.get(0))),
+                3, new int[0], new Size3(blocks, Geometry.FA_QUERIES / Geometry.WIDE_SIMDGROUPS, 1),
+                Size3.of(Geometry.WIDE_SIMDGROUPS * 32));
         int used = active * heads * latent;
         assertClose(Arrays.copyOf(expected, used), magnitude, Arrays.copyOf(tiles, used), TOLERANCE, "attention on tiles");
         for (int i = used; i < tiles.length; i++) {
@@ -130,6 +137,16 @@ class FlashAttentionKernelTest {
     void tinyShape() {
         check(4, 64, 16, 0, 37, 37, 71);
         check(4, 64, 16, 45, 40, 37, 72);
+    }
+
+    /**
+     * A batch after a prefix long enough that its keys are split into parts (Geometry.FA_SPLIT_KEYS each), and one
+     * whose parts would be more than the grid's Geometry.FA_SPLITS.
+     */
+    @Test
+    void longPrefixSplitsTheKeys() {
+        check(4, 64, 16, 2 * Geometry.FA_SPLIT_KEYS + 90, 37, 35, 74);
+        check(4, 64, 16, (Geometry.FA_SPLITS + 1) * Geometry.FA_SPLIT_KEYS, 12, 12, 75);
     }
 
     /** GLM-4.7-Flash's shape (20 heads, latent 512 + rope 64): a threadgroup's 16 query rows straddle two tokens. */
