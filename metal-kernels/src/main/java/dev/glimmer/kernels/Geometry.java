@@ -60,6 +60,14 @@ public final class Geometry {
      * tokens), for the same reason as {@link #MM_HALF_STRIDE}'s.
      */
     public static final int MM_FLOAT_PAD = 4;
+    /**
+     * Threadgroups a mat_mat dispatch should have at least: an H200 holds 528 of its threadgroups at once (4 per
+     * multiprocessor), and attn_output's 256 for a batch of 512 tokens left half of them idle (ncu: 7.7 warps per
+     * multiprocessor). A single matrix with fewer splits its columns into parts ({@link #mmParts}).
+     */
+    public static final int MM_MIN_THREADGROUPS = 512;
+    /** Fewest columns of a part of mat_mat: a multiple of every format's block (256 values for the K-quants). */
+    public static final int MM_PART_COLUMNS = 256;
     /** Threadgroup memory (floats) of mat_mat_float: a sum per lane of every SIMD-group, for the split's reduction. */
     public static final int MM_FLOAT_PARTIALS = MM_SIMDGROUPS * SIMD_WIDTH;
     /**
@@ -265,6 +273,20 @@ public final class Geometry {
         int scores = (2 * FA_QUERIES + 2 * FA_KEYS) * (FA_DEPTH + 8);
         int values = 2 * FA_VALUES * (FA_KEYS + 8);
         return Math.max(scores, values) / 2;
+    }
+
+    /**
+     * Column parts of a mat_mat of one matrix of {@code rows} x {@code cols} over {@code tokens}: doubled while the
+     * dispatch has fewer than {@link #MM_MIN_THREADGROUPS} threadgroups and the parts stay whole multiples of
+     * {@link #MM_PART_COLUMNS} columns.
+     */
+    public static int mmParts(int tokens, int rows, int cols) {
+        long groups = (long) ((tokens + MM_TOKENS - 1) / MM_TOKENS) * ((rows + MM_ROWS - 1) / MM_ROWS);
+        int parts = 1;
+        while (groups * parts < MM_MIN_THREADGROUPS && cols % (2 * parts * MM_PART_COLUMNS) == 0) {
+            parts *= 2;
+        }
+        return parts;
     }
 
     /** The constants as the kernels see them: {@code GLIMMER_<NAME>} macros. */

@@ -57,40 +57,74 @@ struct MatMatArgs {
     uint y_step;     // floats between the y of grid z within a token's row
     uint add;        // 1: y += W x (y is the residual stream)
     uint split;      // mat_mat_float: SIMD-groups sharing each row set's columns (1, 2 or 4; mat_mat: 1)
+    uint parts;      // mat_mat: column parts, each a threadgroup's (Geometry.mmParts; mat_mat_float: 1)
 };
 
-// y[t] = W x[t] (+ y[t]) for the tokens of the batch that hold a row. Grid: (ceil(tokens / MM_TOKENS),
-// ceil(rows / MM_ROWS), matrices) threadgroups of MM_SIMDGROUPS SIMD-groups; threadgroup (b, g, z) computes
-// rows g * MM_ROWS .. + MM_ROWS of matrix z for tokens b * MM_TOKENS .. (mm_tile). tiles:
-// Geometry.mmMemoryFloats(MM_ROWS, MM_TOKENS) floats.
+// Where part p's sum of row r for token t of matrix z lies in mat_mat's partials.
+static inline uint mm_partial(constant MatMatArgs & a, uint z, uint p, uint t, uint r) {
+    return ((z * a.parts + p) * a.tokens + t) * a.rows + r;
+}
+
+// y[t] = W x[t] (+ y[t]) for the tokens of the batch that hold a row. Grid: (ceil(tokens / MM_TOKENS) * parts,
+// ceil(rows / MM_ROWS), matrices) threadgroups of MM_SIMDGROUPS SIMD-groups; threadgroup (b * parts + p, g, z)
+// computes rows g * MM_ROWS .. + MM_ROWS of matrix z for tokens b * MM_TOKENS .. (mm_tile) over column part p
+// (cols / parts columns, whole blocks). With one part it writes y; with more, its sums into `partials`
+// (mm_partial), which mat_mat_parts adds up: a matrix of few rows (q_a, kv_a, attn_output) otherwise gives a
+// batch fewer threadgroups than the GPU holds at once. tiles: Geometry.mmMemoryFloats(MM_ROWS, MM_TOKENS) floats.
 kernel void mat_mat(constant MatMatArgs & a [[buffer(0)]],
                     device const char * w [[buffer(1)]],
                     device const float * x [[buffer(2)]],
                     device float * y [[buffer(3)]],
                     constant StepArgs * steps [[buffer(4)]],
+                    device float * partials [[buffer(5)]],
                     threadgroup float * tiles TG_MEM(0),
                     uint3 tgpig [[threadgroup_position_in_grid]],
                     ushort tiitg [[thread_index_in_threadgroup]],
                     ushort tiisg [[thread_index_in_simdgroup]],
                     ushort sgitg [[simdgroup_index_in_threadgroup]]) {
-    uint first_token = tgpig.x * MM_TOKENS;
+    uint part = tgpig.x % a.parts;
+    uint first_token = tgpig.x / a.parts * MM_TOKENS;
     uint n = batch_tokens(steps, first_token, MM_TOKENS, a.tokens);
     if (n == 0) return;
-    w += tgpig.z * a.w_step;
-    x += tgpig.z * a.x_step;
+    uint cols = a.cols / a.parts;
+    w += tgpig.z * a.w_step + part * row_bytes(a.type, cols);
+    x += tgpig.z * a.x_step + part * cols;
     y += tgpig.z * a.y_step;
     uint first = tgpig.y * MM_ROWS;
+    // the part's columns of each row: its own first byte, the whole row's stride
+    WeightRows lo = {(device const uchar *) w, a.type, row_bytes(a.type, a.cols), first, a.rows};
+    WeightRows hi = lo;
+    hi.first = first + MM_ROWS / 2;
     ConsecutiveRows src = {x, a.x_stride, first_token};
-    mm_tile<MM_ROWS, MM_TOKENS>(weight_rows(a.type, w, a.cols, first, a.rows),
-                                weight_rows(a.type, w, a.cols, first + MM_ROWS / 2, a.rows), src, n, a.cols, tiles,
-                                tiitg, tiisg, sgitg);
+    mm_tile<MM_ROWS, MM_TOKENS>(lo, hi, src, n, cols, tiles, tiitg, tiisg, sgitg);
     uint r = first + tiitg % MM_ROWS;
     if (r >= a.rows) return;
     for (uint j = tiitg / MM_ROWS; j < n; j += MM_THREADS / MM_ROWS) {
         float v = tiles[j * (MM_ROWS + MM_FLOAT_PAD) + tiitg % MM_ROWS];
-        device float * out = y + (first_token + j) * a.y_stride + r;
-        *out = a.add != 0 ? *out + v : v;
+        if (a.parts > 1) {
+            partials[mm_partial(a, tgpig.z, part, first_token + j, r)] = v;
+        } else {
+            device float * out = y + (first_token + j) * a.y_stride + r;
+            *out = a.add != 0 ? *out + v : v;
+        }
     }
+}
+
+// y[t] = the sum of mat_mat's parts (in part order) (+ y[t]) for the tokens of the batch that hold a row. Grid:
+// (tokens, ceil(rows / threads), matrices) threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups.
+kernel void mat_mat_parts(constant MatMatArgs & a [[buffer(0)]],
+                          device const float * partials [[buffer(1)]],
+                          device float * y [[buffer(2)]],
+                          constant StepArgs * steps [[buffer(3)]],
+                          uint3 tgpig [[threadgroup_position_in_grid]],
+                          ushort tiitg [[thread_index_in_threadgroup]]) {
+    uint t = tgpig.x;
+    uint r = tgpig.y * GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH + tiitg;
+    if (t >= a.tokens || steps[t].kv_len == 0 || r >= a.rows) return;
+    float v = 0.0f;
+    for (uint p = 0; p < a.parts; p++) v += partials[mm_partial(a, tgpig.z, p, t, r)];
+    device float * out = y + tgpig.z * a.y_step + t * a.y_stride + r;
+    *out = a.add != 0 ? *out + v : v;
 }
 
 // ---- weights multiplied in float ----

@@ -79,6 +79,9 @@ public final class DecodeCommandListBuilder {
      */
     private final boolean attentionOnTiles;
     private long activationBytes;
+    /** mat_mat's column parts (Geometry.mmParts): per token, room for matMatPartFloats floats. */
+    private Ref matMatParts;
+    private long matMatPartFloats = 1;
 
     /** A place in a buffer. */
     private record Ref(int buffer, long offset) {
@@ -399,6 +402,12 @@ public final class DecodeCommandListBuilder {
         Ref counts = activation(Math.max(1, s.experts()));
         Ref blocks = activation(Math.max(1, routedBlocks(s.expertsUsed(), s.experts())));
         Ref ffnOut = perToken((long) slots * s.embedding());
+        // the column parts of the dense matrices of few rows (mat_mat): room for the largest
+        for (int[] colsRows : new int[][] {{s.embedding(), s.qLora()}, {s.embedding(), s.kvRow()},
+                {s.qLora(), s.heads() * perHead}, {s.heads() * s.vHead(), s.embedding()}}) {
+            matMatPartFloats = Math.max(matMatPartFloats, (long) Geometry.mmParts(tokens, colsRows[1], colsRows[0]) * colsRows[1]);
+        }
+        matMatParts = perToken(matMatPartFloats);
         for (int l = 0; l < s.layers(); l++) {
             String b = "blk." + l + ".";
             Ref cache = new Ref(kvBuffers[l], 0);
@@ -499,6 +508,7 @@ public final class DecodeCommandListBuilder {
         a.put("x_step", xStep);
         a.put("y_step", yStep);
         a.put("add", add ? 1 : 0);
+        a.put("parts", 1);
         Ref step = new Ref(stepBuffer, 0);
         long multiplyAdds = (long) rows * cols * matrices * tokens;
         if (type(w) == GGML_F32 || outputs > 1) {
@@ -512,10 +522,22 @@ public final class DecodeCommandListBuilder {
                     memory(Geometry.MM_FLOAT_PARTIALS), List.of(all(w)), multiplyAdds, args("MatMatArgs", a), weight(w),
                     x, y, step);
         } else {
+            // a single matrix of few rows: its columns in parts, a threadgroup each, added up by mat_mat_parts
+            int parts = matrices == 1 ? Geometry.mmParts(tokens, rows, cols) : 1;
             a.put("split", 1);
-            dispatch("mat_mat", layer, new Size3(groups(tokens, Geometry.MM_TOKENS), groups(rows, Geometry.MM_ROWS),
+            a.put("parts", parts);
+            if (parts > 1 && (matMatParts == null || (long) parts * rows > matMatPartFloats)) {
+                throw new IllegalStateException(w + ": no room for " + parts + " column parts of " + rows + " rows");
+            }
+            Ref partials = parts > 1 ? matMatParts : y;  // unread with one part
+            Ref matArgs = args("MatMatArgs", a);
+            dispatch("mat_mat", layer, new Size3(groups(tokens, Geometry.MM_TOKENS) * parts, groups(rows, Geometry.MM_ROWS),
                     matrices), MM_THREADS, memory(Geometry.mmMemoryFloats(Geometry.MM_ROWS, Geometry.MM_TOKENS)),
-                    List.of(all(w)), multiplyAdds, args("MatMatArgs", a), weight(w), x, y, step);
+                    List.of(all(w)), multiplyAdds, matArgs, weight(w), x, y, step, partials);
+            if (parts > 1) {
+                dispatch("mat_mat_parts", layer, new Size3(tokens, groups(rows, WIDE_THREADS), matrices), WIDE_THREADS,
+                        new int[0], List.of(), matArgs, partials, y, step);
+            }
         }
     }
 

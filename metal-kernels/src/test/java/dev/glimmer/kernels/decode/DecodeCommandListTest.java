@@ -146,8 +146,8 @@ class DecodeCommandListTest {
                 .findFirst().orElseThrow();
         assertEquals(2L * tokens * s.embedding() * (s.expertsUsed() * s.expertFfn() + s.sharedFfn()), gateUp.multiplyAdds());
         for (Dispatch d : prompt.dispatches()) {
-            boolean multiplies = d.kernel().startsWith("mat_") || d.kernel().startsWith("moe_experts_")
-                    || d.kernel().equals("mla_flash_attention");
+            boolean multiplies = (d.kernel().startsWith("mat_") && !d.kernel().equals("mat_mat_parts"))
+                    || d.kernel().startsWith("moe_experts_") || d.kernel().equals("mla_flash_attention");
             assertEquals(multiplies, d.multiplyAdds() > 0, d.kernel() + " of layer " + d.layer());
         }
     }
@@ -219,13 +219,15 @@ class DecodeCommandListTest {
         CommandList prompt = DecodeCommandListBuilder.build(m, 4096, tokens);
         assertEquals(tokens, prompt.tokens());
         assertEquals(1, decode.tokens());
-        List<String> moeLayer = List.of("rms_norm_rows", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat", "mla_rope_cache",
-                "mat_mat", "mla_flash_attention", "mla_flash_merge", "mat_mat", "mat_mat", "rms_norm_rows", "mat_mat_float", "moe_select",
-                "moe_route", "moe_experts_gate_up", "moe_experts_down", "moe_combine");
+        // q_a, kv_a and attn_output (few rows) in column parts, added up by mat_mat_parts
+        List<String> moeLayer = List.of("rms_norm_rows", "mat_mat", "mat_mat_parts", "mat_mat", "mat_mat_parts",
+                "rms_norm_rows", "mat_mat", "mla_rope_cache", "mat_mat", "mla_flash_attention", "mla_flash_merge", "mat_mat",
+                "mat_mat", "mat_mat_parts", "rms_norm_rows", "mat_mat_float", "moe_select", "moe_route",
+                "moe_experts_gate_up", "moe_experts_down", "moe_combine");
         List<String> denseLayer = new ArrayList<>(moeLayer);
-        denseLayer.remove(14);  // moe_route
-        denseLayer.remove(13);  // moe_select
-        denseLayer.remove(12);  // the router's mat_mat_float (F32 weights in float, not on the matrix units)
+        denseLayer.remove(17);  // moe_route
+        denseLayer.remove(16);  // moe_select
+        denseLayer.remove(15);  // the router's mat_mat_float (F32 weights in float, not on the matrix units)
         List<String> expected = new ArrayList<>(List.of("embed_row"));
         expected.addAll(denseLayer);
         for (int l = 1; l < GLM.layers(); l++) {
@@ -241,8 +243,15 @@ class DecodeCommandListTest {
                 assertEquals(decode.dispatches().get(decode.dispatches().size() - 3).grid(), d.grid());
                 continue;
             }
+            if (d.kernel().equals("mat_mat")) {
+                // token blocks times column parts: more parts only while the grid is under MM_MIN_THREADGROUPS
+                int parts = d.grid().x() / blocks;
+                assertEquals(blocks * parts, d.grid().x(), "mat_mat of layer " + d.layer());
+                long groups = (long) blocks * d.grid().y() * d.grid().z();
+                assertTrue(parts == 1 || groups * parts / 2 < Geometry.MM_MIN_THREADGROUPS, "mat_mat of layer " + d.layer());
+                continue;
+            }
             int perToken = switch (d.kernel()) {
-                case "mat_mat" -> blocks;
                 case "mat_mat_float" -> (tokens + Geometry.MM_FLOAT_TOKENS - 1) / Geometry.MM_FLOAT_TOKENS;
                 // the blocks of the experts' token lists (at most one partly filled per expert), then the shared expert's
                 case "moe_experts_gate_up", "moe_experts_down" -> d.layer() == 0 ? expertBlocks
@@ -275,10 +284,10 @@ class DecodeCommandListTest {
             }
         }
         // k_b and v_b: one matrix per head; the experts: one grid slot per expert and one for the shared expert
-        Dispatch kb = prompt.dispatches().get(7);
+        Dispatch kb = prompt.dispatches().get(9);
         assertEquals(GLM.heads(), kb.grid().z());
         assertEquals("blk.0.attn_k_b.weight", kb.weightReads().getFirst().tensor());
-        Dispatch experts = prompt.dispatches().get(1 + denseLayer.size() + 15);
+        Dispatch experts = prompt.dispatches().get(1 + denseLayer.size() + 18);
         assertEquals("moe_experts_gate_up", experts.kernel());
 
         // the KV cache buffers match by name and size, so the two lists can share them

@@ -218,6 +218,7 @@ class CudaKernelTest {
         Map<String, Number> a = new HashMap<>(Map.of("type", type.id, "cols", cols, "rows", rows, "tokens", tokens,
                 "x_stride", cols, "y_stride", rows, "w_step", 0, "x_step", 0, "y_step", 0, "add", add ? 1 : 0));
         a.put("split", 1);   // mat_mat ignores it
+        a.put("parts", 1);
         long args = CudaTestSupport.uploadBytes(d, k.library().struct("MatMatArgs").pack(a));
         long stepArgs = CudaTestSupport.uploadBytes(d, stepBytes(k, tokens, active));
         long weights = CudaTestSupport.upload(d, w);
@@ -229,7 +230,7 @@ class CudaKernelTest {
         for (int rep = 0; rep < 3; rep++) {
             d.copyToDevice(y, nativeCopy(y0), 4L * tokens * rows);
             k.launch("mat_mat", MemorySegment.NULL, grid, Size3.of(Geometry.MM_SIMDGROUPS * 32),
-                    new long[] {args, weights, xs, y, stepArgs}, new int[] {4 * Geometry.mmMemoryFloats(Geometry.MM_ROWS, Geometry.MM_TOKENS)});
+                    new long[] {args, weights, xs, y, stepArgs, y}, new int[] {4 * Geometry.mmMemoryFloats(Geometry.MM_ROWS, Geometry.MM_TOKENS)});
             float[] got = CudaTestSupport.download(d, y, tokens * rows);
             if (first == null) {
                 first = got;

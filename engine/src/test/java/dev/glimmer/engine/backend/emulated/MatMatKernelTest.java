@@ -5,6 +5,7 @@ import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.Size3;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 import org.junit.jupiter.params.provider.FieldSource;
 
 import java.lang.foreign.MemorySegment;
@@ -58,11 +59,27 @@ class MatMatKernelTest {
         }
     }
 
+    /**
+     * A matrix's columns in parts (mat_mat's threadgroups each take a part's, mat_mat_parts adds them up): two and four
+     * parts of 256 columns, with the residual and without.
+     */
+    @ParameterizedTest
+    @EnumSource(names = {"F16", "Q4_0", "Q8_0", "Q4_K", "Q6_K"})
+    void columnPartsAddUp(GgmlType type) {
+        check("mat_mat", type, 512, 37, true, 1, 2, type.ordinal() * 10L + 7);
+        check("mat_mat", type, 1024, 21, false, 1, 4, type.ordinal() * 10L + 8);
+    }
+
     private static void check(GgmlType type, int cols, int rows, boolean add, long seed) {
         check("mat_mat", type, cols, rows, add, 1, seed);
     }
 
     private static void check(String kernel, GgmlType type, int cols, int rows, boolean add, int split, long seed) {
+        check(kernel, type, cols, rows, add, split, 1, seed);
+    }
+
+    private static void check(String kernel, GgmlType type, int cols, int rows, boolean add, int split, int parts,
+                              long seed) {
         boolean tiles = kernel.equals("mat_mat");
         int tokensPerGroup = tiles ? Geometry.MM_TOKENS : Geometry.MM_FLOAT_TOKENS;
         int rowsPerGroup = tiles ? Geometry.MM_ROWS : Geometry.mmFloatRowsPerThreadgroup(split);
@@ -98,13 +115,29 @@ class MatMatKernelTest {
                 "x_stride", xStride, "y_stride", yStride, "w_step", type.rowBytes(cols) * rows, "x_step", cols,
                 "y_step", rows, "add", add ? 1 : 0));
         a.put("split", split);
-        float[] got = runInBothOrders(kernel, arena -> List.of(args(arena, "MatMatArgs", a), copy(arena, w),
-                        floats(arena, x), floats(arena, y0), steps(arena, tokens, active)), 3,
-                tiles ? tileMemory(Geometry.MM_ROWS, Geometry.MM_TOKENS) : new int[] {4 * Geometry.MM_FLOAT_PARTIALS},
-                new Size3((tokens + tokensPerGroup - 1) / tokensPerGroup, (rows + rowsPerGroup - 1) / rowsPerGroup,
-                        matrices),
-                Size3.of(Geometry.MM_SIMDGROUPS * 32));
-        assertClose(expected, magnitude, got, TOLERANCE, kernel + " " + type + (add ? " + residual" : "") + " split " + split);
+        a.put("parts", parts);
+        float[] noPartials = new float[matrices * parts * tokens * rows];
+        Size3 grid = new Size3((tokens + tokensPerGroup - 1) / tokensPerGroup * parts,
+                (rows + rowsPerGroup - 1) / rowsPerGroup, matrices);
+        float[] got;
+        if (tiles) {
+            List<float[]> out = runInBothOrders(kernel, arena -> List.of(args(arena, "MatMatArgs", a), copy(arena, w),
+                            floats(arena, x), floats(arena, y0), steps(arena, tokens, active), floats(arena, noPartials)),
+                    tileMemory(Geometry.MM_ROWS, Geometry.MM_TOKENS), grid, Size3.of(Geometry.MM_SIMDGROUPS * 32), 3, 5);
+            got = out.get(0);
+            if (parts > 1) {
+                got = runInBothOrders("mat_mat_parts", arena -> List.of(args(arena, "MatMatArgs", a),
+                                floats(arena, out.get(1)), floats(arena, y0), steps(arena, tokens, active)), 2, new int[0],
+                        new Size3(tokens, (rows + Geometry.WIDE_SIMDGROUPS * 32 - 1) / (Geometry.WIDE_SIMDGROUPS * 32),
+                                matrices), Size3.of(Geometry.WIDE_SIMDGROUPS * 32));
+            }
+        } else {
+            got = runInBothOrders(kernel, arena -> List.of(args(arena, "MatMatArgs", a), copy(arena, w),
+                            floats(arena, x), floats(arena, y0), steps(arena, tokens, active)), 3,
+                    new int[] {4 * Geometry.MM_FLOAT_PARTIALS}, grid, Size3.of(Geometry.MM_SIMDGROUPS * 32));
+        }
+        assertClose(expected, magnitude, got, TOLERANCE, kernel + " " + type + (add ? " + residual" : "") + " split " + split
+                + " parts " + parts);
         for (int i = (tokens - 1) * yStride; i < tokens * yStride; i++) {
             assertTrue(got[i] == y0[i], "the unused token's row was written at " + i);
         }
