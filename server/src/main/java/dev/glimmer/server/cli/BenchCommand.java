@@ -215,14 +215,15 @@ final class BenchCommand implements Subcommand {
                 if (sequence instanceof DecoderSequence d && d.decoder() instanceof KernelTimings timings) {
                     // The step at depth first: the one at context 0 cuts the computed context off.
                     KernelTimings.Profile atDepth = depth > 0 && tg > 0 ? d.profile(timings, depth) : null;
-                    printProfile(io, "GPU time per kernel, one decode step at context 0:", d.profile(timings, 0), 1);
+                    printProfile(io, "GPU time per kernel, one decode step at context 0:", LEFT_OUT, d.profile(timings, 0), 1);
                     if (atDepth != null) {
-                        printProfile(io, "GPU time per kernel, one decode step at context " + depth + ":", atDepth, 1);
+                        printProfile(io, "GPU time per kernel, one decode step at context " + depth + ":", LEFT_OUT, atDepth, 1);
                     }
                     if (pp > 0) {
                         int n = Math.min(pp, timings.promptBatch());
                         d.decoder().truncate(0);
                         printProfile(io, "GPU time per kernel, one prompt batch of " + n + " tokens into an empty cache:",
+                                "each dispatch timed between events",
                                 timings.profilePrompt(tokens, 0, n), n);
                     }
                 }
@@ -317,7 +318,8 @@ final class BenchCommand implements Subcommand {
                     running.forEach(d -> d.truncate(start));
                     int[] tokens = new int[n];
                     pool.profileStep(running, tokens).ifPresent(p -> printProfile(io,
-                            "GPU time per kernel, one decode step of " + n + " conversations at context " + start + ":", p, n));
+                            "GPU time per kernel, one decode step of " + n + " conversations at context " + start + ":",
+                            LEFT_OUT, p, n));
                 }
             } finally {
                 all.forEach(TokenDecoder::close);
@@ -469,11 +471,13 @@ final class BenchCommand implements Subcommand {
      * step, weight bytes, their GB/s and that as a share of the device's copy bandwidth, and the TFLOP/s of the
      * kernels that multiply weight matrices; then the kinds' sum against the measured step.
      */
-    private static void printProfile(Terminal io, String title, KernelTimings.Profile profile, int tokens) {
+    /** How KernelTimings times a decode step's kinds of kernel (a prompt batch's are timed dispatch by dispatch). */
+    private static final String LEFT_OUT = "each kind timed by leaving it out of the graph";
+
+    private static void printProfile(Terminal io, String title, String method, KernelTimings.Profile profile, int tokens) {
         double step = profile.stepMillis();
         double copy = profile.copyGigabytesPerSecond();
-        io.out().println(title + String.format(Locale.ROOT, " (each kind timed by leaving it out of the graph;"
-                + " device copy bandwidth %.0f GB/s)", copy));
+        io.out().println(title + String.format(Locale.ROOT, " (%s; device copy bandwidth %.0f GB/s)", method, copy));
         io.out().printf(Locale.ROOT, "  %-28s %10s %9s %6s %9s %8s %6s %8s%n", "kernel", "dispatches", "ms", "share",
                 "weight MB", "GB/s", "of copy", "TFLOP/s");
         for (KernelTimings.KernelTime t : profile.kernels()) {
