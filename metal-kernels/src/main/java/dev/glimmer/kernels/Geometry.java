@@ -95,7 +95,10 @@ public final class Geometry {
      * 41 KB a token per split, 84 MB for a batch of 512 tokens with 4).
      */
     public static final int FA_SPLITS = 4;
-    /** Fewest keys a split of mla_flash_attention takes: a block of query rows that sees fewer keys is one part. */
+    /**
+     * Keys per part of mla_flash_attention: a block of query rows that sees k keys splits them into ceil(k /
+     * FA_SPLIT_KEYS) parts of whole key blocks, at most {@link #FA_SPLITS}; up to this many keys it is one part.
+     */
     public static final int FA_SPLIT_KEYS = 256;
     /** SIMD-groups per threadgroup of the mat-vec kernels. */
     public static final int MV_SIMDGROUPS = 8;
@@ -207,7 +210,8 @@ public final class Geometry {
         if (FA_QUERIES % 16 != 0 || FA_QUERIES * 8 != FA_SIMDGROUPS * SIMD_WIDTH || FA_DEPTH % 16 != 0
                 || FA_KEYS % 16 != 0 || FA_VALUES % (16 * FA_SIMDGROUPS) != 0 || FA_MAX_LATENT % FA_VALUES != 0
                 || (FA_QUERIES + FA_KEYS) * (FA_DEPTH / 4) % (FA_SIMDGROUPS * SIMD_WIDTH) != 0
-                || FA_KEYS / 2 * (FA_VALUES / 4) % (FA_SIMDGROUPS * SIMD_WIDTH) != 0) {
+                || FA_KEYS / 2 * (FA_VALUES / 4) % (FA_SIMDGROUPS * SIMD_WIDTH) != 0
+                || FA_QUERIES % WIDE_SIMDGROUPS != 0) {   // mla_flash_merge: a SIMD-group per query row
             throw new AssertionError("mla_flash_attention's geometry does not fit its tiles");
         }
     }

@@ -91,10 +91,9 @@ kernel void mat_mat(constant MatMatArgs & a [[buffer(0)]],
     x += tgpig.z * a.x_step + part * cols;
     y += tgpig.z * a.y_step;
     uint first = tgpig.y * MM_ROWS;
-    // the part's columns of each row: its own first byte, the whole row's stride
-    WeightRows lo = {(device const uchar *) w, a.type, row_bytes(a.type, a.cols), first, a.rows};
-    WeightRows hi = lo;
-    hi.first = first + MM_ROWS / 2;
+    // the part's columns of each row: from its own first byte, with the whole row's stride
+    WeightRows lo = weight_rows(a.type, w, a.cols, first, a.rows);
+    WeightRows hi = weight_rows(a.type, w, a.cols, first + MM_ROWS / 2, a.rows);
     ConsecutiveRows src = {x, a.x_stride, first_token};
     mm_tile<MM_ROWS, MM_TOKENS>(lo, hi, src, n, cols, tiles, tiitg, tiisg, sgitg);
     uint r = first + tiitg % MM_ROWS;

@@ -101,7 +101,7 @@ public final class DecodeCommandListBuilder {
         this.tokens = tokens;
         this.outputs = everyRow ? tokens : 1;
         // A batch of sequences at long contexts needs splits along the KV length as the decode step does (the
-        // prompt list's attention on tiles has none)
+        // prompt list's attention on tiles splits its keys its own way: Geometry.FA_SPLITS)
         this.splits = tokens == 1 ? Geometry.ATTENTION_SPLITS
                 : Math.max(Geometry.BATCH_MIN_ATTENTION_SPLITS, Geometry.ATTENTION_SPLITS / tokens);
         this.attentionOnTiles = tokens > 1 && !everyRow;
@@ -402,12 +402,17 @@ public final class DecodeCommandListBuilder {
         Ref counts = activation(Math.max(1, s.experts()));
         Ref blocks = activation(Math.max(1, routedBlocks(s.expertsUsed(), s.experts())));
         Ref ffnOut = perToken((long) slots * s.embedding());
-        // the column parts of the dense matrices of few rows (mat_mat): room for the largest
-        for (int[] colsRows : new int[][] {{s.embedding(), s.qLora()}, {s.embedding(), s.kvRow()},
-                {s.qLora(), s.heads() * perHead}, {s.heads() * s.vHead(), s.embedding()}}) {
-            matMatPartFloats = Math.max(matMatPartFloats, (long) Geometry.mmParts(tokens, colsRows[1], colsRows[0]) * colsRows[1]);
+        if (outputs == 1) {
+            // the column parts of the single matrices mat_mat multiplies (a batch of sequences multiplies in float):
+            // room for the largest, the router's too in case it is not F32
+            for (int[] colsRows : new int[][] {{s.embedding(), s.qLora()}, {s.embedding(), s.kvRow()},
+                    {s.qLora(), s.heads() * perHead}, {s.heads() * s.vHead(), s.embedding()},
+                    {s.embedding(), s.experts()}}) {
+                matMatPartFloats = Math.max(matMatPartFloats,
+                        (long) Geometry.mmParts(tokens, colsRows[1], colsRows[0]) * colsRows[1]);
+            }
+            matMatParts = perToken(matMatPartFloats);
         }
-        matMatParts = perToken(matMatPartFloats);
         for (int l = 0; l < s.layers(); l++) {
             String b = "blk." + l + ".";
             Ref cache = new Ref(kvBuffers[l], 0);

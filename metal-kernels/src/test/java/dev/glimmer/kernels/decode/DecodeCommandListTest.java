@@ -303,6 +303,19 @@ class DecodeCommandListTest {
         assertThrows(IllegalArgumentException.class, () -> DecodeCommandListBuilder.build(m, 4096, 0));
     }
 
+    /** The prompt tiles read Q4_0 blocks through 16-byte loads: a Q4_0 tensor at an offset that is not a multiple of 16 is refused. */
+    @Test
+    void misalignedQ4_0TensorsAreRefused() {
+        DecodeModel m = fullSizeModel();
+        Map<String, WeightTensor> tensors = new HashMap<>(m.tensors());
+        WeightTensor q = tensors.get("blk.3.attn_q_b.weight");
+        tensors.put(q.name(), new WeightTensor(q.name(), q.type(), q.fileOffset() + 8, q.bytes()));
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> DecodeCommandListBuilder.build(new DecodeModel(m.shape(), tensors), 4096));
+        assertTrue(e.getMessage().contains("blk.3.attn_q_b.weight") && e.getMessage().contains("16-byte aligned"),
+                e.getMessage());
+    }
+
     @Test
     void theBatchListGivesEveryRowItsLogitsAndToken() {
         DecodeModel m = fullSizeModel();

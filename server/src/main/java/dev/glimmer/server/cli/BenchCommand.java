@@ -466,13 +466,14 @@ final class BenchCommand implements Subcommand {
         }
     }
 
-    /**
-     * A profile of a run of {@code tokens} tokens as a table: kernel, dispatches, milliseconds, share of the
-     * step, weight bytes, their GB/s and that as a share of the device's copy bandwidth, and the TFLOP/s of the
-     * kernels that multiply weight matrices; then the kinds' sum against the measured step.
-     */
     /** How KernelTimings times a decode step's kinds of kernel (a prompt batch's are timed dispatch by dispatch). */
     private static final String LEFT_OUT = "each kind timed by leaving it out of the graph";
+
+    /**
+     * A profile of a run of {@code tokens} tokens, timed as {@code method} says, as a table: kernel, dispatches,
+     * milliseconds, share of the step, weight bytes, their GB/s and that as a share of the device's copy bandwidth,
+     * and the TFLOP/s of the kernels that multiply weight matrices; then the kinds' sum against the measured step.
+     */
 
     private static void printProfile(Terminal io, String title, String method, KernelTimings.Profile profile, int tokens) {
         double step = profile.stepMillis();

@@ -62,7 +62,8 @@ class CudaKernelTest {
 
     /**
      * A full prompt batch of GLM-4.7-Flash's q_a shape, and a small matrix that ends inside a tile (rows) with a
-     * partly used last tile of tokens, for the types of the full-size files.
+     * partly used last tile of tokens, for the types of the full-size files; both in column parts as the prompt
+     * list runs them (Geometry.mmParts: 8 and 2), added up by mat_mat_parts.
      */
     @ParameterizedTest
     @ValueSource(strings = {"F32", "F16", "Q4_0", "Q8_0"})
@@ -218,19 +219,27 @@ class CudaKernelTest {
         Map<String, Number> a = new HashMap<>(Map.of("type", type.id, "cols", cols, "rows", rows, "tokens", tokens,
                 "x_stride", cols, "y_stride", rows, "w_step", 0, "x_step", 0, "y_step", 0, "add", add ? 1 : 0));
         a.put("split", 1);   // mat_mat ignores it
-        a.put("parts", 1);
+        int parts = Geometry.mmParts(tokens, rows, cols);
+        a.put("parts", parts);
         long args = CudaTestSupport.uploadBytes(d, k.library().struct("MatMatArgs").pack(a));
         long stepArgs = CudaTestSupport.uploadBytes(d, stepBytes(k, tokens, active));
         long weights = CudaTestSupport.upload(d, w);
         long xs = CudaTestSupport.upload(d, x);
         long y = d.alloc(4L * tokens * rows);
-        Size3 grid = Size3.of((tokens + Geometry.MM_TOKENS - 1) / Geometry.MM_TOKENS,
+        long partials = d.alloc(4L * parts * tokens * rows);
+        Size3 grid = Size3.of((tokens + Geometry.MM_TOKENS - 1) / Geometry.MM_TOKENS * parts,
                 (rows + Geometry.MM_ROWS - 1) / Geometry.MM_ROWS);
         float[] first = null;
         for (int rep = 0; rep < 3; rep++) {
             d.copyToDevice(y, nativeCopy(y0), 4L * tokens * rows);
             k.launch("mat_mat", MemorySegment.NULL, grid, Size3.of(Geometry.MM_SIMDGROUPS * 32),
-                    new long[] {args, weights, xs, y, stepArgs, y}, new int[] {4 * Geometry.mmMemoryFloats(Geometry.MM_ROWS, Geometry.MM_TOKENS)});
+                    new long[] {args, weights, xs, y, stepArgs, partials},
+                    new int[] {4 * Geometry.mmMemoryFloats(Geometry.MM_ROWS, Geometry.MM_TOKENS)});
+            if (parts > 1) {
+                int threads = Geometry.WIDE_SIMDGROUPS * 32;
+                k.launch("mat_mat_parts", MemorySegment.NULL, Size3.of(tokens, (rows + threads - 1) / threads),
+                        Size3.of(threads), new long[] {args, partials, y, stepArgs}, new int[0]);
+            }
             float[] got = CudaTestSupport.download(d, y, tokens * rows);
             if (first == null) {
                 first = got;
@@ -245,7 +254,7 @@ class CudaKernelTest {
                 assertArrayEquals(first, got, "mat_mat " + type + ": a repeated launch gave other bits");
             }
         }
-        for (long p : new long[] {args, stepArgs, weights, xs, y}) {
+        for (long p : new long[] {args, stepArgs, weights, xs, y, partials}) {
             d.free(p);
         }
     }
