@@ -98,6 +98,19 @@ struct XScaled {
 // A chunk is half a block: bytes 8*il .. 8*il+7, i.e. values 8il..8il+7 and 16+8il..16+8il+7. The block
 // is only 2-byte aligned, so qs is read as ushorts and masked in place; activations are pre-scaled
 // by 1, 1/256, 1/16, 1/4096 to undo the nibble positions, and the -8 zero point folds into sumy.
+// A Q4_0 chunk's 16 values (Q4_0::index order) from the block's scale d and its 8 quant bytes as two words: byte
+// 2j (low word first) holds values 2j (low nibble) and 2j + 16, byte 2j + 1 values 2j + 1 and 2j + 17.
+static inline void q4_0_chunk_values(float d, uint q0, uint q1, thread float * out) {
+    #pragma unroll
+    for (uint j = 0; j < 4; j++) {
+        uint q = (j < 2 ? q0 : q1) >> (16 * (j % 2));
+        out[4 * j + 0] = ((float) (q & 0xF) - 8.0f) * d;
+        out[4 * j + 1] = ((float) ((q >> 8) & 0xF) - 8.0f) * d;
+        out[4 * j + 2] = ((float) ((q >> 4) & 0xF) - 8.0f) * d;
+        out[4 * j + 3] = ((float) ((q >> 12) & 0xF) - 8.0f) * d;
+    }
+}
+
 struct Q4_0 {
     static uint index(uint c, uint i) {
         uint k = (c % 2) * 8 + 2 * (i / 4);
@@ -142,15 +155,7 @@ struct Q4_0 {
     static void dequant(device const uchar * row, uint c, thread float * out) {
         device const uchar * block = row + (c / 2) * GLIMMER_Q4_0_BLOCK_BYTES;
         device const ushort * qs = (device const ushort *) (block + 2) + (c % 2) * 4;
-        float d = load_half(block);
-        #pragma unroll
-        for (uint j = 0; j < 4; j++) {
-            uint q = qs[j];  // bytes 2j (low half) and 2j + 1: values 2j, 2j + 1 and, in the high nibbles, 2j + 16, 2j + 17
-            out[4 * j + 0] = ((float) (q & 0xF) - 8.0f) * d;
-            out[4 * j + 1] = ((float) ((q >> 8) & 0xF) - 8.0f) * d;
-            out[4 * j + 2] = ((float) ((q >> 4) & 0xF) - 8.0f) * d;
-            out[4 * j + 3] = ((float) (q >> 12) - 8.0f) * d;
-        }
+        q4_0_chunk_values(load_half(block), (uint) qs[0] | (uint) qs[1] << 16, (uint) qs[2] | (uint) qs[3] << 16, out);
     }
 };
 

@@ -150,14 +150,7 @@ static inline void q4_0_window_chunk(uint4 a, uint4 b, uint h, thread float * ou
     float d = (float) as_type<half>((ushort) (window_word<S>(a, b) & 0xFFFF));
     uint q0 = h == 0 ? window_word<S + 2>(a, b) : window_word<S + 10>(a, b);
     uint q1 = h == 0 ? window_word<S + 6>(a, b) : window_word<S + 14>(a, b);
-    #pragma unroll
-    for (uint j = 0; j < 4; j++) {
-        uint q = (j < 2 ? q0 : q1) >> (16 * (j % 2));
-        out[4 * j + 0] = ((float) (q & 0xF) - 8.0f) * d;
-        out[4 * j + 1] = ((float) ((q >> 8) & 0xF) - 8.0f) * d;
-        out[4 * j + 2] = ((float) ((q >> 4) & 0xF) - 8.0f) * d;
-        out[4 * j + 3] = ((float) ((q >> 12) & 0xF) - 8.0f) * d;
-    }
+    q4_0_chunk_values(d, q0, q1, out);
 }
 
 // Chunk c of the 16-byte aligned Q4_0 row at `row`, as load_chunk.
