@@ -15,7 +15,10 @@ import java.util.stream.Collectors;
 
 import static io.restassured.RestAssured.given;
 import static org.hamcrest.Matchers.containsString;
+import static org.hamcrest.Matchers.emptyOrNullString;
 import static org.hamcrest.Matchers.equalTo;
+import static org.hamcrest.Matchers.not;
+import static org.hamcrest.Matchers.nullValue;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -57,5 +60,42 @@ class DemoModelTest {
             given().port(again.port()).get("/health").then().statusCode(200);
         }
         assertEquals(written, Files.getLastModifiedTime(file), "written once, reused afterwards");
+    }
+
+    /**
+     * The demo model does not think unless asked (its random weights never close a thought): the README's first
+     * chat example has visible content, as do the Responses and Messages APIs; a request that asks still thinks.
+     */
+    @Test
+    void theDemoModelAnswersWithoutThinkingUnlessAsked(@TempDir Path cache) throws Exception {
+        ServerConfig config = ServerConfigLoader.load(Optional.empty(), Map.of(),
+                Map.of("server.port", "0", "model.ctx", "512"));
+        try (GlimmerApp app = GlimmerApp.start(config, Map.of("XDG_CACHE_HOME", cache.toString()))) {
+            app.awaitLoaded();
+            String story = "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story about a fox.\"}],"
+                    + "\"max_tokens\":32,\"temperature\":0";
+            given().port(app.port()).contentType("application/json").body(story + "}").post("/v1/chat/completions")
+                    .then().statusCode(200)
+                    .body("choices[0].message.content", not(emptyOrNullString()))
+                    .body("choices[0].message.reasoning_content", nullValue());
+            given().port(app.port()).contentType("application/json").body(story + ",\"reasoning_effort\":\"high\"}")
+                    .post("/v1/chat/completions").then().statusCode(200)
+                    .body("choices[0].message.reasoning_content", not(emptyOrNullString()));
+            given().port(app.port()).contentType("application/json")
+                    .body("{\"input\":\"Tell me a story about a fox.\",\"max_output_tokens\":32,\"temperature\":0}")
+                    .post("/v1/responses").then().statusCode(200)
+                    .body("output.type", equalTo(List.of("message")))
+                    .body("output[0].content[0].text", not(emptyOrNullString()));
+            given().port(app.port()).contentType("application/json")
+                    .body("{\"model\":\"glm\",\"max_tokens\":32,\"temperature\":0,"
+                            + "\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story about a fox.\"}]}")
+                    .post("/v1/messages").then().statusCode(200)
+                    .body("content.type", equalTo(List.of("text")))
+                    .body("content[0].text", not(emptyOrNullString()));
+            // The template shows what the model sees: an empty thought, closed before the answer.
+            given().port(app.port()).contentType("application/json")
+                    .body("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}").post("/apply-template")
+                    .then().statusCode(200).body("prompt", org.hamcrest.Matchers.endsWith("</think>"));
+        }
     }
 }

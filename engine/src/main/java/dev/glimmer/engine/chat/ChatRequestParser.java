@@ -41,7 +41,18 @@ public final class ChatRequestParser {
         return parse(root);
     }
 
+    /** Parses a request body; thinking is on unless the request turns it off (the template's default). */
     public static ChatRequest parse(JsonNode body) {
+        return parse(body, true);
+    }
+
+    /**
+     * Parses a request body.
+     *
+     * @param thinkingByDefault whether the model thinks when the request does not say (the server's demo
+     *                          model does not: its random weights never end a thought)
+     */
+    public static ChatRequest parse(JsonNode body, boolean thinkingByDefault) {
         if (!body.isObject()) {
             throw new InvalidInputException("the request must be a JSON object, got " + kind(body));
         }
@@ -61,19 +72,19 @@ public final class ChatRequestParser {
         }
         List<ToolSpec> tools = tools(body.path("tools"));
 
-        boolean enableThinking = true;
+        // Thinking: reasoning_effort "none" turns it off and any other effort asks for it; an explicit
+        // enable_thinking: false wins over an effort; neither given leaves the default.
+        String effort = optionalString(body, "reasoning_effort", "reasoning_effort");
+        boolean enableThinking = effort == null ? thinkingByDefault : !effort.equals("none");
         boolean clearThinking = true;
         JsonNode kwargs = body.path("chat_template_kwargs");
         if (!kwargs.isMissingNode() && !kwargs.isNull()) {
             if (!kwargs.isObject()) {
                 throw new InvalidInputException("chat_template_kwargs: must be an object, got " + kind(kwargs));
             }
-            enableThinking = optionalBoolean(kwargs, "enable_thinking", "chat_template_kwargs.enable_thinking", true);
+            enableThinking = optionalBoolean(kwargs, "enable_thinking", "chat_template_kwargs.enable_thinking",
+                    enableThinking) && (effort == null || !effort.equals("none"));
             clearThinking = optionalBoolean(kwargs, "clear_thinking", "chat_template_kwargs.clear_thinking", true);
-        }
-        String effort = optionalString(body, "reasoning_effort", "reasoning_effort");
-        if ("none".equals(effort)) {
-            enableThinking = false;
         }
         return new ChatRequest(messages, tools, enableThinking, clearThinking);
     }

@@ -35,6 +35,25 @@ class ChatRequestParserTest {
         assertTrue(ChatRequestParser.parse("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}").enableThinking());
     }
 
+    /** Whether a one-message request with {@code fields} added thinks, on a model that does or not by default. */
+    private static boolean thinks(String fields, boolean byDefault) throws Exception {
+        String body = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]" + fields + "}";
+        return ChatRequestParser.parse(new com.fasterxml.jackson.databind.ObjectMapper().readTree(body), byDefault)
+                .enableThinking();
+    }
+
+    /** A model that does not think by default (the server's demo model) thinks when the request asks, either way. */
+    @Test
+    void theRequestOverridesTheDefaultThinking() throws Exception {
+        assertFalse(thinks("", false));
+        assertTrue(thinks("", true));
+        assertTrue(thinks(",\"chat_template_kwargs\":{\"enable_thinking\":true}", false));
+        assertTrue(thinks(",\"reasoning_effort\":\"high\"", false));
+        assertFalse(thinks(",\"reasoning_effort\":\"none\"", true));
+        assertFalse(thinks(",\"reasoning_effort\":\"high\",\"chat_template_kwargs\":{\"enable_thinking\":false}", true));
+        assertFalse(thinks(",\"reasoning_effort\":\"none\",\"chat_template_kwargs\":{\"enable_thinking\":true}", true));
+    }
+
     @Test
     void developerMessagesAreSystemMessages() {
         ChatRequest developer = ChatRequestParser.parse("""

@@ -18,7 +18,12 @@ import java.util.List;
  */
 public record ChatCompletionRequest(ChatRequest chat, GenerationOptions options) {
 
-    public static ChatCompletionRequest parse(JsonNode body, ServerConfig.SamplingDefaults defaults) {
+    /**
+     * @param thinkingByDefault whether the model thinks when the request does not say
+     *                          ({@link dev.glimmer.server.inference.ServedModel#thinksByDefault})
+     */
+    public static ChatCompletionRequest parse(JsonNode body, ServerConfig.SamplingDefaults defaults,
+                                              boolean thinkingByDefault) {
         Fields f = new Fields(body);
         // Any model name is this server's one model (clients must send one and rarely know its id).
         f.string("model");
@@ -32,7 +37,7 @@ public record ChatCompletionRequest(ChatRequest chat, GenerationOptions options)
         });
         ChatRequest chat;
         try {
-            chat = ChatRequestParser.parse(body);
+            chat = ChatRequestParser.parse(body, thinkingByDefault);
         } catch (InvalidInputException e) {
             throw ApiException.badRequest(e.getMessage(), paramOf(e.getMessage()));
         }

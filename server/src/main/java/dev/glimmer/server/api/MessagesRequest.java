@@ -63,7 +63,8 @@ public final class MessagesRequest {
             f.node(field).ifPresent(n -> chat.set(field, n));
         }
         TranslatedChat.copySamplingExtras(body, chat);
-        return TranslatedChat.parse(chat, defaults, PARAM_NAMES);
+        // thinking() always says whether to think, so the model's default does not matter here.
+        return TranslatedChat.parse(chat, defaults, false, PARAM_NAMES);
     }
 
     /** One Anthropic message → chat messages: tool results first (each its own tool message), then the text. */

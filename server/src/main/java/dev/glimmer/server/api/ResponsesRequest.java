@@ -42,7 +42,7 @@ public record ResponsesRequest(ChatCompletionRequest chat, ArrayNode conversatio
     /**
      * @param previous the conversation of a stored response by id (empty when there is none)
      */
-    public static ResponsesRequest parse(JsonNode body, ServerConfig.SamplingDefaults defaults,
+    public static ResponsesRequest parse(JsonNode body, ServerConfig.SamplingDefaults defaults, boolean thinkingByDefault,
                                          Function<String, Optional<ArrayNode>> previous) {
         Fields f = new Fields(body);
         for (String unsupported : new String[] {"conversation", "prompt"}) {
@@ -96,7 +96,7 @@ public record ResponsesRequest(ChatCompletionRequest chat, ArrayNode conversatio
         f.node("top_p").ifPresent(n -> chat.set("top_p", n));
         f.node("stream").ifPresent(n -> chat.set("stream", n));
         TranslatedChat.copySamplingExtras(body, chat);
-        ChatCompletionRequest request = TranslatedChat.parse(chat, defaults, PARAM_NAMES);
+        ChatCompletionRequest request = TranslatedChat.parse(chat, defaults, thinkingByDefault, PARAM_NAMES);
 
         boolean store = f.bool("store").orElse(true);
         settings.put("store", store);

@@ -26,9 +26,9 @@ final class TranslatedChat {
      * @param paramNames chat field → the original API's field, for the fields the translation renamed
      */
     static ChatCompletionRequest parse(ObjectNode chatBody, ServerConfig.SamplingDefaults defaults,
-                                       Map<String, String> paramNames) {
+                                       boolean thinkingByDefault, Map<String, String> paramNames) {
         try {
-            return ChatCompletionRequest.parse(chatBody, defaults);
+            return ChatCompletionRequest.parse(chatBody, defaults, thinkingByDefault);
         } catch (ApiException e) {
             if (e.status() != 400 || e.param() == null) {
                 throw e;

@@ -161,6 +161,14 @@ public final class ServedModel implements AutoCloseable {
         return facts.demo() ? DemoModel.MAX_TOKENS : ctx;
     }
 
+    /**
+     * Whether the model thinks when a request does not say: GLM does, but the demo model's random weights
+     * never close a thought, so its answers would have reasoning and no content.
+     */
+    public boolean thinksByDefault() {
+        return !facts.demo();
+    }
+
     /** The context served, in tokens. */
     public int ctx() {
         return ctx;

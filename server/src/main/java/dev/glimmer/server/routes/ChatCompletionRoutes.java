@@ -41,7 +41,7 @@ public record ChatCompletionRoutes(ModelHost host, ServerConfig config) implemen
     private void complete(ServerRequest req, ServerResponse res) throws InterruptedException {
         ServedModel model = host.require();
         ChatCompletionRequest request = ChatCompletionRequest.parse(RequestBodies.jsonObject(req, config.maxBodyBytes()),
-                config.sampling());
+                config.sampling(), model.thinksByDefault());
         ChatGeneration generation = ChatGeneration.start(model, request, "messages");
         Reply reply = new Reply(model, request, generation.parser());
         if (request.options().stream()) {

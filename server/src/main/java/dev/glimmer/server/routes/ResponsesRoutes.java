@@ -54,7 +54,7 @@ public final class ResponsesRoutes implements HttpService {
     private void create(ServerRequest req, ServerResponse res) throws InterruptedException {
         ServedModel model = host.require();
         ResponsesRequest request = ResponsesRequest.parse(RequestBodies.jsonObject(req, config.maxBodyBytes()),
-                config.sampling(), store::conversation);
+                config.sampling(), model.thinksByDefault(), store::conversation);
         ChatGeneration generation = ChatGeneration.start(model, request.chat(), "input");
         Reply reply = new Reply(model, request, generation);
         if (request.chat().options().stream()) {

@@ -86,7 +86,7 @@ public record TokenizerRoutes(ModelHost host, ServerConfig config) implements Ht
         boolean addGenerationPrompt = flag(body, "add_generation_prompt", true);
         String prompt;
         try {
-            prompt = model.chatFormat().template().render(ChatRequestParser.parse(body), addGenerationPrompt);
+            prompt = model.chatFormat().template().render(ChatRequestParser.parse(body, model.thinksByDefault()), addGenerationPrompt);
         } catch (InvalidInputException e) {
             throw ApiException.badRequest(e.getMessage(), "messages");
         }
