@@ -68,10 +68,37 @@ class DemoModelTest {
      */
     @Test
     void theDemoModelAnswersWithoutThinkingUnlessAsked(@TempDir Path cache) throws Exception {
-        ServerConfig config = ServerConfigLoader.load(Optional.empty(), Map.of(),
-                Map.of("server.port", "0", "model.ctx", "512"));
+        ServerConfig config = ServerConfigLoader.load(Optional.empty(), Map.of(), Map.of("server.port", "0"));
+        List<String> log = new java.util.concurrent.CopyOnWriteArrayList<>();
+        java.util.logging.Handler logged = new java.util.logging.Handler() {
+            @Override
+            public void publish(java.util.logging.LogRecord record) {
+                log.add(record.getMessage());
+            }
+
+            @Override
+            public void flush() {
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        java.util.logging.Logger servedModelLog = java.util.logging.Logger.getLogger(
+                dev.glimmer.server.inference.ServedModel.class.getName());
+        servedModelLog.addHandler(logged);
         try (GlimmerApp app = GlimmerApp.start(config, Map.of("XDG_CACHE_HOME", cache.toString()))) {
             app.awaitLoaded();
+            // No --ctx: the model's own 4096 tokens, without a note that a default of 8192 was cut.
+            given().port(app.port()).get("/v1/models").then().statusCode(200).body("data[0].meta.n_ctx", equalTo(4096));
+            assertTrue(log.stream().noneMatch(line -> line.contains("more than")), log.toString());
+            // A prompt longer than the model's whole context: a larger --ctx would not help, so it is not suggested.
+            given().port(app.port()).contentType("application/json")
+                    .body("{\"messages\":[{\"role\":\"user\",\"content\":\"" + "word ".repeat(5000) + "\"}]}")
+                    .post("/v1/chat/completions").then().statusCode(400)
+                    .body("error.code", equalTo("context_length_exceeded"))
+                    .body("error.message", not(containsString("--ctx")))
+                    .body("error.message", containsString("but the context holds 4096; shorten it"));
             String story = "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story about a fox.\"}],"
                     + "\"max_tokens\":32,\"temperature\":0";
             given().port(app.port()).contentType("application/json").body(story + "}").post("/v1/chat/completions")
@@ -96,6 +123,8 @@ class DemoModelTest {
             given().port(app.port()).contentType("application/json")
                     .body("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}").post("/apply-template")
                     .then().statusCode(200).body("prompt", org.hamcrest.Matchers.endsWith("</think>"));
+        } finally {
+            servedModelLog.removeHandler(logged);
         }
     }
 }

@@ -108,7 +108,8 @@ class RequestErrorsTest {
                 .body("error.code", equalTo("context_length_exceeded"))
                 .body("error.param", equalTo("messages"))
                 .body("error.message", containsString("but the context holds 256"))
-                .body("error.message", containsString("the prompt has "));
+                .body("error.message", containsString("the prompt has "))
+                .body("error.message", containsString("or start the server with a larger --ctx (up to 4096)"));
         post("/v1/completions", "{\"prompt\": \"" + longText + "\"}").statusCode(400)
                 .body("error.message", containsString("but the context holds 256"))
                 .body("error.code", equalTo("context_length_exceeded"));

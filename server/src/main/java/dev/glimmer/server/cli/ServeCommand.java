@@ -38,9 +38,9 @@ final class ServeCommand implements Subcommand {
             new Setting("--host", "H", "server.host", "address to bind (default 127.0.0.1)"),
             new Setting("--port", "P", "server.port", "port to listen on (default 8080; 0 picks a free one)"),
             new Setting("--backend", "B", "model.backend", BackendKind.alternatives(BackendKind.SERVING) + " (default auto)"),
-            new Setting("--ctx", "N", "model.ctx", "context length in tokens (default 8192)"),
-            new Setting("--threads", "N", "model.threads", "worker threads (default: available cores)"),
-            new Setting("--api-key", "K", "server.api-key", "require this key as 'Authorization: Bearer K'"),
+            new Setting("--ctx", "N", "model.ctx", "context length in tokens (default: the model's own, at most 8192)"),
+            new Setting("--threads", "N", "model.threads", "worker threads for the math (default: one per physical core)"),
+            new Setting("--api-key", "K", "server.api-key", "require this key as 'Authorization: Bearer K' or 'x-api-key: K'"),
             new Setting("--parallel", "N", "inference.parallel", "sequences decoded together (default 2)"),
             new Setting("--prompt-chunk", "N", "inference.prompt-chunk", "prompt tokens processed per step (default 512)"),
             new Setting("--queue", "N", "inference.queue", "requests that may wait for a slot; more get 503 (default 16)"),
@@ -65,7 +65,9 @@ final class ServeCommand implements Subcommand {
     @Override
     public int run(Terminal io) throws Exception {
         Map<String, String> flags = new LinkedHashMap<>();
+        Map<String, String> flagNames = new LinkedHashMap<>();
         for (Setting s : SETTINGS) {
+            flagNames.put(s.key(), s.flag());
             String value = spec.findOption(s.flag()).getValue();
             if (value != null) {
                 flags.put(s.key(), value);
@@ -74,7 +76,7 @@ final class ServeCommand implements Subcommand {
         // logging.properties (from config/, in the jar): one line per record on stderr.
         LogConfig.configureRuntime();
         ServerConfig config = ServerConfigLoader.load(Optional.ofNullable(spec.findOption("--config").<Path>getValue()), System.getenv(),
-                flags);
+                flags, flagNames);
         config.model().ifPresent(path -> {
             if (Files.isDirectory(path)) {
                 throw new UsageException(path + " is a directory; --model takes a GGUF file");

@@ -17,8 +17,9 @@ import java.util.Optional;
  * @param maxBodyBytes the largest request body accepted (larger: 413)
  * @param model        the GGUF file; empty serves the demo model
  * @param backend      what {@code --backend} asks for: one of {@link BackendKind#SERVING}
- * @param ctx          the context length in tokens
- * @param threads      worker threads for the math; 0 = one per available core
+ * @param ctx          the context length asked for in tokens (capped at the model's own); 0 = the model's own,
+ *                     at most {@link #DEFAULT_CTX}
+ * @param threads      worker threads for the math; 0 = one per physical core
  * @param parallel     sequences decoded together in one forward step
  * @param promptChunk  prompt tokens processed per forward step (a client that left is noticed within one)
  * @param queue        requests that may wait for a slot
@@ -28,6 +29,12 @@ import java.util.Optional;
 public record ServerConfig(String host, int port, Optional<String> apiKey, List<String> corsOrigins, long maxBodyBytes,
                            Optional<Path> model, BackendKind backend, int ctx, int threads, int parallel, int promptChunk, int queue,
                            long kvBudgetMb, SamplingDefaults sampling) {
+
+    /** The context served when none is asked for and the model's own is longer. */
+    public static final int DEFAULT_CTX = 8192;
+    /** The shortest and longest context one may ask for. */
+    public static final int MIN_CTX = 16;
+    public static final int MAX_CTX = 1 << 24;
 
     /** Sampling values used when a request leaves them out; {@code maxTokens} -1 = until the context is full. */
     public record SamplingDefaults(float temperature, int topK, float topP, float minP, int maxTokens) {

@@ -18,7 +18,8 @@ import java.util.function.Function;
  * {@code application.yaml} (shipped in the jar, or a file given with {@code --config}), environment
  * variables named {@code GLIMMER_} + the key's path in capitals with {@code _} for {@code .} and
  * {@code -} ({@code GLIMMER_SERVER_PORT}), and CLI flags (passed in by their key). Every value is
- * checked; a bad one is an {@link InvalidInputException} naming the key and where it came from.
+ * checked; a bad one is an {@link InvalidInputException} naming what the user wrote: the flag typed
+ * ({@code --ctx must be ...}), else the key and where it came from.
  *
  * <p>Helidon's config reads the YAML layer. The other two are looked up here by hand, on purpose:
  * a merged Helidon {@code Config} cannot tell which source a value came from (the errors name it),
@@ -30,20 +31,30 @@ public final class ServerConfigLoader {
     private final String yamlName;
     private final Map<String, String> environment;
     private final Map<String, String> flags;
+    private final Map<String, String> flagNames;
 
-    private ServerConfigLoader(Config yaml, String yamlName, Map<String, String> environment, Map<String, String> flags) {
+    private ServerConfigLoader(Config yaml, String yamlName, Map<String, String> environment, Map<String, String> flags,
+                               Map<String, String> flagNames) {
         this.yaml = yaml;
         this.yamlName = yamlName;
         this.environment = environment;
         this.flags = flags;
+        this.flagNames = flagNames;
+    }
+
+    /** {@link #load(Optional, Map, Map, Map)} with the flags' values named by their keys in errors (tests, embedders). */
+    public static ServerConfig load(Optional<Path> configFile, Map<String, String> environment, Map<String, String> flags) {
+        return load(configFile, environment, flags, Map.of());
     }
 
     /**
      * @param configFile  a YAML file replacing the bundled application.yaml, or empty
      * @param environment the process environment (tests pass their own)
      * @param flags       CLI values by configuration key, e.g. {@code server.port -> 9090}
+     * @param flagNames   the flag that sets each key, e.g. {@code server.port -> --port}, for errors
      */
-    public static ServerConfig load(Optional<Path> configFile, Map<String, String> environment, Map<String, String> flags) {
+    public static ServerConfig load(Optional<Path> configFile, Map<String, String> environment, Map<String, String> flags,
+                                    Map<String, String> flagNames) {
         Config.Builder builder = Config.builder().disableEnvironmentVariablesSource().disableSystemPropertiesSource();
         String name;
         if (configFile.isPresent()) {
@@ -57,7 +68,7 @@ public final class ServerConfigLoader {
             builder.addSource(ConfigSources.classpath("application.yaml"));
             name = "application.yaml";
         }
-        return new ServerConfigLoader(builder.build(), name, environment, flags).build();
+        return new ServerConfigLoader(builder.build(), name, environment, flags, flagNames).build();
     }
 
     private ServerConfig build() {
@@ -72,7 +83,8 @@ public final class ServerConfigLoader {
         try {
             backend = BackendKind.parse(backendName, BackendKind.SERVING);
         } catch (InvalidInputException e) {
-            throw bad("model.backend", "must be " + BackendKind.alternatives(BackendKind.SERVING) + ", got '" + backendName + "'");
+            throw bad("model.backend", value("model.backend", "auto"), "must be "
+                    + BackendKind.alternatives(BackendKind.SERVING) + ", got '" + backendName + "'");
         }
         String modelPath = text("model.path", "");
         String apiKey = text("server.api-key", "");
@@ -85,7 +97,7 @@ public final class ServerConfigLoader {
                 size("server.max-body", "4M"),
                 modelPath.isEmpty() ? Optional.empty() : Optional.of(Path.of(modelPath)),
                 backend,
-                (int) integer("model.ctx", 8192, 16, 1 << 24),
+                context(),
                 (int) integer("model.threads", 0, 0, 4096),
                 (int) integer("inference.parallel", 2, 1, 256),
                 (int) integer("inference.prompt-chunk", 512, 1, 8192),
@@ -99,12 +111,20 @@ public final class ServerConfigLoader {
         return "GLIMMER_" + key.toUpperCase(Locale.ROOT).replace('.', '_').replace('-', '_');
     }
 
-    private record Value(String text, String source) {
+    /**
+     * A setting's text and where it came from.
+     *
+     * @param flag the flag it was typed as, when it came from the command line and the flag is known
+     */
+    private record Value(String text, String source, Optional<String> flag) {
+        Value(String text, String source) {
+            this(text, source, Optional.empty());
+        }
     }
 
     private Value value(String key, String fallback) {
         if (flags.containsKey(key)) {
-            return new Value(flags.get(key), "the command line");
+            return new Value(flags.get(key), "the command line", Optional.ofNullable(flagNames.get(key)));
         }
         String env = environmentName(key);
         if (environment.containsKey(env)) {
@@ -135,12 +155,25 @@ public final class ServerConfigLoader {
         try {
             n = parse.apply(v.text().strip());
         } catch (NumberFormatException e) {
-            throw bad(key, "must be " + what + ", got '" + v.text() + "' (from " + v.source() + ")");
+            throw bad(key, v, "must be " + what + ", got '" + v.text() + "'");
         }
         if (n.compareTo(min) < 0 || n.compareTo(max) > 0) {
-            throw bad(key, "must be in [" + min + ", " + max + "], got " + n + " (from " + v.source() + ")");
+            throw bad(key, v, "must be in [" + min + ", " + max + "], got " + n);
         }
         return n;
+    }
+
+    /**
+     * {@code model.ctx}: 0 (the default) serves the model's own context, at most
+     * {@link ServerConfig#DEFAULT_CTX}; a value is the context asked for (capped at the model's own).
+     */
+    private int context() {
+        int ctx = (int) integer("model.ctx", 0, 0, ServerConfig.MAX_CTX);
+        if (ctx > 0 && ctx < ServerConfig.MIN_CTX) {
+            throw bad("model.ctx", value("model.ctx", "0"), "must be at least " + ServerConfig.MIN_CTX
+                    + " (or 0: the model's own, at most " + ServerConfig.DEFAULT_CTX + "), got " + ctx);
+        }
+        return ctx;
     }
 
     /** A byte count such as {@code 4096}, {@code 64K} or {@code 4M}. */
@@ -159,12 +192,13 @@ public final class ServerConfigLoader {
             }
             return n * unit;
         } catch (NumberFormatException e) {
-            throw bad(key, "must be a positive size such as 4096, 64K or 4M, got '" + v.text() + "' (from " + v.source()
-                    + ")");
+            throw bad(key, v, "must be a positive size such as 4096, 64K or 4M, got '" + v.text() + "'");
         }
     }
 
-    private static InvalidInputException bad(String key, String message) {
-        return new InvalidInputException("configuration " + key + " " + message);
+    /** A bad value: named by the flag typed, else by its key and where it came from. */
+    private static InvalidInputException bad(String key, Value v, String message) {
+        return new InvalidInputException(v.flag().map(flag -> flag + " " + message)
+                .orElse("configuration " + key + " " + message + " (from " + v.source() + ")"));
     }
 }

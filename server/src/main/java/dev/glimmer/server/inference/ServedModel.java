@@ -68,9 +68,10 @@ public final class ServedModel implements AutoCloseable {
             ChatFormat format = ChatTemplates.recognise(
                     model.file().metadata().optString(ChatTemplates.GGUF_KEY).orElse(null));
             format.warning().ifPresent(LOG::warning);
-            int ctx = Math.min(config.ctx(), model.config().contextLength());
-            if (ctx < config.ctx()) {
-                LOG.info("context " + config.ctx() + " is more than the model's " + ctx + "; serving " + ctx);
+            int ownCtx = model.config().contextLength();
+            int ctx = Math.min(config.ctx() == 0 ? ServerConfig.DEFAULT_CTX : config.ctx(), ownCtx);
+            if (config.ctx() > ownCtx) {
+                LOG.info("--ctx " + config.ctx() + " is more than the model's own context; serving " + ctx);
             }
             BackendChoice choice = chooser.choose(config.backend(), model);
             String reason = choice.reason();
@@ -172,6 +173,11 @@ public final class ServedModel implements AutoCloseable {
     /** The context served, in tokens. */
     public int ctx() {
         return ctx;
+    }
+
+    /** The model's own context length (what it was trained for): the most {@code --ctx} can serve. */
+    public int ownCtx() {
+        return model.config().contextLength();
     }
 
     public int vocabSize() {

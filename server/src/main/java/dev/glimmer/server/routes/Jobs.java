@@ -29,8 +29,11 @@ final class Jobs {
     static InferenceJob submit(ServedModel model, int[] prompt, GenerationOptions options, String promptParam) {
         int ctx = model.ctx();
         if (prompt.length > ctx) {
+            // A larger --ctx helps only up to the model's own context.
+            String remedy = ctx < model.ownCtx() ? "shorten it or start the server with a larger --ctx (up to "
+                    + model.ownCtx() + ")" : "shorten it (that is the model's whole context)";
             throw ApiException.contextLengthExceeded("the prompt has " + prompt.length + " tokens but the context holds "
-                    + ctx + "; shorten it or start the server with a larger --ctx", promptParam);
+                    + ctx + "; " + remedy, promptParam);
         }
         for (int token : options.sampling().logitBias().keySet()) {
             if (token >= model.vocabSize()) {
