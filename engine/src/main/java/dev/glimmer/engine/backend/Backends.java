@@ -55,8 +55,7 @@ public final class Backends {
      */
     public static SelfTest.Report selfTest(BackendKind backend) {
         return switch (backend) {
-            case AUTO -> selfTest(MetalPlatform.isMacArm64() ? BackendKind.METAL
-                    : CudaChoice.available() ? BackendKind.CUDA : BackendKind.EMULATED);
+            case AUTO -> selfTest(selfTestTarget(backend));
             case CUDA -> CudaChoice.selfTest();
             case METAL -> {
                 if (!MetalPlatform.isMacArm64()) {
@@ -67,6 +66,15 @@ public final class Backends {
             case EMULATED -> SelfTest.run("emulated", EmulatedTokenDecoder::new);
             case CPU -> throw new IllegalArgumentException("the self-test checks a GPU path against the CPU");
         };
+    }
+
+    /** The GPU path {@link #selfTest} checks for {@code backend}: {@code auto} resolved to metal, cuda or emulated. */
+    public static BackendKind selfTestTarget(BackendKind backend) {
+        if (backend != BackendKind.AUTO) {
+            return backend;
+        }
+        return MetalPlatform.isMacArm64() ? BackendKind.METAL
+                : CudaChoice.available() ? BackendKind.CUDA : BackendKind.EMULATED;
     }
 
     /** Why Metal cannot run here. */

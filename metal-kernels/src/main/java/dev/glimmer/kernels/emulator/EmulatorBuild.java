@@ -29,7 +29,24 @@ public final class EmulatorBuild {
             "-Wno-unused-function", "-Wno-unused-variable", "-Wno-unused-but-set-variable");
     private static final List<String> LINK = List.of("-O2", "-shared", "-fPIC", "-lstdc++", "-lm");
 
+    /** What to do when clang-19 is missing. */
+    public static final String INSTALL_COMPILER = "install it, e.g. 'sudo apt-get install clang-19' (./glimmer test installs it)";
+
     private EmulatorBuild() {
+    }
+
+    /** Whether clang-19, which builds the emulator, can be started (it is on the PATH). */
+    public static boolean compilerFound() {
+        try {
+            Process p = new ProcessBuilder(CLANG, "--version").redirectErrorStream(true)
+                    .redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+            return p.waitFor(1, TimeUnit.MINUTES) && p.exitValue() == 0;
+        } catch (IOException e) {
+            return false;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
     }
 
     /** The shared library for {@code library}, built unless a build of the same sources exists. */
@@ -92,7 +109,7 @@ public final class EmulatorBuild {
         try {
             p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
         } catch (IOException e) {
-            throw new IllegalStateException(CLANG + " was not found: install clang-19 (./glimmer test installs it)", e);
+            throw new IllegalStateException(CLANG + " was not found: " + INSTALL_COMPILER, e);
         }
         try {
             String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);

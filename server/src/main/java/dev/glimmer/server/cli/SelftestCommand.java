@@ -4,6 +4,7 @@ import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.Backends;
 import dev.glimmer.engine.backend.SelfTest;
+import dev.glimmer.kernels.emulator.EmulatorBuild;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
@@ -33,6 +34,12 @@ final class SelftestCommand implements Subcommand {
             backend = BackendKind.parse(backendName, BackendKind.SELF_TEST);
         } catch (InvalidInputException e) {
             throw new UsageException("--backend must be one of " + BackendKind.names(BackendKind.SELF_TEST) + ", got " + backendName);
+        }
+        if (Backends.selfTestTarget(backend) == BackendKind.EMULATED && !EmulatorBuild.compilerFound()) {
+            // A missing prerequisite, said before anything starts: exit 2, one line.
+            throw new InvalidInputException("the emulated self-test (the GPU kernels run on the CPU, what selftest runs"
+                    + " without Metal or an NVIDIA GPU) needs clang-19, which is not on the PATH: "
+                    + EmulatorBuild.INSTALL_COMPILER);
         }
         io.err().println("selftest: decoding built-in tiny models on the GPU path and on the CPU (about a minute on the emulator)");
         SelfTest.Report report = Backends.selfTest(backend);
