@@ -141,7 +141,7 @@ final class BenchCommand implements Subcommand {
         if (reps < 1 || depth < 0 || threads < 1 || bandwidth < 0) {
             throw new UsageException("--reps and --threads must be ≥ 1, --ctx and --bandwidth ≥ 0");
         }
-        Path file = modelFile.path;
+        Path file = modelFile.path(io);
         MemoryPeak memory = MemoryPeak.begin();
 
         long loadStart = System.nanoTime();

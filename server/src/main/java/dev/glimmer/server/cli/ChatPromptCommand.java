@@ -47,7 +47,7 @@ final class ChatPromptCommand implements Subcommand {
         }
         ChatRequest request = ChatRequestParser.parse(body);
         String modelTemplate;
-        try (GgufFile model = GgufFile.open(modelFile.path)) {
+        try (GgufFile model = GgufFile.open(modelFile.path(io))) {
             modelTemplate = model.metadata().optString(ChatTemplates.GGUF_KEY).orElse(null);
         }
         ChatFormat format = ChatTemplates.recognise(modelTemplate);

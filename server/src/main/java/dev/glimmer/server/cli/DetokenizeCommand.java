@@ -22,7 +22,7 @@ final class DetokenizeCommand implements Subcommand {
 
     @Override
     public int run(Terminal io) throws Exception {
-        io.out().print(modelFile.tokenizer().decode(ids, !noSpecial));
+        io.out().print(modelFile.tokenizer(io).decode(ids, !noSpecial));
         io.out().flush();
         return 0;
     }

@@ -83,7 +83,7 @@ final class GenerateCommand implements Subcommand {
             case "f32" -> KvCacheType.F32;
             default -> throw new UsageException("--cache-type must be f16 or f32, got '" + cacheTypeName + "'");
         };
-        try (GlmModel model = GlmModel.open(modelFile.path)) {
+        try (GlmModel model = GlmModel.open(modelFile.path(io))) {
             Tokenizer tokenizer = Tokenizer.fromMetadata(model.file().metadata());
             String text = prompt != null ? prompt : chatPrompt(model, chat, io);
             int[] promptTokens = tokenizer.encode(text, true);

@@ -37,7 +37,7 @@ final class InfoCommand implements Subcommand {
     @Override
     public int run(Terminal io) throws Exception {
         ModelFacts facts;
-        Path path = modelFile.path;
+        Path path = modelFile.path(io);
         try (GgufFile file = GgufFile.open(path)) {
             facts = ModelFacts.of(file);
         }

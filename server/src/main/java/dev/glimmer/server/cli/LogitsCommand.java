@@ -48,7 +48,7 @@ final class LogitsCommand implements Subcommand {
             case "f16" -> KvCacheType.F16;
             default -> throw new UsageException("--cache-type must be f32 or f16, got '" + cacheTypeName + "'");
         };
-        try (GlmModel model = GlmModel.open(modelFile.path);
+        try (GlmModel model = GlmModel.open(modelFile.path(io));
              KvCache cache = model.newCache(Math.min(tokens.length, model.config().contextLength()), cacheType)) {
             if (tokens.length > cache.capacity()) {
                 throw new UsageException(tokens.length + " tokens are more than the model's context length "

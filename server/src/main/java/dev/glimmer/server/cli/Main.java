@@ -45,7 +45,8 @@ public final class Main {
                 new PlanCommand(),
                 new SelftestCommand(),
                 new BenchCommand(),
-                new BenchServeCommand());
+                new BenchServeCommand(),
+                new VersionCommand());
     }
 
     public static void main(String[] argv) {
@@ -65,7 +66,8 @@ public final class Main {
             io.out().print(overview());
             return argv.length == 0 ? 2 : 0;
         }
-        Optional<Subcommand> command = commands().stream().filter(c -> name(c).equals(argv[0])).findFirst();
+        String name = argv[0].equals("--version") || argv[0].equals("-V") ? "version" : argv[0];
+        Optional<Subcommand> command = commands().stream().filter(c -> name(c).equals(name)).findFirst();
         if (command.isEmpty()) {
             io.err().println("glimmer: unknown command '" + argv[0] + "' (see ./glimmer --help)");
             return 2;
@@ -215,7 +217,7 @@ public final class Main {
                 %s
                   %s  install what the tests need, then run the whole test suite (mvn verify)
 
-                Run ./glimmer <command> --help for a command's options.
+                Run ./glimmer <command> --help for a command's options; ./glimmer --version for the version.
                 Exit codes: 0 success, 1 internal failure, 2 bad usage or bad input.
                 """.formatted(list, pad("test", width));
     }

@@ -43,7 +43,7 @@ final class PlanCommand implements Subcommand {
 
     @Override
     public int run(Terminal io) throws Exception {
-        try (GgufFile file = GgufFile.open(modelFile.path)) {
+        try (GgufFile file = GgufFile.open(modelFile.path(io))) {
             GlmConfig config = GlmConfig.from(file);
             int ctx = contextOption != null ? contextOption : Math.min(DEFAULT_CONTEXT, config.contextLength());
             if (ctx <= 0 || ctx > config.contextLength()) {

@@ -24,7 +24,7 @@ final class TokenizeCommand implements Subcommand {
 
     @Override
     public int run(Terminal io) throws Exception {
-        int[] ids = modelFile.tokenizer().encode(text, !noSpecial);
+        int[] ids = modelFile.tokenizer(io).encode(text, !noSpecial);
         ObjectMapper json = new ObjectMapper();
         ObjectNode result = json.createObjectNode();
         var array = result.putArray("ids");

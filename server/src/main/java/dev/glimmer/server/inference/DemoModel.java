@@ -32,7 +32,7 @@ public final class DemoModel {
 
     /** The demo model's file, written first if it is not there yet. */
     public static Path ensure(Map<String, String> environment, Consumer<String> progress) throws IOException {
-        Path file = directory(environment).resolve(FILE_NAME);
+        Path file = file(environment);
         if (Files.isRegularFile(file)) {
             return file;
         }
@@ -41,6 +41,11 @@ public final class DemoModel {
         ModelSynthesizer.write(SynthModel.of(SynthPreset.TINY, WEIGHTS, SEED), file,
                 (written, total) -> progress.accept("writing the demo model: " + written * 100 / total + "%"));
         return file;
+    }
+
+    /** Where the demo model's file is (or will be written). */
+    public static Path file(Map<String, String> environment) {
+        return directory(environment).resolve(FILE_NAME);
     }
 
     static Path directory(Map<String, String> environment) {
