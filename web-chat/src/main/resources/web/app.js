@@ -24,6 +24,7 @@ const els = {
   modelName: $('model-name'),
   modelFacts: $('model-facts'),
   demoBanner: $('demo-banner'),
+  demoBannerClose: $('demo-banner-close'),
   serverBanner: $('server-banner'),
   toBottom: $('to-bottom'),
   settings: $('settings'),
@@ -32,6 +33,11 @@ const els = {
 const store = new ConversationStore();
 let settings = loadSettings();
 let model = null;             // the served model from /v1/models, once known
+let modelCheck = null;        // the timer of the next look at /v1/models
+/** How often the page looks at the server again, so that the pill tells when it went away or came back. */
+const MODEL_CHECK_MS = 5000;
+/** localStorage: the demo banner was dismissed. */
+const DEMO_BANNER_DISMISSED = 'glimmer.demoBannerDismissed';
 /** The generation in progress: {conversation, message, controller}, or null. */
 let active = null;
 /** Each shown message's element, so that streaming updates touch only that one. */
@@ -81,8 +87,11 @@ const ICONS = {
 // ---------------------------------------------------------------- the model
 
 async function loadModel() {
+  clearTimeout(modelCheck);
   try {
-    model = await fetchModel(settings.apiKey);
+    const served = await fetchModel(settings.apiKey);
+    const changed = !model || model.id !== served.id;
+    model = served;
     const meta = model.meta ?? {};
     els.modelName.textContent = model.id;
     const facts = [];
@@ -92,21 +101,28 @@ async function loadModel() {
     els.modelFacts.textContent = facts.join(' · ');
     els.model.title = [model.id, ...facts].join('\n');
     els.modelDot.className = 'model-dot ok';
-    els.demoBanner.hidden = !meta.demo;
+    els.model.classList.remove('needs-key');
+    els.demoBanner.hidden = !meta.demo || localStorage.getItem(DEMO_BANNER_DISMISSED) === '1';
     // Random weights never close a thought: on the demo model thinking starts off, unless the user turned it on.
-    if (meta.demo && !chosen('thinking')) {
+    if (changed && meta.demo && !chosen('thinking')) {
       settings.thinking = false;
       els.thinkingToggle.checked = false;
     }
     els.serverBanner.hidden = true;
+    // Look again later: a server that went away turns the pill to offline.
+    modelCheck = setTimeout(loadModel, MODEL_CHECK_MS);
   } catch (e) {
     model = null;
-    els.modelDot.className = 'model-dot ' + (e.status === 503 ? 'loading' : 'down');
-    els.modelName.textContent = e.status === 503 ? 'loading…' : 'offline';
+    // Up but wanting a key is not offline: the pill says what to do, without the red of a dead server.
+    const state = e.status === 401 ? 'locked' : e.status === 503 ? 'loading' : 'down';
+    els.modelDot.className = 'model-dot ' + state;
+    els.model.classList.toggle('needs-key', state === 'locked');
+    els.modelName.textContent = { locked: 'API key needed', loading: 'loading…', down: 'offline' }[state];
+    els.model.title = state === 'locked' ? 'The server wants an API key: set it in Settings' : '';
     els.modelFacts.textContent = '';
     showServerProblem(e.status === 503 ? 'The model is loading: ' + e.message : errorText(e));
-    // The server may be starting, loading, or waiting for a key: look again shortly.
-    if (e.status !== 401) setTimeout(loadModel, 3000);
+    // The server may be starting, loading, gone, or waiting for a key: look again shortly.
+    modelCheck = setTimeout(loadModel, state === 'locked' ? MODEL_CHECK_MS : 3000);
   }
 }
 
@@ -328,6 +344,8 @@ function updateAssistant(article, conversation, message, index) {
     status.classList.add('note');
     status.textContent = message.contextFull
       ? 'Cut off: the context is full. Start a new chat to go on.'
+      : answering && message.serverCap
+        ? `Cut off at the demo server's limit of ${message.serverCap} tokens per answer.`
       : answering ? 'Cut off at the max tokens limit (Settings).'
         : 'The model used every token thinking and gave no answer: raise max tokens or turn thinking off.';
   }
@@ -446,7 +464,10 @@ async function generate(conversation) {
   let reasoningStarted = null;
   let streamedTokens = 0;
   try {
-    const result = await streamChat(requestFor(conversation), {
+    const request = requestFor(conversation);
+    // Without a max_tokens of the page's, the server's own cap for an answer applies (the demo model has one).
+    const serverCap = request.max_tokens == null ? model?.meta?.default_max_tokens ?? null : null;
+    const result = await streamChat(request, {
       apiKey: settings.apiKey,
       signal: controller.signal,
       onChunk: delta => {
@@ -468,6 +489,7 @@ async function generate(conversation) {
       },
     });
     message.finishReason = result.finishReason;
+    if (result.finishReason === 'length' && serverCap) message.serverCap = serverCap;
     const usage = result.usage ?? {};
     const timings = result.timings ?? {};
     message.stats = {
@@ -595,6 +617,13 @@ els.toBottom.addEventListener('click', () => {
   els.messages.scrollTo({ top: els.messages.scrollHeight, behavior: 'smooth' });
 });
 els.stop.addEventListener('click', stop);
+els.demoBannerClose.addEventListener('click', () => {
+  els.demoBanner.hidden = true;
+  localStorage.setItem(DEMO_BANNER_DISMISSED, '1');
+});
+els.model.addEventListener('click', () => {
+  if (els.model.classList.contains('needs-key')) openSettings();
+});
 els.thinkingToggle.addEventListener('change', () => {
   settings.thinking = els.thinkingToggle.checked;
   saveSettings(settings);

@@ -59,6 +59,7 @@ public record ModelRoutes(ModelHost host) implements HttpService {
         meta.put("backend", facts.backend());
         meta.put("backend_reason", facts.backendReason());
         if (facts.demo()) {
+            meta.put("default_max_tokens", DemoModel.MAX_TOKENS);
             meta.put("note", "demo model: random weights, its output is meaningless; an answer stops after "
                     + DemoModel.MAX_TOKENS + " tokens unless the request sets max_tokens");
         }

@@ -38,16 +38,35 @@ final class ChatPage {
 
     /** Opens the page with no conversations and the given settings (the page's localStorage JSON). */
     void openFresh(String settingsJson) {
+        openFresh(settingsJson, modelId);
+    }
+
+    /** {@link #openFresh(String)}, waiting until the model pill says {@code pill} (the model id once it is known). */
+    void openFresh(String settingsJson, String pill) {
         driver.manage().window().setSize(DESKTOP);
         colorScheme("light");
         driver.get(url);
         js("localStorage.clear(); localStorage.setItem('glimmer.settings', arguments[0]);", settingsJson);
-        reload();
+        driver.navigate().refresh();
+        awaitPill(pill, Duration.ofSeconds(15));
     }
 
     void reload() {
         driver.navigate().refresh();
-        waitUntil(Duration.ofSeconds(15), () -> text(By.id("model-name")).equals(modelId));
+        awaitPill(modelId, Duration.ofSeconds(15));
+    }
+
+    /** Waits until the model pill's name says {@code text}. */
+    void awaitPill(String text, Duration timeout) {
+        waitUntil(timeout, () -> text(By.id("model-name")).equals(text));
+    }
+
+    /** The element's box in CSS pixels: {@code [top, bottom, height]}. */
+    List<Number> box(By by) {
+        @SuppressWarnings("unchecked")
+        List<Number> box = (List<Number>) js("const r = arguments[0].getBoundingClientRect(); return [r.top, r.bottom, r.height];",
+                driver.findElement(by));
+        return box;
     }
 
     void setThinking(boolean on) {

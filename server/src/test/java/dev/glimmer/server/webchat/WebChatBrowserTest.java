@@ -247,14 +247,16 @@ class WebChatBrowserTest {
         // A server started without a model serves the demo model (random weights), written to this cache.
         ServerConfig config = ServerConfigLoader.load(Optional.empty(), Map.of(),
                 Map.of("server.port", "0", "model.ctx", "1024"));
+        ChatPage demoPage;
         try (GlimmerApp demo = GlimmerApp.start(config, Map.of("XDG_CACHE_HOME", cache.toString()))) {
             demo.awaitLoaded();
             String base = "http://127.0.0.1:" + demo.port() + "/";
             JsonNode model = JSON.readTree(get(base + "v1/models")).path("data").path(0);
             assertTrue(model.path("meta").path("demo").asBoolean(), "the server does not call its model a demo");
-            ChatPage demoPage = new ChatPage(driver, base, model.path("id").asText());
-            // The first look: nothing saved, so the page's defaults (thinking on, no token limit) meet random weights.
-            demoPage.openFresh("{}");
+            demoPage = new ChatPage(driver, base, model.path("id").asText());
+            // The first look: no token limit and thinking left to the page (greedy, so every run sees the same
+            // answer), so the page's defaults (thinking on, no token limit) meet random weights.
+            demoPage.openFresh("{\"temperature\": 0}");
             assertTrue(demoPage.visible(By.id("demo-banner")), "no demo banner");
             assertTrue(demoPage.text(By.id("demo-banner")).contains("random weights"));
             assertTrue(demoPage.text(By.id("demo-banner")).contains("thinking starts off"));
@@ -263,9 +265,46 @@ class WebChatBrowserTest {
             // Answer text (not only a thought) within seconds: short answers, thinking off.
             demoPage.awaitIdle(Duration.ofSeconds(30));
             assertFalse(demoPage.lastAnswerText().isEmpty(), "the demo's first answer shows no text");
+            // Random weights do not end an answer: the server's cap did, and the note names it (not Settings).
+            assertEquals("Cut off at the demo server's limit of 128 tokens per answer.",
+                    demoPage.text(By.cssSelector(".message.assistant .status.note")));
             demoPage.screenshot("demo-desktop");
+            // At phone width the banner is short and above the messages, not over them.
             demoPage.phoneWidth();
+            List<Number> banner = demoPage.box(By.id("demo-banner"));
+            List<Number> messages = demoPage.box(By.id("messages"));
+            assertTrue(banner.get(1).doubleValue() <= messages.get(0).doubleValue(),
+                    "the banner " + banner + " overlaps the messages " + messages);
+            assertTrue(banner.get(2).doubleValue() <= 60, "the banner takes " + banner.get(2) + " px at phone width");
             demoPage.screenshot("demo-phone");
+            // Dismissed, it stays away, after a reload too.
+            demoPage.click(By.id("demo-banner-close"));
+            assertFalse(demoPage.visible(By.id("demo-banner")));
+            demoPage.reload();
+            assertFalse(demoPage.visible(By.id("demo-banner")), "the dismissed banner came back");
+            demoPage.screenshot("demo-phone-dismissed");
+        }
+        // The server has gone: the page notices within seconds, without a reload.
+        demoPage.awaitPill("offline", Duration.ofSeconds(15));
+        assertEquals("model-dot down", driver.findElement(By.id("model-dot")).getAttribute("class"));
+    }
+
+    /** A server that wants an API key is up, not offline: the pill says a key is needed, and works once it is set. */
+    @Test
+    void aServerThatWantsAKeyIsNotOffline() throws Exception {
+        try (GlimmerApp locked = TestServer.start(Map.of("server.api-key", "sesame", "model.ctx", "256"))) {
+            String base = "http://127.0.0.1:" + locked.port() + "/";
+            String id = TestServer.tinyModel().getFileName().toString().replace(".gguf", "");
+            ChatPage lockedPage = new ChatPage(driver, base, id);
+            lockedPage.openFresh("{}", "API key needed");
+            String dot = driver.findElement(By.id("model-dot")).getAttribute("class");
+            assertEquals("model-dot locked", dot);
+            lockedPage.screenshot("needs-key-desktop");
+            // The pill leads to Settings, where the key goes.
+            lockedPage.click(By.id("model"));
+            assertTrue(lockedPage.visible(By.id("set-api-key")), "the pill did not open Settings");
+            lockedPage.openFresh("{\"apiKey\": \"sesame\"}");
+            assertEquals("model-dot ok", driver.findElement(By.id("model-dot")).getAttribute("class"));
         }
     }
 
