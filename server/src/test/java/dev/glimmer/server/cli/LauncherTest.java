@@ -184,17 +184,24 @@ class LauncherTest {
         assertEquals(0, help.code(), help.toString());
         String example = help.out().lines().filter(l -> l.startsWith("e.g. ./glimmer test ")).findFirst().orElseThrow();
         String[] args = example.substring("e.g. ./glimmer test ".length()).split(" \\(")[0].split(" ");
+        // The example names a real test class of the module it names.
+        assertEquals("-pl", args[0], example);
+        String testClass = args[2].substring("-Dtest=".length());
+        try (var files = Files.walk(Path.of("..", args[1], "src", "test", "java"))) {
+            assertTrue(files.anyMatch(f -> f.getFileName().toString().equals(testClass + ".java")),
+                    "no " + testClass + " in " + args[1] + ": " + example);
+        }
         List<String> command = new ArrayList<>(List.of("test"));
         command.addAll(List.of(args));
         Exit run = glimmer(checkout, bin, Map.of(), command.toArray(String[]::new));
         assertEquals(0, run.code(), run.toString());
         List<String> maven = Files.readAllLines(dir.resolve("mvn-args"));
-        assertEquals(List.of("-B", "verify", "-Dglimmer.commit=", "-pl", "engine", "-Dtest=GgufReaderTest", "-am",
+        assertEquals(List.of("-B", "verify", "-Dglimmer.commit=", "-pl", "engine", "-Dtest=GgufFileTest", "-am",
                 "-Dsurefire.failIfNoSpecifiedTests=false"), maven);
         // The README's longer form gets nothing twice.
-        glimmer(checkout, bin, Map.of(), "test", "-pl", "engine", "-am", "-Dtest=GgufReaderTest",
+        glimmer(checkout, bin, Map.of(), "test", "-pl", "engine", "-am", "-Dtest=GgufFileTest",
                 "-Dsurefire.failIfNoSpecifiedTests=false");
-        assertEquals(List.of("-B", "verify", "-Dglimmer.commit=", "-pl", "engine", "-am", "-Dtest=GgufReaderTest",
+        assertEquals(List.of("-B", "verify", "-Dglimmer.commit=", "-pl", "engine", "-am", "-Dtest=GgufFileTest",
                 "-Dsurefire.failIfNoSpecifiedTests=false"), Files.readAllLines(dir.resolve("mvn-args")));
     }
 
