@@ -56,7 +56,8 @@ public final class GlimmerApp implements AutoCloseable {
             Path path = demo ? DemoModel.ensure(environment, host::progress) : config.model().get();
             if (demo) {
                 LOG.warning("no --model given: serving the DEMO model " + path + " (tiny, RANDOM weights: its output is"
-                        + " gibberish, " + DemoModel.MAX_TOKENS + " tokens per answer unless asked for more; pass --model F"
+                        + " gibberish, " + DemoModel.MAX_TOKENS + " tokens per answer unless asked for more, no thinking"
+                        + " unless asked; pass --model F"
                         + " for a real model)");
             }
             host.progress("loading " + path);

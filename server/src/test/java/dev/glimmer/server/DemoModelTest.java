@@ -40,7 +40,9 @@ class DemoModelTest {
                     .body("data[0].id", equalTo("glimmer-demo-tiny-f32-seed42"))
                     .body("data[0].meta.demo", equalTo(true))
                     .body("data[0].meta.note", containsString("random weights"))
-                    .body("data[0].meta.note", containsString("stops after 128 tokens"));
+                    .body("data[0].meta.note", containsString("stops after 128 tokens"))
+                    .body("data[0].meta.note", containsString("thinks only when asked"))
+                    .body("data[0].meta.default_max_tokens", equalTo(128));
             // Random weights rarely end an answer: without max_tokens it stops after 128 tokens, not at the
             // context's end. (The end-of-generation tokens are banned here, so that it runs into the limit.)
             List<Integer> ends = given().port(app.port()).contentType("application/json")

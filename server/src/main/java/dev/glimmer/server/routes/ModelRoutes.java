@@ -61,7 +61,7 @@ public record ModelRoutes(ModelHost host) implements HttpService {
         if (facts.demo()) {
             meta.put("default_max_tokens", DemoModel.MAX_TOKENS);
             meta.put("note", "demo model: random weights, its output is meaningless; an answer stops after "
-                    + DemoModel.MAX_TOKENS + " tokens unless the request sets max_tokens");
+                    + DemoModel.MAX_TOKENS + " tokens unless the request sets max_tokens, and thinks only when asked");
         }
         return m;
     }
