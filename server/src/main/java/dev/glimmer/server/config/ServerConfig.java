@@ -12,7 +12,11 @@ import java.util.Optional;
  *
  * @param host         the address to bind
  * @param port         the port; 0 picks a free one
- * @param apiKey       when present, every route but /health needs {@code Authorization: Bearer <key>}
+ * @param apiKeys      when any, every route but /health and the web chat's files needs one of them
+ *                     ({@code Authorization: Bearer <key>} or {@code x-api-key}); a stored Response is
+ *                     visible only with the key that created it
+ * @param allowedHosts names besides the loopback ones that the {@code Host} header may give
+ *                     ({@code *}: any); see {@code HostFilter}
  * @param corsOrigins  origins allowed by CORS ({@code *} allows any); empty turns CORS off
  * @param maxBodyBytes the largest request body accepted (larger: 413)
  * @param model        the GGUF file; empty serves the demo model
@@ -25,7 +29,7 @@ import java.util.Optional;
  * @param kvBudgetMb   memory for cached KV caches in MB; 0 = sized from the context
  * @param sampling     defaults for requests that do not say
  */
-public record ServerConfig(String host, int port, Optional<String> apiKey, List<String> corsOrigins, long maxBodyBytes,
+public record ServerConfig(String host, int port, List<String> apiKeys, List<String> allowedHosts, List<String> corsOrigins, long maxBodyBytes,
                            Optional<Path> model, BackendKind backend, int ctx, int threads, int parallel, int promptChunk, int queue,
                            long kvBudgetMb, SamplingDefaults sampling) {
 
@@ -34,6 +38,8 @@ public record ServerConfig(String host, int port, Optional<String> apiKey, List<
     }
 
     public ServerConfig {
+        apiKeys = List.copyOf(apiKeys);
+        allowedHosts = List.copyOf(allowedHosts);
         corsOrigins = List.copyOf(corsOrigins);
     }
 
