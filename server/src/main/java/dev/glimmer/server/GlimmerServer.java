@@ -62,9 +62,7 @@ public final class GlimmerServer implements AutoCloseable {
         // every answer the page may read, errors included; the key; then the body's type.
         routing.addFilter(new MetricsFilter(metrics));
         HostFilter.forServer(config.host(), config.allowedHosts()).ifPresent(routing::addFilter);
-        if (config.corsEnabled()) {
-            routing.addFilter(new CorsFilter(config.corsOrigins()));
-        }
+        routing.addFilter(new CorsFilter(config.corsOrigins()));
         if (!config.apiKeys().isEmpty()) {
             routing.addFilter(new ApiKeyFilter(config.apiKeys()));
         }

@@ -49,7 +49,8 @@ final class ServeCommand implements Subcommand {
             new Setting("--queue", "N", "inference.queue", "requests that may wait for a slot; more get 503 (default 16)"),
             new Setting("--kv-budget", "MB", "inference.kv-budget-mb", "memory for cached conversations (default: from the context)"),
             new Setting("--max-body", "SIZE", "server.max-body", "largest request body, e.g. 4M (default 4M)"),
-            new Setting("--cors", "ORIGINS", "server.cors-origins", "comma-separated origins allowed by CORS, or * (default: CORS off)"));
+            new Setting("--cors", "ORIGINS", "server.cors-origins", "pages of other origins that may call the server:"
+                    + " origins, local, * or none, comma-separated (default: local = pages from localhost, 127.0.0.1, [::1])"));
 
     private CommandSpec spec;
 

@@ -17,7 +17,8 @@ import java.util.Optional;
  *                     visible only with the key that created it
  * @param allowedHosts names besides the loopback ones that the {@code Host} header may give
  *                     ({@code *}: any); see {@code HostFilter}
- * @param corsOrigins  origins allowed by CORS ({@code *} allows any); empty turns CORS off
+ * @param corsOrigins  the pages of other origins that may call the server: origins, {@code local} (pages
+ *                     served from this machine, the default), {@code *} (any); empty allows none ({@code CorsFilter})
  * @param maxBodyBytes the largest request body accepted (larger: 413)
  * @param model        the GGUF file; empty serves the demo model
  * @param backend      what {@code --backend} asks for: one of {@link BackendKind#SERVING}
@@ -41,9 +42,5 @@ public record ServerConfig(String host, int port, List<String> apiKeys, List<Str
         apiKeys = List.copyOf(apiKeys);
         allowedHosts = List.copyOf(allowedHosts);
         corsOrigins = List.copyOf(corsOrigins);
-    }
-
-    public boolean corsEnabled() {
-        return !corsOrigins.isEmpty();
     }
 }

@@ -2,6 +2,7 @@ package dev.glimmer.server.config;
 
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.backend.BackendKind;
+import dev.glimmer.server.http.CorsFilter;
 import io.helidon.config.Config;
 import io.helidon.config.ConfigSources;
 
@@ -79,9 +80,9 @@ public final class ServerConfigLoader {
         return new ServerConfig(
                 text("server.host", "127.0.0.1"),
                 (int) integer("server.port", 8080, 0, 65535),
-                list("server.api-key"),
-                list("server.allowed-hosts"),
-                list("server.cors-origins"),
+                list("server.api-key", ""),
+                list("server.allowed-hosts", ""),
+                list("server.cors-origins", CorsFilter.LOCAL),
                 size("server.max-body", "4M"),
                 modelPath.isEmpty() ? Optional.empty() : Optional.of(Path.of(modelPath)),
                 backend,
@@ -119,8 +120,8 @@ public final class ServerConfigLoader {
     }
 
     /** A comma-separated list; empty entries are dropped. */
-    private List<String> list(String key) {
-        return Arrays.stream(text(key, "").split(",")).map(String::strip).filter(s -> !s.isEmpty()).toList();
+    private List<String> list(String key, String fallback) {
+        return Arrays.stream(text(key, fallback).split(",")).map(String::strip).filter(s -> !s.isEmpty()).toList();
     }
 
     private long integer(String key, long fallback, long min, long max) {

@@ -5,7 +5,8 @@ import java.util.Set;
 
 /**
  * Host names as the Host header and the configuration give them: {@code name}, {@code name:port},
- * {@code [v6]:port}, and the names of this machine's loopback interface.
+ * {@code [v6]:port}, and the names of this machine's loopback interface: the one list of them for the
+ * Host check ({@link HostFilter}) and CORS ({@link CorsFilter}).
  */
 public final class HostNames {
     /** The names a browser uses for this machine: a page of another site can never be served under them. */

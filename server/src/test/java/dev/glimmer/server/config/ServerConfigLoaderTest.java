@@ -10,20 +10,19 @@ import java.util.Map;
 import java.util.Optional;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class ServerConfigLoaderTest {
 
     @Test
-    void bundledDefaultsBindLocalhostWithoutKeyOrCors() {
+    void bundledDefaultsBindLocalhostWithoutKey() {
         ServerConfig c = ServerConfigLoader.load(Optional.empty(), Map.of(), Map.of());
         assertEquals("127.0.0.1", c.host());
         assertEquals(8080, c.port());
         assertTrue(c.apiKeys().isEmpty());
         assertTrue(c.allowedHosts().isEmpty());
-        assertFalse(c.corsEnabled());
+        assertEquals(List.of("local"), c.corsOrigins(), "pages from this machine only");
         assertEquals(4L * 1024 * 1024, c.maxBodyBytes());
         assertEquals(2, c.parallel());
         assertEquals(16, c.queue());
