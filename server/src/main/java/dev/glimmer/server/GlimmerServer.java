@@ -6,6 +6,8 @@ import dev.glimmer.server.http.ApiException;
 import dev.glimmer.server.http.ApiKeyFilter;
 import dev.glimmer.server.http.CorsFilter;
 import dev.glimmer.server.http.ErrorResponses;
+import dev.glimmer.server.http.HostFilter;
+import dev.glimmer.server.http.JsonBodyFilter;
 import dev.glimmer.server.http.MetricsFilter;
 import dev.glimmer.server.inference.ModelHost;
 import dev.glimmer.server.inference.UnavailableException;
@@ -31,7 +33,7 @@ import java.util.logging.Logger;
 
 /**
  * The HTTP server: Helidon SE routing as plain functions, OpenAI error objects for every failure,
- * optional API key and CORS filters. Handlers run on Helidon's virtual threads; inference runs
+ * filters for the Host check, CORS, API keys and JSON bodies. Handlers run on Helidon's virtual threads; inference runs
  * elsewhere (the scheduler).
  */
 public final class GlimmerServer implements AutoCloseable {
@@ -56,11 +58,15 @@ public final class GlimmerServer implements AutoCloseable {
     public static GlimmerServer start(ServerConfig config, ModelHost host, ServerMetrics metrics) {
         checkBindable(config.host(), config.port());
         HttpRouting.Builder routing = HttpRouting.builder();
+        // In this order: every request counted; a foreign Host refused before anything else runs; CORS headers on
+        // every answer the page may read, errors included; the key; then the body's type.
         routing.addFilter(new MetricsFilter(metrics));
-        if (config.corsEnabled()) {
-            routing.addFilter(new CorsFilter(config.corsOrigins()));
+        HostFilter.forServer(config.host(), config.allowedHosts()).ifPresent(routing::addFilter);
+        routing.addFilter(new CorsFilter(config.corsOrigins()));
+        if (!config.apiKeys().isEmpty()) {
+            routing.addFilter(new ApiKeyFilter(config.apiKeys()));
         }
-        config.apiKey().ifPresent(key -> routing.addFilter(new ApiKeyFilter(key)));
+        routing.addFilter(new JsonBodyFilter());
         routing.register(new HealthRoutes(host, metrics));
         routing.register(new ModelRoutes(host));
         routing.register(new ChatCompletionRoutes(host, config));

@@ -19,7 +19,7 @@ import static org.hamcrest.Matchers.greaterThan;
 import static org.hamcrest.Matchers.nullValue;
 import static org.hamcrest.Matchers.startsWith;
 
-/** Routes that need no generation: health, models, metrics, errors, API key, CORS. */
+/** Routes that need no generation: health, models, metrics, errors, API key (CORS: CorsTest). */
 class HttpBasicsTest {
     static GlimmerApp app;
     static GlimmerApp keyed;
@@ -27,7 +27,7 @@ class HttpBasicsTest {
     @BeforeAll
     static void start() {
         app = TestServer.start(Map.of());
-        keyed = TestServer.start(Map.of("server.api-key", "sesame", "server.cors-origins", "http://chat.example"));
+        keyed = TestServer.start(Map.of("server.api-key", "sesame"));
     }
 
     @AfterAll
@@ -138,30 +138,6 @@ class HttpBasicsTest {
                 .body("type", equalTo("error"))
                 .body("error.type", equalTo("authentication_error"))
                 .body("error.message", containsString("x-api-key"));
-    }
-
-    @Test
-    void corsIsOffUnlessConfigured() {
-        plain().header("Origin", "http://chat.example").get("/health").then().statusCode(200)
-                .header("Access-Control-Allow-Origin", nullValue());
-        given().port(keyed.port()).header("Origin", "http://chat.example").get("/health").then().statusCode(200)
-                .header("Access-Control-Allow-Origin", "http://chat.example");
-        given().port(keyed.port()).header("Origin", "http://evil.example").get("/health").then().statusCode(200)
-                .header("Access-Control-Allow-Origin", nullValue());
-        // A preflight needs no API key (browsers never send one with it).
-        given().port(keyed.port()).header("Origin", "http://chat.example")
-                .header("Access-Control-Request-Method", "POST")
-                .options("/v1/chat/completions").then().statusCode(204)
-                .header("Access-Control-Allow-Headers", containsString("Authorization"));
-        // Browser SDKs send headers of their own (the OpenAI JS SDK: x-stainless-*): what the page asks for is allowed.
-        String asked = "authorization, content-type, x-stainless-os, x-stainless-retry-count";
-        given().port(keyed.port()).header("Origin", "http://chat.example")
-                .header("Access-Control-Request-Method", "POST").header("Access-Control-Request-Headers", asked)
-                .options("/v1/chat/completions").then().statusCode(204)
-                .header("Access-Control-Allow-Headers", equalTo(asked));
-        given().port(keyed.port()).header("Origin", "http://evil.example")
-                .header("Access-Control-Request-Method", "POST").header("Access-Control-Request-Headers", asked)
-                .options("/v1/chat/completions").then().header("Access-Control-Allow-Headers", nullValue());
     }
 
     /** Clients whose base URL lacks /v1 reach the same routes; unknown paths are still 404 naming what was asked. */

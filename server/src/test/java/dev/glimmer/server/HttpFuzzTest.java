@@ -264,20 +264,20 @@ class HttpFuzzTest {
             requests.add(post(p, Map.of("Content-Type", type), body));
         }
         for (String length : List.of("-1", "abc", "99999999999999999999", "1e3", " 10", "0", "1")) {
-            requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+            requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: "
                     + length + "\r\nConnection: close\r\n\r\n" + json));
         }
-        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + body.length + "\r\nContent-Length: 3\r\n"
+        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nContent-Length: " + body.length + "\r\nContent-Length: 3\r\n"
                 + "Connection: close\r\n\r\n" + json));
-        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
                 + Integer.toHexString(body.length) + "\r\n" + json + "\r\n0\r\n\r\n"));
-        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
                 + "zz\r\n" + json + "\r\n0\r\n\r\n"));
-        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
                 + "fffffffffffffff\r\n" + json + "\r\n0\r\n\r\n"));
-        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n"
+        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n"
                 + "Connection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n"));
-        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\nConnection: close\r\n\r\n" + json));
+        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\nConnection: close\r\n\r\n" + json));
         requests.add(post(p, Map.of("Content-Encoding", "gzip"), body));
         requests.add(post(p, Map.of("X-Long", "a".repeat(20_000)), body));
         requests.add(post(p, Map.of("X-Long", "a".repeat(200_000)), body));
@@ -291,24 +291,24 @@ class HttpFuzzTest {
         requests.add(post(p, Map.of("Expect", "100-continue"), body));
         requests.add(post(p, Map.of("Origin", "http://evil.example"), body));
         requests.add(post(p, Map.of("X-Bad\u00ffName", "v"), body));
-        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\nContent-Length: " + body.length
+        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nX-Folded: a\r\n b\r\nContent-Length: " + body.length
                 + "\r\nConnection: close\r\n\r\n" + json));
         requests.add(raw("POST " + p + " HTTP/1.1\r\nContent-Length: " + body.length + "\r\nConnection: close\r\n\r\n" + json));
         requests.add(raw("POST " + p + " HTTP/1.0\r\nContent-Length: " + body.length + "\r\n\r\n" + json));
-        requests.add(raw("POST " + p + " HTTP/2.0\r\nHost: x\r\nContent-Length: " + body.length + "\r\n\r\n" + json));
-        requests.add(raw("POST " + p + " HTTP/1.1\nHost: x\nContent-Length: " + body.length + "\nConnection: close\n\n" + json));
+        requests.add(raw("POST " + p + " HTTP/2.0\r\nHost: localhost\r\nContent-Length: " + body.length + "\r\n\r\n" + json));
+        requests.add(raw("POST " + p + " HTTP/1.1\nHost: localhost\nContent-Length: " + body.length + "\nConnection: close\n\n" + json));
         requests.add(raw("POST " + p + "\r\n\r\n"));
         requests.add(raw("\r\n\r\n"));
         requests.add(raw("GARBAGE\r\n\r\n"));
-        requests.add(raw("POST /" + "a".repeat(100_000) + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+        requests.add(raw("POST /" + "a".repeat(100_000) + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"));
         for (String path : List.of("/v1/chat/completions?x=%zz", "/v1/chat/completions/..", "/v1/../v1/chat/completions",
                 "/%00", "/v1/%ff%fe", "//v1//chat//completions", "/v1/models/%2e%2e%2f", "/v1/models/" + "x".repeat(5000),
                 "*", "http://evil.example/v1/models", "/v1/chat/completions#frag")) {
-            requests.add(raw("POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+            requests.add(raw("POST " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: "
                     + body.length + "\r\nConnection: close\r\n\r\n" + json));
         }
         for (String method : List.of("GET", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE", "BREW", "CONNECT")) {
-            requests.add(raw(method + " " + p + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + body.length
+            requests.add(raw(method + " " + p + " HTTP/1.1\r\nHost: localhost\r\nContent-Length: " + body.length
                     + "\r\nConnection: close\r\n\r\n" + json));
         }
         for (byte[] request : requests) {
@@ -417,7 +417,7 @@ class HttpFuzzTest {
     private void awaitIdle() throws InterruptedException, IOException {
         String metrics = "";
         for (int i = 0; i < 100; i++) {
-            metrics = new String(send(raw("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")).body());
+            metrics = new String(send(raw("GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")).body());
             // This scrape's own handler is the one left.
             if (gauge(metrics, "glimmer_http_handlers_active") <= 1 && gauge(metrics, "glimmer_requests_processing") == 0
                     && gauge(metrics, "glimmer_requests_deferred") == 0) {

@@ -5,9 +5,12 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
+import java.util.List;
 import java.util.Map;
 
 import static io.restassured.RestAssured.given;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.hamcrest.Matchers.containsString;
 import static org.hamcrest.Matchers.equalTo;
 
@@ -45,6 +48,34 @@ class RequestErrorsTest {
         badRequest(chat("{\"messages\": ["), null, "the body is not valid JSON");
         badRequest(chat(""), null, "the body is empty");
         badRequest(chat("[1,2]"), null, "the body must be a JSON object, got array");
+    }
+
+    /**
+     * A body that is not JSON gets a 400 that says where, in the client's terms, on every API: no word of
+     * the parser's own (its source description, its feature and constraint names).
+     */
+    @Test
+    void badJsonSaysTheLineAndColumnWithoutTheParsersInternals() {
+        Map<String, String> bodies = new java.util.LinkedHashMap<>();
+        bodies.put("{\"messages\": [", "line 1, column 15");
+        bodies.put("{\"model\": \"x\",\n \"messages\": [}", "line 2, column 15");
+        bodies.put("{model: 1}", "line 1, column 2");
+        bodies.put("{\"a\": \"unterminated", "line 1, column 20");
+        bodies.put("{\"a\": 1" + "1".repeat(2000) + "}", "line 1, column ");
+        bodies.put("{\"messages\": " + "[".repeat(5000) + "]".repeat(5000) + "}", "nesting depth");
+        for (String path : List.of("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages")) {
+            for (Map.Entry<String, String> body : bodies.entrySet()) {
+                var error = post(path, body.getKey()).statusCode(400).contentType("application/json").extract()
+                        .jsonPath();
+                String message = error.getString("error.message");
+                String what = path + " " + body.getKey().substring(0, Math.min(40, body.getKey().length())) + ": " + message;
+                assertTrue(message.startsWith("the body is not valid JSON at line "), what);
+                assertTrue(message.contains(body.getValue()), what);
+                for (String internal : List.of("Source", "REDACTED", "StreamRead", "`", "[", "\n")) {
+                    assertFalse(message.contains(internal), "'" + internal + "' in " + what);
+                }
+            }
+        }
     }
 
     /** Jackson refuses nesting past 1,000 levels; that refusal is the client's mistake, not a 500. */

@@ -40,13 +40,17 @@ final class ServeCommand implements Subcommand {
             new Setting("--backend", "B", "model.backend", BackendKind.alternatives(BackendKind.SERVING) + " (default auto)"),
             new Setting("--ctx", "N", "model.ctx", "context length in tokens (default: the model's own, at most 8192)"),
             new Setting("--threads", "N", "model.threads", "worker threads for the math (default: one per physical core)"),
-            new Setting("--api-key", "K", "server.api-key", "require this key as 'Authorization: Bearer K' or 'x-api-key: K'"),
+            new Setting("--api-key", "K", "server.api-key",
+                    "require this key (or one of these, comma-separated) as 'Authorization: Bearer K' or 'x-api-key: K'"),
+            new Setting("--allowed-hosts", "NAMES", "server.allowed-hosts",
+                    "Host names served besides localhost, 127.0.0.1, [::1], comma-separated, or * (default: none)"),
             new Setting("--parallel", "N", "inference.parallel", "sequences decoded together (default 2)"),
             new Setting("--prompt-chunk", "N", "inference.prompt-chunk", "prompt tokens processed per step (default 512)"),
             new Setting("--queue", "N", "inference.queue", "requests that may wait for a slot; more get 503 (default 16)"),
             new Setting("--kv-budget", "MB", "inference.kv-budget-mb", "memory for cached conversations (default: from the context)"),
             new Setting("--max-body", "SIZE", "server.max-body", "largest request body, e.g. 4M (default 4M)"),
-            new Setting("--cors", "ORIGINS", "server.cors-origins", "comma-separated origins allowed by CORS, or * (default: CORS off)"));
+            new Setting("--cors", "ORIGINS", "server.cors-origins", "pages of other origins that may call the server:"
+                    + " origins, local, * or none, comma-separated (default: local = pages from localhost, 127.0.0.1, [::1])"));
 
     private CommandSpec spec;
 

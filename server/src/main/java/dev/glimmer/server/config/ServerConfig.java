@@ -12,8 +12,13 @@ import java.util.Optional;
  *
  * @param host         the address to bind
  * @param port         the port; 0 picks a free one
- * @param apiKey       when present, every route but /health needs {@code Authorization: Bearer <key>}
- * @param corsOrigins  origins allowed by CORS ({@code *} allows any); empty turns CORS off
+ * @param apiKeys      when any, every route but /health and the web chat's files needs one of them
+ *                     ({@code Authorization: Bearer <key>} or {@code x-api-key}); a stored Response is
+ *                     visible only with the key that created it
+ * @param allowedHosts names besides the loopback ones that the {@code Host} header may give
+ *                     ({@code *}: any); see {@code HostFilter}
+ * @param corsOrigins  the pages of other origins that may call the server: origins, {@code local} (pages
+ *                     served from this machine, the default), {@code *} (any); empty allows none ({@code CorsFilter})
  * @param maxBodyBytes the largest request body accepted (larger: 413)
  * @param model        the GGUF file; empty serves the demo model
  * @param backend      what {@code --backend} asks for: one of {@link BackendKind#SERVING}
@@ -26,7 +31,7 @@ import java.util.Optional;
  * @param kvBudgetMb   memory for cached KV caches in MB; 0 = sized from the context
  * @param sampling     defaults for requests that do not say
  */
-public record ServerConfig(String host, int port, Optional<String> apiKey, List<String> corsOrigins, long maxBodyBytes,
+public record ServerConfig(String host, int port, List<String> apiKeys, List<String> allowedHosts, List<String> corsOrigins, long maxBodyBytes,
                            Optional<Path> model, BackendKind backend, int ctx, int threads, int parallel, int promptChunk, int queue,
                            long kvBudgetMb, SamplingDefaults sampling) {
 
@@ -41,10 +46,8 @@ public record ServerConfig(String host, int port, Optional<String> apiKey, List<
     }
 
     public ServerConfig {
+        apiKeys = List.copyOf(apiKeys);
+        allowedHosts = List.copyOf(allowedHosts);
         corsOrigins = List.copyOf(corsOrigins);
-    }
-
-    public boolean corsEnabled() {
-        return !corsOrigins.isEmpty();
     }
 }

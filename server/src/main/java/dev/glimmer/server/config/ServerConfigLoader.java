@@ -2,12 +2,14 @@ package dev.glimmer.server.config;
 
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.backend.BackendKind;
+import dev.glimmer.server.http.CorsFilter;
 import io.helidon.config.Config;
 import io.helidon.config.ConfigSources;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
@@ -87,13 +89,12 @@ public final class ServerConfigLoader {
                     + BackendKind.alternatives(BackendKind.SERVING) + ", got '" + backendName + "'");
         }
         String modelPath = text("model.path", "");
-        String apiKey = text("server.api-key", "");
-        String cors = text("server.cors-origins", "");
         return new ServerConfig(
                 text("server.host", "127.0.0.1"),
                 (int) integer("server.port", 8080, 0, 65535),
-                apiKey.isEmpty() ? Optional.empty() : Optional.of(apiKey),
-                Arrays.stream(cors.split(",")).map(String::strip).filter(s -> !s.isEmpty()).toList(),
+                list("server.api-key", ""),
+                list("server.allowed-hosts", ""),
+                list("server.cors-origins", CorsFilter.LOCAL),
                 size("server.max-body", "4M"),
                 modelPath.isEmpty() ? Optional.empty() : Optional.of(Path.of(modelPath)),
                 backend,
@@ -136,6 +137,11 @@ public final class ServerConfigLoader {
 
     private String text(String key, String fallback) {
         return value(key, fallback).text().strip();
+    }
+
+    /** A comma-separated list; empty entries are dropped. */
+    private List<String> list(String key, String fallback) {
+        return Arrays.stream(text(key, fallback).split(",")).map(String::strip).filter(s -> !s.isEmpty()).toList();
     }
 
     private long integer(String key, long fallback, long min, long max) {

@@ -38,6 +38,11 @@ public final class ApiException extends RuntimeException {
         return new ApiException(401, "authentication_error", message, null, "invalid_api_key", Optional.empty());
     }
 
+    /** 403: the request may not be served from where it came (a Host this server does not answer to). */
+    public static ApiException forbidden(String message, String code) {
+        return new ApiException(403, "permission_error", message, null, code, Optional.empty());
+    }
+
     public static ApiException notFound(String message, String param, String code) {
         return new ApiException(404, "invalid_request_error", message, param, code, Optional.empty());
     }
@@ -46,6 +51,11 @@ public final class ApiException extends RuntimeException {
         return new ApiException(413, "invalid_request_error",
                 "the request body is larger than the server accepts (" + limit + " bytes; see --max-body)", null,
                 "request_too_large", Optional.empty());
+    }
+
+    /** 415: a body that is not sent as {@code application/json}. */
+    public static ApiException unsupportedMediaType(String message) {
+        return new ApiException(415, "invalid_request_error", message, null, "unsupported_media_type", Optional.empty());
     }
 
     /** 408: the request body stopped arriving (the connection's read timeout passed). */

@@ -38,7 +38,7 @@ public enum ErrorShape {
     /** Anthropic's error types by HTTP status (its SDKs map them back to exception classes). */
     private static String anthropicType(int status) {
         return switch (status) {
-            case 400 -> "invalid_request_error";
+            case 400, 415 -> "invalid_request_error";
             case 401 -> "authentication_error";
             case 403 -> "permission_error";
             case 404 -> "not_found_error";

@@ -1,6 +1,7 @@
 package dev.glimmer.server.http;
 
 import com.fasterxml.jackson.core.JsonLocation;
+import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.helidon.webserver.http.ServerRequest;
@@ -10,6 +11,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.net.SocketTimeoutException;
+import java.util.regex.Pattern;
 
 /** Reads a request body as a JSON object within the size limit. */
 public final class RequestBodies {
@@ -21,13 +23,14 @@ public final class RequestBodies {
     public static JsonNode jsonObject(ServerRequest req, long limit) {
         byte[] bytes = read(req, limit);
         JsonNode node;
-        try {
-            node = Json.MAPPER.readTree(bytes);
-        } catch (JsonProcessingException e) {
-            // A refused limit (nesting depth, number length) has no location.
-            JsonLocation at = e.getLocation();
-            throw ApiException.badRequest("the body is not valid JSON: " + e.getOriginalMessage()
-                    + (at == null ? "" : " (line " + at.getLineNr() + ", column " + at.getColumnNr() + ")"), null);
+        try (JsonParser parser = Json.MAPPER.createParser(bytes)) {
+            try {
+                node = Json.MAPPER.readTree(parser);
+            } catch (JsonProcessingException e) {
+                // A refused limit (nesting depth, number length) has no location of its own: the parser's is where it stopped.
+                throw ApiException.badRequest(notValidJson(e, e.getLocation() != null ? e.getLocation()
+                        : parser.currentLocation()), null);
+            }
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
@@ -39,6 +42,22 @@ public final class RequestBodies {
                     java.util.Locale.ROOT), null);
         }
         return node;
+    }
+
+    /** Jackson's note of a place inside its messages: {@code [Source: REDACTED (`StreamReadFeature...` disabled); line: 1, column: 14]}. */
+    private static final Pattern PARSER_LOCATION = Pattern.compile("\\[Source: [^\\]]*?line: (\\d+), column: (\\d+)]");
+    /** Jackson's note of the setting behind a limit: {@code , from `StreamReadConstraints.getMaxNestingDepth()`}. */
+    private static final Pattern LIMIT_SETTING = Pattern.compile(",? from `[^`]*`");
+
+    /**
+     * What is wrong with a body that does not parse, in the client's terms: where ({@code at}, line and column)
+     * and why, on one line, without the parser's own words for its source and settings.
+     */
+    static String notValidJson(JsonProcessingException e, JsonLocation at) {
+        String why = PARSER_LOCATION.matcher(e.getOriginalMessage()).replaceAll("line $1, column $2");
+        why = LIMIT_SETTING.matcher(why).replaceAll("").replaceAll("\\s+", " ").strip();
+        String where = at == null || at.getLineNr() < 1 ? "" : " at line " + at.getLineNr() + ", column " + at.getColumnNr();
+        return "the body is not valid JSON" + where + ": " + why;
     }
 
     /** Bodies over the limit are still read (and dropped) up to this size, so the client sees the 413. */

@@ -19,12 +19,15 @@ import java.util.Optional;
  * JSON text: the Response object and the conversation a follow-up continues (every input item and
  * the output items). The KV cache is not kept here: a follow-up renders the whole conversation and
  * the server's prefix cache finds the tokens it already processed.
+ *
+ * <p>Each response belongs to the caller that created it ({@code ApiKeyFilter.caller}: the API key it was
+ * sent with, or anyone on a server without keys); to every other caller it is not there.
  */
 final class ResponseStore {
     static final int MAX_RESPONSES = 1000;
     static final long MAX_BYTES = 64L << 20;
 
-    private record Stored(String response, String conversation) {
+    private record Stored(String owner, String response, String conversation) {
         long bytes() {
             return 2L * (response.length() + conversation.length());
         }
@@ -44,13 +47,13 @@ final class ResponseStore {
         this.maxBytes = maxBytes;
     }
 
-    /** Keeps {@code response} (its {@code id} is the key) and the conversation it ends. */
-    synchronized void put(ObjectNode response, ArrayNode conversation) {
-        Stored stored = new Stored(Json.write(response), Json.write(conversation));
+    /** Keeps {@code response} (its {@code id} is the key) and the conversation it ends, for {@code owner}. */
+    synchronized void put(String owner, ObjectNode response, ArrayNode conversation) {
+        Stored stored = new Stored(owner, Json.write(response), Json.write(conversation));
         if (stored.bytes() > maxBytes) {
             return; // larger than the whole store: not kept, so GET answers 404 as for an expired one
         }
-        remove(response.path("id").asText());
+        drop(response.path("id").asText());
         responses.put(response.path("id").asText(), stored);
         bytes += stored.bytes();
         Iterator<Map.Entry<String, Stored>> oldest = responses.entrySet().iterator();
@@ -60,15 +63,18 @@ final class ResponseStore {
         }
     }
 
-    synchronized Optional<ObjectNode> response(String id) {
-        Stored s = responses.get(id);
-        return s == null ? Optional.empty() : Optional.of((ObjectNode) parse(s.response));
+    synchronized Optional<ObjectNode> response(String id, String owner) {
+        return owned(id, owner).map(s -> (ObjectNode) parse(s.response));
     }
 
     /** The conversation that response {@code id} ended, for a follow-up. */
-    synchronized Optional<ArrayNode> conversation(String id) {
+    synchronized Optional<ArrayNode> conversation(String id, String owner) {
+        return owned(id, owner).map(s -> (ArrayNode) parse(s.conversation));
+    }
+
+    private Optional<Stored> owned(String id, String owner) {
         Stored s = responses.get(id);
-        return s == null ? Optional.empty() : Optional.of((ArrayNode) parse(s.conversation));
+        return s != null && s.owner.equals(owner) ? Optional.of(s) : Optional.empty();
     }
 
     synchronized int size() {
@@ -80,7 +86,11 @@ final class ResponseStore {
         return bytes;
     }
 
-    synchronized boolean remove(String id) {
+    synchronized boolean remove(String id, String owner) {
+        return owned(id, owner).isPresent() && drop(id);
+    }
+
+    private boolean drop(String id) {
         Stored s = responses.remove(id);
         if (s != null) {
             bytes -= s.bytes();

@@ -7,6 +7,7 @@ import dev.glimmer.engine.generate.FinishReason;
 import dev.glimmer.server.api.ResponsesRequest;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.http.ApiException;
+import dev.glimmer.server.http.ApiKeyFilter;
 import dev.glimmer.server.http.ClientGoneException;
 import dev.glimmer.server.http.HeldJsonResponse;
 import dev.glimmer.server.http.Json;
@@ -33,6 +34,7 @@ import java.util.function.Consumer;
  * can be fetched, deleted and continued with {@code previous_response_id}: the follow-up renders
  * the stored conversation plus its new input, so the prefix cache reuses the KV cache of the
  * conversation and only the new tokens are processed ({@code usage.input_tokens_details.cached_tokens}).
+ * A stored response is seen only by the API key that created it (a 404 for any other).
  */
 public final class ResponsesRoutes implements HttpService {
     private final ModelHost host;
@@ -53,10 +55,11 @@ public final class ResponsesRoutes implements HttpService {
 
     private void create(ServerRequest req, ServerResponse res) throws InterruptedException {
         ServedModel model = host.require();
+        String caller = ApiKeyFilter.caller(req);
         ResponsesRequest request = ResponsesRequest.parse(RequestBodies.jsonObject(req, config.maxBodyBytes()),
-                config.sampling(), model.thinksByDefault(), store::conversation);
+                config.sampling(), model.thinksByDefault(), id -> store.conversation(id, caller));
         ChatGeneration generation = ChatGeneration.start(model, request.chat(), "input");
-        Reply reply = new Reply(model, request, generation);
+        Reply reply = new Reply(model, request, generation, caller);
         if (request.chat().options().stream()) {
             reply.stream(res);
         } else {
@@ -67,12 +70,12 @@ public final class ResponsesRoutes implements HttpService {
     private void retrieve(ServerRequest req, ServerResponse res) {
         String id = req.path().pathParameters().get("id");
         res.header(HeaderNames.CONTENT_TYPE, "application/json");
-        res.send(Json.write(store.response(id).orElseThrow(() -> notFound(id))));
+        res.send(Json.write(store.response(id, ApiKeyFilter.caller(req)).orElseThrow(() -> notFound(id))));
     }
 
     private void delete(ServerRequest req, ServerResponse res) {
         String id = req.path().pathParameters().get("id");
-        if (!store.remove(id)) {
+        if (!store.remove(id, ApiKeyFilter.caller(req))) {
             throw notFound(id);
         }
         ObjectNode body = Json.object().put("id", id).put("object", "response").put("deleted", true);
@@ -90,6 +93,8 @@ public final class ResponsesRoutes implements HttpService {
         private final ServedModel model;
         private final ResponsesRequest request;
         private final ChatGeneration generation;
+        /** Whose response this is: only they may fetch or continue it. */
+        private final String caller;
         private final String id = ResponseParts.newId("resp_");
         private final long created = ResponseParts.now();
         private ResponseOutput output;
@@ -97,10 +102,11 @@ public final class ResponsesRoutes implements HttpService {
         private int reasoningTokens;
         private boolean thinking;
 
-        Reply(ServedModel model, ResponsesRequest request, ChatGeneration generation) {
+        Reply(ServedModel model, ResponsesRequest request, ChatGeneration generation, String caller) {
             this.model = model;
             this.request = request;
             this.generation = generation;
+            this.caller = caller;
             this.thinking = request.chat().chat().startsInReasoning();
         }
 
@@ -172,7 +178,7 @@ public final class ResponsesRoutes implements HttpService {
             if (request.store()) {
                 ArrayNode conversation = request.conversation().deepCopy();
                 conversation.addAll(output.items().deepCopy());
-                store.put(response, conversation);
+                store.put(caller, response, conversation);
             }
             return response;
         }

@@ -10,19 +10,19 @@ import java.util.Map;
 import java.util.Optional;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class ServerConfigLoaderTest {
 
     @Test
-    void bundledDefaultsBindLocalhostWithoutKeyOrCors() {
+    void bundledDefaultsBindLocalhostWithoutKey() {
         ServerConfig c = ServerConfigLoader.load(Optional.empty(), Map.of(), Map.of());
         assertEquals("127.0.0.1", c.host());
         assertEquals(8080, c.port());
-        assertTrue(c.apiKey().isEmpty());
-        assertFalse(c.corsEnabled());
+        assertTrue(c.apiKeys().isEmpty());
+        assertTrue(c.allowedHosts().isEmpty());
+        assertEquals(List.of("local"), c.corsOrigins(), "pages from this machine only");
         assertEquals(4L * 1024 * 1024, c.maxBodyBytes());
         assertEquals(2, c.parallel());
         assertEquals(16, c.queue());
@@ -41,6 +41,17 @@ class ServerConfigLoaderTest {
         assertEquals(List.of("http://a.example", "http://b.example"), c.corsOrigins());
         ServerConfig flagged = ServerConfigLoader.load(Optional.empty(), env, Map.of("server.port", "7070"));
         assertEquals(7070, flagged.port());
+    }
+
+    @Test
+    void keysAndAllowedHostsAreCommaSeparatedListsFromEveryLayer() {
+        Map<String, String> env = Map.of("GLIMMER_SERVER_ALLOWED_HOSTS", "glimmer.lan, 10.0.0.5,",
+                "GLIMMER_SERVER_API_KEY", "alpha,beta");
+        ServerConfig c = ServerConfigLoader.load(Optional.empty(), env, Map.of());
+        assertEquals(List.of("glimmer.lan", "10.0.0.5"), c.allowedHosts());
+        assertEquals(List.of("alpha", "beta"), c.apiKeys());
+        ServerConfig flagged = ServerConfigLoader.load(Optional.empty(), env, Map.of("server.allowed-hosts", "*"));
+        assertEquals(List.of("*"), flagged.allowedHosts());
     }
 
     @Test
@@ -75,7 +86,7 @@ class ServerConfigLoaderTest {
             Files.writeString(file, "server:\n  port: 1234\n  api-key: sesame\n");
             ServerConfig c = ServerConfigLoader.load(Optional.of(file), Map.of(), Map.of());
             assertEquals(1234, c.port());
-            assertEquals(Optional.of("sesame"), c.apiKey());
+            assertEquals(List.of("sesame"), c.apiKeys());
             assertEquals("127.0.0.1", c.host());
         } finally {
             Files.delete(file);
