@@ -7,6 +7,7 @@ import org.junit.jupiter.api.io.TempDir;
 import java.io.File;
 import java.io.IOException;
 import java.io.OutputStream;
+import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -16,7 +17,10 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.jar.Attributes;
 import java.util.jar.JarOutputStream;
 import java.util.jar.Manifest;
@@ -88,15 +92,27 @@ class LauncherTest {
         }
         builder.environment().putAll(env);
         Path out = Files.createTempFile(checkout, "stdout", ".txt");
-        Path err = Files.createTempFile(checkout, "stderr", ".txt");
-        Process process = builder.redirectOutput(out.toFile()).redirectError(err.toFile()).start();
+        Process process = builder.redirectOutput(out.toFile()).start();
+        // Read to its end: the launcher's stderr filter may write its last bytes after the JVM has gone, and
+        // the pipe ends only when both have closed it.
+        CompletableFuture<String> err = CompletableFuture.supplyAsync(() -> {
+            try {
+                return new String(process.getErrorStream().readAllBytes(), StandardCharsets.UTF_8);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        });
         boolean ended = process.waitFor(DEADLINE_SECONDS, TimeUnit.SECONDS);
         if (!ended) {
+            process.descendants().forEach(ProcessHandle::destroyForcibly);
             process.destroyForcibly().waitFor();
         }
-        // The stderr filter may write its last bytes a moment after the JVM has gone.
-        Thread.sleep(100);
-        Exit exit = new Exit(ended ? process.exitValue() : -1, Files.readString(out), Files.readString(err));
+        Exit exit;
+        try {
+            exit = new Exit(ended ? process.exitValue() : -1, Files.readString(out), err.get(30, TimeUnit.SECONDS));
+        } catch (ExecutionException | TimeoutException e) {
+            throw new AssertionError("stderr of ./glimmer " + String.join(" ", args) + " did not end", e);
+        }
         assertTrue(ended, "./glimmer " + String.join(" ", args) + " still runs after " + DEADLINE_SECONDS + " s: " + exit);
         return exit;
     }
