@@ -110,8 +110,7 @@ final class CudaChoice {
                     /** A slot of the KV pool: a latent row per layer and position (activations belong to the pool). */
                     @Override
                     public long bytesPerSequence(int capacity) {
-                        var shape = DecodeModels.of(model.file(), model.config()).shape();
-                        return 4L * shape.layers() * shape.kvRow() * capacity;
+                        return DecodeCommandListBuilder.kvBytes(DecodeModels.of(model.file(), model.config()).shape(), capacity);
                     }
 
                     @Override
