@@ -187,6 +187,7 @@ public final class KernelTestSupport {
 
     static void assertNmse(double[] expected, float[] got, String what) {
         double e = nmse(expected, got);
+        System.out.printf(java.util.Locale.ROOT, "%s: normalized mean squared error %.3g%n", what, e);
         assertTrue(e <= MAX_NMSE, what + ": normalized mean squared error " + e + " > " + MAX_NMSE);
     }
 
