@@ -63,10 +63,12 @@ public final class MetalDevice implements AutoCloseable {
                     + " (M1) or later for their SIMD-group reductions" + (isVirtual(name)
                     ? " (a macOS virtual machine's paravirtual GPU lacks them: run Glimmer on the Mac itself)" : ""));
         }
-        // The warm-up dispatches an empty grid, which Metal's API validation rejects: with validation on, skip it.
-        this.mode = isVirtual(name) ? StepEncoder.Mode.DIRECT
-                : appleFamily >= NO_WORKAROUND_APPLE_FAMILY || apiValidation ? StepEncoder.Mode.INDIRECT
-                : StepEncoder.Mode.INDIRECT_WITH_EMPTY_DISPATCHES;
+        // M1/M2 need the empty-grid warm-up before an indirect command buffer, which Metal's API validation rejects,
+        // and their drivers crash without it: with validation on they encode directly (slower, but what is validated
+        // is the same command list).
+        boolean needsWarmUp = appleFamily < NO_WORKAROUND_APPLE_FAMILY;
+        this.mode = isVirtual(name) || (needsWarmUp && apiValidation) ? StepEncoder.Mode.DIRECT
+                : needsWarmUp ? StepEncoder.Mode.INDIRECT_WITH_EMPTY_DISPATCHES : StepEncoder.Mode.INDIRECT;
         this.maxThreadgroupMemory = (long) rt.send(MAX_THREADGROUP_MEMORY_LENGTH, device);
         MemorySegment q = rt.sendForObject(NEW_COMMAND_QUEUE, device);
         if (q.equals(MemorySegment.NULL)) {
