@@ -113,6 +113,13 @@ final class CudaChoice {
                         return DecodeCommandListBuilder.kvBytes(DecodeModels.of(model.file(), model.config()).shape(), capacity);
                     }
 
+                    /** Free device memory, read after the weights' upload. */
+                    @Override
+                    public Optional<BackendChoice.DeviceMemory> deviceMemory() {
+                        return Optional.of(new BackendChoice.DeviceMemory(device.name() + "'s free memory",
+                                device.memoryFree(), true));
+                    }
+
                     @Override
                     public OptionalLong gpuMemoryUsed() {
                         return OptionalLong.of(device.memoryUsed() - usedBefore);

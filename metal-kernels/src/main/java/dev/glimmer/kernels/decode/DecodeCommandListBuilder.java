@@ -151,6 +151,21 @@ public final class DecodeCommandListBuilder {
         return new DecodeCommandListBuilder(model, kvRows, rows, true, KernelLibrary.load()).build();
     }
 
+    /**
+     * The command lists a pool of {@code slots} sequences over KV buffers of {@code kvRows} rows runs, all binding
+     * the same KV buffers: the decode step, the prompt list (batches of {@link Geometry#PROMPT_TOKENS}) and a batch
+     * decode list per {@link Geometry#batchSizes} (none for one slot), in that order.
+     */
+    public static List<CommandList> pool(DecodeModel model, long kvRows, int slots) {
+        List<CommandList> lists = new ArrayList<>();
+        lists.add(build(model, kvRows));
+        lists.add(build(model, kvRows, Geometry.PROMPT_TOKENS));
+        for (int rows : Geometry.batchSizes(slots)) {
+            lists.add(batch(model, kvRows, rows));
+        }
+        return lists;
+    }
+
     private void check() {
         if (s.qLora() == 0) {
             throw new IllegalArgumentException("models without q_lora_rank are not supported by the GPU decode step");
