@@ -168,7 +168,7 @@ public final class KernelTestSupport {
     }
 
     /**
-     * The numerics policy's measure of a kernel (docs/DEVELOPERS.md): the normalized mean squared error of
+     * The GPU numerics policy's measure of a kernel (docs/KERNELS.md §7): the normalized mean squared error of
      * {@code got} against a float64 reference, sum (got - expected)^2 / sum expected^2.
      */
     static double nmse(double[] expected, float[] got) {
