@@ -209,7 +209,8 @@ public final class Geometry {
         // of every step of the weighted sums
         if (FA_QUERIES % 16 != 0 || FA_QUERIES * 8 != FA_SIMDGROUPS * SIMD_WIDTH || FA_DEPTH % 16 != 0
                 || FA_KEYS % 16 != 0 || FA_VALUES % (16 * FA_SIMDGROUPS) != 0 || FA_MAX_LATENT % FA_VALUES != 0
-                || (FA_QUERIES + FA_KEYS) * (FA_DEPTH / 4) % (FA_SIMDGROUPS * SIMD_WIDTH) != 0
+                || FA_QUERIES * (FA_DEPTH / 4) % (FA_SIMDGROUPS * SIMD_WIDTH) != 0
+                || FA_KEYS * (FA_DEPTH / 4) % (FA_SIMDGROUPS * SIMD_WIDTH) != 0
                 || FA_KEYS / 2 * (FA_VALUES / 4) % (FA_SIMDGROUPS * SIMD_WIDTH) != 0
                 || FA_QUERIES % WIDE_SIMDGROUPS != 0) {   // mla_flash_merge: a SIMD-group per query row
             throw new AssertionError("mla_flash_attention's geometry does not fit its tiles");
@@ -261,8 +262,8 @@ public final class Geometry {
     }
 
     /**
-     * Threadgroup memory (floats) of mla_flash_attention: the staged operands of a step (queries and keys of the
-     * scores, or the transposed values of the weighted sum; hi and lo halves each), the block's scores, its
+     * Threadgroup memory (floats) of mla_flash_attention: the staged operands of a step (queries as hi and lo halves
+     * and keys of the scores, or the transposed values of the weighted sum), the block's scores, its
      * probabilities (hi and lo halves), the 8 x 8 diagonal matrices that rescale the sums and the queries' 1/sum.
      */
     public static int faMemoryFloats() {
@@ -270,12 +271,13 @@ public final class Geometry {
     }
 
     /**
-     * Floats of mla_flash_attention's staging area: a step's queries and keys (rows padded by 8 halves, as
-     * {@link #MM_HALF_STRIDE}), or a step's values transposed (a row of {@link #FA_KEYS} keys per value), hi and lo halves.
+     * Floats of mla_flash_attention's staging area: a step's queries (hi and lo halves) and keys (the cache's halves;
+     * rows padded by 8 halves, as {@link #MM_HALF_STRIDE}), or a step's values transposed (a row of {@link #FA_KEYS}
+     * keys per value, halves).
      */
     public static int faStageFloats() {
-        int scores = (2 * FA_QUERIES + 2 * FA_KEYS) * (FA_DEPTH + 8);
-        int values = 2 * FA_VALUES * (FA_KEYS + 8);
+        int scores = (2 * FA_QUERIES + FA_KEYS) * (FA_DEPTH + 8);
+        int values = FA_VALUES * (FA_KEYS + 8);
         return Math.max(scores, values) / 2;
     }
 

@@ -2,7 +2,7 @@
 //   mat_vec_pair      attn_norm folded into the q_a and kv_a mat-vecs (one dispatch, two weights);
 //   mat_vec           q_a_norm folded into q_b (matvec.metal);
 //   mla_rope_cache    RoPE on each head's q_pe; kv_a_norm, RoPE on k_pe and the latent row written to the
-//                     cache (a batch of one token);
+//                     cache as halves (a batch of one token);
 //   mat_vec           each head's q_nope absorbed through its k_b (grid y: the heads);
 //   mla_attention     all heads in one pass over each cached latent row, split over a fixed number of
 //                     threadgroups along the KV length (online softmax partials);
@@ -11,6 +11,8 @@
 // Many small threadgroups per step: one threadgroup per head doing q_b, RoPE and k_b in turn kept most SMs
 // idle and was the largest share of a step on an H200.
 // Grids never depend on the position or the KV length: kernels read them from StepArgs.
+// The KV cache holds halves (F16, as llama.cpp's default cache): half the memory and half the bytes each
+// attention reads of a float cache; the queries, scores and sums stay float (docs/KERNELS.md §3a).
 
 struct MatVecPairArgs {
     uint cols;       // length of x
@@ -103,10 +105,12 @@ static inline uint attention_splits_used(uint kv_len, uint splits) {
 // unnormalized latent sum (latent values) to partials[(w * heads + h) * (latent + 2)]. Every loop over the
 // register arrays has a compile-time bound (the real extent is masked inside), so the compiler keeps them
 // in registers: with runtime bounds CUDA spilled them to local memory and the kernel ran 4x slower.
+// The register arrays are sized for GLIMMER_WIDE_SIMDGROUPS SIMD-groups, which the attribute tells the compiler.
+[[max_total_threads_per_threadgroup(GLIMMER_WIDE_SIMDGROUPS * GLIMMER_SIMD_WIDTH)]]
 kernel void mla_attention(constant AttentionArgs & a [[buffer(0)]],
                           constant StepArgs * steps [[buffer(1)]],
                           device const float * q [[buffer(2)]],
-                          device const float * cache [[buffer(3)]],
+                          device const half * cache [[buffer(3)]],
                           device float * partials [[buffer(4)]],
                           uint3 tgpig [[threadgroup_position_in_grid]],
                           ushort tiisg [[thread_index_in_simdgroup]],
@@ -141,11 +145,11 @@ kernel void mla_attention(constant AttentionArgs & a [[buffer(0)]],
         float kr[ATTENTION_BLOCK][MAX_DIMS_PER_LANE];
         #pragma unroll
         for (uint b = 0; b < ATTENTION_BLOCK; b++) {
-            device const float * k = cache + (step.kv_row + u + b) * row;
+            device const half * k = cache + (step.kv_row + u + b) * row;
             #pragma unroll
             for (uint j = 0; j < MAX_DIMS_PER_LANE; j++) {
                 uint d = tiisg + SIMD_WIDTH * j;
-                kr[b][j] = (u + b < end && j < dims && d < row) ? k[d] : 0.0f;
+                kr[b][j] = (u + b < end && j < dims && d < row) ? (float) k[d] : 0.0f;
             }
         }
         #pragma unroll
@@ -254,7 +258,7 @@ struct RopeCacheArgs {
 
 // For token t at its position: q[t][h][latent ..] = rope(q_full[t][h][nope ..]) (threadgroup h < heads; q_full
 // holds q_b's output, nope + rope values per head), and threadgroup `heads` writes the token's cache row
-// (rms(kv[t][0 .. latent)) * kv_a_norm, rope(kv[t][latent ..])). Grid: (tokens,
+// (rms(kv[t][0 .. latent)) * kv_a_norm, rope(kv[t][latent ..])), rounded to halves. Grid: (tokens,
 // heads + 1) threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups; scratch: GLIMMER_WIDE_SIMDGROUPS +
 // align4(latent + rope) floats.
 kernel void mla_rope_cache(constant RopeCacheArgs & a [[buffer(0)]],
@@ -263,7 +267,7 @@ kernel void mla_rope_cache(constant RopeCacheArgs & a [[buffer(0)]],
                            device const float * kv [[buffer(3)]],
                            device const float * kv_a_norm [[buffer(4)]],
                            device float * q [[buffer(5)]],
-                           device float * cache [[buffer(6)]],
+                           device half * cache [[buffer(6)]],
                            threadgroup float * scratch TG_MEM(0),
                            uint3 tgpig [[threadgroup_position_in_grid]],
                            ushort tiitg [[thread_index_in_threadgroup]],
@@ -283,8 +287,8 @@ kernel void mla_rope_cache(constant RopeCacheArgs & a [[buffer(0)]],
         threadgroup_barrier(mem_flags::mem_threadgroup);
         rope_pairs(v + a.latent, a.rope, step.pos, a.rope_base, tiitg, threads);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        device float * out = cache + (step.kv_row + step.pos) * row;
-        for (uint i = tiitg; i < row; i += threads) out[i] = v[i];
+        device half * out = cache + (step.kv_row + step.pos) * row;
+        for (uint i = tiitg; i < row; i += threads) out[i] = (half) v[i];
         return;
     }
     device const float * pe = q_full + (tgpig.x * a.heads + h) * (a.nope + a.rope) + a.nope;

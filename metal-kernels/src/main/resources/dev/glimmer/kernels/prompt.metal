@@ -274,9 +274,10 @@ kernel void rms_norm_rows(constant NormArgs & a [[buffer(0)]],
 // (the one latent head), whose latent part is also the value. A threadgroup takes FA_QUERIES query rows and
 // walks the keys its tokens see in blocks of FA_KEYS: S = Q K^T on the matrix units, the online softmax in float
 // (a running max and sum per query row), O = O * correction + P V on the matrix units, O held in registers
-// across the blocks. Queries, keys, probabilities and values enter the matrix units as two halves each (hi and
-// lo, as mm_tile's activations), and the three products hi.hi, hi.lo and lo.hi keep about 22 bits: the prompt's
-// logits stay as close to the CPU's as the float attention's.
+// across the blocks. The cache holds halves, so keys and values enter the matrix units as they are; queries and
+// probabilities enter as two halves each (hi and lo, as mm_tile's activations): two products per value, hi and
+// lo of the float operand times the half one, keep the float operand's ~22 bits. (One half product, queries and
+// probabilities as one half too, moved small-q4_k_m's prompt logits by 4 of their 12.8 range on the emulator.)
 
 #define FA_QUERIES GLIMMER_FA_QUERIES
 #define FA_KEYS GLIMMER_FA_KEYS
@@ -309,16 +310,12 @@ static inline uint fa_keys(constant FlashAttentionArgs & a, constant StepArgs * 
     return t < a.tokens ? steps[t].kv_len : 0;
 }
 
-// x and y as hi and lo halves side by side, one 32-bit store each (hi and lo 4-byte aligned).
-static inline void fa_split_pair(float x, float y, threadgroup half * hi, threadgroup half * lo) {
+// x and y side by side, one 32-bit store (4-byte aligned).
+static inline void fa_store_pair(half x, half y, threadgroup half * at) {
     half2 h;
-    h.x = (half) x;
-    h.y = (half) y;
-    half2 l;
-    l.x = split_lo(x, h.x);
-    l.y = split_lo(y, h.y);
-    *((threadgroup uint *) hi) = as_type<uint>(h);
-    *((threadgroup uint *) lo) = as_type<uint>(l);
+    h.x = x;
+    h.y = y;
+    *((threadgroup uint *) at) = as_type<uint>(h);
 }
 
 static inline float4 fa_zero4() {
@@ -327,47 +324,57 @@ static inline float4 fa_zero4() {
     return v;
 }
 
-// The float4s thread `tid` stages of a step of the scores: the FA_DEPTH values from d0 of the threadgroup's query
-// rows (first ..) and of keys u .. u + FA_KEYS, FA_SCORE_LOADS of them (row tid / (FA_DEPTH / 4), then every
-// FA_SIMDGROUPS * SIMD_WIDTH / (FA_DEPTH / 4) rows); values past a row's end, rows without keys and keys past kv_end
-// give 0.
-#define FA_SCORE_LOADS ((FA_QUERIES + FA_KEYS) * (FA_DEPTH / 4) / (GLIMMER_FA_SIMDGROUPS * SIMD_WIDTH))
+static inline half4 fa_zero_half4() {
+    half4 v;
+    v.x = v.y = v.z = v.w = (half) 0.0f;
+    return v;
+}
+
+// What thread `tid` stages of a step of the scores: the FA_DEPTH values from d0 of the threadgroup's query rows
+// (first ..), FA_QUERY_LOADS float4s, and of keys u .. u + FA_KEYS, FA_KEY_LOADS half4s (row tid / (FA_DEPTH / 4),
+// then every FA_SIMDGROUPS * SIMD_WIDTH / (FA_DEPTH / 4) rows); values past a row's end, rows without keys and keys
+// past kv_end give 0.
+#define FA_QUERY_LOADS (FA_QUERIES * (FA_DEPTH / 4) / (GLIMMER_FA_SIMDGROUPS * SIMD_WIDTH))
+#define FA_KEY_LOADS (FA_KEYS * (FA_DEPTH / 4) / (GLIMMER_FA_SIMDGROUPS * SIMD_WIDTH))
 static inline void fa_load_scores_step(constant FlashAttentionArgs & a, constant StepArgs * steps, device const float * q,
-                                       device const float * keys, uint first, uint u, uint kv_end, uint d0, uint tid,
-                                       thread float4 * v) {
+                                       device const half * keys, uint first, uint u, uint kv_end, uint d0, uint tid,
+                                       thread float4 * qv, thread half4 * kv) {
     const uint row = a.latent + a.rope;
     #pragma unroll
-    for (uint j = 0; j < FA_SCORE_LOADS; j++) {
+    for (uint j = 0; j < FA_QUERY_LOADS; j++) {
         uint i = tid + j * GLIMMER_FA_SIMDGROUPS * SIMD_WIDTH;
         uint r = i / (FA_DEPTH / 4);
         uint d = (i % (FA_DEPTH / 4)) * 4;
-        v[j] = fa_zero4();
-        if (r < FA_QUERIES) {
-            if (d0 + d < row && fa_keys(a, steps, first + r) > 0) v[j] = *((device const float4 *) (q + (first + r) * row + d0 + d));
-        } else {
-            uint k = r - FA_QUERIES;
-            if (d0 + d < row && u + k < kv_end) v[j] = *((device const float4 *) (keys + (u + k) * row + d0 + d));
-        }
+        qv[j] = fa_zero4();
+        if (d0 + d < row && fa_keys(a, steps, first + r) > 0) qv[j] = *((device const float4 *) (q + (first + r) * row + d0 + d));
+    }
+    #pragma unroll
+    for (uint j = 0; j < FA_KEY_LOADS; j++) {
+        uint i = tid + j * GLIMMER_FA_SIMDGROUPS * SIMD_WIDTH;
+        uint k = i / (FA_DEPTH / 4);
+        uint d = (i % (FA_DEPTH / 4)) * 4;
+        kv[j] = fa_zero_half4();
+        if (d0 + d < row && u + k < kv_end) kv[j] = *((device const half4 *) (keys + (u + k) * row + d0 + d));
     }
 }
 
-// The float4s thread `tid` stages of a step of the weighted sums: latent values c0 + c .. c0 + c + 4 of keys u + k and
+// The half4s thread `tid` stages of a step of the weighted sums: latent values c0 + c .. c0 + c + 4 of keys u + k and
 // u + k + 1 (x and y), FA_VALUE_LOADS pairs (e = tid, tid + threads, ...: k = 2 (e / (FA_VALUES / 4)), c = 4 (e %
 // (FA_VALUES / 4))); values past the latent ones and keys past kv_end give 0.
 #define FA_VALUE_LOADS (FA_KEYS / 2 * (FA_VALUES / 4) / (GLIMMER_FA_SIMDGROUPS * SIMD_WIDTH))
-static inline void fa_load_values_step(constant FlashAttentionArgs & a, device const float * keys, uint u, uint kv_end,
-                                       uint c0, uint tid, thread float4 * x, thread float4 * y) {
+static inline void fa_load_values_step(constant FlashAttentionArgs & a, device const half * keys, uint u, uint kv_end,
+                                       uint c0, uint tid, thread half4 * x, thread half4 * y) {
     const uint row = a.latent + a.rope;
     #pragma unroll
     for (uint j = 0; j < FA_VALUE_LOADS; j++) {
         uint e = tid + j * GLIMMER_FA_SIMDGROUPS * SIMD_WIDTH;
         uint k = 2 * (e / (FA_VALUES / 4));
         uint c = (e % (FA_VALUES / 4)) * 4;
-        x[j] = fa_zero4();
-        y[j] = fa_zero4();
+        x[j] = fa_zero_half4();
+        y[j] = fa_zero_half4();
         if (c0 + c < a.latent) {
-            if (u + k < kv_end) x[j] = *((device const float4 *) (keys + (u + k) * row + c0 + c));
-            if (u + k + 1 < kv_end) y[j] = *((device const float4 *) (keys + (u + k + 1) * row + c0 + c));
+            if (u + k < kv_end) x[j] = *((device const half4 *) (keys + (u + k) * row + c0 + c));
+            if (u + k + 1 < kv_end) y[j] = *((device const half4 *) (keys + (u + k + 1) * row + c0 + c));
         }
     }
 }
@@ -401,11 +408,12 @@ static inline uint fa_partial_state(uint part, uint query, uint queries, uint la
 // fa_parts parts of whole key blocks, threadgroup (x, p) taking part p (none for p >= parts): with one part it
 // writes o_lat, with more its unnormalized sums and softmax state into `partials` (fa_partial_sums,
 // fa_partial_state), which mla_flash_merge combines. Per block of keys u .. u + FA_KEYS:
-//   scores: SIMD-group s multiplies 16 queries with 8 keys (one tile; FA_KEY_TILES), FA_DEPTH values per step;
+//   scores: SIMD-group s multiplies 16 queries (hi and lo) with 8 keys (one tile; FA_KEY_TILES), FA_DEPTH values per
+//           step;
 //   softmax: 8 threads per query row, FA_KEYS / 8 keys each: the block's max, the correction exp(m_old - m_new)
 //            (into the diagonal matrices) and the probabilities as hi and lo halves;
-//   sums:    each SIMD-group rescales its tiles by the corrections and adds P V for its values, all queries: per
-//            step of FA_VALUES values (the block's values staged transposed, a row of keys per value)
+//   sums:    each SIMD-group rescales its tiles by the corrections and adds P V (P hi and lo) for its values, all
+//            queries: per step of FA_VALUES values (the block's values staged transposed, a row of keys per value)
 //            FA_VALUES / GLIMMER_FA_SIMDGROUPS of them.
 // Latent values past `latent` and keys past the threadgroup's last are staged as 0; keys past a query row's own
 // last get probability 0. Requires latent + rope and latent multiples of 4, latent <= FA_MAX_LATENT.
@@ -413,7 +421,7 @@ static inline uint fa_partial_state(uint part, uint query, uint queries, uint la
 kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
                                 constant StepArgs * steps [[buffer(1)]],
                                 device const float * q [[buffer(2)]],
-                                device const float * cache [[buffer(3)]],
+                                device const half * cache [[buffer(3)]],
                                 device float * o_lat [[buffer(4)]],
                                 device float * partials [[buffer(5)]],
                                 threadgroup float * mem TG_MEM(0),
@@ -426,7 +434,7 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
     const uint first = tgpig.x * FA_QUERIES;
     uint t0 = first / a.heads;
     if (t0 >= a.tokens || steps[t0].kv_len == 0) return;  // only the end of a batch is unused
-    device const float * keys = cache + steps[t0].kv_row * row;
+    device const half * keys = cache + steps[t0].kv_row * row;
     uint kv_end = fa_block_keys(a, steps, first);  // keys any of the threadgroup's rows sees
     // this threadgroup's part of the key blocks: u_begin .. u_end
     uint parts = fa_parts(kv_end);
@@ -470,26 +478,30 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
         mma_zero(s_acc);
         threadgroup half * q_hi = stage;
         threadgroup half * q_lo = q_hi + FA_QUERIES * FA_DEPTH_STRIDE;
-        threadgroup half * k_hi = q_lo + FA_QUERIES * FA_DEPTH_STRIDE;
-        threadgroup half * k_lo = k_hi + FA_KEYS * FA_DEPTH_STRIDE;
+        threadgroup half * k_staged = q_lo + FA_QUERIES * FA_DEPTH_STRIDE;
         // each step's loads are issued before the previous step's multiplies, so their latency passes under them
-        float4 staged[FA_SCORE_LOADS];
-        fa_load_scores_step(a, steps, q, keys, first, u, kv_end, 0, tiitg, staged);
+        float4 staged_q[FA_QUERY_LOADS];
+        half4 staged_k[FA_KEY_LOADS];
+        fa_load_scores_step(a, steps, q, keys, first, u, kv_end, 0, tiitg, staged_q, staged_k);
         for (uint d0 = 0; d0 < row; d0 += FA_DEPTH) {
             #pragma unroll
-            for (uint j = 0; j < FA_SCORE_LOADS; j++) {
+            for (uint j = 0; j < FA_QUERY_LOADS; j++) {
                 uint i = tiitg + j * threads;
                 uint r = i / (FA_DEPTH / 4);
                 uint d = (i % (FA_DEPTH / 4)) * 4;
-                if (r < FA_QUERIES) {
-                    split_half4(staged[j], q_hi + r * FA_DEPTH_STRIDE + d, q_lo + r * FA_DEPTH_STRIDE + d);
-                } else {
-                    uint k = r - FA_QUERIES;
-                    split_half4(staged[j], k_hi + k * FA_DEPTH_STRIDE + d, k_lo + k * FA_DEPTH_STRIDE + d);
-                }
+                split_half4(staged_q[j], q_hi + r * FA_DEPTH_STRIDE + d, q_lo + r * FA_DEPTH_STRIDE + d);
+            }
+            #pragma unroll
+            for (uint j = 0; j < FA_KEY_LOADS; j++) {
+                uint i = tiitg + j * threads;
+                uint k = i / (FA_DEPTH / 4);
+                uint d = (i % (FA_DEPTH / 4)) * 4;
+                *((threadgroup half4 *) (k_staged + k * FA_DEPTH_STRIDE + d)) = staged_k[j];
             }
             threadgroup_barrier(mem_flags::mem_threadgroup);
-            if (d0 + FA_DEPTH < row) fa_load_scores_step(a, steps, q, keys, first, u, kv_end, d0 + FA_DEPTH, tiitg, staged);
+            if (d0 + FA_DEPTH < row) {
+                fa_load_scores_step(a, steps, q, keys, first, u, kv_end, d0 + FA_DEPTH, tiitg, staged_q, staged_k);
+            }
             #pragma unroll
             for (uint kk = 0; kk < FA_DEPTH; kk += 16) {
                 MmaA qh;
@@ -498,18 +510,15 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
                 mma_load_a(qh, q_hi + qa, FA_DEPTH_STRIDE, tiisg);
                 mma_load_a(ql, q_lo + qa, FA_DEPTH_STRIDE, tiisg);
                 MmaB kh;
-                MmaB kl;
-                mma_load_b(kh, k_hi + (sgitg % FA_KEY_TILES) * 8 * FA_DEPTH_STRIDE + kk, FA_DEPTH_STRIDE, tiisg);
-                mma_load_b(kl, k_lo + (sgitg % FA_KEY_TILES) * 8 * FA_DEPTH_STRIDE + kk, FA_DEPTH_STRIDE, tiisg);
+                mma_load_b(kh, k_staged + (sgitg % FA_KEY_TILES) * 8 * FA_DEPTH_STRIDE + kk, FA_DEPTH_STRIDE, tiisg);
                 mma_tile(s_acc, qh, kh);
-                mma_tile(s_acc, qh, kl);
                 mma_tile(s_acc, ql, kh);
             }
             threadgroup_barrier(mem_flags::mem_threadgroup);
         }
         // the first step of the values' loads, under the softmax
-        float4 vx[FA_VALUE_LOADS];
-        float4 vy[FA_VALUE_LOADS];
+        half4 vx[FA_VALUE_LOADS];
+        half4 vy[FA_VALUE_LOADS];
         fa_load_values_step(a, keys, u, kv_end, 0, tiitg, vx, vy);
         mma_store_tokens(s_acc, scores + (sgitg % FA_KEY_TILES) * 8 * FA_SCORE_STRIDE + (sgitg / FA_KEY_TILES) * 16,
                          FA_SCORE_STRIDE, tiisg);
@@ -547,8 +556,7 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
         // ---- O = O * correction + P V ----
-        threadgroup half * v_hi = stage;  // [value][key]
-        threadgroup half * v_lo = v_hi + FA_VALUES * FA_KEY_STRIDE;
+        threadgroup half * v_staged = stage;  // [value][key]
         #pragma unroll
         for (uint v = 0; v < FA_MAX_LATENT / FA_VALUES; v++) {
             uint c0 = v * FA_VALUES;
@@ -564,12 +572,11 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
                     uint e = tiitg + j * threads;
                     uint k = 2 * (e / (FA_VALUES / 4));
                     uint c = (e % (FA_VALUES / 4)) * 4;
-                    threadgroup half * hi = v_hi + c * FA_KEY_STRIDE + k;
-                    threadgroup half * lo = v_lo + c * FA_KEY_STRIDE + k;
-                    fa_split_pair(vx[j].x, vy[j].x, hi, lo);
-                    fa_split_pair(vx[j].y, vy[j].y, hi + FA_KEY_STRIDE, lo + FA_KEY_STRIDE);
-                    fa_split_pair(vx[j].z, vy[j].z, hi + 2 * FA_KEY_STRIDE, lo + 2 * FA_KEY_STRIDE);
-                    fa_split_pair(vx[j].w, vy[j].w, hi + 3 * FA_KEY_STRIDE, lo + 3 * FA_KEY_STRIDE);
+                    threadgroup half * at = v_staged + c * FA_KEY_STRIDE + k;
+                    fa_store_pair(vx[j].x, vy[j].x, at);
+                    fa_store_pair(vx[j].y, vy[j].y, at + FA_KEY_STRIDE);
+                    fa_store_pair(vx[j].z, vy[j].z, at + 2 * FA_KEY_STRIDE);
+                    fa_store_pair(vx[j].w, vy[j].w, at + 3 * FA_KEY_STRIDE);
                 }
                 threadgroup_barrier(mem_flags::mem_threadgroup);
                 // the next step's loads under this step's multiplies
@@ -578,20 +585,17 @@ kernel void mla_flash_attention(constant FlashAttentionArgs & a [[buffer(0)]],
                 for (uint kk = 0; kk < FA_KEYS; kk += 16) {
                     #pragma unroll
                     for (uint i = 0; i < FA_VALUE_TILES; i++) {
-                        MmaA vh;
-                        MmaA vl;
-                        uint at = (sgitg * FA_VALUE_TILES + i) * 16 * FA_KEY_STRIDE + kk;
-                        mma_load_a(vh, v_hi + at, FA_KEY_STRIDE, tiisg);
-                        mma_load_a(vl, v_lo + at, FA_KEY_STRIDE, tiisg);
+                        MmaA vt;
+                        mma_load_a(vt, v_staged + (sgitg * FA_VALUE_TILES + i) * 16 * FA_KEY_STRIDE + kk, FA_KEY_STRIDE,
+                                   tiisg);
                         #pragma unroll
                         for (uint g = 0; g < FA_QUERY_TILES; g++) {
                             MmaB ph;
                             MmaB pl;
                             mma_load_b(ph, p_hi + g * 8 * FA_KEY_STRIDE + kk, FA_KEY_STRIDE, tiisg);
                             mma_load_b(pl, p_lo + g * 8 * FA_KEY_STRIDE + kk, FA_KEY_STRIDE, tiisg);
-                            mma_tile(acc[v][i][g], vh, ph);
-                            mma_tile(acc[v][i][g], vh, pl);
-                            mma_tile(acc[v][i][g], vl, ph);
+                            mma_tile(acc[v][i][g], vt, ph);
+                            mma_tile(acc[v][i][g], vt, pl);
                         }
                     }
                 }

@@ -15,6 +15,17 @@ import java.util.OptionalLong;
 public record BackendChoice(BackendKind kind, String reason, Optional<SelfTest.Report> selfTest, Decoders decoders)
         implements AutoCloseable {
 
+    /**
+     * What a GPU offers for a pool of sequences.
+     *
+     * @param device       names the device and the figure, for messages
+     * @param available    bytes
+     * @param weightsThere whether the weights already lie in the used part (CUDA's free memory, read after the
+     *                     upload) rather than in {@code available} (Metal's working set)
+     */
+    public record DeviceMemory(String device, long available, boolean weightsThere) {
+    }
+
     /** Opens sequences on one backend for one model. */
     public interface Decoders extends AutoCloseable {
         TokenDecoder open(int capacity);
@@ -40,6 +51,14 @@ public record BackendChoice(BackendKind kind, String reason, Optional<SelfTest.R
          */
         default OptionalLong gpuMemoryUsed() {
             return OptionalLong.empty();
+        }
+
+        /**
+         * What the device offers for a pool (checked against the pool's MemoryBudget before it is made); empty where
+         * the backend cannot say (the CPU, the emulator).
+         */
+        default Optional<DeviceMemory> deviceMemory() {
+            return Optional.empty();
         }
 
         /** Releases the device; the CPU holds nothing. */

@@ -110,8 +110,14 @@ final class CudaChoice {
                     /** A slot of the KV pool: a latent row per layer and position (activations belong to the pool). */
                     @Override
                     public long bytesPerSequence(int capacity) {
-                        var shape = DecodeModels.of(model.file(), model.config()).shape();
-                        return 4L * shape.layers() * shape.kvRow() * capacity;
+                        return DecodeCommandListBuilder.kvBytes(DecodeModels.of(model.file(), model.config()).shape(), capacity);
+                    }
+
+                    /** Free device memory, read after the weights' upload. */
+                    @Override
+                    public Optional<BackendChoice.DeviceMemory> deviceMemory() {
+                        return Optional.of(new BackendChoice.DeviceMemory(device.name() + "'s free memory",
+                                device.memoryFree(), true));
                     }
 
                     @Override

@@ -96,6 +96,13 @@ final class MetalChoice {
                         return MetalDecoder.bytesPerSequence(model, capacity);
                     }
 
+                    /** Metal's recommendedMaxWorkingSetSize: beyond it a command buffer may fail for memory. */
+                    @Override
+                    public Optional<BackendChoice.DeviceMemory> deviceMemory() {
+                        return Optional.of(new BackendChoice.DeviceMemory(device.name()
+                                + "'s recommendedMaxWorkingSetSize", device.recommendedMaxWorkingSetSize(), false));
+                    }
+
                     @Override
                     public void close() {
                         device.close();

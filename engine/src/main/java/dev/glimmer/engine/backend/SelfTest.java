@@ -160,7 +160,7 @@ public final class SelfTest {
         double worst = 0;
         double worstLimit = 0;
         String where = "";
-        try (TokenDecoder cpu = new CpuDecoder(model, TOKENS.length, KvCacheType.F32, new FloatActivationBackend());
+        try (TokenDecoder cpu = new CpuDecoder(model, TOKENS.length, KvCacheType.GPU, new FloatActivationBackend());
              GpuTokenDecoder g = gpu.open(model, TOKENS.length)) {
             for (int step = 0; step < TOKENS.length; step++) {
                 float[] expected = cpu.forward(TOKENS, step, 1).clone();
@@ -193,7 +193,7 @@ public final class SelfTest {
      * batches) against the CPU's logits after them, and the argmax of the last token.
      */
     static Check prompt(Case c, GlmModel model, GpuDecoders gpu) {
-        try (TokenDecoder cpu = new CpuDecoder(model, TOKENS.length, KvCacheType.F32, new FloatActivationBackend());
+        try (TokenDecoder cpu = new CpuDecoder(model, TOKENS.length, KvCacheType.GPU, new FloatActivationBackend());
              GpuTokenDecoder g = gpu.open(model, TOKENS.length)) {
             float[] expected = cpu.forward(TOKENS, 0, TOKENS.length).clone();
             float[] got = g.forward(TOKENS, 0, TOKENS.length);
@@ -274,7 +274,7 @@ public final class SelfTest {
     /** The CPU's residual stream after each layer, for the token at {@code step}. */
     private static float[][] residuals(GlmModel model, int step) {
         float[][] out = new float[model.config().layers()][];
-        try (CpuDecoder cpu = new CpuDecoder(model, step + 1, KvCacheType.F32, new FloatActivationBackend())) {
+        try (CpuDecoder cpu = new CpuDecoder(model, step + 1, KvCacheType.GPU, new FloatActivationBackend())) {
             cpu.forwardPass().setListener((name, layer, rows, width, values) -> {
                 if (name.equals("l_out")) {
                     out[layer] = Arrays.copyOfRange(values, (rows - 1) * width, rows * width);

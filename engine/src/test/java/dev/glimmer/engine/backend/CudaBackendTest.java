@@ -47,7 +47,7 @@ class CudaBackendTest {
                     int[] prompt = Oracle.chatCase(name).promptTokens();
                     // two sequences at once on the shared weights, each with its own cache
                     try (TokenDecoder first = choice.open(64); TokenDecoder second = choice.open(32);
-                         KvCache cache = model.newCache(64, KvCacheType.F32)) {
+                         KvCache cache = model.newCache(64, KvCacheType.GPU)) {
                         float[] expected = new GlmForward(model, new FloatActivationBackend(), GlmForward.DEFAULT_BATCH)
                                 .forward(cache, prompt, 0, prompt.length, false).clone();
                         float[] got = first.forward(prompt, 0, prompt.length);

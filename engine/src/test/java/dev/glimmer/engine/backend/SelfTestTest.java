@@ -206,7 +206,7 @@ class SelfTestTest {
         }
 
         private static CpuDecoder broken(GlmModel model, int bad, int capacity, float[][] capture, int captureLayer) {
-            CpuDecoder d = new CpuDecoder(model, capacity, KvCacheType.F32, new FloatActivationBackend());
+            CpuDecoder d = new CpuDecoder(model, capacity, KvCacheType.GPU, new FloatActivationBackend());
             d.forwardPass().setListener((name, layer, rows, width, values) -> {
                 if (name.equals("l_out") && layer == bad) {
                     for (int i = 0; i < rows * width; i++) {
@@ -248,7 +248,7 @@ class SelfTestTest {
         private final int nanAt;
 
         CpuAsGpu(GlmModel model, int capacity, IntUnaryOperator argmax, int nanAt) {
-            super(new CpuDecoder(model, capacity, KvCacheType.F32, new CpuBackend()));
+            super(new CpuDecoder(model, capacity, KvCacheType.GPU, new CpuBackend()));
             this.argmax = argmax;
             this.nanAt = nanAt;
         }

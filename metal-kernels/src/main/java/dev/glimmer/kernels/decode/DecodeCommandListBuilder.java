@@ -47,6 +47,11 @@ public final class DecodeCommandListBuilder {
     static final long Q4_0_ALIGNMENT = 16;
     /** Alignment of every argument struct and activation region (constant-buffer offsets must be 256-aligned on some GPUs). */
     static final int ALIGN = 256;
+    /**
+     * Bytes of one value of the KV cache: the kernels keep it as halves (F16, llama.cpp's default cache type; the
+     * attention kernels read {@code half}), 1,152 bytes a row of GLM-4.7-Flash.
+     */
+    public static final int KV_VALUE_BYTES = 2;
 
     private static final int MV_THREADS = Geometry.MV_SIMDGROUPS * Geometry.SIMD_WIDTH;
     private static final int WIDE_THREADS = Geometry.WIDE_SIMDGROUPS * Geometry.SIMD_WIDTH;
@@ -95,7 +100,7 @@ public final class DecodeCommandListBuilder {
             throw new IllegalArgumentException("a command list runs at least one token, not " + tokens);
         }
         if (kvRows < 1 || kvRows * s.kvRow() > 0xFFFF_FFFFL) {
-            // the kernels index a KV buffer's floats with 32-bit row * kvRow products
+            // the kernels index a KV buffer's values with 32-bit row * kvRow products
             throw new IllegalArgumentException("a KV buffer holds 1.." + 0xFFFF_FFFFL / s.kvRow() + " rows, not " + kvRows);
         }
         this.tokens = tokens;
@@ -112,8 +117,13 @@ public final class DecodeCommandListBuilder {
         activationsBuffer = add(new BufferSpec("activations", BufferSpec.Kind.ACTIVATIONS, 0, 0));
         kvBuffers = new int[s.layers()];
         for (int l = 0; l < s.layers(); l++) {
-            kvBuffers[l] = add(new BufferSpec("kv." + l, BufferSpec.Kind.KV_CACHE, 4L * kvRows * s.kvRow(), 0));
+            kvBuffers[l] = add(new BufferSpec("kv." + l, BufferSpec.Kind.KV_CACHE, kvBytes(s, kvRows) / s.layers(), 0));
         }
+    }
+
+    /** Bytes of the KV buffers of all layers of a model of {@code shape} with {@code kvRows} rows per layer. */
+    public static long kvBytes(ModelShape shape, long kvRows) {
+        return (long) KV_VALUE_BYTES * shape.layers() * kvRows * shape.kvRow();
     }
 
     /** The decode step of {@code model} with KV buffers of {@code kvRows} rows per layer. */
@@ -139,6 +149,21 @@ public final class DecodeCommandListBuilder {
             throw new IllegalArgumentException("a batch decode list runs at least 2 rows, not " + rows);
         }
         return new DecodeCommandListBuilder(model, kvRows, rows, true, KernelLibrary.load()).build();
+    }
+
+    /**
+     * The command lists a pool of {@code slots} sequences over KV buffers of {@code kvRows} rows runs, all binding
+     * the same KV buffers: the decode step, the prompt list (batches of {@link Geometry#PROMPT_TOKENS}) and a batch
+     * decode list per {@link Geometry#batchSizes} (none for one slot), in that order.
+     */
+    public static List<CommandList> pool(DecodeModel model, long kvRows, int slots) {
+        List<CommandList> lists = new ArrayList<>();
+        lists.add(build(model, kvRows));
+        lists.add(build(model, kvRows, Geometry.PROMPT_TOKENS));
+        for (int rows : Geometry.batchSizes(slots)) {
+            lists.add(batch(model, kvRows, rows));
+        }
+        return lists;
     }
 
     private void check() {

@@ -9,6 +9,7 @@ import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.decode.CommandList;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
 import dev.glimmer.kernels.decode.DecodeModel;
+import dev.glimmer.kernels.decode.MemoryBudget;
 import dev.glimmer.kernels.decode.PlanSummary;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -16,17 +17,21 @@ import picocli.CommandLine.Option;
 
 import java.io.PrintStream;
 import java.util.LinkedHashMap;
+import java.util.Locale;
 import java.util.Map;
 
 /**
  * {@code ./glimmer plan}: the GPU decode step of a model file as the Metal backend would encode it,
- * summarized without running it (the file is only mapped, so this works on the full-size model).
+ * summarized without running it (the file is only mapped, so this works on the full-size model), and the
+ * device memory a server's pool of conversations takes, per part ({@link MemoryBudget}).
  */
-@Command(name = "plan", description = "show the GPU decode step of a model: dispatches, weight bytes per token, GPU limits",
+@Command(name = "plan", description = "show the GPU decode step of a model: dispatches, weight bytes per token, GPU limits,"
+        + " and the GPU memory of serving it",
         footer = """
                 Checks: at most 12 dispatches per layer (launches are dependent: each one costs latency), weight bytes per
                 token equal to the model's active weight bytes (no gathers, no dequantized copies), threadgroup memory per
-                kernel at most 32 KiB, at most 31 buffer bindings per dispatch, binding offsets below 4 GiB.
+                kernel at most 32 KiB, at most 31 buffer bindings per dispatch, binding offsets below 4 GiB, and with
+                --gpu-memory, the pool of conversations (weights, KV pool, activations) within it.
                 Exit code 1 when a check fails.""")
 final class PlanCommand implements Subcommand {
     private static final int DEFAULT_CONTEXT = 8192;
@@ -37,6 +42,14 @@ final class PlanCommand implements Subcommand {
     @Option(names = "--ctx", paramLabel = "N",
             description = "KV cache positions to size the cache for (default 8192, at most the model's context length)")
     Integer contextOption;
+
+    @Option(names = "--parallel", paramLabel = "P",
+            description = "conversations decoded together, as serve's --parallel (default 2): the KV pool holds P + 2")
+    int parallel = 2;
+
+    @Option(names = "--gpu-memory", paramLabel = "GB",
+            description = "GPU memory to check the pool against (e.g. 24), in GB of 10^9 bytes")
+    Double gpuMemoryGb;
 
     @Option(names = "--json", description = "print JSON instead of text")
     boolean json;
@@ -49,10 +62,21 @@ final class PlanCommand implements Subcommand {
             if (ctx <= 0 || ctx > config.contextLength()) {
                 throw new UsageException("--ctx must be in 1.." + config.contextLength() + ", got " + ctx);
             }
+            if (parallel < 1) {
+                throw new UsageException("--parallel must be at least 1, got " + parallel);
+            }
+            if (gpuMemoryGb != null && !(gpuMemoryGb > 0)) {
+                throw new UsageException("--gpu-memory must be a positive number of GB, got " + gpuMemoryGb);
+            }
             DecodeModel model = DecodeModels.of(file, config);
             CommandList list = DecodeCommandListBuilder.build(model, ctx);
             PlanSummary p = PlanSummary.of(model, list);
+            MemoryBudget budget = MemoryBudget.of(model, ctx, MemoryBudget.poolSlots(parallel));
+            long gpuMemory = gpuMemoryGb == null ? 0 : Math.round(gpuMemoryGb * 1e9);
             Map<String, Boolean> checks = checks(p);
+            if (gpuMemoryGb != null) {
+                checks.put("pool_within_gpu_memory", budget.fits(gpuMemory, false));
+            }
             if (json) {
                 Map<String, Object> json = new LinkedHashMap<>();
                 json.put("model", file.path().getFileName().toString());
@@ -71,10 +95,25 @@ final class PlanCommand implements Subcommand {
                 json.put("weight_buffers", p.weightBuffers());
                 json.put("kv_cache_bytes", p.kvCacheBytes());
                 json.put("activation_bytes", p.activationBytes());
+                Map<String, Object> memory = new LinkedHashMap<>();
+                memory.put("conversations", budget.slots());
+                memory.put("context", budget.context());
+                memory.put("weights_bytes", budget.weights());
+                memory.put("kv_pool_bytes", budget.kvPool());
+                memory.put("kv_bytes_per_token", budget.kvBytesPerToken());
+                memory.put("activations_bytes", budget.activations());
+                memory.put("total_bytes", budget.total());
+                if (gpuMemoryGb != null) {
+                    memory.put("gpu_memory_bytes", gpuMemory);
+                    memory.put("context_that_fits", budget.contextThatFits(gpuMemory, false));
+                    memory.put("conversations_that_fit", budget.slotsThatFit(gpuMemory, false));
+                }
+                json.put("gpu_memory", memory);
                 json.put("checks", checks);
                 io.out().println(new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValueAsString(json));
             } else {
                 text(io.out(), file, ctx, p, checks);
+                memoryText(io.out(), budget, gpuMemoryGb == null ? -1 : gpuMemory);
             }
             io.out().flush();
             return checks.containsValue(false) ? 1 : 0;
@@ -107,5 +146,19 @@ final class PlanCommand implements Subcommand {
                 p.maxBindings(), p.maxBindingOffset(), p.weightBuffers());
         out.printf("KV cache: %,d bytes; activations: %,d bytes%n", p.kvCacheBytes(), p.activationBytes());
         checks.forEach((name, ok) -> out.println((ok ? "ok     " : "FAILED ") + name));
+    }
+
+    /** The pool's memory per part, and against {@code gpuMemory} bytes where given (else -1). */
+    private static void memoryText(PrintStream out, MemoryBudget b, long gpuMemory) {
+        out.printf(Locale.ROOT, "GPU memory of a KV pool of %d conversations of %,d tokens (--parallel + 2):%n", b.slots(),
+                b.context());
+        out.printf(Locale.ROOT, "  weights      %,17d bytes%n", b.weights());
+        out.printf(Locale.ROOT, "  KV pool      %,17d bytes (%,d a token: 16-bit values)%n", b.kvPool(), b.kvBytesPerToken());
+        out.printf(Locale.ROOT, "  activations  %,17d bytes (the decode, prompt and batch command lists)%n", b.activations());
+        out.printf(Locale.ROOT, "  total        %,17d bytes%n", b.total());
+        if (gpuMemory >= 0) {
+            out.println(b.fits(gpuMemory, false) ? String.format(Locale.ROOT, "fits in %,d bytes of GPU memory", gpuMemory)
+                    : b.doesNotFit("the GPU", gpuMemory, false));
+        }
     }
 }

@@ -4,6 +4,8 @@ import dev.glimmer.engine.backend.BackendChoice;
 import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.TokenDecoder;
+import dev.glimmer.kernels.decode.DecodeModel;
+import dev.glimmer.kernels.decode.MemoryBudget;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -47,14 +49,37 @@ final class DecoderStepRunner implements StepRunner<DecoderStepRunner.DecoderCac
 
     /**
      * Takes ownership of {@code backend} (closed with this runner) and makes its pool of sequences of {@code ctx}
-     * positions: as many as {@code budgetBytes} of KV caches hold, at least {@code parallel}; with no budget
-     * ({@code 0}), {@code parallel} + 2 (a follow-up turn can find its conversation while others run).
+     * positions of {@code model}: as many as {@code budgetBytes} of KV caches hold, at least {@code parallel}; with
+     * no budget ({@code 0}), {@link MemoryBudget#poolSlots} (fewer, down to {@code parallel}, where the device offers
+     * less: {@link MemoryBudget#forServing}).
+     *
+     * @throws PoolDoesNotFitException when the device says it cannot hold the pool, with what to change
      */
-    DecoderStepRunner(BackendChoice backend, int ctx, long budgetBytes, int parallel) {
+    DecoderStepRunner(BackendChoice backend, DecodeModel model, int ctx, long budgetBytes, int parallel) {
         this.backend = backend;
-        long bytes = backend.decoders().bytesPerSequence(ctx);
-        long slots = budgetBytes > 0 ? Math.max(parallel, budgetBytes / bytes) : parallel + 2L;
-        this.pool = backend.decoders().pool(Math.toIntExact(Math.min(slots, Integer.MAX_VALUE)), ctx);
+        this.pool = backend.decoders().pool(slots(backend, model, ctx, budgetBytes, parallel), ctx);
+    }
+
+    private static int slots(BackendChoice backend, DecodeModel model, int ctx, long budgetBytes, int parallel) {
+        Optional<BackendChoice.DeviceMemory> memory = backend.decoders().deviceMemory();
+        long available = memory.map(BackendChoice.DeviceMemory::available).orElse(-1L);
+        boolean weightsThere = memory.map(BackendChoice.DeviceMemory::weightsThere).orElse(false);
+        MemoryBudget budget;
+        if (budgetBytes > 0) {
+            long slots = Math.max(parallel, budgetBytes / backend.decoders().bytesPerSequence(ctx));
+            if (memory.isEmpty()) {
+                return Math.toIntExact(Math.min(slots, Integer.MAX_VALUE));
+            }
+            budget = MemoryBudget.of(model, ctx, Math.toIntExact(Math.min(slots, Integer.MAX_VALUE)));
+        } else if (memory.isEmpty()) {
+            return MemoryBudget.poolSlots(parallel);
+        } else {
+            budget = MemoryBudget.forServing(model, ctx, parallel, available, weightsThere);
+        }
+        if (!budget.fits(available, weightsThere)) {
+            throw new PoolDoesNotFitException(budget.doesNotFit(memory.get().device(), available, weightsThere));
+        }
+        return budget.slots();
     }
 
     @Override

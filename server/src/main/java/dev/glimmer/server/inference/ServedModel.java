@@ -4,6 +4,7 @@ import dev.glimmer.engine.backend.BackendChoice;
 import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.Backends;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
+import dev.glimmer.engine.backend.emulated.DecodeModels;
 import dev.glimmer.engine.chat.ChatFormat;
 import dev.glimmer.engine.chat.ChatTemplates;
 import dev.glimmer.engine.generate.Vocabulary;
@@ -17,6 +18,7 @@ import dev.glimmer.server.metrics.ServerMetrics;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.logging.Level;
 import java.util.logging.Logger;
 
 /**
@@ -75,7 +77,18 @@ public final class ServedModel implements AutoCloseable {
             }
             BackendChoice choice = chooser.choose(config.backend(), model);
             String reason = choice.reason();
-            steps = runner(choice, model, config, ctx);
+            try {
+                steps = runner(choice, model, config, ctx);
+            } catch (RuntimeException e) {
+                if (choice.kind() == BackendKind.CPU) {
+                    throw e;
+                }
+                // as after a failed self-test: the CPU, and the reason in the log and /v1/models
+                reason = choice.name() + " not used: " + (e instanceof PoolDoesNotFitException ? e.getMessage()
+                        : "its KV pool could not be made: " + e.getMessage());
+                LOG.log(Level.WARNING, reason, e instanceof PoolDoesNotFitException ? null : e);
+                steps = cpuRunner(model, config, ctx);
+            }
             String backend = steps.backend().cliName();
             LOG.info("serving on " + backend + ": " + reason);
             long cacheBytes = steps.cacheBytes();
@@ -116,17 +129,23 @@ public final class ServedModel implements AutoCloseable {
                 });
     }
 
+    /** The runner of {@code choice}; a GPU choice is closed when its pool cannot be made. */
     private static StepRunner<?> runner(BackendChoice choice, GlmModel model, ServerConfig config, int ctx) {
         if (choice.kind() == BackendKind.CPU) {
-            int threads = config.threads() > 0 ? config.threads() : CpuBackend.defaultThreads();
-            return new CpuStepRunner(model, threads, ctx, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel()));
+            return cpuRunner(model, config, ctx);
         }
         try {
-            return new DecoderStepRunner(choice, ctx, config.kvBudgetMb() << 20, config.parallel());
+            return new DecoderStepRunner(choice, DecodeModels.of(model.file(), model.config()), ctx,
+                    config.kvBudgetMb() << 20, config.parallel());
         } catch (RuntimeException e) {
             choice.close();
             throw e;
         }
+    }
+
+    private static StepRunner<?> cpuRunner(GlmModel model, ServerConfig config, int ctx) {
+        int threads = config.threads() > 0 ? config.threads() : CpuBackend.defaultThreads();
+        return new CpuStepRunner(model, threads, ctx, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel()));
     }
 
     public ServedModelFacts facts() {

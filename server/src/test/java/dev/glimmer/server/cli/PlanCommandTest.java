@@ -39,7 +39,33 @@ class PlanCommandTest {
                 "--json");
         assertEquals(0, r.code(), r.err());
         JsonNode p = new ObjectMapper().readTree(r.out());
-        assertEquals(3L * 100 * (64 + 16) * 4, p.get("kv_cache_bytes").asLong());
+        assertEquals(3L * 100 * (64 + 16) * 2, p.get("kv_cache_bytes").asLong());  // halves
+    }
+
+    @Test
+    void gpuMemoryPerPartForThePoolOfParallelConversations() throws Exception {
+        String tiny = ORACLE.resolve("tiny-q4_0.gguf").toString();
+        MainTest.Result r = MainTest.run("plan", "--model", tiny, "--ctx", "100", "--parallel", "3", "--json");
+        assertEquals(0, r.code(), r.err());
+        JsonNode m = new ObjectMapper().readTree(r.out()).get("gpu_memory");
+        assertEquals(5, m.get("conversations").asInt());  // --parallel + 2
+        assertEquals(5L * 100 * 3 * (64 + 16) * 2, m.get("kv_pool_bytes").asLong());
+        assertEquals(3L * (64 + 16) * 2, m.get("kv_bytes_per_token").asLong());
+        assertEquals(m.get("weights_bytes").asLong() + m.get("kv_pool_bytes").asLong() + m.get("activations_bytes").asLong(),
+                m.get("total_bytes").asLong());
+
+        // a GPU too small for the pool: the check fails and the text says what to change
+        MainTest.Result small = MainTest.run("plan", "--model", tiny, "--ctx", "100", "--gpu-memory", "0.001");
+        assertEquals(1, small.code(), small.err());
+        assertTrue(small.out().contains("FAILED pool_within_gpu_memory"), small.out());
+        assertTrue(small.out().contains("the GPU offers 1.0 MB, but 4 conversations of 100 tokens need"), small.out());
+        MainTest.Result big = MainTest.run("plan", "--model", tiny, "--ctx", "100", "--gpu-memory", "24");
+        assertEquals(0, big.code(), big.err());
+        assertTrue(big.out().contains("fits in 24,000,000,000 bytes of GPU memory"), big.out());
+        assertTrue(big.out().contains("ok     pool_within_gpu_memory"), big.out());
+
+        assertEquals(2, MainTest.run("plan", "--model", tiny, "--parallel", "0").code());
+        assertEquals(2, MainTest.run("plan", "--model", tiny, "--gpu-memory", "-1").code());
     }
 
     @Test

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.glimmer.engine.backend.BackendChoice;
 import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.EmulatedTokenDecoder;
+import dev.glimmer.engine.backend.emulated.DecodeModels;
 import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.sampling.Sampler;
@@ -36,7 +37,8 @@ class DecoderStepRunnerTest {
         int[] expected = ints(oracle.get("greedy_tokens"));
         try (GlmModel model = GlmModel.open(EngineTestData.model("tiny-f32"));
              DecoderStepRunner runner = new DecoderStepRunner(new BackendChoice(BackendKind.EMULATED, "the kernel emulator",
-                     Optional.empty(), EmulatedTokenDecoder.decoders(model)), prompt.length + expected.length, 0, 2)) {
+                     Optional.empty(), EmulatedTokenDecoder.decoders(model)), DecodeModels.of(model.file(), model.config()),
+                     prompt.length + expected.length, 0, 2)) {
             DecoderStepRunner.DecoderCache greedy = runner.newCache();
             DecoderStepRunner.DecoderCache withLogits = runner.newCache();
             DecoderStepRunner.DecoderCache banning = runner.newCache();

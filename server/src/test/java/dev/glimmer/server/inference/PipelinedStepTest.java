@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.glimmer.engine.backend.BackendChoice;
 import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.EmulatedTokenDecoder;
+import dev.glimmer.engine.backend.emulated.DecodeModels;
 import dev.glimmer.engine.generate.FinishReason;
 import dev.glimmer.engine.generate.Vocabulary;
 import dev.glimmer.engine.kv.KvCacheType;
@@ -51,7 +52,8 @@ class PipelinedStepTest {
         try (GlmModel model = GlmModel.open(EngineTestData.model("tiny-f32"))) {
             int ctx = prompt.length + 2 * MAX_TOKENS;
             Served decoders = new Served(model, new DecoderStepRunner(new BackendChoice(BackendKind.EMULATED,
-                    "the kernel emulator", java.util.Optional.empty(), EmulatedTokenDecoder.decoders(model)), ctx, 0, 2));
+                    "the kernel emulator", java.util.Optional.empty(), EmulatedTokenDecoder.decoders(model)),
+                    DecodeModels.of(model.file(), model.config()), ctx, 0, 2));
             Served cpu = new Served(model, new CpuStepRunner(model, 1, ctx, KvCacheType.DEFAULT, 64));
             try {
                 Run free = decoders.run(prompt, List.of());

@@ -66,6 +66,12 @@ public record CudaDevice(CudaDriver driver, int ordinal, String name, int major,
         return "--gpu-architecture=sm_" + major + minor;
     }
 
+    /** Bytes of device memory free now (for every process), from the driver's free/total. */
+    public long memoryFree() {
+        makeCurrent();
+        return driver.memoryInfo()[0];
+    }
+
     /** Bytes of device memory in use (by every process), from the driver's free/total. */
     public long memoryUsed() {
         makeCurrent();

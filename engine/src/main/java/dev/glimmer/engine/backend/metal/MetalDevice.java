@@ -47,6 +47,7 @@ public final class MetalDevice implements AutoCloseable {
     private final boolean apiValidation;
     private final StepEncoder.Mode mode;
     private final long maxThreadgroupMemory;
+    private final long recommendedMaxWorkingSetSize;
     private final Map<String, Pipeline> pipelines = new LinkedHashMap<>();
     private final List<MemorySegment> owned = new ArrayList<>();
 
@@ -63,11 +64,14 @@ public final class MetalDevice implements AutoCloseable {
                     + " (M1) or later for their SIMD-group reductions" + (isVirtual(name)
                     ? " (a macOS virtual machine's paravirtual GPU lacks them: run Glimmer on the Mac itself)" : ""));
         }
-        // The warm-up dispatches an empty grid, which Metal's API validation rejects: with validation on, skip it.
-        this.mode = isVirtual(name) ? StepEncoder.Mode.DIRECT
-                : appleFamily >= NO_WORKAROUND_APPLE_FAMILY || apiValidation ? StepEncoder.Mode.INDIRECT
-                : StepEncoder.Mode.INDIRECT_WITH_EMPTY_DISPATCHES;
+        // M1/M2 need the empty-grid warm-up before an indirect command buffer, which Metal's API validation rejects,
+        // and their drivers crash without it: with validation on they encode directly (slower, but what is validated
+        // is the same command list).
+        boolean needsWarmUp = appleFamily < NO_WORKAROUND_APPLE_FAMILY;
+        this.mode = isVirtual(name) || (needsWarmUp && apiValidation) ? StepEncoder.Mode.DIRECT
+                : needsWarmUp ? StepEncoder.Mode.INDIRECT_WITH_EMPTY_DISPATCHES : StepEncoder.Mode.INDIRECT;
         this.maxThreadgroupMemory = (long) rt.send(MAX_THREADGROUP_MEMORY_LENGTH, device);
+        this.recommendedMaxWorkingSetSize = (long) rt.send(RECOMMENDED_MAX_WORKING_SET_SIZE, device);
         MemorySegment q = rt.sendForObject(NEW_COMMAND_QUEUE, device);
         if (q.equals(MemorySegment.NULL)) {
             throw new MetalException(DEVICE, name + " gave no command queue");
@@ -212,6 +216,14 @@ public final class MetalDevice implements AutoCloseable {
     /** E.g. {@code Apple M2 Pro (Apple8, INDIRECT_WITH_EMPTY_DISPATCHES)}: what a report needs to know. */
     public String describe() {
         return name + " (Apple" + appleFamily + ", " + mode + (apiValidation ? ", API validation on" : "") + ")";
+    }
+
+    /**
+     * The device's {@code recommendedMaxWorkingSetSize}: the memory a process's resources may take before the GPU
+     * slows or its command buffers fail (about two thirds of RAM on Macs of up to 32 GB).
+     */
+    public long recommendedMaxWorkingSetSize() {
+        return recommendedMaxWorkingSetSize;
     }
 
     /** The pipeline of each kernel. */

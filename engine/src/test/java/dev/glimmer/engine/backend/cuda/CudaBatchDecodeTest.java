@@ -76,7 +76,7 @@ class CudaBatchDecodeTest {
                     int[] p = prompts.get(i);
                     CudaDecoder.Sequence q = pool.open();
                     running.add(q);
-                    KvCache cache = model.newCache(context, KvCacheType.F32);
+                    KvCache cache = model.newCache(context, KvCacheType.GPU);
                     reference.forward(cache, p, 0, p.length, false);
                     caches.add(cache);
                     float[] logits = q.prompt(p, 0, p.length);
@@ -163,7 +163,7 @@ class CudaBatchDecodeTest {
                         int[] p = Arrays.copyOf(chat, chat.length - cut);
                         float[] logits = q.prompt(p, 0, p.length);
                         // the greedy run this conversation must follow, from the CPU reference
-                        KvCache cache = model.newCache(context, KvCacheType.F32);
+                        KvCache cache = model.newCache(context, KvCacheType.GPU);
                         float[] ref = reference.forward(cache, p, 0, p.length, false);
                         int[] run = new int[31];
                         run[0] = Oracle.argmax(ref, 0, ref.length);

@@ -42,7 +42,7 @@ class CudaDecodeTest {
         try (GlmModel model = GlmModel.open(Oracle.model(name))) {
             int[] prompt = Oracle.chatCase(name).promptTokens();
             int context = prompt.length + GREEDY;
-            KvCache cache = model.newCache(context, KvCacheType.F32);
+            KvCache cache = model.newCache(context, KvCacheType.GPU);
             GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 1);
             int[] greedy = new int[GREEDY];
             List<float[]> all = new ArrayList<>();

@@ -37,7 +37,7 @@ class CudaPromptTest {
         try (GlmModel model = GlmModel.open(Oracle.model(name))) {
             int[] prompt = new Random(7).ints(n, 0, model.vocabSize()).toArray();
             int context = n + STEPS;
-            KvCache cache = model.newCache(context, KvCacheType.F32);
+            KvCache cache = model.newCache(context, KvCacheType.GPU);
             GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 64);
             try (CudaWeights weights = new CudaWeights(model, kernels, bytes -> { });
                  CudaDecoder pool = new CudaDecoder(weights, context);

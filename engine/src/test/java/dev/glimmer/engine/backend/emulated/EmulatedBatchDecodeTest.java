@@ -68,7 +68,7 @@ class EmulatedBatchDecodeTest {
                     int[] p = prompts.get(i);
                     EmulatedDecoder.Sequence q = pool.open();
                     running.add(q);
-                    KvCache cache = model.newCache(context, KvCacheType.F32);
+                    KvCache cache = model.newCache(context, KvCacheType.GPU);
                     reference.forward(cache, p, 0, p.length - 1, false);
                     caches.add(cache);
                     pending[i] = Oracle.argmax(q.prompt(p, 0, p.length), 0, model.vocabSize());

@@ -25,7 +25,8 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * The GPU command lists on the emulator against the engine's forward pass on the oracle models: the
+ * The GPU command lists on the emulator against the engine's forward pass (float activations and an F16 KV cache, as
+ * the kernels compute: {@link KvCacheType#GPU}) on the oracle models: the
  * chat prompt fed token by token through the decode step (or all but its last token through the prompt
  * command list, in batches of {@link #BATCH}), then a 32-token greedy run; after the prompt batches and
  * at every step the logits agree within 1e-3 of the logit range and the argmax dispatch picks the same token.
@@ -46,7 +47,7 @@ class EmulatedDecodeTest {
         try (GlmModel model = GlmModel.open(Oracle.model(name))) {
             int[] prompt = Oracle.chatCase(name).promptTokens();
             int context = prompt.length + GREEDY;
-            KvCache cache = model.newCache(context, KvCacheType.F32);
+            KvCache cache = model.newCache(context, KvCacheType.GPU);
             GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 1);
             int[] greedy = new int[GREEDY];
             try (EmulatedDecoder pool = new EmulatedDecoder(model, context, order, BATCH);
@@ -95,7 +96,7 @@ class EmulatedDecodeTest {
         ModelSynthesizer.write(SynthModel.of(wide, SynthWeightType.Q4_0, 3), file, (written, total) -> { });
         try (GlmModel model = GlmModel.open(file)) {
             int[] prompt = new Random(11).ints(n, 0, model.vocabSize()).toArray();
-            KvCache cache = model.newCache(n, KvCacheType.F32);
+            KvCache cache = model.newCache(n, KvCacheType.GPU);
             GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 64);
             try (EmulatedDecoder pool = new EmulatedDecoder(model, n, FiberOrder.inOrder(), batch);
                  EmulatedDecoder.Sequence gpu = pool.open()) {

@@ -81,7 +81,7 @@ class EmulatedVariantsTest {
     }
 
     private static void assertDecodeAgrees(GlmModel model) {
-        try (KvCache cache = model.newCache(TOKENS.length, KvCacheType.F32);
+        try (KvCache cache = model.newCache(TOKENS.length, KvCacheType.GPU);
              EmulatedDecoder pool = new EmulatedDecoder(model, TOKENS.length, FiberOrder.shuffled(3), 4);
              EmulatedDecoder.Sequence gpu = pool.open()) {
             GlmForward cpu = new GlmForward(model, new CpuBackend(), 1);

@@ -19,11 +19,14 @@ import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
  * in double and against the split attention it replaces there (mla_attention and mla_merge_latent, which the decode
  * step and the batch decode lists keep), on random queries and cache rows: a batch continuing a cached prefix, in a
  * range of the KV pool that does not start at row 0, whose last tokens are unused and whose query rows (tokens x heads)
- * are not a multiple of the threadgroup's, with NaN in every cache row no token may read.
+ * are not a multiple of the threadgroup's, with NaN in every cache row no token may read. The cache holds halves:
+ * tightly against the reference over those halves (the kernel's arithmetic: queries and probabilities as hi and lo
+ * halves, two products per value), and within the numerics policy's normalized error against the reference over the
+ * float rows before rounding (what F16 storage costs).
  */
 class FlashAttentionKernelTest {
 
-    /** Of the output's magnitude (the values are of magnitude ~1): the hi and lo halves keep ~22 bits of each operand. */
+    /** Of the output's magnitude (the values are of magnitude ~1): the hi and lo halves keep ~22 bits of the float operands. */
     private static final double TOLERANCE = 2e-5;
     /** KV pool rows before the sequence's range. */
     private static final int KV_ROW = 3;
@@ -34,13 +37,71 @@ class FlashAttentionKernelTest {
         float scale = (float) (1 / Math.sqrt(latent / 2.0));
         float[] q = randomVector(tokens * heads * row, random);
         int rows = KV_ROW + prefix + tokens + 2;
-        float[] cache = new float[rows * row];
-        Arrays.fill(cache, Float.NaN);  // only the rows of the prefix and of the active tokens may be read
+        float[] floatCache = new float[rows * row];
+        Arrays.fill(floatCache, Float.NaN);  // only the rows of the prefix and of the active tokens may be read
         float[] written = randomVector((prefix + active) * row, random);
-        System.arraycopy(written, 0, cache, KV_ROW * row, written.length);
-
-        double[] expected = new double[tokens * heads * latent];
+        System.arraycopy(written, 0, floatCache, KV_ROW * row, written.length);
+        double[] unrounded = reference(heads, latent, rope, tokens, active, prefix, q, floatCache, scale);
+        float[] cache = toHalves(floatCache);  // as the cache holds them
+        double[] expected = reference(heads, latent, rope, tokens, active, prefix, q, cache, scale);
         double[] magnitude = new double[expected.length];
+        Arrays.fill(magnitude, 1);
+
+        Map<String, Number> flashArgs = Map.of("heads", heads, "latent", latent, "rope", rope, "tokens", tokens,
+                "scale", scale);
+        float[] noOutput = new float[tokens * heads * latent];
+        Arrays.fill(noOutput, -7);  // the unused tokens' rows stay as they are
+        int blocks = (tokens * heads + Geometry.FA_QUERIES - 1) / Geometry.FA_QUERIES;
+        float[] noPartials = new float[Geometry.FA_SPLITS * tokens * heads * (latent + 2)];
+        List<float[]> attended = runInBothOrders("mla_flash_attention", arena -> List.of(args(arena, "FlashAttentionArgs",
+                                flashArgs), steps(arena, tokens, active, prefix), floats(arena, q), halves(arena, cache),
+                        floats(arena, noOutput), floats(arena, noPartials)),
+                new int[] {4 * Geometry.faMemoryFloats()}, new Size3(blocks, Geometry.FA_SPLITS, 1),
+                Size3.of(Geometry.FA_SIMDGROUPS * 32), 4, 5);
+        // the blocks of rows whose keys were split into parts: the parts merged
+        float[] tiles = runInBothOrders("mla_flash_merge", arena -> List.of(args(arena, "FlashAttentionArgs", flashArgs),
+                        steps(arena, tokens, active, prefix), floats(arena, attended.get(1)), floats(arena, attended.get(0))),
+                3, new int[0], new Size3(blocks, Geometry.FA_QUERIES / Geometry.WIDE_SIMDGROUPS, 1),
+                Size3.of(Geometry.WIDE_SIMDGROUPS * 32));
+        int used = active * heads * latent;
+        assertClose(Arrays.copyOf(expected, used), magnitude, Arrays.copyOf(tiles, used), TOLERANCE, "attention on tiles");
+        assertNmse(Arrays.copyOf(unrounded, used), Arrays.copyOf(tiles, used), "attention on tiles against the float cache");
+        for (int i = used; i < tiles.length; i++) {
+            if (tiles[i] != -7) {
+                throw new AssertionError("value " + i + " of an unused token was written: " + tiles[i]);
+            }
+        }
+
+        // the split attention of the decode step with a token dimension, as the prompt list ran it before
+        int splits = Geometry.BATCH_MIN_ATTENTION_SPLITS;
+        float[] split;
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment stepArgs = steps(arena, tokens, active, prefix);
+            MemorySegment partials = arena.allocate(4L * tokens * splits * heads * (latent + 2), 16);
+            MemorySegment lat = floats(arena, noOutput);
+            emulator().dispatch("mla_attention", List.of(args(arena, "AttentionArgs", Map.of("heads", heads, "latent", latent,
+                            "rope", rope, "splits", splits, "scale", scale)), stepArgs, floats(arena, q), halves(arena, cache),
+                            partials), new int[0], Size3.of(tokens, splits), Size3.of(Geometry.WIDE_SIMDGROUPS * 32),
+                    dev.glimmer.kernels.emulator.FiberOrder.inOrder());
+            emulator().dispatch("mla_merge_latent", List.of(args(arena, "MergeArgs", Map.of("heads", heads, "latent", latent,
+                            "splits", splits, "parts", 1)), stepArgs, partials, lat),
+                    new int[] {4 * (Geometry.WIDE_SIMDGROUPS * 32 + Geometry.WIDE_SIMDGROUPS + splits)},
+                    new Size3(tokens, heads, 1), Size3.of(Geometry.WIDE_SIMDGROUPS * 32),
+                    dev.glimmer.kernels.emulator.FiberOrder.inOrder());
+            split = lat.toArray(ValueLayout.JAVA_FLOAT);
+        }
+        double[] splitValues = new double[split.length];
+        for (int i = 0; i < split.length; i++) {
+            splitValues[i] = split[i];
+        }
+        assertClose(splitValues, magnitude, tiles, TOLERANCE, "attention on tiles against the split attention");
+    }
+
+    /** The attention of the active tokens' query rows over the cache rows they see, in double (KV_ROW on). */
+    private static double[] reference(int heads, int latent, int rope, int tokens, int active, int prefix, float[] q,
+                                      float[] cache, float scale) {
+        int row = latent + rope;
+        double[] expected = new double[tokens * heads * latent];
         for (int t = 0; t < active; t++) {
             int keys = prefix + t + 1;
             for (int h = 0; h < heads; h++) {
@@ -66,58 +127,10 @@ class FlashAttentionKernelTest {
                         v += p[u] / sum * cache[(KV_ROW + u) * row + c];
                     }
                     expected[query * latent + c] = v;
-                    magnitude[query * latent + c] = 1;
                 }
             }
         }
-
-        Map<String, Number> flashArgs = Map.of("heads", heads, "latent", latent, "rope", rope, "tokens", tokens,
-                "scale", scale);
-        float[] noOutput = new float[tokens * heads * latent];
-        Arrays.fill(noOutput, -7);  // the unused tokens' rows stay as they are
-        int blocks = (tokens * heads + Geometry.FA_QUERIES - 1) / Geometry.FA_QUERIES;
-        float[] noPartials = new float[Geometry.FA_SPLITS * tokens * heads * (latent + 2)];
-        List<float[]> attended = runInBothOrders("mla_flash_attention", arena -> List.of(args(arena, "FlashAttentionArgs",
-                                flashArgs), steps(arena, tokens, active, prefix), floats(arena, q), floats(arena, cache),
-                        floats(arena, noOutput), floats(arena, noPartials)),
-                new int[] {4 * Geometry.faMemoryFloats()}, new Size3(blocks, Geometry.FA_SPLITS, 1),
-                Size3.of(Geometry.FA_SIMDGROUPS * 32), 4, 5);
-        // the blocks of rows whose keys were split into parts: the parts merged
-        float[] tiles = runInBothOrders("mla_flash_merge", arena -> List.of(args(arena, "FlashAttentionArgs", flashArgs),
-                        steps(arena, tokens, active, prefix), floats(arena, attended.get(1)), floats(arena, attended.get(0))),
-                3, new int[0], new Size3(blocks, Geometry.FA_QUERIES / Geometry.WIDE_SIMDGROUPS, 1),
-                Size3.of(Geometry.WIDE_SIMDGROUPS * 32));
-        int used = active * heads * latent;
-        assertClose(Arrays.copyOf(expected, used), magnitude, Arrays.copyOf(tiles, used), TOLERANCE, "attention on tiles");
-        for (int i = used; i < tiles.length; i++) {
-            if (tiles[i] != -7) {
-                throw new AssertionError("value " + i + " of an unused token was written: " + tiles[i]);
-            }
-        }
-
-        // the split attention of the decode step with a token dimension, as the prompt list ran it before
-        int splits = Geometry.BATCH_MIN_ATTENTION_SPLITS;
-        float[] split;
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment stepArgs = steps(arena, tokens, active, prefix);
-            MemorySegment partials = arena.allocate(4L * tokens * splits * heads * (latent + 2), 16);
-            MemorySegment lat = floats(arena, noOutput);
-            emulator().dispatch("mla_attention", List.of(args(arena, "AttentionArgs", Map.of("heads", heads, "latent", latent,
-                            "rope", rope, "splits", splits, "scale", scale)), stepArgs, floats(arena, q), floats(arena, cache),
-                            partials), new int[0], Size3.of(tokens, splits), Size3.of(Geometry.WIDE_SIMDGROUPS * 32),
-                    dev.glimmer.kernels.emulator.FiberOrder.inOrder());
-            emulator().dispatch("mla_merge_latent", List.of(args(arena, "MergeArgs", Map.of("heads", heads, "latent", latent,
-                            "splits", splits, "parts", 1)), stepArgs, partials, lat),
-                    new int[] {4 * (Geometry.WIDE_SIMDGROUPS * 32 + Geometry.WIDE_SIMDGROUPS + splits)},
-                    new Size3(tokens, heads, 1), Size3.of(Geometry.WIDE_SIMDGROUPS * 32),
-                    dev.glimmer.kernels.emulator.FiberOrder.inOrder());
-            split = lat.toArray(ValueLayout.JAVA_FLOAT);
-        }
-        double[] splitValues = new double[split.length];
-        for (int i = 0; i < split.length; i++) {
-            splitValues[i] = split[i];
-        }
-        assertClose(splitValues, magnitude, tiles, TOLERANCE, "attention on tiles against the split attention");
+        return expected;
     }
 
     /** StepArgs of a batch after {@code prefix} cached rows: the first {@code active} tokens at their positions. */

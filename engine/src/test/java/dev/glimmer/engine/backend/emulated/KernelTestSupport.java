@@ -149,6 +149,48 @@ public final class KernelTestSupport {
         return Float.float16ToFloat(Float.floatToFloat16(v));
     }
 
+    /** v in native memory as halves (the GPU KV cache's format). */
+    static MemorySegment halves(Arena arena, float[] v) {
+        MemorySegment s = arena.allocate(2L * Math.max(1, v.length), 16);
+        for (int i = 0; i < v.length; i++) {
+            s.set(HALF, 2L * i, Float.floatToFloat16(v[i]));
+        }
+        return s;
+    }
+
+    /** The halves of {@code s} as floats. */
+    static float[] fromHalves(MemorySegment s) {
+        float[] v = new float[(int) (s.byteSize() / 2)];
+        for (int i = 0; i < v.length; i++) {
+            v[i] = Float.float16ToFloat(s.get(HALF, 2L * i));
+        }
+        return v;
+    }
+
+    /**
+     * The GPU numerics policy's measure of a kernel (docs/KERNELS.md §7): the normalized mean squared error of
+     * {@code got} against a float64 reference, sum (got - expected)^2 / sum expected^2.
+     */
+    static double nmse(double[] expected, float[] got) {
+        double err = 0;
+        double norm = 0;
+        for (int i = 0; i < expected.length; i++) {
+            double d = got[i] - expected[i];
+            err += d * d;
+            norm += expected[i] * expected[i];
+        }
+        return err / norm;
+    }
+
+    /** The policy's bound on a kernel's {@link #nmse} for matrix products and attention. */
+    static final double MAX_NMSE = 5e-4;
+
+    static void assertNmse(double[] expected, float[] got, String what) {
+        double e = nmse(expected, got);
+        System.out.printf(java.util.Locale.ROOT, "%s: normalized mean squared error %.3g%n", what, e);
+        assertTrue(e <= MAX_NMSE, what + ": normalized mean squared error " + e + " > " + MAX_NMSE);
+    }
+
     /** The threadgroup memory of a prompt kernel's tile of rows x tokens (Geometry.mmMemoryFloats), in bytes. */
     static int[] tileMemory(int rows, int tokens) {
         return new int[] {4 * Geometry.mmMemoryFloats(rows, tokens)};

@@ -41,6 +41,7 @@ class MetalMethodsTest {
             "- (BOOL)supportsFamily:(MTLGPUFamily)gpuFamily",
             "- (NSUInteger)maxBufferLength",
             "- (NSUInteger)maxThreadgroupMemoryLength",
+            "- (uint64_t)recommendedMaxWorkingSetSize",
             "- (id<MTLCommandQueue>)newCommandQueue",
             "- (id<MTLBuffer>)newBufferWithLength:(NSUInteger)length options:(MTLResourceOptions)options",
             "- (id<MTLBuffer>)newBufferWithBytesNoCopy:(void *)pointer length:(NSUInteger)length "
@@ -106,7 +107,7 @@ class MetalMethodsTest {
         String t = objcType.replaceAll("\\s+", " ").trim();
         return switch (t) {
             case "void", "oneway void" -> "void";
-            case "NSUInteger", "NSInteger", "MTLResourceOptions", "MTLPipelineOption", "MTLIndirectCommandType",
+            case "NSUInteger", "NSInteger", "uint64_t", "MTLResourceOptions", "MTLPipelineOption", "MTLIndirectCommandType",
                  "MTLResourceUsage", "MTLCommandBufferStatus", "MTLGPUFamily" -> "i64";
             case "BOOL" -> "bool";
             case "MTLSize" -> "{i64,i64,i64}";

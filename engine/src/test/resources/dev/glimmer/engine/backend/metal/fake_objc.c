@@ -189,6 +189,8 @@ void *objc_msgSend(void *self, const char *sel, ...) {
         result = (void *) (intptr_t) (1L << 34);
     } else if (!strcmp(sel, "maxThreadgroupMemoryLength")) {
         result = (void *) (intptr_t) 32768;
+    } else if (!strcmp(sel, "recommendedMaxWorkingSetSize")) {
+        result = (void *) (intptr_t) 11453251584L;  /* what a 16 GB M1 reports: about two thirds of its RAM */
     } else if (!strcmp(sel, "maxTotalThreadsPerThreadgroup")) {
         result = (void *) (intptr_t) (limited_kernel && !strcmp(o->str, limited_kernel) ? limited_threads : 1024);
     } else if (!strcmp(sel, "staticThreadgroupMemoryLength")) {

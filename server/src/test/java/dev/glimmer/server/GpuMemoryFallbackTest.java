@@ -1,0 +1,79 @@
+package dev.glimmer.server;
+
+import dev.glimmer.engine.backend.BackendChoice;
+import dev.glimmer.engine.backend.BackendKind;
+import dev.glimmer.engine.backend.EmulatedTokenDecoder;
+import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.TokenDecoder;
+import dev.glimmer.server.inference.BackendChooser;
+import org.junit.jupiter.api.Test;
+
+import java.util.Map;
+import java.util.Optional;
+
+import static io.restassured.RestAssured.given;
+import static org.hamcrest.Matchers.equalTo;
+import static org.hamcrest.Matchers.startsWith;
+
+/**
+ * A GPU that cannot hold the KV pool: the server serves on the CPU and says why in {@code /v1/models}
+ * ({@code meta.backend_reason}), whether the device says so before the pool is made (its memory against the pool's
+ * MemoryBudget) or the pool fails to allocate. The GPU is the kernel emulator posing with a device memory.
+ */
+class GpuMemoryFallbackTest {
+
+    private static final Map<String, String> CONFIG = Map.of("model.ctx", "256", "inference.parallel", "2");
+
+    /** The emulated backend with its device offering {@code memory}; {@code poolFails}: making a pool throws. */
+    private static BackendChooser posing(Optional<BackendChoice.DeviceMemory> memory, boolean poolFails) {
+        return (requested, model) -> new BackendChoice(BackendKind.EMULATED, "a GPU", Optional.empty(),
+                new PosingDecoders(EmulatedTokenDecoder.decoders(model), memory, poolFails));
+    }
+
+    private record PosingDecoders(BackendChoice.Decoders real, Optional<BackendChoice.DeviceMemory> memory,
+                                  boolean poolFails) implements BackendChoice.Decoders {
+        @Override
+        public TokenDecoder open(int capacity) {
+            return real.open(capacity);
+        }
+
+        @Override
+        public SequencePool pool(int slots, int capacity) {
+            if (poolFails) {
+                throw new IllegalStateException("out of device memory allocating kv.0");
+            }
+            return real.pool(slots, capacity);
+        }
+
+        @Override
+        public Optional<BackendChoice.DeviceMemory> deviceMemory() {
+            return memory;
+        }
+    }
+
+    private static void assertServesOnTheCpuBecause(BackendChooser chooser, String reasonStart) {
+        GlimmerApp app = TestServer.start(CONFIG, chooser);
+        try {
+            given().port(app.port()).get("/v1/models").then().statusCode(200)
+                    .body("data[0].meta.backend", equalTo("cpu"))
+                    .body("data[0].meta.backend_reason", startsWith(reasonStart));
+            given().port(app.port()).contentType("application/json")
+                    .body("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 2}")
+                    .post("/v1/chat/completions").then().statusCode(200);
+        } finally {
+            app.close();
+        }
+    }
+
+    @Test
+    void aDeviceTooSmallForThePoolServesOnTheCpuSayingWhatToChange() {
+        assertServesOnTheCpuBecause(posing(Optional.of(new BackendChoice.DeviceMemory("a 1 MB GPU", 1_000_000, true)),
+                        false),
+                "emulated not used: a 1 MB GPU offers 1.0 MB, but 2 conversations of 256 tokens need");
+    }
+
+    @Test
+    void aPoolThatFailsToAllocateServesOnTheCpu() {
+        assertServesOnTheCpuBecause(posing(Optional.empty(), true), "emulated not used: its KV pool could not be made: out of device memory allocating kv.0");
+    }
+}
