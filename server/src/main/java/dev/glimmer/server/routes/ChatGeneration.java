@@ -13,11 +13,10 @@ import dev.glimmer.server.inference.ServedModel;
  * that the three APIs behave alike (the Responses and Messages routes translate their bodies into
  * a {@link ChatCompletionRequest} first).
  *
- * @param job          the queued generation
- * @param parser       the parser for its output
- * @param promptTokens the prompt's length in tokens
+ * @param job    the queued generation
+ * @param parser the parser for its output
  */
-record ChatGeneration(InferenceJob job, ChatOutputParser parser, int promptTokens) {
+record ChatGeneration(InferenceJob job, ChatOutputParser parser) {
 
     /** The prompt's token ids for {@code chat}. */
     static int[] prompt(ServedModel model, ChatRequest chat) {
@@ -32,6 +31,6 @@ record ChatGeneration(InferenceJob job, ChatOutputParser parser, int promptToken
     static ChatGeneration start(ServedModel model, ChatCompletionRequest request, String promptParam) {
         int[] prompt = prompt(model, request.chat());
         InferenceJob job = Jobs.submit(model, prompt, request.options(), promptParam);
-        return new ChatGeneration(job, ChatOutputParser.forRequest(request.chat()), prompt.length);
+        return new ChatGeneration(job, ChatOutputParser.forRequest(request.chat()));
     }
 }
