@@ -187,7 +187,7 @@ class ConstrainedOutputTest {
         assertTrue(fox.friends() != null);
     }
 
-    /** What Pydantic 2 writes for a model with the usual field types (EmailStr, UUID, HttpUrl, datetime, bounds). */
+    /** What Pydantic 2 writes for a model with the usual field types (EmailStr, UUID, HttpUrl, datetime, timedelta, bounds). */
     static final String PYDANTIC_USER = """
             {"$defs":{"Address":{"properties":{"city":{"title":"City","type":"string","maxLength":12},
             "zip":{"pattern":"^\\\\d{5}$","title":"Zip","type":"string"}},"required":["city","zip"],"title":"Address",
@@ -198,7 +198,8 @@ class ConstrainedOutputTest {
             "created":{"format":"date-time","title":"Created","type":"string"},
             "score":{"maximum":1,"minimum":0,"title":"Score","type":"number"},
             "age":{"exclusiveMaximum":150,"exclusiveMinimum":0,"title":"Age","type":"integer"},
-            "address":{"$ref":"#/$defs/Address"},"server":{"format":"ipv4","title":"Server","type":"string"}},
+            "address":{"$ref":"#/$defs/Address"},"server":{"format":"ipv4","title":"Server","type":"string"},
+            "wait":{"format":"duration","title":"Wait","type":"string"}},
             "required":["id","email","born","created","score","age","address","server"],"title":"User","type":"object"}""";
 
     /** What zod-to-json-schema writes for an object, an intersection and a union of formats. */

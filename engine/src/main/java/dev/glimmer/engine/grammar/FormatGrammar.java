@@ -24,6 +24,7 @@ import static dev.glimmer.engine.grammar.Expr.seq;
  *   <li>{@code date}, {@code time}, {@code date-time}: RFC 3339 {@code full-date}, {@code full-time} and
  *       {@code date-time} (days valid for their month, 29 February in leap years only; an upper-case
  *       {@code T} and {@code Z}; offsets within ±17:59; no leap second; at most 9 fraction digits);</li>
+ *   <li>{@code duration}: RFC 3339's (appendix A) {@code P…} durations, at most 8 digits per number;</li>
  *   <li>{@code uuid}: RFC 4122's hexadecimal form, 8-4-4-4-12 digits;</li>
  *   <li>{@code ipv4}: dotted decimal, no leading zeros; {@code ipv6}: RFC 4291 text forms with
  *       {@code ::} and an embedded IPv4 address, as RFC 3986's {@code IPv6address};</li>
@@ -41,16 +42,17 @@ final class FormatGrammar {
     /** The top-level domains an email address ends with: real ones, which validators that check them know. */
     static final List<String> EMAIL_TLDS = List.of("com", "org", "net", "edu", "gov", "io", "dev", "info");
 
-    private static final Map<String, Supplier<Expr>> FORMATS = Map.of(
-            "date", FormatGrammar::date,
-            "time", FormatGrammar::time,
-            "date-time", () -> seq(date(), literal("T"), time()),
-            "uuid", FormatGrammar::uuid,
-            "ipv4", FormatGrammar::ipv4,
-            "ipv6", FormatGrammar::ipv6,
-            "hostname", FormatGrammar::hostname,
-            "email", FormatGrammar::email,
-            "uri", FormatGrammar::uri);
+    private static final Map<String, Supplier<Expr>> FORMATS = Map.ofEntries(
+            Map.entry("date", FormatGrammar::date),
+            Map.entry("time", FormatGrammar::time),
+            Map.entry("date-time", () -> seq(date(), literal("T"), time())),
+            Map.entry("duration", FormatGrammar::duration),
+            Map.entry("uuid", FormatGrammar::uuid),
+            Map.entry("ipv4", FormatGrammar::ipv4),
+            Map.entry("ipv6", FormatGrammar::ipv6),
+            Map.entry("hostname", FormatGrammar::hostname),
+            Map.entry("email", FormatGrammar::email),
+            Map.entry("uri", FormatGrammar::uri));
 
     private static final Expr DIGIT = byteRanges('0', '9');
     private static final Expr HEX = byteRanges('0', '9', 'a', 'f', 'A', 'F');
@@ -105,6 +107,24 @@ final class FormatGrammar {
         Expr offsetHour = alt(seq(literal("0"), DIGIT), seq(literal("1"), digits("0", "7")));
         Expr offset = alt(literal("Z"), seq(byteRanges('+', '+', '-', '-'), offsetHour, literal(":"), sixty));
         return seq(hour, literal(":"), sixty, literal(":"), sixty, fraction, offset);
+    }
+
+    /**
+     * RFC 3339's {@code duration} (its appendix A, ISO 8601's): {@code P} and years, months, days in that order
+     * without gaps, and/or {@code T} and hours, minutes, seconds likewise, or weeks alone; at most 8 digits each
+     * (so that a number of weeks in days still fits an int, as Java's {@code Period} keeps it).
+     */
+    private static Expr duration() {
+        Expr n = repeat(DIGIT, 1, 8);
+        Expr second = seq(n, literal("S"));
+        Expr minute = seq(n, literal("M"), optional(second));
+        Expr hour = seq(n, literal("H"), optional(minute));
+        Expr time = seq(literal("T"), alt(hour, minute, second));
+        Expr day = seq(n, literal("D"));
+        Expr month = seq(n, literal("M"), optional(day));
+        Expr year = seq(n, literal("Y"), optional(month));
+        Expr date = seq(alt(day, month, year), optional(time));
+        return seq(literal("P"), alt(date, time, seq(n, literal("W"))));
     }
 
     // RFC 4122.

@@ -92,7 +92,7 @@ class JsonSchemaGrammarTest {
 
     @ParameterizedTest
     @CsvSource(delimiterString = " => ", quoteCharacter = '~', textBlock = """
-            {'type':'string','format':'duration'} => format
+            {'type':'string','format':'idn-email'} => format
             {'type':'number','multipleOf':2} => multipleOf
             {'type':'array','uniqueItems':true} => uniqueItems
             {'type':'object','patternProperties':{'x':{}}} => patternProperties

@@ -13,9 +13,11 @@ import org.junit.jupiter.params.provider.ValueSource;
 import java.net.InetAddress;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.time.LocalDate;
 import java.time.OffsetDateTime;
 import java.time.OffsetTime;
+import java.time.Period;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
@@ -114,7 +116,7 @@ class SchemaFormatsTest {
     }
 
     @Test
-    void datesTimesAndUuidsParseWithJavaTime() {
+    void datesTimesDurationsAndUuidsParseWithJavaTime() {
         for (String t : samples("{'type':'string','format':'date'}", 1)) {
             LocalDate.parse(unquote(t));
         }
@@ -125,6 +127,17 @@ class SchemaFormatsTest {
         }
         for (String t : samples("{'type':'string','format':'date-time'}", 3)) {
             OffsetDateTime.parse(unquote(t));
+        }
+        for (String t : samples("{'type':'string','format':'duration'}", 10)) {
+            String d = unquote(t);
+            // java.time reads the date part (Period) and the time part (Duration) apart.
+            int tAt = d.indexOf('T');
+            if (tAt != 1) {
+                Period.parse(tAt < 0 ? d : d.substring(0, tAt));
+            }
+            if (tAt >= 0) {
+                Duration.parse("P" + d.substring(tAt));
+            }
         }
         for (String t : samples("{'type':'string','format':'uuid'}", 4)) {
             assertEquals(unquote(t).toLowerCase(), UUID.fromString(unquote(t)).toString());
@@ -180,6 +193,9 @@ class SchemaFormatsTest {
             {'type':'string','format':'date'} => "1999-12-31"
             {'type':'string','format':'date-time'} => "2026-11-28T09:15:00.123+01:00"
             {'type':'string','format':'time'} => "23:59:59Z"
+            {'type':'string','format':'duration'} => "P1Y2M3DT4H5M6S"
+            {'type':'string','format':'duration'} => "P3W"
+            {'type':'string','format':'duration'} => "PT90S"
             {'type':'string','format':'uuid'} => "123e4567-e89b-12d3-A456-426614174000"
             {'type':'string','format':'ipv4'} => "255.0.10.1"
             {'type':'string','format':'ipv6'} => "::"
@@ -216,6 +232,9 @@ class SchemaFormatsTest {
             {'type':'string','format':'date'} => "2024-13-01"
             {'type':'string','format':'date-time'} => "2026-11-28T24:00:00Z"
             {'type':'string','format':'time'} => "12:00:00"
+            {'type':'string','format':'duration'} => "PT"
+            {'type':'string','format':'duration'} => "P1W2D"
+            {'type':'string','format':'duration'} => "P1H"
             {'type':'string','format':'uuid'} => "123e4567-e89b-12d3-a456-42661417400"
             {'type':'string','format':'ipv4'} => "256.0.0.1"
             {'type':'string','format':'ipv4'} => "01.0.0.1"
