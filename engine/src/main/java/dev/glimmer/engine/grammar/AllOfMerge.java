@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -30,9 +31,14 @@ final class AllOfMerge {
     private static final int MAX_CHOICES = 64;
     private static final int MAX_REF_HOPS = 32;
     private static final JsonNodeFactory NODES = JsonNodeFactory.instance;
-    private static final Set<String> NOT_MERGED = Set.of("allOf", "$defs", "definitions", "title", "description",
-            "default", "examples", "$comment", "$schema", "$id", "deprecated", "readOnly", "writeOnly");
-    private static final List<String> TYPES = List.of("null", "boolean", "integer", "number", "string", "array", "object");
+    /** Keywords that do not take part: the allOf itself, the definitions $refs point into, annotations. */
+    private static final Set<String> NOT_MERGED;
+
+    static {
+        Set<String> notMerged = new HashSet<>(JsonSchemaGrammar.ANNOTATIONS);
+        notMerged.addAll(List.of("allOf", "$defs", "definitions"));
+        NOT_MERGED = Set.copyOf(notMerged);
+    }
 
     private final BiFunction<JsonNode, String, JsonNode> resolveRef;
     private final String where;
@@ -290,8 +296,9 @@ final class AllOfMerge {
     private Set<String> typesOf(JsonNode type) {
         Set<String> types = new LinkedHashSet<>();
         for (JsonNode t : type.isArray() ? type : List.of(type)) {
-            if (!t.isTextual() || !TYPES.contains(t.textValue())) {
-                throw new UnsupportedSchemaException("type", where, "type " + t + " is not one of " + TYPES);
+            if (!t.isTextual() || !JsonSchemaGrammar.TYPES.contains(t.textValue())) {
+                throw new UnsupportedSchemaException("type", where, "type " + t + " is not one of "
+                        + JsonSchemaGrammar.TYPES);
             }
             types.add(t.textValue());
         }

@@ -38,13 +38,14 @@ import static dev.glimmer.engine.grammar.Expr.seq;
  * 15 fraction digits and a 3-digit exponent (a number with bounds has no exponent).
  */
 public final class JsonSchemaGrammar {
-    private static final Set<String> ANNOTATIONS = Set.of("title", "description", "default", "examples", "$comment",
+    /** Keywords that describe and change nothing (AllOfMerge leaves them out too). */
+    static final Set<String> ANNOTATIONS = Set.of("title", "description", "default", "examples", "$comment",
             "$schema", "$id", "deprecated", "readOnly", "writeOnly");
     private static final Set<String> KEYWORDS = Set.of("type", "properties", "required", "additionalProperties",
             "enum", "const", "anyOf", "oneOf", "items", "minItems", "maxItems", "minLength", "maxLength", "pattern",
             "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "$ref", "$defs", "definitions", "format",
             "allOf");
-    private static final Set<String> TYPES = Set.of("null", "boolean", "integer", "number", "string", "array", "object");
+    static final Set<String> TYPES = Set.of("null", "boolean", "integer", "number", "string", "array", "object");
     /** The largest minLength, maxLength, minItems or maxItems: a limit on the output, not on the schema's author. */
     private static final int MAX_COUNT = 100_000;
     /** The widest integer range (16 digits, as for unbounded integers). */

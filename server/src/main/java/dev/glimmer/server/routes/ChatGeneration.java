@@ -36,6 +36,10 @@ record ChatGeneration(InferenceJob job, ChatOutputParser parser) {
      * @param promptParam the request field the conversation came from, for error messages
      */
     static ChatGeneration start(ServedModel model, ChatCompletionRequest request, String promptParam) {
+        // The Responses and Messages APIs have one answer per request: their translations never ask for n.
+        if (request.options().choices() != 1) {
+            throw new IllegalStateException("start makes one generation, not " + request.options().choices());
+        }
         return startChoices(model, request, promptParam).getFirst();
     }
 
