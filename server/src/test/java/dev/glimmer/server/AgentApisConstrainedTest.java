@@ -265,7 +265,7 @@ class AgentApisConstrainedTest {
 
     @ParameterizedTest
     @CsvSource(delimiterString = " => ", textBlock = """
-            {'type':'string','format':'email'} => format
+            {'type':'string','format':'iri'} => format
             {'type':'array','items':{'type':'integer'},'uniqueItems':true} => uniqueItems
             {'type':'object','properties':{'a':{'not':{'type':'null'}}}} => not
             """)

@@ -110,6 +110,35 @@ class AnthropicMessagesTest {
         assertEquals(List.of("message_delta", "message_stop"), types.subList(types.size() - 2, types.size()));
     }
 
+    /**
+     * A streamed message's usage is the same in message_start and in the final message_delta: input and
+     * cached tokens are known when message_start is sent (here a repeated prompt, most of it cached).
+     */
+    @Test
+    void streamedUsageAgreesFromStartToEnd() throws Exception {
+        Map<String, Object> request = Map.of("messages", List.of(Map.of("role", "user", "content", STORY + " Again.")),
+                "max_tokens", 3, "temperature", 0, "stream", true);
+        for (int round = 0; round < 2; round++) {
+            String body = given().port(server.app().port()).header("x-api-key", "sesame").contentType("application/json")
+                    .body(request).post("/v1/messages").then().statusCode(200).extract().asString();
+            JsonNode start = null;
+            JsonNode end = null;
+            for (String frame : body.split("\n\n")) {
+                if (frame.startsWith("event: message_start")) {
+                    start = JSON.readTree(frame.split("\n")[1].substring("data: ".length())).path("message").path("usage");
+                } else if (frame.startsWith("event: message_delta")) {
+                    end = JSON.readTree(frame.split("\n")[1].substring("data: ".length())).path("usage");
+                }
+            }
+            assertTrue(start != null && end != null, body);
+            assertEquals(end.path("input_tokens"), start.path("input_tokens"), body);
+            assertEquals(end.path("cache_read_input_tokens"), start.path("cache_read_input_tokens"), body);
+            if (round == 1) {
+                assertTrue(start.path("cache_read_input_tokens").asInt() > 0, "the repeated prompt is cached: " + body);
+            }
+        }
+    }
+
     static final Tool WEATHER = Tool.builder().name("z").description("the weather").inputSchema(Tool.InputSchema
             .builder().properties(JsonValue.from(Map.of())).build()).build();
 

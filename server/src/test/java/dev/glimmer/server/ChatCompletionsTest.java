@@ -205,7 +205,9 @@ class ChatCompletionsTest {
 
     @Test
     void logprobsReportTheChosenTokensAndAlternatives() {
-        JsonPath r = post("/v1/chat/completions", HELLO + ", \"logprobs\": true, \"top_logprobs\": 3}");
+        // Thinking off: every token is the reply's (the reasoning's have none: ChoicesPrefillLogprobsTest).
+        JsonPath r = post("/v1/chat/completions", HELLO + ", \"logprobs\": true, \"top_logprobs\": 3,"
+                + " \"chat_template_kwargs\": {\"enable_thinking\": false}}");
         List<Map<String, Object>> content = r.getList("choices[0].logprobs.content");
         assertEquals(12, content.size());
         for (Map<String, Object> entry : content) {

@@ -3,6 +3,7 @@ package dev.glimmer.server;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.networknt.schema.JsonSchemaFactory;
+import com.networknt.schema.SchemaValidatorsConfig;
 import com.networknt.schema.SpecVersion;
 import com.networknt.schema.ValidationMessage;
 import com.openai.core.JsonValue;
@@ -44,7 +45,7 @@ class ConstrainedOutputTest {
     @RegisterExtension
     static final SdkServer server = new SdkServer(Map.of(), "none");
 
-    /** 22 schemas, every supported keyword among them. */
+    /** 34 schemas, every supported keyword and format among them. */
     static final List<String> SCHEMAS = List.of(
             "{'type':'object','properties':{'name':{'type':'string','maxLength':20},'age':{'type':'integer',"
                     + "'minimum':0,'maximum':120}},'required':['name','age'],'additionalProperties':false}",
@@ -77,7 +78,21 @@ class ConstrainedOutputTest {
                     + "'minimum':0,'maximum':9},'tail':{'anyOf':[{'$ref':'#/$defs/list'},{'type':'null'}]}},"
                     + "'required':['head','tail']}}}",
             "{'type':'object','properties':{'empty':{'type':'object','additionalProperties':false},"
-                    + "'none':{'type':'array','maxItems':0}},'required':['empty','none']}");
+                    + "'none':{'type':'array','maxItems':0}},'required':['empty','none']}",
+            "{'type':'string','format':'date-time'}",
+            "{'type':'string','format':'date'}",
+            "{'type':'string','format':'uuid'}",
+            "{'type':'string','format':'email'}",
+            "{'type':'string','format':'uri','minLength':1,'maxLength':2083}",
+            "{'type':'string','format':'hostname'}",
+            "{'type':'array','items':{'type':'string','format':'ipv4'},'maxItems':2}",
+            "{'type':'string','format':'ipv6'}",
+            "{'type':'number','minimum':0,'maximum':1}",
+            "{'type':'number','exclusiveMinimum':-2.5,'exclusiveMaximum':2.5}",
+            "{'allOf':[{'type':'object','properties':{'id':{'type':'integer','minimum':1}},'required':['id']},"
+                    + "{'properties':{'at':{'type':'string','format':'date-time'}},'required':['at']}]}",
+            "{'allOf':[{'$ref':'#/$defs/level'}],'description':'as Pydantic 1 wrote a field of an enum',"
+                    + "'$defs':{'level':{'enum':['low','high']}}}");
 
     // As JsonSchemaGrammarTest's: the engine's test classes are not on this module's test class path.
     static JsonNode schema(String s) {
@@ -95,8 +110,8 @@ class ConstrainedOutputTest {
         } catch (Exception e) {
             throw new AssertionError("not JSON: " + text, e);
         }
-        Set<ValidationMessage> errors = JsonSchemaFactory.getInstance(SpecVersion.VersionFlag.V202012).getSchema(schema)
-                .validate(value);
+        Set<ValidationMessage> errors = JsonSchemaFactory.getInstance(SpecVersion.VersionFlag.V202012).getSchema(schema,
+                SchemaValidatorsConfig.builder().formatAssertionsEnabled(true).build()).validate(value);
         assertTrue(errors.isEmpty(), () -> text + " breaks " + schema + ": " + errors);
     }
 
@@ -172,6 +187,50 @@ class ConstrainedOutputTest {
         assertTrue(fox.friends() != null);
     }
 
+    /** What Pydantic 2 writes for a model with the usual field types (EmailStr, UUID, HttpUrl, datetime, timedelta, bounds). */
+    static final String PYDANTIC_USER = """
+            {"$defs":{"Address":{"properties":{"city":{"title":"City","type":"string","maxLength":12},
+            "zip":{"pattern":"^\\\\d{5}$","title":"Zip","type":"string"}},"required":["city","zip"],"title":"Address",
+            "type":"object"}},"properties":{"id":{"format":"uuid","title":"Id","type":"string"},
+            "email":{"format":"email","title":"Email","type":"string"},
+            "homepage":{"anyOf":[{"format":"uri","maxLength":2083,"minLength":1,"type":"string"},{"type":"null"}],
+            "default":null,"title":"Homepage"},"born":{"format":"date","title":"Born","type":"string"},
+            "created":{"format":"date-time","title":"Created","type":"string"},
+            "score":{"maximum":1,"minimum":0,"title":"Score","type":"number"},
+            "age":{"exclusiveMaximum":150,"exclusiveMinimum":0,"title":"Age","type":"integer"},
+            "address":{"$ref":"#/$defs/Address"},"server":{"format":"ipv4","title":"Server","type":"string"},
+            "wait":{"format":"duration","title":"Wait","type":"string"}},
+            "required":["id","email","born","created","score","age","address","server"],"title":"User","type":"object"}""";
+
+    /** What zod-to-json-schema writes for an object, an intersection and a union of formats. */
+    static final String ZOD_EVENT = """
+            {"type":"object","properties":{"name":{"type":"string","minLength":1,"maxLength":10},
+            "contact":{"type":"string","format":"email"},"when":{"type":"string","format":"date-time"},
+            "ip":{"anyOf":[{"type":"string","format":"ipv4"},{"type":"string","format":"ipv6"}]},
+            "rating":{"type":"number","minimum":1,"maximum":5},
+            "owner":{"allOf":[{"type":"object","properties":{"id":{"type":"string","format":"uuid"}},"required":["id"]},
+            {"type":"object","properties":{"since":{"type":"string","format":"date"}},"required":["since"]}]}},
+            "required":["name","contact","when","ip","rating","owner"],"additionalProperties":false,
+            "$schema":"http://json-schema.org/draft-07/schema#"}""";
+
+    @ParameterizedTest
+    @CsvSource({"PYDANTIC_USER", "ZOD_EVENT"})
+    void pydanticAndZodSchemasAreFollowed(String which) {
+        JsonNode schema;
+        try {
+            schema = JSON.readTree(which.equals("ZOD_EVENT") ? ZOD_EVENT : PYDANTIC_USER);
+        } catch (Exception e) {
+            throw new AssertionError(e);
+        }
+        for (int seed = 0; seed < SEEDS; seed++) {
+            ChatCompletion c = server.openai().chat().completions().create(ask(false).maxCompletionTokens(600)
+                    .responseFormat(format(schema)).seed(seed).build());
+            ChatCompletion.Choice choice = c.choices().getFirst();
+            assertEquals(ChatCompletion.Choice.FinishReason.STOP, choice.finishReason(), which);
+            assertValid(schema, choice.message().content().orElseThrow());
+        }
+    }
+
     static FunctionDefinition function(String name, String parameters) {
         FunctionParameters.Builder p = FunctionParameters.builder();
         schema(parameters).properties().forEach(e -> p.putAdditionalProperty(e.getKey(),
@@ -223,10 +282,10 @@ class ConstrainedOutputTest {
 
     @ParameterizedTest
     @CsvSource(delimiterString = " => ", quoteCharacter = '~', textBlock = """
-            {'type':'string','format':'email'} => format
+            {'type':'string','format':'iri'} => format
             {'type':'object','properties':{'n':{'type':'number','multipleOf':5}}} => multipleOf
             {'type':'array','items':{'type':'integer'},'uniqueItems':true} => uniqueItems
-            {'allOf':[{'type':'string'}]} => allOf
+            {'allOf':[{'type':'string'},{'type':'integer'}]} => allOf
             {'type':'object','properties':{'a':{'not':{'type':'null'}}}} => not
             {'type':'string','pattern':'(?<=a)b'} => pattern
             """)
@@ -242,7 +301,7 @@ class ConstrainedOutputTest {
     void anUnsupportedToolSchemaIsA400() {
         BadRequestException e = assertThrows(BadRequestException.class, () -> server.openai().chat().completions().create(
                 ask(false).addFunctionTool(function("f", "{'type':'object','properties':{'x':{'type':'string',"
-                        + "'format':'uri'}}}")).toolChoice(ChatCompletionToolChoiceOption.Auto.REQUIRED).build()));
+                        + "'format':'iri'}}}")).toolChoice(ChatCompletionToolChoiceOption.Auto.REQUIRED).build()));
         assertTrue(e.getMessage().contains("format"), e.getMessage());
     }
 }

@@ -164,7 +164,10 @@ class OpenAiClientTest {
 
     @Test
     void logprobs() {
-        ChatCompletion c = server.openai().chat().completions().create(hello().logprobs(true).topLogprobs(2).build());
+        // Thinking off: every token is the reply's (the reasoning's have none: ChoicesPrefillLogprobsTest).
+        ChatCompletion c = server.openai().chat().completions().create(hello().logprobs(true).topLogprobs(2)
+                .putAdditionalBodyProperty("chat_template_kwargs", JsonValue.from(Map.of("enable_thinking", false)))
+                .build());
         List<ChatCompletionTokenLogprob> content = c.choices().getFirst().logprobs().orElseThrow().content().orElseThrow();
         assertEquals(10, content.size());
         for (ChatCompletionTokenLogprob lp : content) {

@@ -122,7 +122,7 @@ class RequestErrorsTest {
     @Test
     void unsupportedFeaturesAreRefusedClearly() {
         String msgs = "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]";
-        badRequest(chat("{" + msgs + ", \"n\": 2}"), "n", "n must be 1");
+        badRequest(chat("{" + msgs + ", \"n\": 9}"), "n", "n must be between 1 and 8, got 9");
         badRequest(chat("{" + msgs + ", \"response_format\": {\"type\": \"yaml\"}}"), "response_format",
                 "response_format.type must be text, json_object or json_schema, got 'yaml'");
         badRequest(post("/v1/completions", "{\"prompt\": \"hi\", \"response_format\": {\"type\": \"json_object\"}}"),

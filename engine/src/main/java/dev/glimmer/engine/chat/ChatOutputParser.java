@@ -99,6 +99,14 @@ public final class ChatOutputParser {
         return publish();
     }
 
+    /**
+     * Whether the text so far is all reasoning: the {@code </think>} that ends it has not come yet. A
+     * token read while this holds is part of the reasoning (or is its end), not of the reply.
+     */
+    public boolean inReasoning() {
+        return state == State.REASONING;
+    }
+
     /** Ends the output: passes on everything held back. */
     public List<ChatDelta> finish() {
         if (finished) {

@@ -21,8 +21,20 @@ public record ChatRequest(List<ChatMessage> messages, List<ToolSpec> tools, bool
         tools = List.copyOf(tools);
     }
 
-    /** Whether the generated text starts inside the reasoning (the prompt ends with {@code <think>}). */
+    /**
+     * Whether the conversation ends with an assistant message: the reply then continues that message (a
+     * prefill, as Anthropic's API and vLLM's {@code continue_final_message} do) instead of answering it, and
+     * the prompt ends with the message's text rather than a new assistant turn.
+     */
+    public boolean continuesFinalMessage() {
+        return !messages.isEmpty() && messages.getLast().role() == Role.ASSISTANT;
+    }
+
+    /**
+     * Whether the generated text starts inside the reasoning (the prompt ends with {@code <think>}); a
+     * continued message is past its reasoning.
+     */
     public boolean startsInReasoning() {
-        return enableThinking;
+        return enableThinking && !continuesFinalMessage();
     }
 }

@@ -3,6 +3,7 @@ package dev.glimmer.engine.grammar;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 
+import java.math.BigDecimal;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashSet;
@@ -24,24 +25,27 @@ import static dev.glimmer.engine.grammar.Expr.seq;
  * ({@code false}; without {@code properties} also {@code true} or a schema), {@code enum},
  * {@code const}, {@code anyOf} / {@code oneOf} (both read as "any of"), {@code items},
  * {@code minItems} / {@code maxItems}, {@code minLength} / {@code maxLength}, {@code pattern}
- * ({@link RegexGrammar}'s subset), {@code minimum} / {@code maximum} / {@code exclusiveMinimum} /
- * {@code exclusiveMaximum} on integers, {@code $ref} to {@code #}, {@code #/$defs/…} or
- * {@code #/definitions/…}, and annotations (title, description, …), which change nothing. Any other
- * keyword is refused with an {@link UnsupportedSchemaException} that names it.
+ * ({@link RegexGrammar}'s subset), {@code format} ({@link FormatGrammar}'s formats),
+ * {@code minimum} / {@code maximum} / {@code exclusiveMinimum} / {@code exclusiveMaximum} on integers and
+ * numbers ({@link NumberRange}), {@code allOf} ({@link AllOfMerge}), {@code $ref} to {@code #},
+ * {@code #/$defs/…} or {@code #/definitions/…}, and annotations (title, description, …), which change
+ * nothing. Any other keyword is refused with an {@link UnsupportedSchemaException} that names it.
  *
  * <p>What the output looks like: properties come in the schema's order, the required ones always
  * and the others perhaps; an object with {@code properties} holds no others (as if
  * {@code additionalProperties} were false); whitespace is what JSON allows between tokens, at most
  * a space or a newline and 20 spaces or tabs at a time; numbers have at most 16 integer digits,
- * 15 fraction digits and a 3-digit exponent.
+ * 15 fraction digits and a 3-digit exponent (a number with bounds has no exponent).
  */
 public final class JsonSchemaGrammar {
-    private static final Set<String> ANNOTATIONS = Set.of("title", "description", "default", "examples", "$comment",
+    /** Keywords that describe and change nothing (AllOfMerge leaves them out too). */
+    static final Set<String> ANNOTATIONS = Set.of("title", "description", "default", "examples", "$comment",
             "$schema", "$id", "deprecated", "readOnly", "writeOnly");
     private static final Set<String> KEYWORDS = Set.of("type", "properties", "required", "additionalProperties",
             "enum", "const", "anyOf", "oneOf", "items", "minItems", "maxItems", "minLength", "maxLength", "pattern",
-            "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "$ref", "$defs", "definitions");
-    private static final Set<String> TYPES = Set.of("null", "boolean", "integer", "number", "string", "array", "object");
+            "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "$ref", "$defs", "definitions", "format",
+            "allOf");
+    static final Set<String> TYPES = Set.of("null", "boolean", "integer", "number", "string", "array", "object");
     /** The largest minLength, maxLength, minItems or maxItems: a limit on the output, not on the schema's author. */
     private static final int MAX_COUNT = 100_000;
     /** The widest integer range (16 digits, as for unbounded integers). */
@@ -91,6 +95,10 @@ public final class JsonSchemaGrammar {
      */
     public List<Property> properties(JsonNode schema, String where) {
         checkKeywords(schema, where);
+        if (schema.has("allOf")) {
+            schema = mergeAllOf(schema, where);
+            checkKeywords(schema, where);
+        }
         if (schema.has("type") && !schema.get("type").asText().equals("object")) {
             throw new UnsupportedSchemaException("type", where, "the schema of a tool's parameters must be of type"
                     + " object, not " + schema.get("type"));
@@ -125,6 +133,9 @@ public final class JsonSchemaGrammar {
         if (schema.has("$ref")) {
             onlyAnnotationsBeside("$ref", schema, where);
             return ref(schema.get("$ref"), where);
+        }
+        if (schema.has("allOf")) {
+            return value(mergeAllOf(schema, where), where);
         }
         if (schema.has("const")) {
             return literal(json(schema.get("const")));
@@ -188,6 +199,9 @@ public final class JsonSchemaGrammar {
             return StringForm.RAW.quoted(repeat(StringForm.RAW.anyChar(), 0, -1));
         }
         checkKeywords(schema, where);
+        if (schema.has("allOf")) {
+            return rawString(mergeAllOf(schema, where), where);
+        }
         List<JsonNode> fixed = new ArrayList<>();
         if (schema.has("const")) {
             fixed.add(schema.get("const"));
@@ -218,6 +232,10 @@ public final class JsonSchemaGrammar {
             rule.define(value(resolve(pointer), pointer));
         }
         return rule;
+    }
+
+    private JsonNode mergeAllOf(JsonNode schema, String where) {
+        return AllOfMerge.merge(schema, where, (ref, at) -> resolve(refPointer(ref, at)));
     }
 
     private static String refPointer(JsonNode ref, String where) {
@@ -267,7 +285,7 @@ public final class JsonSchemaGrammar {
             if (schema.has("items") || schema.has("minItems") || schema.has("maxItems")) {
                 types.add("array");
             }
-            if (schema.has("minLength") || schema.has("maxLength") || schema.has("pattern")) {
+            if (schema.has("minLength") || schema.has("maxLength") || schema.has("pattern") || schema.has("format")) {
                 types.add("string");
             }
             if (schema.has("minimum") || schema.has("maximum") || schema.has("exclusiveMinimum")
@@ -325,19 +343,61 @@ public final class JsonSchemaGrammar {
         return bounded ? Expr.integerRange(min, max) : INTEGER;
     }
 
+    /**
+     * A number; with bounds, one between them written without an exponent ({@link NumberRange}), the
+     * inclusive and exclusive bounds of each side taken together.
+     */
     private static Expr number(JsonNode schema, String where) {
-        for (String k : List.of("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")) {
-            if (schema.has(k)) {
-                throw new UnsupportedSchemaException(k, where, k + " is supported for integers only, not for numbers");
+        BigDecimal limit = BigDecimal.valueOf(INTEGER_LIMIT);
+        BigDecimal min = limit.negate();
+        boolean minInclusive = true;
+        BigDecimal max = limit;
+        boolean maxInclusive = true;
+        boolean bounded = false;
+        for (String k : List.of("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")) {
+            JsonNode bound = schema.get(k);
+            if (bound == null) {
+                continue;
+            }
+            if (!bound.isNumber() || bound.decimalValue().abs().compareTo(limit) > 0) {
+                throw new UnsupportedSchemaException(k, where, k + " must be a number of at most 16 integer digits, got "
+                        + bound);
+            }
+            BigDecimal v = bound.decimalValue();
+            bounded = true;
+            boolean exclusive = k.startsWith("exclusive");
+            if (k.endsWith("inimum")) {
+                int order = v.compareTo(min);
+                if (order > 0 || order == 0 && exclusive) {
+                    min = v;
+                    minInclusive = !exclusive;
+                }
+            } else {
+                int order = v.compareTo(max);
+                if (order < 0 || order == 0 && exclusive) {
+                    max = v;
+                    maxInclusive = !exclusive;
+                }
             }
         }
-        return NUMBER;
+        if (!bounded) {
+            return NUMBER;
+        }
+        Expr range = NumberRange.of(min, minInclusive, max, maxInclusive);
+        if (range == null) {
+            throw new UnsupportedSchemaException("minimum", where, "no number lies between the minimum and the maximum");
+        }
+        return range;
     }
 
     private static Expr string(JsonNode schema, StringForm form, String where) {
         int minLength = count(schema, "minLength", 0, where);
         int maxLength = count(schema, "maxLength", -1, where);
         JsonNode pattern = schema.get("pattern");
+        JsonNode format = schema.get("format");
+        if (format != null) {
+            return form.quoted(format(schema, format, minLength, maxLength, where));
+        }
         if (pattern != null) {
             if (!pattern.isTextual()) {
                 throw new UnsupportedSchemaException("pattern", where, "pattern must be a string");
@@ -352,6 +412,26 @@ public final class JsonSchemaGrammar {
             throw new UnsupportedSchemaException("maxLength", where, "maxLength is smaller than minLength");
         }
         return form.quoted(maxLength == 0 ? empty() : repeat(form.anyChar(), minLength, maxLength));
+    }
+
+    /** The characters of a string of {@code format} ({@link FormatGrammar}), within the length limits if they allow all of them. */
+    private static Expr format(JsonNode schema, JsonNode format, int minLength, int maxLength, String where) {
+        Expr grammar = format.isTextual() ? FormatGrammar.of(format.textValue()) : null;
+        if (grammar == null) {
+            throw new UnsupportedSchemaException("format", where, "format " + format + " is not supported; the"
+                    + " supported formats are " + String.join(", ", FormatGrammar.names()));
+        }
+        if (schema.has("pattern")) {
+            throw new UnsupportedSchemaException("pattern", where, "pattern together with format is not supported");
+        }
+        FormatGrammar.Length length = FormatGrammar.Length.of(grammar);
+        if (minLength > length.min() || maxLength >= 0 && maxLength < length.max()) {
+            String keyword = minLength > length.min() ? "minLength" : "maxLength";
+            throw new UnsupportedSchemaException(keyword, where, keyword + " together with format " + format
+                    + " is supported only when it allows every text of the format (" + length.min() + " to "
+                    + length.max() + " characters)");
+        }
+        return grammar;
     }
 
     private Expr array(JsonNode schema, String where) {

@@ -23,7 +23,7 @@ import java.util.Map;
  */
 public record CompletionRequest(List<Prompt> prompts, GenerationOptions options, boolean ignoreEos) {
 
-    /** The most prompts one request may hold. */
+    /** The most prompts one request may hold, and the most choices (prompts times n). */
     public static final int MAX_PROMPTS = 16;
 
     /** One prompt: text (tokenized with special tokens parsed) or token ids. */
@@ -57,6 +57,10 @@ public record CompletionRequest(List<Prompt> prompts, GenerationOptions options,
         if (prompt.size() > MAX_PROMPTS) {
             throw ApiException.badRequest("prompt holds " + prompt.size() + " prompts; at most " + MAX_PROMPTS
                     + " per request", "prompt");
+        }
+        if (prompt.size() * options.choices() > MAX_PROMPTS) {
+            throw ApiException.badRequest("n (" + options.choices() + ") times the " + prompt.size() + " prompts is "
+                    + prompt.size() * options.choices() + " choices; at most " + MAX_PROMPTS + " per request", "n");
         }
         List<Prompt> prompts = new ArrayList<>();
         for (int i = 0; i < prompt.size(); i++) {

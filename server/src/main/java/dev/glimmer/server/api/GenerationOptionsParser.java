@@ -22,6 +22,8 @@ final class GenerationOptionsParser {
     /** The largest max_tokens accepted; anything above is a client mistake, not a wish. */
     static final int MAX_TOKENS_LIMIT = 1 << 24;
     static final int MAX_STOP_STRINGS = 16;
+    /** The most choices ({@code n}) of one request: each is a generation of its own, queued like a request. */
+    static final int MAX_CHOICES = 8;
 
     private GenerationOptionsParser() {
     }
@@ -64,16 +66,12 @@ final class GenerationOptionsParser {
             includeUsage = new Fields(streamOptions.get()).bool("include_usage").orElse(false);
         }
         String user = f.string("user").orElse("");
+        int choices = f.integer("n", 1, MAX_CHOICES).orElse(1);
         return new GenerationOptions(sampling, maxTokens, stop(f), logprobs, topLogprobs, stream, includeUsage, user,
-                Optional.empty());
+                Optional.empty(), choices);
     }
 
     private static void rejectUnsupported(Fields f, boolean chat) {
-        var n = f.integer("n");
-        if (n.isPresent() && n.getAsLong() != 1) {
-            throw ApiException.badRequest("n must be 1: this server generates one choice per request, got "
-                    + n.getAsLong(), "n");
-        }
         // Chat reads response_format itself (ResponseFormats); a raw completion has no reply to constrain.
         var format = f.object("response_format");
         if (!chat && format.isPresent()) {

@@ -25,6 +25,16 @@ final class ReplyGrammars {
 
     /** @param chat the conversation after {@code tool_choice} "none" took its tools away */
     static Optional<OutputGrammar> of(Fields f, ChatRequest chat) {
+        Optional<OutputGrammar> grammar = grammar(f, chat);
+        if (grammar.isPresent() && chat.continuesFinalMessage()) {
+            // The grammar describes a whole reply, and a continued message has begun already.
+            throw ApiException.badRequest("a final assistant message is continued as written; it cannot be combined"
+                    + " with a JSON response_format or a forced tool call", "messages");
+        }
+        return grammar;
+    }
+
+    private static Optional<OutputGrammar> grammar(Fields f, ChatRequest chat) {
         Optional<List<ToolSpec>> forced = forcedTools(f, chat);
         if (forced.isPresent()) {
             try {

@@ -6,6 +6,16 @@ import dev.glimmer.engine.sampling.TokenLogprobs;
 /** What the scheduler reports about one job, in order, through the job's event queue. */
 public sealed interface JobEvent {
 
+    /**
+     * The job got a slot and its KV cache: the first event of every job that starts. The cached share
+     * of the prompt is known from here on (the Anthropic stream's {@code message_start} reports it).
+     *
+     * @param promptTokens the prompt's tokens in all
+     * @param cachedTokens of which come from a cached KV prefix and are not processed again
+     */
+    record Admitted(int promptTokens, int cachedTokens) implements JobEvent {
+    }
+
     /** A chunk of the prompt was processed and more remain (handlers ping the client, which notices a gone client). */
     record PromptProgress(int processed, int total) implements JobEvent {
     }

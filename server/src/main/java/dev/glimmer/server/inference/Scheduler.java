@@ -254,6 +254,7 @@ public final class Scheduler<C extends SequenceCache> {
             }
             try {
                 active.add(new ActiveSequence<>(job, lease, vocabulary, vocabSize));
+                job.emit(new JobEvent.Admitted(job.prompt().length, lease.reused()));
             } catch (RuntimeException e) {
                 // The handler checks requests before submitting them; this only guards the other jobs.
                 LOG.log(Level.SEVERE, "a request could not start", e);

@@ -14,7 +14,6 @@ import dev.glimmer.server.http.HeldJsonResponse;
 import dev.glimmer.server.http.Json;
 import dev.glimmer.server.http.RequestBodies;
 import dev.glimmer.server.http.SseStream;
-import dev.glimmer.server.inference.InferenceJob;
 import dev.glimmer.server.inference.JobEvent;
 import dev.glimmer.server.inference.ModelHost;
 import dev.glimmer.server.inference.ServedModel;
@@ -23,6 +22,7 @@ import io.helidon.webserver.http.HttpService;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 
@@ -42,47 +42,63 @@ public record ChatCompletionRoutes(ModelHost host, ServerConfig config) implemen
         ServedModel model = host.require();
         ChatCompletionRequest request = ChatCompletionRequest.parse(RequestBodies.jsonObject(req, config.maxBodyBytes()),
                 config.sampling(), model.thinksByDefault());
-        ChatGeneration generation = ChatGeneration.start(model, request, "messages");
-        Reply reply = new Reply(model, request, generation.parser());
-        if (request.options().stream()) {
-            reply.stream(generation.job(), res);
-        } else {
-            reply.whole(generation.job(), res);
+        List<ChatGeneration> choices = ChatGeneration.startChoices(model, request, "messages");
+        Reply reply = new Reply(model, request);
+        try {
+            if (request.options().stream()) {
+                reply.stream(choices, res);
+            } else {
+                reply.whole(choices, res);
+            }
+        } finally {
+            // Stops every job this handler leaves behind (a gone client, a failure); no-op for ended ones.
+            choices.forEach(c -> c.job().cancel());
         }
     }
 
-    /** The response to one request. */
+    /**
+     * The response to one request: its choices ({@code n}), each one generation, followed one after
+     * another (they run side by side in the scheduler, their tokens queued until read).
+     */
     private static final class Reply {
         private final ServedModel model;
         private final ChatCompletionRequest request;
-        private final ChatOutputParser parser;
         private final String id = ResponseParts.newId("chatcmpl-");
         private final long created = ResponseParts.now();
 
-        Reply(ServedModel model, ChatCompletionRequest request, ChatOutputParser parser) {
+        Reply(ServedModel model, ChatCompletionRequest request) {
             this.model = model;
             this.request = request;
-            this.parser = parser;
         }
 
-        void whole(InferenceJob job, ServerResponse res) throws InterruptedException {
-            ArrayNode logprobs = Json.MAPPER.createArrayNode();
+        void whole(List<ChatGeneration> generations, ServerResponse res) throws InterruptedException {
             HeldJsonResponse held = HeldJsonResponse.open(res);
-            Optional<JobEvent.Finished> ended = Jobs.followHeld(job, held, token -> {
-                parser.accept(token.text());
-                if (token.logprobs() != null) {
-                    logprobs.add(ResponseParts.chatLogprob(model.tokenizer(), token.logprobs()));
-                }
-            });
-            if (ended.isEmpty()) {
-                return;
-            }
-            JobEvent.Finished end = ended.get();
-            parser.finish();
-            ChatResult result = parser.result();
             ObjectNode body = base("chat.completion");
-            ObjectNode choice = body.putArray("choices").addObject();
-            choice.put("index", 0);
+            ArrayNode choices = body.putArray("choices");
+            List<JobEvent.Finished> ends = new ArrayList<>();
+            for (int index = 0; index < generations.size(); index++) {
+                ChatOutputParser parser = generations.get(index).parser();
+                ArrayNode logprobs = Json.MAPPER.createArrayNode();
+                Optional<JobEvent.Finished> ended = Jobs.followHeld(generations.get(index).job(), held, token -> {
+                    ObjectNode logprob = replyLogprob(parser, token);
+                    parser.accept(token.text());
+                    if (logprob != null) {
+                        logprobs.add(logprob);
+                    }
+                });
+                if (ended.isEmpty()) {
+                    return;
+                }
+                ends.add(ended.get());
+                parser.finish();
+                choices.add(choice(index, parser.result(), ended.get(), logprobs));
+            }
+            held.send(ResponseParts.withUsage(body, ResponseParts.total(ends)));
+        }
+
+        private ObjectNode choice(int index, ChatResult result, JobEvent.Finished end, ArrayNode logprobs) {
+            ObjectNode choice = Json.object();
+            choice.put("index", index);
             choice.put("finish_reason", result.finishReason(end.reason() == FinishReason.LENGTH));
             ObjectNode message = choice.putObject("message");
             message.put("role", "assistant");
@@ -104,52 +120,69 @@ public record ChatCompletionRoutes(ModelHost host, ServerConfig config) implemen
             } else {
                 choice.putNull("logprobs");
             }
-            held.send(ResponseParts.withUsage(body, end));
+            return choice;
         }
 
-        void stream(InferenceJob job, ServerResponse res) throws InterruptedException {
+        /**
+         * The log-probability entry of {@code token}, or null when none was asked for or the token belongs to
+         * the reasoning: {@code logprobs.content} describes the reply's tokens only. Call before the parser
+         * reads the token.
+         */
+        private ObjectNode replyLogprob(ChatOutputParser parser, JobEvent.Token token) {
+            if (token.logprobs() == null || parser.inReasoning()) {
+                return null;
+            }
+            return ResponseParts.chatLogprob(model.tokenizer(), token.logprobs());
+        }
+
+        void stream(List<ChatGeneration> generations, ServerResponse res) throws InterruptedException {
             SseStream sse = SseStream.open(res);
             try {
-                ObjectNode role = Json.object();
-                role.put("role", "assistant");
-                role.putNull("content");
-                sse.data(chunk(role, null, null));
-                JobEvent.Finished end = Jobs.follow(job, sse::ping, token -> {
-                    ObjectNode logprobs = null;
-                    if (token.logprobs() != null) {
-                        logprobs = Json.object();
-                        logprobs.putArray("content").add(ResponseParts.chatLogprob(model.tokenizer(), token.logprobs()));
-                    }
-                    send(sse, parser.accept(token.text()), logprobs);
-                });
-                send(sse, parser.finish(), null);
-                String reason = parser.result().finishReason(end.reason() == FinishReason.LENGTH);
-                sse.data(chunk(Json.object(), reason, null));
+                List<JobEvent.Finished> ends = new ArrayList<>();
+                for (int index = 0; index < generations.size(); index++) {
+                    int i = index;
+                    ChatOutputParser parser = generations.get(index).parser();
+                    ObjectNode role = Json.object();
+                    role.put("role", "assistant");
+                    role.putNull("content");
+                    sse.data(chunk(i, role, null, null));
+                    JobEvent.Finished end = Jobs.follow(generations.get(index).job(), sse::ping, token -> {
+                        ObjectNode logprobs = null;
+                        ObjectNode logprob = replyLogprob(parser, token);
+                        if (logprob != null) {
+                            logprobs = Json.object();
+                            logprobs.putArray("content").add(logprob);
+                        }
+                        send(sse, i, parser.accept(token.text()), logprobs);
+                    });
+                    ends.add(end);
+                    send(sse, i, parser.finish(), null);
+                    String reason = parser.result().finishReason(end.reason() == FinishReason.LENGTH);
+                    sse.data(chunk(i, Json.object(), reason, null));
+                }
                 if (request.options().includeUsage()) {
-                    sse.data(ResponseParts.usageChunk(base("chat.completion.chunk"), end));
+                    sse.data(ResponseParts.usageChunk(base("chat.completion.chunk"), ResponseParts.total(ends)));
                 }
                 sse.done();
             } catch (ClientGoneException gone) {
-                // The job is cancelled; there is nobody to tell.
+                // The jobs are cancelled; there is nobody to tell.
             } catch (ApiException failed) {
                 StreamEnd.error(sse, failed);
             } finally {
-                // Stops the job when this handler leaves early (a write failed before following it); no-op otherwise.
-                job.cancel();
                 sse.close();
             }
         }
 
         /** Sends one chunk per delta; the token's log-probabilities ride on the first (or an empty delta). */
-        private void send(SseStream sse, List<ChatDelta> deltas, ObjectNode logprobs) {
+        private void send(SseStream sse, int index, List<ChatDelta> deltas, ObjectNode logprobs) {
             if (deltas.isEmpty() && logprobs != null) {
-                sse.data(chunk(Json.object(), null, logprobs));
+                sse.data(chunk(index, Json.object(), null, logprobs));
                 return;
             }
             for (ChatDelta delta : deltas) {
                 ObjectNode d = delta(delta);
                 if (d != null) {
-                    sse.data(chunk(d, null, logprobs));
+                    sse.data(chunk(index, d, null, logprobs));
                     logprobs = null;
                 }
             }
@@ -190,10 +223,11 @@ public record ChatCompletionRoutes(ModelHost host, ServerConfig config) implemen
             return c;
         }
 
-        private String chunk(ObjectNode delta, String finishReason, ObjectNode logprobs) {
+        /** A chunk of choice {@code index}. */
+        private String chunk(int index, ObjectNode delta, String finishReason, ObjectNode logprobs) {
             ObjectNode c = base("chat.completion.chunk");
             ObjectNode choice = c.putArray("choices").addObject();
-            choice.put("index", 0);
+            choice.put("index", index);
             choice.set("delta", delta);
             if (logprobs != null) {
                 choice.set("logprobs", logprobs);

@@ -28,7 +28,7 @@ import java.util.Optional;
 
 /**
  * {@code POST /v1/completions}: a raw prompt (text, tokenized with special tokens, or token ids), or a
- * list of them (one choice each), continued without any chat template. The legacy {@code logprobs} shape (tokens, token_logprobs,
+ * list of them ({@code n} choices each, sampled independently), continued without any chat template. The legacy {@code logprobs} shape (tokens, token_logprobs,
  * top_logprobs, text_offset) is produced when {@code logprobs} is given.
  */
 public record CompletionRoutes(ModelHost host, ServerConfig config) implements HttpService {
@@ -51,8 +51,11 @@ public record CompletionRoutes(ModelHost host, ServerConfig config) implements H
         GenerationOptions options = request.optionsFor(model.tokenizer().specialTokens());
         List<InferenceJob> jobs = new ArrayList<>();
         try {
+            // n choices per prompt: choice p·n + i is the i-th of prompt p, as OpenAI orders them.
             for (int[] prompt : prompts) {
-                jobs.add(Jobs.submit(model, prompt, options, "prompt"));
+                for (int i = 0; i < options.choices(); i++) {
+                    jobs.add(Jobs.submit(model, prompt, options.forChoice(i), "prompt"));
+                }
             }
             String id = ResponseParts.newId("cmpl-");
             long created = ResponseParts.now();

@@ -59,12 +59,19 @@ final class Jobs {
      */
     static JobEvent.Finished follow(InferenceJob job, Runnable keepAlive, Consumer<JobEvent.Token> onToken)
             throws InterruptedException {
+        return follow(job, keepAlive, admitted -> { }, onToken);
+    }
+
+    /** {@link #follow}, telling {@code onAdmitted} when the job got its slot (before its first token). */
+    static JobEvent.Finished follow(InferenceJob job, Runnable keepAlive, Consumer<JobEvent.Admitted> onAdmitted,
+                                    Consumer<JobEvent.Token> onToken) throws InterruptedException {
         boolean ended = false;
         try {
             while (true) {
                 JobEvent event = job.poll(PING_SECONDS, TimeUnit.SECONDS);
                 switch (event) {
                     case null -> keepAlive.run();
+                    case JobEvent.Admitted a -> onAdmitted.accept(a);
                     case JobEvent.PromptProgress p -> keepAlive.run();
                     case JobEvent.Token t -> onToken.accept(t);
                     case JobEvent.Finished f -> {

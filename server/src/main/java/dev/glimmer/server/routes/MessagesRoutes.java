@@ -63,6 +63,8 @@ public record MessagesRoutes(ModelHost host, ServerConfig config) implements Htt
         private final ChatGeneration generation;
         private final String id = ResponseParts.newId("msg_");
         private MessageOutput output;
+        /** Whether a stream's message_start was sent. */
+        private boolean started;
 
         Reply(ServedModel model, ChatGeneration generation) {
             this.model = model;
@@ -91,17 +93,20 @@ public record MessagesRoutes(ModelHost host, ServerConfig config) implements Htt
             SseStream sse = SseStream.open(res);
             try {
                 output = new MessageOutput(event -> sse.event(event.path("type").asText(), Json.write(event)));
-                ObjectNode start = message();
-                start.putArray("content");
-                start.putNull("stop_reason");
-                start.putNull("stop_sequence");
-                // The cache's share of the prompt is known at the end (message_delta); here all of it is input.
-                start.set("usage", usage(generation.promptTokens(), 0, 0));
-                sse.event("message_start", Json.write(Json.object().put("type", "message_start").set("message", start)));
-                Runnable ping = () -> sse.event("ping", "{\"type\":\"ping\"}");
-                ping.run();
+                // message_start waits for the job's slot, when the cached share of the prompt is known, so that
+                // its usage and message_delta's agree; until then silence is bridged by comment frames.
+                Runnable ping = () -> {
+                    if (started) {
+                        sse.event("ping", "{\"type\":\"ping\"}");
+                    } else {
+                        sse.ping();
+                    }
+                };
                 JobEvent.Finished end = Jobs.follow(generation.job(), ping,
+                        admitted -> start(sse, admitted.promptTokens(), admitted.cachedTokens()),
                         token -> output.add(generation.parser().accept(token.text())));
+                // A job ended before it started (cancelled while waiting) still gets its message_start.
+                start(sse, end.promptTokens(), end.cachedTokens());
                 finish();
                 ObjectNode delta = Json.object().put("type", "message_delta");
                 delta.putObject("delta").put("stop_reason", stopReason(end)).put("stop_sequence", end.stopString());
@@ -120,6 +125,21 @@ public record MessagesRoutes(ModelHost host, ServerConfig config) implements Htt
                 generation.job().cancel();
                 sse.close();
             }
+        }
+
+        /** Sends message_start and the first ping, once. */
+        private void start(SseStream sse, int promptTokens, int cachedTokens) {
+            if (started) {
+                return;
+            }
+            started = true;
+            ObjectNode start = message();
+            start.putArray("content");
+            start.putNull("stop_reason");
+            start.putNull("stop_sequence");
+            start.set("usage", usage(promptTokens, cachedTokens, 0));
+            sse.event("message_start", Json.write(Json.object().put("type", "message_start").set("message", start)));
+            sse.event("ping", "{\"type\":\"ping\"}");
         }
 
         private void finish() {

@@ -124,6 +124,7 @@ class PipelinedStepTest {
                         return new Run(tokens.stream().mapToInt(Integer::intValue).toArray(), texts, f);
                     }
                     case JobEvent.Failed f -> throw new AssertionError("the job failed: " + f.message());
+                    case JobEvent.Admitted a -> { }
                     case JobEvent.PromptProgress p -> { }
                 }
             }
