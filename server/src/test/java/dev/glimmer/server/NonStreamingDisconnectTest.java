@@ -21,8 +21,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * A client of a non-streaming request that hangs up stops its generation, as a streaming one does:
- * the response holds the connection with spaces before the JSON body, and the first failed write
- * cancels the job. A client that stays gets a body that parses as usual.
+ * once the answer takes longer than a quick one, the response probes the connection with spaces
+ * before the JSON body, and the first failed write cancels the job. A client that stays gets a body
+ * that parses as usual; a quick answer's body is its JSON alone.
  */
 class NonStreamingDisconnectTest {
     static final int MAX_TOKENS = 1000;
@@ -31,6 +32,14 @@ class NonStreamingDisconnectTest {
     @BeforeAll
     static void start() {
         app = TestServer.start(Map.of("model.ctx", "1024"));
+        completion(4); // warm-up: the first request's code paths compile
+    }
+
+    /** A greedy completion of exactly {@code tokens} tokens, its body as sent. */
+    static String completion(int tokens) {
+        return given().port(app.port()).contentType("application/json")
+                .body(Map.of("prompt", "Once upon a time", "max_tokens", tokens, "temperature", 0, "ignore_eos", true))
+                .post("/v1/completions").then().statusCode(200).contentType("application/json").extract().asString();
     }
 
     @AfterAll
@@ -81,14 +90,44 @@ class NonStreamingDisconnectTest {
         assertTrue(generated < MAX_TOKENS, "stopped early: " + generated + " of " + MAX_TOKENS + " tokens");
     }
 
+    /** A quick answer on each generating route starts with its JSON: no probe, so no space. */
+    @ParameterizedTest
+    @MethodSource("quickGenerations")
+    void aQuickAnswerIsItsJsonAlone(String path, Map<String, Object> request) {
+        long start = System.nanoTime();
+        var r = given().port(app.port()).contentType("application/json").body(request)
+                .post(path).then().statusCode(200).contentType("application/json").extract();
+        long millis = (System.nanoTime() - start) / 1_000_000;
+        assertTrue(r.asString().startsWith("{"), "answered in " + millis + " ms, starting with '"
+                + r.asString().substring(0, 10) + "'");
+    }
+
+    static List<Arguments> quickGenerations() {
+        List<Map<String, String>> hi = List.of(Map.of("role", "user", "content", "Hi"));
+        return List.of(
+                Arguments.of("/v1/completions", Map.of("prompt", "Once upon a time", "max_tokens", 4, "temperature", 0)),
+                Arguments.of("/v1/chat/completions", Map.of("messages", hi, "max_tokens", 4, "temperature", 0)),
+                Arguments.of("/v1/responses", Map.of("input", hi, "max_output_tokens", 4, "temperature", 0)),
+                Arguments.of("/v1/messages", Map.of("messages", hi, "max_tokens", 4, "temperature", 0)));
+    }
+
+    /**
+     * A client that waits through a long answer gets the spaces, then a body that parses as usual. Long: the
+     * answers double until one takes longer than a quick one on this machine (each shorter one is a quick one).
+     */
     @Test
-    void aClientThatStaysGetsAnOrdinaryJsonBody() {
-        var r = given().port(app.port()).contentType("application/json")
-                .body(Map.of("prompt", "Once upon a time", "max_tokens", 20, "temperature", 0))
-                .post("/v1/completions").then().statusCode(200).contentType("application/json").extract();
-        assertEquals("text_completion", r.jsonPath().getString("object"));
-        assertEquals(20, r.jsonPath().getInt("usage.completion_tokens"));
-        assertTrue(r.asString().startsWith(" "), "spaces come before the JSON while generating");
+    void aClientThatStaysThroughALongAnswerGetsAnOrdinaryJsonBody() throws Exception {
+        int tokens = 32;
+        String body = completion(tokens);
+        while (!body.startsWith(" ") && tokens < MAX_TOKENS) {
+            assertTrue(body.startsWith("{"), body.substring(0, 10));
+            tokens = Math.min(MAX_TOKENS, 2 * tokens);
+            body = completion(tokens);
+        }
+        assertTrue(body.startsWith(" "), "spaces come before the JSON of a long answer (" + tokens + " tokens)");
+        var json = new ObjectMapper().readTree(body);
+        assertEquals("text_completion", json.path("object").asText());
+        assertEquals(tokens, json.path("usage").path("completion_tokens").asInt());
     }
 
     /** The first byte of a chunked or plain body. */

@@ -31,7 +31,8 @@ import java.util.Optional;
  * @param kvBudgetMb   memory for cached KV caches in MB; 0 = sized from the context
  * @param sampling     defaults for requests that do not say
  */
-public record ServerConfig(String host, int port, List<String> apiKeys, List<String> allowedHosts, List<String> corsOrigins, long maxBodyBytes,
+public record ServerConfig(String host, int port, List<String> apiKeys, List<String> allowedHosts, List<String> corsOrigins,
+                           long maxBodyBytes,
                            Optional<Path> model, BackendKind backend, int ctx, int threads, int parallel, int promptChunk, int queue,
                            long kvBudgetMb, SamplingDefaults sampling) {
 

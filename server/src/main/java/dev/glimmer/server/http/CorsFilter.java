@@ -49,12 +49,12 @@ public final class CorsFilter implements Filter {
     @Override
     public void filter(FilterChain chain, RoutingRequest req, RoutingResponse res) {
         String origin = req.headers().first(HeaderNames.ORIGIN).orElse(null);
-        boolean preflight = req.prologue().method().text().equals("OPTIONS")
-                && req.headers().contains(HeaderNames.ACCESS_CONTROL_REQUEST_METHOD);
         if (origin == null) {
             chain.proceed();
             return;
         }
+        boolean preflight = req.prologue().method().text().equals("OPTIONS")
+                && req.headers().contains(HeaderNames.ACCESS_CONTROL_REQUEST_METHOD);
         res.header(HeaderNames.VARY, "Origin");
         boolean named = origins.contains(origin.toLowerCase(Locale.ROOT)) || local && isLocal(origin);
         if (named) {

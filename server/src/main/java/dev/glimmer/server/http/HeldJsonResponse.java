@@ -9,19 +9,28 @@ import java.nio.charset.StandardCharsets;
 
 /**
  * A non-streaming JSON response whose body takes a while to compute (a generation). Helidon tells a
- * handler that its client left only when a write fails, so while the body is computed
- * {@link #keepAlive()} writes one space (JSON allows whitespace before a value: clients parse the
- * body as usual) and a failed write throws {@link ClientGoneException}, which stops the generation
- * within a token, or within a prompt chunk while the prompt is processed.
+ * handler that its client left only when a write fails, so once the answer has taken longer than
+ * {@link #PROBE_AFTER_NANOS} {@link #keepAlive()} writes a space (JSON allows whitespace before a value:
+ * clients parse the body as usual), at most one per {@link #PROBE_EVERY_NANOS}, and a failed write
+ * throws {@link ClientGoneException}, which stops the generation. A quick answer is never probed: its
+ * body starts with its JSON, and a client that leaves it is noticed at the latest when it is sent.
+ * A connection that has just been closed by the peer still takes one write (the peer answers it with a
+ * reset), so a gone client is noticed about two probes after it left.
  *
  * <p>Until the first space the response is untouched, so early errors keep their HTTP status. After
  * it the status is 200, and a failure is reported as an error object (in the route's {@link ErrorShape}) in the body.
  */
 public final class HeldJsonResponse {
+    /** An answer that ends sooner goes out as plain JSON: most non-streamed answers of a small model, and every error. */
+    static final long PROBE_AFTER_NANOS = 2_000_000_000L;
+    /** Between two spaces at least this: a gone client is noticed within about two of them. */
+    static final long PROBE_EVERY_NANOS = 500_000_000L;
     private static final byte[] SPACE = {' '};
 
     private final ServerResponse res;
     private final ErrorShape errorShape;
+    private final long opened = System.nanoTime();
+    private long lastProbe;
     private OutputStream out;
     private boolean gone;
 
@@ -39,12 +48,20 @@ public final class HeldJsonResponse {
         return new HeldJsonResponse(res, errorShape);
     }
 
-    /** Writes one space; throws {@link ClientGoneException} when the client has left. */
+    /**
+     * Writes one space when the answer has been computed for longer than {@link #PROBE_AFTER_NANOS} and the last one
+     * is {@link #PROBE_EVERY_NANOS} old; throws {@link ClientGoneException} when the client has left.
+     */
     public synchronized void keepAlive() {
+        long now = System.nanoTime();
+        if (now - opened < PROBE_AFTER_NANOS || out != null && now - lastProbe < PROBE_EVERY_NANOS) {
+            return;
+        }
         if (out == null) {
             res.header(HeaderNames.CONTENT_TYPE, "application/json");
             out = res.outputStream();
         }
+        lastProbe = now;
         write(SPACE);
     }
 

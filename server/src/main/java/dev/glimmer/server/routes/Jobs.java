@@ -92,8 +92,9 @@ final class Jobs {
     }
 
     /**
-     * {@link #follow} for a non-streaming response: a space is written on every token and while the
-     * prompt is processed, so a client that leaves stops its generation as a streaming one does.
+     * {@link #follow} for a non-streaming response: the held response may probe its client on every token
+     * and while the prompt is processed (a space, once the answer takes longer than a quick one), so a
+     * client that leaves stops its generation as a streaming one does.
      *
      * @return the job's end; empty when the client left or the job failed (the failure is answered:
      *         rethrown with its status while nothing was sent, else in the body)
