@@ -24,10 +24,11 @@ import java.util.Optional;
  * @param queue        requests that may wait for a slot
  * @param kvBudgetMb   memory for cached KV caches in MB; 0 = sized from the context
  * @param sampling     defaults for requests that do not say
+ * @param drainSeconds how long SIGTERM lets running requests finish before the server stops
  */
 public record ServerConfig(String host, int port, Optional<String> apiKey, List<String> corsOrigins, long maxBodyBytes,
                            Optional<Path> model, BackendKind backend, int ctx, int threads, int parallel, int promptChunk, int queue,
-                           long kvBudgetMb, SamplingDefaults sampling) {
+                           long kvBudgetMb, SamplingDefaults sampling, int drainSeconds) {
 
     /** Sampling values used when a request leaves them out; {@code maxTokens} -1 = until the context is full. */
     public record SamplingDefaults(float temperature, int topK, float topP, float minP, int maxTokens) {
