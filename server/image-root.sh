@@ -35,12 +35,14 @@ mapfile -t objects < <(find "$ROOT/opt/glimmer/jre" -type f \( -name '*.so' -o -
     ! -name 'libawt_xawt.so' ! -name 'libjawt.so' ! -name 'libjsound.so' ! -name 'libsplashscreen.so'; printf '%s\n' "$@")
 mapfile -t libraries < <(for o in "${objects[@]}"; do ldd "$o" 2>/dev/null || true; done \
     | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\/.*ld-linux/ { print $1 }' | sort -u)
+copied=0
 for lib in "${libraries[@]}"; do
     case "$lib" in
         "$ROOT"/*) continue ;; # the runtime's own libraries
     esac
     mkdir -p "$ROOT$(dirname "$lib")"
     cp -L "$lib" "$ROOT$lib"
+    copied=$((copied + 1))
 done
 [ -e "$ROOT/lib64/ld-linux-x86-64.so.2" ] || { echo "image-root: no dynamic loader found by ldd" >&2; exit 1; }
 
@@ -49,4 +51,4 @@ echo 'glimmer:x:65532:65532:glimmer:/home/glimmer:/sbin/nologin' >> "$ROOT/etc/p
 echo 'root:x:0:' > "$ROOT/etc/group"
 echo 'glimmer:x:65532:' >> "$ROOT/etc/group"
 echo "image-root: $ROOT: $(du -sh "$ROOT" | cut -f1) (runtime $(du -sh "$ROOT/opt/glimmer/jre" | cut -f1)," \
-    "${#libraries[@]} system libraries)"
+    "$copied system libraries)"
