@@ -6,6 +6,7 @@ import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.inference.BackendChooser;
 import dev.glimmer.server.inference.DemoModel;
 import dev.glimmer.server.inference.ModelHost;
+import dev.glimmer.server.inference.Scheduler;
 import dev.glimmer.server.inference.ServedModel;
 import dev.glimmer.server.metrics.ServerMetrics;
 
@@ -18,10 +19,12 @@ import java.util.logging.Logger;
 
 /**
  * A running Glimmer server: starts listening at once (so {@code /health} can answer 503 while
- * loading), loads the model on a background thread, and shuts everything down in order.
+ * loading), loads the model on a background thread, drains ({@link #drain}) and shuts everything down in order.
  */
 public final class GlimmerApp implements AutoCloseable {
     private static final Logger LOG = Logger.getLogger(GlimmerApp.class.getName());
+    /** How often draining looks whether the accepted requests have finished. */
+    private static final Duration DRAIN_POLL = Duration.ofMillis(20);
 
     private final ServerConfig config;
     private final Map<String, String> environment;
@@ -87,6 +90,32 @@ public final class GlimmerApp implements AutoCloseable {
     /** Waits until the model is loaded (or failed), for tests and tools. */
     public void awaitLoaded() throws InterruptedException {
         loader.join();
+    }
+
+    /**
+     * Stops taking requests (they get 503, {@code /ready} says 503, {@code /health} "draining") and waits up to
+     * {@code grace} for the accepted ones, running or waiting, to finish. {@link #close} then stops the server; it
+     * ends whatever still runs with a final chunk.
+     *
+     * @return whether every accepted request finished within {@code grace}
+     */
+    public boolean drain(Duration grace) throws InterruptedException {
+        host.drain();
+        if (!(host.state() instanceof ModelHost.Ready ready)) {
+            return true;
+        }
+        Scheduler<?> scheduler = ready.model().scheduler();
+        LOG.info("draining: new requests get 503; waiting up to " + grace.toSeconds() + " s for "
+                + scheduler.admitted() + " accepted requests to finish");
+        long deadline = System.nanoTime() + grace.toNanos();
+        while (scheduler.admitted() > 0 && System.nanoTime() < deadline) {
+            Thread.sleep(DRAIN_POLL.toMillis());
+        }
+        int left = scheduler.admitted();
+        if (left > 0) {
+            LOG.warning(left + " requests still running after " + grace.toSeconds() + " s of draining; they end now");
+        }
+        return left == 0;
     }
 
     @Override

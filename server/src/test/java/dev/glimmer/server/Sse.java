@@ -10,14 +10,14 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** Splits an event-stream body into its JSON events, checking the framing byte for byte on the way. */
-final class Sse {
+public final class Sse {
     private static final ObjectMapper MAPPER = new ObjectMapper();
 
     /**
      * The events of {@code body}, which must be exactly {@code data: <json>\n\n} frames (ping comments
      * allowed) ending with {@code data: [DONE]\n\n}, each JSON compact as the server writes it.
      */
-    static List<JsonNode> events(String body) throws Exception {
+    public static List<JsonNode> events(String body) throws Exception {
         assertTrue(body.endsWith("data: [DONE]\n\n"), "the stream must end with [DONE]: " + tail(body));
         List<JsonNode> events = new ArrayList<>();
         StringBuilder rebuilt = new StringBuilder();

@@ -10,15 +10,18 @@ import io.helidon.logging.common.LogConfig;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Model.OptionSpec;
+import sun.misc.Signal;
 
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /** {@code ./glimmer serve}: the OpenAI-compatible server. */
 @Command(name = "serve",
@@ -26,7 +29,9 @@ import java.util.concurrent.CountDownLatch;
         footer = """
                 Settings come from config/application.yaml, then GLIMMER_* environment variables
                 (GLIMMER_SERVER_PORT=9090, GLIMMER_MODEL_PATH=model.gguf, ...), then these flags.
-                Ctrl-C stops the server gracefully: running streams get their final chunk.""")
+                Ctrl-C stops the server gracefully: running streams get their final chunk.
+                SIGTERM (docker stop, Kubernetes) drains first: new requests get 503 and /ready 503,
+                running ones may finish within --drain-seconds, then the server stops.""")
 final class ServeCommand implements Subcommand {
 
     /** A flag that overrides a configuration key; its value goes to the loader as text, checked there like the others. */
@@ -50,7 +55,8 @@ final class ServeCommand implements Subcommand {
             new Setting("--kv-budget", "MB", "inference.kv-budget-mb", "memory for cached conversations (default: from the context)"),
             new Setting("--max-body", "SIZE", "server.max-body", "largest request body, e.g. 4M (default 4M)"),
             new Setting("--cors", "ORIGINS", "server.cors-origins", "pages of other origins that may call the server:"
-                    + " origins, local, * or none, comma-separated (default: local = pages from localhost, 127.0.0.1, [::1])"));
+                    + " origins, local, * or none, comma-separated (default: local = pages from localhost, 127.0.0.1, [::1])"),
+            new Setting("--drain-seconds", "S", "server.drain-seconds", "on SIGTERM, how long running requests may finish (default 30)"));
 
     private CommandSpec spec;
 
@@ -101,6 +107,7 @@ final class ServeCommand implements Subcommand {
             // A bug: the log has its stack trace; exit 1.
             throw new IllegalStateException("cannot serve the model: " + failed.cause(), failed.cause());
         }
+        drainOnSigterm(app, Duration.ofSeconds(config.drainSeconds()), io);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             io.err().println("glimmer serve: stopping (running streams get their final chunk)");
             app.close();
@@ -110,5 +117,28 @@ final class ServeCommand implements Subcommand {
         }, "glimmer-shutdown"));
         stopped.await();
         return 0;
+    }
+
+    /**
+     * SIGTERM, what {@code docker stop} and Kubernetes send, drains the server ({@link GlimmerApp#drain}) and then
+     * exits, which runs the shutdown hook; a second SIGTERM exits at once. SIGINT (Ctrl-C) goes straight to the hook.
+     */
+    private static void drainOnSigterm(GlimmerApp app, Duration grace, Terminal io) {
+        AtomicBoolean draining = new AtomicBoolean();
+        Signal.handle(new Signal("TERM"), signal -> {
+            if (draining.getAndSet(true)) {
+                System.exit(0);
+            }
+            io.err().println("glimmer serve: draining (SIGTERM): new requests get 503; running ones have up to "
+                    + grace.toSeconds() + " s to finish");
+            Thread.ofPlatform().name("glimmer-drain").start(() -> {
+                try {
+                    app.drain(grace);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                System.exit(0);
+            });
+        });
     }
 }

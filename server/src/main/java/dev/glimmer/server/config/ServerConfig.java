@@ -30,11 +30,12 @@ import java.util.Optional;
  * @param queue        requests that may wait for a slot
  * @param kvBudgetMb   memory for cached KV caches in MB; 0 = sized from the context
  * @param sampling     defaults for requests that do not say
+ * @param drainSeconds how long SIGTERM lets running requests finish before the server stops
  */
 public record ServerConfig(String host, int port, List<String> apiKeys, List<String> allowedHosts, List<String> corsOrigins,
                            long maxBodyBytes,
                            Optional<Path> model, BackendKind backend, int ctx, int threads, int parallel, int promptChunk, int queue,
-                           long kvBudgetMb, SamplingDefaults sampling) {
+                           long kvBudgetMb, SamplingDefaults sampling, int drainSeconds) {
 
     /** The context served when none is asked for and the model's own is longer. */
     public static final int DEFAULT_CTX = 8192;

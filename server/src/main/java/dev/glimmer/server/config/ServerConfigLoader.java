@@ -104,7 +104,8 @@ public final class ServerConfigLoader {
                 (int) integer("inference.prompt-chunk", 512, 1, 8192),
                 (int) integer("inference.queue", 16, 0, 1 << 20),
                 integer("inference.kv-budget-mb", 0, 0, 1L << 30),
-                sampling);
+                sampling,
+                (int) integer("server.drain-seconds", 30, 0, 3600));
     }
 
     /** The environment variable that overrides {@code key}. */

@@ -14,8 +14,8 @@ import java.security.NoSuchAlgorithmException;
 import java.util.List;
 
 /**
- * Requires one of the configured keys as {@code Authorization: Bearer <key>} (or Anthropic's {@code x-api-key: <key>}) on every route except {@code /health} (load balancers
- * probe it without credentials), CORS preflights (browsers never send credentials with them) and the
+ * Requires one of the configured keys as {@code Authorization: Bearer <key>} (or Anthropic's {@code x-api-key: <key>}) on every route except {@code /health} and {@code /ready} (load balancers
+ * probe them without credentials), CORS preflights (browsers never send credentials with them) and the
  * web chat's own files: a browser cannot send a key with the page request, and the page holds no
  * data; it asks the user for the key and sends it with every API call.
  *
@@ -47,7 +47,7 @@ public final class ApiKeyFilter implements Filter {
     public void filter(FilterChain chain, RoutingRequest req, RoutingResponse res) {
         String path = req.path().path();
         String method = req.prologue().method().text();
-        if (path.equals("/health") || method.equals("OPTIONS") || isWebChatFile(method, path)) {
+        if (path.equals("/health") || path.equals("/ready") || method.equals("OPTIONS") || isWebChatFile(method, path)) {
             chain.proceed();
             return;
         }

@@ -13,7 +13,7 @@ import java.util.Set;
  * and the handlers that have not returned yet (none may be left behind when the clients are gone).
  */
 public final class MetricsFilter implements Filter {
-    private static final Set<String> ROUTES = Set.of("/", "/health", "/metrics", "/v1/models", "/v1/chat/completions",
+    private static final Set<String> ROUTES = Set.of("/", "/health", "/ready", "/metrics", "/v1/models", "/v1/chat/completions",
             "/v1/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/tokenize", "/detokenize",
             "/apply-template");
 

@@ -2,7 +2,8 @@ package dev.glimmer.server.inference;
 
 /**
  * The served model's life cycle, seen by the HTTP side: loading (routes answer 503, {@code /health}
- * too), ready, or failed to load. The server starts listening before the model is loaded so that
+ * too), ready, or failed to load; and, once told to drain (SIGTERM), no longer taking requests while
+ * the ones it has finish. The server starts listening before the model is loaded so that
  * {@code /health} can say it is loading.
  */
 public final class ModelHost {
@@ -24,7 +25,11 @@ public final class ModelHost {
     public record Failed(String reason, Throwable cause) implements State {
     }
 
+    /** Seconds a client refused while draining is told to wait: another replica takes it meanwhile. */
+    static final int DRAINING_RETRY_AFTER_SECONDS = 1;
+
     private volatile State state = new Loading("starting");
+    private volatile boolean draining;
 
     public State state() {
         return state;
@@ -44,13 +49,36 @@ public final class ModelHost {
         state = new Failed(cause.getMessage() != null ? cause.getMessage() : cause.toString(), cause);
     }
 
+    /** From now on new requests are refused with 503 ({@link #require}); running ones go on. */
+    public void drain() {
+        draining = true;
+    }
+
+    public boolean draining() {
+        return draining;
+    }
+
     /**
-     * The model, ready to generate.
+     * The model, ready to take a request.
+     *
+     * @throws UnavailableException while it loads, when it failed to load, when its generation stopped
+     *                              after an internal error, or while the server drains
+     */
+    public ServedModel require() {
+        if (draining) {
+            throw new UnavailableException("the server is shutting down: it finishes the requests it has and takes no"
+                    + " new ones; send this one to another replica", DRAINING_RETRY_AFTER_SECONDS);
+        }
+        return alive();
+    }
+
+    /**
+     * The model, loaded and able to generate, draining or not: what a liveness probe asks.
      *
      * @throws UnavailableException while it loads, when it failed to load, or when its generation stopped
      *                              after an internal error
      */
-    public ServedModel require() {
+    public ServedModel alive() {
         return switch (state) {
             case Ready r -> {
                 r.model().scheduler().failure().ifPresent(e -> {

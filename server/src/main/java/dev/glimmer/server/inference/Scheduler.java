@@ -379,6 +379,7 @@ public final class Scheduler<C extends SequenceCache> {
 
     /** Tells the job how it ended and frees its place among the admitted jobs. */
     private void report(ActiveSequence<C> s, FinishReason reason, String failure) {
+        metrics.requestEnded(reason, Duration.ofNanos(System.nanoTime() - s.job.createdNanos()));
         if (reason == null) {
             s.job.emit(new JobEvent.Failed(failure, false));
         } else {

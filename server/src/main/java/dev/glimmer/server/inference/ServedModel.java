@@ -98,8 +98,9 @@ public final class ServedModel implements AutoCloseable {
             LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB" + (steps.backend() == BackendKind.CPU ? "" : " of "
                     + backend + " memory") + ": " + sessions.budgetBytes() / cacheBytes + " cached conversations of "
                     + ctx + " tokens");
-            return new ServedModel(model, ServedModelFacts.of(model.file(), ctx, demo, backend, reason), tokenizer,
-                    format, steps, scheduler, ctx);
+            ServedModelFacts facts = ServedModelFacts.of(model.file(), ctx, demo, backend, reason);
+            metrics.modelLoaded(facts.id(), ctx, sessions.budgetBytes() / cacheBytes);
+            return new ServedModel(model, facts, tokenizer, format, steps, scheduler, ctx);
         } catch (RuntimeException | IOException e) {
             if (steps != null) {
                 steps.close();

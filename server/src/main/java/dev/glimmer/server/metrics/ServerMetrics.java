@@ -1,5 +1,6 @@
 package dev.glimmer.server.metrics;
 
+import dev.glimmer.engine.generate.FinishReason;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.DistributionSummary;
 import io.micrometer.core.instrument.Gauge;
@@ -18,7 +19,8 @@ import java.util.concurrent.atomic.AtomicLong;
 /**
  * The server's Micrometer meters, exposed on {@code /metrics} in Prometheus text format. Names
  * follow llama-server's where one exists ({@code glimmer_} prefix instead of {@code llamacpp:}).
- * The inference side reports through the methods here; gauges read the atomic values.
+ * The inference side reports through the methods here; gauges read the atomic values. The same reports also feed
+ * the {@code vllm:*} names that inference gateways and vLLM dashboards read ({@link VllmMetrics}).
  */
 public final class ServerMetrics implements AutoCloseable {
     /** Prometheus text exposition format 0.0.4, what scrapers expect (docs/SERVING.md, Metrics). */
@@ -50,6 +52,7 @@ public final class ServerMetrics implements AutoCloseable {
     private final AtomicLong poolBytes = new AtomicLong();
     /** Whether the pool's gauges are registered: on the first report, from the scheduler's thread alone. */
     private boolean poolGauges;
+    private final VllmMetrics vllm = new VllmMetrics(registry.getPrometheusRegistry(), running::get, queued::get);
 
     public ServerMetrics() {
         promptTokens = Counter.builder("glimmer.prompt.tokens").description("prompt tokens processed (not from cache)")
@@ -98,9 +101,19 @@ public final class ServerMetrics implements AutoCloseable {
         promptTokens.increment(tokens);
     }
 
+    /**
+     * The served model is loaded: its id labels the vLLM-named series, which appear now.
+     *
+     * @param slots conversations its KV memory holds at once, each of {@code ctx} tokens
+     */
+    public void modelLoaded(String modelId, int ctx, long slots) {
+        vllm.modelLoaded(modelId, ctx, slots);
+    }
+
     /** A prompt is done: {@code processed} tokens computed in {@code duration}, {@code cached} taken from a cache. */
     public void promptDone(int processed, int cached, Duration duration) {
         promptTokensCached.increment(cached);
+        vllm.prompt(processed + cached, cached);
         if (processed > 0 && duration.toNanos() > 0) {
             promptSpeed.record(processed * 1e9 / duration.toNanos());
         }
@@ -116,12 +129,14 @@ public final class ServerMetrics implements AutoCloseable {
     public void token(Duration sincePrevious) {
         generatedTokens.increment();
         interTokenLatency.record(sincePrevious);
+        vllm.token(sincePrevious);
     }
 
     /** A sequence's first token, {@code sinceArrival} after its request came in. */
     public void firstToken(Duration sinceArrival) {
         generatedTokens.increment();
         timeToFirstToken.record(sinceArrival);
+        vllm.firstToken(sinceArrival);
     }
 
     /** One decode step fed {@code sequences} tokens at once and took {@code took} from its launch to its results. */
@@ -136,6 +151,18 @@ public final class ServerMetrics implements AutoCloseable {
      */
     public void decodeGap(Duration gap) {
         decodeGap.record(gap);
+    }
+
+    /** A request ended, {@code sinceArrival} after it came in, for {@code reason}; null when it failed. */
+    public void requestEnded(FinishReason reason, Duration sinceArrival) {
+        // vLLM's finished_reason values: stop, length, abort (a client that left, or a failure).
+        String vllmReason = switch (reason) {
+            case STOP -> "stop";
+            case LENGTH -> "length";
+            case CANCELLED -> "abort";
+            case null -> "abort";
+        };
+        vllm.finished(vllmReason, sinceArrival);
     }
 
     public void cancelled() {
