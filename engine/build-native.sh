@@ -6,7 +6,10 @@
 #   build-native.sh OUTPUT_DIR      (Maven runs it in the compile phase)
 set -uo pipefail
 out="${1:?output directory}"
-src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/src/main/c/q4_0_avx512.c"
+dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/src/main/c"
+# Every variant of the kernel goes into the one library (each function compiled for its own instruction
+# sets; glimmer_cpu_variants says at run time which this processor runs).
+src=("$dir/cpu_variants.c" "$dir/q4_0_activations.c" "$dir/q4_0_avx512.c" "$dir/q4_0_avx2.c")
 target="$out/native/linux-x86_64/libglimmer-cpu.so"
 if [ "$(uname -s)" != Linux ] || [ "$(uname -m)" != x86_64 ]; then
     echo "build-native: not Linux x86-64; the CPU backend will use its Java kernels"
@@ -21,9 +24,9 @@ if [ -z "$cc" ]; then
     exit 0
 fi
 mkdir -p "$(dirname "$target")"
-if ! "$cc" -O3 -std=c11 -shared -fPIC -Wall -Werror -o "$target.tmp" "$src"; then
+if ! "$cc" -O3 -std=c11 -shared -fPIC -Wall -Werror -o "$target.tmp" "${src[@]}"; then
     rm -f "$target.tmp"
-    echo "build-native: $cc could not build $src; the CPU backend will use its Java kernels"
+    echo "build-native: $cc could not build ${src[*]}; the CPU backend will use its Java kernels"
     exit 0
 fi
 mv "$target.tmp" "$target"

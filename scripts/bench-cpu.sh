@@ -6,7 +6,7 @@
 #
 #   scripts/bench-cpu.sh MODEL.gguf LLAMA_BENCH [ROUNDS] [THREADS]
 #
-# Extra JVM flags for Glimmer go in GLIMMER_JAVA_OPTS (e.g. -Dglimmer.cpu.native=false).
+# Extra JVM flags for Glimmer go in GLIMMER_JAVA_OPTS (e.g. -Dglimmer.cpu.kernels=java).
 set -euo pipefail
 model="${1:?model file}"; llama="${2:?path to llama-bench}"; rounds="${3:-2}"; threads="${4:-2}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

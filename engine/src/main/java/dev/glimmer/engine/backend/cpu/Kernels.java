@@ -138,6 +138,11 @@ final class Kernels {
         }
     }
 
+    /** The width of the vectors these kernels compute with here: the widest this CPU runs natively. */
+    static int vectorBits() {
+        return ShortVector.SPECIES_PREFERRED.vectorBitSize();
+    }
+
     /** Whether these kernels can run here: 256-bit vectors at least (AVX2, AVX-512, SVE-256 and the like). */
     static boolean supported() {
         return D.length() == 4 || D.length() == 8;

@@ -57,7 +57,7 @@ class VectorWidthTest {
     private static List<String> results() {
         Random random = new Random(21);
         List<String> lines = new ArrayList<>();
-        CpuBackend backend = new CpuBackend(1, false);
+        CpuBackend backend = new CpuBackend(1, (NativeKernels.Variant) null);
         for (int cols : COLS) {
             WeightMatrix w = new WeightMatrix("w", GgmlType.Q4_0, rows(random, cols), ROWS, cols);
             for (int n : new int[] {1, 2, 5}) { // one token, two, and a pass of four with one more
