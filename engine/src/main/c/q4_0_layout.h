@@ -21,12 +21,20 @@
  */
 #define PREFETCH_BYTES 4096
 
+/* An fp16 value widened to float (exactly). */
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-/* An fp16 value widened to float (exactly). */
 __attribute__((target("f16c"))) static inline float half_to_float(const uint8_t *p) {
     return _cvtsh_ss((unsigned short) (p[0] | p[1] << 8));
+}
+#elif defined(__aarch64__)
+#include <string.h>
+
+static inline float half_to_float(const uint8_t *p) {
+    __fp16 h;
+    memcpy(&h, p, sizeof h);
+    return (float) h;
 }
 #endif
 

@@ -191,8 +191,8 @@ final class NativeKernels {
     /** Why the library is not even tried, or null when it is. */
     private static String unavailableReason() {
         String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
-        if (!os.contains("linux") || !architecture().equals("x86_64")) {
-            return "the native Q4_0 kernel is built for Linux x86-64 only";
+        if (!os.contains("linux") || !(architecture().equals("x86_64") || architecture().equals("aarch64"))) {
+            return "the native Q4_0 kernel is built for Linux x86-64 and aarch64 only";
         }
         if (NativeKernels.class.getResource(RESOURCE) == null) {
             return "the native Q4_0 kernel was not built: no C compiler at build time";
