@@ -1,10 +1,11 @@
 /*
- * Glimmer's optional native CPU kernel: Q4_0 weight rows times Q8_0 activation rows with AVX-512
- * VNNI integer dot products (vpdpbusd), which the JDK's Vector API cannot emit
- * (glimmer_q4_0_matmul), and the activations quantized into its layout (glimmer_q4_0_activations).
+ * Glimmer's optional native CPU kernel: Q4_0 weight rows times Q8_0 activation rows with integer dot
+ * products, which the JDK's Vector API cannot emit. This file is the variant for processors with AVX-512
+ * VNNI and VBMI (vpdpbusd on 512-bit vectors); q4_0_avx2.c has the 256-bit ones (AVX2, AVX-VNNI),
+ * q4_0_neon.c the Arm one, q4_0_activations.c the quantizer of the activations into their layout.
  *
- * It computes exactly what the Java kernel Kernels.dotQ4_0 computes (on 512-bit vectors), operation for
- * operation, so the two give the same bits (NativeKernelsTest holds them to that):
+ * It computes exactly what the Java kernel Kernels.dotQ4_0 computes, operation for operation, so the two
+ * give the same bits (NativeKernelsTest holds them to that):
  *   - per four blocks (128 values), 16 int32 lanes, lane 4k+j holding the exact sum of (q - 8) * x
  *     over values 4j..4j+3 and 4j+16..4j+19 of block k (the lanes of the Java kernel);
  *   - each lane converted to double and multiplied by the block's float scale fp16(d_w) * d_x, lanes
@@ -17,42 +18,24 @@
  *   bias: 16 int32, lane 4k+j = -8 * (the sum of the lane's 8 quants) (so Σ q·x + bias = Σ (q-8)·x);
  *   xd:   16 floats, lane 4k+j = block k's activation scale.
  * Blocks after the last whole group (a row of 6 blocks has 2) go one at a time, as the Java kernel takes
- * them: their 32 quants in the order of tail_index, each block's scale the first of its 4 lanes of xd.
+ * them: their 32 quants in the order j, j+8, j+16, j+24 for j = 0..7 (tail_block_sums), each block's
+ * scale the first of its 4 lanes of xd.
  *
- * Built by build-native.sh with the target's instruction sets enabled per function, so the library
- * loads on any x86-64 machine; glimmer_q4_0_supported says whether this one can run the kernel.
+ * Built by build-native.sh with each variant's instruction sets enabled per function, so the library
+ * loads on any x86-64 machine; glimmer_cpu_variants says which variants this one runs.
  */
 #include <immintrin.h>
 #include <stdint.h>
 
-#define QK 32
-#define BLOCK_BYTES 18
-#define GROUP_BLOCKS 4
-/* Bytes of a group of four blocks in the activation layout: 128 quants. */
-#define GROUP_QUANTS (GROUP_BLOCKS * QK)
-/* int32 (or float) lanes per group: four per block. */
-#define GROUP_LANES 16
+#include "q4_0_layout.h"
+
 /* Activation rows a weight row is unpacked once for, and weight rows an activation row is loaded once for. */
 #define TOKENS_PER_PASS 4
 #define ROWS_PER_PASS 2
-/*
- * How far ahead of the weights being read the kernel asks for them (the next rows: a matrix's rows are
- * contiguous). The hardware prefetcher alone streamed the decode step's matrices of 0.7-6 MB at 15-21 GB/s
- * a thread; asking 4 KB ahead took a layer's six kinds of matrix a tenth less time (median of 3 rounds).
- */
-#define PREFETCH_BYTES 4096
-/* The fewest activation rows for which a pass takes ROWS_PER_PASS weight rows (see glimmer_q4_0_matmul). */
+/* The fewest activation rows for which a pass takes ROWS_PER_PASS weight rows (see glimmer_q4_0_matmul_avx512_vnni). */
 #define PAIRED_ROWS_FROM 12
 
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,f16c,fma")))
-
-/* 1 when this CPU has the instructions the kernel uses, else 0. */
-int glimmer_q4_0_supported(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
-            && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
-            && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
-}
 
 /*
  * Indices for vpermt2b over (the 64 bytes at the group's start, the 64 bytes 8 bytes on): byte 16k+i of
@@ -78,45 +61,18 @@ TARGET static inline __m512i scale_index(void) {
     return _mm512_loadu_si512(index);
 }
 
-/* An fp16 value widened to float (exactly). */
-TARGET static inline float half_to_float(const uint8_t *p) {
-    return _cvtsh_ss((unsigned short) (p[0] | p[1] << 8));
-}
-
-/*
- * Indices for vpermb over a block's 32 values in natural order: byte 4j+m is value j + 8m, so that the 4
- * bytes vpdpbusd sums into int lane j are the values the Java kernel sums into its lane j.
- */
-TARGET static inline __m256i tail_index(void) {
-    uint8_t index[32];
-    for (int j = 0; j < 8; j++) {
-        for (int m = 0; m < 4; m++) {
-            index[4 * j + m] = (uint8_t) (j + 8 * m);
-        }
-    }
-    return _mm256_loadu_si256((const __m256i *) index);
-}
-
 /*
  * A token's sum over the blocks left after the groups (fewer than four), one at a time as the Java
- * kernel takes them: 8 int lanes, lane j the exact sum of (q - 8) * x over values j, j+8, j+16, j+24,
- * times the block's scale into the double lanes of acc. The activation quants of these blocks come in
- * the order of tail_index (32 a block), each block's scale the first of its 4 lane scales.
+ * kernel takes them: the 8 lane sums of tail_block_sums times the block's scale into the double lanes of
+ * acc (each block's scale the first of its 4 lane scales).
  */
 TARGET static inline __m512d tail_blocks(const uint8_t *w, int tail, const int8_t *x, const float *xd, __m512d acc) {
-    const __m256i order = tail_index();
-    const __m128i low_nibble = _mm_set1_epi8(0x0F);
-    const __m256i eight = _mm256_set1_epi8(8);
     for (int b = 0; b < tail; b++) {
         const uint8_t *block = w + (long) b * BLOCK_BYTES;
-        __m128i packed = _mm_loadu_si128((const __m128i *) (block + 2));
-        __m256i values = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low_nibble), _mm_and_si128(packed, low_nibble));
-        __m256i q = _mm256_permutexvar_epi8(order, values);
-        __m256i xq = _mm256_loadu_si256((const __m256i *) (x + b * QK));
-        __m256i sum = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, xq),
-                                       _mm256_dpbusd_epi32(_mm256_setzero_si256(), eight, xq));
+        int32_t sums[8];
+        tail_block_sums(block, x + b * QK, sums);
         float d = half_to_float(block) * xd[4 * b];
-        acc = _mm512_fmadd_pd(_mm512_cvtepi32_pd(sum), _mm512_set1_pd(d), acc);
+        acc = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm256_loadu_si256((const __m256i *) sums)), _mm512_set1_pd(d), acc);
     }
     return acc;
 }
@@ -195,11 +151,12 @@ TARGET static inline void tile(const uint8_t *w, int64_t row_bytes, int groups, 
 #define TILE(R, T) tile(row, row_bytes, groups, tail, R, T, nibbles_of, scales_of, q, b, d, result)
 
 /*
- * Rows [row_from, row_to) of a Q4_0 matrix (row r at w + r * row_bytes, blocks blocks) times the
+ * Every variant's entry point (glimmer_q4_0_matmul_<variant>): rows [row_from, row_to) of a Q4_0
+ * matrix (row r at w + r * row_bytes, blocks blocks) times the
  * activation rows x_rows[0 .. n): out[out_offset + j * out_stride + (r - row_from)] = row r · row x_rows[j].
  * Activation row i starts at xq + i * cols, bias + i * cols / 8, xd + i * cols / 8 (cols = 32 * blocks).
  */
-TARGET void glimmer_q4_0_matmul(const uint8_t *w, int64_t row_bytes, int32_t blocks, int32_t row_from, int32_t row_to,
+TARGET void glimmer_q4_0_matmul_avx512_vnni(const uint8_t *w, int64_t row_bytes, int32_t blocks, int32_t row_from, int32_t row_to,
                                 const int8_t *xq, const int32_t *bias, const float *xd,
                                 const int32_t *x_rows, int32_t n,
                                 float *out, int64_t out_offset, int32_t out_stride) {
@@ -251,55 +208,5 @@ TARGET void glimmer_q4_0_matmul(const uint8_t *w, int64_t row_bytes, int32_t blo
             }
         }
         r += R;
-    }
-}
-
-/*
- * Activation row x (cols values, a multiple of 32) quantized to Q8_0 as the Java quantizer does it (per
- * block of 32: amax the largest |x|, scale fp16(amax / 127) widened back, quant rint(x * (127 / amax)), 0
- * for an all-zero block), laid out for glimmer_q4_0_matmul as activation row `row` of xq, bias and xd.
- */
-TARGET void glimmer_q4_0_activations(const float *x, int32_t cols, int8_t *xq, int32_t *bias, float *xd, int64_t row) {
-    xq += row * cols;
-    bias += row * cols / 8;
-    xd += row * cols / 8;
-    const int blocks = cols / QK;
-    const int grouped = blocks - blocks % GROUP_BLOCKS;
-    const __m512 sign = _mm512_set1_ps(-0.0f);
-    int8_t q[QK * GROUP_BLOCKS];
-    for (int b = 0; b < blocks; b++) {
-        __m512 first = _mm512_loadu_ps(x + b * QK);
-        __m512 second = _mm512_loadu_ps(x + b * QK + 16);
-        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, first), _mm512_andnot_ps(sign, second)));
-        float scale = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        __m512 inverse = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
-        int8_t *quants = q + (b % GROUP_BLOCKS) * QK;
-        _mm_storeu_si128((__m128i *) quants, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(
-                _mm512_roundscale_ps(_mm512_mul_ps(first, inverse), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))));
-        _mm_storeu_si128((__m128i *) (quants + 16), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(
-                _mm512_roundscale_ps(_mm512_mul_ps(second, inverse), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))));
-        if (b < grouped) {
-            int group = b / GROUP_BLOCKS * GROUP_QUANTS;
-            int k = b % GROUP_BLOCKS;
-            for (int i = 0; i < 16; i++) {
-                xq[group + 16 * k + i] = quants[i];
-                xq[group + 64 + 16 * k + i] = quants[16 + i];
-            }
-            for (int j = 0; j < 4; j++) {
-                int sum = 0;
-                for (int i = 4 * j; i < 4 * j + 4; i++) {
-                    sum += quants[i] + quants[16 + i];
-                }
-                bias[group / 8 + 4 * k + j] = -8 * sum;
-                xd[group / 8 + 4 * k + j] = scale;
-            }
-        } else {
-            for (int j = 0; j < 8; j++) {
-                for (int m = 0; m < 4; m++) {
-                    xq[b * QK + 4 * j + m] = quants[j + 8 * m];
-                }
-            }
-            xd[b * QK / 8] = scale;
-        }
     }
 }

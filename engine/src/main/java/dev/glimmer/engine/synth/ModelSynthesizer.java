@@ -32,7 +32,8 @@ import java.util.concurrent.Future;
  * the seed, the tensor name and the chunk index, so chunks are generated on all cores and written
  * in order, and the same seed always gives the same bytes. Quantized weights are produced the way a
  * real model's are, float values through the reference Q8_0/Q4_0 quantizers, except in presets with
- * {@link SynthPreset#randomBlocks()} (full), whose blocks are drawn directly with a similar spread.
+ * {@link SynthPreset#randomBlocks()} (full), whose blocks are drawn directly with a similar spread, and
+ * for the other types of a mix such as Q4_K_M (K-quants, Q5_0, Q5_1), drawn so in every preset.
  * At most two chunks per core are in memory at once, whatever the size of the file.
  */
 public final class ModelSynthesizer {
@@ -133,10 +134,15 @@ public final class ModelSynthesizer {
             long index = 0;
             for (long row = 0; row < rows; row += rowsPerChunk, index++) {
                 chunks.add(new Chunk(t, index, (int) rowLength, (int) Math.min(rowsPerChunk, rows - row),
-                        randomBlocks && t.type().quantized()));
+                        t.type().quantized() && (randomBlocks || !hasQuantizer(t.type()))));
             }
         }
         return chunks;
+    }
+
+    /** Whether {@link #encode} quantizes floats to {@code type}: the other types of a mix are drawn as random blocks. */
+    private static boolean hasQuantizer(GgmlType type) {
+        return type == GgmlType.Q4_0 || type == GgmlType.Q8_0;
     }
 
     /** Rows {@code index * rowsPerChunk ...} of one tensor. */
@@ -158,10 +164,12 @@ public final class ModelSynthesizer {
     }
 
     /**
-     * {@code n} values of Q8_0 or Q4_0 as random blocks: quants uniform over their range, and scales
-     * (varying ±20 % from block to block) such that the values have the standard deviation of the float
-     * weights, 0.02. Uniform quants have a standard deviation of 0.58 of their half-range, so a block's
-     * largest value is 1.73 standard deviations.
+     * {@code n} values of Q8_0, Q4_0, Q5_0, Q5_1 or a K-quant as random blocks: quants (and the K-quants'
+     * 6- or 8-bit sub-block scales and minimums) uniform over their range, and block scales (varying ±20 %
+     * from block to block) such that the values have about the standard deviation of the float weights,
+     * 0.02, around 0. Uniform quants have a standard deviation of 0.58 of their half-range, so a block's
+     * largest value is 1.73 standard deviations; a K-quant's standard deviation is its scale times the
+     * one of (sub-block scale × quant - minimum) worked out below for uniform 6-bit scales and minimums.
      */
     static ByteBuffer randomQuantBlocks(GgmlType type, int n, SynthRandom random) {
         int blocks = n / type.blockSize;
@@ -186,10 +194,44 @@ public final class ModelSynthesizer {
                         }
                     }
                 }
+                case Q5_0 -> {
+                    b.putShort(Float.floatToFloat16(spread / 16f));
+                    b.putInt((int) random.nextLong());
+                    b.putLong(random.nextLong()).putLong(random.nextLong());
+                }
+                case Q5_1 -> {
+                    // Values d·q + m for q in 0..31: m = -15.5·d centres them.
+                    float d = spread / 16f;
+                    b.putShort(Float.floatToFloat16(d)).putShort(Float.floatToFloat16(-15.5f * d));
+                    b.putInt((int) random.nextLong());
+                    b.putLong(random.nextLong()).putLong(random.nextLong());
+                }
+                case Q4_K, Q5_K -> {
+                    // Values d·sc·q - dmin·m (sc, m in 0..63; q in 0..15 or 0..31): dmin = 7.5·d (15.5·d)
+                    // centres them, and their standard deviation is then about 244·d (524·d).
+                    boolean five = type == GgmlType.Q5_K;
+                    float d = spread / 1.73f / (five ? 524f : 244f);
+                    b.putShort(Float.floatToFloat16(d)).putShort(Float.floatToFloat16((five ? 15.5f : 7.5f) * d));
+                    randomBytes(b, 12 + (five ? 32 : 0) + 128, random);
+                }
+                case Q6_K -> {
+                    // Values d·sc·(q - 32), q in 0..63, sc a signed byte: standard deviation about 1350·d.
+                    randomBytes(b, 128 + 64 + 16, random);
+                    b.putShort(Float.floatToFloat16(spread / 1.73f / 1350f));
+                }
                 default -> throw new IllegalArgumentException("no random blocks for " + type.ggmlName());
             }
         }
         return b.flip();
+    }
+
+    private static void randomBytes(ByteBuffer b, int count, SynthRandom random) {
+        for (int i = 0; i < count; i += 8) {
+            long r = random.nextLong();
+            for (int k = 0; k < 8 && i + k < count; k++) {
+                b.put((byte) (r >>> (8 * k)));
+            }
+        }
     }
 
     /** The values in {@code type}'s encoding, little-endian. */

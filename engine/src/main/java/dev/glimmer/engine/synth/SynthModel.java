@@ -82,13 +82,14 @@ public record SynthModel(SynthPreset preset, SynthWeightType weightType, long se
         m.put(ARCH + "." + key, GgufValue.uint32(value));
     }
 
-    private static List<TensorSpec> tensors(SynthPreset p, SynthWeightType w) {
+    /** The tensors of a model of preset {@code p} with {@code w} weights, in file order. */
+    static List<TensorSpec> tensors(SynthPreset p, SynthWeightType w) {
         long e = p.embd();
         long v = p.vocabSize();
         long h = p.heads();
         long ffShared = (long) p.ffExpert() * p.expertsShared();
         List<TensorSpec> t = new ArrayList<>();
-        Tensors add = new Tensors(t, w.ggmlType);
+        Tensors add = new Tensors(t, w, p);
         add.matrix("token_embd.weight", e, v);
         for (int i = 0; i < p.layers(); i++) {
             String b = "blk." + i + ".";
@@ -123,9 +124,9 @@ public record SynthModel(SynthPreset preset, SynthWeightType weightType, long se
     }
 
     /** Appends tensors: weight matrices in the chosen type, the rest (norms, router, bias) in F32. */
-    private record Tensors(List<TensorSpec> list, GgmlType weightType) {
+    private record Tensors(List<TensorSpec> list, SynthWeightType weightType, SynthPreset preset) {
         void matrix(String name, long... shape) {
-            list.add(new TensorSpec(name, shape, weightType));
+            list.add(new TensorSpec(name, shape, weightType.matrixType(name, shape[0], preset.layers(), preset.experts())));
         }
 
         void f32(String name, long... shape) {

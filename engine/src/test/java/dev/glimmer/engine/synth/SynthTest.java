@@ -133,6 +133,42 @@ class SynthTest {
         }
     }
 
+    /**
+     * The Q4_K_M mix gives every tensor of the small preset the type llama-quantize gave the oracle's
+     * small-q4_k_m (Q4_K, Q6_K output and late ffn_down, Q5_K attention output of an 8-expert model, Q5_0
+     * where rows are not whole 256-value blocks); the full preset's types follow the same rules.
+     */
+    @Test
+    void q4_K_MIsLlamaQuantizesMix() throws Exception {
+        Path ours = synth(SynthPreset.SMALL, SynthWeightType.Q4_K_M, 1, "small-q4_k_m.gguf");
+        try (GgufFile s = GgufFile.open(ours); GgufFile o = GgufFile.open(oracle("small-q4_k_m.gguf"))) {
+            Map<String, GgmlType> oracleTypes = new java.util.HashMap<>();
+            o.tensors().forEach(t -> oracleTypes.put(t.name(), t.type()));
+            assertEquals(oracleTypes.size(), s.tensors().size());
+            for (TensorInfo t : s.tensors()) {
+                assertEquals(oracleTypes.get(t.name()), t.type(), t.name());
+            }
+            assertEquals(15L, ((Number) s.metadata().entries().get("general.file_type").value()).longValue());
+        }
+        // The full preset: Q6_K output and ffn_down of layers 0-4, 41-46 and every third between, Q5_0 key heads.
+        List<TensorSpec> full = SynthModel.tensors(SynthPreset.FULL, SynthWeightType.Q4_K_M); // without the (slow) full vocabulary
+        Map<String, GgmlType> types = new java.util.HashMap<>();
+        full.forEach(t -> types.put(t.name(), t.type()));
+        assertEquals(GgmlType.Q6_K, types.get("output.weight"));
+        assertEquals(GgmlType.Q4_K, types.get("token_embd.weight"));
+        assertEquals(GgmlType.Q6_K, types.get("blk.0.ffn_down.weight"));
+        assertEquals(GgmlType.Q6_K, types.get("blk.4.ffn_down_exps.weight"));
+        assertEquals(GgmlType.Q4_K, types.get("blk.5.ffn_down_exps.weight"));
+        assertEquals(GgmlType.Q6_K, types.get("blk.7.ffn_down_shexp.weight"));
+        assertEquals(GgmlType.Q6_K, types.get("blk.41.ffn_down_exps.weight"));
+        assertEquals(GgmlType.Q4_K, types.get("blk.39.ffn_down_exps.weight"));
+        assertEquals(GgmlType.Q4_K, types.get("blk.7.ffn_gate_exps.weight"));
+        assertEquals(GgmlType.Q4_K, types.get("blk.7.attn_output.weight"));
+        assertEquals(GgmlType.Q5_0, types.get("blk.7.attn_k_b.weight"));
+        assertEquals(GgmlType.Q4_K, types.get("blk.7.attn_v_b.weight"));
+        assertEquals(281, full.stream().filter(t -> t.type() == GgmlType.F32).count());
+    }
+
     @Test
     void theFullPresetHasTheRealShapes() {
         // Header only: the real file is ~17 GB. docs/MODEL.md §3: 844 tensors, 281 F32 + 563 quantized,
@@ -240,6 +276,15 @@ class SynthTest {
             assertEquals(0.0, mean(values), 0.001, type.toString());
             assertEquals(0.02, Math.sqrt(variance(values)), 0.002, type.toString());
         }
+        // The other types of the Q4_K_M mix, through the engine's own dequantization: around 0, about 0.02.
+        for (GgmlType type : List.of(GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.Q5_0, GgmlType.Q5_1)) {
+            ByteBuffer b = ModelSynthesizer.randomQuantBlocks(type, n, SynthRandom.forStream(1, "w", 0));
+            assertEquals(n / type.blockSize * type.bytesPerBlock, b.remaining());
+            float[] values = new float[n];
+            dev.glimmer.engine.tensor.Dequantizer.dequantizeRow(type, MemorySegment.ofBuffer(b), 0, values, 0, n);
+            assertEquals(0.0, mean(values), 0.002, type.toString());
+            assertEquals(0.02, Math.sqrt(variance(values)), 0.004, type.toString());
+        }
     }
 
     @Test
@@ -260,7 +305,7 @@ class SynthTest {
         assertTrue(assertThrows(InvalidInputException.class, () -> SynthPreset.byName("huge")).getMessage()
                 .contains("unknown preset 'huge' (tiny, small or full)"));
         assertTrue(assertThrows(InvalidInputException.class, () -> SynthWeightType.byName("q4_k")).getMessage()
-                .contains("unknown weight type 'q4_k' (f32, f16, q8_0, q4_0)"));
+                .contains("unknown weight type 'q4_k' (f32, f16, q8_0, q4_0, q4_k_m)"));
     }
 
     private static float[] floats(GgufFile f, String name) {

@@ -20,6 +20,8 @@ import java.util.Locale;
         footer = """
                 Norms, the router and the expert bias stay F32. The file is written under F.partial and renamed
                 when complete. full needs about 17 GB (q4_0) of free space plus a margin; it is refused otherwise.
+                q4_k_m is llama-quantize's Q4_K_M mix (Q4_K, Q6_K for the output and some ffn_down, Q5_0 where
+                rows are not whole 256-value blocks), its blocks drawn at random.
                 Example: ./glimmer synth --preset full --wtype q4_0 -o /tmp/glm-full-q4_0.gguf""")
 final class SynthCommand implements Subcommand {
 
@@ -28,7 +30,7 @@ final class SynthCommand implements Subcommand {
     String presetName;
 
     @Option(names = "--wtype", paramLabel = "T", required = true,
-            description = "type of the weight matrices: f32, f16, q8_0 or q4_0")
+            description = "type of the weight matrices: f32, f16, q8_0, q4_0 or q4_k_m (a mix)")
     String weightTypeName;
 
     @Option(names = "--seed", paramLabel = "S", description = "random seed (default 1); the same seed gives the same bytes")

@@ -154,18 +154,15 @@ final class ActivationRows {
 
     /**
      * Weight row {@code r} of {@code w} · activation rows {@code i0..i3}, into {@code result[at .. at+3]}:
-     * for Q4_0 the weight row is unpacked once for each two or all four (what makes a batch cheaper per
-     * token than decode) when its blocks go all four at a time or all one by one, otherwise four
-     * {@link #dot}s.
+     * for Q4_0 the weight row is unpacked once for each two (what makes a batch cheaper per token than
+     * decode) when its blocks all go four at a time, otherwise four {@link #dot}s.
      */
     void dot4(WeightMatrix w, int r, int i0, int i1, int i2, int i3, float[] result) {
         int blocks = w.cols() / Kernels.QK;
         boolean q4_0 = w.type() == GgmlType.Q4_0 && hasKernel(w.type());
         if (q4_0 && Kernels.groupedBlocks(blocks) == blocks) {
-            Kernels.dotQ4_0x2Grouped(w.data(), r * w.rowBytes(), quants, biases, laneScales, blocks, i0, i1, result, 0);
-            Kernels.dotQ4_0x2Grouped(w.data(), r * w.rowBytes(), quants, biases, laneScales, blocks, i2, i3, result, 2);
-        } else if (q4_0 && Kernels.groupedBlocks(blocks) == 0) {
-            Kernels.dotQ4_0x4(w.data(), r * w.rowBytes(), quants, scales, blocks, i0, i1, i2, i3, result);
+            Kernels.dotQ4_0x2Grouped(w.data(), r * w.rowBytes(), quants, biases, laneScales, scales, blocks, i0, i1, result, 0);
+            Kernels.dotQ4_0x2Grouped(w.data(), r * w.rowBytes(), quants, biases, laneScales, scales, blocks, i2, i3, result, 2);
         } else {
             result[0] = dot(w, r, i0);
             result[1] = dot(w, r, i1);

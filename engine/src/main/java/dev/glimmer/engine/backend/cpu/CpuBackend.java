@@ -13,9 +13,9 @@ import java.util.concurrent.atomic.AtomicInteger;
 /**
  * The CPU backend: kernels over weights read in place from the mapping, split across a fixed pool of
  * platform threads ({@link WorkerPool}), with the tensor package's llama.cpp numerics. Q4_0 weights go
- * through the native VNNI kernel where it runs ({@link NativeKernels}), every other type and every
- * machine without it through the Vector API kernels ({@link Kernels}, {@link KQuantKernels}); the two
- * give the same bits. Weight types without a SIMD kernel use the tensor package's scalar dot products,
+ * through the native kernel where it runs ({@link NativeKernels}: AVX-512 VNNI, AVX-VNNI, AVX2 or NEON
+ * variants), every other type and every machine without it through the Vector API kernels
+ * ({@link Kernels}, {@link KQuantKernels}); all give the same bits. Weight types without a SIMD kernel use the tensor package's scalar dot products,
  * still in parallel. A Java-kernel operation splits its output rows evenly among the threads; a native
  * one hands out ranges of rows as threads finish ({@link #takeUnits}). Either way a weight row is read
  * from memory once per operation and stays in the L1 cache while it is dotted with every token of the
@@ -39,8 +39,8 @@ public final class CpuBackend implements Backend {
     private static final long NATIVE_MIN_BYTES = 32 << 10;
 
     private final WorkerPool pool;
-    /** Whether Q4_0 weights go through the native kernel ({@link NativeKernels}). */
-    private final boolean nativeQ4_0;
+    /** The native kernel's variant Q4_0 weights go through ({@link NativeKernels}), or null for the Java kernels. */
+    private final NativeKernels.Variant q4_0Kernel;
     private final ActivationRows inputs;
     private final ActivationRows hidden;
     private final MatmulTask matmul = new MatmulTask();
@@ -69,19 +69,21 @@ public final class CpuBackend implements Backend {
 
     /**
      * A backend computing with {@code threads} threads (the calling thread included), with the native
-     * Q4_0 kernel where it can run here ({@link #kernels()} says which).
+     * Q4_0 kernel's variant chosen for this processor ({@link #kernels()} says which), or the Java kernels.
+     *
+     * @throws InvalidInputException when {@code GLIMMER_CPU_KERNELS} names no kernels or ones this processor cannot run
      */
     public CpuBackend(int threads) {
-        this(threads, NativeKernels.available());
+        this(threads, NativeKernels.chosen());
     }
 
     /**
-     * A backend computing with {@code threads} threads and, when {@code nativeQ4_0}, the native Q4_0
-     * kernel (which must be able to run here); both give the same results.
+     * A backend computing with {@code threads} threads and the native Q4_0 kernel's {@code q4_0Kernel}
+     * variant (which must run here), or the Java kernels when null; all give the same bits.
      */
-    public CpuBackend(int threads, boolean nativeQ4_0) {
-        if (nativeQ4_0 && !NativeKernels.available()) {
-            throw new IllegalStateException("the native Q4_0 kernel cannot run here: " + NativeKernels.status());
+    CpuBackend(int threads, NativeKernels.Variant q4_0Kernel) {
+        if (q4_0Kernel != null && !NativeKernels.runs(q4_0Kernel)) {
+            throw new IllegalStateException("the native Q4_0 kernel's " + q4_0Kernel.setting + " variant cannot run here");
         }
         if (threads < 1) {
             throw new InvalidInputException("the number of threads must be at least 1, got " + threads);
@@ -91,12 +93,12 @@ public final class CpuBackend implements Backend {
         this.quads = new float[threads][4];
         this.quads2 = new float[threads][4];
         this.slotValues = new float[threads][0];
-        this.nativeQ4_0 = nativeQ4_0;
-        this.inputs = new ActivationRows(nativeQ4_0);
-        this.hidden = new ActivationRows(nativeQ4_0);
+        this.q4_0Kernel = q4_0Kernel;
+        this.inputs = new ActivationRows(q4_0Kernel != null);
+        this.hidden = new ActivationRows(q4_0Kernel != null);
         this.nativeCalls = new NativeCall[threads];
         for (int i = 0; i < threads; i++) {
-            nativeCalls[i] = new NativeCall();
+            nativeCalls[i] = new NativeCall(q4_0Kernel);
         }
     }
 
@@ -107,7 +109,11 @@ public final class CpuBackend implements Backend {
 
     /** The kernels this backend multiplies with, for logs and benchmarks. */
     public String kernels() {
-        return nativeQ4_0 ? NativeKernels.status() : "Java kernels";
+        String java = "Java kernels on " + Kernels.vectorBits() + "-bit vectors";
+        if (q4_0Kernel != null) {
+            return "native Q4_0 kernel (" + q4_0Kernel.instructions + "), " + java;
+        }
+        return NativeKernels.whyJava() == null ? java : java + " (" + NativeKernels.whyJava() + ")";
     }
 
     /** Threads this backend computes with. */
@@ -303,12 +309,17 @@ public final class CpuBackend implements Backend {
      * shrunk), each with the memory segment the downcall takes.
      */
     private static final class NativeCall {
+        private final NativeKernels.Variant kernel;
         int[] xRows = new int[0];
         float[] values = new float[NATIVE_VALUES];
         /** The range of units this worker took last ({@link #takeUnits}). */
         final int[] range = new int[2];
         private MemorySegment xRowsSegment = MemorySegment.ofArray(xRows);
         private MemorySegment valuesSegment = MemorySegment.ofArray(values);
+
+        NativeCall(NativeKernels.Variant kernel) {
+            this.kernel = kernel;
+        }
 
         /** Makes room for {@code count} values (more than {@link #NATIVE_VALUES} only for batches of tens of thousands of tokens). */
         void values(int count) {
@@ -331,7 +342,7 @@ public final class CpuBackend implements Backend {
          * {@code values[offset]}.
          */
         void multiply(WeightMatrix w, int r0, int r1, ActivationRows x, int n, int offset) {
-            NativeKernels.q4_0Matmul(w.data(), w.rowBytes(), w.cols() / Kernels.QK, r0, r1,
+            NativeKernels.q4_0Matmul(kernel, w.data(), w.rowBytes(), w.cols() / Kernels.QK, r0, r1,
                     x.nativeQuantsSegment, x.nativeBiasesSegment, x.laneScalesSegment, xRowsSegment, n,
                     valuesSegment, offset, r1 - r0);
         }

@@ -5,6 +5,7 @@ import jdk.incubator.vector.DoubleVector;
 import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.IntVector;
 import jdk.incubator.vector.ShortVector;
+import jdk.incubator.vector.VectorMask;
 import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
 
@@ -54,21 +55,29 @@ final class Kernels {
     private static final ShortVector BIT_OF_LANE = ShortVector.broadcast(S, (short) 1).lanewise(VectorOperators.LSHL, ShortVector.zero(S).addIndex(1));
     private static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(LE);
 
-    /** 32 shorts, 16 ints, 16 floats: the 512-bit vectors of the four-block Q4_0 kernels. */
-    private static final VectorSpecies<Short> S32 = ShortVector.SPECIES_512;
-    private static final VectorSpecies<Float> F16L = FloatVector.SPECIES_512;
-    /** Whether Q4_0 rows go four blocks at a time (512-bit vectors: AVX-512 and the like). */
-    private static final boolean GROUPED_Q4_0 = ShortVector.SPECIES_PREFERRED.length() == 32;
+    /**
+     * Whether the four-block Q4_0 kernels take a group in one 512-bit vector (where the CPU runs 512-bit
+     * vectors natively: AVX-512 and the like) or in two 256-bit halves (AVX2); both give the same bits.
+     */
+    private static final boolean WIDE = ShortVector.SPECIES_PREFERRED.length() >= 32;
+    /** 32 shorts, 16 ints, 16 floats: the 512-bit vectors of the four-block Q4_0 kernels (null where they are not native). */
+    private static final VectorSpecies<Short> S32 = WIDE ? ShortVector.SPECIES_512 : null;
+    private static final VectorSpecies<Float> F16L = WIDE ? FloatVector.SPECIES_512 : null;
     /**
      * Gathers the 4 blocks' nibbles from two 64-byte loads at the first block and 8 bytes on (shorts
      * 0..31 and 4..35 of the 72 bytes): lane 8k+p is short 9k+1+p, the nibble bytes 2p, 2p+1 of block k.
      */
-    private static final ShortVector NIBBLE_LANES = lanes(i -> {
+    private static final ShortVector NIBBLE_LANES = WIDE ? lanes(i -> {
         int source = 9 * (i / 8) + 1 + i % 8;
         return source < 32 ? source : 32 + source - 4;
-    });
+    }) : null;
     /** Puts block k's fp16 scale (short 9k) into both halves of 32-bit lanes 4k..4k+3. */
-    private static final ShortVector SCALE_LANES = lanes(i -> 9 * (i / 8));
+    private static final ShortVector SCALE_LANES = WIDE ? lanes(i -> 9 * (i / 8)) : null;
+    /** The 256-bit half-group kernels: 32 bytes (two blocks' 16 nibble bytes), 4 doubles. */
+    private static final VectorSpecies<Byte> B32 = ByteVector.SPECIES_256;
+    private static final VectorSpecies<Double> D4 = DoubleVector.SPECIES_256;
+    /** Bytes 16..31 of a half group: the second block's nibbles, from the second of two loads. */
+    private static final VectorMask<Byte> SECOND_BLOCK = VectorMask.fromLong(B32, 0xFFFF0000L);
 
     static final int Q4_0_BLOCK_BYTES = Q4_0.BLOCK_BYTES;
     static final int Q8_0_BLOCK_BYTES = Q8_0.BLOCK_BYTES;
@@ -88,7 +97,7 @@ final class Kernels {
 
     /** How many of a Q4_0 row's {@code blocks} blocks {@link #dotQ4_0} takes four at a time (the rest one by one). */
     static int groupedBlocks(int blocks) {
-        return GROUPED_Q4_0 ? blocks & ~3 : 0;
+        return blocks & ~3;
     }
 
     /**
@@ -129,6 +138,11 @@ final class Kernels {
         }
     }
 
+    /** The width of the vectors these kernels compute with here: the widest this CPU runs natively. */
+    static int vectorBits() {
+        return ShortVector.SPECIES_PREFERRED.vectorBitSize();
+    }
+
     /** Whether these kernels can run here: 256-bit vectors at least (AVX2, AVX-512, SVE-256 and the like). */
     static boolean supported() {
         return D.length() == 4 || D.length() == 8;
@@ -149,9 +163,18 @@ final class Kernels {
      * the lane's bias {@code 8·Σx} subtracted, which is the exact Σ (q-8)·x of 4 values; adjacent lanes
      * are added into 32-bit lanes (4 per block), converted to double and multiplied there by the block's
      * {@code fp16(d_w)·d_x}, whose 4 fp16 scales are widened to float in the vector lanes as well. Left
-     * over blocks (fewer than 4, or every block without 512-bit vectors) go one at a time.
+     * over blocks (fewer than 4) go one at a time: 16 products folded into 8 lanes (lanes i and i+8),
+     * scaled into the same 8 double lanes.
+     *
+     * <p>The numbers do not depend on the vector width: these 8 double lanes (blocks 0 and 1 of each
+     * group in one accumulator, 2 and 3 in another, then added) are what {@link #dotQ4_0Halves} keeps as
+     * four 256-bit accumulators where 512-bit vectors are not native, and what the native kernels keep,
+     * so every kernel gives the same bits on every machine.
      */
     static float dotQ4_0(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd4, float[] xd, int xOff, int blocks) {
+        if (!WIDE) {
+            return dotQ4_0Halves(w, offset, xq, xBias, xd, xOff, blocks);
+        }
         int grouped = groupedBlocks(blocks);
         DoubleVector acc = DoubleVector.zero(D);
         if (grouped > 0) {
@@ -197,18 +220,76 @@ final class Kernels {
             ShortVector block = lo.mul(ShortVector.fromArray(S, xq, xb)).add(hi.mul(ShortVector.fromArray(S, xq, xb + QK / 2)));
             ShortVector folded = ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 0))
                     .add((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1));
-            if (D.length() == 4) {
-                folded = ((ShortVector) folded.reinterpretShape(ShortVector.SPECIES_64, 0))
-                        .add((ShortVector) folded.reinterpretShape(ShortVector.SPECIES_64, 1));
-            }
             float d = Float.float16ToFloat(w.get(HALF, wb)) * xd[xOff / QK + b];
             acc = ((DoubleVector) folded.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, d), acc);
         }
         // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
         // once compiled than before, and a result must not depend on how warm the JVM is.
-        if (D.length() == 8) {
-            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+        acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        return (float) (pair.lane(0) + pair.lane(1));
+    }
+
+    /**
+     * {@link #dotQ4_0} with 256-bit vectors, bit for bit: a group of four blocks in two halves of two
+     * blocks. A half's 32 nibble bytes come from two 32-byte loads (the first block's 16 at the start of
+     * one, the second's at the end of the other, blended), seen as 16 lanes of 4 nibbles each, the
+     * wide kernel's lanes 8k+p of blocks k = 0, 1; the activations and lane biases are that half of the
+     * wide kernel's lanes. The four blocks' 4 double lanes each go to accumulators {@code a0..a3}, which
+     * are the wide kernel's accumulators {@code acc} (lanes 0..3 and 4..7) and {@code acc1}; the blocks
+     * after the groups are folded to 8 lanes as there and scaled into {@code low} and {@code high} (its
+     * lanes 0..3 and 4..7), and the lanes summed in its order.
+     */
+    private static float dotQ4_0Halves(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd, int xOff, int blocks) {
+        int grouped = groupedBlocks(blocks);
+        DoubleVector a0 = DoubleVector.zero(D4);
+        DoubleVector a1 = DoubleVector.zero(D4);
+        DoubleVector a2 = DoubleVector.zero(D4);
+        DoubleVector a3 = DoubleVector.zero(D4);
+        for (int b = 0; b < grouped; b += 4) {
+            long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
+            int xb = xOff + b * QK;
+            // Blocks b and b+1: their nibbles at wb+2 and wb+20 (the second load's bytes 16..31).
+            ShortVector n0 = ByteVector.fromMemorySegment(B32, w, wb + 2, LE)
+                    .blend(ByteVector.fromMemorySegment(B32, w, wb + 4, LE), SECOND_BLOCK).reinterpretAsShorts();
+            IntVector p0 = n0.and((short) 0xF).mul(ShortVector.fromArray(S, xq, xb))
+                    .add(n0.lanewise(VectorOperators.LSHR, 4).and((short) 0xF).mul(ShortVector.fromArray(S, xq, xb + 32)))
+                    .add(n0.lanewise(VectorOperators.LSHR, 8).and((short) 0xF).mul(ShortVector.fromArray(S, xq, xb + 64)))
+                    .add(n0.lanewise(VectorOperators.LSHR, 12).mul(ShortVector.fromArray(S, xq, xb + 96)))
+                    .sub(ShortVector.fromArray(S, xBias, xb / 4)).reinterpretAsInts();
+            IntVector s0 = p0.lanewise(VectorOperators.ASHR, 16).add(p0.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            // Blocks b+2 and b+3: nibbles at wb+38 and wb+56.
+            ShortVector n1 = ByteVector.fromMemorySegment(B32, w, wb + 38, LE)
+                    .blend(ByteVector.fromMemorySegment(B32, w, wb + 40, LE), SECOND_BLOCK).reinterpretAsShorts();
+            IntVector p1 = n1.and((short) 0xF).mul(ShortVector.fromArray(S, xq, xb + 16))
+                    .add(n1.lanewise(VectorOperators.LSHR, 4).and((short) 0xF).mul(ShortVector.fromArray(S, xq, xb + 48)))
+                    .add(n1.lanewise(VectorOperators.LSHR, 8).and((short) 0xF).mul(ShortVector.fromArray(S, xq, xb + 80)))
+                    .add(n1.lanewise(VectorOperators.LSHR, 12).mul(ShortVector.fromArray(S, xq, xb + 112)))
+                    .sub(ShortVector.fromArray(S, xBias, xb / 4 + 16)).reinterpretAsInts();
+            IntVector s1 = p1.lanewise(VectorOperators.ASHR, 16).add(p1.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            int xs = xOff / QK + b;
+            a0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D4, 0)).fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb)) * xd[xs]), a0);
+            a1 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D4, 1)).fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb + 18)) * xd[xs + 1]), a1);
+            a2 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D4, 0)).fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb + 36)) * xd[xs + 2]), a2);
+            a3 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D4, 1)).fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb + 54)) * xd[xs + 3]), a3);
         }
+        DoubleVector low = a0.add(a2);
+        DoubleVector high = a1.add(a3);
+        for (int b = grouped; b < blocks; b++) {
+            long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
+            int xb = xOff + b * QK;
+            ShortVector packed = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 2, LE)
+                    .convertShape(VectorOperators.ZERO_EXTEND_B2S, S, 0);
+            ShortVector lo = packed.and((short) 0x0F).sub((short) 8);
+            ShortVector hi = packed.lanewise(VectorOperators.LSHR, 4).sub((short) 8);
+            ShortVector block = lo.mul(ShortVector.fromArray(S, xq, xb)).add(hi.mul(ShortVector.fromArray(S, xq, xb + QK / 2)));
+            ShortVector folded = ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 0))
+                    .add((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1));
+            DoubleVector d = DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb)) * xd[xOff / QK + b]);
+            low = ((DoubleVector) folded.convertShape(VectorOperators.S2D, D4, 0)).fma(d, low);
+            high = ((DoubleVector) folded.convertShape(VectorOperators.S2D, D4, 1)).fma(d, high);
+        }
+        DoubleVector acc = low.add(high);
         DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
         return (float) (pair.lane(0) + pair.lane(1));
     }
@@ -222,8 +303,12 @@ final class Kernels {
      * method that big is more than C1 can compile (out of virtual registers), and the failed compile
      * leaves it running for minutes as the Vector API's very slow Java fallbacks before C2 takes it.
      */
-    static void dotQ4_0x2Grouped(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd4, int blocks,
+    static void dotQ4_0x2Grouped(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd4, float[] xd, int blocks,
                                  int x0, int x1, float[] result, int at) {
+        if (!WIDE) {
+            dotQ4_0x2Halves(w, offset, xq, xBias, xd, blocks, x0, x1, result, at);
+            return;
+        }
         int cols = blocks * QK;
         int o0 = x0 * cols;
         int o1 = x1 * cols;
@@ -265,10 +350,8 @@ final class Kernels {
         acc0 = acc0.add(high0);
         acc1 = acc1.add(high1);
         // The lanes of each summed in the fixed order of dotQ4_0.
-        if (D.length() == 8) {
-            acc0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 1));
-            acc1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 1));
-        }
+        acc0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 1));
+        acc1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 1));
         DoubleVector s0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 1));
         DoubleVector s1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 1));
         result[at] = (float) (s0.lane(0) + s0.lane(1));
@@ -276,65 +359,74 @@ final class Kernels {
     }
 
     /**
-     * {@link #dotQ4_0} of one weight row with 4 activation rows at once, one block at a time (rows whose
-     * activations are all in natural order: {@code groupedBlocks(blocks) == 0}), into {@code result[0..3]};
-     * each weight block is unpacked once for the 4 tokens. The numerics per token are those of
-     * {@link #dotQ4_0}, operation for operation.
+     * {@link #dotQ4_0x2Grouped} with 256-bit vectors, as {@link #dotQ4_0Halves} computes each token:
+     * each half group of weights is unpacked once for the 2 tokens.
      */
-    static void dotQ4_0x4(MemorySegment w, long offset, short[] xq, float[] xd, int blocks,
-                          int x0, int x1, int x2, int x3, float[] result) {
+    private static void dotQ4_0x2Halves(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd, int blocks,
+                                        int x0, int x1, float[] result, int at) {
         int cols = blocks * QK;
         int o0 = x0 * cols;
         int o1 = x1 * cols;
-        int o2 = x2 * cols;
-        int o3 = x3 * cols;
-        DoubleVector acc0 = DoubleVector.zero(D);
-        DoubleVector acc1 = DoubleVector.zero(D);
-        DoubleVector acc2 = DoubleVector.zero(D);
-        DoubleVector acc3 = DoubleVector.zero(D);
-        for (int b = 0; b < blocks; b++) {
+        DoubleVector a0 = DoubleVector.zero(D4);
+        DoubleVector a1 = DoubleVector.zero(D4);
+        DoubleVector a2 = DoubleVector.zero(D4);
+        DoubleVector a3 = DoubleVector.zero(D4);
+        DoubleVector c0 = DoubleVector.zero(D4);
+        DoubleVector c1 = DoubleVector.zero(D4);
+        DoubleVector c2 = DoubleVector.zero(D4);
+        DoubleVector c3 = DoubleVector.zero(D4);
+        for (int b = 0; b < blocks; b += 4) {
             long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
-            ShortVector packed = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 2, LE)
-                    .convertShape(VectorOperators.ZERO_EXTEND_B2S, S, 0);
-            ShortVector lo = packed.and((short) 0x0F).sub((short) 8);
-            ShortVector hi = packed.lanewise(VectorOperators.LSHR, 4).sub((short) 8);
-            float dw = Float.float16ToFloat(w.get(HALF, wb));
             int xb = b * QK;
+            float w0 = Float.float16ToFloat(w.get(HALF, wb));
+            float w1 = Float.float16ToFloat(w.get(HALF, wb + 18));
+            float w2 = Float.float16ToFloat(w.get(HALF, wb + 36));
+            float w3 = Float.float16ToFloat(w.get(HALF, wb + 54));
+            ShortVector n = ByteVector.fromMemorySegment(B32, w, wb + 2, LE)
+                    .blend(ByteVector.fromMemorySegment(B32, w, wb + 4, LE), SECOND_BLOCK).reinterpretAsShorts();
+            ShortVector q0 = n.and((short) 0xF);
+            ShortVector q1 = n.lanewise(VectorOperators.LSHR, 4).and((short) 0xF);
+            ShortVector q2 = n.lanewise(VectorOperators.LSHR, 8).and((short) 0xF);
+            ShortVector q3 = n.lanewise(VectorOperators.LSHR, 12);
+            IntVector p = q0.mul(ShortVector.fromArray(S, xq, o0 + xb)).add(q1.mul(ShortVector.fromArray(S, xq, o0 + xb + 32)))
+                    .add(q2.mul(ShortVector.fromArray(S, xq, o0 + xb + 64))).add(q3.mul(ShortVector.fromArray(S, xq, o0 + xb + 96)))
+                    .sub(ShortVector.fromArray(S, xBias, (o0 + xb) / 4)).reinterpretAsInts();
+            IntVector s = p.lanewise(VectorOperators.ASHR, 16).add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            a0 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0)).fma(DoubleVector.broadcast(D4, w0 * xd[(o0 + xb) / QK]), a0);
+            a1 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 1)).fma(DoubleVector.broadcast(D4, w1 * xd[(o0 + xb) / QK + 1]), a1);
+            p = q0.mul(ShortVector.fromArray(S, xq, o1 + xb)).add(q1.mul(ShortVector.fromArray(S, xq, o1 + xb + 32)))
+                    .add(q2.mul(ShortVector.fromArray(S, xq, o1 + xb + 64))).add(q3.mul(ShortVector.fromArray(S, xq, o1 + xb + 96)))
+                    .sub(ShortVector.fromArray(S, xBias, (o1 + xb) / 4)).reinterpretAsInts();
+            s = p.lanewise(VectorOperators.ASHR, 16).add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            c0 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0)).fma(DoubleVector.broadcast(D4, w0 * xd[(o1 + xb) / QK]), c0);
+            c1 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 1)).fma(DoubleVector.broadcast(D4, w1 * xd[(o1 + xb) / QK + 1]), c1);
 
-            ShortVector p0 = lo.mul(ShortVector.fromArray(S, xq, o0 + xb)).add(hi.mul(ShortVector.fromArray(S, xq, o0 + xb + QK / 2)));
-            ShortVector p1 = lo.mul(ShortVector.fromArray(S, xq, o1 + xb)).add(hi.mul(ShortVector.fromArray(S, xq, o1 + xb + QK / 2)));
-            ShortVector p2 = lo.mul(ShortVector.fromArray(S, xq, o2 + xb)).add(hi.mul(ShortVector.fromArray(S, xq, o2 + xb + QK / 2)));
-            ShortVector p3 = lo.mul(ShortVector.fromArray(S, xq, o3 + xb)).add(hi.mul(ShortVector.fromArray(S, xq, o3 + xb + QK / 2)));
-            ShortVector f0 = ((ShortVector) p0.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p0.reinterpretShape(ShortVector.SPECIES_128, 1));
-            ShortVector f1 = ((ShortVector) p1.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p1.reinterpretShape(ShortVector.SPECIES_128, 1));
-            ShortVector f2 = ((ShortVector) p2.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p2.reinterpretShape(ShortVector.SPECIES_128, 1));
-            ShortVector f3 = ((ShortVector) p3.reinterpretShape(ShortVector.SPECIES_128, 0)).add((ShortVector) p3.reinterpretShape(ShortVector.SPECIES_128, 1));
-            if (D.length() == 4) {
-                f0 = ((ShortVector) f0.reinterpretShape(ShortVector.SPECIES_64, 0)).add((ShortVector) f0.reinterpretShape(ShortVector.SPECIES_64, 1));
-                f1 = ((ShortVector) f1.reinterpretShape(ShortVector.SPECIES_64, 0)).add((ShortVector) f1.reinterpretShape(ShortVector.SPECIES_64, 1));
-                f2 = ((ShortVector) f2.reinterpretShape(ShortVector.SPECIES_64, 0)).add((ShortVector) f2.reinterpretShape(ShortVector.SPECIES_64, 1));
-                f3 = ((ShortVector) f3.reinterpretShape(ShortVector.SPECIES_64, 0)).add((ShortVector) f3.reinterpretShape(ShortVector.SPECIES_64, 1));
-            }
-            acc0 = ((DoubleVector) f0.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[o0 / QK + b]), acc0);
-            acc1 = ((DoubleVector) f1.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[o1 / QK + b]), acc1);
-            acc2 = ((DoubleVector) f2.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[o2 / QK + b]), acc2);
-            acc3 = ((DoubleVector) f3.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, dw * xd[o3 / QK + b]), acc3);
+            n = ByteVector.fromMemorySegment(B32, w, wb + 38, LE)
+                    .blend(ByteVector.fromMemorySegment(B32, w, wb + 40, LE), SECOND_BLOCK).reinterpretAsShorts();
+            q0 = n.and((short) 0xF);
+            q1 = n.lanewise(VectorOperators.LSHR, 4).and((short) 0xF);
+            q2 = n.lanewise(VectorOperators.LSHR, 8).and((short) 0xF);
+            q3 = n.lanewise(VectorOperators.LSHR, 12);
+            p = q0.mul(ShortVector.fromArray(S, xq, o0 + xb + 16)).add(q1.mul(ShortVector.fromArray(S, xq, o0 + xb + 48)))
+                    .add(q2.mul(ShortVector.fromArray(S, xq, o0 + xb + 80))).add(q3.mul(ShortVector.fromArray(S, xq, o0 + xb + 112)))
+                    .sub(ShortVector.fromArray(S, xBias, (o0 + xb) / 4 + 16)).reinterpretAsInts();
+            s = p.lanewise(VectorOperators.ASHR, 16).add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            a2 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0)).fma(DoubleVector.broadcast(D4, w2 * xd[(o0 + xb) / QK + 2]), a2);
+            a3 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 1)).fma(DoubleVector.broadcast(D4, w3 * xd[(o0 + xb) / QK + 3]), a3);
+            p = q0.mul(ShortVector.fromArray(S, xq, o1 + xb + 16)).add(q1.mul(ShortVector.fromArray(S, xq, o1 + xb + 48)))
+                    .add(q2.mul(ShortVector.fromArray(S, xq, o1 + xb + 80))).add(q3.mul(ShortVector.fromArray(S, xq, o1 + xb + 112)))
+                    .sub(ShortVector.fromArray(S, xBias, (o1 + xb) / 4 + 16)).reinterpretAsInts();
+            s = p.lanewise(VectorOperators.ASHR, 16).add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            c2 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0)).fma(DoubleVector.broadcast(D4, w2 * xd[(o1 + xb) / QK + 2]), c2);
+            c3 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 1)).fma(DoubleVector.broadcast(D4, w3 * xd[(o1 + xb) / QK + 3]), c3);
         }
-        // The lanes of each summed in the fixed order of dotQ4_0.
-        if (D.length() == 8) {
-            acc0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 1));
-            acc1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 1));
-            acc2 = ((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_256, 1));
-            acc3 = ((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_256, 1));
-        }
+        // The lanes of each summed in the fixed order of dotQ4_0Halves.
+        DoubleVector acc0 = a0.add(a2).add(a1.add(a3));
+        DoubleVector acc1 = c0.add(c2).add(c1.add(c3));
         DoubleVector s0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 1));
         DoubleVector s1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 1));
-        DoubleVector s2 = ((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc2.reinterpretShape(DoubleVector.SPECIES_128, 1));
-        DoubleVector s3 = ((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc3.reinterpretShape(DoubleVector.SPECIES_128, 1));
-        result[0] = (float) (s0.lane(0) + s0.lane(1));
-        result[1] = (float) (s1.lane(0) + s1.lane(1));
-        result[2] = (float) (s2.lane(0) + s2.lane(1));
-        result[3] = (float) (s3.lane(0) + s3.lane(1));
+        result[at] = (float) (s0.lane(0) + s0.lane(1));
+        result[at + 1] = (float) (s1.lane(0) + s1.lane(1));
     }
 
     /**

@@ -1,5 +1,7 @@
 package dev.glimmer.engine.backend.cpu;
 
+import dev.glimmer.engine.InvalidInputException;
+
 import java.io.IOException;
 import java.io.InputStream;
 import java.lang.foreign.Arena;
@@ -12,94 +14,188 @@ import java.lang.invoke.MethodHandle;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.util.Arrays;
+import java.util.List;
 import java.util.Locale;
 
 /**
- * The optional native CPU kernel ({@code engine/src/main/c/q4_0_avx512.c}): Q4_0 weight rows times
- * Q8_0 activation rows with AVX-512 VNNI integer dot products, which the Vector API cannot emit (it
- * has no integer dot product), called through the FFM API.
+ * The optional native CPU kernel ({@code engine/src/main/c}): Q4_0 weight rows times Q8_0 activation
+ * rows with integer dot products, which the Vector API cannot emit (it has no integer dot product),
+ * called through the FFM API. One library holds a {@link Variant} per instruction set; the best one this
+ * processor runs is chosen at start-up, unless {@code GLIMMER_CPU_KERNELS} (or the system property
+ * {@code glimmer.cpu.kernels}) says {@code java} or names a variant ({@code auto}, the default, chooses).
  *
  * <p>It is an accelerator, never a requirement: the build compiles it when a C compiler is there
  * ({@code engine/build-native.sh}), and it is used only where the library loads and the processor has
- * the instructions; everywhere else the Java kernels ({@link Kernels}) run. Its results are the Java
- * kernel's bit for bit (same integer lanes, same double sums in the same order), so the choice never
- * changes a logit. {@code -Dglimmer.cpu.native=false} turns it off.
+ * the instructions; everywhere else the Java kernels ({@link Kernels}) run. Every variant's results are
+ * the Java kernel's bit for bit (same integer lanes, same double sums in the same order), so the choice
+ * never changes a logit.
  *
  * <p>The downcalls are "critical" (no thread-state transition, heap arrays passed in place): each
  * lasts microseconds and must not allocate, as the decode path allocates nothing once warm.
  */
 final class NativeKernels {
-    /** Where the build puts the library inside the engine's classes. */
-    static final String RESOURCE = "/native/linux-x86_64/libglimmer-cpu.so";
-    /** The system property that turns the native kernel off ({@code false}). */
-    static final String ENABLE_PROPERTY = "glimmer.cpu.native";
+    /** The environment variable, and the system property, that choose the kernels. */
+    static final String SETTING_ENV = "GLIMMER_CPU_KERNELS";
+    static final String SETTING_PROPERTY = "glimmer.cpu.kernels";
 
-    private static final MethodHandle Q4_0_MATMUL;
+    /** The variants of the native Q4_0 kernel, best first; bit {@code ordinal()} of {@code glimmer_cpu_variants()}. */
+    enum Variant {
+        AVX512_VNNI("avx512-vnni", "AVX-512 VNNI"),
+        AVX_VNNI("avx-vnni", "AVX-VNNI"),
+        AVX2("avx2", "AVX2"),
+        NEON_DOTPROD("neon-dotprod", "NEON dot product");
+
+        /** The name {@code GLIMMER_CPU_KERNELS} takes. */
+        final String setting;
+        /** The instruction set, as {@code bench} prints it. */
+        final String instructions;
+
+        Variant(String setting, String instructions) {
+            this.setting = setting;
+            this.instructions = instructions;
+        }
+
+        /** The library's function for this variant: {@code glimmer_q4_0_matmul_avx512_vnni} and so on. */
+        String matmulSymbol() {
+            return "glimmer_q4_0_matmul_" + setting.replace('-', '_');
+        }
+    }
+
+    /** Where the build puts the library inside the engine's classes, for this machine's architecture. */
+    static final String RESOURCE = "/native/linux-" + architecture() + "/libglimmer-cpu.so";
+
+    /** Each variant's downcall, where this processor runs it (null elsewhere). */
+    private static final MethodHandle[] MATMUL = new MethodHandle[Variant.values().length];
     private static final MethodHandle Q4_0_ACTIVATIONS;
-    private static final String STATUS;
+    /** The variant the setting chooses here, or null for the Java kernels. */
+    private static final Variant CHOSEN;
+    /** Why the Java kernels run by default (null when a variant is chosen), or why the setting is wrong. */
+    private static final String WHY_JAVA;
+    private static final boolean SETTING_VALID;
 
     static {
-        MethodHandle matmul = null;
+        String setting = System.getProperty(SETTING_PROPERTY, System.getenv().getOrDefault(SETTING_ENV, "auto")).trim();
         MethodHandle activations = null;
-        String status;
-        try {
-            status = unavailableReason();
-            if (status == null) {
-                Path library = extract();
-                SymbolLookup lookup = SymbolLookup.libraryLookup(library, Arena.global());
-                Linker linker = Linker.nativeLinker();
-                MethodHandle supported = linker.downcallHandle(lookup.findOrThrow("glimmer_q4_0_supported"),
-                        FunctionDescriptor.of(ValueLayout.JAVA_INT));
-                if ((int) supported.invokeExact() == 1) {
-                    matmul = linker.downcallHandle(lookup.findOrThrow("glimmer_q4_0_matmul"),
-                            FunctionDescriptor.ofVoid(
-                                    ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.JAVA_INT,
-                                    ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.ADDRESS,
-                                    ValueLayout.ADDRESS, ValueLayout.JAVA_INT,
-                                    ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.JAVA_INT),
-                            Linker.Option.critical(true));
+        String whyNot = null;
+        Variant chosen = null;
+        boolean valid = true;
+        Variant named = null;
+        for (Variant v : Variant.values()) {
+            if (v.setting.equals(setting)) {
+                named = v;
+            }
+        }
+        if (named == null && !setting.equals("auto") && !setting.equals("java")) {
+            valid = false;
+            whyNot = SETTING_ENV + "=" + setting + " is not one of auto, java, "
+                    + String.join(", ", Arrays.stream(Variant.values()).map(v -> v.setting).toList());
+        } else if (setting.equals("java")) {
+            whyNot = SETTING_ENV + "=java";
+        } else {
+            try {
+                whyNot = unavailableReason();
+                if (whyNot == null) {
+                    Path library = extract();
+                    SymbolLookup lookup = SymbolLookup.libraryLookup(library, Arena.global());
+                    Linker linker = Linker.nativeLinker();
+                    MethodHandle variants = linker.downcallHandle(lookup.findOrThrow("glimmer_cpu_variants"),
+                            FunctionDescriptor.of(ValueLayout.JAVA_INT));
+                    int runs = (int) variants.invokeExact();
+                    for (Variant v : Variant.values()) {
+                        var symbol = lookup.find(v.matmulSymbol());
+                        if ((runs & 1 << v.ordinal()) != 0 && symbol.isPresent()) {
+                            MATMUL[v.ordinal()] = linker.downcallHandle(symbol.get(),
+                                    FunctionDescriptor.ofVoid(
+                                            ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.JAVA_INT,
+                                            ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.ADDRESS,
+                                            ValueLayout.ADDRESS, ValueLayout.JAVA_INT,
+                                            ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.JAVA_INT),
+                                    Linker.Option.critical(true));
+                        }
+                    }
                     activations = linker.downcallHandle(lookup.findOrThrow("glimmer_q4_0_activations"),
                             FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.JAVA_INT,
                                     ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG),
                             Linker.Option.critical(true));
-                    status = "native Q4_0 kernel (AVX-512 VNNI)";
-                } else {
-                    status = "Java kernels (this processor lacks AVX-512 VNNI/VBMI for the native Q4_0 kernel)";
+                    if (named != null) {
+                        if (MATMUL[named.ordinal()] != null) {
+                            chosen = named;
+                        } else {
+                            valid = false;
+                            whyNot = SETTING_ENV + "=" + setting + ": this processor does not run the " + named.instructions
+                                    + " kernel (it runs: " + runnableNames() + ")";
+                        }
+                    } else {
+                        for (Variant v : Variant.values()) {
+                            if (chosen == null && MATMUL[v.ordinal()] != null) {
+                                chosen = v;
+                            }
+                        }
+                        if (chosen == null) {
+                            whyNot = "this processor has none of the instruction sets of the native Q4_0 kernel";
+                        }
+                    }
                 }
+            } catch (Throwable e) {
+                whyNot = "the native Q4_0 kernel did not load: " + e.getMessage();
             }
-        } catch (Throwable e) {
-            status = "Java kernels (the native Q4_0 kernel did not load: " + e.getMessage() + ")";
         }
-        Q4_0_MATMUL = matmul;
         Q4_0_ACTIVATIONS = activations;
-        STATUS = status;
+        CHOSEN = chosen;
+        WHY_JAVA = whyNot;
+        SETTING_VALID = valid;
     }
 
     private NativeKernels() {
     }
 
-    /** Whether the native Q4_0 kernel can run here. */
-    static boolean available() {
-        return Q4_0_MATMUL != null;
+    /**
+     * The variant the CPU backend uses by default here (the best this processor runs, or the one
+     * {@code GLIMMER_CPU_KERNELS} names), or null for the Java kernels.
+     *
+     * @throws InvalidInputException when the setting names no kernels, or a variant this processor cannot run
+     */
+    static Variant chosen() {
+        if (!SETTING_VALID) {
+            throw new InvalidInputException(WHY_JAVA);
+        }
+        return CHOSEN;
     }
 
-    /** What the CPU backend multiplies Q4_0 weights with here, and if not natively, why. */
-    static String status() {
-        return STATUS;
+    /** Whether {@code variant} can run here. */
+    static boolean runs(Variant variant) {
+        return MATMUL[variant.ordinal()] != null;
+    }
+
+    /** The variants that run here, best first. */
+    static List<Variant> runnable() {
+        return Arrays.stream(Variant.values()).filter(NativeKernels::runs).toList();
+    }
+
+    private static String runnableNames() {
+        List<Variant> runnable = runnable();
+        return runnable.isEmpty() ? "none" : String.join(", ", runnable.stream().map(v -> v.setting).toList());
+    }
+
+    /** Why the Java kernels run by default here (null when a native variant does). */
+    static String whyJava() {
+        return WHY_JAVA;
+    }
+
+    private static String architecture() {
+        String arch = System.getProperty("os.arch", "");
+        return arch.equals("amd64") || arch.equals("x86_64") ? "x86_64" : arch;
     }
 
     /** Why the library is not even tried, or null when it is. */
     private static String unavailableReason() {
-        if (!Boolean.parseBoolean(System.getProperty(ENABLE_PROPERTY, "true"))) {
-            return "Java kernels (-D" + ENABLE_PROPERTY + "=false)";
-        }
         String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
-        String arch = System.getProperty("os.arch", "");
-        if (!os.contains("linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) {
-            return "Java kernels (the native Q4_0 kernel is built for Linux x86-64 only)";
+        if (!os.contains("linux") || !(architecture().equals("x86_64") || architecture().equals("aarch64"))) {
+            return "the native Q4_0 kernel is built for Linux x86-64 and aarch64 only";
         }
         if (NativeKernels.class.getResource(RESOURCE) == null) {
-            return "Java kernels (the native Q4_0 kernel was not built: no C compiler at build time)";
+            return "the native Q4_0 kernel was not built: no C compiler at build time";
         }
         return null;
     }
@@ -128,16 +224,16 @@ final class NativeKernels {
     }
 
     /**
-     * Rows {@code [rowFrom, rowTo)} of Q4_0 weights {@code w} ({@code rowBytes} apart, {@code blocks}
+     * With the kernel's {@code variant} (one that {@link #runs} here): rows {@code [rowFrom, rowTo)} of Q4_0 weights {@code w} ({@code rowBytes} apart, {@code blocks}
      * blocks each) times the activation rows {@code xRows[0..n)} (in {@link ActivationRows}'
      * native layout): {@code out[outOffset + j*outStride + (r - rowFrom)]}.
      */
-    static void q4_0Matmul(MemorySegment w, long rowBytes, int blocks, int rowFrom, int rowTo,
+    static void q4_0Matmul(Variant variant, MemorySegment w, long rowBytes, int blocks, int rowFrom, int rowTo,
                            MemorySegment xq, MemorySegment bias, MemorySegment xd,
                            MemorySegment xRows, int n,
                            MemorySegment out, long outOffset, int outStride) {
         try {
-            Q4_0_MATMUL.invokeExact(w, rowBytes, blocks, rowFrom, rowTo, xq, bias, xd, xRows, n, out, outOffset, outStride);
+            MATMUL[variant.ordinal()].invokeExact(w, rowBytes, blocks, rowFrom, rowTo, xq, bias, xd, xRows, n, out, outOffset, outStride);
         } catch (Throwable e) {
             throw new IllegalStateException("the native Q4_0 kernel failed", e);
         }

@@ -8,12 +8,15 @@ import dev.glimmer.engine.model.Oracle;
 import org.junit.jupiter.api.Test;
 
 import java.lang.management.ManagementFactory;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 
 import static org.junit.jupiter.api.Assertions.fail;
 
 /**
- * The decode path allocates (almost) nothing once warm: token steps of the tiny Q4_0 oracle model, on
+ * The decode path allocates (almost) nothing once warm, with the Java kernels and with every variant of
+ * the native kernel that runs here: token steps of the tiny Q4_0 oracle model, on
  * the calling thread and on the pool's workers (the JVM's per-thread allocation counters), allocate
  * less than 64 bytes per token on average; one new activation or score buffer per step would be
  * kilobytes. Not exactly zero while warming up: some Vector API code (the tiny model's attention over
@@ -31,12 +34,26 @@ class DecodeAllocationTest {
     private static final long DEADLINE_NANOS = 240_000_000_000L;
     private static final double LIMIT_BYTES_PER_TOKEN = 64;
 
+    /** With the Java kernels, and with every variant of the native kernel this processor runs. */
     @Test
     void decodeStepsAllocateNothingOnceWarm() throws Exception {
+        List<NativeKernels.Variant> kernels = new ArrayList<>();
+        kernels.add(null);
+        kernels.addAll(NativeKernels.runnable());
+        // The first backend warms the JIT up; the others share most of the decode path's code, so shorter
+        // windows tell (a buffer allocated per step would still be kilobytes a token).
+        int window = WINDOW;
+        for (NativeKernels.Variant kernel : kernels) {
+            assertQuietOnceWarm(new CpuBackend(2, kernel), window);
+            window = WINDOW / 4;
+        }
+    }
+
+    private static void assertQuietOnceWarm(CpuBackend backend, int window) throws Exception {
         com.sun.management.ThreadMXBean threads = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
              KvCache cache = model.newCache(64, KvCacheType.F16)) {
-            GlmForward forward = new GlmForward(model, new CpuBackend(2), 8);
+            GlmForward forward = new GlmForward(model, backend, 8);
             int[] tokens = {11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26};
             decode(forward, cache, tokens); // starts the pool's workers
             long[] ids = Thread.getAllStackTraces().keySet().stream()
@@ -47,19 +64,20 @@ class DecodeAllocationTest {
             long start = System.nanoTime();
             int rounds = 0;
             while (System.nanoTime() - start < DEADLINE_NANOS) {
-                rounds += WINDOW;
+                rounds += window;
                 long before = Arrays.stream(threads.getThreadAllocatedBytes(ids)).sum();
-                for (int i = 0; i < WINDOW; i++) {
+                for (int i = 0; i < window; i++) {
                     decode(forward, cache, tokens);
                 }
                 long allocated = Arrays.stream(threads.getThreadAllocatedBytes(ids)).sum() - before;
-                perToken = (double) allocated / (WINDOW * tokens.length);
+                perToken = (double) allocated / (window * tokens.length);
                 quietWindows = perToken < LIMIT_BYTES_PER_TOKEN ? quietWindows + 1 : 0;
                 if (quietWindows == 2) {
+                    System.out.printf("%s: quiet after %d rounds (%.1f s)%n", backend.kernels(), rounds, (System.nanoTime() - start) / 1e9);
                     return;
                 }
             }
-            fail("after " + rounds + " rounds of " + tokens.length + " decode steps the last " + WINDOW
+            fail(backend.kernels() + ": after " + rounds + " rounds of " + tokens.length + " decode steps the last " + window
                     + " rounds still allocated " + perToken + " bytes per token (limit " + LIMIT_BYTES_PER_TOKEN + ")");
         }
     }

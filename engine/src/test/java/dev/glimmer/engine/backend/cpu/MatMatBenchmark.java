@@ -24,8 +24,9 @@ import java.util.concurrent.TimeUnit;
  * {@code gigaMacs} counter) to hold against what the kernel reaches (docs/BENCHMARKS.md gives the
  * machine's figures), and the weights streamed ({@code gigabytes}). Shapes are {@code in x out x
  * tokens}: an expert's gate projection with the ~4 tokens a 64-token prompt routes to each expert, and
- * the attention output with a whole 64-token batch. {@code kernels}: {@code native} (the VNNI kernel;
- * the trial fails where it cannot run, saying why) or {@code java} (the Vector API kernels).
+ * the attention output with a whole 64-token batch. {@code kernels}: {@code native} (the best variant of
+ * the native kernel this processor runs; the trial fails where none does), a variant ({@code avx2},
+ * {@code avx-vnni}, ...) or {@code java} (the Vector API kernels).
  *
  * <pre>mvn -o -pl engine -am -Pbenchmark test -DskipTests -Dbenchmark=MatMatBenchmark</pre>
  */
@@ -73,7 +74,11 @@ public class MatMatBenchmark {
             x[i] = (float) random.nextGaussian();
         }
         out = new float[tokens * rows];
-        backend = new CpuBackend(threads, kernels.equals("native"));
+        backend = new CpuBackend(threads, switch (kernels) {
+            case "java" -> null;
+            case "native" -> NativeKernels.runnable().getFirst();
+            default -> NativeKernels.Variant.valueOf(kernels.toUpperCase(java.util.Locale.ROOT).replace('-', '_'));
+        });
     }
 
     @Benchmark
