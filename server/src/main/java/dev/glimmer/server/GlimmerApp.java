@@ -1,7 +1,7 @@
 package dev.glimmer.server;
 
 import dev.glimmer.engine.InvalidInputException;
-import dev.glimmer.engine.backend.Backends;
+import dev.glimmer.engine.backend.choice.Backends;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.inference.BackendChooser;
 import dev.glimmer.server.inference.DemoModel;

@@ -1,8 +1,9 @@
 package dev.glimmer.server.inference;
 
-import dev.glimmer.engine.backend.BackendChoice;
 import dev.glimmer.engine.backend.BackendKind;
-import dev.glimmer.engine.backend.Backends;
+import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.choice.BackendChoice;
+import dev.glimmer.engine.backend.choice.Backends;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.chat.ChatFormat;
 import dev.glimmer.engine.chat.ChatTemplates;
@@ -20,8 +21,8 @@ import java.time.Duration;
 import java.util.logging.Logger;
 
 /**
- * The loaded model and everything that serves it: tokenizer, chat format, the backend's
- * {@link StepRunner}, the session manager and the scheduler that owns the forward pass. Closing it
+ * The loaded model and everything that serves it: tokenizer, chat format, the backend and its
+ * {@link SequencePool}, the session manager and the scheduler that owns the forward pass. Closing it
  * stops the scheduler, frees the caches and the backend (a GPU's weights) and unmaps the file.
  */
 public final class ServedModel implements AutoCloseable {
@@ -36,18 +37,16 @@ public final class ServedModel implements AutoCloseable {
     private final Tokenizer tokenizer;
     private TokenTrie tokenTrie;
     private final ChatFormat chatFormat;
-    private final StepRunner<?> steps;
-    private final SessionManager<?> sessions;
-    private final Scheduler<?> scheduler;
+    private final SessionManager sessions;
+    private final Scheduler scheduler;
     private final int ctx;
 
     private ServedModel(GlmModel model, ServedModelFacts facts, Tokenizer tokenizer, ChatFormat chatFormat,
-                        StepRunner<?> steps, Scheduler<?> scheduler, int ctx) {
+                        Scheduler scheduler, int ctx) {
         this.model = model;
         this.facts = facts;
         this.tokenizer = tokenizer;
         this.chatFormat = chatFormat;
-        this.steps = steps;
         this.sessions = scheduler.sessions();
         this.scheduler = scheduler;
         this.ctx = ctx;
@@ -62,7 +61,8 @@ public final class ServedModel implements AutoCloseable {
     public static ServedModel load(Path path, boolean demo, ServerConfig config, ServerMetrics metrics,
                                    BackendChooser chooser) throws IOException {
         GlmModel model = GlmModel.open(path);
-        StepRunner<?> steps = null;
+        BackendChoice choice = null;
+        SequencePool pool = null;
         try {
             Tokenizer tokenizer = Tokenizer.fromMetadata(model.file().metadata());
             ChatFormat format = ChatTemplates.recognise(
@@ -73,23 +73,31 @@ public final class ServedModel implements AutoCloseable {
             if (config.ctx() > ownCtx) {
                 LOG.info("--ctx " + config.ctx() + " is more than the model's own context; serving " + ctx);
             }
-            BackendChoice choice = chooser.choose(config.backend(), model);
+            int threads = config.threads() > 0 ? config.threads() : CpuBackend.defaultThreads();
+            // a prompt chunk is one batch of the CPU's forward pass, a decode step one of every running sequence
+            choice = chooser.choose(config.backend(), model, new Backends.CpuOptions(threads, CACHE_TYPE,
+                    Math.max(config.promptChunk(), config.parallel())));
             String reason = choice.reason();
-            steps = runner(choice, model, config, ctx);
-            String backend = steps.backend().cliName();
+            String backend = choice.name();
             LOG.info("serving on " + backend + ": " + reason);
-            long cacheBytes = steps.cacheBytes();
-            long budget = steps.budgetBytes(config.kvBudgetMb() << 20, config.parallel());
-            Scheduler<?> scheduler = start(steps, budget, Vocabulary.of(tokenizer, true), model, metrics, config);
-            SessionManager<?> sessions = scheduler.sessions();
-            LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB" + (steps.backend() == BackendKind.CPU ? "" : " of "
+            if (choice.kind() == BackendKind.CPU) {
+                model.file().populate(); // the first requests then take no page faults
+            }
+            pool = choice.pool(slots(choice.pools().bytesPerSequence(ctx), config), ctx);
+            long cacheBytes = pool.bytesPerSequence();
+            Scheduler scheduler = start(choice, pool, Vocabulary.of(tokenizer, true), model, metrics, config);
+            SessionManager sessions = scheduler.sessions();
+            LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB" + (choice.kind() == BackendKind.CPU ? "" : " of "
                     + backend + " memory") + ": " + sessions.budgetBytes() / cacheBytes + " cached conversations of "
                     + ctx + " tokens");
             return new ServedModel(model, ServedModelFacts.of(model.file(), ctx, demo, backend, reason), tokenizer,
-                    format, steps, scheduler, ctx);
+                    format, scheduler, ctx);
         } catch (RuntimeException | IOException e) {
-            if (steps != null) {
-                steps.close();
+            if (pool != null) {
+                pool.close();
+            }
+            if (choice != null) {
+                choice.close();
             }
             model.close();
             throw e;
@@ -97,36 +105,35 @@ public final class ServedModel implements AutoCloseable {
     }
 
     /**
-     * The CPU's batched forward pass when the choice is the CPU (the server batches the sequences; a CPU
-     * choice holds nothing to close), else the chosen backend's decoders, one per conversation.
+     * The sequences the pool holds, one per cached conversation: as many as {@code --kv-budget} holds, at least
+     * {@code parallel}; with no budget, {@code parallel} + 2 (a follow-up turn can find its conversation while others
+     * run).
      */
-    /** The session manager of {@code steps}' caches and the scheduler that runs them, started. */
-    /**
-     * The scheduler over {@code steps}, with a session manager of {@code budget} bytes; its thread frees the caches,
-     * the backend and the model itself once it has stopped, so that nothing is freed under a running step.
-     */
-    private static <C extends SequenceCache> Scheduler<C> start(StepRunner<C> steps, long budget, Vocabulary vocabulary,
-                                                                GlmModel model, ServerMetrics metrics, ServerConfig config) {
-        SessionManager<C> sessions = new SessionManager<>(steps::newCache, steps.cacheBytes(), budget, config.parallel());
-        return new Scheduler<>(steps, vocabulary, model.vocabSize(), sessions, metrics, config.parallel(),
-                config.promptChunk(), config.queue(), () -> {
-                    sessions.close();
-                    steps.close();
-                    model.close();
-                });
+    private static int slots(long bytesPerSequence, ServerConfig config) {
+        long budget = config.kvBudgetMb() << 20;
+        long slots = budget > 0 ? Math.max(config.parallel(), budget / bytesPerSequence) : config.parallel() + 2L;
+        return Math.toIntExact(Math.min(slots, Integer.MAX_VALUE));
     }
 
-    private static StepRunner<?> runner(BackendChoice choice, GlmModel model, ServerConfig config, int ctx) {
-        if (choice.kind() == BackendKind.CPU) {
-            int threads = config.threads() > 0 ? config.threads() : CpuBackend.defaultThreads();
-            return new CpuStepRunner(model, threads, ctx, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel()));
-        }
-        try {
-            return new DecoderStepRunner(choice, ctx, config.kvBudgetMb() << 20, config.parallel());
-        } catch (RuntimeException e) {
-            choice.close();
-            throw e;
-        }
+    /**
+     * The scheduler over {@code pool}, with a session manager that keeps to the pool's slots; its thread frees the
+     * caches, the pool, the backend and the model itself once it has stopped, so that nothing is freed under a running
+     * step.
+     */
+    private static Scheduler start(BackendChoice choice, SequencePool pool, Vocabulary vocabulary, GlmModel model,
+                                   ServerMetrics metrics, ServerConfig config) {
+        SessionManager sessions = new SessionManager(pool::open, pool.bytesPerSequence(),
+                pool.slots() * pool.bytesPerSequence(), config.parallel());
+        return new Scheduler(pool, choice.kind() != BackendKind.CPU, vocabulary, model.vocabSize(), sessions, metrics,
+                config.parallel(), config.promptChunk(), config.queue(), () -> {
+                    sessions.close();
+                    try {
+                        pool.close();
+                    } finally {
+                        choice.close();
+                        model.close();
+                    }
+                });
     }
 
     public ServedModelFacts facts() {
@@ -149,11 +156,11 @@ public final class ServedModel implements AutoCloseable {
         return chatFormat;
     }
 
-    public Scheduler<?> scheduler() {
+    public Scheduler scheduler() {
         return scheduler;
     }
 
-    public SessionManager<?> sessions() {
+    public SessionManager sessions() {
         return sessions;
     }
 

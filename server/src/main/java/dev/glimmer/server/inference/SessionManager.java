@@ -1,12 +1,14 @@
 package dev.glimmer.server.inference;
 
+import dev.glimmer.engine.backend.SequencePool;
+
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.function.Supplier;
 
 /**
- * Keeps the KV caches of recent conversations (on whatever backend serves: {@link SequenceCache})
+ * Keeps the KV caches of recent conversations (sequences of the backend's {@link SequencePool})
  * within a memory budget so that a follow-up request
  * processes only its new tokens. A request takes the idle cache whose tokens share the longest
  * prefix with its prompt, truncated to that prefix ({@link #acquire}); when none shares anything it
@@ -15,20 +17,20 @@ import java.util.function.Supplier;
  *
  * <p>Thread-safe; the scheduler is the only caller apart from metrics.
  */
-public final class SessionManager<C extends SequenceCache> implements AutoCloseable {
+public final class SessionManager implements AutoCloseable {
 
     /** One cached conversation: a KV cache and the tokens it holds. */
-    public static final class Session<C extends SequenceCache> {
-        private final C cache;
+    public static final class Session {
+        private final SequencePool.Sequence cache;
         private int[] tokens = new int[0];
         private boolean inUse;
         private long lastUsed;
 
-        private Session(C cache) {
+        private Session(SequencePool.Sequence cache) {
             this.cache = cache;
         }
 
-        C cache() {
+        SequencePool.Sequence cache() {
             return cache;
         }
     }
@@ -39,13 +41,13 @@ public final class SessionManager<C extends SequenceCache> implements AutoClosea
      * @param session the session, now in use
      * @param reused  prompt tokens already in its cache (the request processes the rest)
      */
-    public record Lease<C extends SequenceCache>(Session<C> session, int reused) {
+    public record Lease(Session session, int reused) {
     }
 
-    private final Supplier<C> newCache;
+    private final Supplier<SequencePool.Sequence> newCache;
     private final long cacheBytes;
     private final long budgetBytes;
-    private final List<Session<C>> sessions = new ArrayList<>();
+    private final List<Session> sessions = new ArrayList<>();
     private long clock;
 
     /**
@@ -54,16 +56,16 @@ public final class SessionManager<C extends SequenceCache> implements AutoClosea
      * @param budgetBytes the memory all caches may take; raised to {@code minSessions} caches if smaller,
      *                    because every running request needs one
      */
-    SessionManager(Supplier<C> newCache, long cacheBytes, long budgetBytes, int minSessions) {
+    SessionManager(Supplier<SequencePool.Sequence> newCache, long cacheBytes, long budgetBytes, int minSessions) {
         this.newCache = newCache;
         this.cacheBytes = cacheBytes;
         this.budgetBytes = Math.max(budgetBytes, cacheBytes * minSessions);
     }
 
-    public synchronized Lease<C> acquire(int[] prompt) {
-        Session<C> best = null;
+    public synchronized Lease acquire(int[] prompt) {
+        Session best = null;
         int bestShared = 0;
-        for (Session<C> s : sessions) {
+        for (Session s : sessions) {
             if (!s.inUse) {
                 int shared = commonPrefix(s.tokens, prompt);
                 if (shared > bestShared) {
@@ -76,20 +78,20 @@ public final class SessionManager<C extends SequenceCache> implements AutoClosea
         int reused = Math.min(bestShared, prompt.length - 1);
         if (best == null || reused == 0) {
             evictFor(1);
-            best = new Session<>(newCache.get());
+            best = new Session(newCache.get());
             sessions.add(best);
             reused = 0;
         }
         best.inUse = true;
         best.cache.truncate(reused);
         best.tokens = Arrays.copyOf(prompt, reused);
-        return new Lease<>(best, reused);
+        return new Lease(best, reused);
     }
 
     /** Returns a session after its request; {@code tokens} are what its cache now holds, in order. */
-    public synchronized void release(Session<C> session, int[] tokens) {
-        if (tokens.length != session.cache.size()) {
-            throw new IllegalArgumentException("the cache holds " + session.cache.size() + " positions, not "
+    public synchronized void release(Session session, int[] tokens) {
+        if (tokens.length != session.cache.position()) {
+            throw new IllegalArgumentException("the cache holds " + session.cache.position() + " positions, not "
                     + tokens.length);
         }
         session.tokens = tokens.clone();
@@ -99,7 +101,7 @@ public final class SessionManager<C extends SequenceCache> implements AutoClosea
     }
 
     /** Drops a session whose cache contents are unknown (its request failed half-way). */
-    public synchronized void discard(Session<C> session) {
+    public synchronized void discard(Session session) {
         sessions.remove(session);
         session.cache.close();
     }
@@ -107,8 +109,8 @@ public final class SessionManager<C extends SequenceCache> implements AutoClosea
     /** Evicts least recently used idle sessions until {@code extra} more caches fit in the budget. */
     private void evictFor(int extra) {
         while ((sessions.size() + extra) * cacheBytes > budgetBytes) {
-            Session<C> lru = null;
-            for (Session<C> s : sessions) {
+            Session lru = null;
+            for (Session s : sessions) {
                 if (!s.inUse && (lru == null || s.lastUsed < lru.lastUsed)) {
                     lru = s;
                 }
@@ -147,7 +149,7 @@ public final class SessionManager<C extends SequenceCache> implements AutoClosea
 
     @Override
     public synchronized void close() {
-        for (Session<C> s : sessions) {
+        for (Session s : sessions) {
             s.cache.close();
         }
         sessions.clear();

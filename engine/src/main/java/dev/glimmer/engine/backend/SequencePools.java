@@ -1,0 +1,26 @@
+package dev.glimmer.engine.backend;
+
+import java.util.OptionalLong;
+
+/** Makes the {@link SequencePool}s of one model on one backend; closing it frees the backend (a GPU's weights). */
+public interface SequencePools extends AutoCloseable {
+
+    /** {@code slots} sequences of {@code capacity} positions that step together. */
+    SequencePool pool(int slots, int capacity);
+
+    /** The KV bytes one sequence of {@code capacity} positions costs in a pool, without making one. */
+    long bytesPerSequence(int capacity);
+
+    /**
+     * Device memory the backend holds now (weights and open pools, as the driver counts it); empty where the backend
+     * has no memory of its own (the CPU; Metal's unified memory).
+     */
+    default OptionalLong gpuMemoryUsed() {
+        return OptionalLong.empty();
+    }
+
+    /** Releases the device; the CPU holds nothing. */
+    @Override
+    default void close() {
+    }
+}
