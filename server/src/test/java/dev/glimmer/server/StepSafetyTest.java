@@ -124,6 +124,26 @@ class StepSafetyTest {
         }
 
         @Override
+        public long bytesPerPosition() {
+            return pool.bytesPerPosition();
+        }
+
+        @Override
+        public String kvLayout() {
+            return pool.kvLayout();
+        }
+
+        @Override
+        public void exportPrefix(Sequence sequence, int n, java.lang.foreign.MemorySegment into) {
+            pool.exportPrefix(sequence, n, into);
+        }
+
+        @Override
+        public void importPrefix(Sequence sequence, java.lang.foreign.MemorySegment from, int n) {
+            pool.importPrefix(sequence, from, n);
+        }
+
+        @Override
         public void close() {
             events.add("pool closed");
             pool.close();

@@ -1,5 +1,7 @@
 package dev.glimmer.engine.backend;
 
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
 import java.util.List;
 import java.util.Optional;
 
@@ -129,6 +131,43 @@ public interface SequencePool extends AutoCloseable {
     record Next(float[] logits, int greedyToken) {
         public static Next greedy(int token) {
             return new Next(null, token);
+        }
+    }
+
+    /**
+     * Bytes of one position's KV rows in every layer, as {@link #exportPrefix} writes them (the pool's own row size and
+     * element type: opaque to everything above it).
+     */
+    long bytesPerPosition();
+
+    /**
+     * What the rows {@link #exportPrefix} writes are (the pool kind, its KV element type, its row size): only a pool of
+     * the same layout and model may {@link #importPrefix} them. Part of the key of a KV row file on disk.
+     */
+    String kvLayout();
+
+    /**
+     * Copies the KV rows of {@code sequence}'s first {@code n} positions ({@code n ≤ position()}) into {@code into}
+     * ({@code n × bytesPerPosition()} bytes at least), so that another sequence of a pool of the same
+     * {@link #kvLayout} continues from them ({@link #importPrefix}): the RAM and disk tiers.
+     */
+    void exportPrefix(Sequence sequence, int n, MemorySegment into);
+
+    /**
+     * Puts rows written by {@link #exportPrefix} for {@code n} positions ({@code n ≤ capacity()}) at {@code sequence}'s
+     * positions 0 .. n-1; its position becomes {@code n}, and it continues exactly as the exporting sequence would.
+     */
+    void importPrefix(Sequence sequence, MemorySegment from, int n);
+
+    /**
+     * Gives {@code to} the first {@code n} positions of {@code from} (both open sequences of this pool; {@code to}'s
+     * position becomes {@code n}): a prefix shared by two conversations is computed once.
+     */
+    default void copyPrefix(Sequence from, Sequence to, int n) {
+        try (Arena staging = Arena.ofConfined()) {
+            MemorySegment rows = staging.allocate(Math.max(1, n * bytesPerPosition()), 64);
+            exportPrefix(from, n, rows);
+            importPrefix(to, rows, n);
         }
     }
 

@@ -14,6 +14,8 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
 import java.util.Arrays;
 import java.util.List;
 import java.util.function.IntFunction;
@@ -96,6 +98,42 @@ public class SequencePoolTest {
     void aTruncatedSequenceContinuesAsAFreshOneWouldWithTheSamePrefix(String backend) throws IOException {
         try (GlmModel model = GlmModel.open(Oracle.model(MODEL))) {
             truncatedSequenceContinuesAsAFreshOne(capacity -> pool(backend, model, 1, capacity));
+        }
+    }
+
+    /**
+     * A prefix copied from another sequence ({@link SequencePool#copyPrefix}, prefix sharing) or exported and imported
+     * into another pool of the same layout (the RAM and disk tiers) continues with exactly the logits of a sequence
+     * that computed it; the copies land on other slots than the source's (other KV rows on a GPU).
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"cpu", "emulated"})
+    void aCopiedOrImportedPrefixContinuesAsTheSequenceThatComputedIt(String backend) throws IOException {
+        int[] prompt = Arrays.copyOf(Oracle.chatCase(MODEL).promptTokens(), 8);
+        try (GlmModel model = GlmModel.open(Oracle.model(MODEL));
+             SequencePool pool = pool(backend, model, 2, CAPACITY);
+             SequencePool restarted = pool(backend, model, 2, CAPACITY);
+             Arena arena = Arena.ofConfined()) {
+            assertEquals(pool.kvLayout(), restarted.kvLayout());
+            assertTrue(pool.bytesPerPosition() * CAPACITY <= pool.bytesPerSequence(), pool.bytesPerPosition() + " bytes");
+            MemorySegment rows = arena.allocate(KEPT * pool.bytesPerPosition());
+            float[] expected;
+            try (SequencePool.Sequence computed = pool.open(); SequencePool.Sequence copy = pool.open()) {
+                expected = pool.prompt(computed, prompt, 0, prompt.length, LOGITS).logits().clone();
+                pool.prompt(copy, prompt, 0, 3, LOGITS); // rows the copy replaces
+                pool.copyPrefix(computed, copy, KEPT);
+                assertEquals(KEPT, copy.position());
+                assertArrayEquals(expected, pool.prompt(copy, prompt, KEPT, prompt.length - KEPT, LOGITS).logits());
+                pool.exportPrefix(computed, KEPT, rows);
+                assertThrows(IllegalArgumentException.class, () -> pool.exportPrefix(computed, CAPACITY, rows));
+            }
+            try (SequencePool.Sequence first = restarted.open(); SequencePool.Sequence imported = restarted.open()) {
+                restarted.importPrefix(imported, rows, KEPT);
+                assertEquals(KEPT, imported.position());
+                assertArrayEquals(expected, restarted.prompt(imported, prompt, KEPT, prompt.length - KEPT, LOGITS).logits());
+                assertThrows(IllegalArgumentException.class, () -> restarted.importPrefix(first, rows, KEPT + 1),
+                        "fewer bytes than the positions need");
+            }
         }
     }
 

@@ -19,6 +19,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Optional;
+import java.util.stream.IntStream;
 
 /**
  * The {@link SequencePool} of every device that runs the GPU command lists (CUDA, Metal, the kernel emulator), written
@@ -57,6 +58,11 @@ public final class CommandListPool implements SequencePool, LayerProbe {
     private final long tokensAt;
     /** Each slot's logits as handed out, reused from run to run. */
     private final float[][] logits;
+    /** The decode list's KV buffers (one per layer, or more), in list order: a slot's rows are a range of each. */
+    private final int[] kvBuffers;
+    /** Host memory KV rows go through on their way to and from the device ({@link #exportPrefix}); made when first needed. */
+    private MemorySegment staging;
+    private static final long STAGING_BYTES = 4L << 20;
 
     /**
      * {@code slots} sequences of {@code capacity} positions of {@code model} on {@code runner} (closed with this pool,
@@ -86,6 +92,9 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         this.decode = made.get(0);
         this.prompt = made.get(1);
         this.batches = List.copyOf(made.subList(2, made.size()));
+        List<BufferSpec> buffers = decode.list().buffers();
+        this.kvBuffers = IntStream.range(0, buffers.size())
+                .filter(i -> buffers.get(i).kind() == BufferSpec.Kind.KV_CACHE).toArray();
     }
 
     /** The decode list, the prompt list, then the batch lists. */
@@ -156,6 +165,83 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         List<Encoded> all = new ArrayList<>(List.of(decode, prompt));
         all.addAll(batches);
         return all;
+    }
+
+    /** Bytes of one KV row of buffer {@code buffer} (its bytes over the pool's rows: the builder's row size and type). */
+    private long rowBytes(int buffer) {
+        return decode.list().buffers().get(buffer).bytes() / ((long) slots.size() * slots.capacity());
+    }
+
+    @Override
+    public long bytesPerPosition() {
+        long total = 0;
+        for (int b : kvBuffers) {
+            total += rowBytes(b);
+        }
+        return total;
+    }
+
+    /** The command lists' KV buffers: their count and row bytes (the builder's choice of element type). */
+    @Override
+    public String kvLayout() {
+        StringBuilder layout = new StringBuilder("commandlist");
+        for (int b : kvBuffers) {
+            layout.append('-').append(rowBytes(b));
+        }
+        return layout.toString();
+    }
+
+    /** Buffer after buffer, the slot's range of rows, through the staging memory. */
+    @Override
+    public void exportPrefix(Sequence sequence, int n, MemorySegment into) {
+        SequenceSlots.Slot slot = slots.own(sequence);
+        if (n < 0 || n > slot.position()) {
+            throw new IllegalArgumentException("the sequence holds " + slot.position() + " positions, not " + n);
+        }
+        moveRows(slot, n, into, true);
+    }
+
+    @Override
+    public void importPrefix(Sequence sequence, MemorySegment from, int n) {
+        SequenceSlots.Slot slot = slots.own(sequence);
+        if (n < 0 || n > slots.capacity()) {
+            throw new IllegalArgumentException(n + " positions, not within 0 .. " + slots.capacity());
+        }
+        slot.truncate(0);
+        moveRows(slot, n, from, false);
+        slot.advance(n);
+    }
+
+    /** Copies {@code slot}'s first {@code n} rows of every KV buffer to ({@code out}) or from {@code host}. */
+    private void moveRows(SequenceSlots.Slot slot, int n, MemorySegment host, boolean out) {
+        if (host.byteSize() < n * bytesPerPosition()) {
+            throw new IllegalArgumentException(host.byteSize() + " bytes hold fewer than " + n + " positions of "
+                    + bytesPerPosition() + " bytes");
+        }
+        if (staging == null) {
+            staging = runner.hostBuffer(STAGING_BYTES);
+        }
+        long at = 0;
+        for (int b : kvBuffers) {
+            long rowBytes = rowBytes(b);
+            long first = kvRow(slot) * rowBytes;
+            long length = n * rowBytes;
+            for (long done = 0; done < length; ) {
+                long chunk = Math.min(STAGING_BYTES, length - done);
+                MemorySegment stage = staging.asSlice(0, chunk);
+                if (out) {
+                    decode.bound().read(b, first + done, stage);
+                    runner.finish();
+                    MemorySegment.copy(stage, 0, host, at + done, chunk);
+                } else {
+                    MemorySegment.copy(host, at + done, stage, 0, chunk);
+                    decode.bound().write(b, first + done, stage);
+                    runner.finish();
+                }
+                done += chunk;
+            }
+            at += length;
+        }
     }
 
     /** The decode step's command list. */

@@ -46,6 +46,12 @@ public interface ListRunner extends AutoCloseable {
 
         /** Reads {@code into.byteSize()} bytes of list buffer {@code buffer} from byte {@code offset} into {@code into}. */
         void read(int buffer, long offset, MemorySegment into);
+
+        /**
+         * Writes {@code from.byteSize()} bytes into list buffer {@code buffer} from byte {@code offset}, in order with the
+         * runs and reads queued ({@code from}: {@link #hostBuffer} memory, left alone until {@link #finish}).
+         */
+        void write(int buffer, long offset, MemorySegment from);
     }
 
     /** Times a bound list's dispatches (for {@code bench}); see {@link KernelTimings}. */

@@ -9,8 +9,10 @@ import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.sampling.Sampler;
 
+import java.lang.foreign.MemorySegment;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Locale;
 import java.util.Random;
 
 /**
@@ -101,6 +103,36 @@ public final class CpuSequencePool implements SequencePool {
     @Override
     public long bytes() {
         return inUse() * bytesPerSequence();
+    }
+
+    @Override
+    public long bytesPerPosition() {
+        return KvCache.bytes(model.config().layers(), model.config().kvRowWidth(), 1, cacheType);
+    }
+
+    /** A host cache of the type's values, per layer then position. */
+    @Override
+    public String kvLayout() {
+        return "cpu-" + cacheType.name().toLowerCase(Locale.ROOT) + "-" + model.config().layers() + "x"
+                + model.config().kvRowWidth();
+    }
+
+    @Override
+    public void exportPrefix(Sequence sequence, int n, MemorySegment into) {
+        SequenceSlots.Slot slot = slots.own(sequence);
+        if (n > slot.position()) {
+            throw new IllegalArgumentException("the sequence holds " + slot.position() + " positions, not " + n);
+        }
+        cache(slot).exportRows(n, into);
+    }
+
+    @Override
+    public void importPrefix(Sequence sequence, MemorySegment from, int n) {
+        SequenceSlots.Slot slot = slots.own(sequence);
+        slot.truncate(0);
+        KvCache cache = cache(slot);
+        cache.importRows(from, n);
+        slot.advance(n);
     }
 
     /** The last token's logits, in a buffer the next run reuses. */

@@ -144,6 +144,13 @@ public final class CudaGraphRunner implements ListRunner {
             driver.copyToHostAsync(into, buffers[buffer] + offset, into.byteSize(), stream);
         }
 
+        /** Queued on the stream: {@code from} must be {@link #hostBuffer} memory, unchanged until {@link #finish}. */
+        @Override
+        public void write(int buffer, long offset, MemorySegment from) {
+            device.makeCurrent();
+            driver.copyToDeviceAsync(buffers[buffer] + offset, from, from.byteSize(), stream);
+        }
+
         void free() {
             if (exec != null) {
                 driver.destroyGraph(exec);

@@ -105,6 +105,11 @@ public final class EmulatorRunner implements ListRunner {
             public void read(int buffer, long offset, MemorySegment into) {
                 MemorySegment.copy(buffers.get(buffer), offset, into, 0, into.byteSize());
             }
+
+            @Override
+            public void write(int buffer, long offset, MemorySegment from) {
+                MemorySegment.copy(from, 0, buffers.get(buffer), offset, from.byteSize());
+            }
         };
     }
 

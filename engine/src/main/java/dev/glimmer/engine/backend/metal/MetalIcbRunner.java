@@ -104,6 +104,13 @@ public final class MetalIcbRunner implements ListRunner {
                     MemorySegment.copy(device.contents(buffers.get(buffer), offset + into.byteSize()), offset, into, 0,
                             into.byteSize());
                 }
+
+                /** Shared memory: written here and now (every run has waited for its command buffer). */
+                @Override
+                public void write(int buffer, long offset, MemorySegment from) {
+                    MemorySegment.copy(from, 0, device.contents(buffers.get(buffer), offset + from.byteSize()), offset,
+                            from.byteSize());
+                }
             };
         }
     }

@@ -147,6 +147,27 @@ class SelfTestTest {
             this.slots = new SequenceSlots(1, capacity, freed -> cache.close());
         }
 
+        // The self-test moves no KV rows.
+        @Override
+        public long bytesPerPosition() {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public String kvLayout() {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public void exportPrefix(Sequence sequence, int n, java.lang.foreign.MemorySegment into) {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public void importPrefix(Sequence sequence, java.lang.foreign.MemorySegment from, int n) {
+            throw new UnsupportedOperationException();
+        }
+
         /** The logits this stand-in returns, from the CPU's (which it may change in place). */
         float[] logits(float[] cpuLogits) {
             return cpuLogits;
