@@ -248,6 +248,9 @@ public final class Scheduler {
             SessionManager.Lease lease;
             try {
                 lease = sessions.acquire(job.prompt());
+                if (lease.copied() > 0) {
+                    metrics.prefixHit(lease.from(), lease.copied());
+                }
             } catch (RuntimeException e) {
                 // No cache could be made (a GPU out of memory): this job fails, the running ones go on.
                 LOG.log(Level.SEVERE, "no KV cache for a request", e);

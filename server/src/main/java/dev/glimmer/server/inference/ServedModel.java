@@ -18,6 +18,7 @@ import dev.glimmer.server.metrics.ServerMetrics;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.Optional;
 import java.util.logging.Logger;
 
 /**
@@ -122,8 +123,11 @@ public final class ServedModel implements AutoCloseable {
      */
     private static Scheduler start(BackendChoice choice, SequencePool pool, Vocabulary vocabulary, GlmModel model,
                                    ServerMetrics metrics, ServerConfig config) {
-        SessionManager sessions = new SessionManager(pool::open, pool.bytesPerSequence(),
-                pool.slots() * pool.bytesPerSequence(), config.parallel());
+        ServerConfig.CacheTiers t = config.cacheTiers();
+        KvTiers tiers = t.ramMb() == 0 && t.diskMb() == 0 ? null : new KvTiers(KvTiers.modelId(model.file()),
+                pool.kvLayout(), pool.bytesPerPosition(), t.ramMb() << 20, Optional.of(t.dir()), t.diskMb() << 20);
+        SessionManager sessions = new SessionManager(pool, pool.slots() * pool.bytesPerSequence(),
+                config.parallel(), tiers);
         return new Scheduler(pool, choice.kind() != BackendKind.CPU, vocabulary, model.vocabSize(), sessions, metrics,
                 config.parallel(), config.promptChunk(), config.queue(), () -> {
                     sessions.close();

@@ -96,8 +96,7 @@ class PipelinedStepTest {
         final Scheduler scheduler;
 
         Served(GlmModel model, SequencePool pool) {
-            SessionManager sessions = new SessionManager(pool::open, pool.bytesPerSequence(),
-                    pool.slots() * pool.bytesPerSequence(), 2);
+            SessionManager sessions = new SessionManager(pool, pool.slots() * pool.bytesPerSequence(), 2);
             Vocabulary vocabulary = Vocabulary.of(Tokenizer.fromMetadata(model.file().metadata()), true);
             scheduler = new Scheduler(pool, true, vocabulary, model.vocabSize(), sessions, metrics, 2, 64, 4, () -> {
                 sessions.close();

@@ -12,6 +12,7 @@ import org.junit.jupiter.api.Test;
 
 import java.io.IOException;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotSame;
 import static org.junit.jupiter.api.Assertions.assertSame;
@@ -36,7 +37,7 @@ class SessionManagerTest {
 
     static SessionManager manager(int budgetCaches, int minSessions) {
         long bytes = pool.bytesPerSequence();
-        return new SessionManager(pool::open, bytes, budgetCaches * bytes, minSessions);
+        return new SessionManager(pool, budgetCaches * bytes, minSessions);
     }
 
     /** Runs the rest of {@code tokens} into the lease's cache, as a request does, and returns the session. */
@@ -50,7 +51,7 @@ class SessionManagerTest {
     }
 
     @Test
-    void theLongestCommonPrefixIsReusedAndTruncated() {
+    void aConversationContinuedTakesItsOwnCache() {
         try (SessionManager m = manager(4, 1)) {
             SessionManager.Lease a = m.acquire(new int[]{1, 2, 3, 4});
             assertEquals(0, a.reused());
@@ -58,10 +59,43 @@ class SessionManagerTest {
             SessionManager.Lease b = m.acquire(new int[]{9, 9});
             assertEquals(0, b.reused());
             finish(m, b, new int[]{9, 9, 9});
-            SessionManager.Lease c = m.acquire(new int[]{1, 2, 3, 4, 5, 7, 8});
+            SessionManager.Lease c = m.acquire(new int[]{1, 2, 3, 4, 5, 6, 7, 8});
             assertSame(a.session(), c.session());
-            assertEquals(5, c.reused());
-            assertEquals(5, c.session().cache().position());
+            assertEquals(6, c.reused());
+            assertEquals(0, c.copied());
+            assertEquals(6, c.session().cache().position());
+        }
+    }
+
+    /**
+     * A prompt that shares the start of another conversation, idle or running, gets a new cache with that prefix
+     * copied: the other conversation keeps its cache whole, and the copy continues as the computed rows would.
+     */
+    @Test
+    void aSharedPrefixOfAnotherConversationIsCopiedNotCut() {
+        try (SessionManager m = manager(4, 1)) {
+            SessionManager.Lease a = m.acquire(new int[]{1, 2, 3, 4, 5, 6});
+            pool.prompt(a.session().cache(), new int[]{1, 2, 3, 4, 5, 6}, 0, 6, SequencePool.Readout.LOGITS);
+            // a is still running: the prompt tokens in its cache are shared
+            SessionManager.Lease b = m.acquire(new int[]{1, 2, 3, 4, 9});
+            assertNotSame(a.session(), b.session());
+            assertEquals(4, b.reused());
+            assertEquals(4, b.copied());
+            assertEquals(4, b.session().cache().position());
+            float[] continued = pool.prompt(b.session().cache(), new int[]{9}, 0, 1, SequencePool.Readout.LOGITS)
+                    .logits().clone();
+            try (SequencePool.Sequence computed = pool.open()) {
+                assertArrayEquals(pool.prompt(computed, new int[]{1, 2, 3, 4, 9}, 0, 5, SequencePool.Readout.LOGITS)
+                        .logits(), continued);
+            }
+            m.release(b.session(), new int[]{1, 2, 3, 4, 9});
+            finish(m, a, new int[]{1, 2, 3, 4, 5, 6, 7});
+            // idle now: a's first five tokens are copied rather than its cache cut back
+            SessionManager.Lease c = m.acquire(new int[]{1, 2, 3, 4, 5, 8});
+            assertEquals(5, c.copied());
+            assertNotSame(a.session(), c.session());
+            assertEquals(7, a.session().cache().position(), "the donor keeps its rows");
+            assertEquals(3, m.sessions());
         }
     }
 
