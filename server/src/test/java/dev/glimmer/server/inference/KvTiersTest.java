@@ -1,5 +1,6 @@
 package dev.glimmer.server.inference;
 
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -176,6 +177,35 @@ class KvTiersTest {
                     }
                 }
             }
+        }
+    }
+
+    /**
+     * A disk that fills up (a 256 KiB tmpfs, mounted where the test may: as root) fails the write that does not fit
+     * with a log line; what was written before stays whole and no partial file is left.
+     */
+    @Test
+    void aFullDiskLosesNothingAlreadyWritten(@TempDir Path dir) throws Exception {
+        Process mount = new ProcessBuilder("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", dir.toString())
+                .redirectErrorStream(true).start();
+        Assumptions.assumeTrue(mount.waitFor() == 0, "mounting a tmpfs needs root");
+        try {
+            try (KvTiers t = tiers(MODEL, 0, dir, 1L << 30)) { // a budget the disk cannot hold
+                for (int i = 0; i < 4; i++) {
+                    t.put(tokens(1000 * (i + 1), 1000), rows(1000, i)); // 64 KB each: the fourth does not fit
+                }
+                assertEquals(3, t.diskEntries());
+                assertTrue(files(dir, ".tmp").isEmpty(), "the failed write's temporary file is removed");
+            }
+            try (KvTiers after = tiers(MODEL, 0, dir, 1L << 30)) {
+                assertEquals(3, after.diskEntries());
+                for (int i = 0; i < 3; i++) {
+                    assertArrayEquals(rows(1000, i),
+                            after.rows(after.longest(tokens(1000 * (i + 1), 1000), 999).orElseThrow()).orElseThrow());
+                }
+            }
+        } finally {
+            new ProcessBuilder("umount", dir.toString()).start().waitFor();
         }
     }
 
