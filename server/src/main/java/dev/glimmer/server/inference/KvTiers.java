@@ -199,7 +199,7 @@ final class KvTiers implements AutoCloseable {
                     if (tier == ram) {
                         ramUsed -= e.bytes;
                     } else {
-                        diskUsed -= e.bytes;
+                        diskUsed -= fileBytes(e);
                         delete(e.file);
                     }
                 }
@@ -208,17 +208,17 @@ final class KvTiers implements AutoCloseable {
     }
 
     private void toDisk(String key, Entry e) {
-        if (dir.isEmpty() || e.bytes > diskBytes) {
+        long size = fileBytes(e);
+        if (dir.isEmpty() || size > diskBytes) {
             return;
         }
         Path file = dir.get().resolve(key + SUFFIX);
         Path temp = dir.get().resolve(key + "." + UUID.randomUUID() + TEMP);
-        long size = headerBytes(e.tokens.length) + e.bytes + 8;
         while (diskUsed + size > diskBytes && !disk.isEmpty()) {
             Iterator<Map.Entry<String, Entry>> oldest = disk.entrySet().iterator();
             Entry out = oldest.next().getValue();
             oldest.remove();
-            diskUsed -= out.bytes;
+            diskUsed -= fileBytes(out);
             delete(out.file);
         }
         try {
@@ -236,12 +236,12 @@ final class KvTiers implements AutoCloseable {
         Entry onDisk = new Entry(e.tokens, e.bytes);
         onDisk.file = file;
         disk.put(key, onDisk);
-        diskUsed += e.bytes;
+        diskUsed += size;
     }
 
     private void forget(String key, Entry e) {
         if (disk.remove(key) != null) {
-            diskUsed -= e.bytes;
+            diskUsed -= fileBytes(e);
         }
     }
 
@@ -281,7 +281,7 @@ final class KvTiers implements AutoCloseable {
                 Entry e = new Entry(r.tokens, r.rowBytes);
                 e.file = f;
                 disk.put(key, e);
-                diskUsed += e.bytes;
+                diskUsed += fileBytes(e);
             } catch (ForeignException e) {
                 LOG.info("KV cache file " + name + " ignored: " + e.getMessage());
             } catch (IOException | RuntimeException e) {
@@ -299,6 +299,11 @@ final class KvTiers implements AutoCloseable {
         } catch (IOException e) {
             return FileTime.fromMillis(0);
         }
+    }
+
+    /** The length of {@code e}'s file: what it takes of the disk budget. */
+    private long fileBytes(Entry e) {
+        return headerBytes(e.tokens.length) + e.bytes + 8;
     }
 
     /** The bytes before the rows: magic, version, model id, layout, tokens, row bytes. */

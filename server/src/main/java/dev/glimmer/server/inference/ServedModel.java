@@ -126,6 +126,10 @@ public final class ServedModel implements AutoCloseable {
         ServerConfig.CacheTiers t = config.cacheTiers();
         KvTiers tiers = t.ramMb() == 0 && t.diskMb() == 0 ? null : new KvTiers(KvTiers.modelId(model.file()),
                 pool.kvLayout(), pool.bytesPerPosition(), t.ramMb() << 20, Optional.of(t.dir()), t.diskMb() << 20);
+        if (tiers != null) {
+            LOG.info("conversations evicted from the KV budget go to " + t.ramMb() + " MB of RAM"
+                    + (t.diskMb() > 0 ? ", then up to " + t.diskMb() + " MB in " + t.dir() : ""));
+        }
         SessionManager sessions = new SessionManager(pool, pool.slots() * pool.bytesPerSequence(),
                 config.parallel(), tiers);
         return new Scheduler(pool, choice.kind() != BackendKind.CPU, vocabulary, model.vocabSize(), sessions, metrics,
