@@ -9,8 +9,11 @@ import dev.glimmer.server.EngineTestData;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 import java.io.IOException;
+import java.nio.file.Path;
+import java.util.Optional;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -96,6 +99,37 @@ class SessionManagerTest {
             assertNotSame(a.session(), c.session());
             assertEquals(7, a.session().cache().position(), "the donor keeps its rows");
             assertEquals(3, m.sessions());
+        }
+    }
+
+    /**
+     * A conversation evicted from the budget goes to the RAM tier and comes back from it for its follow-up, whose
+     * logits are those of computing it all; the RAM tier's overflow goes to disk.
+     */
+    @Test
+    void anEvictedConversationComesBackFromTheTiers(@TempDir Path dir) {
+        int[] a = {5, 6, 7, 8, 9, 10};
+        try (SessionManager m = new SessionManager(pool, pool.bytesPerSequence(), 1,
+                new KvTiers(new byte[32], pool.kvLayout(), pool.bytesPerPosition(), 6 * pool.bytesPerPosition(),
+                        Optional.of(dir), 1 << 20))) {
+            finish(m, m.acquire(a), a);
+            int[] b = {20, 21, 22, 23, 24, 25};
+            finish(m, m.acquire(b), b); // a goes to RAM
+            int[] c = {30, 31, 32, 33, 34, 35};
+            finish(m, m.acquire(c), c); // b goes to RAM, a to disk
+            SessionManager.Lease fromDisk = m.acquire(new int[] {5, 6, 7, 8, 9, 10, 11}); // c goes to RAM, b to disk
+            assertEquals("disk", fromDisk.from());
+            assertEquals(6, fromDisk.reused());
+            float[] continued = pool.prompt(fromDisk.session().cache(), new int[] {11}, 0, 1, SequencePool.Readout.LOGITS)
+                    .logits().clone();
+            try (SequencePool.Sequence computed = pool.open()) {
+                assertArrayEquals(pool.prompt(computed, new int[] {5, 6, 7, 8, 9, 10, 11}, 0, 7,
+                        SequencePool.Readout.LOGITS).logits(), continued);
+            }
+            m.release(fromDisk.session(), new int[] {5, 6, 7, 8, 9, 10, 11});
+            SessionManager.Lease fromRam = m.acquire(new int[] {30, 31, 32, 33, 99});
+            assertEquals("ram", fromRam.from());
+            assertEquals(4, fromRam.copied());
         }
     }
 
