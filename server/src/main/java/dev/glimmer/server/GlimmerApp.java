@@ -1,7 +1,7 @@
 package dev.glimmer.server;
 
 import dev.glimmer.engine.InvalidInputException;
-import dev.glimmer.engine.backend.Backends;
+import dev.glimmer.engine.backend.choice.Backends;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.inference.BackendChooser;
 import dev.glimmer.server.inference.DemoModel;
@@ -104,7 +104,7 @@ public final class GlimmerApp implements AutoCloseable {
         if (!(host.state() instanceof ModelHost.Ready ready)) {
             return true;
         }
-        Scheduler<?> scheduler = ready.model().scheduler();
+        Scheduler scheduler = ready.model().scheduler();
         LOG.info("draining: new requests get 503; waiting up to " + grace.toSeconds() + " s for "
                 + scheduler.admitted() + " accepted requests to finish");
         long deadline = System.nanoTime() + grace.toNanos();

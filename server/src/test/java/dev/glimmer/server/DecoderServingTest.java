@@ -2,9 +2,9 @@ package dev.glimmer.server;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.glimmer.engine.backend.BackendChoice;
 import dev.glimmer.engine.backend.BackendKind;
-import dev.glimmer.engine.backend.EmulatedTokenDecoder;
+import dev.glimmer.engine.backend.choice.BackendChoice;
+import dev.glimmer.engine.backend.emulated.EmulatorRunner;
 import io.restassured.path.json.JsonPath;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -44,9 +44,8 @@ class DecoderServingTest {
     @BeforeAll
     static void start() {
         Map<String, String> config = Map.of("model.ctx", "256", "inference.parallel", "2", "inference.queue", "8");
-        gpu = TestServer.start(config, (requested, model) -> new BackendChoice(BackendKind.EMULATED,
-                "the GPU decode step on the CPU kernel emulator", Optional.empty(),
-                EmulatedTokenDecoder.decoders(model)));
+        gpu = TestServer.start(config, (requested, model, cpu) -> new BackendChoice(BackendKind.EMULATED,
+                "the GPU decode step on the CPU kernel emulator", Optional.empty(), EmulatorRunner.pools(model)));
         cpu = TestServer.start(config);
     }
 

@@ -1,10 +1,11 @@
 package dev.glimmer.server;
 
-import dev.glimmer.engine.backend.BackendChoice;
 import dev.glimmer.engine.backend.BackendKind;
-import dev.glimmer.engine.backend.EmulatedTokenDecoder;
 import dev.glimmer.engine.backend.SequencePool;
-import dev.glimmer.engine.backend.TokenDecoder;
+import dev.glimmer.engine.backend.SequencePools;
+import dev.glimmer.engine.backend.choice.BackendChoice;
+import dev.glimmer.engine.backend.choice.Backends;
+import dev.glimmer.engine.backend.emulated.EmulatorRunner;
 import dev.glimmer.server.inference.BackendChooser;
 import org.junit.jupiter.api.Test;
 
@@ -24,19 +25,18 @@ class GpuMemoryFallbackTest {
 
     private static final Map<String, String> CONFIG = Map.of("model.ctx", "256", "inference.parallel", "2");
 
-    /** The emulated backend with its device offering {@code memory}; {@code poolFails}: making a pool throws. */
-    private static BackendChooser posing(Optional<BackendChoice.DeviceMemory> memory, boolean poolFails) {
-        return (requested, model) -> new BackendChoice(BackendKind.EMULATED, "a GPU", Optional.empty(),
-                new PosingDecoders(EmulatedTokenDecoder.decoders(model), memory, poolFails));
+    /**
+     * The emulated backend with its device offering {@code memory}; {@code poolFails}: making a pool throws. The CPU,
+     * which the server falls back to, is the real one.
+     */
+    private static BackendChooser posing(Optional<SequencePools.DeviceMemory> memory, boolean poolFails) {
+        return (requested, model, cpu) -> requested == BackendKind.CPU ? Backends.choose(BackendKind.CPU, model, cpu)
+                : new BackendChoice(BackendKind.EMULATED, "a GPU", Optional.empty(),
+                        new PosingPools(EmulatorRunner.pools(model), memory, poolFails));
     }
 
-    private record PosingDecoders(BackendChoice.Decoders real, Optional<BackendChoice.DeviceMemory> memory,
-                                  boolean poolFails) implements BackendChoice.Decoders {
-        @Override
-        public TokenDecoder open(int capacity) {
-            return real.open(capacity);
-        }
-
+    private record PosingPools(SequencePools real, Optional<SequencePools.DeviceMemory> memory, boolean poolFails)
+            implements SequencePools {
         @Override
         public SequencePool pool(int slots, int capacity) {
             if (poolFails) {
@@ -46,7 +46,12 @@ class GpuMemoryFallbackTest {
         }
 
         @Override
-        public Optional<BackendChoice.DeviceMemory> deviceMemory() {
+        public long bytesPerSequence(int capacity) {
+            return real.bytesPerSequence(capacity);
+        }
+
+        @Override
+        public Optional<SequencePools.DeviceMemory> deviceMemory() {
             return memory;
         }
     }
@@ -67,7 +72,7 @@ class GpuMemoryFallbackTest {
 
     @Test
     void aDeviceTooSmallForThePoolServesOnTheCpuSayingWhatToChange() {
-        assertServesOnTheCpuBecause(posing(Optional.of(new BackendChoice.DeviceMemory("a 1 MB GPU", 1_000_000, true)),
+        assertServesOnTheCpuBecause(posing(Optional.of(new SequencePools.DeviceMemory("a 1 MB GPU", 1_000_000, true)),
                         false),
                 "emulated not used: a 1 MB GPU offers 1.0 MB, but 2 conversations of 256 tokens need");
     }

@@ -1,9 +1,10 @@
 package dev.glimmer.server;
 
-import dev.glimmer.engine.backend.BackendChoice;
 import dev.glimmer.engine.backend.BackendKind;
-import dev.glimmer.engine.backend.EmulatedTokenDecoder;
-import dev.glimmer.engine.backend.TokenDecoder;
+import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.SequencePools;
+import dev.glimmer.engine.backend.choice.BackendChoice;
+import dev.glimmer.engine.backend.emulated.EmulatorRunner;
 import dev.glimmer.server.inference.BackendChooser;
 import dev.glimmer.server.inference.Scheduler;
 import dev.glimmer.server.inference.ServedModel;
@@ -34,15 +35,15 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * What the scheduler does around a forward step on a GPU-style decoder (the real kernels on the CPU
- * emulator, wrapped to hold a step in flight or fail it): shutdown never frees a decoder, the backend
+ * What the scheduler does around a forward step on a GPU-style pool (the real kernels on the CPU
+ * emulator, wrapped to hold a step in flight or fail it): shutdown never frees the pool, the backend
  * or the weights while a step may still touch them, and an {@link Error} in a step ends serving
  * visibly instead of being swallowed.
  */
 class StepSafetyTest {
     static final String CHAT = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 8}";
 
-    /** What happened, in order: step start/end, decoder closed, backend closed. */
+    /** What happened, in order: step start/end, pool closed, backend closed. */
     static final class Events {
         private final List<String> events = new ArrayList<>();
 
@@ -65,51 +66,101 @@ class StepSafetyTest {
         }
     }
 
-    /** An emulated decoder whose steps report to {@code events} and run {@code beforeStep} first (to hold or fail them). */
-    record Watched(TokenDecoder decoder, Events events, Runnable beforeStep) implements TokenDecoder {
+    /** An emulated pool whose runs report to {@code events} and run {@code beforeStep} first (to hold or fail them). */
+    record Watched(SequencePool pool, Events events, Runnable beforeStep) implements SequencePool {
         @Override
-        public float[] forward(int[] tokens, int from, int count) {
+        public Next prompt(Sequence sequence, int[] tokens, int from, int count, Readout readout) {
             events.add("step start");
             beforeStep.run();
-            float[] logits = decoder.forward(tokens, from, count);
+            Next next = pool.prompt(sequence, tokens, from, count, readout);
             events.add("step end");
-            return logits;
+            return next;
         }
 
-        // From here, plain delegation to the watched decoder, as DecoderStepRunner's cache delegates to its own.
+        /** The step runs here and now, between its events. */
         @Override
-        public int position() {
-            return decoder.position();
+        public Launched launch(List<Sequence> sequences, int[] tokens, Readout[] readouts) {
+            events.add("step start");
+            beforeStep.run();
+            Next[] next = pool.step(sequences, tokens, readouts);
+            events.add("step end");
+            return () -> next;
+        }
+
+        // From here, plain delegation to the watched pool.
+        @Override
+        public float[] promptLogits(Sequence sequence, int[] tokens, int from, int count) {
+            return pool.promptLogits(sequence, tokens, from, count);
+        }
+
+        @Override
+        public Sequence open() {
+            return pool.open();
+        }
+
+        @Override
+        public int slots() {
+            return pool.slots();
         }
 
         @Override
         public int capacity() {
-            return decoder.capacity();
+            return pool.capacity();
         }
 
         @Override
-        public void truncate(int n) {
-            decoder.truncate(n);
+        public long bytesPerSequence() {
+            return pool.bytesPerSequence();
+        }
+
+        @Override
+        public int inUse() {
+            return pool.inUse();
         }
 
         @Override
         public long bytes() {
-            return decoder.bytes();
+            return pool.bytes();
+        }
+
+        @Override
+        public long bytesPerPosition() {
+            return pool.bytesPerPosition();
+        }
+
+        @Override
+        public String kvLayout() {
+            return pool.kvLayout();
+        }
+
+        @Override
+        public void exportPrefix(Sequence sequence, int n, java.lang.foreign.MemorySegment into) {
+            pool.exportPrefix(sequence, n, into);
+        }
+
+        @Override
+        public void importPrefix(Sequence sequence, java.lang.foreign.MemorySegment from, int n) {
+            pool.importPrefix(sequence, from, n);
         }
 
         @Override
         public void close() {
-            events.add("decoder closed");
-            decoder.close();
+            events.add("pool closed");
+            pool.close();
         }
     }
 
     static BackendChooser watched(Events events, Runnable beforeStep) {
-        return (requested, model) -> new BackendChoice(BackendKind.EMULATED, "watched emulated decoders", Optional.empty(),
-                new BackendChoice.Decoders() {
+        return (requested, model, cpu) -> new BackendChoice(BackendKind.EMULATED, "watched emulated pools", Optional.empty(),
+                new SequencePools() {
                     @Override
-                    public TokenDecoder open(int capacity) {
-                        return new Watched(new EmulatedTokenDecoder(model, capacity), events, beforeStep);
+                    public SequencePool pool(int slots, int capacity) {
+                        return new Watched(EmulatorRunner.pool(model, slots, capacity), events, beforeStep);
+                    }
+
+                    @Override
+                    public long bytesPerSequence(int capacity) {
+                        return EmulatorRunner.pools(model).bytesPerSequence(capacity);
                     }
 
                     @Override
@@ -162,7 +213,7 @@ class StepSafetyTest {
     /**
      * A step held in flight while the server closes: close gives up waiting for it (here after 300 ms,
      * 30 s in real life) and frees nothing; when the step returns, the scheduler's thread frees the
-     * decoders and the backend itself, after the last step's end and with no step after it.
+     * pool and the backend itself, after the last step's end and with no step after it.
      */
     @Test
     void closeNeverFreesWhatARunningStepMayTouch() throws Exception {
@@ -179,7 +230,6 @@ class StepSafetyTest {
         }));
         try (Records log = new Records(ServedModel.class);
              HttpClient http = HttpClient.newHttpClient()) {
-            // Opening the backend made (and closed) one probe decoder: what follows is this request's.
             List<String> before = events.list();
             http.sendAsync(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + app.port() + "/v1/chat/completions"))
                     .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(CHAT)).build(),
@@ -196,8 +246,8 @@ class StepSafetyTest {
             events.await("backend closed", Duration.ofSeconds(10));
             // The turn the held step was part of may run one more step; then the frees, and nothing after them.
             List<String> after = events.list().subList(before.size(), events.list().size());
-            int frees = after.indexOf("decoder closed");
-            assertEquals(List.of("decoder closed", "backend closed"), after.subList(frees, after.size()), after.toString());
+            int frees = after.indexOf("pool closed");
+            assertEquals(List.of("pool closed", "backend closed"), after.subList(frees, after.size()), after.toString());
             List<String> steps = after.subList(0, frees);
             assertEquals(steps.size() / 2, steps.stream().filter("step end"::equals).count(), "a step cut short: " + after);
             assertEquals("step end", steps.getLast(), after.toString());

@@ -24,6 +24,8 @@ public final class TestServer {
         flags.put("model.ctx", "1024");
         // The CPU whatever the machine has: auto would take a GPU where there is one.
         flags.put("model.backend", "cpu");
+        // No disk tier unless a test asks: the servers of other tests must not find each other's conversations.
+        flags.put("inference.cache-disk-mb", "0");
         flags.putAll(overrides);
         return ServerConfigLoader.load(Optional.empty(), Map.of(), flags);
     }

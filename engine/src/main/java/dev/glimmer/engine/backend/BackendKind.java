@@ -9,14 +9,16 @@ import java.util.Set;
 /**
  * The backends, by the names {@code --backend} and {@code /v1/models} use: {@link #AUTO} asks for the
  * best one that runs here; {@link #EMULATED} is the GPU kernels on the CPU kernel emulator, for the
- * self-test and tests, never chosen to serve.
+ * self-test, tests, {@code generate} and {@code logits}, never chosen to serve.
  */
 public enum BackendKind {
     AUTO, CPU, METAL, CUDA, EMULATED;
 
-    /** What {@code serve} and {@code bench} accept ({@link Backends#choose}). */
+    /** What {@code serve} and {@code bench} accept ({@code Backends.choose}). */
     public static final Set<BackendKind> SERVING = Set.of(AUTO, CPU, METAL, CUDA);
-    /** What {@code selftest} accepts ({@link Backends#selfTest}). */
+    /** What {@code generate} and {@code logits} accept: the serving backends and the emulator. */
+    public static final Set<BackendKind> CHOOSABLE = Set.of(AUTO, CPU, METAL, CUDA, EMULATED);
+    /** What {@code selftest} accepts ({@code Backends.selfTest}). */
     public static final Set<BackendKind> SELF_TEST = Set.of(AUTO, METAL, CUDA, EMULATED);
 
     /** The lower-case name, e.g. {@code cuda}. */

@@ -3,7 +3,7 @@ package dev.glimmer.engine.backend;
 import java.util.List;
 
 /**
- * A GPU decoder that can time one decode step or one prompt batch kernel by kernel (for
+ * A pool's GPU timing of one decode step or one prompt batch kernel by kernel ({@link SequencePool#timings}, for
  * {@code ./glimmer bench}: where the time goes).
  *
  * <p>A decode step is measured the way it really runs, as one graph: the whole step is timed, then the
@@ -50,17 +50,18 @@ public interface KernelTimings {
     }
 
     /**
-     * Runs one real decode step of {@code token} at the next position (the position advances), and profiles
-     * that step (replayed at the same position).
+     * Runs one real decode step of {@code sequences} (each fed {@code tokens[i]} at its next position; the positions
+     * advance) and profiles that step (replayed at the same positions): one sequence through the decode list, more
+     * through the batch list that holds them.
      */
-    Profile profileStep(int token);
+    Profile profileStep(List<SequencePool.Sequence> sequences, int[] tokens);
 
     /** Tokens of one batch of the prompt command list. */
     int promptBatch();
 
     /**
-     * Runs {@code tokens[from .. from+count)} ({@code count ≤ promptBatch()}) as one real prompt batch at the
-     * next positions, and profiles that batch (replayed at the same positions).
+     * Runs {@code tokens[from .. from+count)} ({@code count ≤ promptBatch()}) as one real prompt batch into
+     * {@code sequence} at its next positions, and profiles that batch (replayed at the same positions).
      */
-    Profile profilePrompt(int[] tokens, int from, int count);
+    Profile profilePrompt(SequencePool.Sequence sequence, int[] tokens, int from, int count);
 }

@@ -1,51 +1,88 @@
 package dev.glimmer.engine.backend;
 
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
 import java.util.List;
 import java.util.Optional;
 
 /**
- * The sequences of one model on one backend, up to {@link #slots} at once, each a {@link TokenDecoder} with a
- * KV cache of the same capacity. A decode step of several of them ({@link #step}) is one pass over the weights
- * where the backend batches (CUDA, Metal, the emulator: one KV pool and a batch decode list), or one step after another
- * where it does not ({@link #oneByOne}). Not thread-safe: one caller at a time.
+ * The one contract between a backend and everything above it (the server, {@code generate}, {@code logits},
+ * {@code bench}): up to {@link #slots} sequences of {@link #capacity} positions each, opened and closed here, whose
+ * prompts ({@link #prompt}) and decode steps ({@link #step}, {@link #launch}) the pool runs, and whose readouts (the
+ * greedy token, the logits) it gives back. Two kinds implement it: the CPU's batched forward pass
+ * ({@code CpuSequencePool}) and the GPU command lists over one KV pool ({@code CommandListPool}, on CUDA, Metal or the
+ * kernel emulator). A decode step of several sequences is one pass over the weights on both.
+ *
+ * <p>Not thread-safe: one caller at a time.
  */
 public interface SequencePool extends AutoCloseable {
 
-    /** A new empty sequence on a free slot; closing it frees the slot. At most {@link #slots} are open at once. */
-    TokenDecoder open();
+    /**
+     * One sequence of a pool: its KV rows and its position. Only its pool runs it; closing it frees its slot (and
+     * its memory where the pool allocates per sequence).
+     */
+    interface Sequence extends AutoCloseable {
+        /** Positions already in the KV cache. */
+        int position();
+
+        /** Positions it holds at most. */
+        int capacity();
+
+        /**
+         * Keeps the first {@code n} positions ({@code 0 ≤ n ≤ position()}) and forgets the rest, so that a request
+         * sharing a prefix with what it holds continues from there.
+         */
+        void truncate(int n);
+
+        @Override
+        void close();
+    }
+
+    /** A new empty sequence on a free slot. At most {@link #slots} are open at once. */
+    Sequence open();
 
     /** Sequences open at once at most. */
     int slots();
 
-    /** Memory one more sequence costs (its KV cache; host or device), for the KV budget. */
+    /** Positions each sequence holds at most. */
+    int capacity();
+
+    /** Memory one sequence's KV cache takes (host or device), for the KV budget. */
     long bytesPerSequence();
 
-    /** Sequences open now (at most {@link #slots}). */
+    /** Sequences open now. */
     int inUse();
 
-    /**
-     * Memory the pool holds now, host or device: its KV pool and every list's working buffers where the sequences
-     * share them, else its open sequences' own.
-     */
+    /** Memory the pool holds now, host or device: its KV pool and working buffers, or its open sequences' caches. */
     long bytes();
 
     /**
-     * One decode step: {@code tokens[i]} goes into {@code sequences.get(i)} (distinct, open, of this pool) at its
-     * next position. Each gets what {@code readouts[i]} asks: its logits (an array the sequence may reuse, valid
-     * until its next run), or its greedy token alone.
+     * Runs {@code tokens[from .. from+count)} into {@code sequence} after its positions (in batches of the pool's
+     * choosing) and gives back what {@code readout} asks of the last of them.
      */
-    Next[] step(List<TokenDecoder> sequences, int[] tokens, Readout[] readouts);
+    Next prompt(Sequence sequence, int[] tokens, int from, int count, Readout readout);
 
     /**
-     * Starts the decode step {@link #step} describes and returns while the device computes it, where the backend
-     * can (CUDA queues the step's graph and its copies back on its stream), so that the caller can do other work
-     * meanwhile; {@link Launched#results} waits for it. Until then the caller must not use this pool or any of its
-     * sequences. Elsewhere the step runs here and now.
+     * Runs the tokens as {@link #prompt} does and gives back the logits after every one of them ({@code count ×
+     * vocabulary} values, a new array), for comparing with other implementations ({@code ./glimmer logits --all}).
      */
-    default Launched launch(List<TokenDecoder> sequences, int[] tokens, Readout[] readouts) {
-        Next[] next = step(sequences, tokens, readouts);
-        return () -> next;
+    float[] promptLogits(Sequence sequence, int[] tokens, int from, int count);
+
+    /**
+     * One decode step: {@code tokens[i]} goes into {@code sequences.get(i)} (distinct, open, of this pool) at its next
+     * position, and each gets what {@code readouts[i]} asks (logits in an array its slot may reuse, valid until its
+     * next run).
+     */
+    default Next[] step(List<Sequence> sequences, int[] tokens, Readout[] readouts) {
+        return launch(sequences, tokens, readouts).results();
     }
+
+    /**
+     * Starts the decode step {@link #step} describes and returns while the device computes it where the backend can
+     * (CUDA queues it on its stream), so that the caller can do other work meanwhile; {@link Launched#results} waits
+     * for it. Until then the caller must not use this pool or its sequences. Elsewhere the step runs here and now.
+     */
+    Launched launch(List<Sequence> sequences, int[] tokens, Readout[] readouts);
 
     /** A decode step under way ({@link #launch}). */
     @FunctionalInterface
@@ -55,7 +92,7 @@ public interface SequencePool extends AutoCloseable {
     }
 
     /**
-     * What one row of a step gives back: its logits, or ({@code greedy}) its greedy token, the first maximum of its
+     * What one row of a run gives back: its logits, or ({@code greedy}) its greedy token, the first maximum of its
      * logits, alone, so that a GPU copies one number instead of the vocabulary's. A greedy row may name tokens it
      * bans (a logit bias of minus infinity, as {@code ignore_eos} gives the end tokens): when its first maximum is
      * one of them, its logits come back instead, for the sampler to pick among the others.
@@ -87,125 +124,59 @@ public interface SequencePool extends AutoCloseable {
         }
     }
 
-    /** What a step gives one sequence to pick its next token from: its logits, or (logits null) the greedy token alone. */
+    /**
+     * What a run gives one sequence to pick its next token from: its logits, or (logits null) its greedy token alone.
+     * The greedy token, the first maximum of the logits (a GPU's argmax dispatch), comes with the logits too.
+     */
     record Next(float[] logits, int greedyToken) {
-        public static Next of(float[] logits) {
-            return new Next(logits, -1);
-        }
-
         public static Next greedy(int token) {
             return new Next(null, token);
         }
     }
 
     /**
-     * Times one decode step of {@code sequences} kernel by kernel ({@link KernelTimings}; their positions advance),
-     * where the backend can; empty elsewhere.
+     * Bytes of one position's KV rows in every layer, as {@link #exportPrefix} writes them (the pool's own row size and
+     * element type: opaque to everything above it).
      */
-    default Optional<KernelTimings.Profile> profileStep(List<TokenDecoder> sequences, int[] tokens) {
+    long bytesPerPosition();
+
+    /**
+     * What the rows {@link #exportPrefix} writes are (the pool kind, its KV element type, its row size): only a pool of
+     * the same layout and model may {@link #importPrefix} them. Part of the key of a KV row file on disk.
+     */
+    String kvLayout();
+
+    /**
+     * Copies the KV rows of {@code sequence}'s first {@code n} positions ({@code n ≤ position()}) into {@code into}
+     * ({@code n × bytesPerPosition()} bytes at least), so that another sequence of a pool of the same
+     * {@link #kvLayout} continues from them ({@link #importPrefix}): the RAM and disk tiers.
+     */
+    void exportPrefix(Sequence sequence, int n, MemorySegment into);
+
+    /**
+     * Puts rows written by {@link #exportPrefix} for {@code n} positions ({@code n ≤ capacity()}) at {@code sequence}'s
+     * positions 0 .. n-1; its position becomes {@code n}, and it continues exactly as the exporting sequence would.
+     */
+    void importPrefix(Sequence sequence, MemorySegment from, int n);
+
+    /**
+     * Gives {@code to} the first {@code n} positions of {@code from} (both open sequences of this pool; {@code to}'s
+     * position becomes {@code n}): a prefix shared by two conversations is computed once.
+     */
+    default void copyPrefix(Sequence from, Sequence to, int n) {
+        try (Arena staging = Arena.ofConfined()) {
+            MemorySegment rows = staging.allocate(Math.max(1, n * bytesPerPosition()), 64);
+            exportPrefix(from, n, rows);
+            importPrefix(to, rows, n);
+        }
+    }
+
+    /** Times the pool's steps kernel by kernel, where the backend can (CUDA); empty elsewhere. */
+    default Optional<KernelTimings> timings() {
         return Optional.empty();
     }
 
     /** Frees what the pool holds (its sequences must be closed first). */
     @Override
     void close();
-
-    /**
-     * A pool whose sequences are independent decoders of {@code capacity} positions from {@code decoders}, stepped
-     * one after another (backends without a batch decode step). Each sequence's memory is what one decoder takes.
-     */
-    static SequencePool oneByOne(BackendChoice.Decoders decoders, int slots, int capacity) {
-        long bytes = decoders.bytesPerSequence(capacity);
-        return new SequencePool() {
-            private int open;
-
-            /** A decoder of its own, counted while it is open. */
-            @Override
-            public TokenDecoder open() {
-                if (open == slots) {
-                    throw new IllegalStateException("all " + slots + " sequences of the pool are in use");
-                }
-                TokenDecoder d = decoders.open(capacity);
-                open++;
-                return new TokenDecoder() {
-                    private boolean closed;
-
-                    @Override
-                    public float[] forward(int[] tokens, int from, int count) {
-                        return d.forward(tokens, from, count);
-                    }
-
-                    @Override
-                    public int forwardGreedy(int[] tokens, int from, int count) {
-                        return d.forwardGreedy(tokens, from, count);
-                    }
-
-                    @Override
-                    public int position() {
-                        return d.position();
-                    }
-
-                    @Override
-                    public int capacity() {
-                        return d.capacity();
-                    }
-
-                    @Override
-                    public void truncate(int n) {
-                        d.truncate(n);
-                    }
-
-                    @Override
-                    public long bytes() {
-                        return d.bytes();
-                    }
-
-                    @Override
-                    public void close() {
-                        if (!closed) {
-                            closed = true;
-                            open--;
-                            d.close();
-                        }
-                    }
-                };
-            }
-
-            @Override
-            public int slots() {
-                return slots;
-            }
-
-            @Override
-            public long bytesPerSequence() {
-                return bytes;
-            }
-
-            @Override
-            public int inUse() {
-                return open;
-            }
-
-            @Override
-            public long bytes() {
-                return open * bytes;
-            }
-
-            @Override
-            public Next[] step(List<TokenDecoder> sequences, int[] tokens, Readout[] readouts) {
-                Next[] next = new Next[sequences.size()];
-                for (int i = 0; i < next.length; i++) {
-                    TokenDecoder d = sequences.get(i);
-                    // a row with banned tokens takes its logits: a decoder cannot give them after its greedy step
-                    next[i] = readouts[i].greedy() && readouts[i].banned().length == 0
-                            ? Next.greedy(d.forwardGreedy(tokens, i, 1)) : Next.of(d.forward(tokens, i, 1));
-                }
-                return next;
-            }
-
-            @Override
-            public void close() {
-            }
-        };
-    }
 }

@@ -1,48 +1,44 @@
 package dev.glimmer.engine.backend;
 
-import dev.glimmer.kernels.decode.CommandList;
+import dev.glimmer.engine.InvalidInputException;
 
+import java.util.ArrayList;
 import java.util.List;
-import java.util.function.IntFunction;
+import java.util.function.IntConsumer;
 
 /**
- * The slots of a KV pool and the sequences that hold them, for the GPU decoders that keep every layer's KV cache
- * of all their sequences in one buffer (CUDA, the kernel emulator): slot i owns rows i * capacity .. (i + 1) *
- * capacity of each layer's buffer. A sequence takes a free slot ({@link #open}) and gives it back when it closes;
- * its rows are simply reused, since the kernels read only rows below a sequence's KV length.
+ * The slots of a {@link SequencePool} and the sequences that hold them: slot i's sequence has its own KV rows
+ * (a range of one KV buffer on a GPU, a cache of its own on the CPU) and its position. A sequence takes the first
+ * free slot ({@link #open}) and gives it back when it closes; the pool finds its slot again from the handle
+ * ({@link #own}). Its rows are simply reused: the kernels read only the rows below a sequence's KV length.
  */
-public final class SequenceSlots<S extends SequenceSlots.Slot> {
+public final class SequenceSlots {
 
-    /** One sequence's slot: its rows of the KV buffers and its position. */
-    public abstract static class Slot implements AutoCloseable {
-        private final SequenceSlots<?> owner;
+    /** One open sequence: its slot and position. */
+    public final class Slot implements SequencePool.Sequence {
         private final int index;
         private int position;
 
-        protected Slot(SequenceSlots<?> owner, int index) {
-            this.owner = owner;
+        private Slot(int index) {
             this.index = index;
         }
 
-        /** Positions already in the KV cache. */
+        /** The slot's index, 0 .. slots − 1. */
+        public int index() {
+            return index;
+        }
+
+        @Override
         public int position() {
             return position;
         }
 
-        /** Positions the slot holds at most. */
+        @Override
         public int capacity() {
-            return owner.capacity;
+            return capacity;
         }
 
-        /** The KV buffer row of this sequence's position 0. */
-        public int kvRow() {
-            return index * owner.capacity;
-        }
-
-        /**
-         * Keeps the first {@code n} positions ({@code 0 ≤ n ≤ position()}) and forgets the rest: the kernels read
-         * only the rows below the KV length, and the next runs overwrite the others.
-         */
+        @Override
         public void truncate(int n) {
             if (n < 0 || n > position) {
                 throw new IllegalArgumentException("cannot truncate a sequence of " + position + " positions to " + n);
@@ -50,59 +46,70 @@ public final class SequenceSlots<S extends SequenceSlots.Slot> {
             position = n;
         }
 
-        /** The row of {@code token} fed at this sequence's next position. */
-        public CommandList.StepRow nextRow(int token) {
-            return new CommandList.StepRow(token, position, kvRow());
-        }
-
-        /** The rows of {@code tokens[from .. from+count)} fed from this sequence's next position. */
-        public List<CommandList.StepRow> nextRows(int[] tokens, int from, int count) {
-            return CommandList.consecutive(tokens, from, count, position, kvRow());
-        }
-
         /** After a run of {@code count} tokens: they are in the cache now. */
         public void advance(int count) {
             position += count;
         }
 
-        /** Throws unless this sequence still holds its slot. */
-        public void checkOpen() {
-            if (owner.held[index] != this) {
-                throw new IllegalStateException("the sequence is closed");
-            }
-        }
-
-        /** Frees the slot for another sequence. */
+        /** Frees the slot for another sequence; a second close does nothing. */
         @Override
         public void close() {
-            if (owner.held[index] == this) {
-                owner.held[index] = null;
+            if (held[index] == this) {
+                held[index] = null;
+                freed.accept(index);
             }
         }
     }
 
     private final Slot[] held;
     private final int capacity;
+    private final IntConsumer freed;
 
-    /** {@code slots} slots of {@code capacity} positions each. */
-    public SequenceSlots(int slots, int capacity) {
+    /** {@code slots} slots of {@code capacity} positions each; {@code freed} is told the index of each slot freed. */
+    public SequenceSlots(int slots, int capacity, IntConsumer freed) {
         if (slots < 1) {
             throw new IllegalArgumentException("a pool holds at least one sequence, not " + slots);
         }
+        if (capacity < 1) {
+            throw new IllegalArgumentException("a sequence holds at least one position, not " + capacity);
+        }
         this.held = new Slot[slots];
         this.capacity = capacity;
+        this.freed = freed;
     }
 
-    /** A sequence made by {@code make} on the first free slot (its index given), at position 0. */
-    public S open(IntFunction<S> make) {
+    /** A sequence on the first free slot, at position 0. */
+    public Slot open() {
         for (int i = 0; i < held.length; i++) {
             if (held[i] == null) {
-                S s = make.apply(i);
-                held[i] = s;
+                held[i] = new Slot(i);
+                return held[i];
+            }
+        }
+        throw new IllegalStateException("all " + held.length + " sequences of the pool are in use");
+    }
+
+    /** The slot of {@code sequence}, an open sequence of these slots. */
+    public Slot own(SequencePool.Sequence sequence) {
+        for (Slot s : held) {
+            if (s == sequence) {
                 return s;
             }
         }
-        throw new IllegalStateException("all " + held.length + " sequences of the KV pool are in use");
+        throw new IllegalStateException("the sequence is closed or belongs to another pool");
+    }
+
+    /** The slots of {@code sequences}, distinct open sequences of these slots. */
+    public List<Slot> own(List<SequencePool.Sequence> sequences) {
+        List<Slot> out = new ArrayList<>(sequences.size());
+        for (int i = 0; i < sequences.size(); i++) {
+            Slot s = own(sequences.get(i));
+            if (out.contains(s)) {
+                throw new IllegalArgumentException("sequence " + i + " appears twice in one step");
+            }
+            out.add(s);
+        }
+        return out;
     }
 
     /** Slots in all. */
@@ -124,5 +131,24 @@ public final class SequenceSlots<S extends SequenceSlots.Slot> {
     /** Positions per slot. */
     public int capacity() {
         return capacity;
+    }
+
+    /**
+     * Checks a run of {@code tokens[from .. from+count)} into {@code slot} before any of it is computed: at least one
+     * token, every id a row of the embedding table of {@code vocabulary} rows, and room for all of them in the context.
+     */
+    public static void checkRun(Slot slot, int[] tokens, int from, int count, int vocabulary) {
+        if (count < 1) {
+            throw new IllegalArgumentException("a run needs at least one token, got " + count);
+        }
+        for (int i = from; i < from + count; i++) {
+            if (tokens[i] < 0 || tokens[i] >= vocabulary) {
+                throw new InvalidInputException("token id " + tokens[i] + " is outside the vocabulary of " + vocabulary);
+            }
+        }
+        if (slot.position() + count > slot.capacity()) {
+            throw new InvalidInputException("the context of " + slot.capacity() + " positions has room for "
+                    + (slot.capacity() - slot.position()) + " more tokens, not " + count);
+        }
     }
 }

@@ -1,30 +1,34 @@
 package dev.glimmer.engine.generate;
 
 import dev.glimmer.engine.InvalidInputException;
-import dev.glimmer.engine.kv.KvCache;
-import dev.glimmer.engine.model.GlmForward;
+import dev.glimmer.engine.backend.SequencePool;
 
+import java.util.List;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
 
 /**
- * Generates a completion of one sequence: prefill the prompt in chunks, then decode one token at a
- * time until an end-of-generation token, a stop string, the token limit or a full context ({@link Decoding}).
- * Cancellation is checked between prompt chunks and between tokens; each token is reported as it
- * is produced.
+ * Generates a completion of one sequence of a {@link SequencePool}, on whatever backend the pool runs: prefill the
+ * prompt in chunks, then decode one token at a time until an end-of-generation token, a stop string, the token limit
+ * or a full context ({@link Decoding}). Cancellation is checked between prompt chunks and between tokens; each token
+ * is reported as it is produced.
  *
- * <p>The prompt is processed after what {@code cache} already holds, so a caller that keeps a
- * conversation's cache passes only the new tokens (after {@link KvCache#truncate} to the shared prefix).
+ * <p>The prompt is processed after what the sequence already holds, so a caller that keeps a conversation's
+ * sequence passes only the new tokens (after {@link SequencePool.Sequence#truncate} to the shared prefix).
  */
 public final class Generator {
-    private final GlmForward forward;
-    private final KvCache cache;
+    private final SequencePool pool;
+    private final SequencePool.Sequence sequence;
     private final Vocabulary vocabulary;
     private final int vocabSize;
+    /** Prompt tokens per chunk: a cancellation is noticed within one. */
+    private final int promptChunk;
 
-    public Generator(GlmForward forward, KvCache cache, Vocabulary vocabulary, int vocabSize) {
-        this.forward = forward;
-        this.cache = cache;
+    public Generator(SequencePool pool, SequencePool.Sequence sequence, Vocabulary vocabulary, int vocabSize,
+                     int promptChunk) {
+        this.promptChunk = promptChunk;
+        this.pool = pool;
+        this.sequence = sequence;
         this.vocabulary = vocabulary;
         this.vocabSize = vocabSize;
     }
@@ -37,27 +41,27 @@ public final class Generator {
      */
     public GenerationResult generate(GenerationRequest request, Consumer<TokenEvent> onToken, BooleanSupplier cancelled) {
         int[] prompt = request.prompt();
-        if (prompt.length > cache.remaining()) {
+        if (prompt.length > remaining()) {
             throw new InvalidInputException("the prompt has " + prompt.length + " tokens but the context has room for "
-                    + cache.remaining() + " (context size " + cache.capacity() + ")");
+                    + remaining() + " (context size " + sequence.capacity() + ")");
         }
         long start = System.nanoTime();
 
         // Prefill, chunk by chunk, so a cancellation is noticed within one chunk.
-        float[] logits = null;
-        for (int done = 0; done < prompt.length; done += forward.maxBatch()) {
+        SequencePool.Next next = null;
+        for (int done = 0; done < prompt.length; done += promptChunk) {
             if (cancelled.getAsBoolean()) {
                 return new GenerationResult("", new int[0], FinishReason.CANCELLED,
                         new Timings(done, millisSince(start), 0, 0));
             }
-            int n = Math.min(forward.maxBatch(), prompt.length - done);
-            logits = forward.forward(cache, prompt, done, n, false);
+            int n = Math.min(promptChunk, prompt.length - done);
+            next = pool.prompt(sequence, prompt, done, n, SequencePool.Readout.LOGITS);
         }
         double promptMillis = millisSince(start);
         long decodeStart = System.nanoTime();
 
         Decoding decoding = new Decoding(vocabulary, vocabSize, request.sampling(), prompt, request.stop(),
-                request.maxTokens(), cache.remaining(), true, 0, null);
+                request.maxTokens(), remaining(), true, 0, null);
         StringBuilder text = new StringBuilder();
         FinishReason finish;
         while (true) {
@@ -65,17 +69,21 @@ public final class Generator {
                 finish = FinishReason.CANCELLED;
                 break;
             }
-            Decoding.Step step = decoding.next(logits, -1, cache.remaining());
+            Decoding.Step step = decoding.next(next.logits(), next.greedyToken(), remaining());
             text.append(step.text());
             onToken.accept(new TokenEvent(step.token(), step.text(), step.logprobs().logprob()));
             if (step.finish() != null) {
                 finish = step.finish();
                 break;
             }
-            logits = forward.forward(cache, new int[] {step.token()}, 0, 1, false);
+            next = pool.step(List.of(sequence), new int[] {step.token()}, new SequencePool.Readout[] {decoding.readout()})[0];
         }
         return new GenerationResult(text.toString(), decoding.tokens(), finish,
                 new Timings(prompt.length, promptMillis, decoding.count(), millisSince(decodeStart)));
+    }
+
+    private int remaining() {
+        return sequence.capacity() - sequence.position();
     }
 
     private static double millisSince(long startNanos) {

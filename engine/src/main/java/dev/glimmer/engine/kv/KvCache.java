@@ -156,6 +156,43 @@ public final class KvCache implements AutoCloseable {
         }
     }
 
+    /** Bytes of one position's rows in every layer: what {@link #exportRows} writes per position. */
+    public long bytesPerPosition() {
+        return (long) layers * rowWidth * type.bytes;
+    }
+
+    /**
+     * Copies the rows of positions {@code 0 .. n-1} of every layer into {@code into}, layer after layer, as stored
+     * (F16 or F32 values): {@code n × bytesPerPosition()} bytes that {@link #importRows} puts back.
+     */
+    public void exportRows(int n, MemorySegment into) {
+        checkRows(n, into, size);
+        long layerBytes = (long) n * rowWidth * type.bytes;
+        for (int layer = 0; layer < layers; layer++) {
+            MemorySegment.copy(data, index(layer, 0) * type.bytes, into, layer * layerBytes, layerBytes);
+        }
+    }
+
+    /** Puts rows written by {@link #exportRows} (of a cache of the same shape and type) at positions 0 .. n-1; the size becomes {@code n}. */
+    public void importRows(MemorySegment from, int n) {
+        checkRows(n, from, capacity);
+        long layerBytes = (long) n * rowWidth * type.bytes;
+        for (int layer = 0; layer < layers; layer++) {
+            MemorySegment.copy(from, layer * layerBytes, data, index(layer, 0) * type.bytes, layerBytes);
+        }
+        size = n;
+    }
+
+    private void checkRows(int n, MemorySegment rows, int most) {
+        if (n < 0 || n > most) {
+            throw new IllegalArgumentException(n + " positions, not within 0 .. " + most);
+        }
+        if (rows.byteSize() < n * bytesPerPosition()) {
+            throw new IllegalArgumentException(rows.byteSize() + " bytes hold fewer than " + n + " positions of "
+                    + bytesPerPosition() + " bytes");
+        }
+    }
+
     private long index(int layer, int position) {
         if (layer < 0 || layer >= layers || position < 0 || position >= capacity) {
             throw new IndexOutOfBoundsException("layer " + layer + ", position " + position + " outside a cache of "

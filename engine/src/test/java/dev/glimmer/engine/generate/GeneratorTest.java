@@ -1,10 +1,10 @@
 package dev.glimmer.engine.generate;
 
 import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
-import dev.glimmer.engine.kv.KvCache;
+import dev.glimmer.engine.backend.cpu.CpuSequencePool;
 import dev.glimmer.engine.kv.KvCacheType;
-import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
 import dev.glimmer.engine.sampling.SamplingParams;
@@ -75,9 +75,9 @@ class GeneratorTest {
 
     private static Run generate(int contextSize, int batch, Set<Integer> eog, int maxTokens, List<String> stop,
                                 java.util.function.BooleanSupplier cancelled) {
-        try (KvCache cache = model.newCache(contextSize, KvCacheType.F32)) {
-            Generator generator = new Generator(new GlmForward(model, new CpuBackend(), batch), cache,
-                    new BracketVocabulary(eog), model.vocabSize());
+        try (SequencePool pool = new CpuSequencePool(model, new CpuBackend(), 1, contextSize, KvCacheType.F32, batch);
+             SequencePool.Sequence sequence = pool.open()) {
+            Generator generator = new Generator(pool, sequence, new BracketVocabulary(eog), model.vocabSize(), batch);
             List<TokenEvent> events = new ArrayList<>();
             GenerationResult result = generator.generate(
                     new GenerationRequest(chat.promptTokens(), SamplingParams.greedy(), maxTokens, stop), events::add,

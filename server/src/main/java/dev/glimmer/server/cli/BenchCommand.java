@@ -1,15 +1,14 @@
 package dev.glimmer.server.cli;
 
-import dev.glimmer.engine.backend.BackendChoice;
 import dev.glimmer.engine.backend.BackendKind;
-import dev.glimmer.engine.backend.Backends;
 import dev.glimmer.engine.backend.KernelTimings;
 import dev.glimmer.engine.backend.SequencePool;
-import dev.glimmer.engine.backend.TokenDecoder;
+import dev.glimmer.engine.backend.choice.BackendChoice;
+import dev.glimmer.engine.backend.choice.Backends;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.backend.cpu.CpuProfile;
+import dev.glimmer.engine.backend.cpu.CpuSequencePool;
 import dev.glimmer.engine.gguf.TensorInfo;
-import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
@@ -42,9 +41,9 @@ import java.util.stream.Collectors;
  * {@code ./glimmer bench}: prompt processing and decode speed on a model file, measured as llama-bench
  * measures them (pp: a prompt of N random tokens processed into an empty cache; tg: N tokens decoded
  * one by one after the context given by --ctx), after one warm-up of each, with the median and spread
- * over --reps repetitions; see docs/BENCHMARKS.md. On the CPU the prompt is one batch of the forward pass;
- * on a GPU backend the sequence is the backend's {@link TokenDecoder}, as the server runs it, and the
- * report adds the GPU memory used and, where the backend can time its kernels, where a step's time goes.
+ * over --reps repetitions; see docs/BENCHMARKS.md. The sequence is one of the backend's {@link SequencePool}, as the
+ * server runs it (on the CPU the prompt is one batch of the forward pass); on a GPU the report adds the GPU memory used
+ * and, where the backend can time its kernels, where a step's time goes.
  */
 @Command(name = "bench", description = "measure prompt processing and decode speed (tok/s), load time and memory",
         footer = """
@@ -67,7 +66,8 @@ import java.util.stream.Collectors;
                 The last line is for scripts: pp_tok_s=… tg_tok_s=…
                 --batch: N conversations of one KV pool, each after a 16-token prompt (and --ctx), decode --tg tokens
                 each in steps that advance all N at once; reported as aggregate tok/s (N x tg / time), as
-                llama-batched-bench -npp 16 -ntg tg -npl N reports its S_TG; on CUDA with the profile of one step.
+                llama-batched-bench -npp 16 -ntg tg -npl N reports its S_TG (on the CPU too: one batched forward
+                pass per step, as the server runs it); on CUDA with the profile of one step.
                 Example: ./glimmer bench --model /tmp/glm-full-q4_0.gguf --pp 64 --tg 16 --bandwidth 22.4
                          ./glimmer bench --model /tmp/glm-full-q4_0.gguf --backend cuda --pp 512 --tg 64 --ctx 4096""")
 final class BenchCommand implements Subcommand {
@@ -79,10 +79,10 @@ final class BenchCommand implements Subcommand {
 
     /** The bench of the CLI: the backend from {@link Backends#choose}, without the self-test (it measures speed only). */
     BenchCommand() {
-        this((requested, model) -> Backends.choose(requested, model, false));
+        this((requested, model, cpu) -> Backends.choose(requested, model, false, cpu));
     }
 
-    /** A bench on the backends {@code backends} gives (tests: a GPU-style decoder without a GPU). */
+    /** A bench on the backends {@code backends} gives (tests: a GPU-style pool without a GPU). */
     BenchCommand(BackendChooser backends) {
         this.backends = backends;
     }
@@ -114,7 +114,7 @@ final class BenchCommand implements Subcommand {
     int depth;
 
     @Option(names = "--batch", paramLabel = "N[,N...]", split = ",",
-            description = "on a GPU also decode N conversations together (their aggregate tok/s)")
+            description = "also decode N conversations together (their aggregate tok/s)")
     List<Integer> batches = new ArrayList<>();
 
     @Option(names = "--mlock", description = "lock the mapped file in RAM first (as llama-bench -lm mmap+mlock), so that"
@@ -147,18 +147,22 @@ final class BenchCommand implements Subcommand {
         long loadStart = System.nanoTime();
         try (GlmModel model = GlmModel.open(file)) {
             int contextSize = Math.max(pp, depth + tg);
-            BackendChoice choice = backends.choose(requested, model);
-            try (Sequence sequence = choice.kind() == BackendKind.CPU
-                    ? new CpuSequence(model, threads, contextSize, Math.max(1, Math.min(pp, GlmForward.DEFAULT_BATCH)))
-                    : new DecoderSequence(choice.open(contextSize))) {
+            Backends.CpuOptions cpuOptions = new Backends.CpuOptions(threads, KvCacheType.DEFAULT,
+                    Math.max(1, Math.min(pp, GlmForward.DEFAULT_BATCH)));
+            BackendChoice choice = backends.choose(requested, model, cpuOptions);
+            if (choice.kind() == BackendKind.CPU) {
+                model.file().populate(); // as the server does: part of the load
+            }
+            try (Measured sequence = new Measured(choice.pool(1, contextSize))) {
                 double loadSeconds = (System.nanoTime() - loadStart) / 1e9;
+                CpuBackend cpu = sequence.cpu();
 
                 long bytesPerToken = ModelFacts.weightBytesPerToken(model.file());
                 io.out().printf(Locale.ROOT, "model: %s (%.2f GB), weights: %s%n", file, model.file().fileSize() / 1e9,
                         weightTypes(model.file().tensors()));
                 io.out().printf(Locale.ROOT, "weights read per decode token: %.3f GB%n", bytesPerToken / 1e9);
                 io.out().printf(Locale.ROOT, "backend: %s, %s; load: %.2f s%n", choice.name(),
-                        sequence instanceof CpuSequence cpu ? "threads: " + threads + ", " + cpu.kernels() : choice.reason(), loadSeconds);
+                        cpu != null ? "threads: " + threads + ", " + cpu.kernels() : choice.reason(), loadSeconds);
                 if (requested != choice.kind()) {
                     io.err().println("glimmer bench: measuring " + choice.name() + ": " + choice.reason());
                 }
@@ -175,14 +179,14 @@ final class BenchCommand implements Subcommand {
                 if (pp > 0) {
                     double[] rates = new double[reps];
                     sequence.prompt(tokens, pp); // warm-up
-                    if (sequence instanceof CpuSequence cpu) {
+                    if (cpu != null) {
                         cpu.profile().reset();
                     }
                     for (int r = 0; r < reps; r++) {
                         rates[r] = sequence.prompt(tokens, pp);
                     }
                     ppRate = report(io, "pp" + pp, rates);
-                    if (sequence instanceof CpuSequence cpu) {
+                    if (cpu != null) {
                         printCpuProfile(io, "CPU time per operation, one prompt of " + pp + " tokens:", cpu.profile(), reps,
                                 java.util.stream.DoubleStream.of(rates).map(rate -> pp / rate).toArray());
                     }
@@ -193,14 +197,14 @@ final class BenchCommand implements Subcommand {
                     // Warm-up: one whole repetition, so that the JIT has compiled the decode step's Java side
                     // before the timed ones (one token left it compiling through the first repetitions).
                     sequence.decode(tokens, tg, depth);
-                    if (sequence instanceof CpuSequence cpu) {
+                    if (cpu != null) {
                         cpu.profile().reset();
                     }
                     for (int r = 0; r < reps; r++) {
                         rates[r] = sequence.decode(tokens, tg, depth);
                     }
                     tgRate = report(io, "tg" + tg + (depth > 0 ? " @ ctx " + depth : ""), rates);
-                    if (sequence instanceof CpuSequence cpu) {
+                    if (cpu != null) {
                         printCpuProfile(io, "CPU time per operation, one decode step:", cpu.profile(), (long) reps * tg,
                                 java.util.stream.DoubleStream.of(rates).map(rate -> tg / rate).toArray());
                     }
@@ -209,30 +213,27 @@ final class BenchCommand implements Subcommand {
                                     100 * tgRate * bytesPerToken / (bandwidth * 1e9), bandwidth, bandwidth * 1e9 / bytesPerToken) : "");
                 }
                 io.out().printf(Locale.ROOT, "peak memory beyond the mapped file: %.2f GB (anonymous resident, sampled; %s)%n",
-                        memory.end() / 1e9, sequence.memory());
+                        memory.end() / 1e9, sequence.memory(cpu != null));
                 choice.gpuMemoryUsed().ifPresent(bytes -> io.out().printf(Locale.ROOT,
                         "GPU memory used: %.2f GB (weights and one sequence of %d positions)%n", bytes / 1e9, contextSize));
-                if (sequence instanceof DecoderSequence d && d.decoder() instanceof KernelTimings timings) {
+                if (sequence.pool.timings().isPresent()) {
+                    KernelTimings timings = sequence.pool.timings().get();
                     // The step at depth first: the one at context 0 cuts the computed context off.
-                    KernelTimings.Profile atDepth = depth > 0 && tg > 0 ? d.profile(timings, depth) : null;
-                    printProfile(io, "GPU time per kernel, one decode step at context 0:", LEFT_OUT, d.profile(timings, 0), 1);
+                    KernelTimings.Profile atDepth = depth > 0 && tg > 0 ? sequence.profile(timings, depth) : null;
+                    printProfile(io, "GPU time per kernel, one decode step at context 0:", LEFT_OUT, sequence.profile(timings, 0), 1);
                     if (atDepth != null) {
                         printProfile(io, "GPU time per kernel, one decode step at context " + depth + ":", LEFT_OUT, atDepth, 1);
                     }
                     if (pp > 0) {
                         int n = Math.min(pp, timings.promptBatch());
-                        d.decoder().truncate(0);
+                        sequence.sequence.truncate(0);
                         printProfile(io, "GPU time per kernel, one prompt batch of " + n + " tokens into an empty cache:",
                                 "each dispatch timed between events",
-                                timings.profilePrompt(tokens, 0, n), n);
+                                timings.profilePrompt(sequence.sequence, tokens, 0, n), n);
                     }
                 }
                 if (!batches.isEmpty()) {
-                    if (choice.kind() == BackendKind.CPU) {
-                        io.err().println("glimmer bench: --batch measures GPU pools; the CPU batches in the server only");
-                    } else {
-                        batchDecode(io, choice, batches, tg, depth, reps, tokens);
-                    }
+                    batchDecode(io, choice, batches, tg, depth, reps, tokens);
                 }
                 io.out().printf(Locale.ROOT, "pp_tok_s=%.2f tg_tok_s=%.2f%n", ppRate, tgRate);
             } finally {
@@ -280,20 +281,20 @@ final class BenchCommand implements Subcommand {
         int most = batches.stream().mapToInt(Integer::intValue).max().orElseThrow();
         int start = BATCH_PROMPT + depth;
         Random random = new Random(7);
-        try (SequencePool pool = choice.decoders().pool(most, start + tg + 1)) {
-            List<TokenDecoder> all = new ArrayList<>();
+        try (SequencePool pool = choice.pool(most, start + tg + 1)) {
+            List<SequencePool.Sequence> all = new ArrayList<>();
             try {
                 for (int i = 0; i < most; i++) {
-                    TokenDecoder d = pool.open();
+                    SequencePool.Sequence d = pool.open();
                     all.add(d);
                     int[] prompt = new int[start];
                     for (int t = 0; t < start; t++) {
                         prompt[t] = seed[random.nextInt(seed.length)];
                     }
-                    d.forward(prompt, 0, prompt.length);
+                    pool.prompt(d, prompt, 0, prompt.length, SequencePool.Readout.GREEDY);
                 }
                 for (int n : batches) {
-                    List<TokenDecoder> running = all.subList(0, n);
+                    List<SequencePool.Sequence> running = all.subList(0, n);
                     SequencePool.Readout[] greedy = new SequencePool.Readout[n];
                     Arrays.fill(greedy, SequencePool.Readout.GREEDY);
                     double[] rates = new double[reps];
@@ -317,152 +318,85 @@ final class BenchCommand implements Subcommand {
                     report(io, "tg" + tg + " x " + n + " conversations (aggregate)", rates);
                     running.forEach(d -> d.truncate(start));
                     int[] tokens = new int[n];
-                    pool.profileStep(running, tokens).ifPresent(p -> printProfile(io,
+                    pool.timings().ifPresent(timings -> printProfile(io,
                             "GPU time per kernel, one decode step of " + n + " conversations at context " + start + ":",
-                            LEFT_OUT, p, n));
+                            LEFT_OUT, timings.profileStep(running, tokens), n));
                 }
             } finally {
-                all.forEach(TokenDecoder::close);
+                all.forEach(SequencePool.Sequence::close);
             }
         }
     }
 
-    /** One sequence of the chosen backend, measured: a prompt into an empty cache, decode steps after some context. */
-    private sealed interface Sequence extends AutoCloseable permits CpuSequence, DecoderSequence {
+    /**
+     * One sequence of a pool of the chosen backend, measured as the server runs it: a prompt into an empty cache, then
+     * decode steps after some context, each as for a greedy request (on a GPU only the greedy token is read back). On
+     * the CPU that context is random cache rows rather than computed ones (the cost of attention depends only on their
+     * number), so a long context is quick to set up; on a GPU it is a prompt run once, cut back to before every
+     * repetition.
+     */
+    private static final class Measured implements AutoCloseable {
+        private static final SequencePool.Readout[] GREEDY = {SequencePool.Readout.GREEDY};
+        final SequencePool pool;
+        final SequencePool.Sequence sequence;
+
+        Measured(SequencePool pool) {
+            this.pool = pool;
+            this.sequence = pool.open();
+        }
+
+        /** The CPU backend that computes, or null on a GPU. */
+        CpuBackend cpu() {
+            return pool instanceof CpuSequencePool cpu && cpu.backend() instanceof CpuBackend backend ? backend : null;
+        }
+
         /** Tokens per second of one prompt of {@code n} tokens into an empty cache. */
-        double prompt(int[] tokens, int n);
+        double prompt(int[] tokens, int n) {
+            sequence.truncate(0);
+            long start = System.nanoTime();
+            pool.prompt(sequence, tokens, 0, n, SequencePool.Readout.LOGITS);
+            return n / ((System.nanoTime() - start) / 1e9);
+        }
 
         /** Puts {@code depth} positions of context in the cache, for {@link #decode}. */
-        void fillContext(int depth, int[] tokens, Random random);
+        void fillContext(int depth, int[] tokens, Random random) {
+            if (pool instanceof CpuSequencePool cpu) {
+                cpu.fillRandom(sequence, depth, random);
+                return;
+            }
+            sequence.truncate(0);
+            if (depth > 0) {
+                pool.prompt(sequence, tokens, 0, depth, SequencePool.Readout.GREEDY);
+            }
+        }
 
         /** Tokens per second of {@code n} single-token steps after the first {@code depth} positions. */
-        double decode(int[] tokens, int n, int depth);
-
-        /** What the sequence holds in memory, for the memory line. */
-        String memory();
-
-        @Override
-        void close();
-    }
-
-    /**
-     * The CPU backend: the forward pass over a host cache, the prompt as one batch. The context for
-     * decode is random cache rows rather than computed ones (the cost of attention depends only on
-     * their number), so a long context is quick to set up.
-     */
-    private static final class CpuSequence implements Sequence {
-        private final GlmForward forward;
-        private final KvCache cache;
-        private final CpuBackend backend;
-
-        CpuSequence(GlmModel model, int threads, int contextSize, int batch) {
-            this.cache = model.newCache(contextSize, KvCacheType.DEFAULT);
-            model.file().populate(); // as the server does: part of the load
-            this.backend = new CpuBackend(threads);
-            this.forward = new GlmForward(model, backend, batch);
-        }
-
-        /** The kernels the backend multiplies with. */
-        String kernels() {
-            return backend.kernels();
-        }
-
-        /** Where the backend's time went. */
-        CpuProfile profile() {
-            return backend.profile();
-        }
-
-        @Override
-        public double prompt(int[] tokens, int n) {
-            cache.truncate(0);
-            long start = System.nanoTime();
-            forward.forward(cache, tokens, 0, n, false);
-            return n / ((System.nanoTime() - start) / 1e9);
-        }
-
-        @Override
-        public void fillContext(int depth, int[] tokens, Random random) {
-            cache.truncate(0);
-            float[] row = new float[cache.rowWidth()];
-            for (int p = 0; p < depth; p++) {
-                for (int layer = 0; layer < cache.layers(); layer++) {
-                    for (int i = 0; i < row.length; i++) {
-                        row[i] = (float) random.nextGaussian();
-                    }
-                    cache.write(layer, p, row, 0);
-                }
-            }
-            cache.advance(depth);
-        }
-
-        @Override
-        public double decode(int[] tokens, int n, int depth) {
-            cache.truncate(depth);
+        double decode(int[] tokens, int n, int depth) {
+            sequence.truncate(depth);
+            List<SequencePool.Sequence> one = List.of(sequence);
             long start = System.nanoTime();
             for (int i = 0; i < n; i++) {
-                forward.forward(cache, tokens, i, 1, false);
-            }
-            return n / ((System.nanoTime() - start) / 1e9);
-        }
-
-        @Override
-        public String memory() {
-            return String.format(Locale.ROOT, "cache %.2f GB", cache.bytes() / 1e9);
-        }
-
-        @Override
-        public void close() {
-            cache.close();
-        }
-    }
-
-    /**
-     * A GPU backend's sequence: a {@link TokenDecoder} as the server runs it (the prompt through its
-     * forward; each decode step as for a greedy request, reading back only the greedy token, see
-     * {@link TokenDecoder#forwardGreedy}). The context for decode is computed: a
-     * prompt of {@code depth} tokens run once, then cut back to before every repetition.
-     */
-    private record DecoderSequence(TokenDecoder decoder) implements Sequence {
-        @Override
-        public double prompt(int[] tokens, int n) {
-            decoder.truncate(0);
-            long start = System.nanoTime();
-            decoder.forward(tokens, 0, n);
-            return n / ((System.nanoTime() - start) / 1e9);
-        }
-
-        @Override
-        public void fillContext(int depth, int[] tokens, Random random) {
-            decoder.truncate(0);
-            if (depth > 0) {
-                decoder.forward(tokens, 0, depth);
-            }
-        }
-
-        @Override
-        public double decode(int[] tokens, int n, int depth) {
-            decoder.truncate(depth);
-            long start = System.nanoTime();
-            for (int i = 0; i < n; i++) {
-                decoder.forwardGreedy(tokens, i, 1);
+                pool.step(one, new int[] {tokens[i]}, GREEDY);
             }
             return n / ((System.nanoTime() - start) / 1e9);
         }
 
         /** One profiled step after the first {@code depth} positions (which {@link #fillContext} computed). */
         KernelTimings.Profile profile(KernelTimings timings, int depth) {
-            decoder.truncate(depth);
-            return timings.profileStep(1);
+            sequence.truncate(depth);
+            return timings.profileStep(List.of(sequence), new int[] {1});
         }
 
-        @Override
-        public String memory() {
-            return String.format(Locale.ROOT, "the sequence holds %.2f GB on the device", decoder.bytes() / 1e9);
+        /** What the pool holds in memory, for the memory line. */
+        String memory(boolean host) {
+            return String.format(Locale.ROOT, host ? "cache %.2f GB" : "the pool holds %.2f GB on the device",
+                    pool.bytes() / 1e9);
         }
 
         @Override
         public void close() {
-            decoder.close();
+            sequence.close();
+            pool.close();
         }
     }
 

@@ -53,6 +53,11 @@ final class BenchServeCommand implements Subcommand {
             description = "about how many tokens each prompt has (default " + DEFAULT_PROMPT_TOKENS + ")")
     int promptTokens = DEFAULT_PROMPT_TOKENS;
 
+    @Option(names = "--shared-prefix", paramLabel = "N",
+            description = "of each prompt's tokens, about N are the same text in every prompt (an agent's system"
+                    + " prompt: what prefix sharing saves); default 0, every prompt its own from the first word")
+    int sharedPrefix;
+
     @Option(names = "--max-tokens", paramLabel = "K",
             description = "tokens each request generates (default " + DEFAULT_MAX_TOKENS + ")")
     int maxTokens = DEFAULT_MAX_TOKENS;
@@ -86,7 +91,8 @@ final class BenchServeCommand implements Subcommand {
                 promptTokens,
                 maxTokens,
                 Duration.ofSeconds(timeoutSeconds),
-                seed);
+                seed,
+                sharedPrefix);
         LoadReport report = LoadGenerator.run(settings, line -> io.err().println("bench-serve: " + line));
         io.out().print(json ? Json.write(report.toJson()) + "\n" : report.toTable());
         io.out().flush();

@@ -2,6 +2,10 @@ package dev.glimmer.server.cli;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.glimmer.engine.backend.BackendKind;
+import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.choice.BackendChoice;
+import dev.glimmer.engine.backend.choice.Backends;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.chat.ChatFormat;
 import dev.glimmer.engine.chat.ChatMessage;
@@ -13,7 +17,6 @@ import dev.glimmer.engine.generate.GenerationResult;
 import dev.glimmer.engine.generate.Generator;
 import dev.glimmer.engine.generate.Timings;
 import dev.glimmer.engine.generate.Vocabulary;
-import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
@@ -32,6 +35,9 @@ import java.util.Locale;
                 Text is streamed to stdout as it is generated; prompt size, speed and the finish reason go to
                 stderr. With --json, stdout gets {"text","tokens","finish_reason","prompt_tokens","timings"}.
                 Generation stops at an end-of-generation token, after --max-tokens, or when the context is full.
+                --backend runs the model where the server would (cuda, metal and auto after the GPU self-test;
+                emulated: the GPU command lists on the CPU kernel emulator, slow, needs clang-19); a GPU keeps its
+                KV cache in the type its kernels use, whatever --cache-type says.
                 Example: ./glimmer generate --model model.gguf --chat 'Tell me a story' --temperature 0""")
 final class GenerateCommand implements Subcommand {
     static final int DEFAULT_MAX_TOKENS = 256;
@@ -59,8 +65,20 @@ final class GenerateCommand implements Subcommand {
     @Option(names = "--ctx", paramLabel = "N", description = "context size in tokens (default 8192, at most the model's)")
     Integer contextSize;
 
-    @Option(names = "--cache-type", paramLabel = "T", description = "KV cache type, f16 or f32 (default f16)")
+    @Option(names = "--cache-type", paramLabel = "T", description = "KV cache type on the CPU, f16 or f32 (default f16)")
     String cacheTypeName = KvCacheType.DEFAULT.name();
+
+    @Option(names = "--backend", paramLabel = "B", completionCandidates = ChoosableBackends.class,
+            description = "${COMPLETION-CANDIDATES} (default cpu)")
+    String backendName = "cpu";
+
+    /** The backends generate and logits run on, for their --help. */
+    static final class ChoosableBackends implements Iterable<String> {
+        @Override
+        public java.util.Iterator<String> iterator() {
+            return BackendKind.CHOOSABLE.stream().sorted().map(BackendKind::cliName).iterator();
+        }
+    }
 
     @Option(names = "--json", description = "print one JSON object at the end instead of streaming text")
     boolean json;
@@ -83,6 +101,7 @@ final class GenerateCommand implements Subcommand {
             case "f32" -> KvCacheType.F32;
             default -> throw new UsageException("--cache-type must be f16 or f32, got '" + cacheTypeName + "'");
         };
+        BackendKind requested = BackendKind.parse(backendName, BackendKind.CHOOSABLE);
         try (GlmModel model = GlmModel.open(modelFile.path(io))) {
             Tokenizer tokenizer = Tokenizer.fromMetadata(model.file().metadata());
             String text = prompt != null ? prompt : chatPrompt(model, chat, io);
@@ -90,9 +109,15 @@ final class GenerateCommand implements Subcommand {
             if (promptTokens.length == 0) {
                 throw new UsageException("the prompt is empty");
             }
-            try (KvCache cache = model.newCache(contextSize != null ? contextSize : model.defaultContext(), cacheType)) {
-                Generator generator = new Generator(new GlmForward(model, new CpuBackend(), GlmForward.DEFAULT_BATCH), cache,
-                        Vocabulary.of(tokenizer, true), model.vocabSize());
+            Backends.CpuOptions cpu = new Backends.CpuOptions(CpuBackend.defaultThreads(), cacheType, GlmForward.DEFAULT_BATCH);
+            try (BackendChoice choice = Backends.choose(requested, model, cpu);
+                 SequencePool pool = choice.pool(1, contextSize != null ? contextSize : model.defaultContext());
+                 SequencePool.Sequence sequence = pool.open()) {
+                if (choice.kind() != requested) {
+                    io.err().println("glimmer generate: running on " + choice.name() + ": " + choice.reason());
+                }
+                Generator generator = new Generator(pool, sequence, Vocabulary.of(tokenizer, true), model.vocabSize(),
+                        GlmForward.DEFAULT_BATCH);
                 GenerationResult result = generator.generate(
                         new GenerationRequest(promptTokens, sampling, maxTokens, List.of()),
                         event -> {

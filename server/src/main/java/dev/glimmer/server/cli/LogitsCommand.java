@@ -1,7 +1,10 @@
 package dev.glimmer.server.cli;
 
+import dev.glimmer.engine.backend.BackendKind;
+import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.choice.BackendChoice;
+import dev.glimmer.engine.backend.choice.Backends;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
-import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
@@ -21,7 +24,9 @@ import java.util.Locale;
         footer = """
                 Output: {"n_vocab":N,"tokens":[...],"logits":[[...]]}, one row per position printed (the last
                 only, unless --all). Each value is the float32 logit in its shortest round-trip decimal form.
-                The prompt is processed as one batch with causal attention, like llama.cpp's prompt evaluation.""")
+                The prompt is processed as one batch with causal attention, like llama.cpp's prompt evaluation
+                (on a GPU --backend: through its prompt command list; with --all, one token at a time through its
+                decode step, since the prompt list computes the last position's logits only).""")
 final class LogitsCommand implements Subcommand {
 
     @Mixin
@@ -35,8 +40,12 @@ final class LogitsCommand implements Subcommand {
     boolean all;
 
     @Option(names = "--cache-type", paramLabel = "T",
-            description = "KV cache type, f32 or f16 (default f32, as llama.cpp's reference logits)")
+            description = "KV cache type on the CPU, f32 or f16 (default f32, as llama.cpp's reference logits)")
     String cacheTypeName = "f32";
+
+    @Option(names = "--backend", paramLabel = "B", completionCandidates = GenerateCommand.ChoosableBackends.class,
+            description = "${COMPLETION-CANDIDATES} (default cpu)")
+    String backendName = "cpu";
 
     @Override
     public int run(Terminal io) throws Exception {
@@ -48,14 +57,24 @@ final class LogitsCommand implements Subcommand {
             case "f16" -> KvCacheType.F16;
             default -> throw new UsageException("--cache-type must be f32 or f16, got '" + cacheTypeName + "'");
         };
-        try (GlmModel model = GlmModel.open(modelFile.path(io));
-             KvCache cache = model.newCache(Math.min(tokens.length, model.config().contextLength()), cacheType)) {
-            if (tokens.length > cache.capacity()) {
-                throw new UsageException(tokens.length + " tokens are more than the model's context length "
-                        + cache.capacity());
+        BackendKind requested = BackendKind.parse(backendName, BackendKind.CHOOSABLE);
+        try (GlmModel model = GlmModel.open(modelFile.path(io))) {
+            int capacity = Math.min(tokens.length, model.config().contextLength());
+            if (tokens.length > capacity) {
+                throw new UsageException(tokens.length + " tokens are more than the model's context length " + capacity);
             }
-            GlmForward forward = new GlmForward(model, new CpuBackend(), Math.min(tokens.length, GlmForward.DEFAULT_BATCH));
-            float[] logits = forward.forward(cache, tokens, 0, tokens.length, all);
+            Backends.CpuOptions cpu = new Backends.CpuOptions(CpuBackend.defaultThreads(), cacheType,
+                    Math.min(tokens.length, GlmForward.DEFAULT_BATCH));
+            float[] logits;
+            try (BackendChoice choice = Backends.choose(requested, model, cpu);
+                 SequencePool pool = choice.pool(1, capacity);
+                 SequencePool.Sequence sequence = pool.open()) {
+                if (choice.kind() != requested) {
+                    io.err().println("glimmer logits: running on " + choice.name() + ": " + choice.reason());
+                }
+                logits = all ? pool.promptLogits(sequence, tokens, 0, tokens.length)
+                        : pool.prompt(sequence, tokens, 0, tokens.length, SequencePool.Readout.LOGITS).logits();
+            }
             int vocab = model.vocabSize();
             PrintStream out = io.out();
             out.print("{\"n_vocab\":" + vocab + ",\"tokens\":[");

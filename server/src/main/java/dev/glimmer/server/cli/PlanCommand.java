@@ -2,7 +2,7 @@ package dev.glimmer.server.cli;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
-import dev.glimmer.engine.backend.emulated.DecodeModels;
+import dev.glimmer.engine.backend.commandlist.DecodeModels;
 import dev.glimmer.engine.gguf.GgufFile;
 import dev.glimmer.engine.model.GlmConfig;
 import dev.glimmer.kernels.Geometry;

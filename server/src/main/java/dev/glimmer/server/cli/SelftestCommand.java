@@ -2,8 +2,8 @@ package dev.glimmer.server.cli;
 
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.backend.BackendKind;
-import dev.glimmer.engine.backend.Backends;
-import dev.glimmer.engine.backend.SelfTest;
+import dev.glimmer.engine.backend.choice.Backends;
+import dev.glimmer.engine.backend.choice.SelfTest;
 import dev.glimmer.kernels.emulator.EmulatorBuild;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;

@@ -53,6 +53,12 @@ final class ServeCommand implements Subcommand {
             new Setting("--prompt-chunk", "N", "inference.prompt-chunk", "prompt tokens processed per step (default 512)"),
             new Setting("--queue", "N", "inference.queue", "requests that may wait for a slot; more get 503 (default 16)"),
             new Setting("--kv-budget", "MB", "inference.kv-budget-mb", "memory for cached conversations (default: from the context)"),
+            new Setting("--cache-ram", "MB", "inference.cache-ram-mb",
+                    "host memory for conversations evicted from the KV budget (default 0)"),
+            new Setting("--cache-dir", "DIR", "inference.cache-dir",
+                    "directory of the disk tier of cached conversations (default ~/.cache/glimmer/kv)"),
+            new Setting("--cache-disk", "MB", "inference.cache-disk-mb",
+                    "disk space for cached conversations, least recently used out first; 0 = none (default 4096)"),
             new Setting("--max-body", "SIZE", "server.max-body", "largest request body, e.g. 4M (default 4M)"),
             new Setting("--cors", "ORIGINS", "server.cors-origins", "pages of other origins that may call the server:"
                     + " origins, local, * or none, comma-separated (default: local = pages from localhost, 127.0.0.1, [::1])"),

@@ -29,13 +29,14 @@ import java.util.Optional;
  * @param promptChunk  prompt tokens processed per forward step (a client that left is noticed within one)
  * @param queue        requests that may wait for a slot
  * @param kvBudgetMb   memory for cached KV caches in MB; 0 = sized from the context
+ * @param cacheTiers   where conversations evicted from the KV budget go
  * @param sampling     defaults for requests that do not say
  * @param drainSeconds how long SIGTERM lets running requests finish before the server stops
  */
 public record ServerConfig(String host, int port, List<String> apiKeys, List<String> allowedHosts, List<String> corsOrigins,
                            long maxBodyBytes,
                            Optional<Path> model, BackendKind backend, int ctx, int threads, int parallel, int promptChunk, int queue,
-                           long kvBudgetMb, SamplingDefaults sampling, int drainSeconds) {
+                           long kvBudgetMb, SamplingDefaults sampling, CacheTiers cacheTiers, int drainSeconds) {
 
     /** The context served when none is asked for and the model's own is longer. */
     public static final int DEFAULT_CTX = 8192;
@@ -45,6 +46,13 @@ public record ServerConfig(String host, int port, List<String> apiKeys, List<Str
 
     /** Sampling values used when a request leaves them out; {@code maxTokens} -1 = until the context is full. */
     public record SamplingDefaults(float temperature, int topK, float topP, float minP, int maxTokens) {
+    }
+
+    /**
+     * The RAM and disk tiers of the KV cache (docs/SERVING.md): host memory for evicted conversations ({@code ramMb}),
+     * then files in {@code dir} within {@code diskMb}; 0 turns a tier off.
+     */
+    public record CacheTiers(long ramMb, Path dir, long diskMb) {
     }
 
     public ServerConfig {

@@ -105,7 +105,17 @@ public final class ServerConfigLoader {
                 (int) integer("inference.queue", 16, 0, 1 << 20),
                 integer("inference.kv-budget-mb", 0, 0, 1L << 30),
                 sampling,
+                new ServerConfig.CacheTiers(integer("inference.cache-ram-mb", 0, 0, 1L << 30),
+                        Path.of(text("inference.cache-dir", "").isBlank() ? defaultCacheDir() : text("inference.cache-dir", "")),
+                        integer("inference.cache-disk-mb", 4096, 0, 1L << 40)),
                 (int) integer("server.drain-seconds", 30, 0, 3600));
+    }
+
+    /** {@code ~/.cache/glimmer/kv}, under {@code XDG_CACHE_HOME} where that is set. */
+    private static String defaultCacheDir() {
+        String xdg = System.getenv("XDG_CACHE_HOME");
+        Path base = xdg != null && !xdg.isBlank() ? Path.of(xdg) : Path.of(System.getProperty("user.home"), ".cache");
+        return base.resolve("glimmer").resolve("kv").toString();
     }
 
     /** The environment variable that overrides {@code key}. */

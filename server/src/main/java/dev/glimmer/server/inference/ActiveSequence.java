@@ -12,9 +12,9 @@ import java.util.Arrays;
  * the prompt is processed, its {@link Decoding} (sampler, text decoder, stop strings: the decode rules
  * the engine's {@code Generator} applies too) and the token waiting to be fed in the next decode step.
  */
-final class ActiveSequence<C extends SequenceCache> {
+final class ActiveSequence {
     final InferenceJob job;
-    final SessionManager.Lease<C> lease;
+    final SessionManager.Lease lease;
     private final Vocabulary vocabulary;
     private final Decoding decoding;
     private int prefilled;
@@ -33,7 +33,7 @@ final class ActiveSequence<C extends SequenceCache> {
     private long lastTokenNanos;
     private double promptMillis;
 
-    ActiveSequence(InferenceJob job, SessionManager.Lease<C> lease, Vocabulary vocabulary, int vocabSize) {
+    ActiveSequence(InferenceJob job, SessionManager.Lease lease, Vocabulary vocabulary, int vocabSize) {
         this.job = job;
         this.vocabulary = vocabulary;
         this.lease = lease;
@@ -42,8 +42,13 @@ final class ActiveSequence<C extends SequenceCache> {
         this.prefilled = lease.reused();
     }
 
-    C cache() {
+    SequencePool.Sequence cache() {
         return lease.session().cache();
+    }
+
+    /** Positions the cache has left. */
+    int remaining() {
+        return cache().capacity() - cache().position();
     }
 
     boolean prefilling() {
@@ -99,12 +104,12 @@ final class ActiveSequence<C extends SequenceCache> {
      *
      * @return why the sequence ends, or null when it goes on
      */
-    FinishReason stepped(StepRunner.NextToken step) {
+    FinishReason stepped(SequencePool.Next step) {
         int token = step.greedyToken();
-        if (step.logits() == null && generatedCount() + 1 < job.maxTokens() && cache().remaining() > 0
+        if (step.logits() == null && generatedCount() + 1 < job.maxTokens() && remaining() > 0
                 && !vocabulary.isEndOfGeneration(token)) {
             predicted = token;
-            predictedRoom = cache().remaining();
+            predictedRoom = remaining();
             pendingToken = token;
             return null;
         }
@@ -133,8 +138,8 @@ final class ActiveSequence<C extends SequenceCache> {
      *
      * @return why the sequence ends, or null when its token is to be fed in the next decode step
      */
-    FinishReason next(StepRunner.NextToken step) {
-        return pick(step.logits(), step.greedyToken(), cache().remaining());
+    FinishReason next(SequencePool.Next step) {
+        return pick(step.logits(), step.greedyToken(), remaining());
     }
 
     private FinishReason pick(float[] logits, int greedyToken, int contextRoom) {
@@ -165,7 +170,7 @@ final class ActiveSequence<C extends SequenceCache> {
     /** The tokens the KV cache holds, in order: the prompt and every generated token fed so far. */
     int[] cachedTokens() {
         int[] prompt = job.prompt();
-        int size = cache().size();
+        int size = cache().position();
         int[] tokens = Arrays.copyOf(prompt, size);
         if (size > prompt.length) {
             System.arraycopy(decoding.tokens(), 0, tokens, prompt.length, size - prompt.length);

@@ -21,7 +21,7 @@ import java.util.logging.Logger;
 
 /**
  * The one owner of the model: a platform thread that runs every forward pass through the backend's
- * {@link StepRunner}. Up to {@code parallel} jobs run at once (continuous batching): each loop turn
+ * {@link SequencePool}. Up to {@code parallel} jobs run at once (continuous batching): each loop turn
  * processes one prompt chunk of the oldest job still in its prompt, then one decode step that feeds
  * the pending token of every generating job (on the CPU in a single batched forward pass, on a GPU in one
  * batch step over its KV pool). A job joins at the next turn after a slot frees and leaves as
@@ -43,21 +43,23 @@ import java.util.logging.Logger;
  * that frees it, after its last step ({@link #close}). A {@link RuntimeException} in a step ends the
  * requests it touched; an {@link Error} (out of memory, ...) ends generation for good ({@link #failure}).
  */
-public final class Scheduler<C extends SequenceCache> {
+public final class Scheduler {
     private static final Logger LOG = Logger.getLogger(Scheduler.class.getName());
     /** What a client is told to wait before retrying when the queue is full. */
     static final int RETRY_AFTER_SECONDS = 2;
 
-    private final StepRunner<C> steps;
+    private final SequencePool pool;
+    /** Whether the pool is a GPU's KV pool, whose slots and memory {@code /metrics} shows. */
+    private final boolean reportPool;
     private final Vocabulary vocabulary;
     private final int vocabSize;
-    private final SessionManager<C> sessions;
+    private final SessionManager sessions;
     private final ServerMetrics metrics;
     private final int parallel;
     private final int promptChunk;
     private final int capacity;
     private final ConcurrentLinkedQueue<InferenceJob> waiting = new ConcurrentLinkedQueue<>();
-    private final List<ActiveSequence<C>> active = new ArrayList<>();
+    private final List<ActiveSequence> active = new ArrayList<>();
     /** Jobs accepted and not yet ended: waiting or active. */
     private final AtomicInteger admitted = new AtomicInteger();
     private final Runnable release;
@@ -68,23 +70,24 @@ public final class Scheduler<C extends SequenceCache> {
     /** Set once the thread has ended and failed the waiting jobs; a job added later must not wait. */
     private volatile boolean drained;
     /** The decode step the device is computing and the sequences in it, or null. */
-    private InFlight<C> inFlight;
+    private InFlight inFlight;
     /** When the last decode step's results came back; 0 when a prompt chunk ran since (the device was not idle). */
     private long lastResultsNanos;
 
-    private record InFlight<C extends SequenceCache>(List<ActiveSequence<C>> batch, StepRunner.DecodeStep step,
-                                                     long launchedNanos) {
+    private record InFlight(List<ActiveSequence> batch, SequencePool.Launched step, long launchedNanos) {
     }
 
     /**
      * Starts the scheduler's thread.
      *
-     * @param release frees what the steps use (caches, backend, weights); run by the scheduler's thread
-     *                once it has stopped, so that nothing is freed under a running step
+     * @param reportPool whether {@code /metrics} shows the pool's slots and memory (a GPU's KV pool)
+     * @param release    frees what the steps use (caches, backend, weights); run by the scheduler's thread
+     *                   once it has stopped, so that nothing is freed under a running step
      */
-    Scheduler(StepRunner<C> steps, Vocabulary vocabulary, int vocabSize, SessionManager<C> sessions,
+    Scheduler(SequencePool pool, boolean reportPool, Vocabulary vocabulary, int vocabSize, SessionManager sessions,
               ServerMetrics metrics, int parallel, int promptChunk, int queue, Runnable release) {
-        this.steps = steps;
+        this.pool = pool;
+        this.reportPool = reportPool;
         this.vocabulary = vocabulary;
         this.vocabSize = vocabSize;
         this.sessions = sessions;
@@ -125,7 +128,7 @@ public final class Scheduler<C extends SequenceCache> {
     }
 
     /** The sessions whose caches this scheduler runs. */
-    SessionManager<C> sessions() {
+    SessionManager sessions() {
         return sessions;
     }
 
@@ -151,7 +154,7 @@ public final class Scheduler<C extends SequenceCache> {
                 LOG.log(Level.SEVERE, "the last forward step failed; its requests are ended", e);
                 failAll("internal error: " + e);
             }
-            for (ActiveSequence<C> s : List.copyOf(active)) {
+            for (ActiveSequence s : List.copyOf(active)) {
                 end(s, FinishReason.STOP, null);
             }
         } catch (Error e) {
@@ -175,7 +178,7 @@ public final class Scheduler<C extends SequenceCache> {
     /** Ends every running job after a failure, once a step still in flight is done with their caches. */
     private void failAll(String why) {
         if (inFlight != null) {
-            StepRunner.DecodeStep step = inFlight.step();
+            SequencePool.Launched step = inFlight.step();
             inFlight = null;
             try {
                 step.results();
@@ -183,7 +186,7 @@ public final class Scheduler<C extends SequenceCache> {
                 LOG.log(Level.FINE, "the step in flight failed too", e);
             }
         }
-        for (ActiveSequence<C> s : List.copyOf(active)) {
+        for (ActiveSequence s : List.copyOf(active)) {
             if (s.reported()) {
                 release(s, false);
             } else {
@@ -204,7 +207,7 @@ public final class Scheduler<C extends SequenceCache> {
         collectStep();
         dropCancelledWaiting();
         admit();
-        for (ActiveSequence<C> s : List.copyOf(active)) {
+        for (ActiveSequence s : List.copyOf(active)) {
             if (s.job.isCancelled()) {
                 end(s, FinishReason.CANCELLED, null);
             }
@@ -242,9 +245,12 @@ public final class Scheduler<C extends SequenceCache> {
         }
         while (active.size() < parallel && !waiting.isEmpty()) {
             InferenceJob job = waiting.poll();
-            SessionManager.Lease<C> lease;
+            SessionManager.Lease lease;
             try {
                 lease = sessions.acquire(job.prompt());
+                if (lease.copied() > 0) {
+                    metrics.prefixHit(lease.from(), lease.copied());
+                }
             } catch (RuntimeException e) {
                 // No cache could be made (a GPU out of memory): this job fails, the running ones go on.
                 LOG.log(Level.SEVERE, "no KV cache for a request", e);
@@ -253,7 +259,7 @@ public final class Scheduler<C extends SequenceCache> {
                 continue;
             }
             try {
-                active.add(new ActiveSequence<>(job, lease, vocabulary, vocabSize));
+                active.add(new ActiveSequence(job, lease, vocabulary, vocabSize));
                 job.emit(new JobEvent.Admitted(job.prompt().length, lease.reused()));
             } catch (RuntimeException e) {
                 // The handler checks requests before submitting them; this only guards the other jobs.
@@ -268,14 +274,14 @@ public final class Scheduler<C extends SequenceCache> {
 
     /** One chunk of the oldest prompt still being processed. */
     private void prefillChunk() {
-        ActiveSequence<C> s = active.stream().filter(ActiveSequence::prefilling).findFirst().orElse(null);
+        ActiveSequence s = active.stream().filter(ActiveSequence::prefilling).findFirst().orElse(null);
         if (s == null) {
             return;
         }
         int[] prompt = s.job.prompt();
         int from = s.prefilled();
         int n = Math.min(promptChunk, prompt.length - from);
-        float[] logits = steps.prefill(s.cache(), prompt, from, n);
+        SequencePool.Next logits = pool.prompt(s.cache(), prompt, from, n, SequencePool.Readout.LOGITS);
         s.prefilledUpTo(from + n);
         metrics.promptChunk(n);
         if (s.prefilling()) {
@@ -285,7 +291,7 @@ public final class Scheduler<C extends SequenceCache> {
         s.promptDone();
         int cached = s.lease.reused();
         metrics.promptDone(prompt.length - cached, cached, Duration.ofNanos((long) (s.promptMillis() * 1e6)));
-        FinishReason finish = s.next(StepRunner.NextToken.of(logits));
+        FinishReason finish = s.next(logits);
         metrics.firstToken(Duration.ofNanos(System.nanoTime() - s.job.createdNanos()));
         if (finish != null) {
             end(s, finish, null);
@@ -294,16 +300,16 @@ public final class Scheduler<C extends SequenceCache> {
 
     /** Launches one decode step that feeds the pending token of every generating sequence. */
     private void launchStep() {
-        List<ActiveSequence<C>> batch = active.stream().filter(s -> s.pendingToken() >= 0).toList();
+        List<ActiveSequence> batch = active.stream().filter(s -> s.pendingToken() >= 0).toList();
         int n = batch.size();
         if (n == 0) {
             return;
         }
-        List<C> caches = new ArrayList<>(n);
+        List<SequencePool.Sequence> caches = new ArrayList<>(n);
         int[] tokens = new int[n];
         SequencePool.Readout[] readouts = new SequencePool.Readout[n];
         for (int i = 0; i < n; i++) {
-            ActiveSequence<C> s = batch.get(i);
+            ActiveSequence s = batch.get(i);
             caches.add(s.cache());
             tokens[i] = s.pendingToken();
             readouts[i] = s.readout();
@@ -312,7 +318,7 @@ public final class Scheduler<C extends SequenceCache> {
         if (lastResultsNanos != 0) {
             metrics.decodeGap(Duration.ofNanos(now - lastResultsNanos));
         }
-        inFlight = new InFlight<>(batch, steps.decode(caches, tokens, readouts), now);
+        inFlight = new InFlight(batch, pool.launch(caches, tokens, readouts), now);
     }
 
     /**
@@ -324,15 +330,15 @@ public final class Scheduler<C extends SequenceCache> {
         if (inFlight == null) {
             return;
         }
-        InFlight<C> step = inFlight;
+        InFlight step = inFlight;
         inFlight = null;
-        StepRunner.NextToken[] next = step.step().results();
+        SequencePool.Next[] next = step.step().results();
         lastResultsNanos = System.nanoTime();
         metrics.decodeStep(step.batch().size(), Duration.ofNanos(lastResultsNanos - step.launchedNanos()));
         for (int i = 0; i < next.length; i++) {
-            ActiveSequence<C> s = step.batch().get(i);
+            ActiveSequence s = step.batch().get(i);
             if (s.reported()) {
-                s.cache().truncate(s.cache().size() - 1);
+                s.cache().truncate(s.cache().position() - 1);
                 release(s, true);
                 continue;
             }
@@ -352,7 +358,7 @@ public final class Scheduler<C extends SequenceCache> {
      * when the step in flight holds it, released once that step is back.
      */
     private void deliverPredicted() {
-        for (ActiveSequence<C> s : List.copyOf(active)) {
+        for (ActiveSequence s : List.copyOf(active)) {
             if (!s.hasPrediction()) {
                 continue;
             }
@@ -372,13 +378,13 @@ public final class Scheduler<C extends SequenceCache> {
     }
 
     /** Ends a sequence: reports it, returns its session, frees its slot. {@code reason} null means it failed. */
-    private void end(ActiveSequence<C> s, FinishReason reason, String failure) {
+    private void end(ActiveSequence s, FinishReason reason, String failure) {
         report(s, reason, failure);
         release(s, reason != null);
     }
 
     /** Tells the job how it ended and frees its place among the admitted jobs. */
-    private void report(ActiveSequence<C> s, FinishReason reason, String failure) {
+    private void report(ActiveSequence s, FinishReason reason, String failure) {
         metrics.requestEnded(reason, Duration.ofNanos(System.nanoTime() - s.job.createdNanos()));
         if (reason == null) {
             s.job.emit(new JobEvent.Failed(failure, false));
@@ -398,7 +404,7 @@ public final class Scheduler<C extends SequenceCache> {
     }
 
     /** Frees a sequence's slot and returns its session: kept for reuse when its cache is known ({@code keep}), else dropped. */
-    private void release(ActiveSequence<C> s, boolean keep) {
+    private void release(ActiveSequence s, boolean keep) {
         active.remove(s);
         if (keep) {
             sessions.release(s.lease.session(), s.cachedTokens());
@@ -412,7 +418,9 @@ public final class Scheduler<C extends SequenceCache> {
         metrics.running(active.size());
         metrics.queued(waiting.size());
         metrics.kvCache(sessions.bytesUsed(), sessions.budgetBytes(), sessions.sessions());
-        steps.poolUse().ifPresent(p -> metrics.kvPool(p.slotsInUse(), p.slots(), p.bytes()));
+        if (reportPool) {
+            metrics.kvPool(pool.inUse(), pool.slots(), pool.bytes());
+        }
     }
 
     /** The Error that stopped generation for good (out of memory, ...), if one did. */

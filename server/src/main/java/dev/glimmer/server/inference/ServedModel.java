@@ -1,10 +1,12 @@
 package dev.glimmer.server.inference;
 
-import dev.glimmer.engine.backend.BackendChoice;
 import dev.glimmer.engine.backend.BackendKind;
-import dev.glimmer.engine.backend.Backends;
+import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.SequencePools;
+import dev.glimmer.engine.backend.choice.BackendChoice;
+import dev.glimmer.engine.backend.choice.Backends;
+import dev.glimmer.engine.backend.commandlist.DecodeModels;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
-import dev.glimmer.engine.backend.emulated.DecodeModels;
 import dev.glimmer.engine.chat.ChatFormat;
 import dev.glimmer.engine.chat.ChatTemplates;
 import dev.glimmer.engine.generate.Vocabulary;
@@ -15,15 +17,19 @@ import dev.glimmer.engine.tokenizer.Tokenizer;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.metrics.ServerMetrics;
 
+import dev.glimmer.kernels.decode.DecodeModel;
+import dev.glimmer.kernels.decode.MemoryBudget;
+
 import java.io.IOException;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.Optional;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 
 /**
- * The loaded model and everything that serves it: tokenizer, chat format, the backend's
- * {@link StepRunner}, the session manager and the scheduler that owns the forward pass. Closing it
+ * The loaded model and everything that serves it: tokenizer, chat format, the backend and its
+ * {@link SequencePool}, the session manager and the scheduler that owns the forward pass. Closing it
  * stops the scheduler, frees the caches and the backend (a GPU's weights) and unmaps the file.
  */
 public final class ServedModel implements AutoCloseable {
@@ -38,18 +44,16 @@ public final class ServedModel implements AutoCloseable {
     private final Tokenizer tokenizer;
     private TokenTrie tokenTrie;
     private final ChatFormat chatFormat;
-    private final StepRunner<?> steps;
-    private final SessionManager<?> sessions;
-    private final Scheduler<?> scheduler;
+    private final SessionManager sessions;
+    private final Scheduler scheduler;
     private final int ctx;
 
     private ServedModel(GlmModel model, ServedModelFacts facts, Tokenizer tokenizer, ChatFormat chatFormat,
-                        StepRunner<?> steps, Scheduler<?> scheduler, int ctx) {
+                        Scheduler scheduler, int ctx) {
         this.model = model;
         this.facts = facts;
         this.tokenizer = tokenizer;
         this.chatFormat = chatFormat;
-        this.steps = steps;
         this.sessions = scheduler.sessions();
         this.scheduler = scheduler;
         this.ctx = ctx;
@@ -64,7 +68,8 @@ public final class ServedModel implements AutoCloseable {
     public static ServedModel load(Path path, boolean demo, ServerConfig config, ServerMetrics metrics,
                                    BackendChooser chooser) throws IOException {
         GlmModel model = GlmModel.open(path);
-        StepRunner<?> steps = null;
+        BackendChoice choice = null;
+        SequencePool pool = null;
         try {
             Tokenizer tokenizer = Tokenizer.fromMetadata(model.file().metadata());
             ChatFormat format = ChatTemplates.recognise(
@@ -75,10 +80,13 @@ public final class ServedModel implements AutoCloseable {
             if (config.ctx() > ownCtx) {
                 LOG.info("--ctx " + config.ctx() + " is more than the model's own context; serving " + ctx);
             }
-            BackendChoice choice = chooser.choose(config.backend(), model);
+            int threads = config.threads() > 0 ? config.threads() : CpuBackend.defaultThreads();
+            // a prompt chunk is one batch of the CPU's forward pass, a decode step one of every running sequence
+            choice = chooser.choose(config.backend(), model, new Backends.CpuOptions(threads, CACHE_TYPE,
+                    Math.max(config.promptChunk(), config.parallel())));
             String reason = choice.reason();
             try {
-                steps = runner(choice, model, config, ctx);
+                pool = choice.pool(slots(choice, model, ctx, config), ctx);
             } catch (RuntimeException e) {
                 if (choice.kind() == BackendKind.CPU) {
                     throw e;
@@ -87,23 +95,31 @@ public final class ServedModel implements AutoCloseable {
                 reason = choice.name() + " not used: " + (e instanceof PoolDoesNotFitException ? e.getMessage()
                         : "its KV pool could not be made: " + e.getMessage());
                 LOG.log(Level.WARNING, reason, e instanceof PoolDoesNotFitException ? null : e);
-                steps = cpuRunner(model, config, ctx);
+                choice.close();
+                choice = chooser.choose(BackendKind.CPU, model, new Backends.CpuOptions(threads, CACHE_TYPE,
+                        Math.max(config.promptChunk(), config.parallel())));
+                pool = choice.pool(slots(choice, model, ctx, config), ctx);
             }
-            String backend = steps.backend().cliName();
+            String backend = choice.name();
             LOG.info("serving on " + backend + ": " + reason);
-            long cacheBytes = steps.cacheBytes();
-            long budget = steps.budgetBytes(config.kvBudgetMb() << 20, config.parallel());
-            Scheduler<?> scheduler = start(steps, budget, Vocabulary.of(tokenizer, true), model, metrics, config);
-            SessionManager<?> sessions = scheduler.sessions();
-            LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB" + (steps.backend() == BackendKind.CPU ? "" : " of "
+            if (choice.kind() == BackendKind.CPU) {
+                model.file().populate(); // the first requests then take no page faults
+            }
+            long cacheBytes = pool.bytesPerSequence();
+            Scheduler scheduler = start(choice, pool, Vocabulary.of(tokenizer, true), model, metrics, config);
+            SessionManager sessions = scheduler.sessions();
+            LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB" + (choice.kind() == BackendKind.CPU ? "" : " of "
                     + backend + " memory") + ": " + sessions.budgetBytes() / cacheBytes + " cached conversations of "
                     + ctx + " tokens");
             ServedModelFacts facts = ServedModelFacts.of(model.file(), ctx, demo, backend, reason);
             metrics.modelLoaded(facts.id(), ctx, sessions.budgetBytes() / cacheBytes);
-            return new ServedModel(model, facts, tokenizer, format, steps, scheduler, ctx);
+            return new ServedModel(model, facts, tokenizer, format, scheduler, ctx);
         } catch (RuntimeException | IOException e) {
-            if (steps != null) {
-                steps.close();
+            if (pool != null) {
+                pool.close();
+            }
+            if (choice != null) {
+                choice.close();
             }
             model.close();
             throw e;
@@ -111,42 +127,63 @@ public final class ServedModel implements AutoCloseable {
     }
 
     /**
-     * The CPU's batched forward pass when the choice is the CPU (the server batches the sequences; a CPU
-     * choice holds nothing to close), else the chosen backend's decoders, one per conversation.
+     * The sequences the pool holds, one per cached conversation: as many as {@code --kv-budget} holds, at least
+     * {@code parallel}; with no budget, {@link MemoryBudget#poolSlots} (a follow-up turn can find its conversation
+     * while others run), fewer, down to {@code parallel}, where a GPU offers less ({@link MemoryBudget#forServing}).
+     *
+     * @throws PoolDoesNotFitException when the device says it cannot hold the pool, with what to change
      */
-    /** The session manager of {@code steps}' caches and the scheduler that runs them, started. */
+    private static int slots(BackendChoice choice, GlmModel model, int ctx, ServerConfig config) {
+        long budgetBytes = config.kvBudgetMb() << 20;
+        int parallel = config.parallel();
+        Optional<SequencePools.DeviceMemory> memory = choice.deviceMemory();
+        if (memory.isEmpty()) {
+            long slots = budgetBytes > 0 ? Math.max(parallel, budgetBytes / choice.pools().bytesPerSequence(ctx))
+                    : MemoryBudget.poolSlots(parallel);
+            return Math.toIntExact(Math.min(slots, Integer.MAX_VALUE));
+        }
+        long available = memory.get().available();
+        boolean weightsThere = memory.get().weightsThere();
+        DecodeModel decodeModel = DecodeModels.of(model.file(), model.config());
+        MemoryBudget budget;
+        if (budgetBytes > 0) {
+            long slots = Math.max(parallel, budgetBytes / choice.pools().bytesPerSequence(ctx));
+            budget = MemoryBudget.of(decodeModel, ctx, Math.toIntExact(Math.min(slots, Integer.MAX_VALUE)));
+        } else {
+            budget = MemoryBudget.forServing(decodeModel, ctx, parallel, available, weightsThere);
+        }
+        if (!budget.fits(available, weightsThere)) {
+            throw new PoolDoesNotFitException(budget.doesNotFit(memory.get().device(), available, weightsThere));
+        }
+        return budget.slots();
+    }
+
     /**
-     * The scheduler over {@code steps}, with a session manager of {@code budget} bytes; its thread frees the caches,
-     * the backend and the model itself once it has stopped, so that nothing is freed under a running step.
+     * The scheduler over {@code pool}, with a session manager that keeps to the pool's slots; its thread frees the
+     * caches, the pool, the backend and the model itself once it has stopped, so that nothing is freed under a running
+     * step.
      */
-    private static <C extends SequenceCache> Scheduler<C> start(StepRunner<C> steps, long budget, Vocabulary vocabulary,
-                                                                GlmModel model, ServerMetrics metrics, ServerConfig config) {
-        SessionManager<C> sessions = new SessionManager<>(steps::newCache, steps.cacheBytes(), budget, config.parallel());
-        return new Scheduler<>(steps, vocabulary, model.vocabSize(), sessions, metrics, config.parallel(),
-                config.promptChunk(), config.queue(), () -> {
+    private static Scheduler start(BackendChoice choice, SequencePool pool, Vocabulary vocabulary, GlmModel model,
+                                   ServerMetrics metrics, ServerConfig config) {
+        ServerConfig.CacheTiers t = config.cacheTiers();
+        KvTiers tiers = t.ramMb() == 0 && t.diskMb() == 0 ? null : new KvTiers(KvTiers.modelId(model.file()),
+                pool.kvLayout(), pool.bytesPerPosition(), t.ramMb() << 20, Optional.of(t.dir()), t.diskMb() << 20);
+        if (tiers != null) {
+            LOG.info("conversations evicted from the KV budget go to " + t.ramMb() + " MB of RAM"
+                    + (t.diskMb() > 0 ? ", then up to " + t.diskMb() + " MB in " + t.dir() : ""));
+        }
+        SessionManager sessions = new SessionManager(pool, pool.slots() * pool.bytesPerSequence(),
+                config.parallel(), tiers);
+        return new Scheduler(pool, choice.kind() != BackendKind.CPU, vocabulary, model.vocabSize(), sessions, metrics,
+                config.parallel(), config.promptChunk(), config.queue(), () -> {
                     sessions.close();
-                    steps.close();
-                    model.close();
+                    try {
+                        pool.close();
+                    } finally {
+                        choice.close();
+                        model.close();
+                    }
                 });
-    }
-
-    /** The runner of {@code choice}; a GPU choice is closed when its pool cannot be made. */
-    private static StepRunner<?> runner(BackendChoice choice, GlmModel model, ServerConfig config, int ctx) {
-        if (choice.kind() == BackendKind.CPU) {
-            return cpuRunner(model, config, ctx);
-        }
-        try {
-            return new DecoderStepRunner(choice, DecodeModels.of(model.file(), model.config()), ctx,
-                    config.kvBudgetMb() << 20, config.parallel());
-        } catch (RuntimeException e) {
-            choice.close();
-            throw e;
-        }
-    }
-
-    private static StepRunner<?> cpuRunner(GlmModel model, ServerConfig config, int ctx) {
-        int threads = config.threads() > 0 ? config.threads() : CpuBackend.defaultThreads();
-        return new CpuStepRunner(model, threads, ctx, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel()));
     }
 
     public ServedModelFacts facts() {
@@ -169,11 +206,11 @@ public final class ServedModel implements AutoCloseable {
         return chatFormat;
     }
 
-    public Scheduler<?> scheduler() {
+    public Scheduler scheduler() {
         return scheduler;
     }
 
-    public SessionManager<?> sessions() {
+    public SessionManager sessions() {
         return sessions;
     }
 

@@ -1,35 +1,53 @@
 package dev.glimmer.server.inference;
 
+import dev.glimmer.engine.backend.SequencePool;
+
+import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.function.Supplier;
+import java.util.logging.Level;
+import java.util.logging.Logger;
 
 /**
- * Keeps the KV caches of recent conversations (on whatever backend serves: {@link SequenceCache})
+ * Keeps the KV caches of recent conversations (sequences of the backend's {@link SequencePool})
  * within a memory budget so that a follow-up request
- * processes only its new tokens. A request takes the idle cache whose tokens share the longest
- * prefix with its prompt, truncated to that prefix ({@link #acquire}); when none shares anything it
- * gets a new cache, evicting least recently used idle caches to stay within the budget. A cache in
- * use by a running request is never evicted, matched or shared ({@link Session#inUse}).
+ * processes only its new tokens. A request that continues a conversation (its prompt starts with all
+ * the tokens an idle cache holds) takes that cache ({@link #acquire}). Otherwise, when other
+ * conversations, idle or running, hold a prefix of the prompt (the same system prompt of another
+ * agent conversation), the request gets a new cache with the longest such prefix copied into it
+ * ({@link SequencePool#copyPrefix}) instead of computing it, and the other conversation keeps its
+ * cache whole; a running request's cache gives the prompt tokens already in it. A new cache evicts least recently used idle caches to stay
+ * within the budget; a cache in use by a running request is never evicted or truncated
+ * ({@link Session#inUse}).
  *
  * <p>Thread-safe; the scheduler is the only caller apart from metrics.
  */
-public final class SessionManager<C extends SequenceCache> implements AutoCloseable {
+public final class SessionManager implements AutoCloseable {
 
     /** One cached conversation: a KV cache and the tokens it holds. */
-    public static final class Session<C extends SequenceCache> {
-        private final C cache;
+    public static final class Session {
+        private final SequencePool.Sequence cache;
         private int[] tokens = new int[0];
         private boolean inUse;
+        /** While in use: the running request's prompt, the first {@code cache.position()} of which are in the cache. */
+        private int[] request = new int[0];
         private long lastUsed;
 
-        private Session(C cache) {
+        private Session(SequencePool.Sequence cache) {
             this.cache = cache;
         }
 
-        C cache() {
+        SequencePool.Sequence cache() {
             return cache;
+        }
+
+        /** Tokens at the start of {@code prompt} whose KV rows this session's cache holds. */
+        private int sharedWith(int[] prompt) {
+            if (!inUse) {
+                return commonPrefix(tokens, prompt);
+            }
+            return Math.min(commonPrefix(request, prompt), cache.position());
         }
     }
 
@@ -38,68 +56,127 @@ public final class SessionManager<C extends SequenceCache> implements AutoClosea
      *
      * @param session the session, now in use
      * @param reused  prompt tokens already in its cache (the request processes the rest)
+     * @param copied  of those, the tokens copied from another cache (0: its own, or none)
+     * @param from    where the copied tokens came from: {@code conversation} (another one's cache), {@code ram} or
+     *                {@code disk} ({@link KvTiers})
      */
-    public record Lease<C extends SequenceCache>(Session<C> session, int reused) {
+    public record Lease(Session session, int reused, int copied, String from) {
     }
 
-    private final Supplier<C> newCache;
+    private static final Logger LOG = Logger.getLogger(SessionManager.class.getName());
+
+    private final SequencePool pool;
+    /** Where evicted conversations go; none when both budgets are 0. */
+    private final KvTiers tiers;
     private final long cacheBytes;
     private final long budgetBytes;
-    private final List<Session<C>> sessions = new ArrayList<>();
+    private final List<Session> sessions = new ArrayList<>();
     private long clock;
 
     /**
-     * @param newCache    makes an empty cache of the served context size
-     * @param cacheBytes  the memory of one cache (host or device)
+     * @param pool        makes the caches (sequences of the served context size) and copies rows between them
      * @param budgetBytes the memory all caches may take; raised to {@code minSessions} caches if smaller,
      *                    because every running request needs one
      */
-    SessionManager(Supplier<C> newCache, long cacheBytes, long budgetBytes, int minSessions) {
-        this.newCache = newCache;
-        this.cacheBytes = cacheBytes;
+    SessionManager(SequencePool pool, long budgetBytes, int minSessions) {
+        this(pool, budgetBytes, minSessions, null);
+    }
+
+    /** @param tiers where evicted conversations go (and are found again), or null */
+    SessionManager(SequencePool pool, long budgetBytes, int minSessions, KvTiers tiers) {
+        this.pool = pool;
+        this.tiers = tiers;
+        this.cacheBytes = pool.bytesPerSequence();
         this.budgetBytes = Math.max(budgetBytes, cacheBytes * minSessions);
     }
 
-    public synchronized Lease<C> acquire(int[] prompt) {
-        Session<C> best = null;
-        int bestShared = 0;
-        for (Session<C> s : sessions) {
-            if (!s.inUse) {
-                int shared = commonPrefix(s.tokens, prompt);
-                if (shared > bestShared) {
-                    best = s;
-                    bestShared = shared;
-                }
+    /**
+     * A session for a request of {@code prompt}, holding as much of its start as any cache here holds. Called between
+     * the pool's steps (the caller's thread runs the pool), since it may copy rows.
+     */
+    public synchronized Lease acquire(int[] prompt) {
+        // At least the last prompt token is processed again: its logits choose the first new token.
+        int most = prompt.length - 1;
+        Session donor = null;
+        int donorShared = 0;
+        for (Session s : sessions) {
+            int held = s.sharedWith(prompt);
+            if (!s.inUse && held == s.tokens.length && held > 0) {
+                // the same conversation continued: its own cache, nothing to copy
+                return take(s, prompt, Math.min(held, most), null);
+            }
+            int shared = Math.min(held, most);
+            if (shared > donorShared) {
+                donor = s;
+                donorShared = shared;
             }
         }
-        // At least the last prompt token is processed again: its logits choose the first new token.
-        int reused = Math.min(bestShared, prompt.length - 1);
-        if (best == null || reused == 0) {
-            evictFor(1);
-            best = new Session<>(newCache.get());
-            sessions.add(best);
-            reused = 0;
+        int fromConversation = donorShared;
+        KvTiers.Hit kept = tiers == null ? null : tiers.longest(prompt, most)
+                .filter(h -> h.shared() > fromConversation && h.positions() <= pool.capacity()).orElse(null);
+        // Another conversation's rows are copied, not cut back: it keeps its own tokens for its own follow-up.
+        Session fresh = newSession(donor);
+        try {
+            if (kept != null) {
+                byte[] rows = tiers.rows(kept).orElse(null);
+                if (rows != null) {
+                    pool.importPrefix(fresh.cache, MemorySegment.ofArray(rows), kept.positions());
+                    return take(fresh, prompt, kept.shared(), kept.source());
+                }
+            }
+            if (donor != null) {
+                pool.copyPrefix(donor.cache, fresh.cache, donorShared);
+                return take(fresh, prompt, donorShared, "conversation");
+            }
+        } catch (RuntimeException e) {
+            LOG.log(Level.WARNING, "could not copy a cached prefix; computing it", e);
         }
-        best.inUse = true;
-        best.cache.truncate(reused);
-        best.tokens = Arrays.copyOf(prompt, reused);
-        return new Lease<>(best, reused);
+        return take(fresh, prompt, 0, null);
+    }
+
+
+    /** A new session, after evicting idle ones for it (not {@code keep}, the donor of its prefix, when not null). */
+    private Session newSession(Session keep) {
+        boolean kept = keep != null && !keep.inUse;
+        if (kept) {
+            keep.inUse = true; // only for the eviction: it is not taken
+        }
+        try {
+            evictFor(1);
+        } finally {
+            if (kept) {
+                keep.inUse = false;
+            }
+        }
+        Session fresh = new Session(pool.open());
+        sessions.add(fresh);
+        return fresh;
+    }
+
+    /** {@code session} for {@code prompt}, its first {@code reused} tokens in the cache, copied from {@code from} (or its own: null). */
+    private Lease take(Session session, int[] prompt, int reused, String from) {
+        session.inUse = true;
+        session.cache.truncate(reused);
+        session.tokens = Arrays.copyOf(prompt, reused);
+        session.request = prompt;
+        return new Lease(session, reused, from == null ? 0 : reused, from);
     }
 
     /** Returns a session after its request; {@code tokens} are what its cache now holds, in order. */
-    public synchronized void release(Session<C> session, int[] tokens) {
-        if (tokens.length != session.cache.size()) {
-            throw new IllegalArgumentException("the cache holds " + session.cache.size() + " positions, not "
+    public synchronized void release(Session session, int[] tokens) {
+        if (tokens.length != session.cache.position()) {
+            throw new IllegalArgumentException("the cache holds " + session.cache.position() + " positions, not "
                     + tokens.length);
         }
         session.tokens = tokens.clone();
+        session.request = new int[0];
         session.inUse = false;
         session.lastUsed = ++clock;
         evictFor(0);
     }
 
     /** Drops a session whose cache contents are unknown (its request failed half-way). */
-    public synchronized void discard(Session<C> session) {
+    public synchronized void discard(Session session) {
         sessions.remove(session);
         session.cache.close();
     }
@@ -107,8 +184,8 @@ public final class SessionManager<C extends SequenceCache> implements AutoClosea
     /** Evicts least recently used idle sessions until {@code extra} more caches fit in the budget. */
     private void evictFor(int extra) {
         while ((sessions.size() + extra) * cacheBytes > budgetBytes) {
-            Session<C> lru = null;
-            for (Session<C> s : sessions) {
+            Session lru = null;
+            for (Session s : sessions) {
                 if (!s.inUse && (lru == null || s.lastUsed < lru.lastUsed)) {
                     lru = s;
                 }
@@ -116,7 +193,22 @@ public final class SessionManager<C extends SequenceCache> implements AutoClosea
             if (lru == null) {
                 return; // only running requests' caches are left; they are never evicted
             }
+            keep(lru);
             discard(lru);
+        }
+    }
+
+    /** Hands an idle session's rows to the tiers, where there are tiers (a failure loses only the cache). */
+    private void keep(Session s) {
+        if (tiers == null || s.tokens.length == 0) {
+            return;
+        }
+        try {
+            byte[] rows = new byte[Math.toIntExact(s.tokens.length * pool.bytesPerPosition())];
+            pool.exportPrefix(s.cache, s.tokens.length, MemorySegment.ofArray(rows));
+            tiers.put(s.tokens, rows);
+        } catch (RuntimeException e) {
+            LOG.log(Level.WARNING, "a conversation of " + s.tokens.length + " tokens could not be kept", e);
         }
     }
 
@@ -147,8 +239,14 @@ public final class SessionManager<C extends SequenceCache> implements AutoClosea
 
     @Override
     public synchronized void close() {
-        for (Session<C> s : sessions) {
+        for (Session s : sessions) {
+            if (!s.inUse) {
+                keep(s);
+            }
             s.cache.close();
+        }
+        if (tiers != null) {
+            tiers.close();
         }
         sessions.clear();
     }

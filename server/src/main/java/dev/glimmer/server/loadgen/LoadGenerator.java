@@ -25,6 +25,8 @@ public final class LoadGenerator {
      * have the client's own reading code compiled before anything is timed.
      */
     static final int WARMUP_MAX_TOKENS = 64;
+    /** The {@link PromptText} index of the text every prompt starts with under {@code --shared-prefix} (the warm-up is -1). */
+    static final int SHARED_PREFIX = -2;
     /** The model name sent when the server lists none (llama-server and vLLM accept any). */
     static final String FALLBACK_MODEL = "default";
 
@@ -52,10 +54,13 @@ public final class LoadGenerator {
                 return LoadReport.of(settings, model, warmup, new RequestResult[0], warmup.sentNanos());
             }
             int words = promptWords(settings.promptTokens(), warmupWords, warmup.promptTokens());
+            int sharedWords = (int) Math.round((double) words * settings.sharedPrefix() / settings.promptTokens());
+            String shared = sharedWords == 0 ? "" : PromptText.of(settings.seed(), SHARED_PREFIX, sharedWords) + " ";
 
             progress.accept("sending " + settings.requests() + " requests, " + settings.concurrency() + " at a time ("
-                    + words + " words ≈ " + settings.promptTokens() + " prompt tokens, " + settings.maxTokens()
-                    + " output tokens each)");
+                    + words + " words ≈ " + settings.promptTokens() + " prompt tokens"
+                    + (sharedWords > 0 ? ", the first " + sharedWords + " words the same in every one" : "") + ", "
+                    + settings.maxTokens() + " output tokens each)");
             RequestResult[] results = new RequestResult[settings.requests()];
             AtomicInteger next = new AtomicInteger();
             AtomicInteger ended = new AtomicInteger();
@@ -67,7 +72,8 @@ public final class LoadGenerator {
                 for (int c = 0; c < Math.min(settings.concurrency(), settings.requests()); c++) {
                     clients.submit(() -> {
                         for (int i = next.getAndIncrement(); i < results.length; i = next.getAndIncrement()) {
-                            RequestResult result = completion.run(model, PromptText.of(settings.seed(), i, words),
+                            RequestResult result = completion.run(model,
+                                    shared + PromptText.of(settings.seed(), i, Math.max(1, words - sharedWords)),
                                     settings.maxTokens());
                             results[i] = result;
                             if (!result.ok()) {

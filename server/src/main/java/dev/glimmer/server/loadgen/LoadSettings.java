@@ -21,14 +21,18 @@ import java.util.Optional;
  * @param timeout      the longest the server may stay silent (before its answer starts, or between two
  *                     lines of it) before the request counts as failed
  * @param seed         makes the prompts' text
+ * @param sharedPrefix of each prompt's tokens, about how many every prompt starts with (the same text: an agent's
+ *                     system prompt); 0: every prompt its own from the first word
  */
 public record LoadSettings(URI baseUrl, Optional<String> model, Optional<String> apiKey, int concurrency, int requests,
-                           int promptTokens, int maxTokens, Duration timeout, long seed) {
+                           int promptTokens, int maxTokens, Duration timeout, long seed, int sharedPrefix) {
 
     public LoadSettings {
         check(concurrency >= 1, "--concurrency must be at least 1, got " + concurrency);
         check(requests >= 1, "--requests must be at least 1, got " + requests);
         check(promptTokens >= 1, "--prompt-tokens must be at least 1, got " + promptTokens);
+        check(sharedPrefix >= 0 && sharedPrefix < promptTokens, "--shared-prefix must be at least 0 and less than"
+                + " --prompt-tokens (" + promptTokens + "), got " + sharedPrefix);
         check(maxTokens >= 1, "--max-tokens must be at least 1, got " + maxTokens);
         check(!timeout.isNegative() && !timeout.isZero(), "--timeout must be positive, got " + timeout.toSeconds() + " s");
         check(apiKey.stream().allMatch(key -> key.chars().allMatch(c -> c > ' ' && c < 127)),

@@ -119,6 +119,17 @@ public final class ServerMetrics implements AutoCloseable {
         }
     }
 
+    /**
+     * A request started with {@code tokens} prompt tokens whose KV rows came from {@code source} instead of being
+     * computed: {@code conversation} (copied from another conversation's cache), {@code ram} or {@code disk} (a tier).
+     */
+    public void prefixHit(String source, int tokens) {
+        Counter.builder("glimmer.prefix.hits").description("requests that took a prompt prefix from another cache")
+                .tag("source", source).register(registry).increment();
+        Counter.builder("glimmer.prefix.tokens.saved").description("prompt tokens taken from another cache, not computed")
+                .tag("source", source).register(registry).increment(tokens);
+    }
+
     public void generation(int tokens, Duration duration) {
         if (tokens > 0 && duration.toNanos() > 0) {
             generationSpeed.record(tokens * 1e9 / duration.toNanos());

@@ -1,8 +1,8 @@
 package dev.glimmer.server.cli;
 
-import dev.glimmer.engine.backend.BackendChoice;
 import dev.glimmer.engine.backend.BackendKind;
-import dev.glimmer.engine.backend.EmulatedTokenDecoder;
+import dev.glimmer.engine.backend.choice.BackendChoice;
+import dev.glimmer.engine.backend.emulated.EmulatorRunner;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.backend.cuda.CudaDevice;
 import dev.glimmer.engine.backend.metal.MetalPlatform;
@@ -22,8 +22,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * {@code ./glimmer bench} on the tiny Q4_0 oracle model: the report and its last line for scripts, on
- * the CPU and on a GPU-style decoder (the GPU decode step on the kernel emulator), and the backend
- * choice.
+ * the CPU and on a GPU-style pool (the GPU command lists on the kernel emulator), the batch decode of several
+ * conversations on the CPU, and the backend choice.
  */
 class BenchCommandTest {
     private static final String MODEL = LogitsCommandTest.ORACLE.resolve("tiny-q4_0.gguf").toString();
@@ -92,15 +92,29 @@ class BenchCommandTest {
         assertEquals("glimmer bench: --backend cuda: " + CudaDevice.probe().reason(), r.err().strip());
     }
 
+    /** --batch on the CPU: the conversations step together through one batched forward pass, as the server runs them. */
+    @Test
+    void batchDecodeRunsOnTheCpu() {
+        MainTest.Result r = MainTest.run("bench", "--model", MODEL, "--pp", "0", "--tg", "2", "--reps", "1",
+                "--threads", "2", "--batch", "1,3");
+        assertEquals(0, r.code(), r.err());
+        for (int n : new int[] {1, 3}) {
+            Matcher rate = Pattern.compile("tg2 x " + n + " conversations \\(aggregate\\)\\s+(\\d+\\.\\d+) tok/s.*")
+                    .matcher(r.out().lines().filter(l -> l.startsWith("tg2 x " + n + " ")).findFirst().orElse(""));
+            assertTrue(rate.matches(), r.out());
+            assertTrue(Double.parseDouble(rate.group(1)) > 0, r.out());
+        }
+        assertTrue(r.err().isBlank(), r.err());
+    }
+
     /**
-     * A backend whose sequences are token decoders (as the GPUs'), here the GPU decode step on the kernel
-     * emulator: the same report, the backend named with its reason, the context computed by the decoder.
+     * A backend whose pools run the GPU command lists, here on the kernel emulator: the same report, the backend
+     * named with its reason, the context computed by the pool.
      */
     @Test
-    void aGpuDecoderIsMeasuredThroughItsTokenDecoder() throws Exception {
-        BenchCommand bench = new BenchCommand((requested, model) -> new BackendChoice(BackendKind.EMULATED,
-                "the GPU decode step on the CPU kernel emulator", Optional.empty(),
-                capacity -> new EmulatedTokenDecoder(model, capacity)));
+    void aGpuPoolIsMeasuredAsTheServerRunsIt() throws Exception {
+        BenchCommand bench = new BenchCommand((requested, model, cpu) -> new BackendChoice(BackendKind.EMULATED,
+                "the GPU decode step on the CPU kernel emulator", Optional.empty(), EmulatorRunner.pools(model)));
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         ByteArrayOutputStream err = new ByteArrayOutputStream();
         int code = Main.run(bench, new String[] {"--model", MODEL, "--pp", "4", "--tg", "2", "--reps", "1",
@@ -110,7 +124,7 @@ class BenchCommandTest {
         assertEquals(0, code, err.toString(StandardCharsets.UTF_8));
         assertTrue(report.contains("backend: emulated, the GPU decode step on the CPU kernel emulator; load: "), report);
         assertTrue(report.contains("tg2 @ ctx 3"), report);
-        assertTrue(report.contains("(anonymous resident, sampled; the sequence holds "), report);
+        assertTrue(report.contains("(anonymous resident, sampled; the pool holds "), report);
         Matcher last = Pattern.compile("pp_tok_s=(\\d+\\.\\d+) tg_tok_s=(\\d+\\.\\d+)").matcher(report.strip().lines().toList().getLast());
         assertTrue(last.matches(), report);
         assertTrue(Double.parseDouble(last.group(1)) > 0 && Double.parseDouble(last.group(2)) > 0, report);

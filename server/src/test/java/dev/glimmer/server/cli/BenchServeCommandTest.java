@@ -238,6 +238,20 @@ class BenchServeCommandTest {
         }
     }
 
+    /** Prompts that start with the same text: the server copies the prefix into the later ones instead of computing it. */
+    @Test
+    void promptsWithASharedPrefixAreServedFromItsCache() throws Exception {
+        double savedBefore = metric("glimmer_prefix_tokens_saved_total");
+        MainTest.Result r = MainTest.run("bench-serve", "--url", url, "--api-key", KEY, "--concurrency", "2",
+                "--requests", "6", "--prompt-tokens", "96", "--shared-prefix", "64", "--max-tokens", "4", "--json");
+        assertEquals(0, r.code(), r.err());
+        assertEquals(6, JSON.readTree(r.out()).get("completed").intValue());
+        assertTrue(r.err().contains("words the same in every one"), r.err());
+        double saved = metric("glimmer_prefix_tokens_saved_total") - savedBefore;
+        // the first two run together and compute it; each later one copies about 64 tokens
+        assertTrue(saved >= 4 * 40, "prompt tokens copied instead of computed: " + saved);
+    }
+
     @Test
     void badOptionsAreUsageErrors() {
         MainTest.Result r = MainTest.run("bench-serve", "--url", url, "--concurrency", "0");
@@ -249,6 +263,10 @@ class BenchServeCommandTest {
         r = MainTest.run("bench-serve", "--url", url, "--api-key", "two words");
         assertEquals(2, r.code());
         assertEquals("glimmer bench-serve: --api-key must be printable ASCII without spaces (it is sent in an HTTP header)",
+                r.err().strip());
+        r = MainTest.run("bench-serve", "--url", url, "--prompt-tokens", "48", "--shared-prefix", "48");
+        assertEquals(2, r.code());
+        assertEquals("glimmer bench-serve: --shared-prefix must be at least 0 and less than --prompt-tokens (48), got 48",
                 r.err().strip());
         r = MainTest.run("bench-serve", "--concurrency", "2");
         assertEquals(2, r.code());

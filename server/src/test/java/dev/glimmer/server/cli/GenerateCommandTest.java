@@ -37,6 +37,26 @@ class GenerateCommandTest {
         assertEquals(chat.get("prompt_tokens").size(), out.get("prompt_tokens").asInt());
     }
 
+    /**
+     * {@code --backend emulated}: the GPU command lists on the kernel emulator (needs clang-19) run the same pool
+     * contract; on the F32 model their greedy run is llama.cpp's.
+     */
+    @Test
+    void theGpuPathGivesLlamaCppsTokensToo() throws Exception {
+        JsonNode chat = chatCase("tiny-f32");
+        MainTest.Result r = MainTest.run("generate", "--model", ORACLE.resolve("tiny-f32.gguf").toString(), "--prompt",
+                chat.get("prompt_text").asText(), "--max-tokens", "4", "--temperature", "0", "--backend", "emulated",
+                "--json");
+        assertEquals(0, r.code(), r.err());
+        JsonNode tokens = JSON.readTree(r.out()).get("tokens");
+        assertEquals(4, tokens.size());
+        for (int i = 0; i < 4; i++) {
+            assertEquals(chat.get("greedy_tokens").get(i), tokens.get(i), "token " + i);
+        }
+        assertEquals(2, MainTest.run("generate", "--model", ORACLE.resolve("tiny-f32.gguf").toString(), "--prompt", "a",
+                "--backend", "gpu").code());
+    }
+
     @Test
     void chatWrapsTheMessageInTheChatFormatAndTheF16CacheKeepsTheTokens() throws Exception {
         JsonNode chat = chatCase("tiny-f32");

@@ -38,6 +38,38 @@ class LogitsCommandTest {
         }
     }
 
+    /**
+     * {@code --backend emulated} (the GPU command lists on the kernel emulator; needs clang-19): every position's
+     * logits within 1e-3 of their range of llama.cpp's, the GPU path's tolerance.
+     */
+    @Test
+    void theGpuPathGivesEveryPositionWithinItsTolerance() throws Exception {
+        JsonNode chat = JSON.readTree(ORACLE.resolve("refs/tiny-f32.logits.json").toFile()).get("cases").get(0);
+        int n = 5;
+        StringBuilder ids = new StringBuilder();
+        for (int i = 0; i < n; i++) {
+            ids.append(i == 0 ? "" : ",").append(chat.get("prompt_tokens").get(i).asInt());
+        }
+        MainTest.Result r = MainTest.run("logits", "--model", ORACLE.resolve("tiny-f32.gguf").toString(), "--tokens",
+                ids.toString(), "--all", "--backend", "emulated");
+        assertEquals(0, r.code(), r.err());
+        JsonNode logits = JSON.readTree(r.out()).get("logits");
+        assertEquals(n, logits.size());
+        for (int p = 0; p < n; p++) {
+            JsonNode expected = chat.get("prompt_logits").get(p);
+            double lo = Double.POSITIVE_INFINITY;
+            double hi = Double.NEGATIVE_INFINITY;
+            for (JsonNode v : expected) {
+                lo = Math.min(lo, v.asDouble());
+                hi = Math.max(hi, v.asDouble());
+            }
+            for (int i = 0; i < expected.size(); i++) {
+                double diff = Math.abs(logits.get(p).get(i).asDouble() - expected.get(i).asDouble());
+                assertTrue(diff <= 1e-3 * (hi - lo), "position " + p + " logit " + i + ": |Δ| " + diff);
+            }
+        }
+    }
+
     @Test
     void valuesAreExactFloat32InShortestForm() {
         MainTest.Result r = MainTest.run("logits", "--model", ORACLE.resolve("tiny-f32.gguf").toString(), "--tokens",

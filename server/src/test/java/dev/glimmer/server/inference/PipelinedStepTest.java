@@ -2,10 +2,10 @@ package dev.glimmer.server.inference;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.glimmer.engine.backend.BackendChoice;
-import dev.glimmer.engine.backend.BackendKind;
-import dev.glimmer.engine.backend.EmulatedTokenDecoder;
-import dev.glimmer.engine.backend.emulated.DecodeModels;
+import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.cpu.CpuBackend;
+import dev.glimmer.engine.backend.cpu.CpuSequencePool;
+import dev.glimmer.engine.backend.emulated.EmulatorRunner;
 import dev.glimmer.engine.generate.FinishReason;
 import dev.glimmer.engine.generate.Vocabulary;
 import dev.glimmer.engine.kv.KvCacheType;
@@ -30,11 +30,11 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * The scheduler on GPU-style decoders (the kernel emulator; needs clang-19) launches a greedy sequence's next step
+ * The scheduler on a GPU-style pool (the kernel emulator; needs clang-19) launches a greedy sequence's next step
  * before the decode rules have run on its token, and so feeds a token a stop string then ends the sequence with.
- * Compared with the CPU runner, which never feeds ahead (its steps give logits): the same tokens and ends, one more
- * decode step on the decoders (the speculative one), and a follow-up finds the same number of tokens in the cached
- * conversation, so the speculative position was cut off.
+ * Compared with the CPU's pool, which never feeds ahead (its steps give logits): the same tokens and ends, one more
+ * decode step on the GPU-style pool (the speculative one), and a follow-up finds the same number of tokens in the
+ * cached conversation, so the speculative position was cut off.
  */
 class PipelinedStepTest {
     private static final int MAX_TOKENS = 8;
@@ -51,10 +51,8 @@ class PipelinedStepTest {
         Arrays.setAll(prompt, i -> oracle.get("prompt_tokens").get(i).asInt());
         try (GlmModel model = GlmModel.open(EngineTestData.model("tiny-f32"))) {
             int ctx = prompt.length + 2 * MAX_TOKENS;
-            Served decoders = new Served(model, new DecoderStepRunner(new BackendChoice(BackendKind.EMULATED,
-                    "the kernel emulator", java.util.Optional.empty(), EmulatedTokenDecoder.decoders(model)),
-                    DecodeModels.of(model.file(), model.config()), ctx, 0, 2));
-            Served cpu = new Served(model, new CpuStepRunner(model, 1, ctx, KvCacheType.DEFAULT, 64));
+            Served decoders = new Served(model, EmulatorRunner.pool(model, 4, ctx));
+            Served cpu = new Served(model, new CpuSequencePool(model, new CpuBackend(1), 4, ctx, KvCacheType.DEFAULT, 64));
             try {
                 Run free = decoders.run(prompt, List.of());
                 assertArrayEquals(cpu.run(prompt, List.of()).tokens(), free.tokens(), "the decoders' greedy run is the CPU's");
@@ -92,17 +90,17 @@ class PipelinedStepTest {
         }
     }
 
-    /** A scheduler over {@code steps} as the server runs one (the model stays open: the test closes it). */
+    /** A scheduler over {@code pool} as the server runs one (the model stays open: the test closes it). */
     private static final class Served {
         final ServerMetrics metrics = new ServerMetrics();
-        final Scheduler<?> scheduler;
+        final Scheduler scheduler;
 
-        <C extends SequenceCache> Served(GlmModel model, StepRunner<C> steps) {
-            SessionManager<C> sessions = new SessionManager<>(steps::newCache, steps.cacheBytes(), 0, 2);
+        Served(GlmModel model, SequencePool pool) {
+            SessionManager sessions = new SessionManager(pool, pool.slots() * pool.bytesPerSequence(), 2);
             Vocabulary vocabulary = Vocabulary.of(Tokenizer.fromMetadata(model.file().metadata()), true);
-            scheduler = new Scheduler<>(steps, vocabulary, model.vocabSize(), sessions, metrics, 2, 64, 4, () -> {
+            scheduler = new Scheduler(pool, true, vocabulary, model.vocabSize(), sessions, metrics, 2, 64, 4, () -> {
                 sessions.close();
-                steps.close();
+                pool.close();
             });
         }
 

@@ -1,6 +1,6 @@
 package dev.glimmer.engine.backend.cuda;
 
-import dev.glimmer.engine.backend.emulated.DecodeModels;
+import dev.glimmer.engine.backend.commandlist.DecodeModels;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.kernels.decode.BufferSpec;
 import dev.glimmer.kernels.decode.CommandList;
@@ -13,7 +13,7 @@ import java.util.function.LongConsumer;
 
 /**
  * A model's weights in device memory, copied once from the mapped file and shared by every
- * {@link CudaDecoder} (sequence) of the model: the command list's weight buffers, which depend on
+ * {@link CudaGraphRunner} (pool) of the model: the command list's weight buffers, which depend on
  * the file only, not on the context size.
  */
 public final class CudaWeights implements AutoCloseable {

@@ -1,7 +1,8 @@
 package dev.glimmer.engine.backend.cuda;
 
-import dev.glimmer.engine.backend.FloatActivationBackend;
+import dev.glimmer.engine.backend.cpu.FloatActivationBackend;
 import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.commandlist.CommandListPool;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
@@ -48,14 +49,14 @@ class CudaBatchDecodeTest {
                 prompts.add(Arrays.copyOf(chat, chat.length - 2 * i));
             }
             List<int[]> alone = new ArrayList<>();
-            try (CudaDecoder single = new CudaDecoder(weights, context)) {
+            try (CommandListPool single = CudaTestSupport.pool(weights, 1, context)) {
                 for (int[] p : prompts) {
-                    try (CudaDecoder.Sequence q = single.open()) {
+                    try (SequencePool.Sequence q = single.open()) {
                         int[] run = new int[STEPS + 1];
-                        float[] logits = q.prompt(p, 0, p.length);
+                        float[] logits = single.prompt(q, p, 0, p.length, SequencePool.Readout.LOGITS).logits();
                         run[0] = Oracle.argmax(logits, 0, logits.length);
                         for (int k = 1; k < run.length; k++) {
-                            logits = q.step(run[k - 1]);
+                            logits = CudaTestSupport.step(single, q, run[k - 1]).logits();
                             run[k] = Oracle.argmax(logits, 0, logits.length);
                         }
                         alone.add(run);
@@ -63,23 +64,23 @@ class CudaBatchDecodeTest {
                 }
             }
             GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 1);
-            try (CudaDecoder pool = new CudaDecoder(weights, context, conversations + 1)) {
-                try (CudaDecoder.Sequence gone = pool.open()) {  // leaves rows of another text in slot 0
+            try (CommandListPool pool = CudaTestSupport.pool(weights, conversations + 1, context)) {
+                try (SequencePool.Sequence gone = pool.open()) {  // leaves rows of another text in slot 0
                     int[] other = Arrays.copyOfRange(chat, 3, chat.length);
-                    gone.prompt(other, 0, other.length);
+                    pool.prompt(gone, other, 0, other.length, SequencePool.Readout.LOGITS);
                 }
-                List<CudaDecoder.Sequence> running = new ArrayList<>();
+                List<SequencePool.Sequence> running = new ArrayList<>();
                 List<KvCache> caches = new ArrayList<>();
                 int[] pending = new int[conversations];
                 int[][] got = new int[conversations][STEPS + 1];
                 for (int i = 0; i < conversations; i++) {
                     int[] p = prompts.get(i);
-                    CudaDecoder.Sequence q = pool.open();
+                    SequencePool.Sequence q = pool.open();
                     running.add(q);
                     KvCache cache = model.newCache(context, KvCacheType.GPU);
                     reference.forward(cache, p, 0, p.length, false);
                     caches.add(cache);
-                    float[] logits = q.prompt(p, 0, p.length);
+                    float[] logits = pool.prompt(q, p, 0, p.length, SequencePool.Readout.LOGITS).logits();
                     pending[i] = Oracle.argmax(logits, 0, logits.length);
                     got[i][0] = pending[i];
                 }
@@ -142,9 +143,9 @@ class CudaBatchDecodeTest {
             CudaDevice device = kernels.device();
             long before = device.memoryUsed();
             Random random = new Random(16);
-            try (CudaDecoder pool = new CudaDecoder(weights, context, 16)) {
+            try (CommandListPool pool = CudaTestSupport.pool(weights, 16, context)) {
                 long withPool = device.memoryUsed();
-                List<CudaDecoder.Sequence> open = new ArrayList<>();
+                List<SequencePool.Sequence> open = new ArrayList<>();
                 List<int[]> expected = new ArrayList<>();
                 List<Integer> done = new ArrayList<>();
                 GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 1);
@@ -158,10 +159,10 @@ class CudaBatchDecodeTest {
                         }
                     }
                     while (open.size() < 16) {
-                        CudaDecoder.Sequence q = pool.open();
+                        SequencePool.Sequence q = pool.open();
                         int cut = random.nextInt(8);
                         int[] p = Arrays.copyOf(chat, chat.length - cut);
-                        float[] logits = q.prompt(p, 0, p.length);
+                        float[] logits = pool.prompt(q, p, 0, p.length, SequencePool.Readout.LOGITS).logits();
                         // the greedy run this conversation must follow, from the CPU reference
                         KvCache cache = model.newCache(context, KvCacheType.GPU);
                         float[] ref = reference.forward(cache, p, 0, p.length, false);
@@ -189,7 +190,7 @@ class CudaBatchDecodeTest {
                         assertEquals(expected.get(i)[done.get(i)], next[i].greedyToken(), "round " + round + " row " + i);
                     }
                 }
-                open.forEach(CudaDecoder.Sequence::close);
+                open.forEach(SequencePool.Sequence::close);
                 assertEquals(withPool, device.memoryUsed(), "the conversations took no device memory beyond the pool");
             }
             assertEquals(before, device.memoryUsed(), "the pool's memory is back after it closed");

@@ -1,6 +1,8 @@
 package dev.glimmer.engine.backend.cuda;
 
-import dev.glimmer.engine.backend.FloatActivationBackend;
+import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.commandlist.CommandListPool;
+import dev.glimmer.engine.backend.cpu.FloatActivationBackend;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
@@ -47,19 +49,20 @@ class CudaDecodeTest {
             int[] greedy = new int[GREEDY];
             List<float[]> all = new ArrayList<>();
             try (CudaWeights weights = new CudaWeights(model, kernels, bytes -> { });
-                 CudaDecoder pool = new CudaDecoder(weights, context);
-                 CudaDecoder.Sequence gpu = pool.open()) {
+                 CommandListPool pool = CudaTestSupport.pool(weights, 1, context);
+                 SequencePool.Sequence gpu = pool.open()) {
                 int token = prompt[0];
                 for (int step = 0; step < prompt.length + GREEDY - 1; step++) {
                     float[] expected = reference.forward(cache, new int[] {token}, 0, 1, false);
-                    float[] got = gpu.step(token);
-                    all.add(got.clone()); // the decoder reuses its logits array
+                    SequencePool.Next next1 = CudaTestSupport.step(pool, gpu, token);
+                    float[] got = next1.logits();
+                    all.add(got.clone()); // the pool reuses its logits array
                     float range = Oracle.range(expected);
                     float diff = Oracle.maxAbsDiff(got, 0, expected, expected.length);
                     assertTrue(diff <= TOLERANCE * range, name + " step " + step + ": max |Δlogit| " + diff
                             + " > " + TOLERANCE + " × range " + range);
                     int next = Oracle.argmax(expected, 0, expected.length);
-                    assertEquals(next, pool.greedyToken(), name + " step " + step + ": greedy token");
+                    assertEquals(next, next1.greedyToken(), name + " step " + step + ": greedy token");
                     if (step >= prompt.length - 1) {
                         greedy[step - prompt.length + 1] = next;
                     }
@@ -69,13 +72,14 @@ class CudaDecodeTest {
                 gpu.truncate(0);
                 token = prompt[0];
                 for (int step = 0; step < prompt.length + GREEDY - 1; step++) {
-                    assertArrayEquals(all.get(step), gpu.step(token), name + " step " + step + " differs between runs");
+                    assertArrayEquals(all.get(step), CudaTestSupport.step(pool, gpu, token).logits(),
+                            name + " step " + step + " differs between runs");
                     token = step + 1 < prompt.length ? prompt[step + 1] : greedy[step - prompt.length + 1];
                 }
                 // a step re-run at an earlier position (dispatch by dispatch, no graph) gives its logits again
                 CommandList list = pool.commandList();
                 int activations = list.buffer(BufferSpec.Kind.ACTIVATIONS);
-                float[] rerun = gpu.partialStep(prompt[0], 0, list.dispatches().size(), activations, list.logits(),
+                float[] rerun = pool.partialStep(gpu, prompt[0], 0, list.dispatches().size(), activations, list.logits(),
                         all.get(0).length);
                 assertArrayEquals(all.get(0), rerun, name + ": step 0 re-run");
             }

@@ -1,6 +1,8 @@
 package dev.glimmer.engine.backend.cuda;
 
-import dev.glimmer.engine.backend.FloatActivationBackend;
+import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.commandlist.CommandListPool;
+import dev.glimmer.engine.backend.cpu.FloatActivationBackend;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
@@ -40,28 +42,32 @@ class CudaPromptTest {
             KvCache cache = model.newCache(context, KvCacheType.GPU);
             GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 64);
             try (CudaWeights weights = new CudaWeights(model, kernels, bytes -> { });
-                 CudaDecoder pool = new CudaDecoder(weights, context);
-                 CudaDecoder.Sequence gpu = pool.open()) {
+                 CommandListPool pool = CudaTestSupport.pool(weights, 1, context);
+                 SequencePool.Sequence gpu = pool.open()) {
                 float[] expected = reference.forward(cache, prompt, 0, n, false).clone(); // the reference reuses its array
-                float[] got = gpu.prompt(prompt, 0, n).clone();
-                int token = Oracle.assertGpuLogits(name + " prompt of " + n, expected, got, pool.greedyToken(), TOLERANCE);
+                SequencePool.Next first = pool.prompt(gpu, prompt, 0, n, SequencePool.Readout.LOGITS);
+                float[] got = first.logits().clone();
+                int token = Oracle.assertGpuLogits(name + " prompt of " + n, expected, got, first.greedyToken(), TOLERANCE);
                 assertEquals(n, gpu.position());
                 for (int step = 0; step < STEPS; step++) {
                     float[] e = reference.forward(cache, new int[] {token}, 0, 1, false);
-                    token = Oracle.assertGpuLogits(name + " step " + step + " after the prompt", e, gpu.step(token),
-                            pool.greedyToken(), TOLERANCE);
+                    SequencePool.Next next = CudaTestSupport.step(pool, gpu, token);
+                    token = Oracle.assertGpuLogits(name + " step " + step + " after the prompt", e, next.logits(),
+                            next.greedyToken(), TOLERANCE);
                 }
                 // the same prompt again: bit-identical (a race would show as a difference)
                 gpu.truncate(0);
-                assertArrayEquals(got, gpu.prompt(prompt, 0, n), name + ": the prompt differs between runs");
+                assertArrayEquals(got, pool.prompt(gpu, prompt, 0, n, SequencePool.Readout.LOGITS).logits(),
+                        name + ": the prompt differs between runs");
                 // only the greedy token read back: the same token
                 gpu.truncate(0);
-                assertEquals(Oracle.argmax(expected, 0, expected.length), gpu.promptGreedy(prompt, 0, n), name + " promptGreedy");
+                assertEquals(Oracle.argmax(expected, 0, expected.length),
+                        pool.prompt(gpu, prompt, 0, n, SequencePool.Readout.GREEDY).greedyToken(), name + " greedy prompt");
                 // split into two runs that do not end on a batch boundary: the logits of the whole
                 gpu.truncate(0);
-                gpu.prompt(prompt, 0, 5);
-                Oracle.assertGpuLogits(name + " prompt in two runs", expected, gpu.prompt(prompt, 5, n - 5),
-                        pool.greedyToken(), TOLERANCE);
+                pool.prompt(gpu, prompt, 0, 5, SequencePool.Readout.LOGITS);
+                SequencePool.Next split = pool.prompt(gpu, prompt, 5, n - 5, SequencePool.Readout.LOGITS);
+                Oracle.assertGpuLogits(name + " prompt in two runs", expected, split.logits(), split.greedyToken(), TOLERANCE);
             }
         }
     }

@@ -1,6 +1,8 @@
 package dev.glimmer.engine.backend.emulated;
 
-import dev.glimmer.engine.backend.FloatActivationBackend;
+import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.commandlist.CommandListPool;
+import dev.glimmer.engine.backend.cpu.FloatActivationBackend;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
@@ -15,6 +17,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 
+import static dev.glimmer.engine.backend.SequencePool.Readout.LOGITS;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
@@ -46,32 +49,32 @@ class EmulatedBatchDecodeTest {
             }
             // the same requests alone: prompt, then greedy steps through the decode step
             List<int[]> alone = new ArrayList<>();
-            try (EmulatedDecoder single = new EmulatedDecoder(model, context, FiberOrder.inOrder(), 4)) {
+            try (CommandListPool single = pool(model, context, 1, FiberOrder.inOrder())) {
                 for (int[] p : prompts) {
-                    try (EmulatedDecoder.Sequence q = single.open()) {
-                        alone.add(greedyRun(q.prompt(p, 0, p.length), q, STEPS + 1));
+                    try (SequencePool.Sequence q = single.open()) {
+                        alone.add(greedyRun(single.prompt(q, p, 0, p.length, LOGITS).logits(), single, q, STEPS + 1));
                     }
                 }
             }
             GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 1);
-            try (EmulatedDecoder pool = new EmulatedDecoder(model, context, 4, FiberOrder.shuffled(7), 4)) {
+            try (CommandListPool pool = pool(model, context, 4, FiberOrder.shuffled(7))) {
                 // a conversation that ends at once, so that the pool's first slot holds rows of another text
-                try (EmulatedDecoder.Sequence gone = pool.open()) {
+                try (SequencePool.Sequence gone = pool.open()) {
                     int[] other = Arrays.copyOfRange(chat, 3, chat.length);
-                    gone.prompt(other, 0, other.length);
+                    pool.prompt(gone, other, 0, other.length, LOGITS);
                 }
-                List<EmulatedDecoder.Sequence> running = new ArrayList<>();
+                List<SequencePool.Sequence> running = new ArrayList<>();
                 List<KvCache> caches = new ArrayList<>();
                 int[] pending = new int[prompts.size()];
                 List<List<Integer>> got = new ArrayList<>();
                 for (int i = 0; i < prompts.size(); i++) {
                     int[] p = prompts.get(i);
-                    EmulatedDecoder.Sequence q = pool.open();
+                    SequencePool.Sequence q = pool.open();
                     running.add(q);
                     KvCache cache = model.newCache(context, KvCacheType.GPU);
                     reference.forward(cache, p, 0, p.length - 1, false);
                     caches.add(cache);
-                    pending[i] = Oracle.argmax(q.prompt(p, 0, p.length), 0, model.vocabSize());
+                    pending[i] = Oracle.argmax(pool.prompt(q, p, 0, p.length, LOGITS).logits(), 0, model.vocabSize());
                     got.add(new ArrayList<>(List.of(pending[i])));
                 }
                 // conversation i runs STEPS - i steps: rows drop out from the end of the batch
@@ -82,10 +85,13 @@ class EmulatedBatchDecodeTest {
                             rows.add(i);
                         }
                     }
-                    List<EmulatedDecoder.Sequence> batch = rows.stream().map(running::get).toList();
+                    List<SequencePool.Sequence> batch = rows.stream().map(running::get).toList();
                     int[] tokens = rows.stream().mapToInt(i -> pending[i]).toArray();
-                    float[][] logits = pool.step(batch, tokens);
-                    int[] greedy = pool.greedyTokens();
+                    SequencePool.Readout[] readouts = new SequencePool.Readout[rows.size()];
+                    Arrays.fill(readouts, LOGITS);
+                    SequencePool.Next[] next = pool.step(batch, tokens, readouts);
+                    float[][] logits = Arrays.stream(next).map(SequencePool.Next::logits).toArray(float[][]::new);
+                    int[] greedy = Arrays.stream(next).mapToInt(SequencePool.Next::greedyToken).toArray();
                     for (int r = 0; r < rows.size(); r++) {
                         int i = rows.get(r);
                         int[] p = prompts.get(i);
@@ -110,12 +116,17 @@ class EmulatedBatchDecodeTest {
         }
     }
 
+    /** An emulated pool of {@code slots} sequences of {@code context} positions, prompts in batches of 4. */
+    private static CommandListPool pool(GlmModel model, int context, int slots, FiberOrder order) {
+        return new CommandListPool(model, new EmulatorRunner(model, order), slots, context, 4);
+    }
+
     /** The first token from {@code logits}, then greedy steps of {@code q} alone: {@code count} tokens in all. */
-    private static int[] greedyRun(float[] logits, EmulatedDecoder.Sequence q, int count) {
+    private static int[] greedyRun(float[] logits, SequencePool pool, SequencePool.Sequence q, int count) {
         int[] out = new int[count];
         out[0] = Oracle.argmax(logits, 0, logits.length);
         for (int k = 1; k < count; k++) {
-            float[] next = q.step(out[k - 1]);
+            float[] next = pool.step(List.of(q), new int[] {out[k - 1]}, new SequencePool.Readout[] {LOGITS})[0].logits();
             out[k] = Oracle.argmax(next, 0, next.length);
         }
         return out;

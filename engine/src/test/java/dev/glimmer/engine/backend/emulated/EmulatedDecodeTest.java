@@ -1,6 +1,8 @@
 package dev.glimmer.engine.backend.emulated;
 
-import dev.glimmer.engine.backend.FloatActivationBackend;
+import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.commandlist.CommandListPool;
+import dev.glimmer.engine.backend.cpu.FloatActivationBackend;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
@@ -19,6 +21,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 import java.io.IOException;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Random;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -50,22 +53,24 @@ class EmulatedDecodeTest {
             KvCache cache = model.newCache(context, KvCacheType.GPU);
             GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 1);
             int[] greedy = new int[GREEDY];
-            try (EmulatedDecoder pool = new EmulatedDecoder(model, context, order, BATCH);
-                 EmulatedDecoder.Sequence gpu = pool.open()) {
+            try (CommandListPool pool = new CommandListPool(model, new EmulatorRunner(model, order), 1, context, BATCH);
+                 SequencePool.Sequence gpu = pool.open()) {
                 int first = 0;
                 if (batchedPrompt) {
                     int n = prompt.length - 1;
                     assertTrue(n > BATCH && n % BATCH != 0, "the prompt must span batches and end in a partial one: " + n);
                     float[] expected = reference.forward(cache, prompt, 0, n, false);
-                    float[] got = gpu.prompt(prompt, 0, n);
-                    Oracle.assertGpuLogits(name + " prompt batches", expected, got, pool.greedyToken(), TOLERANCE);
+                    SequencePool.Next got = pool.prompt(gpu, prompt, 0, n, SequencePool.Readout.LOGITS);
+                    Oracle.assertGpuLogits(name + " prompt batches", expected, got.logits(), got.greedyToken(), TOLERANCE);
                     first = n;
                 }
                 int token = prompt[first];
                 for (int step = first; step < prompt.length + GREEDY - 1; step++) {
                     float[] expected = reference.forward(cache, new int[] {token}, 0, 1, false);
-                    float[] got = gpu.step(token);
-                    int next = Oracle.assertGpuLogits(name + " step " + step, expected, got, pool.greedyToken(), TOLERANCE);
+                    SequencePool.Next got = pool.step(List.of(gpu), new int[] {token},
+                            new SequencePool.Readout[] {SequencePool.Readout.LOGITS})[0];
+                    int next = Oracle.assertGpuLogits(name + " step " + step, expected, got.logits(), got.greedyToken(),
+                            TOLERANCE);
                     if (step >= prompt.length - 1) {
                         greedy[step - prompt.length + 1] = next;
                     }
@@ -98,10 +103,11 @@ class EmulatedDecodeTest {
             int[] prompt = new Random(11).ints(n, 0, model.vocabSize()).toArray();
             KvCache cache = model.newCache(n, KvCacheType.GPU);
             GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 64);
-            try (EmulatedDecoder pool = new EmulatedDecoder(model, n, FiberOrder.inOrder(), batch);
-                 EmulatedDecoder.Sequence gpu = pool.open()) {
+            try (CommandListPool pool = new CommandListPool(model, new EmulatorRunner(model, FiberOrder.inOrder()), 1, n, batch);
+                 SequencePool.Sequence gpu = pool.open()) {
                 float[] expected = reference.forward(cache, prompt, 0, n, false);
-                Oracle.assertGpuLogits("wide prompt", expected, gpu.prompt(prompt, 0, n), pool.greedyToken(), TOLERANCE);
+                SequencePool.Next got = pool.prompt(gpu, prompt, 0, n, SequencePool.Readout.LOGITS);
+                Oracle.assertGpuLogits("wide prompt", expected, got.logits(), got.greedyToken(), TOLERANCE);
             }
         }
     }

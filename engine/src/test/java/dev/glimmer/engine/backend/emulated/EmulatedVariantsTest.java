@@ -1,6 +1,9 @@
 package dev.glimmer.engine.backend.emulated;
 
 import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.commandlist.CommandListPool;
+import dev.glimmer.engine.backend.commandlist.DecodeModels;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.gguf.GgufValue;
 import dev.glimmer.engine.gguf.GgufWriter.TensorSpec;
@@ -82,17 +85,21 @@ class EmulatedVariantsTest {
 
     private static void assertDecodeAgrees(GlmModel model) {
         try (KvCache cache = model.newCache(TOKENS.length, KvCacheType.GPU);
-             EmulatedDecoder pool = new EmulatedDecoder(model, TOKENS.length, FiberOrder.shuffled(3), 4);
-             EmulatedDecoder.Sequence gpu = pool.open()) {
+             CommandListPool pool = new CommandListPool(model, new EmulatorRunner(model, FiberOrder.shuffled(3)), 1,
+                     TOKENS.length, 4);
+             SequencePool.Sequence gpu = pool.open()) {
             GlmForward cpu = new GlmForward(model, new CpuBackend(), 1);
             float[] expected = null;
             for (int t : TOKENS) {
                 expected = cpu.forward(cache, new int[] {t}, 0, 1, false).clone();
-                assertAgrees(expected, gpu.step(t), pool.greedyToken(), "position " + gpu.position());
+                SequencePool.Next got = pool.step(List.of(gpu), new int[] {t},
+                        new SequencePool.Readout[] {SequencePool.Readout.LOGITS})[0];
+                assertAgrees(expected, got.logits(), got.greedyToken(), "position " + gpu.position());
             }
             // the same tokens through the prompt command list (batches of 4, the last one partly used)
             gpu.truncate(0);
-            assertAgrees(expected, gpu.prompt(TOKENS, 0, TOKENS.length), pool.greedyToken(), "prompt batches");
+            SequencePool.Next got = pool.prompt(gpu, TOKENS, 0, TOKENS.length, SequencePool.Readout.LOGITS);
+            assertAgrees(expected, got.logits(), got.greedyToken(), "prompt batches");
         }
     }
 

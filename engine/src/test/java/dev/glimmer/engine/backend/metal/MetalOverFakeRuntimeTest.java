@@ -1,9 +1,11 @@
 package dev.glimmer.engine.backend.metal;
 
 import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.SequenceSlots;
+import dev.glimmer.engine.backend.commandlist.CommandListPool;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
-import dev.glimmer.engine.backend.emulated.DecodeModels;
+import dev.glimmer.engine.backend.commandlist.DecodeModels;
 import dev.glimmer.kernels.ArgStruct;
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.KernelLibrary;
@@ -79,14 +81,14 @@ class MetalOverFakeRuntimeTest {
             assertEquals("Fake Apple M1", device.name());
             assertEquals("Fake Apple M1 (Apple7, INDIRECT_WITH_EMPTY_DISPATCHES)", device.describe());
             assertEquals(StepEncoder.Mode.INDIRECT_WITH_EMPTY_DISPATCHES, device.mode());
-            try (MetalDecoder.Sequence decoder = MetalDecoder.single(device, model, 8)) {
-                list = decoder.commandList();
+            try (CommandListPool pool = pool(device, model, 1, 8); SequencePool.Sequence decoder = pool.open()) {
+                list = pool.commandList();
                 prompt = DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), 8,
                         Geometry.PROMPT_TOKENS);
                 // a prompt of TOKENS (the prompt command list), then one decode step
-                float[] logits = decoder.forward(new int[] {5, 9}, 0, TOKENS);
+                float[] logits = pool.prompt(decoder, new int[] {5, 9}, 0, TOKENS, LOGITS).logits();
                 assertEquals(model.vocabSize(), logits.length);
-                assertEquals(model.vocabSize(), decoder.forward(new int[] {7}, 0, 1).length);
+                assertEquals(model.vocabSize(), pool.prompt(decoder, new int[] {7}, 0, 1, LOGITS).logits().length);
                 assertEquals(TOKENS + 1, decoder.position());
             }
         }
@@ -207,7 +209,7 @@ class MetalOverFakeRuntimeTest {
                     DecodeCommandListBuilder.build(shape, kvRows, Geometry.PROMPT_TOKENS),
                     DecodeCommandListBuilder.batch(shape, kvRows, 2), DecodeCommandListBuilder.batch(shape, kvRows, 4));
             CommandList decode = lists.get(0);
-            try (MetalDecoder pool = new MetalDecoder(device, model, capacity, slots)) {
+            try (CommandListPool pool = pool(device, model, slots, capacity)) {
                 List<String> log = fake.log();
                 assertEquals(lists.stream().map(l -> "newIndirectCommandBufferWithDescriptor:maxCommandCount:options:"
                         + " MTLIndirectCommandBufferDescriptor " + l.dispatches().size() + " 0").toList(),
@@ -228,7 +230,7 @@ class MetalOverFakeRuntimeTest {
                 long kvBytes = decode.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE)
                         .mapToLong(BufferSpec::bytes).sum();
                 assertEquals(kvBytes / slots, pool.bytesPerSequence());
-                assertEquals(pool.bytesPerSequence(), MetalDecoder.bytesPerSequence(model, capacity));
+                assertEquals(pool.bytesPerSequence(), CommandListPool.bytesPerSequence(model, capacity));
                 assertEquals(slots, pool.slots());
                 for (BufferSpec kv : decode.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE).toList()) {
                     long address = bound(fake, lists, 0, kv).address();
@@ -238,13 +240,14 @@ class MetalOverFakeRuntimeTest {
                 }
 
                 // Three sequences at positions 3, 1 and 2 (prompts through the prompt list and the decode list).
-                MetalDecoder.Sequence a = pool.open();
-                MetalDecoder.Sequence b = pool.open();
-                MetalDecoder.Sequence c = pool.open();
-                a.forward(new int[] {5, 9, 4}, 0, 3);
-                b.forward(new int[] {6}, 0, 1);
-                c.forward(new int[] {7, 8}, 0, 2);
-                assertEquals(List.of(0, capacity, 2 * capacity), List.of(a.kvRow(), b.kvRow(), c.kvRow()));
+                SequencePool.Sequence a = pool.open();
+                SequencePool.Sequence b = pool.open();
+                SequencePool.Sequence c = pool.open();
+                pool.prompt(a, new int[] {5, 9, 4}, 0, 3, LOGITS);
+                pool.prompt(b, new int[] {6}, 0, 1, LOGITS);
+                pool.prompt(c, new int[] {7, 8}, 0, 2, LOGITS);
+                assertEquals(List.of(0, capacity, 2 * capacity), List.of(kvRow(a, capacity), kvRow(b, capacity),
+                        kvRow(c, capacity)));
                 assertEquals(3, pool.inUse());
                 int runs = starting(fake.log(), "executeCommandsInBuffer").size();
                 SequencePool.Next[] next = pool.step(List.of(a, b, c), new int[] {11, 12, 13}, new SequencePool.Readout[] {LOGITS, GREEDY, LOGITS});
@@ -260,24 +263,24 @@ class MetalOverFakeRuntimeTest {
                 assertEquals(List.of(4, 2, 3), List.of(a.position(), b.position(), c.position()));
 
                 // All slots taken: a fifth is refused. Closing b frees its slot for the next sequence.
-                MetalDecoder.Sequence d = pool.open();
-                assertEquals(3 * capacity, d.kvRow());
-                assertEquals("all 4 sequences of the KV pool are in use",
+                SequencePool.Sequence d = pool.open();
+                assertEquals(3 * capacity, kvRow(d, capacity));
+                assertEquals("all 4 sequences of the pool are in use",
                         assertThrows(IllegalStateException.class, pool::open).getMessage());
                 b.close();
                 assertEquals(3, pool.inUse());
                 assertThrows(IllegalStateException.class, () -> pool.step(List.of(a, b), new int[] {1, 2}, new SequencePool.Readout[] {LOGITS, LOGITS}),
                         "a closed sequence");
-                MetalDecoder.Sequence e = pool.open();
-                assertEquals(capacity, e.kvRow(), "b's slot");
+                SequencePool.Sequence e = pool.open();
+                assertEquals(capacity, kvRow(e, capacity), "b's slot");
                 assertEquals(0, e.position());
                 assertThrows(IllegalArgumentException.class, () -> pool.step(List.of(a, a), new int[] {1, 2}, new SequencePool.Readout[] {LOGITS, LOGITS}));
                 pool.step(List.of(e, a), new int[] {14, 15}, new SequencePool.Readout[] {GREEDY, GREEDY});
                 assertEquals(List.of(List.of(14, 0, 1, capacity), List.of(15, 4, 5, 0)), stepRows(fake, lists, 2, stepArgs),
                         "two rows run the 2-row list");
-                e.forward(new int[] {16}, 0, 1);
+                pool.prompt(e, new int[] {16}, 0, 1, LOGITS);
                 assertEquals(List.of(List.of(16, 1, 2, capacity)), stepRows(fake, lists, 0, stepArgs), "one runs the decode step");
-                for (MetalDecoder.Sequence q : List.of(a, c, d, e)) {
+                for (SequencePool.Sequence q : List.of(a, c, d, e)) {
                     q.close();
                 }
                 assertEquals(0, pool.inUse());
@@ -297,7 +300,7 @@ class MetalOverFakeRuntimeTest {
     void aPoolThatCannotBeMadeReleasesEverything(String selector, int nth, MetalException.Step step) throws Throwable {
         FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", 7, null).withResidencySets().failing(selector, nth);
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0")); MetalDevice device = fake.openDevice()) {
-            MetalException e = assertThrows(MetalException.class, () -> new MetalDecoder(device, model, 8, 4));
+            MetalException e = assertThrows(MetalException.class, () -> pool(device, model, 4, 8));
             assertEquals(Optional.of(step), e.step(), e.getMessage());
         }
         assertTrue(fake.log().contains("FAILED " + selector + " (call " + nth + ")"), "the failure was injected");
@@ -352,9 +355,9 @@ class MetalOverFakeRuntimeTest {
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
              MetalDevice device = vm.openDevice()) {
             assertEquals(StepEncoder.Mode.DIRECT, device.mode());
-            try (MetalDecoder.Sequence decoder = MetalDecoder.single(device, model, 8)) {
-                n = decoder.commandList().dispatches().size();
-                decoder.forward(new int[] {5}, 0, 1);
+            try (CommandListPool pool = pool(device, model, 1, 8); SequencePool.Sequence decoder = pool.open()) {
+                n = pool.commandList().dispatches().size();
+                pool.prompt(decoder, new int[] {5}, 0, 1, LOGITS);
             }
         }
         List<String> log = vm.log();
@@ -449,8 +452,8 @@ class MetalOverFakeRuntimeTest {
              MetalDevice device = MetalDevice.open(fake.runtime(), true)) {
             assertEquals(StepEncoder.Mode.DIRECT, device.mode());
             assertEquals("Fake Apple M1 (Apple7, DIRECT, API validation on)", device.describe());
-            try (MetalDecoder.Sequence decoder = MetalDecoder.single(device, model, 8)) {
-                decoder.forward(new int[] {5}, 0, 1);
+            try (CommandListPool pool = pool(device, model, 1, 8); SequencePool.Sequence decoder = pool.open()) {
+                pool.prompt(decoder, new int[] {5}, 0, 1, LOGITS);
             }
         }
         List<String> log = fake.log();
@@ -465,7 +468,7 @@ class MetalOverFakeRuntimeTest {
     void aDispatchBeyondItsPipelinesLimitsFailsTheEncodingNamingTheKernel() throws Throwable {
         FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", 7, null).limiting("mla_attention", 192, 0);
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0")); MetalDevice device = fake.openDevice()) {
-            MetalException e = assertThrows(MetalException.class, () -> MetalDecoder.single(device, model, 8));
+            MetalException e = assertThrows(MetalException.class, () -> pool(device, model, 1, 8));
             assertEquals("encoding the command lists: kernel mla_attention is dispatched with 256 threads per threadgroup,"
                     + " but its pipeline allows at most 192 on this GPU", e.getMessage());
         }
@@ -474,7 +477,7 @@ class MetalOverFakeRuntimeTest {
 
         FakeObjcRuntime statics = FakeObjcRuntime.configure("Fake Apple M1", 7, null).limiting("argmax", 1024, 32_760);
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0")); MetalDevice device = statics.openDevice()) {
-            MetalException e = assertThrows(MetalException.class, () -> MetalDecoder.single(device, model, 8));
+            MetalException e = assertThrows(MetalException.class, () -> pool(device, model, 1, 8));
             assertTrue(e.getMessage().matches("encoding the command lists: kernel argmax needs \\d+ bytes of threadgroup"
                     + " memory \\(32760 of them static\\), but this GPU has 32768"), e.getMessage());
         }
@@ -503,12 +506,22 @@ class MetalOverFakeRuntimeTest {
         FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", 7, null).withResidencySets().failing(selector, nth);
         MetalException e = assertThrows(MetalException.class, () -> {
             try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0")); MetalDevice device = fake.openDevice();
-                 MetalDecoder.Sequence decoder = MetalDecoder.single(device, model, 8)) {
-                decoder.forward(new int[] {5}, 0, 1);
+                 CommandListPool pool = pool(device, model, 1, 8); SequencePool.Sequence decoder = pool.open()) {
+                pool.prompt(decoder, new int[] {5}, 0, 1, LOGITS);
             }
         });
         assertEquals(Optional.of(step), e.step(), e.getMessage());
         assertTrue(fake.log().contains("FAILED " + selector + " (call " + nth + ")"), "the failure was injected");
         assertClean(fake);
+    }
+
+    /** {@code slots} sequences of {@code capacity} positions of {@code model} on {@code device}, as MetalChoice makes them. */
+    private static CommandListPool pool(MetalDevice device, GlmModel model, int slots, int capacity) {
+        return new CommandListPool(model, new MetalIcbRunner(device, model), slots, capacity, Geometry.PROMPT_TOKENS);
+    }
+
+    /** The KV buffer row of {@code sequence}'s position 0: its slot's first. */
+    private static int kvRow(SequencePool.Sequence sequence, int capacity) {
+        return ((SequenceSlots.Slot) sequence).index() * capacity;
     }
 }

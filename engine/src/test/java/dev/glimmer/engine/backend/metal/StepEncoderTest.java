@@ -1,6 +1,6 @@
 package dev.glimmer.engine.backend.metal;
 
-import dev.glimmer.engine.backend.emulated.DecodeModels;
+import dev.glimmer.engine.backend.commandlist.DecodeModels;
 import dev.glimmer.engine.backend.metal.RecordingCalls.Call;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;

@@ -1,5 +1,7 @@
-package dev.glimmer.engine.backend;
+package dev.glimmer.engine.backend.choice;
 
+import dev.glimmer.engine.backend.BackendKind;
+import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.kv.KvCache;
@@ -33,13 +35,14 @@ class BackendsTest {
                     + System.getProperty("os.arch") + "; CUDA: " + CudaChoice.unavailable(), choice.reason());
             assertTrue(choice.selfTest().isEmpty());
             int[] prompt = Oracle.chatCase("tiny-q8_0").promptTokens();
-            try (TokenDecoder decoder = choice.open(64);
+            try (SequencePool pool = choice.pool(1, 64);
+                 SequencePool.Sequence sequence = pool.open();
                  KvCache cache = model.newCache(64, KvCacheType.DEFAULT)) {
                 float[] expected = new GlmForward(model, new CpuBackend(), GlmForward.DEFAULT_BATCH)
                         .forward(cache, prompt, 0, prompt.length, false).clone();
-                assertArrayEquals(expected, decoder.forward(prompt, 0, prompt.length));
-                assertEquals(prompt.length, decoder.position());
-                assertEquals(64, decoder.capacity());
+                assertArrayEquals(expected, pool.prompt(sequence, prompt, 0, prompt.length, SequencePool.Readout.LOGITS).logits());
+                assertEquals(prompt.length, sequence.position());
+                assertEquals(64, sequence.capacity());
             }
         }
     }

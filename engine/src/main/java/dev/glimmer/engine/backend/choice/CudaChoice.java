@@ -1,13 +1,17 @@
-package dev.glimmer.engine.backend;
+package dev.glimmer.engine.backend.choice;
 
 import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.backend.BackendKind;
+import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.SequencePools;
+import dev.glimmer.engine.backend.commandlist.CommandListPool;
+import dev.glimmer.engine.backend.commandlist.DecodeModels;
 import dev.glimmer.engine.backend.cuda.CudaDevice;
+import dev.glimmer.engine.backend.cuda.CudaGraphRunner;
 import dev.glimmer.engine.backend.cuda.CudaKernels;
-import dev.glimmer.engine.backend.cuda.CudaSequencePool;
-import dev.glimmer.engine.backend.cuda.CudaTokenDecoder;
 import dev.glimmer.engine.backend.cuda.CudaWeights;
-import dev.glimmer.engine.backend.emulated.DecodeModels;
 import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
 
 import java.io.PrintStream;
@@ -39,31 +43,40 @@ final class CudaChoice {
     static SelfTest.Report selfTest() {
         CudaDevice device = CudaDevice.probe().device()
                 .orElseThrow(() -> new InvalidInputException("--backend cuda: " + unavailable()));
-        return SelfTest.run("cuda on " + device.name(), CudaChoice::selfTestDecoder);
+        return SelfTest.run("cuda on " + device.name(), CudaChoice::selfTestPool);
     }
 
-    /** A decoder for one built-in self-test model: its own (tiny) weights on the device. */
-    private static GpuTokenDecoder selfTestDecoder(GlmModel model, int capacity) {
+    /** A pool of one sequence for one built-in self-test model: its own (tiny) weights on the device, freed with it. */
+    private static CommandListPool selfTestPool(GlmModel model, int capacity) {
         CudaDevice device = CudaDevice.probe().device().orElseThrow();
-        return CudaTokenDecoder.withOwnWeights(new CudaWeights(model, CudaKernels.load(device), bytes -> {
-        }), capacity);
+        CudaWeights weights = new CudaWeights(model, CudaKernels.load(device), bytes -> {
+        });
+        CudaGraphRunner runner;
+        try {
+            runner = new CudaGraphRunner(weights, true);
+        } catch (RuntimeException e) {
+            weights.close();
+            throw e;
+        }
+        return new CommandListPool(model, runner, 1, capacity, Geometry.PROMPT_TOKENS);
     }
 
     /**
      * @param explicit {@code --backend cuda} (no device is then an input error) rather than {@code auto}
      */
-    static BackendChoice choose(GlmModel model, boolean selfTest, boolean explicit, PrintStream log) {
+    static BackendChoice choose(GlmModel model, boolean selfTest, boolean explicit, Backends.CpuOptions cpu,
+                               PrintStream log) {
         Optional<CudaDevice> found = CudaDevice.probe().device();
         if (found.isEmpty()) {
             if (explicit) {
                 throw new InvalidInputException("--backend cuda: " + unavailable());
             }
-            return Backends.cpu(model, "auto: " + Backends.metalUnavailable() + "; CUDA: " + unavailable());
+            return Backends.cpu(model, cpu, "auto: " + Backends.metalUnavailable() + "; CUDA: " + unavailable());
         }
         try {
             DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), 1);
         } catch (RuntimeException e) {
-            return Backends.cpu(model, "the GPU decode step cannot run this model: " + e.getMessage());
+            return Backends.cpu(model, cpu, "the GPU decode step cannot run this model: " + e.getMessage());
         }
         CudaDevice device = found.get();
         String what = "CUDA on " + device.name();
@@ -71,14 +84,14 @@ final class CudaChoice {
         try {
             CudaKernels.load(device);
             if (selfTest) {
-                SelfTest.Report r = SelfTest.run("cuda", CudaChoice::selfTestDecoder);
+                SelfTest.Report r = SelfTest.run("cuda", CudaChoice::selfTestPool);
                 if (!r.passed()) {
-                    return Backends.cpu(model, what + " failed its self-test: " + r.firstFailure(), Optional.of(r));
+                    return Backends.cpu(model, cpu, what + " failed its self-test: " + r.firstFailure(), Optional.of(r));
                 }
                 report = Optional.of(r);
             }
         } catch (RuntimeException e) {
-            return Backends.cpu(model, what + " failed its self-test: " + e.getMessage());
+            return Backends.cpu(model, cpu, what + " failed its self-test: " + e.getMessage());
         }
         long total = model.file().mapping().byteSize();
         long[] next = {0};
@@ -92,31 +105,27 @@ final class CudaChoice {
                 }
             });
         } catch (RuntimeException e) {
-            return Backends.cpu(model, what + " could not take the weights: " + e.getMessage(), report);
+            return Backends.cpu(model, cpu, what + " could not take the weights: " + e.getMessage(), report);
         }
         return new BackendChoice(BackendKind.CUDA, what + (selfTest ? ", self-test passed" : ", self-test skipped"), report,
-                new BackendChoice.Decoders() {
-                    @Override
-                    public TokenDecoder open(int capacity) {
-                        return new CudaTokenDecoder(weights, capacity);
-                    }
-
+                new SequencePools() {
                     /** Sequences in one KV pool on the device, stepping together through the batch decode graphs. */
                     @Override
                     public SequencePool pool(int slots, int capacity) {
-                        return new CudaSequencePool(weights, slots, capacity);
+                        return new CommandListPool(model, new CudaGraphRunner(weights, false), slots, capacity,
+                                Geometry.PROMPT_TOKENS);
                     }
 
-                    /** A slot of the KV pool: a latent row per layer and position (activations belong to the pool). */
+                    /** A slot of the KV pool (activations belong to the pool). */
                     @Override
                     public long bytesPerSequence(int capacity) {
-                        return DecodeCommandListBuilder.kvBytes(DecodeModels.of(model.file(), model.config()).shape(), capacity);
+                        return CommandListPool.bytesPerSequence(model, capacity);
                     }
 
                     /** Free device memory, read after the weights' upload. */
                     @Override
-                    public Optional<BackendChoice.DeviceMemory> deviceMemory() {
-                        return Optional.of(new BackendChoice.DeviceMemory(device.name() + "'s free memory",
+                    public Optional<SequencePools.DeviceMemory> deviceMemory() {
+                        return Optional.of(new SequencePools.DeviceMemory(device.name() + "'s free memory",
                                 device.memoryFree(), true));
                     }
 

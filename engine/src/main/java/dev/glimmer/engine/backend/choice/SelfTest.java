@@ -1,7 +1,12 @@
-package dev.glimmer.engine.backend;
+package dev.glimmer.engine.backend.choice;
 
-import dev.glimmer.engine.backend.emulated.DecodeModels;
+import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.commandlist.LayerProbe;
+import dev.glimmer.engine.backend.commandlist.DecodeModels;
+import dev.glimmer.engine.backend.cpu.FloatActivationBackend;
+import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
+import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.synth.ModelSynthesizer;
 import dev.glimmer.engine.synth.SynthModel;
@@ -55,9 +60,12 @@ public final class SelfTest {
     static final List<Case> CASES = List.of(new Case(SynthWeightType.F32), new Case(SynthWeightType.F16),
             new Case(SynthWeightType.Q8_0), new Case(SynthWeightType.Q4_0));
 
-    /** Opens a GPU decoder of {@code capacity} positions for {@code model}. */
-    public interface GpuDecoders {
-        GpuTokenDecoder open(GlmModel model, int capacity);
+    /**
+     * Makes a GPU pool of one sequence of {@code capacity} positions for {@code model}; where it is a {@link LayerProbe},
+     * a failed decode step is traced to its first wrong layer.
+     */
+    public interface GpuPools {
+        SequencePool open(GlmModel model, int capacity);
     }
 
     /**
@@ -122,7 +130,7 @@ public final class SelfTest {
     }
 
     /** Runs every built-in case on {@code gpu} (called {@code backend} in the report). */
-    public static Report run(String backend, GpuDecoders gpu) {
+    public static Report run(String backend, GpuPools gpu) {
         List<Check> checks = new ArrayList<>();
         Set<String> kernels = new TreeSet<>();
         Path dir;
@@ -156,15 +164,18 @@ public final class SelfTest {
     }
 
     /** The decode steps of one case on the GPU and on the CPU. */
-    static Check decode(Case c, GlmModel model, GpuDecoders gpu) {
+    static Check decode(Case c, GlmModel model, GpuPools gpu) {
         double worst = 0;
         double worstLimit = 0;
         String where = "";
-        try (TokenDecoder cpu = new CpuDecoder(model, TOKENS.length, KvCacheType.GPU, new FloatActivationBackend());
-             GpuTokenDecoder g = gpu.open(model, TOKENS.length)) {
+        try (Reference cpu = new Reference(model, TOKENS.length);
+             SequencePool pool = gpu.open(model, TOKENS.length);
+             SequencePool.Sequence g = pool.open()) {
             for (int step = 0; step < TOKENS.length; step++) {
                 float[] expected = cpu.forward(TOKENS, step, 1).clone();
-                float[] got = g.forward(TOKENS, step, 1);
+                SequencePool.Next next = pool.step(List.of(g), new int[] {TOKENS[step]},
+                        new SequencePool.Readout[] {SequencePool.Readout.LOGITS})[0];
+                float[] got = next.logits();
                 double limit = TOLERANCE * range(expected);
                 int at = worstLogit(expected, got);
                 double error = difference(got[at], expected[at]);
@@ -174,11 +185,11 @@ public final class SelfTest {
                     where = "at step " + step + ", logit " + at + " (CPU " + expected[at] + ", GPU " + got[at] + ")";
                 }
                 if (error > limit) {
-                    String located = g instanceof PartialSteps p ? "; " + locate(model, p, step) : "";
+                    String located = pool instanceof LayerProbe p ? "; " + locate(model, p, g, step) : "";
                     return new Check(c.name() + " decode step", error, limit, "at step " + step + ", logit " + at
                             + " (CPU " + expected[at] + ", GPU " + got[at] + ")" + located, false);
                 }
-                int greedy = g.greedyToken();
+                int greedy = next.greedyToken();
                 if (greedy < 0 || greedy >= got.length || got[greedy] != max(got)) {
                     return new Check(c.name() + " argmax", error, limit, "at step " + step + ": the argmax dispatch chose "
                             + greedy + ", the largest GPU logit is " + max(got), false);
@@ -192,11 +203,13 @@ public final class SelfTest {
      * All the tokens as one prompt from position 0 on the GPU (its prompt command list, in one or more
      * batches) against the CPU's logits after them, and the argmax of the last token.
      */
-    static Check prompt(Case c, GlmModel model, GpuDecoders gpu) {
-        try (TokenDecoder cpu = new CpuDecoder(model, TOKENS.length, KvCacheType.GPU, new FloatActivationBackend());
-             GpuTokenDecoder g = gpu.open(model, TOKENS.length)) {
+    static Check prompt(Case c, GlmModel model, GpuPools gpu) {
+        try (Reference cpu = new Reference(model, TOKENS.length);
+             SequencePool pool = gpu.open(model, TOKENS.length);
+             SequencePool.Sequence g = pool.open()) {
             float[] expected = cpu.forward(TOKENS, 0, TOKENS.length).clone();
-            float[] got = g.forward(TOKENS, 0, TOKENS.length);
+            SequencePool.Next next = pool.prompt(g, TOKENS, 0, TOKENS.length, SequencePool.Readout.LOGITS);
+            float[] got = next.logits();
             double limit = TOLERANCE * range(expected);
             int at = worstLogit(expected, got);
             double error = difference(got[at], expected[at]);
@@ -205,12 +218,32 @@ public final class SelfTest {
             if (error > limit) {
                 return new Check(c.name() + " prompt", error, limit, where, false);
             }
-            int greedy = g.greedyToken();
+            int greedy = next.greedyToken();
             if (greedy < 0 || greedy >= got.length || got[greedy] != max(got)) {
                 return new Check(c.name() + " prompt argmax", error, limit, "after a prompt of " + TOKENS.length
                         + " tokens: the argmax dispatch chose " + greedy + ", the largest GPU logit is " + max(got), false);
             }
             return new Check(c.name() + " prompt", error, limit, where, true);
+        }
+    }
+
+    /** The CPU reference: the forward pass with the kernels' float activations over an F32 cache of its own. */
+    private static final class Reference implements AutoCloseable {
+        final GlmForward forward;
+        final KvCache cache;
+
+        Reference(GlmModel model, int capacity) {
+            this.forward = new GlmForward(model, new FloatActivationBackend(), GlmForward.DEFAULT_BATCH);
+            this.cache = model.newCache(capacity, KvCacheType.GPU);  // the GPU's cache type, so that only the kernels differ
+        }
+
+        float[] forward(int[] tokens, int from, int count) {
+            return forward.forward(cache, tokens, from, count, false);
+        }
+
+        @Override
+        public void close() {
+            cache.close();
         }
     }
 
@@ -233,7 +266,7 @@ public final class SelfTest {
      * leaves the CPU's at {@code step}: the GPU re-runs the step up to the end of each layer in turn.
      * Names that layer's kernels, or the output head's when every layer agrees.
      */
-    static String locate(GlmModel model, PartialSteps gpu, int step) {
+    static String locate(GlmModel model, LayerProbe gpu, SequencePool.Sequence sequence, int step) {
         CommandList list = gpu.commandList();
         Dispatch first = list.dispatches().getFirst();
         int xIndex = KernelLibrary.load().kernel(first.kernel()).params().stream()
@@ -251,7 +284,7 @@ public final class SelfTest {
                     end = i + 1;
                 }
             }
-            float[] got = gpu.partialStep(TOKENS[step], step, end, x.buffer(), x.offset(), width);
+            float[] got = gpu.partialStep(sequence, TOKENS[step], step, end, x.buffer(), x.offset(), width);
             double limit = TOLERANCE * maxAbs(expected[layer]);
             int at = 0;
             double error = 0;
@@ -274,8 +307,8 @@ public final class SelfTest {
     /** The CPU's residual stream after each layer, for the token at {@code step}. */
     private static float[][] residuals(GlmModel model, int step) {
         float[][] out = new float[model.config().layers()][];
-        try (CpuDecoder cpu = new CpuDecoder(model, step + 1, KvCacheType.GPU, new FloatActivationBackend())) {
-            cpu.forwardPass().setListener((name, layer, rows, width, values) -> {
+        try (Reference cpu = new Reference(model, step + 1)) {
+            cpu.forward.setListener((name, layer, rows, width, values) -> {
                 if (name.equals("l_out")) {
                     out[layer] = Arrays.copyOfRange(values, (rows - 1) * width, rows * width);
                 }

@@ -1,5 +1,8 @@
-package dev.glimmer.engine.backend;
+package dev.glimmer.engine.backend.choice;
 
+import dev.glimmer.engine.backend.BackendKind;
+import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.cpu.FloatActivationBackend;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
@@ -45,13 +48,14 @@ class CudaBackendTest {
                     assertTrue(choice.reason().endsWith("self-test passed"), choice.reason());
                     assertTrue(choice.selfTest().orElseThrow().passed());
                     int[] prompt = Oracle.chatCase(name).promptTokens();
-                    // two sequences at once on the shared weights, each with its own cache
-                    try (TokenDecoder first = choice.open(64); TokenDecoder second = choice.open(32);
+                    // two pools at once on the shared weights, each with its own KV pool
+                    try (SequencePool firstPool = choice.pool(1, 64); SequencePool secondPool = choice.pool(1, 32);
+                         SequencePool.Sequence first = firstPool.open(); SequencePool.Sequence second = secondPool.open();
                          KvCache cache = model.newCache(64, KvCacheType.GPU)) {
                         float[] expected = new GlmForward(model, new FloatActivationBackend(), GlmForward.DEFAULT_BATCH)
                                 .forward(cache, prompt, 0, prompt.length, false).clone();
-                        float[] got = first.forward(prompt, 0, prompt.length);
-                        second.forward(prompt, 0, 3);
+                        float[] got = firstPool.prompt(first, prompt, 0, prompt.length, SequencePool.Readout.LOGITS).logits();
+                        secondPool.prompt(second, prompt, 0, 3, SequencePool.Readout.LOGITS);
                         float lo = Float.POSITIVE_INFINITY;
                         float hi = Float.NEGATIVE_INFINITY;
                         for (float v : expected) {

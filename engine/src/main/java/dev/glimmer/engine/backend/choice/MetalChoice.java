@@ -1,10 +1,15 @@
-package dev.glimmer.engine.backend;
+package dev.glimmer.engine.backend.choice;
 
-import dev.glimmer.engine.backend.emulated.DecodeModels;
-import dev.glimmer.engine.backend.metal.MetalDecoder;
+import dev.glimmer.engine.backend.BackendKind;
+import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.SequencePools;
+import dev.glimmer.engine.backend.commandlist.CommandListPool;
+import dev.glimmer.engine.backend.commandlist.DecodeModels;
+import dev.glimmer.engine.backend.metal.MetalIcbRunner;
 import dev.glimmer.engine.backend.metal.MetalDevice;
 import dev.glimmer.engine.backend.metal.MetalException;
 import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
 
 import java.util.Optional;
@@ -39,67 +44,67 @@ final class MetalChoice {
         }
         String what = "metal on " + device.describe();
         try (device) {
-            return SelfTest.run(what, (m, capacity) -> MetalDecoder.single(device, m, capacity));
+            return SelfTest.run(what, (m, capacity) -> pool(device, m, 1, capacity));
         } catch (RuntimeException e) {
             return SelfTest.stopped(what, step(e, DECODING), detail(e));
         }
     }
 
-    static BackendChoice choose(GlmModel model, boolean selfTest) {
-        return choose(model, selfTest, MetalDevice::open);
+    /** {@code slots} sequences of {@code capacity} positions of {@code model} on {@code device}. */
+    private static CommandListPool pool(MetalDevice device, GlmModel model, int slots, int capacity) {
+        return new CommandListPool(model, new MetalIcbRunner(device, model), slots, capacity, Geometry.PROMPT_TOKENS);
     }
 
-    static BackendChoice choose(GlmModel model, boolean selfTest, Supplier<MetalDevice> open) {
+    static BackendChoice choose(GlmModel model, boolean selfTest, Backends.CpuOptions cpu) {
+        return choose(model, selfTest, cpu, MetalDevice::open);
+    }
+
+    static BackendChoice choose(GlmModel model, boolean selfTest, Backends.CpuOptions cpu, Supplier<MetalDevice> open) {
         try {
             DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), 1);
         } catch (RuntimeException e) {
-            return Backends.cpu(model, "the GPU decode step cannot run this model: " + e.getMessage());
+            return Backends.cpu(model, cpu, "the GPU decode step cannot run this model: " + e.getMessage());
         }
         MetalDevice device;
         try {
             device = open.get();
         } catch (RuntimeException e) {
-            return Backends.cpu(model, "Metal is not usable: " + oneLine(step(e, OPENING) + ": " + detail(e)));
+            return Backends.cpu(model, cpu, "Metal is not usable: " + oneLine(step(e, OPENING) + ": " + detail(e)));
         }
         String what = "Metal on " + device.describe();
         Optional<SelfTest.Report> report = Optional.empty();
         if (selfTest) {
             SelfTest.Report r;
             try {
-                r = SelfTest.run("metal", (m, capacity) -> MetalDecoder.single(device, m, capacity));
+                r = SelfTest.run("metal", (m, capacity) -> pool(device, m, 1, capacity));
             } catch (RuntimeException e) {
                 device.close();
-                return Backends.cpu(model, what + " failed its self-test: " + oneLine(step(e, DECODING) + ": " + detail(e)));
+                return Backends.cpu(model, cpu, what + " failed its self-test: " + oneLine(step(e, DECODING) + ": " + detail(e)));
             }
             if (!r.passed()) {
                 device.close();
-                return Backends.cpu(model, what + " failed its self-test: " + oneLine(r.firstFailure()), Optional.of(r));
+                return Backends.cpu(model, cpu, what + " failed its self-test: " + oneLine(r.firstFailure()), Optional.of(r));
             }
             report = Optional.of(r);
         }
         return new BackendChoice(BackendKind.METAL, what + (selfTest ? ", self-test passed" : ", self-test skipped"), report,
-                new BackendChoice.Decoders() {
-                    @Override
-                    public TokenDecoder open(int capacity) {
-                        return MetalDecoder.single(device, model, capacity);
-                    }
-
+                new SequencePools() {
                     /** Sequences in one KV pool, stepping together through the batch decode lists. */
                     @Override
                     public SequencePool pool(int slots, int capacity) {
-                        return new MetalDecoder(device, model, capacity, slots);
+                        return MetalChoice.pool(device, model, slots, capacity);
                     }
 
                     /** A slot of the KV pool (activations belong to the pool). */
                     @Override
                     public long bytesPerSequence(int capacity) {
-                        return MetalDecoder.bytesPerSequence(model, capacity);
+                        return CommandListPool.bytesPerSequence(model, capacity);
                     }
 
                     /** Metal's recommendedMaxWorkingSetSize: beyond it a command buffer may fail for memory. */
                     @Override
-                    public Optional<BackendChoice.DeviceMemory> deviceMemory() {
-                        return Optional.of(new BackendChoice.DeviceMemory(device.name()
+                    public Optional<SequencePools.DeviceMemory> deviceMemory() {
+                        return Optional.of(new SequencePools.DeviceMemory(device.name()
                                 + "'s recommendedMaxWorkingSetSize", device.recommendedMaxWorkingSetSize(), false));
                     }
 

@@ -1,6 +1,5 @@
-package dev.glimmer.engine.backend;
+package dev.glimmer.engine.backend.cpu;
 
-import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.model.Backend;
 import dev.glimmer.engine.model.WeightMatrix;

@@ -1,8 +1,16 @@
-package dev.glimmer.engine.backend;
+package dev.glimmer.engine.backend.choice;
 
+import dev.glimmer.engine.backend.BackendKind;
+import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.SequenceSlots;
+import dev.glimmer.engine.backend.commandlist.DecodeModels;
+import dev.glimmer.engine.backend.commandlist.LayerProbe;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
-import dev.glimmer.engine.backend.emulated.DecodeModels;
+import dev.glimmer.engine.backend.cpu.FloatActivationBackend;
+import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
+import dev.glimmer.engine.model.Backend;
+import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
 import dev.glimmer.kernels.decode.CommandList;
@@ -124,15 +132,40 @@ class SelfTestTest {
     }
 
     /**
-     * A CPU decoder posing as a GPU one: its logits are the CPU's (as {@link #logits} leaves them) and its
-     * "argmax dispatch" answers {@link #argmax} of their first maximum.
+     * The CPU's forward pass posing as a GPU pool of one sequence: its logits are the CPU's (as {@link #logits} leaves
+     * them) and its "argmax dispatch" answers {@link #argmax} of their first maximum.
      */
-    private abstract static class CpuPosingAsGpu implements GpuTokenDecoder {
-        final CpuDecoder cpu;
-        private int top;
+    private abstract static class CpuPosingAsGpu implements SequencePool {
+        final GlmModel model;
+        final GlmForward forward;
+        private final SequenceSlots slots;
+        private KvCache cache;
 
-        CpuPosingAsGpu(CpuDecoder cpu) {
-            this.cpu = cpu;
+        CpuPosingAsGpu(GlmModel model, int capacity, Backend backend) {
+            this.model = model;
+            this.forward = new GlmForward(model, backend, GlmForward.DEFAULT_BATCH);
+            this.slots = new SequenceSlots(1, capacity, freed -> cache.close());
+        }
+
+        // The self-test moves no KV rows.
+        @Override
+        public long bytesPerPosition() {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public String kvLayout() {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public void exportPrefix(Sequence sequence, int n, java.lang.foreign.MemorySegment into) {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public void importPrefix(Sequence sequence, java.lang.foreign.MemorySegment from, int n) {
+            throw new UnsupportedOperationException();
         }
 
         /** The logits this stand-in returns, from the CPU's (which it may change in place). */
@@ -146,46 +179,79 @@ class SelfTestTest {
         }
 
         @Override
-        public float[] forward(int[] tokens, int from, int count) {
-            float[] logits = logits(cpu.forward(tokens, from, count));
-            top = 0;
+        public Sequence open() {
+            SequenceSlots.Slot slot = slots.open();
+            cache = model.newCache(slots.capacity(), KvCacheType.GPU);
+            return slot;
+        }
+
+        @Override
+        public Next prompt(Sequence sequence, int[] tokens, int from, int count, Readout readout) {
+            SequenceSlots.Slot slot = slots.own(sequence);
+            float[] logits = logits(forward.forward(cache, tokens, from, count, false));
+            slot.advance(count);
+            int top = 0;
             for (int i = 1; i < logits.length; i++) {
                 if (logits[i] > logits[top]) {
                     top = i;
                 }
             }
-            return logits;
+            return new Next(logits, argmax(top));
         }
 
         @Override
-        public int greedyToken() {
-            return argmax(top);
+        public Launched launch(List<Sequence> sequences, int[] tokens, Readout[] readouts) {
+            Next next = prompt(sequences.getFirst(), tokens, 0, 1, readouts[0]);
+            return () -> new Next[] {next};
         }
 
         @Override
-        public int position() {
-            return cpu.position();
+        public float[] promptLogits(Sequence sequence, int[] tokens, int from, int count) {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public int slots() {
+            return 1;
         }
 
         @Override
         public int capacity() {
-            return cpu.capacity();
+            return slots.capacity();
         }
 
         @Override
-        public void truncate(int n) {
-            cpu.truncate(n);
+        public long bytesPerSequence() {
+            return 0;
+        }
+
+        @Override
+        public int inUse() {
+            return slots.inUse();
         }
 
         @Override
         public long bytes() {
-            return cpu.bytes();
+            return 0;
         }
 
         @Override
         public void close() {
-            cpu.close();
         }
+    }
+
+    /** Scales the output of layer {@code bad} by 1.1 (the pass goes on with it); shows layer {@code capture}'s in {@code into}. */
+    private static void breakLayer(GlmForward forward, int bad, float[][] into, int capture) {
+        forward.setListener((name, layer, rows, width, values) -> {
+            if (name.equals("l_out") && layer == bad) {
+                for (int i = 0; i < rows * width; i++) {
+                    values[i] *= 1.1f;
+                }
+            }
+            if (name.equals("l_out") && layer == capture) {
+                into[0] = Arrays.copyOfRange(values, (rows - 1) * width, rows * width);
+            }
+        });
     }
 
     /**
@@ -193,31 +259,15 @@ class SelfTestTest {
      * scaled by 1.1 (the pass goes on with it), as a GPU with a broken kernel in that layer would.
      * Partial steps re-run the pass from the start and show the residual after the last dispatch's layer.
      */
-    private static final class BrokenLayer extends CpuPosingAsGpu implements PartialSteps {
-        private final GlmModel model;
+    private static final class BrokenLayer extends CpuPosingAsGpu implements LayerProbe {
         private final int bad;
         private final CommandList list;
 
         BrokenLayer(GlmModel model, int capacity, int bad) {
-            super(broken(model, bad, capacity, null, -1));
-            this.model = model;
+            super(model, capacity, new FloatActivationBackend());
             this.bad = bad;
             this.list = DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), capacity);
-        }
-
-        private static CpuDecoder broken(GlmModel model, int bad, int capacity, float[][] capture, int captureLayer) {
-            CpuDecoder d = new CpuDecoder(model, capacity, KvCacheType.GPU, new FloatActivationBackend());
-            d.forwardPass().setListener((name, layer, rows, width, values) -> {
-                if (name.equals("l_out") && layer == bad) {
-                    for (int i = 0; i < rows * width; i++) {
-                        values[i] *= 1.1f;
-                    }
-                }
-                if (name.equals("l_out") && layer == captureLayer) {
-                    capture[0] = Arrays.copyOfRange(values, (rows - 1) * width, rows * width);
-                }
-            });
-            return d;
+            breakLayer(forward, bad, new float[1][], -1);
         }
 
         @Override
@@ -226,13 +276,16 @@ class SelfTestTest {
         }
 
         @Override
-        public float[] partialStep(int token, int position, int dispatches, int buffer, long offset, int count) {
+        public float[] partialStep(Sequence sequence, int token, int position, int dispatches, int buffer, long offset,
+                                   int count) {
             assertEquals(SelfTest.TOKENS[position], token);
             assertEquals(model.config().embedding(), count);
             float[][] capture = new float[1][];
-            try (CpuDecoder d = broken(model, bad, position + 1, capture, list.dispatches().get(dispatches - 1).layer())) {
+            GlmForward again = new GlmForward(model, new FloatActivationBackend(), 1);
+            breakLayer(again, bad, capture, list.dispatches().get(dispatches - 1).layer());
+            try (KvCache c = model.newCache(position + 1, KvCacheType.GPU)) {
                 for (int t = 0; t <= position; t++) {
-                    d.forward(SelfTest.TOKENS, t, 1);
+                    again.forward(c, SelfTest.TOKENS, t, 1, false);
                 }
             }
             return capture[0];
@@ -240,15 +293,15 @@ class SelfTestTest {
     }
 
     /**
-     * A CPU decoder posing as a GPU one; its "argmax dispatch" answers {@code argmax} of the true top
-     * token, and logit {@code nanAt} (unless -1) is NaN.
+     * The CPU posing as a GPU; its "argmax dispatch" answers {@code argmax} of the true top token, and logit
+     * {@code nanAt} (unless -1) is NaN.
      */
     private static final class CpuAsGpu extends CpuPosingAsGpu {
         private final IntUnaryOperator argmax;
         private final int nanAt;
 
         CpuAsGpu(GlmModel model, int capacity, IntUnaryOperator argmax, int nanAt) {
-            super(new CpuDecoder(model, capacity, KvCacheType.GPU, new CpuBackend()));
+            super(model, capacity, new CpuBackend());
             this.argmax = argmax;
             this.nanAt = nanAt;
         }

@@ -1,4 +1,4 @@
-package dev.glimmer.engine.backend.emulated;
+package dev.glimmer.engine.backend.commandlist;
 
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.gguf.GgufFile;

@@ -1,5 +1,7 @@
-package dev.glimmer.engine.backend;
+package dev.glimmer.engine.backend.choice;
 
+import dev.glimmer.engine.backend.BackendKind;
+import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.metal.FakeObjcRuntime;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
@@ -37,7 +39,7 @@ class MetalChoiceTest {
     void kernelsThatDoNotCompileLeaveTheCpuWithTheFirstLineAndTheSelfTestPrintsAll() throws Throwable {
         FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M2", 8, COMPILE_ERROR);
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
-             BackendChoice choice = MetalChoice.choose(model, true, fake::openDevice)) {
+             BackendChoice choice = MetalChoice.choose(model, true, Backends.CpuOptions.DEFAULT, fake::openDevice)) {
             assertEquals("cpu", choice.name());
             assertEquals("Metal is not usable: compiling the kernels: kernel mat_vec: matvec.metal:30:5: error: use of"
                     + " undeclared identifier 'oops' (3 more lines: ./glimmer selftest --backend metal prints them)",
@@ -59,7 +61,7 @@ class MetalChoiceTest {
                 + " Apple7 (M1) or later for their SIMD-group reductions (a macOS virtual machine's paravirtual GPU"
                 + " lacks them: run Glimmer on the Mac itself)";
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
-             BackendChoice choice = MetalChoice.choose(model, true, vm::openDevice)) {
+             BackendChoice choice = MetalChoice.choose(model, true, Backends.CpuOptions.DEFAULT, vm::openDevice)) {
             assertEquals("cpu", choice.name());
             assertEquals("Metal is not usable: " + reason, choice.reason());
         }
@@ -77,7 +79,7 @@ class MetalChoiceTest {
 
         FakeObjcRuntime again = FakeObjcRuntime.configure("Fake Apple M3", 9, null).failing("commandBuffer", 1);
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
-             BackendChoice choice = MetalChoice.choose(model, true, again::openDevice)) {
+             BackendChoice choice = MetalChoice.choose(model, true, Backends.CpuOptions.DEFAULT, again::openDevice)) {
             assertEquals("cpu", choice.name());
             assertEquals("Metal on Fake Apple M3 (Apple9, INDIRECT) failed its self-test: running a step on the GPU:"
                     + " computeCommandEncoder sent to nil", choice.reason());
@@ -90,7 +92,7 @@ class MetalChoiceTest {
     void wrongLogitsFailTheSelfTestAndTheCpuServesSayingWhichCheckFailed() throws Throwable {
         FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M1", 7, null);
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
-             BackendChoice choice = MetalChoice.choose(model, true, fake::openDevice)) {
+             BackendChoice choice = MetalChoice.choose(model, true, Backends.CpuOptions.DEFAULT, fake::openDevice)) {
             assertEquals("cpu", choice.name());
             assertTrue(choice.reason().startsWith("Metal on Fake Apple M1 (Apple7, INDIRECT_WITH_EMPTY_DISPATCHES) failed its"
                     + " self-test: FAIL tiny-f32 decode step: max |Δlogit| "), choice.reason());
@@ -101,19 +103,19 @@ class MetalChoiceTest {
 
         FakeObjcRuntime trusted = FakeObjcRuntime.configure("Fake Apple M1", 7, null);
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
-             BackendChoice choice = MetalChoice.choose(model, false, trusted::openDevice)) {
+             BackendChoice choice = MetalChoice.choose(model, false, Backends.CpuOptions.DEFAULT, trusted::openDevice)) {
             assertEquals("metal", choice.name());
             assertEquals("Metal on Fake Apple M1 (Apple7, INDIRECT_WITH_EMPTY_DISPATCHES), self-test skipped", choice.reason());
-            try (TokenDecoder decoder = choice.open(8)) {
-                assertEquals(model.vocabSize(), decoder.forward(new int[] {5}, 0, 1).length);
+            try (SequencePool pool = choice.pool(1, 8); SequencePool.Sequence sequence = pool.open()) {
+                assertEquals(model.vocabSize(), pool.prompt(sequence, new int[] {5}, 0, 1, LOGITS).logits().length);
             }
             // The server's pool: one KV pool whose slot is what the KV budget counts per conversation.
-            try (SequencePool pool = choice.decoders().pool(3, 8)) {
+            try (SequencePool pool = choice.pool(3, 8)) {
                 assertEquals(3, pool.slots());
-                assertEquals(choice.decoders().bytesPerSequence(8), pool.bytesPerSequence());
-                TokenDecoder a = pool.open();
-                TokenDecoder b = pool.open();
-                a.forward(new int[] {5, 6}, 0, 2);
+                assertEquals(choice.pools().bytesPerSequence(8), pool.bytesPerSequence());
+                SequencePool.Sequence a = pool.open();
+                SequencePool.Sequence b = pool.open();
+                pool.prompt(a, new int[] {5, 6}, 0, 2, LOGITS);
                 SequencePool.Next[] next = pool.step(List.of(a, b), new int[] {7, 8}, new SequencePool.Readout[] {LOGITS, GREEDY});
                 assertEquals(model.vocabSize(), next[0].logits().length);
                 assertEquals(List.of(3, 1), List.of(a.position(), b.position()));

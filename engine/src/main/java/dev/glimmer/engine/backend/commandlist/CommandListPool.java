@@ -1,0 +1,462 @@
+package dev.glimmer.engine.backend.commandlist;
+
+import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.backend.KernelTimings;
+import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.backend.SequenceSlots;
+import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.kernels.ArgStruct;
+import dev.glimmer.kernels.Geometry;
+import dev.glimmer.kernels.KernelLibrary;
+import dev.glimmer.kernels.decode.BufferSpec;
+import dev.glimmer.kernels.decode.CommandList;
+import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
+import dev.glimmer.kernels.decode.DecodeModel;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Optional;
+import java.util.stream.IntStream;
+
+/**
+ * The {@link SequencePool} of every device that runs the GPU command lists (CUDA, Metal, the kernel emulator), written
+ * once: the decode list, the prompt list and the batch decode lists ({@link Geometry#batchSizes}) of one model, bound
+ * once by the device's {@link ListRunner} over one KV pool in which slot i owns rows {@code i × capacity ..} of every
+ * layer's KV buffer ({@link SequenceSlots}). A run writes the list's {@code StepArgs} (token, position, KV length, the
+ * sequence's first KV row; one per row), runs the list and reads back only what the rows ask for: the argmax's greedy
+ * tokens, and logits where a row wants them. One token of one sequence runs the decode list, a prompt the prompt list
+ * a batch at a time, a decode step of several sequences the smallest batch list that holds them (one pass over the
+ * weights for all of them; more rows than the largest list: in turns of it).
+ *
+ * <p>The KV buffers' sizes, and so a row's bytes and element type, are the builder's ({@link BufferSpec.Kind#KV_CACHE});
+ * the pool only hands out row ranges. Not thread-safe: one caller at a time.
+ */
+public final class CommandListPool implements SequencePool, LayerProbe {
+
+    /** A command list and its binding on the device. */
+    private record Encoded(CommandList list, ListRunner.Bound bound) {
+        int activations() {
+            return list.buffer(BufferSpec.Kind.ACTIVATIONS);
+        }
+    }
+
+    private final ListRunner runner;
+    private final ArgStruct stepArgs = KernelLibrary.load().struct("StepArgs");
+    private final Encoded decode;
+    private final Encoded prompt;
+    /** Batch decode lists of 2, 4, 8, ... rows, up to the slots (none for a pool of one). */
+    private final List<Encoded> batches;
+    private final SequenceSlots slots;
+    private final int vocab;
+    /** Rows of the token embedding table: the token ids a run may hold. */
+    private final int embeddingRows;
+    /** Host memory the reads land in: every output row's logits, then their greedy tokens. */
+    private final MemorySegment readBack;
+    private final long tokensAt;
+    /** Each slot's logits as handed out, reused from run to run. */
+    private final float[][] logits;
+    /** The decode list's KV buffers (one per layer, or more), in list order: a slot's rows are a range of each. */
+    private final int[] kvBuffers;
+    /** Host memory KV rows go through on their way to and from the device ({@link #exportPrefix}); made when first needed. */
+    private MemorySegment staging;
+    private static final long STAGING_BYTES = 4L << 20;
+
+    /**
+     * {@code slots} sequences of {@code capacity} positions of {@code model} on {@code runner} (closed with this pool,
+     * also when this fails), prompts in batches of {@code promptTokens}.
+     *
+     * @throws InvalidInputException when the model's shape is one the GPU command lists do not handle
+     */
+    public CommandListPool(GlmModel model, ListRunner runner, int slots, int capacity, int promptTokens) {
+        this.runner = runner;
+        this.slots = new SequenceSlots(slots, capacity, freed -> { });
+        this.vocab = model.vocabSize();
+        this.embeddingRows = model.weights().tokenEmbedding().rows();
+        this.logits = new float[slots][];
+        List<Encoded> made = new ArrayList<>();
+        try {
+            List<CommandList> lists = lists(model, slots, capacity, promptTokens);
+            for (CommandList list : lists) {
+                made.add(new Encoded(list, runner.bind(list)));
+            }
+            int outputs = Math.max(1, made.getLast().list().outputs());
+            tokensAt = 4L * vocab * outputs;
+            readBack = runner.hostBuffer(Math.max(tokensAt + 4L * outputs, 4L * model.config().embedding()));
+        } catch (RuntimeException | OutOfMemoryError e) {
+            runner.close();
+            throw e;
+        }
+        this.decode = made.get(0);
+        this.prompt = made.get(1);
+        this.batches = List.copyOf(made.subList(2, made.size()));
+        List<BufferSpec> buffers = decode.list().buffers();
+        this.kvBuffers = IntStream.range(0, buffers.size())
+                .filter(i -> buffers.get(i).kind() == BufferSpec.Kind.KV_CACHE).toArray();
+    }
+
+    /** The decode list, the prompt list, then the batch lists. */
+    private static List<CommandList> lists(GlmModel model, int slots, int capacity, int promptTokens) {
+        try {
+            DecodeModel shape = DecodeModels.of(model.file(), model.config());
+            long kvRows = (long) slots * capacity;
+            List<CommandList> lists = new ArrayList<>();
+            lists.add(DecodeCommandListBuilder.build(shape, kvRows));
+            lists.add(DecodeCommandListBuilder.build(shape, kvRows, promptTokens));
+            for (int rows : Geometry.batchSizes(slots)) {
+                lists.add(DecodeCommandListBuilder.batch(shape, kvRows, rows));
+            }
+            return lists;
+        } catch (IllegalArgumentException e) {
+            throw new InvalidInputException(model.file().path().getFileName() + ": " + e.getMessage());
+        }
+    }
+
+    /** The KV bytes of one sequence of {@code capacity} positions, without making a pool: its rows of every layer. */
+    public static long bytesPerSequence(GlmModel model, int capacity) {
+        return kvBytes(DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), capacity));
+    }
+
+    private static long kvBytes(CommandList list) {
+        return list.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE).mapToLong(BufferSpec::bytes).sum();
+    }
+
+    @Override
+    public Sequence open() {
+        return slots.open();
+    }
+
+    @Override
+    public int slots() {
+        return slots.size();
+    }
+
+    @Override
+    public int capacity() {
+        return slots.capacity();
+    }
+
+    /** One slot's KV rows of every layer: what one more cached conversation costs. */
+    @Override
+    public long bytesPerSequence() {
+        return kvBytes(decode.list()) / slots.size();
+    }
+
+    @Override
+    public int inUse() {
+        return slots.inUse();
+    }
+
+    /** The KV pool, counted once, and every list's working buffers (the weights are the model's). */
+    @Override
+    public long bytes() {
+        long total = kvBytes(decode.list());
+        for (Encoded r : all()) {
+            total += r.list().buffers().stream()
+                    .filter(b -> b.kind() != BufferSpec.Kind.WEIGHTS && b.kind() != BufferSpec.Kind.KV_CACHE)
+                    .mapToLong(BufferSpec::bytes).sum();
+        }
+        return total;
+    }
+
+    private List<Encoded> all() {
+        List<Encoded> all = new ArrayList<>(List.of(decode, prompt));
+        all.addAll(batches);
+        return all;
+    }
+
+    /** Bytes of one KV row of buffer {@code buffer} (its bytes over the pool's rows: the builder's row size and type). */
+    private long rowBytes(int buffer) {
+        return decode.list().buffers().get(buffer).bytes() / ((long) slots.size() * slots.capacity());
+    }
+
+    @Override
+    public long bytesPerPosition() {
+        long total = 0;
+        for (int b : kvBuffers) {
+            total += rowBytes(b);
+        }
+        return total;
+    }
+
+    /** The command lists' KV buffers: their count and row bytes (the builder's choice of element type). */
+    @Override
+    public String kvLayout() {
+        StringBuilder layout = new StringBuilder("commandlist");
+        for (int b : kvBuffers) {
+            layout.append('-').append(rowBytes(b));
+        }
+        return layout.toString();
+    }
+
+    /** Buffer after buffer, the slot's range of rows, through the staging memory. */
+    @Override
+    public void exportPrefix(Sequence sequence, int n, MemorySegment into) {
+        SequenceSlots.Slot slot = slots.own(sequence);
+        if (n < 0 || n > slot.position()) {
+            throw new IllegalArgumentException("the sequence holds " + slot.position() + " positions, not " + n);
+        }
+        moveRows(slot, n, into, true);
+    }
+
+    @Override
+    public void importPrefix(Sequence sequence, MemorySegment from, int n) {
+        SequenceSlots.Slot slot = slots.own(sequence);
+        if (n < 0 || n > slots.capacity()) {
+            throw new IllegalArgumentException(n + " positions, not within 0 .. " + slots.capacity());
+        }
+        slot.truncate(0);
+        moveRows(slot, n, from, false);
+        slot.advance(n);
+    }
+
+    /** Copies {@code slot}'s first {@code n} rows of every KV buffer to ({@code out}) or from {@code host}. */
+    private void moveRows(SequenceSlots.Slot slot, int n, MemorySegment host, boolean out) {
+        if (host.byteSize() < n * bytesPerPosition()) {
+            throw new IllegalArgumentException(host.byteSize() + " bytes hold fewer than " + n + " positions of "
+                    + bytesPerPosition() + " bytes");
+        }
+        if (staging == null) {
+            staging = runner.hostBuffer(STAGING_BYTES);
+        }
+        long at = 0;
+        for (int b : kvBuffers) {
+            long rowBytes = rowBytes(b);
+            long first = kvRow(slot) * rowBytes;
+            long length = n * rowBytes;
+            for (long done = 0; done < length; ) {
+                long chunk = Math.min(STAGING_BYTES, length - done);
+                MemorySegment stage = staging.asSlice(0, chunk);
+                if (out) {
+                    decode.bound().read(b, first + done, stage);
+                    runner.finish();
+                    MemorySegment.copy(stage, 0, host, at + done, chunk);
+                } else {
+                    MemorySegment.copy(host, at + done, stage, 0, chunk);
+                    decode.bound().write(b, first + done, stage);
+                    runner.finish();
+                }
+                done += chunk;
+            }
+            at += length;
+        }
+    }
+
+    /** The decode step's command list. */
+    @Override
+    public CommandList commandList() {
+        return decode.list();
+    }
+
+    /** One token runs the decode list; more the prompt list, a batch at a time. */
+    @Override
+    public Next prompt(Sequence sequence, int[] tokens, int from, int count, Readout readout) {
+        SequenceSlots.Slot slot = slots.own(sequence);
+        SequenceSlots.checkRun(slot, tokens, from, count, embeddingRows);
+        if (count == 1) {
+            return launchRows(List.of(slot), new int[] {tokens[from]}, new Readout[] {readout}).results()[0];
+        }
+        int batch = prompt.list().tokens();
+        for (int done = 0; done < count; ) {
+            int n = Math.min(batch, count - done);
+            writeAndRun(prompt, CommandList.consecutive(tokens, from + done, n, slot.position(), kvRow(slot)));
+            done += n;
+            if (done == count) {
+                queueReads(prompt, 1, new Readout[] {readout});
+            }
+            runner.finish();
+            slot.advance(n);
+        }
+        return results(prompt, List.of(slot), new Readout[] {readout})[0];
+    }
+
+    /** Every position's logits, each token through the decode list (the prompt list computes the last one's only). */
+    @Override
+    public float[] promptLogits(Sequence sequence, int[] tokens, int from, int count) {
+        SequenceSlots.checkRun(slots.own(sequence), tokens, from, count, embeddingRows);
+        float[] out = new float[count * vocab];
+        for (int i = 0; i < count; i++) {
+            float[] row = prompt(sequence, tokens, from + i, 1, Readout.LOGITS).logits();
+            System.arraycopy(row, 0, out, i * vocab, vocab);
+        }
+        return out;
+    }
+
+    @Override
+    public Launched launch(List<Sequence> sequences, int[] tokens, Readout[] readouts) {
+        List<SequenceSlots.Slot> own = slots.own(sequences);
+        for (int i = 0; i < own.size(); i++) {
+            SequenceSlots.checkRun(own.get(i), tokens, i, 1, embeddingRows);
+        }
+        int max = maxRows();
+        if (own.size() <= max) {
+            return launchRows(own, tokens, readouts);
+        }
+        Next[] out = new Next[own.size()];
+        for (int first = 0; first < out.length; first += max) {
+            int rows = Math.min(max, out.length - first);
+            Next[] turn = launchRows(own.subList(first, first + rows), Arrays.copyOfRange(tokens, first, first + rows),
+                    Arrays.copyOfRange(readouts, first, first + rows)).results();
+            System.arraycopy(turn, 0, out, first, rows);
+        }
+        return () -> out;
+    }
+
+    /** Rows one list runs at most: the largest batch list's, or the decode list's one where the pool has no batch. */
+    private int maxRows() {
+        return batches.isEmpty() ? 1 : batches.getLast().list().tokens();
+    }
+
+    /** The decode list for one row, else the smallest batch list that holds {@code rows}. */
+    private Encoded listFor(int rows) {
+        return rows == 1 ? decode : batches.stream().filter(b -> b.list().tokens() >= rows).findFirst()
+                .orElseThrow(() -> new IllegalArgumentException("no batch list holds " + rows + " rows"));
+    }
+
+    /**
+     * Queues one step of {@code own} (at most {@link #maxRows}) and the reads of its results; the returned results wait
+     * for them.
+     */
+    private Launched launchRows(List<SequenceSlots.Slot> own, int[] tokens, Readout[] readouts) {
+        Encoded list = listFor(own.size());
+        writeAndRun(list, rows(own, tokens));
+        queueReads(list, own.size(), readouts);
+        return () -> {
+            runner.finish();
+            own.forEach(s -> s.advance(1));
+            return results(list, own, readouts);
+        };
+    }
+
+    private List<CommandList.StepRow> rows(List<SequenceSlots.Slot> own, int[] tokens) {
+        List<CommandList.StepRow> rows = new ArrayList<>(own.size());
+        for (int i = 0; i < own.size(); i++) {
+            rows.add(new CommandList.StepRow(tokens[i], own.get(i).position(), kvRow(own.get(i))));
+        }
+        return rows;
+    }
+
+    /** The KV buffer row of {@code slot}'s position 0. */
+    private int kvRow(SequenceSlots.Slot slot) {
+        return slot.index() * slots.capacity();
+    }
+
+    /** Writes the StepArgs of {@code rows} (the rest of the list's rows: none) and runs the whole list. */
+    private void writeAndRun(Encoded list, List<CommandList.StepRow> rows) {
+        list.bound().writeSteps(list.list().steps(stepArgs, rows));
+        list.bound().run(list.list().dispatches().size());
+    }
+
+    /** Queues the reads of the first {@code rows} output rows' greedy tokens, and of the logits of those that ask. */
+    private void queueReads(Encoded list, int rows, Readout[] readouts) {
+        list.bound().read(list.activations(), list.list().token(), readBack.asSlice(tokensAt, 4L * rows));
+        for (int i = 0; i < rows; i++) {
+            if (!readouts[i].greedy()) {
+                list.bound().read(list.activations(), list.list().logits() + 4L * vocab * i,
+                        readBack.asSlice(4L * vocab * i, 4L * vocab));
+            }
+        }
+    }
+
+    /** What each row asked for, after its reads are done; a greedy row whose token it bans gets its logits now. */
+    private Next[] results(Encoded list, List<SequenceSlots.Slot> own, Readout[] readouts) {
+        Next[] out = new Next[own.size()];
+        for (int i = 0; i < out.length; i++) {
+            int greedy = readBack.get(ValueLayout.JAVA_INT, tokensAt + 4L * i);
+            if (!readouts[i].greedy()) {
+                out[i] = new Next(logits(own.get(i), 4L * vocab * i), greedy);
+            } else if (readouts[i].takes(greedy)) {
+                out[i] = Next.greedy(greedy);
+            }
+        }
+        // the rare greedy row whose first maximum is a banned token: its logits (the read-back's first row is free now)
+        for (int i = 0; i < out.length; i++) {
+            if (out[i] == null) {
+                int greedy = readBack.get(ValueLayout.JAVA_INT, tokensAt + 4L * i);
+                list.bound().read(list.activations(), list.list().logits() + 4L * vocab * i, readBack.asSlice(0, 4L * vocab));
+                runner.finish();
+                out[i] = new Next(logits(own.get(i), 0), greedy);
+            }
+        }
+        return out;
+    }
+
+    /** The logits at {@code offset} of the read-back, in the array {@code slot} reuses. */
+    private float[] logits(SequenceSlots.Slot slot, long offset) {
+        float[] row = logits[slot.index()];
+        if (row == null) {
+            row = new float[vocab];
+            logits[slot.index()] = row;
+        }
+        MemorySegment.copy(readBack, ValueLayout.JAVA_FLOAT, offset, row, 0, vocab);
+        return row;
+    }
+
+    @Override
+    public float[] partialStep(Sequence sequence, int token, int at, int dispatches, int buffer, long offset, int count) {
+        SequenceSlots.Slot slot = slots.own(sequence);
+        if (at >= slot.position()) {
+            throw new IllegalArgumentException("position " + at + " has not been decoded yet");
+        }
+        decode.bound().writeSteps(decode.list().steps(stepArgs, List.of(new CommandList.StepRow(token, at, kvRow(slot)))));
+        decode.bound().run(Math.min(dispatches, decode.list().dispatches().size()));
+        MemorySegment into = readBack.asSlice(0, 4L * count);
+        decode.bound().read(buffer, offset, into);
+        runner.finish();
+        return into.toArray(ValueLayout.JAVA_FLOAT);
+    }
+
+    @Override
+    public Optional<KernelTimings> timings() {
+        return runner.profiler().map(Timings::new);
+    }
+
+    /** A step or a prompt batch of this pool, profiled by the device's profiler. */
+    private final class Timings implements KernelTimings {
+        private final ListRunner.Profiler profiler;
+
+        Timings(ListRunner.Profiler profiler) {
+            this.profiler = profiler;
+        }
+
+        @Override
+        public Profile profileStep(List<Sequence> sequences, int[] tokens) {
+            List<SequenceSlots.Slot> own = slots.own(sequences);
+            for (int i = 0; i < own.size(); i++) {
+                SequenceSlots.checkRun(own.get(i), tokens, i, 1, embeddingRows);
+            }
+            Encoded list = listFor(own.size());
+            list.bound().writeSteps(list.list().steps(stepArgs, rows(own, tokens)));
+            Profile p = profiler.byLeavingOut(list.bound(), own.size());
+            own.forEach(s -> s.advance(1));
+            return p;
+        }
+
+        @Override
+        public int promptBatch() {
+            return prompt.list().tokens();
+        }
+
+        @Override
+        public Profile profilePrompt(Sequence sequence, int[] tokens, int from, int count) {
+            if (count > promptBatch()) {
+                throw new IllegalArgumentException("a prompt batch holds at most " + promptBatch() + " tokens");
+            }
+            SequenceSlots.Slot slot = slots.own(sequence);
+            SequenceSlots.checkRun(slot, tokens, from, count, embeddingRows);
+            prompt.bound().writeSteps(prompt.list().steps(stepArgs,
+                    CommandList.consecutive(tokens, from, count, slot.position(), kvRow(slot))));
+            Profile p = profiler.byDispatch(prompt.bound(), count);
+            slot.advance(count);
+            return p;
+        }
+    }
+
+    /** Frees the runner: its lists' buffers and encodings (the sequences must be closed first). */
+    @Override
+    public void close() {
+        runner.close();
+    }
+}
