@@ -48,8 +48,8 @@ import java.util.stream.Collectors;
 @Command(name = "bench", description = "measure prompt processing and decode speed (tok/s), load time and memory",
         footer = """
                 pp: a prompt of N random token ids is run into an empty cache (on the CPU as one batch; on a GPU
-                through the backend's decoder, as the server runs it: CUDA runs prompts through its prompt
-                command list, batches of up to 256 tokens).
+                through the backend's pool, as the server runs it: prompts through its prompt command list, in
+                batches of up to 512 tokens).
                 tg: N tokens are decoded one at a time after --ctx positions of context (on a GPU as a greedy
                 request is served: only the chosen token is read back, not the logits). On the CPU those
                 positions are random cache rows rather than computed (the cost of attention depends only on
