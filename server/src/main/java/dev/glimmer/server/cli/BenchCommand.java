@@ -147,8 +147,9 @@ final class BenchCommand implements Subcommand {
         long loadStart = System.nanoTime();
         try (GlmModel model = GlmModel.open(file)) {
             int contextSize = Math.max(pp, depth + tg);
-            Backends.CpuOptions cpuOptions = new Backends.CpuOptions(threads, KvCacheType.DEFAULT,
-                    Math.max(1, Math.min(pp, GlmForward.DEFAULT_BATCH)));
+            // on the CPU a prompt is one batch of the forward pass, and so is a --batch step of all its conversations
+            int rows = Math.max(Math.min(pp, GlmForward.DEFAULT_BATCH), batches.stream().mapToInt(Integer::intValue).max().orElse(1));
+            Backends.CpuOptions cpuOptions = new Backends.CpuOptions(threads, KvCacheType.DEFAULT, Math.max(1, rows));
             BackendChoice choice = backends.choose(requested, model, cpuOptions);
             if (choice.kind() == BackendKind.CPU) {
                 model.file().populate(); // as the server does: part of the load
