@@ -48,7 +48,7 @@ public final class GlimmerApp implements AutoCloseable {
         return new GlimmerApp(config, environment, Backends::choose);
     }
 
-    /** A server whose backend comes from {@code backends} rather than {@code --backend} (tests: a GPU-style decoder without a GPU). */
+    /** A server whose backend comes from {@code backends} rather than {@code --backend} (tests: a GPU-style pool without a GPU). */
     static GlimmerApp start(ServerConfig config, Map<String, String> environment, BackendChooser backends) {
         return new GlimmerApp(config, environment, backends);
     }

@@ -82,6 +82,22 @@ public class SequencePoolTest {
             assertEquals("sequence 1 appears twice in one step", assertThrows(IllegalArgumentException.class,
                     () -> pool.step(List.of(a, a), new int[] {1, 1}, new SequencePool.Readout[] {LOGITS, LOGITS})).getMessage());
 
+            // a pool whose batch holds one row steps two sequences in two turns, each as it steps alone
+            try (SequencePool narrow = new CpuSequencePool(model, new CpuBackend(), 2, 8, KvCacheType.F32, 1);
+                 SequencePool.Sequence x = narrow.open(); SequencePool.Sequence y = narrow.open();
+                 SequencePool.Sequence alone = other.open()) {
+                narrow.prompt(x, prompt, 0, 1, LOGITS);
+                narrow.prompt(y, prompt, 1, 1, LOGITS);
+                SequencePool.Next[] turns = narrow.step(List.of(x, y), new int[] {prompt[1], prompt[2]},
+                        new SequencePool.Readout[] {LOGITS, LOGITS});
+                other.prompt(alone, prompt, 0, 1, LOGITS);
+                assertArrayEquals(other.prompt(alone, prompt, 1, 1, LOGITS).logits(), turns[0].logits());
+                alone.truncate(0);
+                other.prompt(alone, prompt, 1, 1, LOGITS);
+                assertArrayEquals(other.prompt(alone, prompt, 2, 1, LOGITS).logits(), turns[1].logits());
+                assertEquals(List.of(2, 2), List.of(x.position(), y.position()));
+            }
+
             a.close();
             a.close();
             assertEquals(1, pool.inUse(), "a sequence closed twice is counted once");

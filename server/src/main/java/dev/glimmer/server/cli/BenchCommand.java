@@ -48,8 +48,8 @@ import java.util.stream.Collectors;
 @Command(name = "bench", description = "measure prompt processing and decode speed (tok/s), load time and memory",
         footer = """
                 pp: a prompt of N random token ids is run into an empty cache (on the CPU as one batch; on a GPU
-                through the backend's decoder, as the server runs it: CUDA runs prompts through its prompt
-                command list, batches of up to 256 tokens).
+                through the backend's pool, as the server runs it: prompts through its prompt command list, in
+                batches of up to 512 tokens).
                 tg: N tokens are decoded one at a time after --ctx positions of context (on a GPU as a greedy
                 request is served: only the chosen token is read back, not the logits). On the CPU those
                 positions are random cache rows rather than computed (the cost of attention depends only on
@@ -147,8 +147,9 @@ final class BenchCommand implements Subcommand {
         long loadStart = System.nanoTime();
         try (GlmModel model = GlmModel.open(file)) {
             int contextSize = Math.max(pp, depth + tg);
-            Backends.CpuOptions cpuOptions = new Backends.CpuOptions(threads, KvCacheType.DEFAULT,
-                    Math.max(1, Math.min(pp, GlmForward.DEFAULT_BATCH)));
+            // on the CPU a prompt is one batch of the forward pass, and so is a --batch step of all its conversations
+            int rows = Math.max(Math.min(pp, GlmForward.DEFAULT_BATCH), batches.stream().mapToInt(Integer::intValue).max().orElse(1));
+            Backends.CpuOptions cpuOptions = new Backends.CpuOptions(threads, KvCacheType.DEFAULT, Math.max(1, rows));
             BackendChoice choice = backends.choose(requested, model, cpuOptions);
             if (choice.kind() == BackendKind.CPU) {
                 model.file().populate(); // as the server does: part of the load

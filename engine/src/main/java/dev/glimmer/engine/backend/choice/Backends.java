@@ -28,8 +28,8 @@ public final class Backends {
     }
 
     /**
-     * How the CPU computes where it is chosen: its worker threads, its KV cache type, and the tokens of a prompt
-     * computed together at most.
+     * How the CPU computes where it is chosen: its worker threads, its KV cache type, and the rows one forward pass
+     * computes together at most (tokens of a prompt, or sequences of a decode step; more run in turns).
      */
     public record CpuOptions(int threads, KvCacheType cacheType, int promptBatch) {
         /** One thread per physical core, the default cache type, prompts in batches of {@link GlmForward#DEFAULT_BATCH}. */

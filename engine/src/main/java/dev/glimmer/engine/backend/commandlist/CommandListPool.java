@@ -82,7 +82,7 @@ public final class CommandListPool implements SequencePool, LayerProbe {
             for (CommandList list : lists) {
                 made.add(new Encoded(list, runner.bind(list)));
             }
-            int outputs = Math.max(1, made.getLast().list().outputs());
+            int outputs = made.stream().mapToInt(e -> e.list().outputs()).max().orElseThrow();
             tokensAt = 4L * vocab * outputs;
             readBack = runner.hostBuffer(Math.max(tokensAt + 4L * outputs, 4L * model.config().embedding()));
         } catch (RuntimeException | OutOfMemoryError e) {

@@ -33,8 +33,8 @@ public final class CpuSequencePool implements SequencePool {
     private final KvCache[] caches;
 
     /**
-     * @param promptBatch tokens of a prompt computed together at most (the forward pass's scratch is sized for them,
-     *                    or for {@code slots} rows of a decode step where those are more)
+     * @param promptBatch tokens computed together at most: of a prompt, or rows of a decode step (more run in turns);
+     *                    the forward pass's scratch is sized for them
      */
     public CpuSequencePool(GlmModel model, Backend backend, int slots, int capacity, KvCacheType cacheType, int promptBatch) {
         this.model = model;
@@ -42,7 +42,7 @@ public final class CpuSequencePool implements SequencePool {
         this.cacheType = cacheType;
         this.slots = new SequenceSlots(slots, capacity, this::free);
         this.caches = new KvCache[slots];
-        this.forward = new GlmForward(model, backend, Math.max(promptBatch, slots));
+        this.forward = new GlmForward(model, backend, promptBatch);
     }
 
     /** The backend the forward pass computes with (its profile and kernels, for {@code bench}). */
@@ -152,21 +152,23 @@ public final class CpuSequencePool implements SequencePool {
         return logits;
     }
 
-    /** The step is done when this returns; every row gets its logits. */
+    /** The step is done when this returns (more rows than a batch: in turns of one); every row gets its logits. */
     @Override
     public Launched launch(List<Sequence> sequences, int[] tokens, Readout[] readouts) {
         List<SequenceSlots.Slot> own = slots.own(sequences);
-        int n = own.size();
-        KvCache[] kv = new KvCache[n];
-        for (int i = 0; i < n; i++) {
-            kv[i] = cache(own.get(i));
-        }
-        float[] logits = forward.decode(kv, tokens, n);
         int vocab = model.vocabSize();
-        Next[] next = new Next[n];
-        for (int i = 0; i < n; i++) {
-            own.get(i).advance(1);
-            next[i] = withGreedy(Arrays.copyOfRange(logits, i * vocab, (i + 1) * vocab));
+        Next[] next = new Next[own.size()];
+        for (int first = 0; first < next.length; first += forward.maxBatch()) {
+            int n = Math.min(forward.maxBatch(), next.length - first);
+            KvCache[] kv = new KvCache[n];
+            for (int i = 0; i < n; i++) {
+                kv[i] = cache(own.get(first + i));
+            }
+            float[] logits = forward.decode(kv, Arrays.copyOfRange(tokens, first, first + n), n);
+            for (int i = 0; i < n; i++) {
+                own.get(first + i).advance(1);
+                next[first + i] = withGreedy(Arrays.copyOfRange(logits, i * vocab, (i + 1) * vocab));
+            }
         }
         return () -> next;
     }

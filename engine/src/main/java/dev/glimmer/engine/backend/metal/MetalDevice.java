@@ -17,7 +17,7 @@ import static dev.glimmer.engine.backend.metal.MetalMethods.*;
 
 /**
  * The system's Metal device with a command queue and a compute pipeline for every kernel,
- * compiled from the kernel sources at start-up. Shared by all decoders of a process; owns every
+ * compiled from the kernel sources at start-up. Shared by all pools of a process; owns every
  * Objective-C object it creates and releases them on close, and on every failure while opening.
  *
  * <p>Devices below the Apple7 GPU family (A14/M1) are refused: the kernels need SIMD-group
