@@ -21,7 +21,7 @@ ROOT="$(dirname "$KIT")"
 ORACLE="$ROOT/engine/src/test/resources/oracle"
 MODEL=/tmp/glm-full-q4_0.gguf
 GPU_TESTS=(dev.glimmer.engine.backend.cuda.CudaKernelTest dev.glimmer.engine.backend.cuda.CudaDecodeTest dev.glimmer.engine.backend.cuda.CudaPromptTest
-    dev.glimmer.engine.backend.CudaBackendTest dev.glimmer.engine.backend.CudaTruncateTest
+    dev.glimmer.engine.backend.choice.CudaBackendTest dev.glimmer.engine.backend.choice.CudaTruncateTest
     dev.glimmer.engine.backend.cuda.CudaBatchDecodeTest)
 
 die() {

@@ -125,10 +125,16 @@ public class SequencePoolTest {
     @ParameterizedTest
     @ValueSource(strings = {"cpu", "emulated"})
     void aCopiedOrImportedPrefixContinuesAsTheSequenceThatComputedIt(String backend) throws IOException {
+        try (GlmModel model = GlmModel.open(Oracle.model(MODEL))) {
+            copiedOrImportedPrefixContinues(slots -> pool(backend, model, slots, CAPACITY));
+        }
+    }
+
+    /** The check of {@link #aCopiedOrImportedPrefixContinuesAsTheSequenceThatComputedIt} on pools of {@link #MODEL} from {@code open}. */
+    public static void copiedOrImportedPrefixContinues(IntFunction<SequencePool> open) {
         int[] prompt = Arrays.copyOf(Oracle.chatCase(MODEL).promptTokens(), 8);
-        try (GlmModel model = GlmModel.open(Oracle.model(MODEL));
-             SequencePool pool = pool(backend, model, 2, CAPACITY);
-             SequencePool restarted = pool(backend, model, 2, CAPACITY);
+        try (SequencePool pool = open.apply(2);
+             SequencePool restarted = open.apply(2);
              Arena arena = Arena.ofConfined()) {
             assertEquals(pool.kvLayout(), restarted.kvLayout());
             assertTrue(pool.bytesPerPosition() * CAPACITY <= pool.bytesPerSequence(), pool.bytesPerPosition() + " bytes");

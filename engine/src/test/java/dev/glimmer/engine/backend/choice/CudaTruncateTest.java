@@ -39,6 +39,15 @@ class CudaTruncateTest {
         }
     }
 
+    /** Prefix sharing and the RAM/disk tiers on CUDA: KV rows copied between slots, read out and written back. */
+    @Test
+    void aCopiedOrImportedPrefixContinuesAsTheSequenceThatComputedIt() throws IOException {
+        try (GlmModel model = GlmModel.open(Oracle.model(SequencePoolTest.MODEL));
+             BackendChoice choice = Backends.choose(BackendKind.CUDA, model, false, Backends.CpuOptions.DEFAULT)) {
+            SequencePoolTest.copiedOrImportedPrefixContinues(slots -> choice.pool(slots, 16));
+        }
+    }
+
     @Test
     void theBackendReportsItsDeviceMemoryAndASequenceItsKernelTimes() throws IOException {
         try (GlmModel model = GlmModel.open(Oracle.model(SequencePoolTest.MODEL));
