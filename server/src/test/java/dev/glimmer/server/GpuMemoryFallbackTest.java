@@ -11,6 +11,7 @@ import org.junit.jupiter.api.Test;
 
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import static io.restassured.RestAssured.given;
 import static org.hamcrest.Matchers.equalTo;
@@ -30,7 +31,9 @@ class GpuMemoryFallbackTest {
      * which the server falls back to, is the real one.
      */
     private static BackendChooser posing(Optional<SequencePools.DeviceMemory> memory, boolean poolFails) {
-        return (requested, model, cpu) -> requested == BackendKind.CPU ? Backends.choose(BackendKind.CPU, model, cpu)
+        AtomicBoolean chosen = new AtomicBoolean();
+        // the server's first choice is the posing GPU; the one it falls back to, the real CPU
+        return (requested, model, cpu) -> chosen.getAndSet(true) ? Backends.choose(BackendKind.CPU, model, cpu)
                 : new BackendChoice(BackendKind.EMULATED, "a GPU", Optional.empty(),
                         new PosingPools(EmulatorRunner.pools(model), memory, poolFails));
     }

@@ -27,6 +27,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  */
 class NonStreamingDisconnectTest {
     static final int MAX_TOKENS = 1000;
+    /**
+     * How soon a long answer is probed in the tests of one (HeldJsonResponse's {@code glimmer.http.probe-after-ms}):
+     * the tiny model answers 1,000 tokens within a second on a quiet machine, sooner than the default 2 s.
+     */
+    static final String PROBE_AFTER_MS = "glimmer.http.probe-after-ms";
     static GlimmerApp app;
 
     @BeforeAll
@@ -61,6 +66,15 @@ class NonStreamingDisconnectTest {
     @ParameterizedTest
     @MethodSource("longGenerations")
     void aClientThatHangsUpStopsItsGeneration(String path, Map<String, Object> request) throws Exception {
+        System.setProperty(PROBE_AFTER_MS, "50");
+        try {
+            hangUpDuring(path, request);
+        } finally {
+            System.clearProperty(PROBE_AFTER_MS);
+        }
+    }
+
+    private static void hangUpDuring(String path, Map<String, Object> request) throws Exception {
         double cancelledBefore = metric("glimmer_requests_cancelled_total");
         double generatedBefore = metric("glimmer_tokens_predicted_total");
         byte[] body = new ObjectMapper().writeValueAsBytes(request);
@@ -117,6 +131,15 @@ class NonStreamingDisconnectTest {
      */
     @Test
     void aClientThatStaysThroughALongAnswerGetsAnOrdinaryJsonBody() throws Exception {
+        System.setProperty(PROBE_AFTER_MS, "50");
+        try {
+            stayThroughALongAnswer();
+        } finally {
+            System.clearProperty(PROBE_AFTER_MS);
+        }
+    }
+
+    private static void stayThroughALongAnswer() throws Exception {
         int tokens = 32;
         String body = completion(tokens);
         while (!body.startsWith(" ") && tokens < MAX_TOKENS) {

@@ -10,7 +10,7 @@ import java.nio.charset.StandardCharsets;
 /**
  * A non-streaming JSON response whose body takes a while to compute (a generation). Helidon tells a
  * handler that its client left only when a write fails, so once the answer has taken longer than
- * {@link #PROBE_AFTER_NANOS} {@link #keepAlive()} writes a space (JSON allows whitespace before a value:
+ * {@link #PROBE_AFTER_PROPERTY} (2 s) {@link #keepAlive()} writes a space (JSON allows whitespace before a value:
  * clients parse the body as usual), at most one per {@link #PROBE_EVERY_NANOS}, and a failed write
  * throws {@link ClientGoneException}, which stops the generation. A quick answer is never probed: its
  * body starts with its JSON, and a client that leaves it is noticed at the latest when it is sent.
@@ -21,8 +21,12 @@ import java.nio.charset.StandardCharsets;
  * it the status is 200, and a failure is reported as an error object (in the route's {@link ErrorShape}) in the body.
  */
 public final class HeldJsonResponse {
-    /** An answer that ends sooner goes out as plain JSON: most non-streamed answers of a small model, and every error. */
-    static final long PROBE_AFTER_NANOS = 2_000_000_000L;
+    /**
+     * An answer that ends sooner goes out as plain JSON: most non-streamed answers of a small model, and every error.
+     * The system property {@code glimmer.http.probe-after-ms} sets it (2,000 by default), read for each response: a
+     * tiny model answers a thousand tokens within a second, so tests of a long answer probe sooner.
+     */
+    static final String PROBE_AFTER_PROPERTY = "glimmer.http.probe-after-ms";
     /** Between two spaces at least this: a gone client is noticed within about two of them. */
     static final long PROBE_EVERY_NANOS = 500_000_000L;
     private static final byte[] SPACE = {' '};
@@ -30,6 +34,9 @@ public final class HeldJsonResponse {
     private final ServerResponse res;
     private final ErrorShape errorShape;
     private final long opened = System.nanoTime();
+    private final long probeAfterNanos = Long.getLong(PROBE_AFTER_PROPERTY, 2_000L) * 1_000_000L;
+    /** Spaces come at most every {@link #PROBE_EVERY_NANOS}, more often only where the first comes sooner. */
+    private final long probeEveryNanos = Math.min(PROBE_EVERY_NANOS, probeAfterNanos);
     private long lastProbe;
     private OutputStream out;
     private boolean gone;
@@ -49,12 +56,12 @@ public final class HeldJsonResponse {
     }
 
     /**
-     * Writes one space when the answer has been computed for longer than {@link #PROBE_AFTER_NANOS} and the last one
+     * Writes one space when the answer has been computed for longer than {@link #PROBE_AFTER_PROPERTY} (2 s) and the last one
      * is {@link #PROBE_EVERY_NANOS} old; throws {@link ClientGoneException} when the client has left.
      */
     public synchronized void keepAlive() {
         long now = System.nanoTime();
-        if (now - opened < PROBE_AFTER_NANOS || out != null && now - lastProbe < PROBE_EVERY_NANOS) {
+        if (now - opened < probeAfterNanos || out != null && now - lastProbe < probeEveryNanos) {
             return;
         }
         if (out == null) {
