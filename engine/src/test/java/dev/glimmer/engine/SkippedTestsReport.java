@@ -1,19 +1,18 @@
 package dev.glimmer.engine;
 
-import org.junit.platform.engine.TestExecutionResult;
-import org.junit.platform.engine.support.descriptor.MethodSource;
-import org.junit.platform.launcher.TestExecutionListener;
-import org.junit.platform.launcher.TestIdentifier;
-import org.junit.platform.launcher.TestPlan;
-
-import java.io.FileOutputStream;
 import java.io.FileDescriptor;
+import java.io.FileOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import org.junit.platform.engine.TestExecutionResult;
+import org.junit.platform.engine.support.descriptor.MethodSource;
+import org.junit.platform.launcher.TestExecutionListener;
+import org.junit.platform.launcher.TestIdentifier;
+import org.junit.platform.launcher.TestPlan;
 
 /**
  * Says on the console why tests were skipped (the GPU tests without a CUDA device): one line per
@@ -33,15 +32,24 @@ public final class SkippedTestsReport implements TestExecutionListener {
     @Override
     public void executionFinished(TestIdentifier test, TestExecutionResult result) {
         if (result.getStatus() == TestExecutionResult.Status.ABORTED) {
-            add(test, result.getThrowable().map(Throwable::getMessage).orElse("aborted").replaceFirst("^Assumption failed: ", ""));
+            add(
+                    test,
+                    result.getThrowable()
+                            .map(Throwable::getMessage)
+                            .orElse("aborted")
+                            .replaceFirst("^Assumption failed: ", ""));
         }
     }
 
     private synchronized void add(TestIdentifier test, String reason) {
-        String name = test.getSource().filter(MethodSource.class::isInstance).map(MethodSource.class::cast)
+        String name = test.getSource()
+                .filter(MethodSource.class::isInstance)
+                .map(MethodSource.class::cast)
                 .map(m -> m.getClassName().substring(m.getClassName().lastIndexOf('.') + 1) + "." + m.getMethodName())
                 .orElse(test.getDisplayName());
-        testsByReason.computeIfAbsent(String.valueOf(reason), r -> new ArrayList<>()).add(name);
+        testsByReason
+                .computeIfAbsent(String.valueOf(reason), r -> new ArrayList<>())
+                .add(name);
     }
 
     @Override

@@ -194,9 +194,11 @@ public final class Geometry {
 
     private static void checkTile(int rows, int tokens) {
         int threads = MM_SIMDGROUPS * SIMD_WIDTH;
-        if (rows * (MM_DEPTH / CHUNK) % threads != 0 || tokens * (MM_DEPTH / 8) % threads != 0
+        if (rows * (MM_DEPTH / CHUNK) % threads != 0
+                || tokens * (MM_DEPTH / 8) % threads != 0
                 || (rows / MM_SIMDGROUP_ROWS) * (tokens / MM_SIMDGROUP_TOKENS) != MM_SIMDGROUPS
-                || rows % MM_SIMDGROUP_ROWS != 0 || tokens % MM_SIMDGROUP_TOKENS != 0
+                || rows % MM_SIMDGROUP_ROWS != 0
+                || tokens % MM_SIMDGROUP_TOKENS != 0
                 || 4 * mmMemoryFloats(rows, tokens) > MAX_THREADGROUP_MEMORY) {
             throw new AssertionError("a prompt tile of " + rows + " rows x " + tokens + " tokens x " + MM_DEPTH
                     + " values does not split into whole chunks and activation runs for its " + threads
@@ -207,18 +209,21 @@ public final class Geometry {
     static {
         // mla_flash_attention: its softmax gives each query row 8 threads; each SIMD-group owns whole 16-value tiles
         // of every step of the weighted sums
-        if (FA_QUERIES % 16 != 0 || FA_QUERIES * 8 != FA_SIMDGROUPS * SIMD_WIDTH || FA_DEPTH % 16 != 0
-                || FA_KEYS % 16 != 0 || FA_VALUES % (16 * FA_SIMDGROUPS) != 0 || FA_MAX_LATENT % FA_VALUES != 0
+        if (FA_QUERIES % 16 != 0
+                || FA_QUERIES * 8 != FA_SIMDGROUPS * SIMD_WIDTH
+                || FA_DEPTH % 16 != 0
+                || FA_KEYS % 16 != 0
+                || FA_VALUES % (16 * FA_SIMDGROUPS) != 0
+                || FA_MAX_LATENT % FA_VALUES != 0
                 || FA_QUERIES * (FA_DEPTH / 4) % (FA_SIMDGROUPS * SIMD_WIDTH) != 0
                 || FA_KEYS * (FA_DEPTH / 4) % (FA_SIMDGROUPS * SIMD_WIDTH) != 0
                 || FA_KEYS / 2 * (FA_VALUES / 4) % (FA_SIMDGROUPS * SIMD_WIDTH) != 0
-                || FA_QUERIES % WIDE_SIMDGROUPS != 0) {   // mla_flash_merge: a SIMD-group per query row
+                || FA_QUERIES % WIDE_SIMDGROUPS != 0) { // mla_flash_merge: a SIMD-group per query row
             throw new AssertionError("mla_flash_attention's geometry does not fit its tiles");
         }
     }
 
-    private Geometry() {
-    }
+    private Geometry() {}
 
     /**
      * SIMD-groups per row set (the kernels' {@code split} argument) of a mat-vec dispatch over {@code rows}

@@ -17,7 +17,13 @@ import java.util.Map;
 public final class KernelLibrary {
 
     /** The kernel files, helpers first. */
-    public static final List<String> FILES = List.of("common.metal", "matvec.metal", "moe.metal", "attention.metal", "token.metal", "tiles.metal",
+    public static final List<String> FILES = List.of(
+            "common.metal",
+            "matvec.metal",
+            "moe.metal",
+            "attention.metal",
+            "token.metal",
+            "tiles.metal",
             "prompt.metal");
 
     private static final String ROOT = "/dev/glimmer/kernels/";
@@ -39,8 +45,7 @@ public final class KernelLibrary {
     }
 
     /** A .metal file by name and its text. */
-    public record SourceFile(String name, String text) {
-    }
+    public record SourceFile(String name, String text) {}
 
     /** The project's kernels. */
     public static KernelLibrary load() {
@@ -83,12 +88,16 @@ public final class KernelLibrary {
     }
 
     public KernelSignature kernel(String name) {
-        return kernels.stream().filter(k -> k.name().equals(name)).findFirst()
+        return kernels.stream()
+                .filter(k -> k.name().equals(name))
+                .findFirst()
                 .orElseThrow(() -> new IllegalArgumentException("no kernel named " + name));
     }
 
     public ArgStruct struct(String name) {
-        return structs.stream().filter(s -> s.name().equals(name)).findFirst()
+        return structs.stream()
+                .filter(s -> s.name().equals(name))
+                .findFirst()
                 .orElseThrow(() -> new IllegalArgumentException("no argument struct named " + name));
     }
 
@@ -101,7 +110,11 @@ public final class KernelLibrary {
         Map<String, Integer> defines = new LinkedHashMap<>(Geometry.defines());
         defines.putAll(WeightFormat.defines());
         for (Map.Entry<String, Integer> d : defines.entrySet()) {
-            sb.append("#define ").append(d.getKey()).append(' ').append(d.getValue()).append('\n');
+            sb.append("#define ")
+                    .append(d.getKey())
+                    .append(' ')
+                    .append(d.getValue())
+                    .append('\n');
         }
         for (SourceFile f : files) {
             sb.append("#line 1 \"").append(f.name()).append("\"\n").append(f.text());

@@ -7,20 +7,16 @@ package dev.glimmer.kernels;
 public record KernelParam(String type, String name, Binding binding) {
 
     /** Where a parameter's value comes from. */
-    public sealed interface Binding permits Buffer, ThreadgroupMemory, Builtin {
-    }
+    public sealed interface Binding permits Buffer, ThreadgroupMemory, Builtin {}
 
     /** {@code [[buffer(index)]]}: a device or constant buffer binding. */
-    public record Buffer(int index) implements Binding {
-    }
+    public record Buffer(int index) implements Binding {}
 
     /** {@code TG_MEM(index)}: threadgroup memory whose length the dispatch sets. */
-    public record ThreadgroupMemory(int index) implements Binding {
-    }
+    public record ThreadgroupMemory(int index) implements Binding {}
 
     /** An attribute builtin such as {@code threadgroup_position_in_grid}. */
-    public record Builtin(String attribute) implements Binding {
-    }
+    public record Builtin(String attribute) implements Binding {}
 
     /** Whether the parameter is a reference ({@code constant Args & a}) rather than a pointer. */
     public boolean isReference() {

@@ -18,8 +18,7 @@ public final class KernelParser {
     private static final Pattern STRUCT = Pattern.compile("\\bstruct\\s+(\\w+Args)\\s*\\{([^}]*)\\}\\s*;");
     private static final Pattern FIELD = Pattern.compile("\\s*(\\w+)\\s+(\\w+)\\s*");
 
-    private KernelParser() {
-    }
+    private KernelParser() {}
 
     /** Every {@code kernel void NAME(...)} in {@code source}, in order. */
     public static List<KernelSignature> kernels(String source) {
@@ -105,7 +104,8 @@ public final class KernelParser {
             binding = new KernelParam.ThreadgroupMemory(Integer.parseInt(p.group(5)));
         } else if (p.group(3).equals("buffer")) {
             if (p.group(4) == null) {
-                throw new IllegalArgumentException("kernel " + kernel + ": parameter " + name + " has [[buffer]] without an index");
+                throw new IllegalArgumentException(
+                        "kernel " + kernel + ": parameter " + name + " has [[buffer]] without an index");
             }
             binding = new KernelParam.Buffer(Integer.parseInt(p.group(4)));
         } else {

@@ -1,36 +1,36 @@
 package dev.glimmer.kernels;
 
-import dev.glimmer.kernels.emulator.Emulator;
-import dev.glimmer.kernels.emulator.EmulatorException;
-import dev.glimmer.kernels.emulator.FiberOrder;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
-
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.util.Arrays;
-import java.util.List;
-import java.util.Map;
-
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.glimmer.kernels.emulator.Emulator;
+import dev.glimmer.kernels.emulator.EmulatorException;
+import dev.glimmer.kernels.emulator.FiberOrder;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
 /** The emulator's collectives, barriers, schedules and failure reports, on the test kernels of mechanics.metal. */
 class EmulatorMechanicsTest {
 
-    private static final List<FiberOrder> ORDERS = List.of(FiberOrder.inOrder(), FiberOrder.reversed(),
-            FiberOrder.shuffled(1), FiberOrder.shuffled(2));
+    private static final List<FiberOrder> ORDERS =
+            List.of(FiberOrder.inOrder(), FiberOrder.reversed(), FiberOrder.shuffled(1), FiberOrder.shuffled(2));
 
     private static Emulator emulator;
 
     @BeforeAll
     static void build() {
-        KernelLibrary library = KernelLibrary.load().with(List.of(
-                new KernelLibrary.SourceFile("mechanics.metal", KernelLibrary.resource("/dev/glimmer/kernels/mechanics.metal"))));
+        KernelLibrary library = KernelLibrary.load()
+                .with(List.of(new KernelLibrary.SourceFile(
+                        "mechanics.metal", KernelLibrary.resource("/dev/glimmer/kernels/mechanics.metal"))));
         emulator = Emulator.load(library);
     }
 
@@ -42,8 +42,13 @@ class EmulatorMechanicsTest {
     private static float[] run(String kernel, int threads, int groups, int[] memory, FiberOrder order) {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment out = arena.allocate(4L * 8 * threads * groups);
-            emulator.dispatch(kernel, List.of(args(arena, threads, 0.5f), out), memory, Size3.of(groups),
-                    Size3.of(threads), order);
+            emulator.dispatch(
+                    kernel,
+                    List.of(args(arena, threads, 0.5f), out),
+                    memory,
+                    Size3.of(groups),
+                    Size3.of(threads),
+                    order);
             return out.toArray(ValueLayout.JAVA_FLOAT);
         }
     }
@@ -92,15 +97,16 @@ class EmulatorMechanicsTest {
         float[] inOrder = run("mech_race", 64, 1, new int[] {64 * 4}, FiberOrder.inOrder());
         float[] reversed = run("mech_race", 64, 1, new int[] {64 * 4}, FiberOrder.reversed());
         assertFalse(Arrays.equals(inOrder, reversed), "a race must give different results in different schedules");
-        // in order, the last thread reads thread 0's value (written) but thread 0 reads thread 1's (not yet written: NaN)
+        // in order, the last thread reads thread 0's value (written) but thread 0 reads thread 1's (not yet written:
+        // NaN)
         assertTrue(Float.isNaN(inOrder[0]));
     }
 
     // The failure tests share their form; each names its own kernel, fiber order and expected diagnosis.
     @Test
     void partialCollectiveIsReportedNotHung() {
-        EmulatorException e = assertThrows(EmulatorException.class,
-                () -> run("mech_partial_collective", 32, 2, new int[0], FiberOrder.inOrder()));
+        EmulatorException e = assertThrows(
+                EmulatorException.class, () -> run("mech_partial_collective", 32, 2, new int[0], FiberOrder.inOrder()));
         String m = e.getMessage();
         assertTrue(m.contains("kernel mech_partial_collective, threadgroup (0,0,0)"), m);
         assertTrue(m.contains("threads 0-15 wait at simd_sum (mechanics.metal:"), m);
@@ -109,8 +115,8 @@ class EmulatorMechanicsTest {
 
     @Test
     void skippedBarrierIsReported() {
-        EmulatorException e = assertThrows(EmulatorException.class,
-                () -> run("mech_skipped_barrier", 64, 1, new int[0], FiberOrder.shuffled(7)));
+        EmulatorException e = assertThrows(
+                EmulatorException.class, () -> run("mech_skipped_barrier", 64, 1, new int[0], FiberOrder.shuffled(7)));
         String m = e.getMessage();
         assertTrue(m.contains("kernel mech_skipped_barrier"), m);
         assertTrue(m.contains("thread 0 finished"), m);
@@ -119,8 +125,8 @@ class EmulatorMechanicsTest {
 
     @Test
     void divergentCollectivesAreReported() {
-        EmulatorException e = assertThrows(EmulatorException.class,
-                () -> run("mech_diverged", 32, 1, new int[0], FiberOrder.inOrder()));
+        EmulatorException e = assertThrows(
+                EmulatorException.class, () -> run("mech_diverged", 32, 1, new int[0], FiberOrder.inOrder()));
         String m = e.getMessage();
         assertTrue(m.contains("SIMD-group 0 diverged: lane 1 reached simd_max"), m);
         assertTrue(m.contains("other lanes wait at simd_sum"), m);
@@ -157,7 +163,8 @@ class EmulatorMechanicsTest {
 
     @Test
     void aMatrixOperationOfPartOfASimdGroupIsReported() {
-        EmulatorException e = assertThrows(EmulatorException.class,
+        EmulatorException e = assertThrows(
+                EmulatorException.class,
                 () -> run("mech_partial_matrix", 32, 1, new int[] {128}, FiberOrder.inOrder()));
         String m = e.getMessage();
         assertTrue(m.contains("threads 0-15 wait at simdgroup_load (mechanics.metal:"), m);

@@ -1,15 +1,14 @@
 package dev.glimmer.kernels;
 
-import dev.glimmer.kernels.emulator.Emulator;
-import dev.glimmer.kernels.emulator.EmulatorBuild;
-import org.junit.jupiter.api.Test;
-
-import java.util.ArrayList;
-import java.util.List;
-
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.glimmer.kernels.emulator.Emulator;
+import dev.glimmer.kernels.emulator.EmulatorBuild;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
 
 /** Every .metal file compiles with clang-19 against the emulator prelude, with warnings as errors. */
 class SyntaxCheckTest {
@@ -26,8 +25,8 @@ class SyntaxCheckTest {
 
     @Test
     void aBrokenFileIsReportedWithItsName() {
-        KernelLibrary.SourceFile broken = new KernelLibrary.SourceFile("broken.metal",
-                "kernel void k(device float * x [[buffer(0)]]) {\n    x[0] = undefined_thing;\n}\n");
+        KernelLibrary.SourceFile broken = new KernelLibrary.SourceFile(
+                "broken.metal", "kernel void k(device float * x [[buffer(0)]]) {\n    x[0] = undefined_thing;\n}\n");
         String errors = EmulatorBuild.syntaxCheck(List.of(), broken, Emulator.BUILD_DIRECTORY);
         assertNotNull(errors);
         assertTrue(errors.contains("broken.metal:2"), errors);

@@ -9,7 +9,6 @@ import dev.glimmer.server.inference.ModelHost;
 import dev.glimmer.server.inference.Scheduler;
 import dev.glimmer.server.inference.ServedModel;
 import dev.glimmer.server.metrics.ServerMetrics;
-
 import java.io.IOException;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -56,10 +55,13 @@ public final class GlimmerApp implements AutoCloseable {
     private void load() {
         try {
             boolean demo = config.model().isEmpty();
-            Path path = demo ? DemoModel.ensure(environment, host::progress) : config.model().get();
+            Path path = demo
+                    ? DemoModel.ensure(environment, host::progress)
+                    : config.model().get();
             if (demo) {
                 LOG.warning("no --model given: serving the DEMO model " + path + " (tiny, RANDOM weights: its output is"
-                        + " gibberish, " + DemoModel.MAX_TOKENS + " tokens per answer unless asked for more, no thinking"
+                        + " gibberish, " + DemoModel.MAX_TOKENS
+                        + " tokens per answer unless asked for more, no thinking"
                         + " unless asked; pass --model F"
                         + " for a real model)");
             }
@@ -105,8 +107,8 @@ public final class GlimmerApp implements AutoCloseable {
             return true;
         }
         Scheduler scheduler = ready.model().scheduler();
-        LOG.info("draining: new requests get 503; waiting up to " + grace.toSeconds() + " s for "
-                + scheduler.admitted() + " accepted requests to finish");
+        LOG.info("draining: new requests get 503; waiting up to " + grace.toSeconds() + " s for " + scheduler.admitted()
+                + " accepted requests to finish");
         long deadline = System.nanoTime() + grace.toNanos();
         while (scheduler.admitted() > 0 && System.nanoTime() < deadline) {
             Thread.sleep(DRAIN_POLL.toMillis());

@@ -22,7 +22,6 @@ import dev.glimmer.server.routes.TokenizerRoutes;
 import dev.glimmer.server.routes.WebChatRoutes;
 import io.helidon.webserver.WebServer;
 import io.helidon.webserver.http.HttpRouting;
-
 import java.io.IOException;
 import java.net.BindException;
 import java.net.InetSocketAddress;
@@ -84,13 +83,18 @@ public final class GlimmerServer implements AutoCloseable {
                 return;
             }
             String requested = req.context().get(REQUESTED_PATH, String.class).orElse(path);
-            throw ApiException.notFound("no route " + req.prologue().method().text() + " " + requested
-                    + " (see README.md: API)", null, "not_found");
+            throw ApiException.notFound(
+                    "no route " + req.prologue().method().text() + " " + requested + " (see README.md: API)",
+                    null,
+                    "not_found");
         });
         routing.error(ApiException.class, (req, res, e) -> ErrorResponses.send(req, res, e));
-        routing.error(UnavailableException.class, (req, res, e) -> ErrorResponses.send(req, res,
-                ApiException.unavailable(e.getMessage(), e.retryAfterSeconds())));
-        routing.error(InvalidInputException.class,
+        routing.error(
+                UnavailableException.class,
+                (req, res, e) ->
+                        ErrorResponses.send(req, res, ApiException.unavailable(e.getMessage(), e.retryAfterSeconds())));
+        routing.error(
+                InvalidInputException.class,
                 (req, res, e) -> ErrorResponses.send(req, res, ApiException.badRequest(e.getMessage(), null)));
         routing.error(Exception.class, (req, res, e) -> {
             LOG.log(Level.SEVERE, "internal error on " + req.path().path(), e);
@@ -122,9 +126,10 @@ public final class GlimmerServer implements AutoCloseable {
             probe.setReuseAddress(true);
             probe.bind(new InetSocketAddress(host, port));
         } catch (IOException e) {
-            String why = e instanceof BindException && String.valueOf(e.getMessage()).contains("in use")
-                    ? "the port is already in use (another server?); choose another with --port"
-                    : String.valueOf(e.getMessage());
+            String why =
+                    e instanceof BindException && String.valueOf(e.getMessage()).contains("in use")
+                            ? "the port is already in use (another server?); choose another with --port"
+                            : String.valueOf(e.getMessage());
             throw new InvalidInputException(cannotListen(host, port, why));
         }
     }

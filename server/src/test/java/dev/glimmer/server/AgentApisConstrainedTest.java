@@ -1,5 +1,16 @@
 package dev.glimmer.server;
 
+import static dev.glimmer.server.ConstrainedOutputTest.ALARM;
+import static dev.glimmer.server.ConstrainedOutputTest.JSON;
+import static dev.glimmer.server.ConstrainedOutputTest.SCHEMAS;
+import static dev.glimmer.server.ConstrainedOutputTest.WEATHER;
+import static dev.glimmer.server.ConstrainedOutputTest.assertValid;
+import static dev.glimmer.server.ConstrainedOutputTest.schema;
+import static io.restassured.RestAssured.given;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.anthropic.helpers.MessageAccumulator;
 import com.anthropic.models.messages.ContentBlock;
 import com.anthropic.models.messages.Message;
@@ -28,24 +39,12 @@ import com.openai.models.responses.ResponseTextConfig;
 import com.openai.models.responses.ToolChoiceFunction;
 import com.openai.models.responses.ToolChoiceOptions;
 import io.restassured.path.json.JsonPath;
+import java.util.List;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
-
-import java.util.List;
-import java.util.Map;
-
-import static dev.glimmer.server.ConstrainedOutputTest.ALARM;
-import static dev.glimmer.server.ConstrainedOutputTest.JSON;
-import static dev.glimmer.server.ConstrainedOutputTest.SCHEMAS;
-import static dev.glimmer.server.ConstrainedOutputTest.WEATHER;
-import static dev.glimmer.server.ConstrainedOutputTest.assertValid;
-import static dev.glimmer.server.ConstrainedOutputTest.schema;
-import static io.restassured.RestAssured.given;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * Constrained decoding through the agent APIs: the Responses API's {@code text.format} and forced
@@ -57,30 +56,49 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  */
 class AgentApisConstrainedTest {
     static final int SEEDS = 3;
+
     @RegisterExtension
     static final SdkServer server = new SdkServer(Map.of(), "none");
 
     // ---- Responses API ----
 
     static ResponseCreateParams.Builder respond(boolean thinking, long seed) {
-        ResponseCreateParams.Builder b = ResponseCreateParams.builder().model("m").input("Describe a fox in JSON.")
-                .temperature(1.0).maxOutputTokens(64).putAdditionalBodyProperty("seed", JsonValue.from(seed));
-        return thinking ? b : b.reasoning(Reasoning.builder().effort(ReasoningEffort.NONE).build());
+        ResponseCreateParams.Builder b = ResponseCreateParams.builder()
+                .model("m")
+                .input("Describe a fox in JSON.")
+                .temperature(1.0)
+                .maxOutputTokens(64)
+                .putAdditionalBodyProperty("seed", JsonValue.from(seed));
+        return thinking
+                ? b
+                : b.reasoning(Reasoning.builder().effort(ReasoningEffort.NONE).build());
     }
 
     static ResponseTextConfig textFormat(JsonNode schema) {
         ResponseFormatTextJsonSchemaConfig.Schema.Builder s = ResponseFormatTextJsonSchemaConfig.Schema.builder();
-        schema.properties().forEach(e -> s.putAdditionalProperty(e.getKey(), JsonValue.from(JSON.convertValue(
-                e.getValue(), Object.class))));
-        return ResponseTextConfig.builder().format(ResponseFormatTextJsonSchemaConfig.builder().name("answer")
-                .schema(s.build()).strict(true).build()).build();
+        schema.properties()
+                .forEach(e -> s.putAdditionalProperty(
+                        e.getKey(), JsonValue.from(JSON.convertValue(e.getValue(), Object.class))));
+        return ResponseTextConfig.builder()
+                .format(ResponseFormatTextJsonSchemaConfig.builder()
+                        .name("answer")
+                        .schema(s.build())
+                        .strict(true)
+                        .build())
+                .build();
     }
 
     static FunctionTool functionTool(String name, String parameters) {
         FunctionTool.Parameters.Builder p = FunctionTool.Parameters.builder();
-        schema(parameters).properties().forEach(e -> p.putAdditionalProperty(e.getKey(),
-                JsonValue.from(JSON.convertValue(e.getValue(), Object.class))));
-        return FunctionTool.builder().name(name).parameters(p.build()).strict(false).build();
+        schema(parameters)
+                .properties()
+                .forEach(e -> p.putAdditionalProperty(
+                        e.getKey(), JsonValue.from(JSON.convertValue(e.getValue(), Object.class))));
+        return FunctionTool.builder()
+                .name(name)
+                .parameters(p.build())
+                .strict(false)
+                .build();
     }
 
     @Test
@@ -88,7 +106,9 @@ class AgentApisConstrainedTest {
         for (String s : SCHEMAS) {
             JsonNode schema = schema(s);
             for (long seed = 0; seed < SEEDS; seed++) {
-                Response r = server.openai().responses().create(respond(false, seed).text(textFormat(schema)).build());
+                Response r = server.openai()
+                        .responses()
+                        .create(respond(false, seed).text(textFormat(schema)).build());
                 assertEquals(ResponseStatus.COMPLETED, r.status().orElseThrow(), s);
                 assertValid(schema, ResponsesApiTest.text(r));
             }
@@ -99,7 +119,9 @@ class AgentApisConstrainedTest {
     void afterReasoningTheTextIsValid() {
         JsonNode schema = schema(SCHEMAS.getFirst());
         for (long seed = 0; seed < SEEDS; seed++) {
-            Response r = server.openai().responses().create(respond(true, seed).text(textFormat(schema)).build());
+            Response r = server.openai()
+                    .responses()
+                    .create(respond(true, seed).text(textFormat(schema)).build());
             assertTrue(r.output().stream().anyMatch(ResponseOutputItem::isReasoning), "the model thought first");
             assertValid(schema, ResponsesApiTest.text(r));
         }
@@ -108,8 +130,13 @@ class AgentApisConstrainedTest {
     @Test
     void textFormatJsonObjectGivesAnObject() {
         for (long seed = 0; seed < SEEDS; seed++) {
-            Response r = server.openai().responses().create(respond(false, seed).text(ResponseTextConfig.builder()
-                    .format(ResponseFormatJsonObject.builder().build()).build()).build());
+            Response r = server.openai()
+                    .responses()
+                    .create(respond(false, seed)
+                            .text(ResponseTextConfig.builder()
+                                    .format(ResponseFormatJsonObject.builder().build())
+                                    .build())
+                            .build());
             assertValid(schema("{'type':'object'}"), ResponsesApiTest.text(r));
         }
     }
@@ -122,8 +149,10 @@ class AgentApisConstrainedTest {
             for (long seed = 0; seed < SEEDS; seed++) {
                 StringBuilder deltas = new StringBuilder();
                 Response[] completed = new Response[1];
-                try (StreamResponse<ResponseStreamEvent> stream = server.openai().responses().createStreaming(
-                        respond(false, seed).text(textFormat(schema)).build())) {
+                try (StreamResponse<ResponseStreamEvent> stream = server.openai()
+                        .responses()
+                        .createStreaming(
+                                respond(false, seed).text(textFormat(schema)).build())) {
                     stream.stream().forEach(event -> {
                         event.outputTextDelta().ifPresent(d -> deltas.append(d.delta()));
                         event.completed().ifPresent(c -> completed[0] = c.response());
@@ -136,14 +165,17 @@ class AgentApisConstrainedTest {
     }
 
     static ResponseCreateParams.Builder respondWithTools(boolean thinking, long seed) {
-        return respond(thinking, seed).addTool(functionTool("get_weather", WEATHER))
+        return respond(thinking, seed)
+                .addTool(functionTool("get_weather", WEATHER))
                 .addTool(functionTool("set_alarm", ALARM));
     }
 
     static ResponseFunctionToolCall onlyCall(Response r) {
         assertEquals(ResponseStatus.COMPLETED, r.status().orElseThrow());
-        List<ResponseFunctionToolCall> calls = r.output().stream().filter(ResponseOutputItem::isFunctionCall)
-                .map(ResponseOutputItem::asFunctionCall).toList();
+        List<ResponseFunctionToolCall> calls = r.output().stream()
+                .filter(ResponseOutputItem::isFunctionCall)
+                .map(ResponseOutputItem::asFunctionCall)
+                .toList();
         assertEquals(1, calls.size(), r.output().toString());
         assertTrue(r.output().stream().noneMatch(ResponseOutputItem::isMessage), "only the call, no text");
         return calls.getFirst();
@@ -156,8 +188,11 @@ class AgentApisConstrainedTest {
     @Test
     void toolChoiceRequiredForcesAValidFunctionCall() {
         for (long seed = 0; seed < 2 * SEEDS; seed++) {
-            ResponseFunctionToolCall call = onlyCall(server.openai().responses().create(respondWithTools(seed % 2 == 0, seed)
-                    .toolChoice(ToolChoiceOptions.REQUIRED).build()));
+            ResponseFunctionToolCall call = onlyCall(server.openai()
+                    .responses()
+                    .create(respondWithTools(seed % 2 == 0, seed)
+                            .toolChoice(ToolChoiceOptions.REQUIRED)
+                            .build()));
             assertArgumentsValid(call.name(), call.arguments());
         }
     }
@@ -165,8 +200,13 @@ class AgentApisConstrainedTest {
     @Test
     void aNamedFunctionIsTheOneCalled() {
         for (long seed = 0; seed < SEEDS; seed++) {
-            ResponseFunctionToolCall call = onlyCall(server.openai().responses().create(respondWithTools(false, seed)
-                    .toolChoice(ToolChoiceFunction.builder().name("set_alarm").build()).build()));
+            ResponseFunctionToolCall call = onlyCall(server.openai()
+                    .responses()
+                    .create(respondWithTools(false, seed)
+                            .toolChoice(ToolChoiceFunction.builder()
+                                    .name("set_alarm")
+                                    .build())
+                            .build()));
             assertEquals("set_alarm", call.name());
             assertArgumentsValid(call.name(), call.arguments());
         }
@@ -177,8 +217,12 @@ class AgentApisConstrainedTest {
         for (long seed = 0; seed < SEEDS; seed++) {
             StringBuilder deltas = new StringBuilder();
             Response[] completed = new Response[1];
-            try (StreamResponse<ResponseStreamEvent> stream = server.openai().responses().createStreaming(
-                    respondWithTools(false, seed).toolChoice(ToolChoiceFunction.builder().name("get_weather").build())
+            try (StreamResponse<ResponseStreamEvent> stream = server.openai()
+                    .responses()
+                    .createStreaming(respondWithTools(false, seed)
+                            .toolChoice(ToolChoiceFunction.builder()
+                                    .name("get_weather")
+                                    .build())
                             .build())) {
                 stream.stream().forEach(event -> {
                     event.functionCallArgumentsDelta().ifPresent(d -> deltas.append(d.delta()));
@@ -197,8 +241,8 @@ class AgentApisConstrainedTest {
     static Tool anthropicTool(String name, String inputSchema) {
         Tool.InputSchema.Builder s = Tool.InputSchema.builder();
         schema(inputSchema).properties().forEach(e -> {
-            com.anthropic.core.JsonValue value = com.anthropic.core.JsonValue.from(JSON.convertValue(e.getValue(),
-                    Object.class));
+            com.anthropic.core.JsonValue value =
+                    com.anthropic.core.JsonValue.from(JSON.convertValue(e.getValue(), Object.class));
             switch (e.getKey()) {
                 case "type" -> s.type(value);
                 case "properties" -> s.properties(value);
@@ -210,15 +254,21 @@ class AgentApisConstrainedTest {
     }
 
     static MessageCreateParams.Builder message(long seed) {
-        return MessageCreateParams.builder().model("m").maxTokens(64).addUserMessage("What should I do tomorrow?")
+        return MessageCreateParams.builder()
+                .model("m")
+                .maxTokens(64)
+                .addUserMessage("What should I do tomorrow?")
                 .putAdditionalBodyProperty("temperature", com.anthropic.core.JsonValue.from(1.0))
                 .putAdditionalBodyProperty("seed", com.anthropic.core.JsonValue.from(seed))
-                .addTool(anthropicTool("get_weather", WEATHER)).addTool(anthropicTool("set_alarm", ALARM));
+                .addTool(anthropicTool("get_weather", WEATHER))
+                .addTool(anthropicTool("set_alarm", ALARM));
     }
 
     static ToolUseBlock onlyToolUse(Message m) {
         assertEquals(StopReason.TOOL_USE, m.stopReason().orElseThrow());
-        List<ToolUseBlock> uses = m.content().stream().filter(ContentBlock::isToolUse).map(ContentBlock::asToolUse)
+        List<ToolUseBlock> uses = m.content().stream()
+                .filter(ContentBlock::isToolUse)
+                .map(ContentBlock::asToolUse)
                 .toList();
         assertEquals(1, uses.size(), m.content().toString());
         return uses.getFirst();
@@ -231,16 +281,23 @@ class AgentApisConstrainedTest {
     @Test
     void toolChoiceAnyForcesAValidToolUse() {
         for (long seed = 0; seed < 2 * SEEDS; seed++) {
-            assertInputValid(onlyToolUse(server.anthropic().messages().create(message(seed)
-                    .toolChoice(ToolChoiceAny.builder().build()).build())));
+            assertInputValid(onlyToolUse(server.anthropic()
+                    .messages()
+                    .create(message(seed)
+                            .toolChoice(ToolChoiceAny.builder().build())
+                            .build())));
         }
     }
 
     @Test
     void toolChoiceToolUsesThatTool() {
         for (long seed = 0; seed < SEEDS; seed++) {
-            ToolUseBlock use = onlyToolUse(server.anthropic().messages().create(message(seed)
-                    .toolChoice(ToolChoiceTool.builder().name("set_alarm").build()).build()));
+            ToolUseBlock use = onlyToolUse(server.anthropic()
+                    .messages()
+                    .create(message(seed)
+                            .toolChoice(
+                                    ToolChoiceTool.builder().name("set_alarm").build())
+                            .build()));
             assertEquals("set_alarm", use.name());
             assertInputValid(use);
         }
@@ -250,8 +307,11 @@ class AgentApisConstrainedTest {
     void aStreamedForcedToolUseIsValid() {
         for (long seed = 0; seed < SEEDS; seed++) {
             MessageAccumulator accumulator = MessageAccumulator.create();
-            try (com.anthropic.core.http.StreamResponse<RawMessageStreamEvent> stream = server.anthropic().messages()
-                    .createStreaming(message(seed).toolChoice(ToolChoiceTool.builder().name("get_weather").build())
+            try (com.anthropic.core.http.StreamResponse<RawMessageStreamEvent> stream = server.anthropic()
+                    .messages()
+                    .createStreaming(message(seed)
+                            .toolChoice(
+                                    ToolChoiceTool.builder().name("get_weather").build())
                             .build())) {
                 stream.stream().forEach(accumulator::accumulate);
             }
@@ -271,23 +331,46 @@ class AgentApisConstrainedTest {
             """)
     void anUnsupportedKeywordIsA400InEachApisShape(String schemaText, String keyword) {
         Map<String, Object> schema = JSON.convertValue(schema(schemaText), Map.class);
-        JsonPath format = error("/v1/responses", Map.of("input", "hi", "text", Map.of("format", Map.of(
-                "type", "json_schema", "name", "x", "schema", schema))));
+        JsonPath format = error(
+                "/v1/responses",
+                Map.of(
+                        "input",
+                        "hi",
+                        "text",
+                        Map.of("format", Map.of("type", "json_schema", "name", "x", "schema", schema))));
         assertEquals("invalid_request_error", format.getString("error.type"), format.prettify());
         assertTrue(format.getString("error.param").startsWith("text.format"), format.prettify());
         assertMentions(format.getString("error.message"), keyword);
 
-        Map<String, Object> tool = Map.of("type", "function", "name", "f", "parameters", Map.of("type", "object",
-                "properties", Map.of("x", schema)));
-        JsonPath call = error("/v1/responses", Map.of("input", "hi", "tools", List.of(tool), "tool_choice", "required"));
+        Map<String, Object> tool = Map.of(
+                "type",
+                "function",
+                "name",
+                "f",
+                "parameters",
+                Map.of("type", "object", "properties", Map.of("x", schema)));
+        JsonPath call =
+                error("/v1/responses", Map.of("input", "hi", "tools", List.of(tool), "tool_choice", "required"));
         assertEquals("invalid_request_error", call.getString("error.type"), call.prettify());
         assertMentions(call.getString("error.message"), keyword);
 
-        for (Map<String, Object> choice : List.of(Map.<String, Object>of("type", "any"), Map.<String, Object>of(
-                "type", "tool", "name", "f"))) {
-            JsonPath use = error("/v1/messages", Map.of("max_tokens", 5, "messages", List.of(Map.of("role", "user",
-                    "content", "hi")), "tools", List.of(Map.of("name", "f", "input_schema", Map.of("type", "object",
-                    "properties", Map.of("x", schema)))), "tool_choice", choice));
+        for (Map<String, Object> choice :
+                List.of(Map.<String, Object>of("type", "any"), Map.<String, Object>of("type", "tool", "name", "f"))) {
+            JsonPath use = error(
+                    "/v1/messages",
+                    Map.of(
+                            "max_tokens",
+                            5,
+                            "messages",
+                            List.of(Map.of("role", "user", "content", "hi")),
+                            "tools",
+                            List.of(Map.of(
+                                    "name",
+                                    "f",
+                                    "input_schema",
+                                    Map.of("type", "object", "properties", Map.of("x", schema)))),
+                            "tool_choice",
+                            choice));
             assertEquals("error", use.getString("type"), use.prettify());
             assertEquals("invalid_request_error", use.getString("error.type"), use.prettify());
             assertMentions(use.getString("error.message"), keyword);
@@ -296,8 +379,14 @@ class AgentApisConstrainedTest {
     }
 
     private static JsonPath error(String path, Object body) {
-        return given().port(server.app().port()).contentType("application/json").body(body).post(path).then().statusCode(400)
-                .extract().jsonPath();
+        return given().port(server.app().port())
+                .contentType("application/json")
+                .body(body)
+                .post(path)
+                .then()
+                .statusCode(400)
+                .extract()
+                .jsonPath();
     }
 
     private static void assertMentions(String message, String keyword) {

@@ -1,5 +1,10 @@
 package dev.glimmer.server;
 
+import static io.restassured.RestAssured.given;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.anthropic.models.messages.ContentBlock;
 import com.anthropic.models.messages.Message;
 import com.anthropic.models.messages.MessageCreateParams;
@@ -12,9 +17,6 @@ import com.openai.models.chat.completions.ChatCompletionChunk;
 import com.openai.models.chat.completions.ChatCompletionCreateParams;
 import com.openai.models.chat.completions.ChatCompletionTokenLogprob;
 import io.restassured.path.json.JsonPath;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.RegisterExtension;
-
 import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -22,11 +24,8 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Collectors;
-
-import static io.restassured.RestAssured.given;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertNotEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * Protocol details that clients of any OpenAI-compatible server rely on, through the official SDKs
@@ -41,7 +40,10 @@ class ChoicesPrefillLogprobsTest {
     static final SdkServer server = new SdkServer(Map.of(), "none");
 
     static ChatCompletionCreateParams.Builder ask(int maxTokens) {
-        return ChatCompletionCreateParams.builder().model("m").addUserMessage(QUESTION).temperature(1.0)
+        return ChatCompletionCreateParams.builder()
+                .model("m")
+                .addUserMessage(QUESTION)
+                .temperature(1.0)
                 .maxCompletionTokens(maxTokens)
                 .putAdditionalBodyProperty("chat_template_kwargs", JsonValue.from(Map.of("enable_thinking", false)));
     }
@@ -55,13 +57,17 @@ class ChoicesPrefillLogprobsTest {
     /** Choice i of a seeded request is what a request of one choice with seed + i gives: sampled on its own. */
     @Test
     void severalChatChoicesAreIndependentSamples() {
-        ChatCompletion three = server.openai().chat().completions().create(ask(8).n(3).seed(40).build());
+        ChatCompletion three =
+                server.openai().chat().completions().create(ask(8).n(3).seed(40).build());
         assertEquals(3, three.choices().size());
         for (int i = 0; i < 3; i++) {
             ChatCompletion.Choice choice = three.choices().get(i);
             assertEquals(i, choice.index());
             assertEquals(ChatCompletion.Choice.FinishReason.LENGTH, choice.finishReason());
-            ChatCompletion one = server.openai().chat().completions().create(ask(8).seed(40 + i).build());
+            ChatCompletion one = server.openai()
+                    .chat()
+                    .completions()
+                    .create(ask(8).seed(40 + i).build());
             assertEquals(content(one.choices().getFirst()), content(choice), "choice " + i);
         }
         assertNotEquals(content(three.choices().get(0)), content(three.choices().get(1)));
@@ -70,17 +76,27 @@ class ChoicesPrefillLogprobsTest {
 
     @Test
     void streamedChoicesCarryTheirIndex() {
-        ChatCompletion whole = server.openai().chat().completions().create(ask(6).n(2).seed(7).build());
+        ChatCompletion whole =
+                server.openai().chat().completions().create(ask(6).n(2).seed(7).build());
         Map<Long, StringBuilder> texts = new HashMap<>();
         Map<Long, String> reasons = new HashMap<>();
         List<Long> usage = new ArrayList<>();
-        try (StreamResponse<ChatCompletionChunk> stream = server.openai().chat().completions().createStreaming(
-                ask(6).n(2).seed(7).streamOptions(com.openai.models.chat.completions.ChatCompletionStreamOptions
-                        .builder().includeUsage(true).build()).build())) {
+        try (StreamResponse<ChatCompletionChunk> stream = server.openai()
+                .chat()
+                .completions()
+                .createStreaming(ask(6).n(2)
+                        .seed(7)
+                        .streamOptions(com.openai.models.chat.completions.ChatCompletionStreamOptions.builder()
+                                .includeUsage(true)
+                                .build())
+                        .build())) {
             stream.stream().forEach(chunk -> {
                 chunk.usage().ifPresent(u -> usage.add(u.completionTokens()));
                 chunk.choices().forEach(c -> {
-                    c.delta().content().ifPresent(t -> texts.computeIfAbsent(c.index(), k -> new StringBuilder()).append(t));
+                    c.delta()
+                            .content()
+                            .ifPresent(t -> texts.computeIfAbsent(c.index(), k -> new StringBuilder())
+                                    .append(t));
                     c.finishReason().ifPresent(r -> reasons.put(c.index(), r.asString()));
                 });
             });
@@ -94,14 +110,24 @@ class ChoicesPrefillLogprobsTest {
 
     @Test
     void severalCompletionChoicesPerPrompt() {
-        JsonPath two = post("/v1/completions", Map.of("prompt", List.of("Once upon", "A fox"), "n", 2, "seed", 3,
-                "max_tokens", 5, "temperature", 1));
+        JsonPath two = post(
+                "/v1/completions",
+                Map.of("prompt", List.of("Once upon", "A fox"), "n", 2, "seed", 3, "max_tokens", 5, "temperature", 1));
         assertEquals(List.of(0, 1, 2, 3), two.getList("choices.index"));
         int tokens = 0;
         for (int p = 0; p < 2; p++) {
             for (int i = 0; i < 2; i++) {
-                JsonPath one = post("/v1/completions", Map.of("prompt", p == 0 ? "Once upon" : "A fox", "seed", 3 + i,
-                        "max_tokens", 5, "temperature", 1));
+                JsonPath one = post(
+                        "/v1/completions",
+                        Map.of(
+                                "prompt",
+                                p == 0 ? "Once upon" : "A fox",
+                                "seed",
+                                3 + i,
+                                "max_tokens",
+                                5,
+                                "temperature",
+                                1));
                 String at = "choices[" + (p * 2 + i) + "]";
                 assertEquals(one.getString("choices[0].text"), two.getString(at + ".text"), at);
                 assertEquals(one.getString("choices[0].finish_reason"), two.getString(at + ".finish_reason"), at);
@@ -114,15 +140,25 @@ class ChoicesPrefillLogprobsTest {
     @Test
     void nIsBounded() {
         for (int n : new int[] {0, 9}) {
-            JsonPath error = given().port(server.app().port()).contentType("application/json")
+            JsonPath error = given().port(server.app().port())
+                    .contentType("application/json")
                     .body(Map.of("messages", List.of(Map.of("role", "user", "content", "hi")), "n", n))
-                    .post("/v1/chat/completions").then().statusCode(400).extract().jsonPath();
+                    .post("/v1/chat/completions")
+                    .then()
+                    .statusCode(400)
+                    .extract()
+                    .jsonPath();
             assertEquals("n", error.getString("error.param"));
             assertTrue(error.getString("error.message").contains("between 1 and 8"), error.prettify());
         }
-        JsonPath error = given().port(server.app().port()).contentType("application/json")
-                .body(Map.of("prompt", List.of("a", "b", "c"), "n", 6)).post("/v1/completions").then().statusCode(400)
-                .extract().jsonPath();
+        JsonPath error = given().port(server.app().port())
+                .contentType("application/json")
+                .body(Map.of("prompt", List.of("a", "b", "c"), "n", 6))
+                .post("/v1/completions")
+                .then()
+                .statusCode(400)
+                .extract()
+                .jsonPath();
         assertEquals("n", error.getString("error.param"));
     }
 
@@ -130,15 +166,24 @@ class ChoicesPrefillLogprobsTest {
 
     /** The greedy continuation of the rendered conversation: what a prefilled reply must be. */
     static String rawContinuation(List<Map<String, Object>> messages, boolean thinking, int maxTokens) {
-        String prompt = post("/apply-template", Map.of("messages", messages, "add_generation_prompt", false,
-                "chat_template_kwargs", Map.of("enable_thinking", thinking))).getString("prompt");
+        String prompt = post(
+                        "/apply-template",
+                        Map.of(
+                                "messages",
+                                messages,
+                                "add_generation_prompt",
+                                false,
+                                "chat_template_kwargs",
+                                Map.of("enable_thinking", thinking)))
+                .getString("prompt");
         return post("/v1/completions", Map.of("prompt", prompt, "max_tokens", maxTokens, "temperature", 0))
                 .getString("choices[0].text");
     }
 
     @Test
     void chatContinuesAFinalAssistantMessage() {
-        List<Map<String, Object>> messages = List.of(Map.of("role", "user", "content", QUESTION),
+        List<Map<String, Object>> messages = List.of(
+                Map.of("role", "user", "content", QUESTION),
                 Map.of("role", "assistant", "content", "Once upon a time, a fox"));
         // Thinking on: the prefill is past the reasoning, so the continuation is content.
         JsonPath reply = post("/v1/chat/completions", Map.of("messages", messages, "max_tokens", 8, "temperature", 0));
@@ -146,27 +191,50 @@ class ChoicesPrefillLogprobsTest {
         assertEquals(null, reply.getString("choices[0].message.reasoning_content"));
         String prompt = post("/apply-template", Map.of("messages", messages, "add_generation_prompt", false))
                 .getString("prompt");
-        assertEquals(post("/tokenize", Map.of("content", prompt)).getList("tokens").size(),
+        assertEquals(
+                post("/tokenize", Map.of("content", prompt)).getList("tokens").size(),
                 reply.getInt("usage.prompt_tokens"));
     }
 
     @Test
     void anthropicAssistantPrefillIsContinued() {
-        Message m = server.anthropic().messages().create(MessageCreateParams.builder().model("m").maxTokens(8)
-                .putAdditionalBodyProperty("temperature", com.anthropic.core.JsonValue.from(0))
-                .addUserMessage(QUESTION).addAssistantMessage("Once upon a time, a fox").build());
-        String text = m.content().stream().filter(ContentBlock::isText).map(b -> b.asText().text())
+        Message m = server.anthropic()
+                .messages()
+                .create(MessageCreateParams.builder()
+                        .model("m")
+                        .maxTokens(8)
+                        .putAdditionalBodyProperty("temperature", com.anthropic.core.JsonValue.from(0))
+                        .addUserMessage(QUESTION)
+                        .addAssistantMessage("Once upon a time, a fox")
+                        .build());
+        String text = m.content().stream()
+                .filter(ContentBlock::isText)
+                .map(b -> b.asText().text())
                 .collect(Collectors.joining());
-        assertEquals(rawContinuation(List.of(Map.of("role", "user", "content", QUESTION),
-                Map.of("role", "assistant", "content", "Once upon a time, a fox")), false, 8), text);
+        assertEquals(
+                rawContinuation(
+                        List.of(
+                                Map.of("role", "user", "content", QUESTION),
+                                Map.of("role", "assistant", "content", "Once upon a time, a fox")),
+                        false,
+                        8),
+                text);
     }
 
     @Test
     void aPrefillWithAJsonFormatIsA400() {
-        JsonPath error = given().port(server.app().port()).contentType("application/json").body(Map.of("messages",
+        JsonPath error = given().port(server.app().port())
+                .contentType("application/json")
+                .body(Map.of(
+                        "messages",
                         List.of(Map.of("role", "user", "content", "hi"), Map.of("role", "assistant", "content", "{")),
-                        "response_format", Map.of("type", "json_object"))).post("/v1/chat/completions").then()
-                .statusCode(400).extract().jsonPath();
+                        "response_format",
+                        Map.of("type", "json_object")))
+                .post("/v1/chat/completions")
+                .then()
+                .statusCode(400)
+                .extract()
+                .jsonPath();
         assertTrue(error.getString("error.message").contains("continued"), error.prettify());
     }
 
@@ -176,16 +244,24 @@ class ChoicesPrefillLogprobsTest {
     @Test
     void logprobsLeaveOutTheReasoning() {
         for (boolean thinking : new boolean[] {true, false}) {
-            ChatCompletion c = server.openai().chat().completions().create(ask(12).seed(5).logprobs(true).topLogprobs(2)
-                    .putAdditionalBodyProperty("chat_template_kwargs", JsonValue.from(Map.of("enable_thinking", thinking)))
-                    .build());
+            ChatCompletion c = server.openai()
+                    .chat()
+                    .completions()
+                    .create(ask(12).seed(5)
+                            .logprobs(true)
+                            .topLogprobs(2)
+                            .putAdditionalBodyProperty(
+                                    "chat_template_kwargs", JsonValue.from(Map.of("enable_thinking", thinking)))
+                            .build());
             ChatCompletion.Choice choice = c.choices().getFirst();
-            List<ChatCompletionTokenLogprob> logprobs = choice.logprobs().orElseThrow().content().orElseThrow();
+            List<ChatCompletionTokenLogprob> logprobs =
+                    choice.logprobs().orElseThrow().content().orElseThrow();
             ByteArrayOutputStream bytes = new ByteArrayOutputStream();
             logprobs.forEach(lp -> lp.bytes().orElseThrow().forEach(b -> bytes.write(b.intValue())));
             assertEquals(content(choice), bytes.toString(StandardCharsets.UTF_8), "thinking " + thinking);
             if (thinking) {
-                assertTrue(choice.message()._additionalProperties().containsKey("reasoning_content"), "the model thought");
+                assertTrue(
+                        choice.message()._additionalProperties().containsKey("reasoning_content"), "the model thought");
             } else {
                 assertEquals(12, logprobs.size());
             }
@@ -194,9 +270,24 @@ class ChoicesPrefillLogprobsTest {
 
     @Test
     void streamedLogprobsLeaveOutTheReasoning() throws Exception {
-        String body = given().port(server.app().port()).contentType("application/json").body(Map.of("messages",
-                List.of(Map.of("role", "user", "content", QUESTION)), "max_tokens", 12, "seed", 5, "logprobs", true,
-                "stream", true)).post("/v1/chat/completions").then().statusCode(200).extract().asString();
+        String body = given().port(server.app().port())
+                .contentType("application/json")
+                .body(Map.of(
+                        "messages",
+                        List.of(Map.of("role", "user", "content", QUESTION)),
+                        "max_tokens",
+                        12,
+                        "seed",
+                        5,
+                        "logprobs",
+                        true,
+                        "stream",
+                        true))
+                .post("/v1/chat/completions")
+                .then()
+                .statusCode(200)
+                .extract()
+                .asString();
         StringBuilder content = new StringBuilder();
         ByteArrayOutputStream spelled = new ByteArrayOutputStream();
         boolean reasoned = false;
@@ -204,7 +295,9 @@ class ChoicesPrefillLogprobsTest {
             if (!frame.startsWith("data: {")) {
                 continue;
             }
-            JsonNode choice = JSON.readTree(frame.substring("data: ".length())).path("choices").path(0);
+            JsonNode choice = JSON.readTree(frame.substring("data: ".length()))
+                    .path("choices")
+                    .path(0);
             reasoned |= choice.path("delta").has("reasoning_content");
             content.append(choice.path("delta").path("content").asText(""));
             for (JsonNode lp : choice.path("logprobs").path("content")) {
@@ -216,7 +309,13 @@ class ChoicesPrefillLogprobsTest {
     }
 
     static JsonPath post(String path, Object body) {
-        return given().port(server.app().port()).contentType("application/json").body(body).post(path).then()
-                .statusCode(200).extract().jsonPath();
+        return given().port(server.app().port())
+                .contentType("application/json")
+                .body(body)
+                .post(path)
+                .then()
+                .statusCode(200)
+                .extract()
+                .jsonPath();
     }
 }

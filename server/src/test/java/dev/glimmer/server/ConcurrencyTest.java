@@ -1,10 +1,11 @@
 package dev.glimmer.server;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
+import static io.restassured.RestAssured.given;
+import static org.hamcrest.Matchers.containsString;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.OutputStream;
@@ -22,11 +23,9 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-
-import static io.restassured.RestAssured.given;
-import static org.hamcrest.Matchers.containsString;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 
 /**
  * Sixteen streaming clients at once (2 decode slots, 14 waiting), four of which hang up after a few
@@ -36,7 +35,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 class ConcurrencyTest {
     static final int CLIENTS = 16;
     static final int QUITTERS = 4;
-    static final String MESSAGES = "\"messages\": [{\"role\": \"user\", \"content\": \"Hello, world! Tell me a story about a fox.\"}]";
+    static final String MESSAGES =
+            "\"messages\": [{\"role\": \"user\", \"content\": \"Hello, world! Tell me a story about a fox.\"}]";
 
     static GlimmerApp app;
 
@@ -61,7 +61,10 @@ class ConcurrencyTest {
 
         List<Callable<String>> clients = new ArrayList<>();
         for (int i = 0; i < CLIENTS; i++) {
-            clients.add(i % (CLIENTS / QUITTERS) == 0 ? () -> hangUpAfterChunks(app.port(), endless, 3) : () -> post(complete));
+            clients.add(
+                    i % (CLIENTS / QUITTERS) == 0
+                            ? () -> hangUpAfterChunks(app.port(), endless, 3)
+                            : () -> post(complete));
         }
         try (ExecutorService pool = Executors.newVirtualThreadPerTaskExecutor()) {
             List<Future<String>> results = pool.invokeAll(clients);
@@ -70,7 +73,8 @@ class ConcurrencyTest {
                 if (i % (CLIENTS / QUITTERS) != 0) {
                     List<JsonNode> events = Sse.events(body);
                     assertEquals(reference, reasoningAndContent(events), "client " + i);
-                    assertEquals(16, events.getLast().at("/usage/completion_tokens").asInt());
+                    assertEquals(
+                            16, events.getLast().at("/usage/completion_tokens").asInt());
                 }
             }
         }
@@ -83,7 +87,10 @@ class ConcurrencyTest {
         }
         assertEquals(0, app.host().require().scheduler().admitted(), "no slot or queue place left taken");
         assertEquals(0, app.host().require().sessions().sessionsInUse(), "no session left in use");
-        given().port(app.port()).get("/metrics").then().statusCode(200)
+        given().port(app.port())
+                .get("/metrics")
+                .then()
+                .statusCode(200)
                 .body(containsString("glimmer_requests_cancelled_total " + QUITTERS + ".0"))
                 .body(containsString("glimmer_requests_processing 0.0"))
                 .body(containsString("glimmer_requests_deferred 0.0"))
@@ -100,8 +107,11 @@ class ConcurrencyTest {
 
     static String post(String body) throws Exception {
         try (HttpClient http = HttpClient.newHttpClient()) {
-            HttpRequest request = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + app.port() + "/v1/chat/completions"))
-                    .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body)).build();
+            HttpRequest request = HttpRequest.newBuilder(
+                            URI.create("http://127.0.0.1:" + app.port() + "/v1/chat/completions"))
+                    .header("Content-Type", "application/json")
+                    .POST(HttpRequest.BodyPublishers.ofString(body))
+                    .build();
             HttpResponse<String> response = http.send(request, HttpResponse.BodyHandlers.ofString());
             assertEquals(200, response.statusCode(), response.body());
             return response.body();
@@ -114,10 +124,12 @@ class ConcurrencyTest {
             byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
             OutputStream out = socket.getOutputStream();
             out.write(("POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-                    + "Content-Length: " + bytes.length + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+                            + "Content-Length: " + bytes.length + "\r\n\r\n")
+                    .getBytes(StandardCharsets.US_ASCII));
             out.write(bytes);
             out.flush();
-            BufferedReader in = new BufferedReader(new InputStreamReader(socket.getInputStream(), StandardCharsets.UTF_8));
+            BufferedReader in =
+                    new BufferedReader(new InputStreamReader(socket.getInputStream(), StandardCharsets.UTF_8));
             int seen = 0;
             String line;
             while (seen < chunks && (line = in.readLine()) != null) {
@@ -145,9 +157,16 @@ class ConcurrencyTest {
     }
 
     static double metric(String name) {
-        String text = given().port(app.port()).get("/metrics").then().statusCode(200).extract().asString();
-        return text.lines().filter(l -> l.startsWith(name + " ")).mapToDouble(l -> Double.parseDouble(l.split(" ")[1]))
-                .findFirst().orElseThrow(() -> new AssertionError("no metric " + name));
+        String text = given().port(app.port())
+                .get("/metrics")
+                .then()
+                .statusCode(200)
+                .extract()
+                .asString();
+        return text.lines()
+                .filter(l -> l.startsWith(name + " "))
+                .mapToDouble(l -> Double.parseDouble(l.split(" ")[1]))
+                .findFirst()
+                .orElseThrow(() -> new AssertionError("no metric " + name));
     }
-
 }

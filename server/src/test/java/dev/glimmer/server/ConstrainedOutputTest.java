@@ -1,5 +1,10 @@
 package dev.glimmer.server;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.networknt.schema.JsonSchemaFactory;
@@ -20,19 +25,13 @@ import com.openai.models.chat.completions.ChatCompletionMessageFunctionToolCall;
 import com.openai.models.chat.completions.ChatCompletionNamedToolChoice;
 import com.openai.models.chat.completions.ChatCompletionToolChoiceOption;
 import com.openai.models.chat.completions.StructuredChatCompletion;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
-
-import java.util.List;
-import java.util.Map;
-import java.util.Set;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * Replies constrained to JSON schemas and forced tool calls, through the official OpenAI Java client
@@ -42,6 +41,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 class ConstrainedOutputTest {
     static final ObjectMapper JSON = new ObjectMapper();
     static final int SEEDS = 3;
+
     @RegisterExtension
     static final SdkServer server = new SdkServer(Map.of(), "none");
 
@@ -110,21 +110,35 @@ class ConstrainedOutputTest {
         } catch (Exception e) {
             throw new AssertionError("not JSON: " + text, e);
         }
-        Set<ValidationMessage> errors = JsonSchemaFactory.getInstance(SpecVersion.VersionFlag.V202012).getSchema(schema,
-                SchemaValidatorsConfig.builder().formatAssertionsEnabled(true).build()).validate(value);
+        Set<ValidationMessage> errors = JsonSchemaFactory.getInstance(SpecVersion.VersionFlag.V202012)
+                .getSchema(
+                        schema,
+                        SchemaValidatorsConfig.builder()
+                                .formatAssertionsEnabled(true)
+                                .build())
+                .validate(value);
         assertTrue(errors.isEmpty(), () -> text + " breaks " + schema + ": " + errors);
     }
 
     static ResponseFormatJsonSchema format(JsonNode schema) {
         ResponseFormatJsonSchema.JsonSchema.Schema.Builder s = ResponseFormatJsonSchema.JsonSchema.Schema.builder();
-        schema.properties().forEach(e -> s.putAdditionalProperty(e.getKey(), JsonValue.from(JSON.convertValue(e.getValue(),
-                Object.class))));
-        return ResponseFormatJsonSchema.builder().jsonSchema(ResponseFormatJsonSchema.JsonSchema.builder().name("answer")
-                .schema(s.build()).strict(true).build()).build();
+        schema.properties()
+                .forEach(e -> s.putAdditionalProperty(
+                        e.getKey(), JsonValue.from(JSON.convertValue(e.getValue(), Object.class))));
+        return ResponseFormatJsonSchema.builder()
+                .jsonSchema(ResponseFormatJsonSchema.JsonSchema.builder()
+                        .name("answer")
+                        .schema(s.build())
+                        .strict(true)
+                        .build())
+                .build();
     }
 
     static ChatCompletionCreateParams.Builder ask(boolean thinking) {
-        return ChatCompletionCreateParams.builder().model("tiny-f32").addUserMessage("Describe a fox in JSON.").temperature(1.0)
+        return ChatCompletionCreateParams.builder()
+                .model("tiny-f32")
+                .addUserMessage("Describe a fox in JSON.")
+                .temperature(1.0)
                 .maxCompletionTokens(64)
                 .putAdditionalBodyProperty("chat_template_kwargs", JsonValue.from(Map.of("enable_thinking", thinking)));
     }
@@ -134,8 +148,13 @@ class ConstrainedOutputTest {
         for (String s : SCHEMAS) {
             JsonNode schema = schema(s);
             for (int seed = 0; seed < SEEDS; seed++) {
-                ChatCompletion c = server.openai().chat().completions().create(ask(false).responseFormat(format(schema))
-                        .seed(seed).build());
+                ChatCompletion c = server.openai()
+                        .chat()
+                        .completions()
+                        .create(ask(false)
+                                .responseFormat(format(schema))
+                                .seed(seed)
+                                .build());
                 ChatCompletion.Choice choice = c.choices().getFirst();
                 assertEquals(ChatCompletion.Choice.FinishReason.STOP, choice.finishReason(), s);
                 assertValid(schema, choice.message().content().orElseThrow());
@@ -147,8 +166,10 @@ class ConstrainedOutputTest {
     void afterThinkingTheAnswerIsValid() {
         JsonNode schema = schema(SCHEMAS.getFirst());
         for (int seed = 0; seed < SEEDS; seed++) {
-            ChatCompletion c = server.openai().chat().completions().create(ask(true).responseFormat(format(schema)).seed(seed)
-                    .build());
+            ChatCompletion c = server.openai()
+                    .chat()
+                    .completions()
+                    .create(ask(true).responseFormat(format(schema)).seed(seed).build());
             var message = c.choices().getFirst().message();
             assertTrue(message._additionalProperties().containsKey("reasoning_content"), "the model thought first");
             assertValid(schema, message.content().orElseThrow());
@@ -159,9 +180,14 @@ class ConstrainedOutputTest {
     void aStreamedAnswerIsValidToo() {
         JsonNode schema = schema(SCHEMAS.get(17));
         StringBuilder content = new StringBuilder();
-        try (StreamResponse<ChatCompletionChunk> stream = server.openai().chat().completions().createStreaming(
-                ask(false).responseFormat(format(schema)).seed(7).build())) {
-            stream.stream().forEach(chunk -> chunk.choices().forEach(ch -> ch.delta().content().ifPresent(content::append)));
+        try (StreamResponse<ChatCompletionChunk> stream = server.openai()
+                .chat()
+                .completions()
+                .createStreaming(
+                        ask(false).responseFormat(format(schema)).seed(7).build())) {
+            stream.stream()
+                    .forEach(chunk ->
+                            chunk.choices().forEach(ch -> ch.delta().content().ifPresent(content::append)));
         }
         assertValid(schema, content.toString());
     }
@@ -169,20 +195,30 @@ class ConstrainedOutputTest {
     @Test
     void jsonObjectGivesAnObject() {
         for (int seed = 0; seed < SEEDS; seed++) {
-            ChatCompletion c = server.openai().chat().completions().create(ask(false)
-                    .responseFormat(ResponseFormatJsonObject.builder().build()).seed(seed).build());
-            assertValid(schema("{'type':'object'}"), c.choices().getFirst().message().content().orElseThrow());
+            ChatCompletion c = server.openai()
+                    .chat()
+                    .completions()
+                    .create(ask(false)
+                            .responseFormat(ResponseFormatJsonObject.builder().build())
+                            .seed(seed)
+                            .build());
+            assertValid(
+                    schema("{'type':'object'}"),
+                    c.choices().getFirst().message().content().orElseThrow());
         }
     }
 
     /** The client's structured outputs: it derives the schema from a class and parses the reply into it. */
-    record Fox(String name, long age, boolean hungry, List<String> friends) {
-    }
+    record Fox(String name, long age, boolean hungry, List<String> friends) {}
 
     @Test
     void theClientsStructuredOutputsParse() {
-        StructuredChatCompletion<Fox> c = server.openai().chat().completions().create(ask(false).maxCompletionTokens(120)
-                .seed(3L).build().toBuilder().responseFormat(Fox.class).build());
+        StructuredChatCompletion<Fox> c = server.openai()
+                .chat()
+                .completions()
+                .create(ask(false).maxCompletionTokens(120).seed(3L).build().toBuilder()
+                        .responseFormat(Fox.class)
+                        .build());
         Fox fox = c.choices().getFirst().message().content().orElseThrow();
         assertTrue(fox.friends() != null);
     }
@@ -223,8 +259,14 @@ class ConstrainedOutputTest {
             throw new AssertionError(e);
         }
         for (int seed = 0; seed < SEEDS; seed++) {
-            ChatCompletion c = server.openai().chat().completions().create(ask(false).maxCompletionTokens(600)
-                    .responseFormat(format(schema)).seed(seed).build());
+            ChatCompletion c = server.openai()
+                    .chat()
+                    .completions()
+                    .create(ask(false)
+                            .maxCompletionTokens(600)
+                            .responseFormat(format(schema))
+                            .seed(seed)
+                            .build());
             ChatCompletion.Choice choice = c.choices().getFirst();
             assertEquals(ChatCompletion.Choice.FinishReason.STOP, choice.finishReason(), which);
             assertValid(schema, choice.message().content().orElseThrow());
@@ -233,8 +275,10 @@ class ConstrainedOutputTest {
 
     static FunctionDefinition function(String name, String parameters) {
         FunctionParameters.Builder p = FunctionParameters.builder();
-        schema(parameters).properties().forEach(e -> p.putAdditionalProperty(e.getKey(),
-                JsonValue.from(JSON.convertValue(e.getValue(), Object.class))));
+        schema(parameters)
+                .properties()
+                .forEach(e -> p.putAdditionalProperty(
+                        e.getKey(), JsonValue.from(JSON.convertValue(e.getValue(), Object.class))));
         return FunctionDefinition.builder().name(name).parameters(p.build()).build();
     }
 
@@ -246,37 +290,58 @@ class ConstrainedOutputTest {
             + "'maxItems':2}},'required':['hour','repeat']}";
 
     static ChatCompletionCreateParams.Builder withTools(boolean thinking) {
-        return ask(thinking).addFunctionTool(function("get_weather", WEATHER)).addFunctionTool(function("set_alarm", ALARM));
+        return ask(thinking)
+                .addFunctionTool(function("get_weather", WEATHER))
+                .addFunctionTool(function("set_alarm", ALARM));
     }
 
     static void assertCallValid(ChatCompletion c, String expectedName) {
         ChatCompletion.Choice choice = c.choices().getFirst();
         assertEquals(ChatCompletion.Choice.FinishReason.TOOL_CALLS, choice.finishReason());
-        List<com.openai.models.chat.completions.ChatCompletionMessageToolCall> calls = choice.message().toolCalls()
-                .orElseThrow();
+        List<com.openai.models.chat.completions.ChatCompletionMessageToolCall> calls =
+                choice.message().toolCalls().orElseThrow();
         assertEquals(1, calls.size());
         ChatCompletionMessageFunctionToolCall call = calls.getFirst().asFunction();
         String name = call.function().name();
         if (expectedName != null) {
             assertEquals(expectedName, name);
         }
-        assertValid(schema(name.equals("get_weather") ? WEATHER : ALARM), call.function().arguments());
+        assertValid(
+                schema(name.equals("get_weather") ? WEATHER : ALARM),
+                call.function().arguments());
     }
 
     @Test
     void toolChoiceRequiredForcesAValidCall() {
         for (int seed = 0; seed < 2 * SEEDS; seed++) {
-            assertCallValid(server.openai().chat().completions().create(withTools(seed % 2 == 0)
-                    .toolChoice(ChatCompletionToolChoiceOption.Auto.REQUIRED).seed(seed).build()), null);
+            assertCallValid(
+                    server.openai()
+                            .chat()
+                            .completions()
+                            .create(withTools(seed % 2 == 0)
+                                    .toolChoice(ChatCompletionToolChoiceOption.Auto.REQUIRED)
+                                    .seed(seed)
+                                    .build()),
+                    null);
         }
     }
 
     @Test
     void aNamedFunctionIsTheOneCalled() {
         for (int seed = 0; seed < SEEDS; seed++) {
-            assertCallValid(server.openai().chat().completions().create(withTools(false).toolChoice(ChatCompletionNamedToolChoice
-                    .builder().function(ChatCompletionNamedToolChoice.Function.builder().name("set_alarm").build())
-                    .build()).seed(seed).build()), "set_alarm");
+            assertCallValid(
+                    server.openai()
+                            .chat()
+                            .completions()
+                            .create(withTools(false)
+                                    .toolChoice(ChatCompletionNamedToolChoice.builder()
+                                            .function(ChatCompletionNamedToolChoice.Function.builder()
+                                                    .name("set_alarm")
+                                                    .build())
+                                            .build())
+                                    .seed(seed)
+                                    .build()),
+                    "set_alarm");
         }
     }
 
@@ -290,8 +355,14 @@ class ConstrainedOutputTest {
             {'type':'string','pattern':'(?<=a)b'} => pattern
             """)
     void unsupportedKeywordsAre400sThatNameThem(String schema, String keyword) {
-        BadRequestException e = assertThrows(BadRequestException.class, () -> server.openai().chat().completions().create(
-                ask(false).responseFormat(format(schema(schema))).build()));
+        BadRequestException e = assertThrows(
+                BadRequestException.class,
+                () -> server.openai()
+                        .chat()
+                        .completions()
+                        .create(ask(false)
+                                .responseFormat(format(schema(schema)))
+                                .build()));
         assertEquals(400, e.statusCode());
         assertTrue(e.getMessage().contains(keyword), e.getMessage());
         assertFalse(e.getMessage().contains("Exception"), e.getMessage());
@@ -299,9 +370,17 @@ class ConstrainedOutputTest {
 
     @Test
     void anUnsupportedToolSchemaIsA400() {
-        BadRequestException e = assertThrows(BadRequestException.class, () -> server.openai().chat().completions().create(
-                ask(false).addFunctionTool(function("f", "{'type':'object','properties':{'x':{'type':'string',"
-                        + "'format':'iri'}}}")).toolChoice(ChatCompletionToolChoiceOption.Auto.REQUIRED).build()));
+        BadRequestException e = assertThrows(
+                BadRequestException.class,
+                () -> server.openai()
+                        .chat()
+                        .completions()
+                        .create(ask(false)
+                                .addFunctionTool(function(
+                                        "f",
+                                        "{'type':'object','properties':{'x':{'type':'string'," + "'format':'iri'}}}"))
+                                .toolChoice(ChatCompletionToolChoiceOption.Auto.REQUIRED)
+                                .build()));
         assertTrue(e.getMessage().contains("format"), e.getMessage());
     }
 }

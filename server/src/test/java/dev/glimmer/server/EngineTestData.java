@@ -15,6 +15,5 @@ public final class EngineTestData {
         return ORACLE.resolve(name + ".gguf");
     }
 
-    private EngineTestData() {
-    }
+    private EngineTestData() {}
 }

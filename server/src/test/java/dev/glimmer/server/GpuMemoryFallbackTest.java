@@ -1,5 +1,9 @@
 package dev.glimmer.server;
 
+import static io.restassured.RestAssured.given;
+import static org.hamcrest.Matchers.equalTo;
+import static org.hamcrest.Matchers.startsWith;
+
 import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.SequencePools;
@@ -7,15 +11,10 @@ import dev.glimmer.engine.backend.choice.BackendChoice;
 import dev.glimmer.engine.backend.choice.Backends;
 import dev.glimmer.engine.backend.emulated.EmulatorRunner;
 import dev.glimmer.server.inference.BackendChooser;
-import org.junit.jupiter.api.Test;
-
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.atomic.AtomicBoolean;
-
-import static io.restassured.RestAssured.given;
-import static org.hamcrest.Matchers.equalTo;
-import static org.hamcrest.Matchers.startsWith;
+import org.junit.jupiter.api.Test;
 
 /**
  * A GPU that cannot hold the KV pool: the server serves on the CPU and says why in {@code /v1/models}
@@ -33,8 +32,12 @@ class GpuMemoryFallbackTest {
     private static BackendChooser posing(Optional<SequencePools.DeviceMemory> memory, boolean poolFails) {
         AtomicBoolean chosen = new AtomicBoolean();
         // the server's first choice is the posing GPU; the one it falls back to, the real CPU
-        return (requested, model, cpu) -> chosen.getAndSet(true) ? Backends.choose(BackendKind.CPU, model, cpu)
-                : new BackendChoice(BackendKind.EMULATED, "a GPU", Optional.empty(),
+        return (requested, model, cpu) -> chosen.getAndSet(true)
+                ? Backends.choose(BackendKind.CPU, model, cpu)
+                : new BackendChoice(
+                        BackendKind.EMULATED,
+                        "a GPU",
+                        Optional.empty(),
                         new PosingPools(EmulatorRunner.pools(model), memory, poolFails));
     }
 
@@ -62,12 +65,18 @@ class GpuMemoryFallbackTest {
     private static void assertServesOnTheCpuBecause(BackendChooser chooser, String reasonStart) {
         GlimmerApp app = TestServer.start(CONFIG, chooser);
         try {
-            given().port(app.port()).get("/v1/models").then().statusCode(200)
+            given().port(app.port())
+                    .get("/v1/models")
+                    .then()
+                    .statusCode(200)
                     .body("data[0].meta.backend", equalTo("cpu"))
                     .body("data[0].meta.backend_reason", startsWith(reasonStart));
-            given().port(app.port()).contentType("application/json")
+            given().port(app.port())
+                    .contentType("application/json")
                     .body("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 2}")
-                    .post("/v1/chat/completions").then().statusCode(200);
+                    .post("/v1/chat/completions")
+                    .then()
+                    .statusCode(200);
         } finally {
             app.close();
         }
@@ -75,13 +84,15 @@ class GpuMemoryFallbackTest {
 
     @Test
     void aDeviceTooSmallForThePoolServesOnTheCpuSayingWhatToChange() {
-        assertServesOnTheCpuBecause(posing(Optional.of(new SequencePools.DeviceMemory("a 1 MB GPU", 1_000_000, true)),
-                        false),
+        assertServesOnTheCpuBecause(
+                posing(Optional.of(new SequencePools.DeviceMemory("a 1 MB GPU", 1_000_000, true)), false),
                 "emulated not used: a 1 MB GPU offers 1.0 MB, but 2 conversations of 256 tokens need");
     }
 
     @Test
     void aPoolThatFailsToAllocateServesOnTheCpu() {
-        assertServesOnTheCpuBecause(posing(Optional.empty(), true), "emulated not used: its KV pool could not be made: out of device memory allocating kv.0");
+        assertServesOnTheCpuBecause(
+                posing(Optional.empty(), true),
+                "emulated not used: its KV pool could not be made: out of device memory allocating kv.0");
     }
 }

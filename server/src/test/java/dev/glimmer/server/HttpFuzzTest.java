@@ -1,25 +1,25 @@
 package dev.glimmer.server;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.Timeout;
-
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.lang.management.ManagementFactory;
 import java.net.InetAddress;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.net.Socket;
-import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -29,9 +29,8 @@ import java.util.Map;
 import java.util.Random;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /**
  * A few thousand mutated requests against a running server on loopback, from a fixed seed: truncated
@@ -49,18 +48,19 @@ class HttpFuzzTest {
     private static final long SEED = 0x6c696d6d6572L;
     /** No answer within this is a hang. */
     private static final int DEADLINE_MS = 10_000;
+
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final JsonNodeFactory NODES = JsonNodeFactory.instance;
 
     private final Random random = new Random(SEED);
     /** Per class of input: what it got ("400 error object", "200", "closed", "hang", ...) and how often. */
     private final Map<String, Map<String, Integer>> tally = new TreeMap<>();
+
     private final List<String> failures = new ArrayList<>();
     private int port;
 
     /** A request body and where it goes. */
-    record Body(String path, ObjectNode json) {
-    }
+    record Body(String path, ObjectNode json) {}
 
     /**
      * Realistic bodies of every JSON route: the mutations start from these. The first one's prompt (329
@@ -106,7 +106,8 @@ class HttpFuzzTest {
 
     @Test
     void mutatedRequestsGetNo5xxAndLeaveNothingBehind() throws Exception {
-        GlimmerApp app = TestServer.start(Map.of("model.ctx", "256", "server.max-body", "64K", "inference.queue", "64"));
+        GlimmerApp app =
+                TestServer.start(Map.of("model.ctx", "256", "server.max-body", "64K", "inference.queue", "64"));
         try {
             port = app.port();
             String reference = normalAnswer();
@@ -133,10 +134,18 @@ class HttpFuzzTest {
             long threadsAfter = ManagementFactory.getThreadMXBean().getThreadCount();
             long heapAfter = heapAfterGc();
             StringBuilder report = new StringBuilder("HttpFuzzTest, seed " + SEED + ", " + seconds + " s:\n");
-            tally.forEach((kind, got) -> report.append(String.format("  %-24s %6d  %s%n", kind,
-                    got.values().stream().mapToInt(Integer::intValue).sum(), got)));
-            report.append("  platform threads ").append(threadsBefore).append(" -> ").append(threadsAfter)
-                    .append(", heap after GC ").append(heapBefore >> 20).append(" -> ").append(heapAfter >> 20).append(" MB\n");
+            tally.forEach((kind, got) -> report.append(String.format(
+                    "  %-24s %6d  %s%n",
+                    kind, got.values().stream().mapToInt(Integer::intValue).sum(), got)));
+            report.append("  platform threads ")
+                    .append(threadsBefore)
+                    .append(" -> ")
+                    .append(threadsAfter)
+                    .append(", heap after GC ")
+                    .append(heapBefore >> 20)
+                    .append(" -> ")
+                    .append(heapAfter >> 20)
+                    .append(" MB\n");
             System.out.print(report);
 
             assertEquals(List.of(), failures, report.toString());
@@ -162,13 +171,21 @@ class HttpFuzzTest {
 
     /** Every path of every body (objects' fields and arrays' elements) set to each value of another type, or removed. */
     private void wrongTypes(List<Body> bodies) throws IOException {
-        List<JsonNode> values = List.of(NODES.nullNode(), NODES.booleanNode(true), NODES.numberNode(-1),
-                NODES.numberNode(0.5), NODES.textNode("x"), NODES.arrayNode(), NODES.objectNode(),
-                NODES.arrayNode().add(NODES.objectNode()), NODES.textNode(""));
+        List<JsonNode> values = List.of(
+                NODES.nullNode(),
+                NODES.booleanNode(true),
+                NODES.numberNode(-1),
+                NODES.numberNode(0.5),
+                NODES.textNode("x"),
+                NODES.arrayNode(),
+                NODES.objectNode(),
+                NODES.arrayNode().add(NODES.objectNode()),
+                NODES.textNode(""));
         for (Body b : bodies) {
             for (String path : paths(b.json(), "")) {
                 for (JsonNode value : values) {
-                    expectAnswer("wrong type at a path", post(b.path(), Map.of(), bytes(replaced(b.json(), path, value))));
+                    expectAnswer(
+                            "wrong type at a path", post(b.path(), Map.of(), bytes(replaced(b.json(), path, value))));
                 }
                 expectAnswer("field removed", post(b.path(), Map.of(), bytes(replaced(b.json(), path, null))));
             }
@@ -177,9 +194,23 @@ class HttpFuzzTest {
 
     /** Numbers JSON allows but nothing can hold, at every path that holds a number or a string. */
     private void oddNumbers(List<Body> bodies) throws IOException {
-        List<String> numbers = List.of("1e309", "-1e309", "1e-400", "123456789012345678901234567890",
-                "-9223372036854775809", "2147483648", "4294967296", "-2147483649", "1" + "0".repeat(999),
-                "1" + "0".repeat(1200), "0." + "0".repeat(500) + "1", "-0", "-0.0", "1E2", "5.0", "1e3");
+        List<String> numbers = List.of(
+                "1e309",
+                "-1e309",
+                "1e-400",
+                "123456789012345678901234567890",
+                "-9223372036854775809",
+                "2147483648",
+                "4294967296",
+                "-2147483649",
+                "1" + "0".repeat(999),
+                "1" + "0".repeat(1200),
+                "0." + "0".repeat(500) + "1",
+                "-0",
+                "-0.0",
+                "1E2",
+                "5.0",
+                "1e3");
         for (Body b : bodies) {
             for (String path : paths(b.json(), "")) {
                 JsonNode at = b.json().at(path);
@@ -189,8 +220,10 @@ class HttpFuzzTest {
                 // A few of them at each path (all of them at every path is a thousand requests more).
                 for (int i = 0; i < 5; i++) {
                     String number = numbers.get(random.nextInt(numbers.size()));
-                    String text = new String(bytes(replaced(b.json(), path, NODES.textNode("\u0000NUMBER\u0000"))),
-                            StandardCharsets.UTF_8).replace("\"\\u0000NUMBER\\u0000\"", number);
+                    String text = new String(
+                                    bytes(replaced(b.json(), path, NODES.textNode("\u0000NUMBER\u0000"))),
+                                    StandardCharsets.UTF_8)
+                            .replace("\"\\u0000NUMBER\\u0000\"", number);
                     expectAnswer("huge or odd number", post(b.path(), Map.of(), text.getBytes(StandardCharsets.UTF_8)));
                 }
             }
@@ -198,9 +231,16 @@ class HttpFuzzTest {
     }
 
     private void invalidUtf8(List<Body> bodies) throws IOException {
-        byte[][] bad = {{(byte) 0xff}, {(byte) 0xc3, 0x28}, {(byte) 0xc0, (byte) 0xaf}, {(byte) 0xed, (byte) 0xa0, (byte) 0x80},
-                {(byte) 0xe2, (byte) 0x82}, {(byte) 0xf4, (byte) 0x90, (byte) 0x80, (byte) 0x80}, {(byte) 0x80},
-                {(byte) 0xf0, (byte) 0x9f, (byte) 0x98}};
+        byte[][] bad = {
+            {(byte) 0xff},
+            {(byte) 0xc3, 0x28},
+            {(byte) 0xc0, (byte) 0xaf},
+            {(byte) 0xed, (byte) 0xa0, (byte) 0x80},
+            {(byte) 0xe2, (byte) 0x82},
+            {(byte) 0xf4, (byte) 0x90, (byte) 0x80, (byte) 0x80},
+            {(byte) 0x80},
+            {(byte) 0xf0, (byte) 0x9f, (byte) 0x98}
+        };
         for (Body b : bodies) {
             byte[] whole = bytes(b.json());
             for (int i = 0; i < 20; i++) {
@@ -224,10 +264,13 @@ class HttpFuzzTest {
                     continue;
                 }
                 for (int depth : depths) {
-                    String nested = random.nextBoolean() ? "[".repeat(depth) + "]".repeat(depth)
+                    String nested = random.nextBoolean()
+                            ? "[".repeat(depth) + "]".repeat(depth)
                             : "{\"a\":".repeat(depth) + "1" + "}".repeat(depth);
-                    String text = new String(bytes(replaced(b.json(), path, NODES.textNode("\u0000NEST\u0000"))),
-                            StandardCharsets.UTF_8).replace("\"\\u0000NEST\\u0000\"", nested);
+                    String text = new String(
+                                    bytes(replaced(b.json(), path, NODES.textNode("\u0000NEST\u0000"))),
+                                    StandardCharsets.UTF_8)
+                            .replace("\"\\u0000NEST\\u0000\"", nested);
                     expectAnswer("deep nesting", post(b.path(), Map.of(), text.getBytes(StandardCharsets.UTF_8)));
                 }
             }
@@ -236,10 +279,36 @@ class HttpFuzzTest {
     }
 
     private void randomBytes() throws IOException {
-        String[] tokens = {"{", "}", "[", "]", ":", ",", "\"messages\"", "\"role\"", "\"user\"", "\"content\"", "1", "-",
-                "null", "true", "\"", "\\", "\"prompt\"", "e", ".", " "};
-        String[] paths = {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize", "/apply-template",
-                "/chat/completions"};
+        String[] tokens = {
+            "{",
+            "}",
+            "[",
+            "]",
+            ":",
+            ",",
+            "\"messages\"",
+            "\"role\"",
+            "\"user\"",
+            "\"content\"",
+            "1",
+            "-",
+            "null",
+            "true",
+            "\"",
+            "\\",
+            "\"prompt\"",
+            "e",
+            ".",
+            " "
+        };
+        String[] paths = {
+            "/v1/chat/completions",
+            "/v1/completions",
+            "/tokenize",
+            "/detokenize",
+            "/apply-template",
+            "/chat/completions"
+        };
         for (int i = 0; i < 100; i++) {
             byte[] body = new byte[random.nextInt(400)];
             random.nextBytes(body);
@@ -248,8 +317,12 @@ class HttpFuzzTest {
             for (int t = random.nextInt(60); t > 0; t--) {
                 soup.append(tokens[random.nextInt(tokens.length)]);
             }
-            expectAnswer("JSON token soup", post(paths[random.nextInt(paths.length)], Map.of(),
-                    soup.toString().getBytes(StandardCharsets.UTF_8)));
+            expectAnswer(
+                    "JSON token soup",
+                    post(
+                            paths[random.nextInt(paths.length)],
+                            Map.of(),
+                            soup.toString().getBytes(StandardCharsets.UTF_8)));
         }
     }
 
@@ -259,25 +332,38 @@ class HttpFuzzTest {
         String json = new String(body, StandardCharsets.UTF_8);
         String p = chat.path();
         List<byte[]> requests = new ArrayList<>();
-        for (String type : List.of("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
-                "application/json; charset=latin1", "application/json; charset=utf-16", "", ";;;", "\u00ff/\u00fe")) {
+        for (String type : List.of(
+                "text/plain",
+                "application/x-www-form-urlencoded",
+                "multipart/form-data; boundary=x",
+                "application/json; charset=latin1",
+                "application/json; charset=utf-16",
+                "",
+                ";;;",
+                "\u00ff/\u00fe")) {
             requests.add(post(p, Map.of("Content-Type", type), body));
         }
         for (String length : List.of("-1", "abc", "99999999999999999999", "1e3", " 10", "0", "1")) {
-            requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: "
-                    + length + "\r\nConnection: close\r\n\r\n" + json));
+            requests.add(raw(
+                    "POST " + p + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: "
+                            + length + "\r\nConnection: close\r\n\r\n" + json));
         }
-        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nContent-Length: " + body.length + "\r\nContent-Length: 3\r\n"
-                + "Connection: close\r\n\r\n" + json));
-        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
-                + Integer.toHexString(body.length) + "\r\n" + json + "\r\n0\r\n\r\n"));
-        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
-                + "zz\r\n" + json + "\r\n0\r\n\r\n"));
-        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
-                + "fffffffffffffff\r\n" + json + "\r\n0\r\n\r\n"));
-        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n"
-                + "Connection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n"));
-        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\nConnection: close\r\n\r\n" + json));
+        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nContent-Length: " + body.length
+                + "\r\nContent-Length: 3\r\n" + "Connection: close\r\n\r\n" + json));
+        requests.add(raw(
+                "POST " + p + " HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                        + Integer.toHexString(body.length) + "\r\n" + json + "\r\n0\r\n\r\n"));
+        requests.add(raw(
+                "POST " + p + " HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                        + "zz\r\n" + json + "\r\n0\r\n\r\n"));
+        requests.add(raw(
+                "POST " + p + " HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                        + "fffffffffffffff\r\n" + json + "\r\n0\r\n\r\n"));
+        requests.add(
+                raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n"
+                        + "Connection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n"));
+        requests.add(raw("POST " + p
+                + " HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\nConnection: close\r\n\r\n" + json));
         requests.add(post(p, Map.of("Content-Encoding", "gzip"), body));
         requests.add(post(p, Map.of("X-Long", "a".repeat(20_000)), body));
         requests.add(post(p, Map.of("X-Long", "a".repeat(200_000)), body));
@@ -291,21 +377,34 @@ class HttpFuzzTest {
         requests.add(post(p, Map.of("Expect", "100-continue"), body));
         requests.add(post(p, Map.of("Origin", "http://evil.example"), body));
         requests.add(post(p, Map.of("X-Bad\u00ffName", "v"), body));
-        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nX-Folded: a\r\n b\r\nContent-Length: " + body.length
-                + "\r\nConnection: close\r\n\r\n" + json));
-        requests.add(raw("POST " + p + " HTTP/1.1\r\nContent-Length: " + body.length + "\r\nConnection: close\r\n\r\n" + json));
+        requests.add(raw("POST " + p + " HTTP/1.1\r\nHost: localhost\r\nX-Folded: a\r\n b\r\nContent-Length: "
+                + body.length + "\r\nConnection: close\r\n\r\n" + json));
+        requests.add(raw(
+                "POST " + p + " HTTP/1.1\r\nContent-Length: " + body.length + "\r\nConnection: close\r\n\r\n" + json));
         requests.add(raw("POST " + p + " HTTP/1.0\r\nContent-Length: " + body.length + "\r\n\r\n" + json));
-        requests.add(raw("POST " + p + " HTTP/2.0\r\nHost: localhost\r\nContent-Length: " + body.length + "\r\n\r\n" + json));
-        requests.add(raw("POST " + p + " HTTP/1.1\nHost: localhost\nContent-Length: " + body.length + "\nConnection: close\n\n" + json));
+        requests.add(raw(
+                "POST " + p + " HTTP/2.0\r\nHost: localhost\r\nContent-Length: " + body.length + "\r\n\r\n" + json));
+        requests.add(raw("POST " + p + " HTTP/1.1\nHost: localhost\nContent-Length: " + body.length
+                + "\nConnection: close\n\n" + json));
         requests.add(raw("POST " + p + "\r\n\r\n"));
         requests.add(raw("\r\n\r\n"));
         requests.add(raw("GARBAGE\r\n\r\n"));
         requests.add(raw("POST /" + "a".repeat(100_000) + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"));
-        for (String path : List.of("/v1/chat/completions?x=%zz", "/v1/chat/completions/..", "/v1/../v1/chat/completions",
-                "/%00", "/v1/%ff%fe", "//v1//chat//completions", "/v1/models/%2e%2e%2f", "/v1/models/" + "x".repeat(5000),
-                "*", "http://evil.example/v1/models", "/v1/chat/completions#frag")) {
-            requests.add(raw("POST " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: "
-                    + body.length + "\r\nConnection: close\r\n\r\n" + json));
+        for (String path : List.of(
+                "/v1/chat/completions?x=%zz",
+                "/v1/chat/completions/..",
+                "/v1/../v1/chat/completions",
+                "/%00",
+                "/v1/%ff%fe",
+                "//v1//chat//completions",
+                "/v1/models/%2e%2e%2f",
+                "/v1/models/" + "x".repeat(5000),
+                "*",
+                "http://evil.example/v1/models",
+                "/v1/chat/completions#frag")) {
+            requests.add(raw("POST " + path
+                    + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: " + body.length
+                    + "\r\nConnection: close\r\n\r\n" + json));
         }
         for (String method : List.of("GET", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE", "BREW", "CONNECT")) {
             requests.add(raw(method + " " + p + " HTTP/1.1\r\nHost: localhost\r\nContent-Length: " + body.length
@@ -316,7 +415,8 @@ class HttpFuzzTest {
             // HTTP that is broken before any route runs may be answered by a closed connection; a version
             // other than HTTP/1.1 by 505 (HTTP Version Not Supported), which is no fault of the server.
             record("headers and framing", e);
-            boolean otherVersion = !preview(request).lines().findFirst().orElse("").endsWith("HTTP/1.1");
+            boolean otherVersion =
+                    !preview(request).lines().findFirst().orElse("").endsWith("HTTP/1.1");
             if (e.status() == HANG || e.status() >= 500 && !(e.status() == 505 && otherVersion)) {
                 failures.add("headers and framing: " + e + " for " + preview(request));
             }
@@ -399,7 +499,10 @@ class HttpFuzzTest {
             case HANG -> "hang";
             case CLOSED -> "closed";
             case CLOSED_BY_CLIENT -> "held, then closed by the client";
-            default -> e.status() >= 400 && isErrorObject(e.body()) ? e.status() + " error object" : Integer.toString(e.status());
+            default ->
+                e.status() >= 400 && isErrorObject(e.body())
+                        ? e.status() + " error object"
+                        : Integer.toString(e.status());
         };
         tally.computeIfAbsent(kind, k -> new TreeMap<>()).merge(outcome, 1, Integer::sum);
     }
@@ -407,7 +510,9 @@ class HttpFuzzTest {
     private static boolean isErrorObject(String body) {
         try {
             JsonNode error = JSON.readTree(body.strip()).get("error");
-            return error != null && error.get("message").isTextual() && error.get("type").isTextual();
+            return error != null
+                    && error.get("message").isTextual()
+                    && error.get("type").isTextual();
         } catch (IOException | RuntimeException e) {
             return false;
         }
@@ -417,21 +522,25 @@ class HttpFuzzTest {
     private void awaitIdle() throws InterruptedException, IOException {
         String metrics = "";
         for (int i = 0; i < 100; i++) {
-            metrics = new String(send(raw("GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")).body());
+            metrics = new String(send(raw("GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"))
+                    .body());
             // This scrape's own handler is the one left.
-            if (gauge(metrics, "glimmer_http_handlers_active") <= 1 && gauge(metrics, "glimmer_requests_processing") == 0
+            if (gauge(metrics, "glimmer_http_handlers_active") <= 1
+                    && gauge(metrics, "glimmer_requests_processing") == 0
                     && gauge(metrics, "glimmer_requests_deferred") == 0) {
                 return;
             }
             Thread.sleep(100);
         }
-        failures.add("not idle after the fuzzing:\n" + metrics.lines().filter(l -> l.startsWith("glimmer_"))
-                .reduce("", (a, b) -> a + b + "\n"));
+        failures.add("not idle after the fuzzing:\n"
+                + metrics.lines().filter(l -> l.startsWith("glimmer_")).reduce("", (a, b) -> a + b + "\n"));
     }
 
     private static double gauge(String metrics, String name) {
-        return metrics.lines().filter(l -> l.startsWith(name + " ") || l.startsWith(name + "{"))
-                .mapToDouble(l -> Double.parseDouble(l.substring(l.lastIndexOf(' ') + 1))).sum();
+        return metrics.lines()
+                .filter(l -> l.startsWith(name + " ") || l.startsWith(name + "{"))
+                .mapToDouble(l -> Double.parseDouble(l.substring(l.lastIndexOf(' ') + 1)))
+                .sum();
     }
 
     private static long heapAfterGc() throws InterruptedException {
@@ -445,14 +554,20 @@ class HttpFuzzTest {
     /** The greedy answer to a plain chat request, whole. */
     private String normalAnswer() throws IOException, InterruptedException {
         try (HttpClient http = HttpClient.newHttpClient()) {
-            HttpResponse<String> response = http.send(HttpRequest.newBuilder(
-                            URI.create("http://127.0.0.1:" + port + "/v1/chat/completions"))
-                    .header("Content-Type", "application/json").timeout(Duration.ofMillis(DEADLINE_MS))
-                    .POST(HttpRequest.BodyPublishers.ofString("{\"messages\": [{\"role\": \"user\", \"content\": "
-                            + "\"Tell me a story about a fox.\"}], \"max_tokens\": 12, \"temperature\": 0}")).build(),
+            HttpResponse<String> response = http.send(
+                    HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/v1/chat/completions"))
+                            .header("Content-Type", "application/json")
+                            .timeout(Duration.ofMillis(DEADLINE_MS))
+                            .POST(
+                                    HttpRequest.BodyPublishers.ofString(
+                                            "{\"messages\": [{\"role\": \"user\", \"content\": "
+                                                    + "\"Tell me a story about a fox.\"}], \"max_tokens\": 12, \"temperature\": 0}"))
+                            .build(),
                     HttpResponse.BodyHandlers.ofString());
             assertEquals(200, response.statusCode(), response.body());
-            return JSON.readTree(response.body().strip()).at("/choices/0/message").toString();
+            return JSON.readTree(response.body().strip())
+                    .at("/choices/0/message")
+                    .toString();
         }
     }
 
@@ -487,7 +602,8 @@ class HttpFuzzTest {
                 s.getOutputStream().write(request);
                 s.getOutputStream().flush();
             } catch (IOException e) {
-                // The server answered and closed before taking the whole request (a 413, a bad header): read what it said.
+                // The server answered and closed before taking the whole request (a 413, a bad header): read what it
+                // said.
             }
             return readAnswer(s);
         }

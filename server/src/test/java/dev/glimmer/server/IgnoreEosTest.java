@@ -1,19 +1,18 @@
 package dev.glimmer.server;
 
-import dev.glimmer.engine.gguf.GgufFile;
-import dev.glimmer.engine.tokenizer.Tokenizer;
-import io.restassured.path.json.JsonPath;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
-
-import java.util.Map;
-import java.util.SortedSet;
-
 import static io.restassured.RestAssured.given;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.glimmer.engine.gguf.GgufFile;
+import dev.glimmer.engine.tokenizer.Tokenizer;
+import io.restassured.path.json.JsonPath;
+import java.util.Map;
+import java.util.SortedSet;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 
 /**
  * {@code ignore_eos} on {@code /v1/completions}, as llama-server accepts it: the end-of-generation tokens are
@@ -27,7 +26,8 @@ class IgnoreEosTest {
     @BeforeAll
     static void start() throws Exception {
         try (GgufFile file = GgufFile.open(TestServer.tinyModel())) {
-            endOfGeneration = Tokenizer.fromMetadata(file.metadata()).specialTokens().endOfGeneration();
+            endOfGeneration =
+                    Tokenizer.fromMetadata(file.metadata()).specialTokens().endOfGeneration();
         }
         assertFalse(endOfGeneration.isEmpty(), "the tiny model has end-of-generation tokens");
         app = TestServer.start(Map.of());
@@ -49,8 +49,14 @@ class IgnoreEosTest {
     }
 
     static JsonPath complete(String body) {
-        return given().port(app.port()).contentType("application/json").body(body).post("/v1/completions").then()
-                .statusCode(200).extract().jsonPath();
+        return given().port(app.port())
+                .contentType("application/json")
+                .body(body)
+                .post("/v1/completions")
+                .then()
+                .statusCode(200)
+                .extract()
+                .jsonPath();
     }
 
     @Test
@@ -72,19 +78,32 @@ class IgnoreEosTest {
 
     @Test
     void ignoreEosHoldsForEveryPromptOfAListAndWhenStreamed() {
-        String body = pushedToEnd(", \"ignore_eos\": true, \"stream\": true, \"stream_options\": {\"include_usage\": true}")
+        String body = pushedToEnd(
+                        ", \"ignore_eos\": true, \"stream\": true, \"stream_options\": {\"include_usage\": true}")
                 .replace("\"Once upon a time\"", "[\"Once upon a time\", \"The fox\"]");
-        String events = given().port(app.port()).contentType("application/json").body(body).post("/v1/completions")
-                .then().statusCode(200).extract().asString();
+        String events = given().port(app.port())
+                .contentType("application/json")
+                .body(body)
+                .post("/v1/completions")
+                .then()
+                .statusCode(200)
+                .extract()
+                .asString();
         assertEquals(2, events.split("\"finish_reason\":\"length\"", -1).length - 1, events);
         assertTrue(events.contains("\"completion_tokens\":24"), events);
     }
 
     @Test
     void ignoreEosMustBeABoolean() {
-        String error = given().port(app.port()).contentType("application/json")
-                .body("{\"prompt\": \"Hi\", \"max_tokens\": 2, \"ignore_eos\": \"yes\"}").post("/v1/completions").then()
-                .statusCode(400).extract().jsonPath().getString("error.param");
+        String error = given().port(app.port())
+                .contentType("application/json")
+                .body("{\"prompt\": \"Hi\", \"max_tokens\": 2, \"ignore_eos\": \"yes\"}")
+                .post("/v1/completions")
+                .then()
+                .statusCode(400)
+                .extract()
+                .jsonPath()
+                .getString("error.param");
         assertEquals("ignore_eos", error);
     }
 }

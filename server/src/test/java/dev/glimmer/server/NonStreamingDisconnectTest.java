@@ -1,23 +1,22 @@
 package dev.glimmer.server;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.Arguments;
-import org.junit.jupiter.params.provider.MethodSource;
+import static io.restassured.RestAssured.given;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Map;
-
-import static io.restassured.RestAssured.given;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
 
 /**
  * A client of a non-streaming request that hangs up stops its generation, as a streaming one does:
@@ -32,6 +31,7 @@ class NonStreamingDisconnectTest {
      * the tiny model answers 1,000 tokens within a second on a quiet machine, sooner than the default 2 s.
      */
     static final String PROBE_AFTER_MS = "glimmer.http.probe-after-ms";
+
     static GlimmerApp app;
 
     @BeforeAll
@@ -42,9 +42,15 @@ class NonStreamingDisconnectTest {
 
     /** A greedy completion of exactly {@code tokens} tokens, its body as sent. */
     static String completion(int tokens) {
-        return given().port(app.port()).contentType("application/json")
+        return given().port(app.port())
+                .contentType("application/json")
                 .body(Map.of("prompt", "Once upon a time", "max_tokens", tokens, "temperature", 0, "ignore_eos", true))
-                .post("/v1/completions").then().statusCode(200).contentType("application/json").extract().asString();
+                .post("/v1/completions")
+                .then()
+                .statusCode(200)
+                .contentType("application/json")
+                .extract()
+                .asString();
     }
 
     @AfterAll
@@ -56,10 +62,11 @@ class NonStreamingDisconnectTest {
     static List<Arguments> longGenerations() {
         List<Map<String, String>> story = List.of(Map.of("role", "user", "content", "Write a very long story."));
         return List.of(
-                Arguments.of("/v1/chat/completions", Map.of("messages", story, "max_tokens", MAX_TOKENS,
-                        "temperature", 0, "stream", false)),
-                Arguments.of("/v1/responses", Map.of("input", story, "max_output_tokens", MAX_TOKENS,
-                        "temperature", 0)),
+                Arguments.of(
+                        "/v1/chat/completions",
+                        Map.of("messages", story, "max_tokens", MAX_TOKENS, "temperature", 0, "stream", false)),
+                Arguments.of(
+                        "/v1/responses", Map.of("input", story, "max_output_tokens", MAX_TOKENS, "temperature", 0)),
                 Arguments.of("/v1/messages", Map.of("messages", story, "max_tokens", MAX_TOKENS, "temperature", 0)));
     }
 
@@ -81,7 +88,8 @@ class NonStreamingDisconnectTest {
         try (Socket socket = new Socket("127.0.0.1", app.port())) {
             OutputStream out = socket.getOutputStream();
             out.write(("POST " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-                    + "Content-Length: " + body.length + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+                            + "Content-Length: " + body.length + "\r\n\r\n")
+                    .getBytes(StandardCharsets.US_ASCII));
             out.write(body);
             out.flush();
             InputStream in = socket.getInputStream();
@@ -109,17 +117,25 @@ class NonStreamingDisconnectTest {
     @MethodSource("quickGenerations")
     void aQuickAnswerIsItsJsonAlone(String path, Map<String, Object> request) {
         long start = System.nanoTime();
-        var r = given().port(app.port()).contentType("application/json").body(request)
-                .post(path).then().statusCode(200).contentType("application/json").extract();
+        var r = given().port(app.port())
+                .contentType("application/json")
+                .body(request)
+                .post(path)
+                .then()
+                .statusCode(200)
+                .contentType("application/json")
+                .extract();
         long millis = (System.nanoTime() - start) / 1_000_000;
-        assertTrue(r.asString().startsWith("{"), "answered in " + millis + " ms, starting with '"
-                + r.asString().substring(0, 10) + "'");
+        assertTrue(
+                r.asString().startsWith("{"),
+                "answered in " + millis + " ms, starting with '" + r.asString().substring(0, 10) + "'");
     }
 
     static List<Arguments> quickGenerations() {
         List<Map<String, String>> hi = List.of(Map.of("role", "user", "content", "Hi"));
         return List.of(
-                Arguments.of("/v1/completions", Map.of("prompt", "Once upon a time", "max_tokens", 4, "temperature", 0)),
+                Arguments.of(
+                        "/v1/completions", Map.of("prompt", "Once upon a time", "max_tokens", 4, "temperature", 0)),
                 Arguments.of("/v1/chat/completions", Map.of("messages", hi, "max_tokens", 4, "temperature", 0)),
                 Arguments.of("/v1/responses", Map.of("input", hi, "max_output_tokens", 4, "temperature", 0)),
                 Arguments.of("/v1/messages", Map.of("messages", hi, "max_tokens", 4, "temperature", 0)));
@@ -165,8 +181,16 @@ class NonStreamingDisconnectTest {
     }
 
     private static double metric(String name) {
-        String text = given().port(app.port()).get("/metrics").then().statusCode(200).extract().asString();
-        return text.lines().filter(l -> l.startsWith(name + " ")).mapToDouble(l -> Double.parseDouble(l.split(" ")[1]))
-                .findFirst().orElseThrow(() -> new AssertionError("no metric " + name));
+        String text = given().port(app.port())
+                .get("/metrics")
+                .then()
+                .statusCode(200)
+                .extract()
+                .asString();
+        return text.lines()
+                .filter(l -> l.startsWith(name + " "))
+                .mapToDouble(l -> Double.parseDouble(l.split(" ")[1]))
+                .findFirst()
+                .orElseThrow(() -> new AssertionError("no metric " + name));
     }
 }

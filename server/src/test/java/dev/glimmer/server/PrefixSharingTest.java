@@ -1,11 +1,11 @@
 package dev.glimmer.server;
 
+import static io.restassured.RestAssured.given;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.restassured.path.json.JsonPath;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
-
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.OutputStream;
@@ -14,10 +14,9 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-
-import static io.restassured.RestAssured.given;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 
 /**
  * Two conversations with one long system prompt (sub-agents of one agent): the second, sent while the first is still
@@ -38,8 +37,15 @@ class PrefixSharingTest {
     }
 
     static List<Integer> tokenize(String text) {
-        return given().port(app.port()).contentType("application/json").body(Map.of("content", text)).post("/tokenize")
-                .then().statusCode(200).extract().jsonPath().getList("tokens", Integer.class);
+        return given().port(app.port())
+                .contentType("application/json")
+                .body(Map.of("content", text))
+                .post("/tokenize")
+                .then()
+                .statusCode(200)
+                .extract()
+                .jsonPath()
+                .getList("tokens", Integer.class);
     }
 
     @Test
@@ -57,29 +63,43 @@ class PrefixSharingTest {
             shared++;
         }
 
-        String running = new ObjectMapper().writeValueAsString(Map.of("prompt", first, "max_tokens", 1500,
-                "temperature", 0, "ignore_eos", true, "stream", true));
+        String running = new ObjectMapper()
+                .writeValueAsString(Map.of(
+                        "prompt", first, "max_tokens", 1500, "temperature", 0, "ignore_eos", true, "stream", true));
         try (Socket socket = new Socket("127.0.0.1", app.port())) {
             byte[] bytes = running.getBytes(StandardCharsets.UTF_8);
             OutputStream out = socket.getOutputStream();
             out.write(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-                    + "Content-Length: " + bytes.length + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+                            + "Content-Length: " + bytes.length + "\r\n\r\n")
+                    .getBytes(StandardCharsets.US_ASCII));
             out.write(bytes);
             out.flush();
-            BufferedReader in = new BufferedReader(new InputStreamReader(socket.getInputStream(), StandardCharsets.UTF_8));
+            BufferedReader in =
+                    new BufferedReader(new InputStreamReader(socket.getInputStream(), StandardCharsets.UTF_8));
             String line;
             while ((line = in.readLine()) != null && !line.startsWith("data: ")) {
                 // the first token comes once the whole prompt is in the cache
             }
-            JsonPath r = given().port(app.port()).contentType("application/json")
-                    .body(Map.of("prompt", second, "max_tokens", 4, "temperature", 0)).post("/v1/completions")
-                    .then().statusCode(200).extract().jsonPath();
+            JsonPath r = given().port(app.port())
+                    .contentType("application/json")
+                    .body(Map.of("prompt", second, "max_tokens", 4, "temperature", 0))
+                    .post("/v1/completions")
+                    .then()
+                    .statusCode(200)
+                    .extract()
+                    .jsonPath();
             assertEquals(shared, r.getInt("usage.prompt_tokens_details.cached_tokens"));
             assertEquals(second.size() - shared, r.getInt("timings.prompt_n"));
         }
-        String metrics = given().port(app.port()).get("/metrics").then().statusCode(200).extract().asString();
+        String metrics = given().port(app.port())
+                .get("/metrics")
+                .then()
+                .statusCode(200)
+                .extract()
+                .asString();
         assertTrue(metrics.contains("glimmer_prefix_hits_total{source=\"conversation\"} 1.0"), metrics);
-        assertTrue(metrics.contains("glimmer_prefix_tokens_saved_total{source=\"conversation\"} " + shared + ".0"),
+        assertTrue(
+                metrics.contains("glimmer_prefix_tokens_saved_total{source=\"conversation\"} " + shared + ".0"),
                 metrics);
     }
 }

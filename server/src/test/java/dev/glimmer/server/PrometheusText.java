@@ -1,5 +1,9 @@
 package dev.glimmer.server;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -8,18 +12,13 @@ import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assertions.fail;
-
 /**
  * A scrape of {@code /metrics} read as the Prometheus text format 0.0.4 defines it: {@code # TYPE} lines and samples
  * {@code name{label="value",...} number}. Any line of another shape fails the test.
  */
 record PrometheusText(Map<String, String> types, List<Sample> samples) {
 
-    record Sample(String name, Map<String, String> labels, double value) {
-    }
+    record Sample(String name, Map<String, String> labels, double value) {}
 
     private static final Pattern SAMPLE = Pattern.compile("([a-zA-Z_:][a-zA-Z0-9_:]*)(\\{(.*)})? (\\S+)");
     private static final Pattern LABEL = Pattern.compile("([a-zA-Z_][a-zA-Z0-9_]*)=\"((?:[^\"\\\\]|\\\\.)*)\",?");
@@ -61,7 +60,8 @@ record PrometheusText(Map<String, String> types, List<Sample> samples) {
     /** The value of the one sample named {@code name} whose labels include {@code labels}. */
     double value(String name, Map<String, String> labels) {
         List<Sample> found = all(name).stream()
-                .filter(s -> s.labels().entrySet().containsAll(labels.entrySet())).toList();
+                .filter(s -> s.labels().entrySet().containsAll(labels.entrySet()))
+                .toList();
         if (found.size() != 1) {
             fail(found.size() + " samples of " + name + " with " + labels + ": " + all(name));
         }

@@ -1,18 +1,17 @@
 package dev.glimmer.server;
 
+import static io.restassured.RestAssured.given;
+import static org.hamcrest.Matchers.containsString;
+import static org.hamcrest.Matchers.equalTo;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import io.restassured.response.ValidatableResponse;
+import java.util.List;
+import java.util.Map;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-
-import java.util.List;
-import java.util.Map;
-
-import static io.restassured.RestAssured.given;
-import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.hamcrest.Matchers.containsString;
-import static org.hamcrest.Matchers.equalTo;
 
 /** Every client mistake gets an OpenAI error object with the right status, never a 500. */
 class RequestErrorsTest {
@@ -29,7 +28,11 @@ class RequestErrorsTest {
     }
 
     static ValidatableResponse post(String path, String body) {
-        return given().port(app.port()).contentType("application/json").body(body).post(path).then();
+        return given().port(app.port())
+                .contentType("application/json")
+                .body(body)
+                .post(path)
+                .then();
     }
 
     static ValidatableResponse chat(String body) {
@@ -37,7 +40,8 @@ class RequestErrorsTest {
     }
 
     static void badRequest(ValidatableResponse r, String param, String message) {
-        r.statusCode(400).contentType("application/json")
+        r.statusCode(400)
+                .contentType("application/json")
                 .body("error.type", equalTo("invalid_request_error"))
                 .body("error.param", equalTo(param))
                 .body("error.message", containsString(message));
@@ -65,10 +69,14 @@ class RequestErrorsTest {
         bodies.put("{\"messages\": " + "[".repeat(5000) + "]".repeat(5000) + "}", "nesting depth");
         for (String path : List.of("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages")) {
             for (Map.Entry<String, String> body : bodies.entrySet()) {
-                var error = post(path, body.getKey()).statusCode(400).contentType("application/json").extract()
+                var error = post(path, body.getKey())
+                        .statusCode(400)
+                        .contentType("application/json")
+                        .extract()
                         .jsonPath();
                 String message = error.getString("error.message");
-                String what = path + " " + body.getKey().substring(0, Math.min(40, body.getKey().length())) + ": " + message;
+                String what = path + " "
+                        + body.getKey().substring(0, Math.min(40, body.getKey().length())) + ": " + message;
                 assertTrue(message.startsWith("the body is not valid JSON at line "), what);
                 assertTrue(message.contains(body.getValue()), what);
                 for (String internal : List.of("Source", "REDACTED", "StreamRead", "`", "[", "\n")) {
@@ -84,7 +92,9 @@ class RequestErrorsTest {
         String deep = "[".repeat(5000) + "]".repeat(5000);
         badRequest(chat("{\"messages\": " + deep + "}"), null, "nesting depth");
         badRequest(post("/v1/completions", "{\"prompt\": " + deep + "}"), null, "nesting depth");
-        badRequest(post("/tokenize", "{\"content\": " + "{\"a\": ".repeat(5000) + "1" + "}".repeat(5000) + "}"), null,
+        badRequest(
+                post("/tokenize", "{\"content\": " + "{\"a\": ".repeat(5000) + "1" + "}".repeat(5000) + "}"),
+                null,
                 "nesting depth");
     }
 
@@ -93,18 +103,25 @@ class RequestErrorsTest {
         badRequest(chat("{}"), "messages", "messages");
         badRequest(chat("{\"messages\": \"hi\"}"), "messages", "messages");
         badRequest(chat("{\"messages\": []}"), "messages", "messages");
-        badRequest(chat("{\"messages\": [{\"role\": \"bot\", \"content\": \"hi\"}]}"), "messages", "unknown role 'bot'");
+        badRequest(
+                chat("{\"messages\": [{\"role\": \"bot\", \"content\": \"hi\"}]}"), "messages", "unknown role 'bot'");
     }
 
     // One case per line, written out, so that the message each field gets is read in the test itself.
     @Test
     void wrongTypesNameTheField() {
         String msgs = "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]";
-        badRequest(chat("{" + msgs + ", \"temperature\": \"hot\"}"), "temperature", "temperature must be a number, got a string");
+        badRequest(
+                chat("{" + msgs + ", \"temperature\": \"hot\"}"),
+                "temperature",
+                "temperature must be a number, got a string");
         badRequest(chat("{" + msgs + ", \"stream\": \"yes\"}"), "stream", "stream must be a boolean");
         badRequest(chat("{" + msgs + ", \"stop\": 5}"), "stop", "stop must be a string or an array of strings");
         badRequest(chat("{" + msgs + ", \"top_p\": 1.5}"), "top_p", "top_p must be in (0, 1]");
-        badRequest(chat("{" + msgs + ", \"logit_bias\": {\"abc\": 1}}"), "logit_bias", "logit_bias keys must be token ids");
+        badRequest(
+                chat("{" + msgs + ", \"logit_bias\": {\"abc\": 1}}"),
+                "logit_bias",
+                "logit_bias keys must be token ids");
         badRequest(chat("{" + msgs + ", \"logit_bias\": {\"5000\": 1}}"), "logit_bias", "beyond the vocabulary");
         badRequest(chat("{" + msgs + ", \"top_logprobs\": 3}"), "top_logprobs", "top_logprobs needs logprobs: true");
         badRequest(chat("{" + msgs + ", \"reasoning_effort\": \"extreme\"}"), "reasoning_effort", "reasoning_effort");
@@ -113,9 +130,15 @@ class RequestErrorsTest {
     @Test
     void negativeOrAbsurdMaxTokens() {
         String msgs = "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]";
-        badRequest(chat("{" + msgs + ", \"max_tokens\": -1}"), "max_tokens", "max_tokens must be between 1 and 16777216, got -1");
+        badRequest(
+                chat("{" + msgs + ", \"max_tokens\": -1}"),
+                "max_tokens",
+                "max_tokens must be between 1 and 16777216, got -1");
         badRequest(chat("{" + msgs + ", \"max_tokens\": 0}"), "max_tokens", "got 0");
-        badRequest(chat("{" + msgs + ", \"max_completion_tokens\": 99999999999}"), "max_completion_tokens", "between 1 and");
+        badRequest(
+                chat("{" + msgs + ", \"max_completion_tokens\": 99999999999}"),
+                "max_completion_tokens",
+                "between 1 and");
         badRequest(chat("{" + msgs + ", \"max_tokens\": 2.5}"), "max_tokens", "max_tokens must be an integer");
     }
 
@@ -123,11 +146,17 @@ class RequestErrorsTest {
     void unsupportedFeaturesAreRefusedClearly() {
         String msgs = "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]";
         badRequest(chat("{" + msgs + ", \"n\": 9}"), "n", "n must be between 1 and 8, got 9");
-        badRequest(chat("{" + msgs + ", \"response_format\": {\"type\": \"yaml\"}}"), "response_format",
+        badRequest(
+                chat("{" + msgs + ", \"response_format\": {\"type\": \"yaml\"}}"),
+                "response_format",
                 "response_format.type must be text, json_object or json_schema, got 'yaml'");
-        badRequest(post("/v1/completions", "{\"prompt\": \"hi\", \"response_format\": {\"type\": \"json_object\"}}"),
-                "response_format", "response_format json_object is supported on /v1/chat/completions only");
-        badRequest(chat("{" + msgs + ", \"tool_choice\": \"required\"}"), "tool_choice",
+        badRequest(
+                post("/v1/completions", "{\"prompt\": \"hi\", \"response_format\": {\"type\": \"json_object\"}}"),
+                "response_format",
+                "response_format json_object is supported on /v1/chat/completions only");
+        badRequest(
+                chat("{" + msgs + ", \"tool_choice\": \"required\"}"),
+                "tool_choice",
                 "tool_choice \"required\" needs tools to call; the request has none");
         badRequest(chat("{" + msgs + ", \"tool_choice\": \"sometimes\"}"), "tool_choice", "tool_choice must be");
     }
@@ -135,13 +164,15 @@ class RequestErrorsTest {
     @Test
     void promptsLongerThanTheContextSayBothNumbers() {
         String longText = "word ".repeat(400);
-        chat("{\"messages\": [{\"role\": \"user\", \"content\": \"" + longText + "\"}]}").statusCode(400)
+        chat("{\"messages\": [{\"role\": \"user\", \"content\": \"" + longText + "\"}]}")
+                .statusCode(400)
                 .body("error.code", equalTo("context_length_exceeded"))
                 .body("error.param", equalTo("messages"))
                 .body("error.message", containsString("but the context holds 256"))
                 .body("error.message", containsString("the prompt has "))
                 .body("error.message", containsString("or start the server with a larger --ctx (up to 4096)"));
-        post("/v1/completions", "{\"prompt\": \"" + longText + "\"}").statusCode(400)
+        post("/v1/completions", "{\"prompt\": \"" + longText + "\"}")
+                .statusCode(400)
                 .body("error.message", containsString("but the context holds 256"))
                 .body("error.code", equalTo("context_length_exceeded"));
     }
@@ -149,7 +180,9 @@ class RequestErrorsTest {
     @Test
     void bodiesOverTheLimitAre413() {
         String big = "{\"prompt\": \"" + "x".repeat(70 * 1024) + "\"}";
-        post("/v1/completions", big).statusCode(413).body("error.code", equalTo("request_too_large"))
+        post("/v1/completions", big)
+                .statusCode(413)
+                .body("error.code", equalTo("request_too_large"))
                 .body("error.message", containsString("65536 bytes"));
     }
 
@@ -157,24 +190,40 @@ class RequestErrorsTest {
     @Test
     void anyModelNameIsTheServedModel() {
         chat("{\"model\": \"gpt-4o\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 2}")
-                .statusCode(200).body("model", equalTo("tiny-f32"));
-        post("/v1/completions", "{\"model\": \"gpt-4o\", \"prompt\": \"hi\", \"max_tokens\": 2}").statusCode(200)
+                .statusCode(200)
                 .body("model", equalTo("tiny-f32"));
-        badRequest(chat("{\"model\": 4, \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}"), "model",
+        post("/v1/completions", "{\"model\": \"gpt-4o\", \"prompt\": \"hi\", \"max_tokens\": 2}")
+                .statusCode(200)
+                .body("model", equalTo("tiny-f32"));
+        badRequest(
+                chat("{\"model\": 4, \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}"),
+                "model",
                 "model must be a string");
         // The catalogue lists what is served.
-        given().port(app.port()).get("/v1/models/gpt-4o").then().statusCode(404).body("error.code", equalTo("model_not_found"));
+        given().port(app.port())
+                .get("/v1/models/gpt-4o")
+                .then()
+                .statusCode(404)
+                .body("error.code", equalTo("model_not_found"));
     }
 
     @Test
     void completionPromptsAreChecked() {
         badRequest(post("/v1/completions", "{}"), "prompt", "prompt is required");
-        badRequest(post("/v1/completions", "{\"prompt\": 5}"), "prompt", "prompt must be a string or an array of token ids");
+        badRequest(
+                post("/v1/completions", "{\"prompt\": 5}"),
+                "prompt",
+                "prompt must be a string or an array of token ids");
         badRequest(post("/v1/completions", "{\"prompt\": [1, -2]}"), "prompt", "prompt[1] must be a token id");
-        badRequest(post("/v1/completions", "{\"prompt\": [\"a\", 5]}"), "prompt", "prompt[1] must be a string or an array");
-        badRequest(post("/v1/completions", "{\"prompt\": [[1], [2, -3]]}"), "prompt", "prompt[1][1] must be a token id");
+        badRequest(
+                post("/v1/completions", "{\"prompt\": [\"a\", 5]}"),
+                "prompt",
+                "prompt[1] must be a string or an array");
+        badRequest(
+                post("/v1/completions", "{\"prompt\": [[1], [2, -3]]}"), "prompt", "prompt[1][1] must be a token id");
         badRequest(post("/v1/completions", "{\"prompt\": [\"a\", \"\"]}"), "prompt", "prompt[1] must not be empty");
-        badRequest(post("/v1/completions", "{\"prompt\": [" + "\"a\", ".repeat(16) + "\"a\"]}"), "prompt", "at most 16");
+        badRequest(
+                post("/v1/completions", "{\"prompt\": [" + "\"a\", ".repeat(16) + "\"a\"]}"), "prompt", "at most 16");
         badRequest(post("/v1/completions", "{\"prompt\": [1, 99999]}"), "prompt", "beyond the vocabulary");
         badRequest(post("/v1/completions", "{\"prompt\": \"\"}"), "prompt", "prompt must not be empty");
         badRequest(post("/v1/completions", "{\"prompt\": \"hi\", \"logprobs\": 9}"), "logprobs", "between 0 and 5");

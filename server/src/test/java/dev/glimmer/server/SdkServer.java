@@ -4,11 +4,10 @@ import com.anthropic.client.AnthropicClient;
 import com.anthropic.client.okhttp.AnthropicOkHttpClient;
 import com.openai.client.OpenAIClient;
 import com.openai.client.okhttp.OpenAIOkHttpClient;
+import java.util.Map;
 import org.junit.jupiter.api.extension.AfterAllCallback;
 import org.junit.jupiter.api.extension.BeforeAllCallback;
 import org.junit.jupiter.api.extension.ExtensionContext;
-
-import java.util.Map;
 
 /**
  * A test server on the tiny model for one test class, with the official OpenAI and Anthropic clients
@@ -34,11 +33,17 @@ public final class SdkServer implements BeforeAllCallback, AfterAllCallback {
     @Override
     public void beforeAll(ExtensionContext context) {
         app = TestServer.start(overrides);
-        openai = OpenAIOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port() + "/v1").apiKey(apiKey)
-                .maxRetries(0).build();
+        openai = OpenAIOkHttpClient.builder()
+                .baseUrl("http://127.0.0.1:" + app.port() + "/v1")
+                .apiKey(apiKey)
+                .maxRetries(0)
+                .build();
         // Anthropic's client adds /v1 to its paths itself.
-        anthropic = AnthropicOkHttpClient.builder().baseUrl("http://127.0.0.1:" + app.port()).apiKey(apiKey)
-                .maxRetries(0).build();
+        anthropic = AnthropicOkHttpClient.builder()
+                .baseUrl("http://127.0.0.1:" + app.port())
+                .apiKey(apiKey)
+                .maxRetries(0)
+                .build();
     }
 
     @Override

@@ -1,17 +1,16 @@
 package dev.glimmer.server;
 
-import io.restassured.path.json.JsonPath;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
-
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Map;
-
 import static io.restassured.RestAssured.given;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.restassured.path.json.JsonPath;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 
 /** Follow-up requests reuse the KV cache of the conversation they continue. */
 class SessionReuseTest {
@@ -29,8 +28,14 @@ class SessionReuseTest {
     }
 
     static JsonPath post(String path, Object body) {
-        return given().port(app.port()).contentType("application/json").body(body).post(path).then().statusCode(200)
-                .extract().jsonPath();
+        return given().port(app.port())
+                .contentType("application/json")
+                .body(body)
+                .post(path)
+                .then()
+                .statusCode(200)
+                .extract()
+                .jsonPath();
     }
 
     static List<Integer> tokenize(String text) {
@@ -64,9 +69,14 @@ class SessionReuseTest {
     @Test
     void longPromptsAreProcessedInChunksWithPings() throws Exception {
         List<Integer> prompt = longPrompt(4 * CHUNK + 10, "A story about wolves and the moon, told slowly. ");
-        String body = given().port(app.port()).contentType("application/json")
+        String body = given().port(app.port())
+                .contentType("application/json")
                 .body(Map.of("prompt", prompt, "max_tokens", 2, "temperature", 0, "stream", true))
-                .post("/v1/completions").then().statusCode(200).extract().asString();
+                .post("/v1/completions")
+                .then()
+                .statusCode(200)
+                .extract()
+                .asString();
         Sse.events(body);
         long pings = body.lines().filter(": ping"::equals).count();
         assertTrue(pings >= 4, "one ping per processed chunk but the last: " + pings);
@@ -81,16 +91,17 @@ class SessionReuseTest {
     void aClientLeavingDuringThePromptStopsItsProcessing() throws Exception {
         List<Integer> prompt = longPrompt(12 * CHUNK, "Rivers run to the sea; the sea does not fill. ");
         double before = promptTokensProcessed();
-        String request = new com.fasterxml.jackson.databind.ObjectMapper().writeValueAsString(
-                Map.of("prompt", prompt, "max_tokens", 2, "temperature", 0, "stream", true));
+        String request = new com.fasterxml.jackson.databind.ObjectMapper()
+                .writeValueAsString(Map.of("prompt", prompt, "max_tokens", 2, "temperature", 0, "stream", true));
         try (java.net.Socket socket = new java.net.Socket("127.0.0.1", app.port())) {
             byte[] bytes = request.getBytes(java.nio.charset.StandardCharsets.UTF_8);
-            socket.getOutputStream().write(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
-                    + "Content-Type: application/json\r\nContent-Length: " + bytes.length + "\r\n\r\n")
-                    .getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+            socket.getOutputStream()
+                    .write(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+                                    + "Content-Type: application/json\r\nContent-Length: " + bytes.length + "\r\n\r\n")
+                            .getBytes(java.nio.charset.StandardCharsets.US_ASCII));
             socket.getOutputStream().write(bytes);
-            var in = new java.io.BufferedReader(new java.io.InputStreamReader(socket.getInputStream(),
-                    java.nio.charset.StandardCharsets.UTF_8));
+            var in = new java.io.BufferedReader(
+                    new java.io.InputStreamReader(socket.getInputStream(), java.nio.charset.StandardCharsets.UTF_8));
             String line;
             while ((line = in.readLine()) != null && !line.equals(": ping")) {
                 // headers, then the first ping after the first chunk
@@ -101,15 +112,24 @@ class SessionReuseTest {
             Thread.sleep(10);
         }
         double processed = promptTokensProcessed() - before;
-        assertTrue(processed >= 2 * CHUNK && processed <= 6 * CHUNK, "processed before stopping: " + processed
-                + " of " + prompt.size());
+        assertTrue(
+                processed >= 2 * CHUNK && processed <= 6 * CHUNK,
+                "processed before stopping: " + processed + " of " + prompt.size());
         assertEquals(0, processed % CHUNK, "stopped at a chunk boundary");
     }
 
     static double promptTokensProcessed() {
-        String metrics = given().port(app.port()).get("/metrics").then().statusCode(200).extract().asString();
-        return metrics.lines().filter(l -> l.startsWith("glimmer_prompt_tokens_total "))
-                .mapToDouble(l -> Double.parseDouble(l.split(" ")[1])).findFirst().orElseThrow();
+        String metrics = given().port(app.port())
+                .get("/metrics")
+                .then()
+                .statusCode(200)
+                .extract()
+                .asString();
+        return metrics.lines()
+                .filter(l -> l.startsWith("glimmer_prompt_tokens_total "))
+                .mapToDouble(l -> Double.parseDouble(l.split(" ")[1]))
+                .findFirst()
+                .orElseThrow();
     }
 
     static List<Integer> longPrompt(int tokens, String sentence) {
@@ -126,14 +146,18 @@ class SessionReuseTest {
     void aChatFollowUpReusesThePreviousPrompt() {
         Map<String, Object> turn1 = Map.of("role", "user", "content", "Tell me about foxes.");
         Map<String, Object> off = Map.of("enable_thinking", false);
-        JsonPath r1 = post("/v1/chat/completions", Map.of("messages", List.of(turn1), "max_tokens", 8,
-                "temperature", 0, "chat_template_kwargs", off));
+        JsonPath r1 = post(
+                "/v1/chat/completions",
+                Map.of("messages", List.of(turn1), "max_tokens", 8, "temperature", 0, "chat_template_kwargs", off));
         int previous = r1.getInt("usage.prompt_tokens");
         String reply = r1.getString("choices[0].message.content");
-        List<Object> messages = List.of(turn1, Map.of("role", "assistant", "content", reply),
+        List<Object> messages = List.of(
+                turn1,
+                Map.of("role", "assistant", "content", reply),
                 Map.of("role", "user", "content", "And about wolves?"));
-        JsonPath r2 = post("/v1/chat/completions", Map.of("messages", messages, "max_tokens", 8, "temperature", 0,
-                "chat_template_kwargs", off));
+        JsonPath r2 = post(
+                "/v1/chat/completions",
+                Map.of("messages", messages, "max_tokens", 8, "temperature", 0, "chat_template_kwargs", off));
         int cached = r2.getInt("usage.prompt_tokens_details.cached_tokens");
         assertTrue(cached >= previous, "cached " + cached + " < previous prompt " + previous);
         assertEquals(r2.getInt("usage.prompt_tokens") - cached, r2.getInt("timings.prompt_n"));

@@ -1,8 +1,9 @@
 package dev.glimmer.server;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import org.junit.jupiter.api.Test;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.net.URI;
@@ -13,9 +14,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
 
 /** Stopping the server (what Ctrl-C does) ends running streams properly: a final chunk, then [DONE]. */
 class ShutdownTest {
@@ -23,11 +22,15 @@ class ShutdownTest {
     @Test
     void runningStreamsGetAFinalChunk() throws Exception {
         GlimmerApp app = TestServer.start(Map.of("model.ctx", "4096"));
-        String endless = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 4000, \"stream\": true,"
-                + " \"temperature\": 0, \"logit_bias\": {\"960\": -100, \"967\": -100, \"969\": -100}}";
+        String endless =
+                "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 4000, \"stream\": true,"
+                        + " \"temperature\": 0, \"logit_bias\": {\"960\": -100, \"967\": -100, \"969\": -100}}";
         try (HttpClient http = HttpClient.newHttpClient()) {
-            HttpRequest request = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + app.port() + "/v1/chat/completions"))
-                    .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(endless)).build();
+            HttpRequest request = HttpRequest.newBuilder(
+                            URI.create("http://127.0.0.1:" + app.port() + "/v1/chat/completions"))
+                    .header("Content-Type", "application/json")
+                    .POST(HttpRequest.BodyPublishers.ofString(endless))
+                    .build();
             HttpResponse<java.io.InputStream> response = http.send(request, HttpResponse.BodyHandlers.ofInputStream());
             assertEquals(200, response.statusCode());
             BufferedReader in = new BufferedReader(new InputStreamReader(response.body(), StandardCharsets.UTF_8));

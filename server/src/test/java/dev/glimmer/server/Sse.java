@@ -1,13 +1,12 @@
 package dev.glimmer.server;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-
-import java.util.ArrayList;
-import java.util.List;
-
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.util.ArrayList;
+import java.util.List;
 
 /** Splits an event-stream body into its JSON events, checking the framing byte for byte on the way. */
 public final class Sse {
@@ -44,6 +43,5 @@ public final class Sse {
         return s.length() < 200 ? s : s.substring(s.length() - 200);
     }
 
-    private Sse() {
-    }
+    private Sse() {}
 }

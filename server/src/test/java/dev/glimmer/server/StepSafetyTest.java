@@ -1,5 +1,12 @@
 package dev.glimmer.server;
 
+import static io.restassured.RestAssured.given;
+import static org.hamcrest.Matchers.containsString;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.SequencePools;
@@ -8,8 +15,6 @@ import dev.glimmer.engine.backend.emulated.EmulatorRunner;
 import dev.glimmer.server.inference.BackendChooser;
 import dev.glimmer.server.inference.Scheduler;
 import dev.glimmer.server.inference.ServedModel;
-import org.junit.jupiter.api.Test;
-
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -26,13 +31,7 @@ import java.util.logging.Handler;
 import java.util.logging.Level;
 import java.util.logging.LogRecord;
 import java.util.logging.Logger;
-
-import static io.restassured.RestAssured.given;
-import static org.hamcrest.Matchers.containsString;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertNotNull;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
 
 /**
  * What the scheduler does around a forward step on a GPU-style pool (the real kernels on the CPU
@@ -151,8 +150,8 @@ class StepSafetyTest {
     }
 
     static BackendChooser watched(Events events, Runnable beforeStep) {
-        return (requested, model, cpu) -> new BackendChoice(BackendKind.EMULATED, "watched emulated pools", Optional.empty(),
-                new SequencePools() {
+        return (requested, model, cpu) -> new BackendChoice(
+                BackendKind.EMULATED, "watched emulated pools", Optional.empty(), new SequencePools() {
                     @Override
                     public SequencePool pool(int slots, int capacity) {
                         return new Watched(EmulatorRunner.pool(model, slots, capacity), events, beforeStep);
@@ -201,8 +200,7 @@ class StepSafetyTest {
         }
 
         @Override
-        public void flush() {
-        }
+        public void flush() {}
 
         @Override
         public void close() {
@@ -229,27 +227,34 @@ class StepSafetyTest {
             }
         }));
         try (Records log = new Records(ServedModel.class);
-             HttpClient http = HttpClient.newHttpClient()) {
+                HttpClient http = HttpClient.newHttpClient()) {
             List<String> before = events.list();
-            http.sendAsync(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + app.port() + "/v1/chat/completions"))
-                    .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(CHAT)).build(),
+            http.sendAsync(
+                    HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + app.port() + "/v1/chat/completions"))
+                            .header("Content-Type", "application/json")
+                            .POST(HttpRequest.BodyPublishers.ofString(CHAT))
+                            .build(),
                     HttpResponse.BodyHandlers.ofString());
             assertTrue(inStep.await(30, TimeUnit.SECONDS), "the request's first step never started");
 
             CompletableFuture<Void> closing = CompletableFuture.runAsync(() -> app.close(Duration.ofMillis(300)));
             log.await("a forward step is still running", Duration.ofSeconds(10));
-            List<String> whileRunning = events.list().subList(before.size(), events.list().size());
+            List<String> whileRunning =
+                    events.list().subList(before.size(), events.list().size());
             assertEquals(List.of("step start"), whileRunning, "freed under a running step");
 
             release.countDown();
             closing.get(30, TimeUnit.SECONDS);
             events.await("backend closed", Duration.ofSeconds(10));
             // The turn the held step was part of may run one more step; then the frees, and nothing after them.
-            List<String> after = events.list().subList(before.size(), events.list().size());
+            List<String> after =
+                    events.list().subList(before.size(), events.list().size());
             int frees = after.indexOf("pool closed");
-            assertEquals(List.of("pool closed", "backend closed"), after.subList(frees, after.size()), after.toString());
+            assertEquals(
+                    List.of("pool closed", "backend closed"), after.subList(frees, after.size()), after.toString());
             List<String> steps = after.subList(0, frees);
-            assertEquals(steps.size() / 2, steps.stream().filter("step end"::equals).count(), "a step cut short: " + after);
+            assertEquals(
+                    steps.size() / 2, steps.stream().filter("step end"::equals).count(), "a step cut short: " + after);
             assertEquals("step end", steps.getLast(), after.toString());
         }
     }
@@ -266,12 +271,25 @@ class StepSafetyTest {
                 throw new OutOfMemoryError("no room for the step (test)");
             }));
             try {
-                given().port(app.port()).contentType("application/json").body(CHAT).post("/v1/chat/completions").then()
-                        .statusCode(500).body("error.message", containsString("OutOfMemoryError"));
-                given().port(app.port()).contentType("application/json").body(CHAT).post("/v1/chat/completions").then()
-                        .statusCode(503).body("error.message", containsString("generation stopped after an internal error"))
+                given().port(app.port())
+                        .contentType("application/json")
+                        .body(CHAT)
+                        .post("/v1/chat/completions")
+                        .then()
+                        .statusCode(500)
+                        .body("error.message", containsString("OutOfMemoryError"));
+                given().port(app.port())
+                        .contentType("application/json")
+                        .body(CHAT)
+                        .post("/v1/chat/completions")
+                        .then()
+                        .statusCode(503)
+                        .body("error.message", containsString("generation stopped after an internal error"))
                         .body("error.message", containsString("no room for the step (test)"));
-                given().port(app.port()).get("/health").then().statusCode(503)
+                given().port(app.port())
+                        .get("/health")
+                        .then()
+                        .statusCode(503)
                         .body("error.message", containsString("the server must be restarted"));
 
                 LogRecord severe = log.await("generation stopped after", Duration.ofSeconds(5));

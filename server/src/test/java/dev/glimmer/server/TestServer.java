@@ -3,7 +3,6 @@ package dev.glimmer.server;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.config.ServerConfigLoader;
 import dev.glimmer.server.inference.BackendChooser;
-
 import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.Map;
@@ -50,6 +49,5 @@ public final class TestServer {
         return app;
     }
 
-    private TestServer() {
-    }
+    private TestServer() {}
 }

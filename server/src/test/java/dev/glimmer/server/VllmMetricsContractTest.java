@@ -1,11 +1,10 @@
 package dev.glimmer.server;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
-
 import java.io.InputStream;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -17,9 +16,9 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.stream.Collectors;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 
 /**
  * The names the Gateway API Inference Extension's endpoint picker and vLLM's dashboards read, through a real server
@@ -39,8 +38,13 @@ class VllmMetricsContractTest {
 
     @BeforeAll
     static void start() throws Exception {
-        app = TestServer.start(Map.of("model.ctx", Integer.toString(CTX), "inference.parallel", Integer.toString(PARALLEL),
-                "inference.queue", "8"));
+        app = TestServer.start(Map.of(
+                "model.ctx",
+                Integer.toString(CTX),
+                "inference.parallel",
+                Integer.toString(PARALLEL),
+                "inference.queue",
+                "8"));
         http = HttpClient.newHttpClient();
         modelId = JSON.readTree(get("/v1/models")).at("/data/0/id").asText();
     }
@@ -77,8 +81,8 @@ class VllmMetricsContractTest {
                 + " \"logit_bias\": {\"960\": -100, \"967\": -100, \"969\": -100}}";
         List<InputStream> endlessBodies = new ArrayList<>();
         for (int i = 0; i < PARALLEL; i++) {
-            HttpResponse<InputStream> r = http.send(post("/v1/chat/completions", endless),
-                    HttpResponse.BodyHandlers.ofInputStream());
+            HttpResponse<InputStream> r =
+                    http.send(post("/v1/chat/completions", endless), HttpResponse.BodyHandlers.ofInputStream());
             assertEquals(200, r.statusCode());
             r.body().read(new byte[64]); // its first chunk: it runs
             endlessBodies.add(r.body());
@@ -90,7 +94,8 @@ class VllmMetricsContractTest {
         PrometheusText busy = scrape();
         long deadline = System.nanoTime() + 30_000_000_000L;
         while ((busy.value("vllm:num_requests_running", model) < PARALLEL
-                || busy.value("vllm:num_requests_waiting", model) < WAITING) && System.nanoTime() < deadline) {
+                        || busy.value("vllm:num_requests_waiting", model) < WAITING)
+                && System.nanoTime() < deadline) {
             Thread.sleep(5);
             busy = scrape();
         }
@@ -110,10 +115,12 @@ class VllmMetricsContractTest {
         }
         PrometheusText after = scrapeWhenIdle();
         assertEquals(0, after.value("vllm:kv_cache_usage_perc", model));
-        assertEquals(WAITING, after.value("vllm:request_success_total", Map.of("model_name", modelId,
-                "finished_reason", "length")));
-        assertEquals(PARALLEL, after.value("vllm:request_success_total", Map.of("model_name", modelId,
-                "finished_reason", "abort")));
+        assertEquals(
+                WAITING,
+                after.value("vllm:request_success_total", Map.of("model_name", modelId, "finished_reason", "length")));
+        assertEquals(
+                PARALLEL,
+                after.value("vllm:request_success_total", Map.of("model_name", modelId, "finished_reason", "abort")));
         int requests = PARALLEL + WAITING;
         assertEquals(requests, after.value("vllm:time_to_first_token_seconds_count", model));
         assertEquals(requests, after.value("vllm:e2e_request_latency_seconds_count", model));
@@ -122,15 +129,18 @@ class VllmMetricsContractTest {
         assertEquals(tokens, requests + after.value("vllm:inter_token_latency_seconds_count", model));
         assertTrue(tokens >= WAITING * SHORT_TOKENS + PARALLEL, "tokens: " + tokens);
         assertTrue(after.value("vllm:time_to_first_token_seconds_sum", model) > 0);
-        assertEquals(requests, after.value("vllm:time_to_first_token_seconds_bucket",
-                Map.of("model_name", modelId, "le", "+Inf")));
+        assertEquals(
+                requests,
+                after.value("vllm:time_to_first_token_seconds_bucket", Map.of("model_name", modelId, "le", "+Inf")));
 
         // The same prompt again finds all but its last token in the prefix cache.
         String once = "{\"messages\": [{\"role\": \"user\", \"content\": \"Tell me a story about a fox.\"}],"
                 + " \"temperature\": 0, \"max_tokens\": 2}";
         double queriesBefore = after.value("vllm:prefix_cache_queries_total", model);
         double hitsBefore = after.value("vllm:prefix_cache_hits_total", model);
-        JsonNode reply = JSON.readTree(http.send(post("/v1/chat/completions", once), HttpResponse.BodyHandlers.ofString()).body());
+        JsonNode reply =
+                JSON.readTree(http.send(post("/v1/chat/completions", once), HttpResponse.BodyHandlers.ofString())
+                        .body());
         int promptTokens = reply.at("/usage/prompt_tokens").asInt();
         PrometheusText reused = scrapeWhenIdle();
         assertEquals(queriesBefore + promptTokens, reused.value("vllm:prefix_cache_queries_total", model));
@@ -155,25 +165,37 @@ class VllmMetricsContractTest {
                 Map.entry("vllm:inter_token_latency_seconds", "histogram"),
                 Map.entry("vllm:e2e_request_latency_seconds", "histogram"));
         for (Map.Entry<String, String> e : types.entrySet()) {
-            String family = e.getKey().endsWith("_total") ? e.getKey().substring(0, e.getKey().length() - 6) : e.getKey();
-            String declared = scrape.types().getOrDefault(e.getKey(), scrape.types().get(family));
+            String family = e.getKey().endsWith("_total")
+                    ? e.getKey().substring(0, e.getKey().length() - 6)
+                    : e.getKey();
+            String declared =
+                    scrape.types().getOrDefault(e.getKey(), scrape.types().get(family));
             assertEquals(e.getValue(), declared, "# TYPE of " + e.getKey());
         }
-        Set<String> names = scrape.samples().stream().map(PrometheusText.Sample::name)
-                .filter(n -> n.startsWith("vllm:")).collect(Collectors.toSet());
+        Set<String> names = scrape.samples().stream()
+                .map(PrometheusText.Sample::name)
+                .filter(n -> n.startsWith("vllm:"))
+                .collect(Collectors.toSet());
         for (String name : names) {
-            Set<Set<String>> labelSets = scrape.all(name).stream().map(s -> s.labels().keySet()).collect(Collectors.toSet());
-            Set<String> expected = name.equals("vllm:request_success_total") ? Set.of("model_name", "finished_reason")
-                    : name.endsWith("_bucket") ? Set.of("model_name", "le")
-                    : name.equals("vllm:cache_config_info") ? Set.of("model_name", "block_size", "num_gpu_blocks",
-                    "enable_prefix_caching")
-                    : Set.of("model_name");
+            Set<Set<String>> labelSets =
+                    scrape.all(name).stream().map(s -> s.labels().keySet()).collect(Collectors.toSet());
+            Set<String> expected = name.equals("vllm:request_success_total")
+                    ? Set.of("model_name", "finished_reason")
+                    : name.endsWith("_bucket")
+                            ? Set.of("model_name", "le")
+                            : name.equals("vllm:cache_config_info")
+                                    ? Set.of("model_name", "block_size", "num_gpu_blocks", "enable_prefix_caching")
+                                    : Set.of("model_name");
             assertEquals(Set.of(expected), labelSets, "labels of " + name);
             for (PrometheusText.Sample s : scrape.all(name)) {
                 assertEquals(modelId, s.labels().get("model_name"), name);
             }
         }
-        assertTrue(names.containsAll(types.keySet().stream().filter(n -> !n.endsWith("_seconds")).toList()), names.toString());
+        assertTrue(
+                names.containsAll(types.keySet().stream()
+                        .filter(n -> !n.endsWith("_seconds"))
+                        .toList()),
+                names.toString());
     }
 
     /** A scrape once nothing runs or waits any more (the gauges follow the scheduler's turn). */
@@ -196,14 +218,17 @@ class VllmMetricsContractTest {
     }
 
     static String get(String path) throws Exception {
-        HttpResponse<String> r = http.send(HttpRequest.newBuilder(uri(path)).build(), HttpResponse.BodyHandlers.ofString());
+        HttpResponse<String> r =
+                http.send(HttpRequest.newBuilder(uri(path)).build(), HttpResponse.BodyHandlers.ofString());
         assertEquals(200, r.statusCode(), path);
         return r.body();
     }
 
     static HttpRequest post(String path, String body) {
-        return HttpRequest.newBuilder(uri(path)).header("Content-Type", "application/json")
-                .POST(HttpRequest.BodyPublishers.ofString(body)).build();
+        return HttpRequest.newBuilder(uri(path))
+                .header("Content-Type", "application/json")
+                .POST(HttpRequest.BodyPublishers.ofString(body))
+                .build();
     }
 
     static URI uri(String path) {

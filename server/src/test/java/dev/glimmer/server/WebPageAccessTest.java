@@ -1,13 +1,13 @@
 package dev.glimmer.server;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.glimmer.server.inference.ModelHost;
 import dev.glimmer.server.metrics.ServerMetrics;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
-
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -16,10 +16,9 @@ import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 
 /**
  * What a web page can make the browser send to a server on this machine is refused (issue #38): a
@@ -88,7 +87,9 @@ class WebPageAccessTest {
         Map<String, String> headers = new LinkedHashMap<>();
         for (int i = 1; i < lines.length; i++) {
             int colon = lines[i].indexOf(':');
-            headers.put(lines[i].substring(0, colon).strip().toLowerCase(), lines[i].substring(colon + 1).strip());
+            headers.put(
+                    lines[i].substring(0, colon).strip().toLowerCase(),
+                    lines[i].substring(colon + 1).strip());
         }
         ByteArrayOutputStream body = new ByteArrayOutputStream();
         if ("chunked".equalsIgnoreCase(headers.get("transfer-encoding"))) {
@@ -129,51 +130,105 @@ class WebPageAccessTest {
         String attacker = "attacker.example:" + port;
         Answer models = get(port, "/v1/models", attacker);
         assertRefusedHost(models, "GET /v1/models");
-        assertEquals("permission_error", models.json().path("error").path("type").asText());
-        assertEquals("host_not_allowed", models.json().path("error").path("code").asText());
+        assertEquals(
+                "permission_error", models.json().path("error").path("type").asText());
+        assertEquals(
+                "host_not_allowed", models.json().path("error").path("code").asText());
         assertTrue(models.json().path("error").path("message").asText().contains("'" + attacker + "'"));
-        assertRefusedHost(send(port, "POST", "/v1/chat/completions", attacker, Map.of("Content-Type", "text/plain"),
-                CHAT), "text/plain chat");
+        assertRefusedHost(
+                send(port, "POST", "/v1/chat/completions", attacker, Map.of("Content-Type", "text/plain"), CHAT),
+                "text/plain chat");
         // The same body from this machine's name is refused for its type alone.
-        assertEquals(415, send(port, "POST", "/v1/chat/completions", "127.0.0.1:" + port,
-                Map.of("Content-Type", "text/plain"), CHAT).status());
+        assertEquals(
+                415,
+                send(
+                                port,
+                                "POST",
+                                "/v1/chat/completions",
+                                "127.0.0.1:" + port,
+                                Map.of("Content-Type", "text/plain"),
+                                CHAT)
+                        .status());
     }
 
     @Test
     void aRebindingHostIsRefusedOnEveryRoute() throws IOException {
         int port = local.port();
-        for (String host : List.of("attacker.example:" + port, "attacker.example", "127.0.0.1.attacker.example",
-                "localhost.attacker.example:" + port, "192.168.1.20:" + port)) {
-            for (String path : List.of("/v1/models", "/models", "/v1/models/tiny-f32", "/health", "/metrics", "/",
-                    "/index.html", "/app.js", "/style.css", "/webjars/marked/15.0.12/marked.min.js",
-                    "/v1/responses/resp_1", "/nowhere")) {
+        for (String host : List.of(
+                "attacker.example:" + port,
+                "attacker.example",
+                "127.0.0.1.attacker.example",
+                "localhost.attacker.example:" + port,
+                "192.168.1.20:" + port)) {
+            for (String path : List.of(
+                    "/v1/models",
+                    "/models",
+                    "/v1/models/tiny-f32",
+                    "/health",
+                    "/metrics",
+                    "/",
+                    "/index.html",
+                    "/app.js",
+                    "/style.css",
+                    "/webjars/marked/15.0.12/marked.min.js",
+                    "/v1/responses/resp_1",
+                    "/nowhere")) {
                 assertRefusedHost(get(port, path, host), "GET " + path + " as " + host);
             }
-            for (String path : List.of("/v1/chat/completions", "/v1/completions", "/v1/responses", "/tokenize",
-                    "/apply-template", "/chat/completions")) {
+            for (String path : List.of(
+                    "/v1/chat/completions",
+                    "/v1/completions",
+                    "/v1/responses",
+                    "/tokenize",
+                    "/apply-template",
+                    "/chat/completions")) {
                 assertRefusedHost(postJson(port, path, host, CHAT), "POST " + path + " as " + host);
             }
             Answer messages = postJson(port, "/v1/messages", host, CHAT);
             assertEquals(403, messages.status());
-            assertEquals("permission_error", messages.json().path("error").path("type").asText(), "Anthropic's shape");
+            assertEquals(
+                    "permission_error",
+                    messages.json().path("error").path("type").asText(),
+                    "Anthropic's shape");
             assertRefusedHost(send(port, "DELETE", "/v1/responses/resp_1", host, Map.of(), null), "DELETE");
-            assertRefusedHost(send(port, "OPTIONS", "/v1/chat/completions", host, Map.of("Origin", "http://" + host,
-                    "Access-Control-Request-Method", "POST"), null), "a preflight");
+            assertRefusedHost(
+                    send(
+                            port,
+                            "OPTIONS",
+                            "/v1/chat/completions",
+                            host,
+                            Map.of("Origin", "http://" + host, "Access-Control-Request-Method", "POST"),
+                            null),
+                    "a preflight");
         }
     }
 
     @Test
     void thisMachinesNamesAndTheAllowedOnesAreServed() throws IOException {
         int port = local.port();
-        for (String host : List.of("localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port, "localhost",
-                "LocalHost:" + port, "localhost.:" + port, "glimmer.lan", "GLIMMER.LAN:" + port)) {
+        for (String host : List.of(
+                "localhost:" + port,
+                "127.0.0.1:" + port,
+                "[::1]:" + port,
+                "localhost",
+                "LocalHost:" + port,
+                "localhost.:" + port,
+                "glimmer.lan",
+                "GLIMMER.LAN:" + port)) {
             Answer models = get(port, "/v1/models", host);
             assertEquals(200, models.status(), host + ": " + models.body());
-            assertEquals("tiny-f32", models.json().path("data").get(0).path("id").asText());
+            assertEquals(
+                    "tiny-f32", models.json().path("data").get(0).path("id").asText());
             assertEquals(200, get(port, "/", host).status(), host);
-            assertEquals(200, get(port, "/webjars/marked/15.0.12/marked.min.js", host).status(), host);
+            assertEquals(
+                    200,
+                    get(port, "/webjars/marked/15.0.12/marked.min.js", host).status(),
+                    host);
             assertEquals(200, get(port, "/metrics", host).status(), host);
-            assertEquals(200, postJson(port, "/tokenize", host, "{\"content\":\"hi\"}").status(), host);
+            assertEquals(
+                    200,
+                    postJson(port, "/tokenize", host, "{\"content\":\"hi\"}").status(),
+                    host);
         }
         Answer chat = postJson(port, "/v1/chat/completions", "glimmer.lan:" + port, CHAT);
         assertEquals(200, chat.status(), chat.body());
@@ -185,18 +240,27 @@ class WebPageAccessTest {
     void bodiesThatAreNotDeclaredJsonAre415() throws IOException {
         int port = local.port();
         String host = "localhost:" + port;
-        for (String type : List.of("text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
-                "multipart/form-data; boundary=x", "application/jsonx", "text/json")) {
-            for (String path : List.of("/v1/chat/completions", "/v1/completions", "/v1/responses", "/tokenize",
-                    "/completions")) {
+        for (String type : List.of(
+                "text/plain",
+                "text/plain;charset=UTF-8",
+                "application/x-www-form-urlencoded",
+                "multipart/form-data; boundary=x",
+                "application/jsonx",
+                "text/json")) {
+            for (String path :
+                    List.of("/v1/chat/completions", "/v1/completions", "/v1/responses", "/tokenize", "/completions")) {
                 Answer a = send(port, "POST", path, host, Map.of("Content-Type", type), CHAT);
                 assertEquals(415, a.status(), type + " to " + path + ": " + a.body());
-                assertEquals("unsupported_media_type", a.json().path("error").path("code").asText());
+                assertEquals(
+                        "unsupported_media_type",
+                        a.json().path("error").path("code").asText());
                 assertTrue(a.json().path("error").path("message").asText().contains("Content-Type: application/json"));
             }
             Answer messages = send(port, "POST", "/v1/messages", host, Map.of("Content-Type", type), CHAT);
             assertEquals(415, messages.status());
-            assertEquals("invalid_request_error", messages.json().path("error").path("type").asText());
+            assertEquals(
+                    "invalid_request_error",
+                    messages.json().path("error").path("type").asText());
         }
         Answer untyped = send(port, "POST", "/v1/chat/completions", host, Map.of(), CHAT);
         assertEquals(415, untyped.status());
@@ -213,11 +277,17 @@ class WebPageAccessTest {
     void onAnotherAddressOnlyTheGivenNamesAreChecked() throws IOException {
         ModelHost loading = new ModelHost();
         try (ServerMetrics metrics = new ServerMetrics();
-             GlimmerServer open = GlimmerServer.start(TestServer.config(Map.of("server.host", "0.0.0.0")), loading,
-                     metrics);
-             GlimmerServer named = GlimmerServer.start(TestServer.config(Map.of("server.host", "0.0.0.0",
-                     "server.allowed-hosts", "glimmer.lan,10.0.0.5")), loading, metrics)) {
-            assertEquals(200, get(open.port(), "/metrics", "attacker.example:" + open.port()).status());
+                GlimmerServer open =
+                        GlimmerServer.start(TestServer.config(Map.of("server.host", "0.0.0.0")), loading, metrics);
+                GlimmerServer named = GlimmerServer.start(
+                        TestServer.config(
+                                Map.of("server.host", "0.0.0.0", "server.allowed-hosts", "glimmer.lan,10.0.0.5")),
+                        loading,
+                        metrics)) {
+            assertEquals(
+                    200,
+                    get(open.port(), "/metrics", "attacker.example:" + open.port())
+                            .status());
             assertEquals(200, get(open.port(), "/metrics", "glimmer.lan").status());
             assertRefusedHost(get(named.port(), "/metrics", "attacker.example:" + named.port()), "a name not given");
             for (String host : List.of("glimmer.lan:" + named.port(), "10.0.0.5:" + named.port(), "localhost")) {
@@ -226,8 +296,8 @@ class WebPageAccessTest {
         }
         // "*" turns the check off on loopback too.
         try (ServerMetrics metrics = new ServerMetrics();
-             GlimmerServer any = GlimmerServer.start(TestServer.config(Map.of("server.allowed-hosts", "*")), loading,
-                     metrics)) {
+                GlimmerServer any =
+                        GlimmerServer.start(TestServer.config(Map.of("server.allowed-hosts", "*")), loading, metrics)) {
             assertEquals(200, get(any.port(), "/metrics", "attacker.example").status());
         }
     }
@@ -238,7 +308,10 @@ class WebPageAccessTest {
         int port = local.port();
         String host = "127.0.0.1:" + port;
         Map<String, String> beta = Map.of("Authorization", "Bearer beta", "Content-Type", "application/json");
-        Answer created = postJson(port, "/v1/responses", host,
+        Answer created = postJson(
+                port,
+                "/v1/responses",
+                host,
                 "{\"input\":\"my secret plans\",\"max_output_tokens\":3,\"temperature\":0}");
         assertEquals(200, created.status(), created.body());
         String id = created.json().path("id").asText();
@@ -246,15 +319,32 @@ class WebPageAccessTest {
         Answer other = send(port, "GET", "/v1/responses/" + id, host, beta, null);
         assertEquals(404, other.status(), "the same answer as for an id that was never stored");
         assertFalse(other.body().contains("secret"));
-        Answer followUp = send(port, "POST", "/v1/responses", host, beta,
+        Answer followUp = send(
+                port,
+                "POST",
+                "/v1/responses",
+                host,
+                beta,
                 "{\"previous_response_id\":\"" + id + "\",\"input\":\"and then?\",\"max_output_tokens\":3}");
         assertEquals(400, followUp.status());
         assertTrue(followUp.json().path("error").path("message").asText().contains(id), followUp.body());
-        assertEquals(404, send(port, "DELETE", "/v1/responses/" + id, host, beta, null).status());
+        assertEquals(
+                404,
+                send(port, "DELETE", "/v1/responses/" + id, host, beta, null).status());
         // Its own key still sees it, continues it and deletes it.
-        assertEquals(200, postJson(port, "/v1/responses", host,
-                "{\"previous_response_id\":\"" + id + "\",\"input\":\"and then?\",\"max_output_tokens\":3}").status());
-        assertEquals(200, send(port, "DELETE", "/v1/responses/" + id, host, Map.of(), null).status());
+        assertEquals(
+                200,
+                postJson(
+                                port,
+                                "/v1/responses",
+                                host,
+                                "{\"previous_response_id\":\"" + id
+                                        + "\",\"input\":\"and then?\",\"max_output_tokens\":3}")
+                        .status());
+        assertEquals(
+                200,
+                send(port, "DELETE", "/v1/responses/" + id, host, Map.of(), null)
+                        .status());
         assertEquals(404, get(port, "/v1/responses/" + id, host).status());
     }
 }

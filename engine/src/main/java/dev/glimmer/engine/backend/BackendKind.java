@@ -1,7 +1,6 @@
 package dev.glimmer.engine.backend;
 
 import dev.glimmer.engine.InvalidInputException;
-
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
@@ -12,7 +11,11 @@ import java.util.Set;
  * self-test, tests, {@code generate} and {@code logits}, never chosen to serve.
  */
 public enum BackendKind {
-    AUTO, CPU, METAL, CUDA, EMULATED;
+    AUTO,
+    CPU,
+    METAL,
+    CUDA,
+    EMULATED;
 
     /** What {@code serve} and {@code bench} accept ({@code Backends.choose}). */
     public static final Set<BackendKind> SERVING = Set.of(AUTO, CPU, METAL, CUDA);

@@ -28,8 +28,7 @@ public interface SequencePools extends AutoCloseable {
      * @param weightsThere whether the weights already lie in the used part (CUDA's free memory, read after the
      *                     upload) rather than in {@code available} (Metal's working set)
      */
-    record DeviceMemory(String device, long available, boolean weightsThere) {
-    }
+    record DeviceMemory(String device, long available, boolean weightsThere) {}
 
     /**
      * What the device offers for a pool (checked against the pool's MemoryBudget before it is made); empty where
@@ -41,6 +40,5 @@ public interface SequencePools extends AutoCloseable {
 
     /** Releases the device; the CPU holds nothing. */
     @Override
-    default void close() {
-    }
+    default void close() {}
 }

@@ -1,7 +1,6 @@
 package dev.glimmer.engine.backend;
 
 import dev.glimmer.engine.InvalidInputException;
-
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.IntConsumer;
@@ -143,7 +142,8 @@ public final class SequenceSlots {
         }
         for (int i = from; i < from + count; i++) {
             if (tokens[i] < 0 || tokens[i] >= vocabulary) {
-                throw new InvalidInputException("token id " + tokens[i] + " is outside the vocabulary of " + vocabulary);
+                throw new InvalidInputException(
+                        "token id " + tokens[i] + " is outside the vocabulary of " + vocabulary);
             }
         }
         if (slot.position() + count > slot.capacity()) {

@@ -44,6 +44,5 @@ final class ArgumentJson {
         return quote(raw);
     }
 
-    private ArgumentJson() {
-    }
+    private ArgumentJson() {}
 }

@@ -9,5 +9,4 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
  * @param name      the function name
  * @param arguments the arguments as a JSON object, keys in the order the client gave them
  */
-public record AssistantToolCall(String id, String name, ObjectNode arguments) {
-}
+public record AssistantToolCall(String id, String name, ObjectNode arguments) {}

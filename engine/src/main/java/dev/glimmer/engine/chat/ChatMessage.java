@@ -14,8 +14,13 @@ import java.util.List;
  * @param toolCallId       for a tool result: the id of the call it answers; may be null
  * @param name             the optional {@code name} field; may be null
  */
-public record ChatMessage(Role role, String content, String reasoningContent, List<AssistantToolCall> toolCalls,
-                          String toolCallId, String name) {
+public record ChatMessage(
+        Role role,
+        String content,
+        String reasoningContent,
+        List<AssistantToolCall> toolCalls,
+        String toolCallId,
+        String name) {
 
     public ChatMessage {
         toolCalls = List.copyOf(toolCalls);

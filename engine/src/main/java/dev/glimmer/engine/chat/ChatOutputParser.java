@@ -38,10 +38,18 @@ public final class ChatOutputParser {
     static final String KEY_END = "</arg_key>";
     static final String VALUE_START = "<arg_value>";
     static final String VALUE_END = "</arg_value>";
-    private static final List<String> CALL_TAGS = List.of(CALL_START, CALL_END, KEY_START, KEY_END, VALUE_START, VALUE_END);
+    private static final List<String> CALL_TAGS =
+            List.of(CALL_START, CALL_END, KEY_START, KEY_END, VALUE_START, VALUE_END);
 
     private enum State {
-        REASONING, CONTENT, CALL_NAME, BEFORE_ARGUMENT, ARGUMENT_KEY, BEFORE_VALUE, ARGUMENT_VALUE, AFTER_CALL
+        REASONING,
+        CONTENT,
+        CALL_NAME,
+        BEFORE_ARGUMENT,
+        ARGUMENT_KEY,
+        BEFORE_VALUE,
+        ARGUMENT_VALUE,
+        AFTER_CALL
     }
 
     private final Map<String, ToolSpec> tools = new LinkedHashMap<>();
@@ -57,6 +65,7 @@ public final class ChatOutputParser {
     private boolean finished;
     /** The tool of the call being read, once its name is known and offered. */
     private ToolSpec currentTool;
+
     private int callIndex;
     private int argumentCount;
     private String argumentKey;
@@ -279,7 +288,8 @@ public final class ChatOutputParser {
             consume(spaces + VALUE_START.length());
             valueIsString = currentTool.isStringParameter(argumentKey);
             if (valueIsString) {
-                emit(new ChatDelta.ToolCallArguments(callIndex, argumentSeparator() + ArgumentJson.quote(argumentKey) + ":\""));
+                emit(new ChatDelta.ToolCallArguments(
+                        callIndex, argumentSeparator() + ArgumentJson.quote(argumentKey) + ":\""));
             }
             state = State.ARGUMENT_VALUE;
             return true;
@@ -308,8 +318,8 @@ public final class ChatOutputParser {
             }
             String raw = pending.substring(0, at);
             consume(at + VALUE_END.length());
-            emit(new ChatDelta.ToolCallArguments(callIndex,
-                    argumentSeparator() + ArgumentJson.quote(argumentKey) + ":" + ArgumentJson.typed(raw)));
+            emit(new ChatDelta.ToolCallArguments(
+                    callIndex, argumentSeparator() + ArgumentJson.quote(argumentKey) + ":" + ArgumentJson.typed(raw)));
         }
         state = State.BEFORE_ARGUMENT;
         return true;
@@ -412,10 +422,13 @@ public final class ChatOutputParser {
         if (!out.isEmpty()) {
             ChatDelta last = out.getLast();
             ChatDelta joined = switch (delta) {
-                case ChatDelta.Reasoning r when last instanceof ChatDelta.Reasoning l -> new ChatDelta.Reasoning(l.text() + r.text());
-                case ChatDelta.Content c when last instanceof ChatDelta.Content l -> new ChatDelta.Content(l.text() + c.text());
-                case ChatDelta.ToolCallArguments a when last instanceof ChatDelta.ToolCallArguments l && l.index() == a.index() ->
-                        new ChatDelta.ToolCallArguments(a.index(), l.text() + a.text());
+                case ChatDelta.Reasoning r
+                when last instanceof ChatDelta.Reasoning l -> new ChatDelta.Reasoning(l.text() + r.text());
+                case ChatDelta.Content c
+                when last instanceof ChatDelta.Content l -> new ChatDelta.Content(l.text() + c.text());
+                case ChatDelta.ToolCallArguments a
+                when last instanceof ChatDelta.ToolCallArguments l && l.index() == a.index() ->
+                    new ChatDelta.ToolCallArguments(a.index(), l.text() + a.text());
                 default -> null;
             };
             if (joined != null) {

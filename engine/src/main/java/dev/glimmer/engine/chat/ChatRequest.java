@@ -13,8 +13,8 @@ import java.util.List;
  * @param clearThinking  the template's {@code clear_thinking}: true (the default) keeps the thinking
  *                       only of assistant turns after the last user message; false keeps all of it
  */
-public record ChatRequest(List<ChatMessage> messages, List<ToolSpec> tools, boolean enableThinking,
-                          boolean clearThinking) {
+public record ChatRequest(
+        List<ChatMessage> messages, List<ToolSpec> tools, boolean enableThinking, boolean clearThinking) {
 
     public ChatRequest {
         messages = List.copyOf(messages);

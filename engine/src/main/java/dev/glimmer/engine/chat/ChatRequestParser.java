@@ -8,7 +8,6 @@ import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.MissingNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.glimmer.engine.InvalidInputException;
-
 import java.util.ArrayList;
 import java.util.List;
 
@@ -24,8 +23,7 @@ import java.util.List;
  */
 public final class ChatRequestParser {
 
-    private static final ObjectMapper JSON = new ObjectMapper()
-            .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
+    private static final ObjectMapper JSON = new ObjectMapper().enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
 
     /** Parses a request body given as JSON text. */
     public static ChatRequest parse(String body) {
@@ -82,8 +80,9 @@ public final class ChatRequestParser {
             if (!kwargs.isObject()) {
                 throw new InvalidInputException("chat_template_kwargs: must be an object, got " + kind(kwargs));
             }
-            enableThinking = optionalBoolean(kwargs, "enable_thinking", "chat_template_kwargs.enable_thinking",
-                    enableThinking) && (effort == null || !effort.equals("none"));
+            enableThinking =
+                    optionalBoolean(kwargs, "enable_thinking", "chat_template_kwargs.enable_thinking", enableThinking)
+                            && (effort == null || !effort.equals("none"));
             clearThinking = optionalBoolean(kwargs, "clear_thinking", "chat_template_kwargs.clear_thinking", true);
         }
         return new ChatRequest(messages, tools, enableThinking, clearThinking);
@@ -95,11 +94,12 @@ public final class ChatRequestParser {
         }
         JsonNode roleNode = node.path("role");
         if (!roleNode.isTextual()) {
-            throw new InvalidInputException(where + ".role: " + (roleNode.isMissingNode() ? "missing" : "must be a string")
-                    + " (" + Role.wireNames() + ")");
+            throw new InvalidInputException(where + ".role: "
+                    + (roleNode.isMissingNode() ? "missing" : "must be a string") + " (" + Role.wireNames() + ")");
         }
-        Role role = Role.fromWireName(roleNode.textValue()).orElseThrow(() -> new InvalidInputException(
-                where + ".role: unknown role '" + roleNode.textValue() + "' (" + Role.wireNames() + ")"));
+        Role role = Role.fromWireName(roleNode.textValue())
+                .orElseThrow(() -> new InvalidInputException(
+                        where + ".role: unknown role '" + roleNode.textValue() + "' (" + Role.wireNames() + ")"));
         String content = content(node.path("content"), where + ".content");
         String reasoning = optionalString(node, "reasoning_content", where + ".reasoning_content");
         if (reasoning == null) {
@@ -127,13 +127,15 @@ public final class ChatRequestParser {
             JsonNode part = node.get(i);
             String partWhere = where + "[" + i + "]";
             if (!part.isObject()) {
-                throw new InvalidInputException(partWhere + ": must be an object {\"type\":\"text\",\"text\":…}, got "
-                        + kind(part));
+                throw new InvalidInputException(
+                        partWhere + ": must be an object {\"type\":\"text\",\"text\":…}, got " + kind(part));
             }
             JsonNode type = part.path("type");
             if (!type.isTextual() || !type.textValue().equals("text")) {
-                throw new InvalidInputException(partWhere + ".type: " + (type.isTextual()
-                        ? "unsupported content part type '" + type.textValue() + "'" : "missing or not a string")
+                throw new InvalidInputException(partWhere + ".type: "
+                        + (type.isTextual()
+                                ? "unsupported content part type '" + type.textValue() + "'"
+                                : "missing or not a string")
                         + " (this model reads only \"text\" parts)");
             }
             JsonNode partText = part.path("text");
@@ -153,8 +155,8 @@ public final class ChatRequestParser {
             throw new InvalidInputException(where + ": must be an array, got " + kind(node));
         }
         if (role != Role.ASSISTANT && !node.isEmpty()) {
-            throw new InvalidInputException(where + ": only assistant messages carry tool calls, this one is "
-                    + role.wireName());
+            throw new InvalidInputException(
+                    where + ": only assistant messages carry tool calls, this one is " + role.wireName());
         }
         List<AssistantToolCall> calls = new ArrayList<>();
         for (int i = 0; i < node.size(); i++) {
@@ -169,8 +171,9 @@ public final class ChatRequestParser {
             }
             JsonNode function = call.path("function");
             if (!function.isObject()) {
-                throw new InvalidInputException(callWhere + ".function: " + (function.isMissingNode()
-                        ? "missing" : "must be an object, got " + kind(function)) + " (with name and arguments)");
+                throw new InvalidInputException(callWhere + ".function: "
+                        + (function.isMissingNode() ? "missing" : "must be an object, got " + kind(function))
+                        + " (with name and arguments)");
             }
             String name = optionalString(function, "name", callWhere + ".function.name");
             if (name == null || name.isEmpty()) {
@@ -191,7 +194,8 @@ public final class ChatRequestParser {
             return (ObjectNode) node;
         }
         if (!node.isTextual()) {
-            throw new InvalidInputException(where + ": must be a JSON object or a string holding one, got " + kind(node));
+            throw new InvalidInputException(
+                    where + ": must be a JSON object or a string holding one, got " + kind(node));
         }
         if (node.textValue().isBlank()) {
             return JsonNodeFactory.instance.objectNode();
@@ -228,8 +232,9 @@ public final class ChatRequestParser {
             }
             JsonNode function = tool.path("function");
             if (!function.isObject()) {
-                throw new InvalidInputException(where + ".function: " + (function.isMissingNode()
-                        ? "missing" : "must be an object, got " + kind(function)) + " (with name and parameters)");
+                throw new InvalidInputException(where + ".function: "
+                        + (function.isMissingNode() ? "missing" : "must be an object, got " + kind(function))
+                        + " (with name and parameters)");
             }
             String name = optionalString(function, "name", where + ".function.name");
             if (name == null || name.isEmpty()) {
@@ -240,8 +245,8 @@ public final class ChatRequestParser {
                 parameters = MissingNode.getInstance();
             }
             if (!parameters.isMissingNode() && !parameters.isObject()) {
-                throw new InvalidInputException(where + ".function.parameters: must be a JSON schema object, got "
-                        + kind(parameters));
+                throw new InvalidInputException(
+                        where + ".function.parameters: must be a JSON schema object, got " + kind(parameters));
             }
             tools.add(new ToolSpec(name, parameters, tool));
         }
@@ -283,6 +288,5 @@ public final class ChatRequestParser {
         };
     }
 
-    private ChatRequestParser() {
-    }
+    private ChatRequestParser() {}
 }

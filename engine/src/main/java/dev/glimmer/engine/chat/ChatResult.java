@@ -24,8 +24,7 @@ public record ChatResult(String reasoning, String content, List<ParsedToolCall> 
      * @param name      the function name
      * @param arguments the arguments as JSON object text
      */
-    public record ParsedToolCall(String id, String name, String arguments) {
-    }
+    public record ParsedToolCall(String id, String name, String arguments) {}
 
     /**
      * The OpenAI {@code finish_reason}: {@code length} when generation ran out of tokens,
@@ -70,7 +69,8 @@ public record ChatResult(String reasoning, String content, List<ParsedToolCall> 
         public ChatResult build(OutputEnding ending) {
             List<ParsedToolCall> calls = new ArrayList<>();
             for (int index : ended) {
-                calls.add(new ParsedToolCall(ids.get(index), names.get(index), arguments.get(index).toString()));
+                calls.add(new ParsedToolCall(
+                        ids.get(index), names.get(index), arguments.get(index).toString()));
             }
             return new ChatResult(reasoning.toString(), content.toString(), calls, ending);
         }

@@ -27,8 +27,10 @@ public final class ChatTemplates {
     public static ChatFormat recognise(String modelTemplate) {
         Glm47ChatTemplate glm = new Glm47ChatTemplate();
         if (modelTemplate == null) {
-            return new ChatFormat(glm, Optional.of("the model has no chat template (" + GGUF_KEY
-                    + "); using the GLM-4.7-Flash chat format"));
+            return new ChatFormat(
+                    glm,
+                    Optional.of(
+                            "the model has no chat template (" + GGUF_KEY + "); using the GLM-4.7-Flash chat format"));
         }
         if (modelTemplate.equals(BUNDLED)) {
             return new ChatFormat(glm, Optional.empty());
@@ -37,8 +39,10 @@ public final class ChatTemplates {
         if (firstLine.length() > 60) {
             firstLine = firstLine.substring(0, 60) + "…";
         }
-        return new ChatFormat(glm, Optional.of("the model's chat template is not the GLM-4.7-Flash one (found "
-                + modelTemplate.length() + " characters starting '" + firstLine + "'); using the GLM-4.7-Flash chat format"));
+        return new ChatFormat(
+                glm,
+                Optional.of("the model's chat template is not the GLM-4.7-Flash one (found " + modelTemplate.length()
+                        + " characters starting '" + firstLine + "'); using the GLM-4.7-Flash chat format"));
     }
 
     private static String readBundled() {
@@ -52,6 +56,5 @@ public final class ChatTemplates {
         }
     }
 
-    private ChatTemplates() {
-    }
+    private ChatTemplates() {}
 }

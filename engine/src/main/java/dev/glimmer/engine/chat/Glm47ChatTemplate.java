@@ -1,7 +1,6 @@
 package dev.glimmer.engine.chat;
 
 import com.fasterxml.jackson.databind.JsonNode;
-
 import java.util.List;
 import java.util.Map;
 
@@ -64,7 +63,8 @@ public final class Glm47ChatTemplate {
                 case USER -> out.append("<|user|>").append(m.content());
                 case SYSTEM -> out.append("<|system|>").append(m.content());
                 case ASSISTANT -> {
-                    // {% if ((clear_thinking is defined and not clear_thinking) or loop.index0 > ns.last_user_index) ... %}
+                    // {% if ((clear_thinking is defined and not clear_thinking) or loop.index0 > ns.last_user_index)
+                    // ... %}
                     boolean keepThinking = !request.clearThinking() || i > lastUserIndex;
                     appendAssistant(out, m, keepThinking);
                 }
@@ -94,9 +94,11 @@ public final class Glm47ChatTemplate {
             // content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
             String beforeEnd = PythonText.stripTrailingNewlines(content.substring(0, content.indexOf(END_THINK)));
             int think = beforeEnd.lastIndexOf(THINK);
-            reasoning = PythonText.stripLeadingNewlines(think < 0 ? beforeEnd : beforeEnd.substring(think + THINK.length()));
+            reasoning = PythonText.stripLeadingNewlines(
+                    think < 0 ? beforeEnd : beforeEnd.substring(think + THINK.length()));
             // content.split('</think>')[-1].lstrip('\n')
-            content = PythonText.stripLeadingNewlines(content.substring(content.lastIndexOf(END_THINK) + END_THINK.length()));
+            content = PythonText.stripLeadingNewlines(
+                    content.substring(content.lastIndexOf(END_THINK) + END_THINK.length()));
         }
         if (keepThinking && !reasoning.isEmpty()) {
             out.append(THINK).append(PythonText.strip(reasoning)).append(END_THINK);
@@ -109,7 +111,9 @@ public final class Glm47ChatTemplate {
             for (Map.Entry<String, JsonNode> argument : call.arguments().properties()) {
                 JsonNode value = argument.getValue();
                 // String arguments are written raw, everything else as JSON.
-                out.append("<arg_key>").append(argument.getKey()).append("</arg_key><arg_value>")
+                out.append("<arg_key>")
+                        .append(argument.getKey())
+                        .append("</arg_key><arg_value>")
                         .append(value.isTextual() ? value.textValue() : PythonJson.dumps(value))
                         .append("</arg_value>");
             }

@@ -1,7 +1,6 @@
 package dev.glimmer.engine.chat;
 
 import com.fasterxml.jackson.databind.JsonNode;
-
 import java.math.BigDecimal;
 import java.math.MathContext;
 import java.math.RoundingMode;
@@ -28,7 +27,8 @@ public final class PythonJson {
         switch (value.getNodeType()) {
             case OBJECT -> {
                 out.append('{');
-                Iterator<Map.Entry<String, JsonNode>> fields = value.properties().iterator();
+                Iterator<Map.Entry<String, JsonNode>> fields =
+                        value.properties().iterator();
                 while (fields.hasNext()) {
                     Map.Entry<String, JsonNode> field = fields.next();
                     writeString(field.getKey(), out);
@@ -51,9 +51,9 @@ public final class PythonJson {
                 out.append(']');
             }
             case STRING -> writeString(value.textValue(), out);
-            case NUMBER -> out.append(value.isIntegralNumber()
-                    ? value.bigIntegerValue().toString()
-                    : floatRepr(value.doubleValue()));
+            case NUMBER ->
+                out.append(
+                        value.isIntegralNumber() ? value.bigIntegerValue().toString() : floatRepr(value.doubleValue()));
             case BOOLEAN -> out.append(value.booleanValue() ? "true" : "false");
             case NULL, MISSING -> out.append("null");
             default -> throw new IllegalArgumentException("not a JSON value: " + value.getNodeType());
@@ -119,7 +119,9 @@ public final class PythonJson {
         } else if (pointPosition < digits.length()) {
             out.append(digits, 0, pointPosition).append('.').append(digits, pointPosition, digits.length());
         } else {
-            out.append(digits).append("0".repeat(pointPosition - digits.length())).append(".0");
+            out.append(digits)
+                    .append("0".repeat(pointPosition - digits.length()))
+                    .append(".0");
         }
         return out.toString();
     }
@@ -136,6 +138,5 @@ public final class PythonJson {
         return exact.round(new MathContext(17, RoundingMode.HALF_EVEN));
     }
 
-    private PythonJson() {
-    }
+    private PythonJson() {}
 }

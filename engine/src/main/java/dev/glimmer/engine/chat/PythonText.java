@@ -11,8 +11,24 @@ final class PythonText {
     /** The characters for which Python's {@code str.isspace()} is true (Python 3, Unicode 15). */
     static boolean isSpace(char c) {
         return switch (c) {
-            case '\t', '\n', '\u000b', '\f', '\r', '\u001c', '\u001d', '\u001e', '\u001f', ' ', '\u0085', '\u00a0',
-                 '\u1680', '\u2028', '\u2029', '\u202f', '\u205f', '\u3000' -> true;
+            case '\t',
+                    '\n',
+                    '\u000b',
+                    '\f',
+                    '\r',
+                    '\u001c',
+                    '\u001d',
+                    '\u001e',
+                    '\u001f',
+                    ' ',
+                    '\u0085',
+                    '\u00a0',
+                    '\u1680',
+                    '\u2028',
+                    '\u2029',
+                    '\u202f',
+                    '\u205f',
+                    '\u3000' -> true;
             default -> c >= '\u2000' && c <= '\u200a';
         };
     }
@@ -47,6 +63,5 @@ final class PythonText {
         return text.substring(0, end);
     }
 
-    private PythonText() {
-    }
+    private PythonText() {}
 }

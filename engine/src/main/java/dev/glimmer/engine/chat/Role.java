@@ -6,7 +6,10 @@ import java.util.stream.Collectors;
 
 /** The message roles the GLM-4.7-Flash template knows. */
 public enum Role {
-    SYSTEM, USER, ASSISTANT, TOOL;
+    SYSTEM,
+    USER,
+    ASSISTANT,
+    TOOL;
 
     /** The role's name in an OpenAI request ({@code "user"}, ...). */
     public String wireName() {

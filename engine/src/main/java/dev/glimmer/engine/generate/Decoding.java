@@ -5,7 +5,6 @@ import dev.glimmer.engine.grammar.TokenConstraint;
 import dev.glimmer.engine.sampling.Sampler;
 import dev.glimmer.engine.sampling.SamplingParams;
 import dev.glimmer.engine.sampling.TokenLogprobs;
-
 import java.util.Arrays;
 import java.util.List;
 
@@ -27,8 +26,7 @@ public final class Decoding {
      * @param logprobs its log-probability and the top candidates, when asked for
      * @param finish   why the sequence ends with this token, or null when the token is to be fed next
      */
-    public record Step(int token, String text, TokenLogprobs logprobs, FinishReason finish) {
-    }
+    public record Step(int token, String text, TokenLogprobs logprobs, FinishReason finish) {}
 
     private final Vocabulary vocabulary;
     private final int vocabSize;
@@ -43,6 +41,7 @@ public final class Decoding {
     private final TokenConstraint constraint;
     /** What each decode step must give back: fixed by the sampling, the log-probabilities and the grammar. */
     private final SequencePool.Readout readout;
+
     private int count;
 
     /**
@@ -52,8 +51,17 @@ public final class Decoding {
      * @param topLogprobs how many top candidates it reports with it
      * @param constraint  the grammar the output must keep to (masks impossible tokens); null for none
      */
-    public Decoding(Vocabulary vocabulary, int vocabSize, SamplingParams sampling, int[] prompt, List<String> stop,
-                    int maxTokens, int room, boolean logprobs, int topLogprobs, TokenConstraint constraint) {
+    public Decoding(
+            Vocabulary vocabulary,
+            int vocabSize,
+            SamplingParams sampling,
+            int[] prompt,
+            List<String> stop,
+            int maxTokens,
+            int room,
+            boolean logprobs,
+            int topLogprobs,
+            TokenConstraint constraint) {
         this.vocabulary = vocabulary;
         this.vocabSize = vocabSize;
         this.sampler = new Sampler(sampling, vocabSize);

@@ -2,7 +2,6 @@ package dev.glimmer.engine.generate;
 
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.sampling.SamplingParams;
-
 import java.util.List;
 
 /**

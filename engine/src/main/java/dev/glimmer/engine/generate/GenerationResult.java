@@ -8,5 +8,4 @@ package dev.glimmer.engine.generate;
  * @param finish  why it ended
  * @param timings how long it took
  */
-public record GenerationResult(String text, int[] tokens, FinishReason finish, Timings timings) {
-}
+public record GenerationResult(String text, int[] tokens, FinishReason finish, Timings timings) {}

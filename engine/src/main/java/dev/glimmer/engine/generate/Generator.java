@@ -2,7 +2,6 @@ package dev.glimmer.engine.generate;
 
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.backend.SequencePool;
-
 import java.util.List;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
@@ -24,8 +23,8 @@ public final class Generator {
     /** Prompt tokens per chunk: a cancellation is noticed within one. */
     private final int promptChunk;
 
-    public Generator(SequencePool pool, SequencePool.Sequence sequence, Vocabulary vocabulary, int vocabSize,
-                     int promptChunk) {
+    public Generator(
+            SequencePool pool, SequencePool.Sequence sequence, Vocabulary vocabulary, int vocabSize, int promptChunk) {
         this.promptChunk = promptChunk;
         this.pool = pool;
         this.sequence = sequence;
@@ -39,7 +38,8 @@ public final class Generator {
      * @param cancelled polled between prompt chunks and between tokens; true ends the generation (CANCELLED)
      * @throws InvalidInputException when the prompt does not fit in the context
      */
-    public GenerationResult generate(GenerationRequest request, Consumer<TokenEvent> onToken, BooleanSupplier cancelled) {
+    public GenerationResult generate(
+            GenerationRequest request, Consumer<TokenEvent> onToken, BooleanSupplier cancelled) {
         int[] prompt = request.prompt();
         if (prompt.length > remaining()) {
             throw new InvalidInputException("the prompt has " + prompt.length + " tokens but the context has room for "
@@ -51,8 +51,8 @@ public final class Generator {
         SequencePool.Next next = null;
         for (int done = 0; done < prompt.length; done += promptChunk) {
             if (cancelled.getAsBoolean()) {
-                return new GenerationResult("", new int[0], FinishReason.CANCELLED,
-                        new Timings(done, millisSince(start), 0, 0));
+                return new GenerationResult(
+                        "", new int[0], FinishReason.CANCELLED, new Timings(done, millisSince(start), 0, 0));
             }
             int n = Math.min(promptChunk, prompt.length - done);
             next = pool.prompt(sequence, prompt, done, n, SequencePool.Readout.LOGITS);
@@ -60,8 +60,17 @@ public final class Generator {
         double promptMillis = millisSince(start);
         long decodeStart = System.nanoTime();
 
-        Decoding decoding = new Decoding(vocabulary, vocabSize, request.sampling(), prompt, request.stop(),
-                request.maxTokens(), remaining(), true, 0, null);
+        Decoding decoding = new Decoding(
+                vocabulary,
+                vocabSize,
+                request.sampling(),
+                prompt,
+                request.stop(),
+                request.maxTokens(),
+                remaining(),
+                true,
+                0,
+                null);
         StringBuilder text = new StringBuilder();
         FinishReason finish;
         while (true) {
@@ -71,14 +80,19 @@ public final class Generator {
             }
             Decoding.Step step = decoding.next(next.logits(), next.greedyToken(), remaining());
             text.append(step.text());
-            onToken.accept(new TokenEvent(step.token(), step.text(), step.logprobs().logprob()));
+            onToken.accept(
+                    new TokenEvent(step.token(), step.text(), step.logprobs().logprob()));
             if (step.finish() != null) {
                 finish = step.finish();
                 break;
             }
-            next = pool.step(List.of(sequence), new int[] {step.token()}, new SequencePool.Readout[] {decoding.readout()})[0];
+            next = pool.step(List.of(sequence), new int[] {step.token()}, new SequencePool.Readout[] {decoding.readout()
+            })[0];
         }
-        return new GenerationResult(text.toString(), decoding.tokens(), finish,
+        return new GenerationResult(
+                text.toString(),
+                decoding.tokens(),
+                finish,
                 new Timings(prompt.length, promptMillis, decoding.count(), millisSince(decodeStart)));
     }
 

@@ -8,5 +8,4 @@ package dev.glimmer.engine.generate;
  *                string is incomplete, and may include text held back for earlier tokens
  * @param logprob the token's log-probability under the model's raw logits
  */
-public record TokenEvent(int token, String text, float logprob) {
-}
+public record TokenEvent(int token, String text, float logprob) {}

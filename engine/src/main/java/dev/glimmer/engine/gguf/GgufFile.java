@@ -2,7 +2,6 @@ package dev.glimmer.engine.gguf;
 
 import dev.glimmer.engine.gguf.GgufValue.GgufArray;
 import dev.glimmer.engine.tensor.GgmlType;
-
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -33,10 +32,12 @@ public final class GgufFile implements AutoCloseable {
 
     /** "GGUF" read as a little-endian u32. */
     public static final int MAGIC = 0x46554747;
+
     public static final int DEFAULT_ALIGNMENT = 32;
     public static final String ALIGNMENT_KEY = "general.alignment";
     /** ggml's limits: at most 4 dimensions, names shorter than 64 bytes. */
     static final int MAX_DIMS = 4;
+
     static final int MAX_NAME_BYTES = 63;
     /** Arrays of arrays deeper than this are refused (no real file nests more than once). */
     static final int MAX_NESTING = 8;
@@ -45,7 +46,8 @@ public final class GgufFile implements AutoCloseable {
     private static final ValueLayout.OfLong U64 = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     private static final ValueLayout.OfShort U16 = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
-    private static final ValueLayout.OfDouble F64 = ValueLayout.JAVA_DOUBLE_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    private static final ValueLayout.OfDouble F64 =
+            ValueLayout.JAVA_DOUBLE_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
 
     private final Path path;
     private final Arena arena;
@@ -57,8 +59,15 @@ public final class GgufFile implements AutoCloseable {
     private final int alignment;
     private final long dataOffset;
 
-    private GgufFile(Path path, Arena arena, MemorySegment mapping, int version, GgufMetadata metadata,
-                     List<TensorInfo> tensors, int alignment, long dataOffset) {
+    private GgufFile(
+            Path path,
+            Arena arena,
+            MemorySegment mapping,
+            int version,
+            GgufMetadata metadata,
+            List<TensorInfo> tensors,
+            int alignment,
+            long dataOffset) {
         this.path = path;
         this.arena = arena;
         this.mapping = mapping;
@@ -124,7 +133,8 @@ public final class GgufFile implements AutoCloseable {
             int typeId = r.u32("type of " + shownKey);
             GgufValueType type = GgufValueType.byId(typeId);
             if (type == null) {
-                throw r.error("metadata key " + shownKey + " has unknown value type " + Integer.toUnsignedString(typeId));
+                throw r.error(
+                        "metadata key " + shownKey + " has unknown value type " + Integer.toUnsignedString(typeId));
             }
             GgufValue value = new GgufValue(type, r.value(shownKey, type, 0));
             if (entries.put(key, value) != null) {
@@ -137,7 +147,8 @@ public final class GgufFile implements AutoCloseable {
         if (metadata.has(ALIGNMENT_KEY)) {
             GgufValue a = entries.get(ALIGNMENT_KEY);
             if (a.type() != GgufValueType.UINT32) {
-                throw r.error(ALIGNMENT_KEY + " should be uint32, is " + a.type().name().toLowerCase());
+                throw r.error(ALIGNMENT_KEY + " should be uint32, is "
+                        + a.type().name().toLowerCase());
             }
             long v = (Long) a.value();
             if (v <= 0 || Long.bitCount(v) != 1 || v > (1 << 30)) {
@@ -168,7 +179,8 @@ public final class GgufFile implements AutoCloseable {
             for (int d = 0; d < dims; d++) {
                 shape[d] = r.u64("dimension " + d + " of tensor " + shownName);
                 if (shape[d] < 0) {
-                    throw r.error("tensor " + shownName + " has a negative dimension " + d + ": " + Long.toUnsignedString(shape[d]));
+                    throw r.error("tensor " + shownName + " has a negative dimension " + d + ": "
+                            + Long.toUnsignedString(shape[d]));
                 }
                 try {
                     elements = Math.multiplyExact(elements, shape[d]);
@@ -195,8 +207,8 @@ public final class GgufFile implements AutoCloseable {
                 throw r.error("tensor " + shownName + " is too large: " + java.util.Arrays.toString(shape));
             }
             if (offset < 0 || offset % alignment != 0) {
-                throw r.error("tensor " + shownName + " offset " + Long.toUnsignedString(offset) + " is not a multiple of the alignment "
-                        + alignment);
+                throw r.error("tensor " + shownName + " offset " + Long.toUnsignedString(offset)
+                        + " is not a multiple of the alignment " + alignment);
             }
             tensors.add(new TensorInfo(name, shape, type, offset, size));
         }
@@ -205,7 +217,8 @@ public final class GgufFile implements AutoCloseable {
         long dataOffset = align(headerEnd, alignment);
         long fileSize = mapping.byteSize();
         if (tensorCount > 0 && dataOffset > fileSize) {
-            throw r.error("truncated: the header ends at byte " + headerEnd + " but the file has " + fileSize + " bytes");
+            throw r.error(
+                    "truncated: the header ends at byte " + headerEnd + " but the file has " + fileSize + " bytes");
         }
         long dataSize = Math.max(0, fileSize - dataOffset);
         List<TensorInfo> byOffset = new ArrayList<>(tensors);
@@ -213,8 +226,8 @@ public final class GgufFile implements AutoCloseable {
         TensorInfo previous = null;
         for (TensorInfo t : byOffset) {
             if (t.offset() > dataSize || t.size() > dataSize - t.offset()) {
-                throw r.error("truncated: tensor " + shown(t.name()) + " needs bytes " + t.offset() + ".." + (t.offset() + t.size())
-                        + " of the data section, which has " + dataSize + " bytes");
+                throw r.error("truncated: tensor " + shown(t.name()) + " needs bytes " + t.offset() + ".."
+                        + (t.offset() + t.size()) + " of the data section, which has " + dataSize + " bytes");
             }
             if (previous != null && t.size() > 0 && previous.offset() + previous.size() > t.offset()) {
                 throw r.error("tensors " + shown(previous.name()) + " and " + shown(t.name()) + " overlap");
@@ -298,14 +311,18 @@ public final class GgufFile implements AutoCloseable {
      * @return whether the pages were populated
      */
     public boolean populate() {
-        if (!System.getProperty("os.name", "").toLowerCase(java.util.Locale.ROOT).contains("linux")
+        if (!System.getProperty("os.name", "")
+                        .toLowerCase(java.util.Locale.ROOT)
+                        .contains("linux")
                 || mapping.byteSize() > availableMemory()) {
             return false;
         }
         try {
             java.lang.foreign.Linker linker = java.lang.foreign.Linker.nativeLinker();
-            java.lang.invoke.MethodHandle madvise = linker.downcallHandle(linker.defaultLookup().findOrThrow("madvise"),
-                    java.lang.foreign.FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.JAVA_INT));
+            java.lang.invoke.MethodHandle madvise = linker.downcallHandle(
+                    linker.defaultLookup().findOrThrow("madvise"),
+                    java.lang.foreign.FunctionDescriptor.of(
+                            ValueLayout.JAVA_INT, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.JAVA_INT));
             return (int) madvise.invokeExact(mapping, mapping.byteSize(), MADV_POPULATE_READ) == 0;
         } catch (Throwable e) {
             return false;
@@ -494,7 +511,8 @@ public final class GgufFile implements AutoCloseable {
             int elementTypeId = u32("array type of " + key);
             GgufValueType elementType = GgufValueType.byId(elementTypeId);
             if (elementType == null) {
-                throw error("metadata key " + key + " is an array of unknown type " + Integer.toUnsignedString(elementTypeId));
+                throw error("metadata key " + key + " is an array of unknown type "
+                        + Integer.toUnsignedString(elementTypeId));
             }
             long count = u64("array length of " + key);
             checkCount("array length of " + key, count, elementType.minBytes);

@@ -1,7 +1,6 @@
 package dev.glimmer.engine.gguf;
 
 import dev.glimmer.engine.gguf.GgufValue.GgufArray;
-
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.Map;

@@ -44,7 +44,8 @@ public record GgufValue(GgufValueType type, Object value) {
         return switch (type) {
             case STRING -> {
                 String s = (String) value;
-                yield s.length() > 80 ? '"' + s.substring(0, 77).replace("\n", "\\n") + "...\" (" + s.length() + " chars)"
+                yield s.length() > 80
+                        ? '"' + s.substring(0, 77).replace("\n", "\\n") + "...\" (" + s.length() + " chars)"
                         : '"' + s.replace("\n", "\\n") + '"';
             }
             case ARRAY -> ((GgufArray) value).describe();
@@ -77,7 +78,10 @@ public record GgufValue(GgufValueType type, Object value) {
 
         String describe() {
             int n = length();
-            StringBuilder sb = new StringBuilder("[").append(elementType.name().toLowerCase()).append(" × ").append(n);
+            StringBuilder sb = new StringBuilder("[")
+                    .append(elementType.name().toLowerCase())
+                    .append(" × ")
+                    .append(n);
             if (n > 0 && elementType != GgufValueType.ARRAY) {
                 sb.append(": ");
                 for (int i = 0; i < Math.min(n, 4); i++) {
@@ -93,7 +97,8 @@ public record GgufValue(GgufValueType type, Object value) {
 
         @Override
         public boolean equals(Object o) {
-            return o instanceof GgufArray a && a.elementType == elementType
+            return o instanceof GgufArray a
+                    && a.elementType == elementType
                     && Arrays.deepEquals(new Object[] {values}, new Object[] {a.values});
         }
 

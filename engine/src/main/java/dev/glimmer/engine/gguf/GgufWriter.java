@@ -2,7 +2,6 @@ package dev.glimmer.engine.gguf;
 
 import dev.glimmer.engine.gguf.GgufValue.GgufArray;
 import dev.glimmer.engine.tensor.GgmlType;
-
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -79,12 +78,13 @@ public final class GgufWriter implements AutoCloseable {
     private final ByteBuffer buffer = ByteBuffer.allocateDirect(BUFFER_BYTES);
     /** Index of the tensor whose data comes next, and how many of its bytes have arrived. */
     private int current;
+
     private long currentWritten;
     private long written;
     private boolean closed;
 
-    private GgufWriter(Path target, Path partial, FileChannel channel, List<TensorSpec> tensors, int alignment,
-                       long totalBytes) {
+    private GgufWriter(
+            Path target, Path partial, FileChannel channel, List<TensorSpec> tensors, int alignment, long totalBytes) {
         this.target = target;
         this.partial = partial;
         this.channel = channel;
@@ -106,8 +106,8 @@ public final class GgufWriter implements AutoCloseable {
         byte[] header = header(metadata, tensors, alignment);
         long total = fileSize(header.length, tensors, alignment);
         Path partial = partialPath(path);
-        FileChannel channel = FileChannel.open(partial, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
-                StandardOpenOption.TRUNCATE_EXISTING);
+        FileChannel channel = FileChannel.open(
+                partial, StandardOpenOption.CREATE, StandardOpenOption.WRITE, StandardOpenOption.TRUNCATE_EXISTING);
         GgufWriter writer = new GgufWriter(path, partial, channel, List.copyOf(tensors), alignment, total);
         try {
             writer.put(ByteBuffer.wrap(header));
@@ -169,8 +169,8 @@ public final class GgufWriter implements AutoCloseable {
         }
         long left = t.size() - currentWritten;
         if (data.remaining() > left) {
-            throw new IllegalArgumentException("tensor " + t.name() + " has " + left + " bytes left to write, got "
-                    + data.remaining());
+            throw new IllegalArgumentException(
+                    "tensor " + t.name() + " has " + left + " bytes left to write, got " + data.remaining());
         }
         currentWritten += data.remaining();
         put(data);
@@ -305,10 +305,12 @@ public final class GgufWriter implements AutoCloseable {
 
     private static void checkTensor(TensorSpec t) {
         if (t.name().getBytes(StandardCharsets.UTF_8).length > GgufFile.MAX_NAME_BYTES) {
-            throw new IllegalArgumentException("tensor name longer than " + GgufFile.MAX_NAME_BYTES + " bytes: " + t.name());
+            throw new IllegalArgumentException(
+                    "tensor name longer than " + GgufFile.MAX_NAME_BYTES + " bytes: " + t.name());
         }
         if (t.shape().length > GgufFile.MAX_DIMS) {
-            throw new IllegalArgumentException("tensor " + t.name() + " has more than " + GgufFile.MAX_DIMS + " dimensions");
+            throw new IllegalArgumentException(
+                    "tensor " + t.name() + " has more than " + GgufFile.MAX_DIMS + " dimensions");
         }
         for (long d : t.shape()) {
             if (d < 0) {
@@ -317,8 +319,8 @@ public final class GgufWriter implements AutoCloseable {
         }
         long ne0 = t.shape().length == 0 ? 1 : t.shape()[0];
         if (ne0 % t.type().blockSize != 0) {
-            throw new IllegalArgumentException("tensor " + t.name() + ": rows of " + ne0 + " elements are not a multiple of "
-                    + t.type().ggmlName() + "'s block size " + t.type().blockSize);
+            throw new IllegalArgumentException("tensor " + t.name() + ": rows of " + ne0
+                    + " elements are not a multiple of " + t.type().ggmlName() + "'s block size " + t.type().blockSize);
         }
     }
 
@@ -341,8 +343,8 @@ public final class GgufWriter implements AutoCloseable {
 
     private static void writeArray(Bytes out, String key, GgufArray array, int depth) {
         if (depth >= GgufFile.MAX_NESTING) {
-            throw new IllegalArgumentException("metadata key " + key + " nests arrays more than "
-                    + GgufFile.MAX_NESTING + " deep");
+            throw new IllegalArgumentException(
+                    "metadata key " + key + " nests arrays more than " + GgufFile.MAX_NESTING + " deep");
         }
         GgufValueType elementType = array.elementType();
         out.u32(elementType.id);
@@ -356,8 +358,9 @@ public final class GgufWriter implements AutoCloseable {
                 case double[] a -> a[i];
                 case boolean[] a -> a[i];
                 case Object[] a -> a[i];
-                default -> throw new IllegalArgumentException("metadata key " + key + ": unsupported array "
-                        + values.getClass().getSimpleName());
+                default ->
+                    throw new IllegalArgumentException("metadata key " + key + ": unsupported array "
+                            + values.getClass().getSimpleName());
             };
             writeValue(out, key, elementType, element, depth + 1);
         }
@@ -374,7 +377,8 @@ public final class GgufWriter implements AutoCloseable {
 
     private static <T> T cast(String key, GgufValueType type, Object value, Class<T> cls) {
         if (!cls.isInstance(value)) {
-            throw new IllegalArgumentException("metadata key " + key + " of type " + type.name().toLowerCase()
+            throw new IllegalArgumentException("metadata key " + key + " of type "
+                    + type.name().toLowerCase()
                     + " holds a " + (value == null ? "null" : value.getClass().getSimpleName()) + ", expected "
                     + cls.getSimpleName());
         }

@@ -1,7 +1,6 @@
 package dev.glimmer.engine.gguf;
 
 import dev.glimmer.engine.tensor.GgmlType;
-
 import java.util.Arrays;
 
 /**
@@ -48,8 +47,12 @@ public record TensorInfo(String name, long[] shape, GgmlType type, long offset, 
 
     @Override
     public boolean equals(Object o) {
-        return o instanceof TensorInfo t && t.name.equals(name) && Arrays.equals(t.shape, shape) && t.type == type
-                && t.offset == offset && t.size == size;
+        return o instanceof TensorInfo t
+                && t.name.equals(name)
+                && Arrays.equals(t.shape, shape)
+                && t.type == type
+                && t.offset == offset
+                && t.size == size;
     }
 
     @Override

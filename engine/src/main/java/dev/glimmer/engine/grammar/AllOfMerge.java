@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -29,6 +28,7 @@ import java.util.function.BiFunction;
 final class AllOfMerge {
     /** At most this many merges for the choices of {@code anyOf}s inside one {@code allOf}. */
     private static final int MAX_CHOICES = 64;
+
     private static final int MAX_REF_HOPS = 32;
     private static final JsonNodeFactory NODES = JsonNodeFactory.instance;
     /** Keywords that do not take part: the allOf itself, the definitions $refs point into, annotations. */
@@ -161,8 +161,10 @@ final class AllOfMerge {
                         if (!v.isObject()) {
                             throw refuse("properties must be an object");
                         }
-                        v.properties().forEach(p -> properties.computeIfAbsent(p.getKey(), n -> new ArrayList<>())
-                                .add(p.getValue()));
+                        v.properties()
+                                .forEach(p -> properties
+                                        .computeIfAbsent(p.getKey(), n -> new ArrayList<>())
+                                        .add(p.getValue()));
                     }
                     case "required" -> v.forEach(n -> required.add(n.asText()));
                     case "additionalProperties" -> {
@@ -188,8 +190,11 @@ final class AllOfMerge {
                         } else {
                             v.forEach(values::add);
                         }
-                        fixedValues = fixedValues == null ? values : new ArrayList<>(fixedValues.stream()
-                                .filter(values::contains).toList());
+                        fixedValues = fixedValues == null
+                                ? values
+                                : new ArrayList<>(fixedValues.stream()
+                                        .filter(values::contains)
+                                        .toList());
                     }
                     case "minimum", "exclusiveMinimum", "minLength", "minItems" -> strictest(out, k, v, true);
                     case "maximum", "exclusiveMaximum", "maxLength", "maxItems" -> strictest(out, k, v, false);
@@ -218,8 +223,11 @@ final class AllOfMerge {
                 }
             }
             Set<String> allowed = types;
-            List<JsonNode> values = fixedValues.stream().filter(v -> allowed == null || allowed.contains(typeOf(v))
-                    || allowed.contains("number") && typeOf(v).equals("integer")).toList();
+            List<JsonNode> values = fixedValues.stream()
+                    .filter(v -> allowed == null
+                            || allowed.contains(typeOf(v))
+                            || allowed.contains("number") && typeOf(v).equals("integer"))
+                    .toList();
             if (values.isEmpty()) {
                 return null;
             }
@@ -237,8 +245,12 @@ final class AllOfMerge {
                     continue; // a subschema with additionalProperties false keeps it out
                 }
                 List<JsonNode> schemas = p.getValue();
-                props.set(p.getKey(), schemas.size() == 1 ? schemas.getFirst()
-                        : NODES.objectNode().set("allOf", NODES.arrayNode().addAll(schemas)));
+                props.set(
+                        p.getKey(),
+                        schemas.size() == 1
+                                ? schemas.getFirst()
+                                : NODES.objectNode()
+                                        .set("allOf", NODES.arrayNode().addAll(schemas)));
             }
             for (String name : required) {
                 if (!props.has(name)) {
@@ -265,8 +277,11 @@ final class AllOfMerge {
             }
         }
         if (!items.isEmpty()) {
-            out.set("items", items.size() == 1 ? items.getFirst()
-                    : NODES.objectNode().set("allOf", NODES.arrayNode().addAll(items)));
+            out.set(
+                    "items",
+                    items.size() == 1
+                            ? items.getFirst()
+                            : NODES.objectNode().set("allOf", NODES.arrayNode().addAll(items)));
         }
         return out;
     }
@@ -297,8 +312,8 @@ final class AllOfMerge {
         Set<String> types = new LinkedHashSet<>();
         for (JsonNode t : type.isArray() ? type : List.of(type)) {
             if (!t.isTextual() || !JsonSchemaGrammar.TYPES.contains(t.textValue())) {
-                throw new UnsupportedSchemaException("type", where, "type " + t + " is not one of "
-                        + JsonSchemaGrammar.TYPES);
+                throw new UnsupportedSchemaException(
+                        "type", where, "type " + t + " is not one of " + JsonSchemaGrammar.TYPES);
             }
             types.add(t.textValue());
         }
@@ -328,7 +343,8 @@ final class AllOfMerge {
         if (v.isBoolean()) {
             return "boolean";
         }
-        if (v.isIntegralNumber() || v.isNumber() && v.decimalValue().stripTrailingZeros().scale() <= 0) {
+        if (v.isIntegralNumber()
+                || v.isNumber() && v.decimalValue().stripTrailingZeros().scale() <= 0) {
             return "integer";
         }
         return v.isNumber() ? "number" : v.isTextual() ? "string" : v.isArray() ? "array" : "object";

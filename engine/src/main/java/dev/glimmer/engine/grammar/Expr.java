@@ -13,8 +13,7 @@ import java.util.List;
  */
 public abstract sealed class Expr {
 
-    private Expr() {
-    }
+    private Expr() {}
 
     /** Exactly these bytes. */
     public static final class Literal extends Expr {

@@ -1,10 +1,5 @@
 package dev.glimmer.engine.grammar;
 
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Map;
-import java.util.function.Supplier;
-
 import static dev.glimmer.engine.grammar.Expr.alt;
 import static dev.glimmer.engine.grammar.Expr.byteRanges;
 import static dev.glimmer.engine.grammar.Expr.empty;
@@ -12,6 +7,11 @@ import static dev.glimmer.engine.grammar.Expr.literal;
 import static dev.glimmer.engine.grammar.Expr.optional;
 import static dev.glimmer.engine.grammar.Expr.repeat;
 import static dev.glimmer.engine.grammar.Expr.seq;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Supplier;
 
 /**
  * The characters of a string of a JSON schema {@code format}, as the standard that defines it writes
@@ -58,8 +58,7 @@ final class FormatGrammar {
     private static final Expr HEX = byteRanges('0', '9', 'a', 'f', 'A', 'F');
     private static final Expr ALNUM = byteRanges('0', '9', 'a', 'z', 'A', 'Z');
 
-    private FormatGrammar() {
-    }
+    private FormatGrammar() {}
 
     /** The formats there is a grammar for, sorted. */
     static List<String> names() {
@@ -81,19 +80,31 @@ final class FormatGrammar {
     private static Expr date() {
         Expr anyYear = repeat(DIGIT, 4, 4);
         // Years divisible by 4: the last two digits are, or they are 00 and the first two are (divisible by 400).
-        Expr multipleOf4 = alt(seq(literal("0"), byteRanges('0', '0', '4', '4', '8', '8')),
+        Expr multipleOf4 = alt(
+                seq(literal("0"), byteRanges('0', '0', '4', '4', '8', '8')),
                 seq(byteRanges('2', '2', '4', '4', '6', '6', '8', '8'), byteRanges('0', '0', '4', '4', '8', '8')),
                 seq(byteRanges('1', '1', '3', '3', '5', '5', '7', '7', '9', '9'), byteRanges('2', '2', '6', '6')));
-        Expr nonZeroMultipleOf4 = alt(seq(literal("0"), byteRanges('4', '4', '8', '8')),
+        Expr nonZeroMultipleOf4 = alt(
+                seq(literal("0"), byteRanges('4', '4', '8', '8')),
                 seq(byteRanges('2', '2', '4', '4', '6', '6', '8', '8'), byteRanges('0', '0', '4', '4', '8', '8')),
                 seq(byteRanges('1', '1', '3', '3', '5', '5', '7', '7', '9', '9'), byteRanges('2', '2', '6', '6')));
         Expr leapYear = alt(seq(DIGIT, DIGIT, nonZeroMultipleOf4), seq(multipleOf4, literal("00")));
-        Expr day28 = alt(seq(literal("0"), digits("1", "9")), seq(literal("1"), DIGIT), seq(literal("2"), digits("0", "8")));
+        Expr day28 =
+                alt(seq(literal("0"), digits("1", "9")), seq(literal("1"), DIGIT), seq(literal("2"), digits("0", "8")));
         Expr day30 = alt(day28, literal("29"), literal("30"));
         Expr day31 = alt(day30, literal("31"));
         Expr monthDay = alt(
-                seq(alt(literal("01"), literal("03"), literal("05"), literal("07"), literal("08"), literal("10"),
-                        literal("12")), literal("-"), day31),
+                seq(
+                        alt(
+                                literal("01"),
+                                literal("03"),
+                                literal("05"),
+                                literal("07"),
+                                literal("08"),
+                                literal("10"),
+                                literal("12")),
+                        literal("-"),
+                        day31),
                 seq(alt(literal("04"), literal("06"), literal("09"), literal("11")), literal("-"), day30),
                 seq(literal("02-"), day28));
         return alt(seq(anyYear, literal("-"), monthDay), seq(leapYear, literal("-02-29")));
@@ -130,15 +141,27 @@ final class FormatGrammar {
     // RFC 4122.
 
     private static Expr uuid() {
-        return seq(repeat(HEX, 8, 8), literal("-"), repeat(HEX, 4, 4), literal("-"), repeat(HEX, 4, 4), literal("-"),
-                repeat(HEX, 4, 4), literal("-"), repeat(HEX, 12, 12));
+        return seq(
+                repeat(HEX, 8, 8),
+                literal("-"),
+                repeat(HEX, 4, 4),
+                literal("-"),
+                repeat(HEX, 4, 4),
+                literal("-"),
+                repeat(HEX, 4, 4),
+                literal("-"),
+                repeat(HEX, 12, 12));
     }
 
     // IP addresses.
 
     private static Expr ipv4() {
-        Expr octet = alt(DIGIT, seq(digits("1", "9"), DIGIT), seq(literal("1"), DIGIT, DIGIT),
-                seq(literal("2"), digits("0", "4"), DIGIT), seq(literal("25"), digits("0", "5")));
+        Expr octet = alt(
+                DIGIT,
+                seq(digits("1", "9"), DIGIT),
+                seq(literal("1"), DIGIT, DIGIT),
+                seq(literal("2"), digits("0", "4"), DIGIT),
+                seq(literal("25"), digits("0", "5")));
         Expr dotted = seq(literal("."), octet);
         return seq(octet, dotted, dotted, dotted);
     }
@@ -171,8 +194,9 @@ final class FormatGrammar {
     }
 
     private static Expr email() {
-        Expr atext = byteRanges('a', 'z', 'A', 'Z', '0', '9', '!', '!', '#', '\'', '*', '+', '-', '-', '/', '/', '=', '=',
-                '?', '?', '^', '`', '{', '~');
+        Expr atext = byteRanges(
+                'a', 'z', 'A', 'Z', '0', '9', '!', '!', '#', '\'', '*', '+', '-', '-', '/', '/', '=', '=', '?', '?',
+                '^', '`', '{', '~');
         Expr atom = repeat(atext, 1, 15);
         Expr local = seq(atom, repeat(seq(literal("."), atom), 0, 3));
         List<Expr> tlds = EMAIL_TLDS.stream().map(Expr::literal).toList();
@@ -180,16 +204,25 @@ final class FormatGrammar {
     }
 
     private static Expr uri() {
-        Expr scheme = seq(byteRanges('a', 'z', 'A', 'Z'), repeat(byteRanges('a', 'z', 'A', 'Z', '0', '9', '+', '+',
-                '-', '.'), 0, 15));
+        Expr scheme = seq(
+                byteRanges('a', 'z', 'A', 'Z'),
+                repeat(byteRanges('a', 'z', 'A', 'Z', '0', '9', '+', '+', '-', '.'), 0, 15));
         Expr host = alt(hostname(), seq(literal("["), ipv6(), literal("]")));
         Expr port = seq(literal(":"), digits("1", "9"), repeat(DIGIT, 0, 3));
         // pchar: unreserved, percent-encoded, sub-delims, ":" and "@".
-        Expr pchar = alt(byteRanges('a', 'z', 'A', 'Z', '0', '9', '-', '.', '_', '_', '~', '~', '!', '!', '$', '$',
-                '&', ',', ';', ';', '=', '=', ':', ':', '@', '@'), seq(literal("%"), HEX, HEX));
+        Expr pchar = alt(
+                byteRanges(
+                        'a', 'z', 'A', 'Z', '0', '9', '-', '.', '_', '_', '~', '~', '!', '!', '$', '$', '&', ',', ';',
+                        ';', '=', '=', ':', ':', '@', '@'),
+                seq(literal("%"), HEX, HEX));
         Expr queryChar = alt(pchar, byteRanges('/', '/', '?', '?'));
         Expr path = repeat(seq(literal("/"), repeat(pchar, 0, 32)), 0, 8);
-        return seq(scheme, literal("://"), host, optional(port), path,
+        return seq(
+                scheme,
+                literal("://"),
+                host,
+                optional(port),
+                path,
                 optional(seq(literal("?"), repeat(queryChar, 0, 128))),
                 optional(seq(literal("#"), repeat(queryChar, 0, 64))));
     }
@@ -225,7 +258,8 @@ final class FormatGrammar {
                     yield new Length(body.min * r.min, r.max < 0 || body.max < 0 ? -1 : body.max * r.max);
                 }
                 case Expr.Rule r -> throw new IllegalArgumentException("a format grammar has no rules");
-                case Expr.IntegerRange r -> throw new IllegalArgumentException("a format grammar has no integer ranges");
+                case Expr.IntegerRange r ->
+                    throw new IllegalArgumentException("a format grammar has no integer ranges");
             };
         }
     }

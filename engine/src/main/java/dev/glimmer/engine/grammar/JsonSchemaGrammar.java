@@ -1,16 +1,5 @@
 package dev.glimmer.engine.grammar;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-
-import java.math.BigDecimal;
-import java.util.ArrayList;
-import java.util.HashMap;
-import java.util.LinkedHashSet;
-import java.util.List;
-import java.util.Map;
-import java.util.Set;
-
 import static dev.glimmer.engine.grammar.Expr.alt;
 import static dev.glimmer.engine.grammar.Expr.byteRanges;
 import static dev.glimmer.engine.grammar.Expr.empty;
@@ -18,6 +7,16 @@ import static dev.glimmer.engine.grammar.Expr.literal;
 import static dev.glimmer.engine.grammar.Expr.optional;
 import static dev.glimmer.engine.grammar.Expr.repeat;
 import static dev.glimmer.engine.grammar.Expr.seq;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.math.BigDecimal;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
 
 /**
  * Compiles a JSON schema into the grammar of the JSON texts it accepts. The supported subset:
@@ -39,27 +38,62 @@ import static dev.glimmer.engine.grammar.Expr.seq;
  */
 public final class JsonSchemaGrammar {
     /** Keywords that describe and change nothing (AllOfMerge leaves them out too). */
-    static final Set<String> ANNOTATIONS = Set.of("title", "description", "default", "examples", "$comment",
-            "$schema", "$id", "deprecated", "readOnly", "writeOnly");
-    private static final Set<String> KEYWORDS = Set.of("type", "properties", "required", "additionalProperties",
-            "enum", "const", "anyOf", "oneOf", "items", "minItems", "maxItems", "minLength", "maxLength", "pattern",
-            "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "$ref", "$defs", "definitions", "format",
+    static final Set<String> ANNOTATIONS = Set.of(
+            "title",
+            "description",
+            "default",
+            "examples",
+            "$comment",
+            "$schema",
+            "$id",
+            "deprecated",
+            "readOnly",
+            "writeOnly");
+
+    private static final Set<String> KEYWORDS = Set.of(
+            "type",
+            "properties",
+            "required",
+            "additionalProperties",
+            "enum",
+            "const",
+            "anyOf",
+            "oneOf",
+            "items",
+            "minItems",
+            "maxItems",
+            "minLength",
+            "maxLength",
+            "pattern",
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "exclusiveMaximum",
+            "$ref",
+            "$defs",
+            "definitions",
+            "format",
             "allOf");
     static final Set<String> TYPES = Set.of("null", "boolean", "integer", "number", "string", "array", "object");
     /** The largest minLength, maxLength, minItems or maxItems: a limit on the output, not on the schema's author. */
     private static final int MAX_COUNT = 100_000;
     /** The widest integer range (16 digits, as for unbounded integers). */
     private static final long INTEGER_LIMIT = 9_999_999_999_999_999L;
+
     private static final ObjectMapper JSON = new ObjectMapper();
 
     /** Whitespace between JSON tokens: nothing, a space, or a newline and some indentation. */
-    static final Expr WS = alt(empty(), literal(" "), seq(literal("\n"), repeat(byteRanges(' ', ' ', '\t', '\t'), 0, 20)));
+    static final Expr WS =
+            alt(empty(), literal(" "), seq(literal("\n"), repeat(byteRanges(' ', ' ', '\t', '\t'), 0, 20)));
+
     private static final Expr DIGIT = byteRanges('0', '9');
-    private static final Expr INTEGER = seq(optional(literal("-")),
-            alt(literal("0"), seq(byteRanges('1', '9'), repeat(DIGIT, 0, 15))));
-    private static final Expr NUMBER = seq(INTEGER,
+    private static final Expr INTEGER =
+            seq(optional(literal("-")), alt(literal("0"), seq(byteRanges('1', '9'), repeat(DIGIT, 0, 15))));
+    private static final Expr NUMBER = seq(
+            INTEGER,
             optional(seq(literal("."), repeat(DIGIT, 1, 15))),
-            optional(seq(byteRanges('e', 'e', 'E', 'E'), optional(byteRanges('+', '+', '-', '-')), repeat(DIGIT, 1, 3))));
+            optional(seq(
+                    byteRanges('e', 'e', 'E', 'E'), optional(byteRanges('+', '+', '-', '-')), repeat(DIGIT, 1, 3))));
     private static final Expr ANY_STRING = StringForm.JSON.quoted(repeat(StringForm.JSON.anyChar(), 0, -1));
 
     private final JsonNode root;
@@ -86,8 +120,7 @@ public final class JsonSchemaGrammar {
     }
 
     /** A property of an object schema, in the schema's order. */
-    public record Property(String name, boolean required, JsonNode schema) {
-    }
+    public record Property(String name, boolean required, JsonNode schema) {}
 
     /**
      * The properties an object schema allows, for output that writes them in its own syntax (GLM's
@@ -100,19 +133,26 @@ public final class JsonSchemaGrammar {
             checkKeywords(schema, where);
         }
         if (schema.has("type") && !schema.get("type").asText().equals("object")) {
-            throw new UnsupportedSchemaException("type", where, "the schema of a tool's parameters must be of type"
-                    + " object, not " + schema.get("type"));
+            throw new UnsupportedSchemaException(
+                    "type",
+                    where,
+                    "the schema of a tool's parameters must be of type" + " object, not " + schema.get("type"));
         }
         for (String k : List.of("anyOf", "oneOf", "enum", "const", "$ref")) {
             if (schema.has(k)) {
-                throw new UnsupportedSchemaException(k, where, "'" + k + "' at the top of a tool's parameters is not"
-                        + " supported; describe the parameters with properties");
+                throw new UnsupportedSchemaException(
+                        k,
+                        where,
+                        "'" + k + "' at the top of a tool's parameters is not"
+                                + " supported; describe the parameters with properties");
             }
         }
         JsonNode additional = schema.get("additionalProperties");
         if (additional != null && !additional.isBoolean()) {
-            throw new UnsupportedSchemaException("additionalProperties", where, "additionalProperties other than true"
-                    + " or false in a tool's parameters is not supported");
+            throw new UnsupportedSchemaException(
+                    "additionalProperties",
+                    where,
+                    "additionalProperties other than true" + " or false in a tool's parameters is not supported");
         }
         return declaredProperties(schema, where);
     }
@@ -126,8 +166,11 @@ public final class JsonSchemaGrammar {
             throw new UnsupportedSchemaException("false", where, "the schema false accepts no value");
         }
         if (!schema.isObject()) {
-            throw new UnsupportedSchemaException("schema", where, "a schema must be an object or a boolean, not "
-                    + schema.getNodeType().toString().toLowerCase());
+            throw new UnsupportedSchemaException(
+                    "schema",
+                    where,
+                    "a schema must be an object or a boolean, not "
+                            + schema.getNodeType().toString().toLowerCase());
         }
         checkKeywords(schema, where);
         if (schema.has("$ref")) {
@@ -167,16 +210,17 @@ public final class JsonSchemaGrammar {
         }
         List<Expr> choices = new ArrayList<>();
         for (String type : types(schema, where)) {
-            choices.add(switch (type) {
-                case "null" -> literal("null");
-                case "boolean" -> alt(literal("true"), literal("false"));
-                case "integer" -> integer(schema, where);
-                case "number" -> number(schema, where);
-                case "string" -> string(schema, StringForm.JSON, where);
-                case "array" -> array(schema, where);
-                case "object" -> object(schema, where);
-                default -> throw new IllegalStateException(type);
-            });
+            choices.add(
+                    switch (type) {
+                        case "null" -> literal("null");
+                        case "boolean" -> alt(literal("true"), literal("false"));
+                        case "integer" -> integer(schema, where);
+                        case "number" -> number(schema, where);
+                        case "string" -> string(schema, StringForm.JSON, where);
+                        case "array" -> array(schema, where);
+                        case "object" -> object(schema, where);
+                        default -> throw new IllegalStateException(type);
+                    });
         }
         return alt(choices);
     }
@@ -216,7 +260,8 @@ public final class JsonSchemaGrammar {
                 }
             }
             if (choices.isEmpty()) {
-                throw new UnsupportedSchemaException("enum", where, "a string parameter's enum or const holds no string");
+                throw new UnsupportedSchemaException(
+                        "enum", where, "a string parameter's enum or const holds no string");
             }
             return alt(choices);
         }
@@ -240,9 +285,12 @@ public final class JsonSchemaGrammar {
 
     private static String refPointer(JsonNode ref, String where) {
         String text = ref.asText();
-        if (!ref.isTextual() || !(text.equals("#") || text.startsWith("#/$defs/") || text.startsWith("#/definitions/"))) {
-            throw new UnsupportedSchemaException("$ref", where, "$ref " + ref + " is not supported: only '#',"
-                    + " '#/$defs/…' and '#/definitions/…' are");
+        if (!ref.isTextual()
+                || !(text.equals("#") || text.startsWith("#/$defs/") || text.startsWith("#/definitions/"))) {
+            throw new UnsupportedSchemaException(
+                    "$ref",
+                    where,
+                    "$ref " + ref + " is not supported: only '#'," + " '#/$defs/…' and '#/definitions/…' are");
         }
         return text.substring(1);
     }
@@ -258,18 +306,20 @@ public final class JsonSchemaGrammar {
     private static void checkKeywords(JsonNode schema, String where) {
         for (String name : (Iterable<String>) schema::fieldNames) {
             if (!KEYWORDS.contains(name) && !ANNOTATIONS.contains(name)) {
-                throw new UnsupportedSchemaException(name, where, "the JSON schema keyword '" + name
-                        + "' is not supported");
+                throw new UnsupportedSchemaException(
+                        name, where, "the JSON schema keyword '" + name + "' is not supported");
             }
         }
     }
 
     private static void onlyAnnotationsBeside(String keyword, JsonNode schema, String where) {
         for (String name : (Iterable<String>) schema::fieldNames) {
-            if (!name.equals(keyword) && !ANNOTATIONS.contains(name) && !name.equals("$defs")
+            if (!name.equals(keyword)
+                    && !ANNOTATIONS.contains(name)
+                    && !name.equals("$defs")
                     && !name.equals("definitions")) {
-                throw new UnsupportedSchemaException(name, where, "'" + name + "' next to '" + keyword
-                        + "' is not supported");
+                throw new UnsupportedSchemaException(
+                        name, where, "'" + name + "' next to '" + keyword + "' is not supported");
             }
         }
     }
@@ -288,7 +338,9 @@ public final class JsonSchemaGrammar {
             if (schema.has("minLength") || schema.has("maxLength") || schema.has("pattern") || schema.has("format")) {
                 types.add("string");
             }
-            if (schema.has("minimum") || schema.has("maximum") || schema.has("exclusiveMinimum")
+            if (schema.has("minimum")
+                    || schema.has("maximum")
+                    || schema.has("exclusiveMinimum")
                     || schema.has("exclusiveMaximum")) {
                 types.add("number");
             }
@@ -310,8 +362,14 @@ public final class JsonSchemaGrammar {
     private Expr any() {
         if (anyValue == null) {
             anyValue = Expr.rule("any value");
-            anyValue.define(alt(objectOf(anyValue), arrayOf(anyValue, 0, -1), ANY_STRING, NUMBER,
-                    literal("true"), literal("false"), literal("null")));
+            anyValue.define(alt(
+                    objectOf(anyValue),
+                    arrayOf(anyValue, 0, -1),
+                    ANY_STRING,
+                    NUMBER,
+                    literal("true"),
+                    literal("false"),
+                    literal("null")));
         }
         return anyValue;
     }
@@ -326,7 +384,8 @@ public final class JsonSchemaGrammar {
                 continue;
             }
             if (!bound.isNumber() || Math.abs(bound.doubleValue()) > INTEGER_LIMIT) {
-                throw new UnsupportedSchemaException(k, where, k + " must be a number of at most 16 digits, got " + bound);
+                throw new UnsupportedSchemaException(
+                        k, where, k + " must be a number of at most 16 digits, got " + bound);
             }
             double v = bound.doubleValue();
             bounded = true;
@@ -338,7 +397,8 @@ public final class JsonSchemaGrammar {
             }
         }
         if (min > max) {
-            throw new UnsupportedSchemaException("minimum", where, "no integer lies between the minimum and the maximum");
+            throw new UnsupportedSchemaException(
+                    "minimum", where, "no integer lies between the minimum and the maximum");
         }
         return bounded ? Expr.integerRange(min, max) : INTEGER;
     }
@@ -360,8 +420,8 @@ public final class JsonSchemaGrammar {
                 continue;
             }
             if (!bound.isNumber() || bound.decimalValue().abs().compareTo(limit) > 0) {
-                throw new UnsupportedSchemaException(k, where, k + " must be a number of at most 16 integer digits, got "
-                        + bound);
+                throw new UnsupportedSchemaException(
+                        k, where, k + " must be a number of at most 16 integer digits, got " + bound);
             }
             BigDecimal v = bound.decimalValue();
             bounded = true;
@@ -385,7 +445,8 @@ public final class JsonSchemaGrammar {
         }
         Expr range = NumberRange.of(min, minInclusive, max, maxInclusive);
         if (range == null) {
-            throw new UnsupportedSchemaException("minimum", where, "no number lies between the minimum and the maximum");
+            throw new UnsupportedSchemaException(
+                    "minimum", where, "no number lies between the minimum and the maximum");
         }
         return range;
     }
@@ -403,8 +464,11 @@ public final class JsonSchemaGrammar {
                 throw new UnsupportedSchemaException("pattern", where, "pattern must be a string");
             }
             if (schema.has("minLength") || schema.has("maxLength")) {
-                throw new UnsupportedSchemaException("pattern", where, "pattern together with minLength or maxLength"
-                        + " is not supported; put the length into the pattern");
+                throw new UnsupportedSchemaException(
+                        "pattern",
+                        where,
+                        "pattern together with minLength or maxLength"
+                                + " is not supported; put the length into the pattern");
             }
             return form.quoted(RegexGrammar.compile(pattern.textValue(), form, where + "/pattern"));
         }
@@ -418,8 +482,11 @@ public final class JsonSchemaGrammar {
     private static Expr format(JsonNode schema, JsonNode format, int minLength, int maxLength, String where) {
         Expr grammar = format.isTextual() ? FormatGrammar.of(format.textValue()) : null;
         if (grammar == null) {
-            throw new UnsupportedSchemaException("format", where, "format " + format + " is not supported; the"
-                    + " supported formats are " + String.join(", ", FormatGrammar.names()));
+            throw new UnsupportedSchemaException(
+                    "format",
+                    where,
+                    "format " + format + " is not supported; the" + " supported formats are "
+                            + String.join(", ", FormatGrammar.names()));
         }
         if (schema.has("pattern")) {
             throw new UnsupportedSchemaException("pattern", where, "pattern together with format is not supported");
@@ -427,9 +494,12 @@ public final class JsonSchemaGrammar {
         FormatGrammar.Length length = FormatGrammar.Length.of(grammar);
         if (minLength > length.min() || maxLength >= 0 && maxLength < length.max()) {
             String keyword = minLength > length.min() ? "minLength" : "maxLength";
-            throw new UnsupportedSchemaException(keyword, where, keyword + " together with format " + format
-                    + " is supported only when it allows every text of the format (" + length.min() + " to "
-                    + length.max() + " characters)");
+            throw new UnsupportedSchemaException(
+                    keyword,
+                    where,
+                    keyword + " together with format " + format
+                            + " is supported only when it allows every text of the format (" + length.min() + " to "
+                            + length.max() + " characters)");
         }
         return grammar;
     }
@@ -450,7 +520,8 @@ public final class JsonSchemaGrammar {
             return seq(literal("["), WS, literal("]"));
         }
         Expr element = seq(item, WS);
-        Expr list = max == 1 ? element
+        Expr list = max == 1
+                ? element
                 : seq(element, repeat(seq(literal(","), WS, element), Math.max(min - 1, 0), max < 0 ? -1 : max - 1));
         return seq(literal("["), WS, min == 0 ? optional(list) : list, literal("]"));
     }
@@ -459,14 +530,22 @@ public final class JsonSchemaGrammar {
         JsonNode additional = schema.get("additionalProperties");
         if (schema.has("properties")) {
             if (additional != null && !(additional.isBoolean() && !additional.booleanValue())) {
-                throw new UnsupportedSchemaException("additionalProperties", where, "additionalProperties other than"
-                        + " false next to properties is not supported (the output holds the declared properties only)");
+                throw new UnsupportedSchemaException(
+                        "additionalProperties",
+                        where,
+                        "additionalProperties other than"
+                                + " false next to properties is not supported (the output holds the declared properties only)");
             }
             List<Expr> members = new ArrayList<>();
             List<Boolean> required = new ArrayList<>();
             for (Property p : declaredProperties(schema, where)) {
-                members.add(seq(StringForm.JSON.exactly(p.name()), WS, literal(":"), WS,
-                        value(p.schema(), where + "/properties/" + p.name()), WS));
+                members.add(seq(
+                        StringForm.JSON.exactly(p.name()),
+                        WS,
+                        literal(":"),
+                        WS,
+                        value(p.schema(), where + "/properties/" + p.name()),
+                        WS));
                 required.add(p.required());
             }
             return seq(literal("{"), WS, someOf(members, required, seq(literal(","), WS)), literal("}"));
@@ -503,8 +582,8 @@ public final class JsonSchemaGrammar {
             }
             for (JsonNode name : req) {
                 if (!name.isTextual() || !properties.has(name.textValue())) {
-                    throw new UnsupportedSchemaException("required", where, "required names " + name
-                            + ", which is not among the properties");
+                    throw new UnsupportedSchemaException(
+                            "required", where, "required names " + name + ", which is not among the properties");
                 }
                 required.add(name.textValue());
             }
@@ -540,8 +619,8 @@ public final class JsonSchemaGrammar {
             return absent;
         }
         if (!n.isIntegralNumber() || !n.canConvertToInt() || n.intValue() < 0 || n.intValue() > MAX_COUNT) {
-            throw new UnsupportedSchemaException(keyword, where, keyword + " must be an integer from 0 to "
-                    + MAX_COUNT + ", got " + n);
+            throw new UnsupportedSchemaException(
+                    keyword, where, keyword + " must be an integer from 0 to " + MAX_COUNT + ", got " + n);
         }
         return n.intValue();
     }

@@ -1,7 +1,6 @@
 package dev.glimmer.engine.grammar;
 
 import dev.glimmer.engine.InvalidInputException;
-
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -29,6 +28,7 @@ import java.util.function.ToLongFunction;
 public final class Matcher {
     /** Interned states stop being remembered beyond this many (a pathological grammar); memory stays bounded. */
     private static final int MAX_INTERNED = 50_000;
+
     static final long UNREACHABLE = Long.MAX_VALUE / 4;
 
     private final Map<State, State> interned = new HashMap<>();
@@ -51,8 +51,8 @@ public final class Matcher {
         this.oneTokenTexts = Set.copyOf(oneTokenTexts);
         this.minLength = MinLength.of(grammar, this::literalTokens);
         if (minLength.get(grammar) >= UNREACHABLE) {
-            throw new InvalidInputException("no output satisfies the requested format (a schema that only refers"
-                    + " to itself?)");
+            throw new InvalidInputException(
+                    "no output satisfies the requested format (a schema that only refers" + " to itself?)");
         }
         Expansion out = new Expansion();
         out.push(grammar, null);
@@ -233,6 +233,7 @@ public final class Matcher {
         private final Set<Stack> expanded = new HashSet<>();
         /** Rules already started in this step, with what follows them: a rule that starts with itself cannot loop. */
         private final Set<RuleStart> started = new HashSet<>();
+
         private boolean accepting;
 
         State state() {
@@ -276,7 +277,8 @@ public final class Matcher {
                         expand(stack.rest);
                     } else {
                         // The last part replaces the sequence's frame, so loops do not pile up finished frames.
-                        Stack after = next + 1 == seq.parts.length ? stack.rest
+                        Stack after = next + 1 == seq.parts.length
+                                ? stack.rest
                                 : new Stack(new InSeq(seq, next + 1), stack.rest);
                         push(seq.parts[next], after);
                     }
@@ -326,8 +328,7 @@ public final class Matcher {
         }
     }
 
-    private record RuleStart(Expr.Rule rule, Stack below) {
-    }
+    private record RuleStart(Expr.Rule rule, Stack below) {}
 
     /** A persistent stack of frames: pushing shares the frames below. */
     static final class Stack {
@@ -356,24 +357,19 @@ public final class Matcher {
     }
 
     /** One level of a stack: where in a part of the grammar matching stands. */
-    sealed interface Frame {
-    }
+    sealed interface Frame {}
 
     /** {@code pos} bytes of a literal read. */
-    record InLiteral(Expr.Literal lit, int pos) implements Frame {
-    }
+    record InLiteral(Expr.Literal lit, int pos) implements Frame {}
 
     /** One byte of the class to read. */
-    record OneByte(Expr.ByteClass cls) implements Frame {
-    }
+    record OneByte(Expr.ByteClass cls) implements Frame {}
 
     /** The parts of a sequence from {@code next} on are still to come. */
-    record InSeq(Expr.Seq seq, int next) implements Frame {
-    }
+    record InSeq(Expr.Seq seq, int next) implements Frame {}
 
     /** {@code count} repetitions done (capped at the minimum when there is no maximum). */
-    record InRepeat(Expr.Repeat rep, int count) implements Frame {
-    }
+    record InRepeat(Expr.Repeat rep, int count) implements Frame {}
 
     /**
      * Digits of a ranged integer read so far: {@code negative} after a minus sign, {@code magnitude}
@@ -382,6 +378,7 @@ public final class Matcher {
     record InInteger(Expr.IntegerRange range, boolean negative, long magnitude, int digits) implements Frame {
         /** More digits than a long holds never lead into a long range. */
         private static final int MAX_DIGITS = 18;
+
         private static final int[] SIGN_AND_DIGITS = {'-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'};
 
         static InInteger start(Expr.IntegerRange range) {
@@ -503,9 +500,9 @@ public final class Matcher {
                     case Expr.Seq s -> todo.addAll(List.of(s.parts));
                     case Expr.Alt a -> todo.addAll(List.of(a.choices));
                     case Expr.Repeat r -> todo.add(r.body);
-                    case Expr.Rule r -> todo.add(Objects.requireNonNull(r.body, () -> "rule " + r.name + " is not defined"));
-                    default -> {
-                    }
+                    case Expr.Rule r ->
+                        todo.add(Objects.requireNonNull(r.body, () -> "rule " + r.name + " is not defined"));
+                    default -> {}
                 }
             }
         }

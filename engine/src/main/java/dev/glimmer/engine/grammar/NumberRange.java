@@ -1,18 +1,18 @@
 package dev.glimmer.engine.grammar;
 
-import java.math.BigDecimal;
-import java.math.BigInteger;
-import java.util.ArrayList;
-import java.util.LinkedHashMap;
-import java.util.List;
-import java.util.Map;
-
 import static dev.glimmer.engine.grammar.Expr.alt;
 import static dev.glimmer.engine.grammar.Expr.byteClass;
 import static dev.glimmer.engine.grammar.Expr.empty;
 import static dev.glimmer.engine.grammar.Expr.literal;
 import static dev.glimmer.engine.grammar.Expr.repeat;
 import static dev.glimmer.engine.grammar.Expr.seq;
+
+import java.math.BigDecimal;
+import java.math.BigInteger;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
 
 /**
  * The JSON numbers between two decimal bounds, exactly: written without an exponent, an integer part
@@ -25,8 +25,7 @@ final class NumberRange {
     static final int FRACTION_DIGITS = 15;
     private static final Expr DIGIT = Expr.byteRanges('0', '9');
 
-    private NumberRange() {
-    }
+    private NumberRange() {}
 
     /** The numbers from {@code min} to {@code max}; null when there are none. */
     static Expr of(BigDecimal min, boolean minInclusive, BigDecimal max, boolean maxInclusive) {
@@ -38,8 +37,8 @@ final class NumberRange {
         if (min.signum() < 0) {
             // x in [min, max] and x < 0: its magnitude -x in (0, -min], and at least -max when max < 0.
             boolean belowZero = max.signum() < 0;
-            Expr negative = magnitudes(belowZero ? max.negate() : BigDecimal.ZERO, belowZero && maxInclusive,
-                    min.negate(), minInclusive);
+            Expr negative = magnitudes(
+                    belowZero ? max.negate() : BigDecimal.ZERO, belowZero && maxInclusive, min.negate(), minInclusive);
             if (negative != null) {
                 parts.add(seq(literal("-"), negative));
             }
@@ -69,7 +68,9 @@ final class NumberRange {
         List<Expr> parts = new ArrayList<>();
         add(parts, withFraction(ia, fraction(fa, aInclusive, null, false)));
         if (ib.subtract(ia).compareTo(BigInteger.TWO) >= 0) {
-            parts.add(seq(Expr.integerRange(ia.longValueExact() + 1, ib.longValueExact() - 1), fraction(null, false, null, false)));
+            parts.add(seq(
+                    Expr.integerRange(ia.longValueExact() + 1, ib.longValueExact() - 1),
+                    fraction(null, false, null, false)));
         }
         add(parts, withFraction(ib, fraction(null, false, fb, bInclusive)));
         return parts.isEmpty() ? null : alt(parts);
@@ -124,8 +125,7 @@ final class NumberRange {
             return repeat(DIGIT, 1, room);
         }
         // Digits that leave the same rests behind go together: below, at and above each bound's next digit.
-        record Rests(String low, String high) {
-        }
+        record Rests(String low, String high) {}
         Map<Rests, boolean[]> groups = new LinkedHashMap<>();
         for (char d = '0'; d <= '9'; d++) {
             String restLow = null;

@@ -1,12 +1,12 @@
 package dev.glimmer.engine.grammar;
 
-import java.util.ArrayList;
-import java.util.List;
-
 import static dev.glimmer.engine.grammar.Expr.alt;
 import static dev.glimmer.engine.grammar.Expr.empty;
 import static dev.glimmer.engine.grammar.Expr.repeat;
 import static dev.glimmer.engine.grammar.Expr.seq;
+
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * Compiles a JSON schema {@code pattern} into a grammar of the string's characters. The subset:
@@ -112,8 +112,8 @@ final class RegexGrammar {
                     throw unsupported("the quantifier " + pattern.substring(pos, close + 1));
                 }
                 if (bounds.length > 2 || min < 0 || max > MAX_COUNT || min > MAX_COUNT || max >= 0 && max < min) {
-                    throw unsupported("the quantifier " + pattern.substring(pos, close + 1)
-                            + " (counts from 0 to " + MAX_COUNT + ")");
+                    throw unsupported("the quantifier " + pattern.substring(pos, close + 1) + " (counts from 0 to "
+                            + MAX_COUNT + ")");
                 }
                 pos = close + 1;
             }
@@ -296,7 +296,9 @@ final class RegexGrammar {
     }
 
     private UnsupportedSchemaException unsupported(String what) {
-        return new UnsupportedSchemaException("pattern", where, "the pattern '" + pattern + "' uses " + what
-                + ", which the supported regex subset does not have");
+        return new UnsupportedSchemaException(
+                "pattern",
+                where,
+                "the pattern '" + pattern + "' uses " + what + ", which the supported regex subset does not have");
     }
 }

@@ -1,13 +1,13 @@
 package dev.glimmer.engine.grammar;
 
-import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
-import java.util.List;
-
 import static dev.glimmer.engine.grammar.Expr.alt;
 import static dev.glimmer.engine.grammar.Expr.byteRanges;
 import static dev.glimmer.engine.grammar.Expr.literal;
 import static dev.glimmer.engine.grammar.Expr.seq;
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * How a string value is written in the output: as a JSON string literal (quoted, with escapes), or
@@ -16,7 +16,8 @@ import static dev.glimmer.engine.grammar.Expr.seq;
  * value cannot run into a tag).
  */
 enum StringForm {
-    JSON, RAW;
+    JSON,
+    RAW;
 
     /** Any non-ASCII character as valid UTF-8 (no overlong forms, no surrogates). */
     static final Expr UTF8_MULTIBYTE = alt(
@@ -34,14 +35,11 @@ enum StringForm {
     private static final Expr JSON_CHAR = alt(
             byteRanges(0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7F),
             UTF8_MULTIBYTE,
-            seq(literal("\\"), alt(
-                    Expr.byteClass(members("\"\\/bfnrt")),
-                    seq(literal("u"), HEX, HEX, HEX, HEX))));
+            seq(literal("\\"), alt(Expr.byteClass(members("\"\\/bfnrt")), seq(literal("u"), HEX, HEX, HEX, HEX))));
 
     /** Any character of a raw value: tab, newlines, printable ASCII but {@code <}, UTF-8. */
-    private static final Expr RAW_CHAR = alt(
-            byteRanges(0x09, 0x0A, 0x0D, 0x0D, 0x20, 0x3B, 0x3D, 0x7F),
-            UTF8_MULTIBYTE);
+    private static final Expr RAW_CHAR =
+            alt(byteRanges(0x09, 0x0A, 0x0D, 0x0D, 0x20, 0x3B, 0x3D, 0x7F), UTF8_MULTIBYTE);
 
     private static Expr continuation() {
         return byteRanges(0x80, 0xBF);

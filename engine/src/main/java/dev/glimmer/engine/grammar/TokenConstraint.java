@@ -32,6 +32,7 @@ public final class TokenConstraint {
     private boolean thinking;
     /** The last bytes of the thinking, to find {@code </think>} split over tokens. */
     private byte[] thinkingTail = new byte[0];
+
     private Matcher.State state;
 
     public TokenConstraint(OutputGrammar grammar, TokenTrie trie) {
@@ -106,7 +107,8 @@ public final class TokenConstraint {
             System.arraycopy(bytes, 0, joined, thinkingTail.length, bytes.length);
             int at = indexOf(joined, THINK_END);
             if (at < 0) {
-                thinkingTail = Arrays.copyOfRange(joined, Math.max(0, joined.length - THINK_END.length + 1), joined.length);
+                thinkingTail =
+                        Arrays.copyOfRange(joined, Math.max(0, joined.length - THINK_END.length + 1), joined.length);
                 return;
             }
             thinking = false;
@@ -204,8 +206,10 @@ public final class TokenConstraint {
         long[] loop = matcher.loopBytes(s);
         long[] below = trie.below;
         int at = 4 * node;
-        return (below[at] & ~loop[0]) == 0 && (below[at + 1] & ~loop[1]) == 0
-                && (below[at + 2] & ~loop[2]) == 0 && (below[at + 3] & ~loop[3]) == 0;
+        return (below[at] & ~loop[0]) == 0
+                && (below[at + 1] & ~loop[1]) == 0
+                && (below[at + 2] & ~loop[2]) == 0
+                && (below[at + 3] & ~loop[3]) == 0;
     }
 
     private static int indexOf(byte[] haystack, byte[] needle) {

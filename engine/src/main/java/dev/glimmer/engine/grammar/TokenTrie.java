@@ -2,7 +2,6 @@ package dev.glimmer.engine.grammar;
 
 import dev.glimmer.engine.tokenizer.TokenType;
 import dev.glimmer.engine.tokenizer.Tokenizer;
-
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -17,6 +16,7 @@ public final class TokenTrie {
     final int vocabularySize;
     /** Per trie node (preorder): its byte, its depth (1 for a first byte) and the index after its subtree. */
     final byte[] label;
+
     final int[] depth;
     final int[] subtreeEnd;
     /**
@@ -27,14 +27,17 @@ public final class TokenTrie {
     final long[] below;
     /** The tokens whose bytes end at node i: {@code tokens[tokensFrom[i] .. tokensFrom[i+1])}. */
     final int[] tokensFrom;
+
     final int[] tokens;
     final int maxDepth;
     final int[] endOfGeneration;
     /** Non-end-of-generation control tokens and their texts. */
     final int[] controlIds;
+
     final byte[][] controlBytes;
     /** Every token that is not end-of-generation (the mask while the model thinks). */
     final long[] allButEndOfGeneration;
+
     private final long[] endOfGenerationMask;
     /** Each token's bytes, as the server's detokenizer prints them (control tokens as their text). */
     private final byte[][] pieces;

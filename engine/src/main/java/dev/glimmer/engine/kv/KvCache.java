@@ -1,7 +1,6 @@
 package dev.glimmer.engine.kv;
 
 import dev.glimmer.engine.InvalidInputException;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -92,7 +91,8 @@ public final class KvCache implements AutoCloseable {
     /** Marks {@code n} more positions as filled, after their rows were written in every layer. */
     public void advance(int n) {
         if (n < 0 || size + n > capacity) {
-            throw new IllegalStateException("cache of " + capacity + " positions cannot grow from " + size + " by " + n);
+            throw new IllegalStateException(
+                    "cache of " + capacity + " positions cannot grow from " + size + " by " + n);
         }
         size += n;
     }
@@ -188,8 +188,8 @@ public final class KvCache implements AutoCloseable {
             throw new IllegalArgumentException(n + " positions, not within 0 .. " + most);
         }
         if (rows.byteSize() < n * bytesPerPosition()) {
-            throw new IllegalArgumentException(rows.byteSize() + " bytes hold fewer than " + n + " positions of "
-                    + bytesPerPosition() + " bytes");
+            throw new IllegalArgumentException(
+                    rows.byteSize() + " bytes hold fewer than " + n + " positions of " + bytesPerPosition() + " bytes");
         }
     }
 

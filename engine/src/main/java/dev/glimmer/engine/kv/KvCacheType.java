@@ -4,7 +4,8 @@ import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
 
 /** How the KV cache stores its values. F16 halves the memory and is llama.cpp's default. */
 public enum KvCacheType {
-    F16(2), F32(4);
+    F16(2),
+    F32(4);
 
     /** The type used when none is configured: F16, like llama.cpp. */
     public static final KvCacheType DEFAULT = F16;

@@ -26,8 +26,17 @@ public interface Backend {
      * One matmul per head in one operation: head h multiplies {@code w[h]} (all of one shape and type) with
      * the rows {@code x[xOff + h*xHeadStride + t*xStride ..]} into {@code out[outOff + h*outHeadStride + t*outStride + r]}.
      */
-    default void matmulHeads(WeightMatrix[] w, float[] x, int xOff, int xHeadStride, int xStride, int n,
-                             float[] out, int outOff, int outHeadStride, int outStride) {
+    default void matmulHeads(
+            WeightMatrix[] w,
+            float[] x,
+            int xOff,
+            int xHeadStride,
+            int xStride,
+            int n,
+            float[] out,
+            int outOff,
+            int outHeadStride,
+            int outStride) {
         for (int h = 0; h < w.length; h++) {
             matmul(w[h], x, xOff + h * xHeadStride, xStride, n, out, outOff + h * outHeadStride, outStride);
         }
@@ -43,8 +52,8 @@ public interface Backend {
      * <p>The default computes each slot with {@link #matmul}s; a backend overrides it to group tokens per expert
      * and fuse the steps (allocating here is fine: the defaults serve reference backends).
      */
-    default void expertFfn(GlmWeights.Ffn[] ffns, int[] chosen, float[] weights, int k, float[] x, int n,
-                           float[] act, float[] out) {
+    default void expertFfn(
+            GlmWeights.Ffn[] ffns, int[] chosen, float[] weights, int k, float[] x, int n, float[] act, float[] out) {
         GlmWeights.Ffn any = ffns[chosen[0]];
         int width = any.gate().rows();
         int in = any.gate().cols();
@@ -81,6 +90,14 @@ public interface Backend {
      * {@code out} receives {@code [n][heads][valueWidth]}: {@code Σ_u softmax_u(scale · Q·K_u) · V_u},
      * V_u being the first {@code valueWidth} values of row u.
      */
-    void attention(KvCache cache, int layer, float[] q, int n, int firstPosition, int heads, float scale,
-                   int valueWidth, float[] out);
+    void attention(
+            KvCache cache,
+            int layer,
+            float[] q,
+            int n,
+            int firstPosition,
+            int heads,
+            float scale,
+            int valueWidth,
+            float[] out);
 }

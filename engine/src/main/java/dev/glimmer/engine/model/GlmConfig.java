@@ -3,7 +3,6 @@ package dev.glimmer.engine.model;
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.gguf.GgufFile;
 import dev.glimmer.engine.gguf.GgufMetadata;
-
 import java.util.OptionalLong;
 
 /**
@@ -33,18 +32,37 @@ import java.util.OptionalLong;
  * @param expertWeightsNorm  {@code expert_weights_norm} (false when absent)
  * @param gating             {@code expert_gating_func}, or llama.cpp's rule when absent
  */
-public record GlmConfig(int layers, int nextnLayers, int contextLength, int embedding, int denseFfn, int heads,
-                        float ropeBase, float rmsEps, int expertsUsed, int leadingDenseBlocks, long vocabSize,
-                        int qLoraRank, int kvLoraRank, int keyLengthMla, int valueLengthMla, int ropeDims,
-                        int expertFfn, int experts, int sharedExperts, float expertWeightsScale,
-                        boolean expertWeightsNorm, GatingFunction gating) {
+public record GlmConfig(
+        int layers,
+        int nextnLayers,
+        int contextLength,
+        int embedding,
+        int denseFfn,
+        int heads,
+        float ropeBase,
+        float rmsEps,
+        int expertsUsed,
+        int leadingDenseBlocks,
+        long vocabSize,
+        int qLoraRank,
+        int kvLoraRank,
+        int keyLengthMla,
+        int valueLengthMla,
+        int ropeDims,
+        int expertFfn,
+        int experts,
+        int sharedExperts,
+        float expertWeightsScale,
+        boolean expertWeightsNorm,
+        GatingFunction gating) {
 
     public static final String ARCH = "deepseek2";
     static final String P = ARCH + ".";
 
     /** How router logits become expert probabilities (llama.cpp's {@code llama_expert_gating_func_type}). */
     public enum GatingFunction {
-        SOFTMAX(1), SIGMOID(2);
+        SOFTMAX(1),
+        SIGMOID(2);
 
         final int id;
 
@@ -82,7 +100,8 @@ public record GlmConfig(int layers, int nextnLayers, int contextLength, int embe
         String arch = md.optString("general.architecture").orElse(null);
         String name = md.optString("general.name").map(n -> " (\"" + n + "\")").orElse("");
         if (arch == null) {
-            throw new InvalidInputException(fileName + " has no general.architecture key: not a model file Glimmer can run");
+            throw new InvalidInputException(
+                    fileName + " has no general.architecture key: not a model file Glimmer can run");
         }
         if (!arch.equals(ARCH)) {
             throw new InvalidInputException(fileName + " is a " + arch + " model" + name
@@ -101,8 +120,9 @@ public record GlmConfig(int layers, int nextnLayers, int contextLength, int embe
                     + md.number(P + "rope.scaling.factor") + "), which Glimmer does not implement");
         }
         if (md.optInteger(P + "expert_group_count").orElse(1) > 1) {
-            throw new InvalidInputException(fileName + " uses group-limited expert routing (" + P + "expert_group_count = "
-                    + md.integer(P + "expert_group_count") + "), which Glimmer does not implement");
+            throw new InvalidInputException(
+                    fileName + " uses group-limited expert routing (" + P + "expert_group_count = "
+                            + md.integer(P + "expert_group_count") + "), which Glimmer does not implement");
         }
 
         int blockCount = intKey(md, "block_count");
@@ -120,8 +140,8 @@ public record GlmConfig(int layers, int nextnLayers, int contextLength, int embe
         int keyLength = intKey(md, "attention.key_length");
         int valueLength = intKey(md, "attention.value_length");
         if (keyLength != kvLoraRank + ropeDims) {
-            throw new InvalidInputException(fileName + ": " + P + "attention.key_length = " + keyLength + " but "
-                    + P + "attention.kv_lora_rank + " + P + "rope.dimension_count = " + (kvLoraRank + ropeDims));
+            throw new InvalidInputException(fileName + ": " + P + "attention.key_length = " + keyLength + " but " + P
+                    + "attention.kv_lora_rank + " + P + "rope.dimension_count = " + (kvLoraRank + ropeDims));
         }
         if (valueLength != kvLoraRank) {
             throw new InvalidInputException(fileName + ": " + P + "attention.value_length = " + valueLength + " but "
@@ -139,11 +159,11 @@ public record GlmConfig(int layers, int nextnLayers, int contextLength, int embe
         }
         int leadingDense = (int) md.optInteger(P + "leading_dense_block_count").orElse(0);
         if (leadingDense < 0 || leadingDense > layers) {
-            throw new InvalidInputException(fileName + ": " + P + "leading_dense_block_count = " + leadingDense
-                    + " is outside 0.." + layers);
+            throw new InvalidInputException(
+                    fileName + ": " + P + "leading_dense_block_count = " + leadingDense + " is outside 0.." + layers);
         }
-        long vocabSize = md.optInteger(P + "vocab_size").orElseGet(() ->
-                md.has("tokenizer.ggml.tokens") ? md.stringArray("tokenizer.ggml.tokens").length : 0);
+        long vocabSize = md.optInteger(P + "vocab_size")
+                .orElseGet(() -> md.has("tokenizer.ggml.tokens") ? md.stringArray("tokenizer.ggml.tokens").length : 0);
 
         OptionalLong gatingKey = md.optInteger(P + "expert_gating_func");
         GatingFunction gating;
@@ -151,23 +171,40 @@ public record GlmConfig(int layers, int nextnLayers, int contextLength, int embe
             gating = switch ((int) gatingKey.getAsLong()) {
                 case 1 -> GatingFunction.SOFTMAX;
                 case 2 -> GatingFunction.SIGMOID;
-                default -> throw new InvalidInputException(fileName + ": " + P + "expert_gating_func = "
-                        + gatingKey.getAsLong() + " is not supported (1 softmax and 2 sigmoid are)");
+                default ->
+                    throw new InvalidInputException(fileName + ": " + P + "expert_gating_func = "
+                            + gatingKey.getAsLong() + " is not supported (1 softmax and 2 sigmoid are)");
             };
         } else {
             // llama.cpp's rule for files without the key: the published GLM-4.7-Flash GGUFs use sigmoid.
-            gating = (layers == 47 || layers == 48) && vocabSize == 154880 ? GatingFunction.SIGMOID : GatingFunction.SOFTMAX;
+            gating = (layers == 47 || layers == 48) && vocabSize == 154880
+                    ? GatingFunction.SIGMOID
+                    : GatingFunction.SOFTMAX;
         }
 
-        return new GlmConfig(layers, nextn, intKey(md, "context_length"), intKey(md, "embedding_length"),
-                intKey(md, "feed_forward_length"), intKey(md, "attention.head_count"),
+        return new GlmConfig(
+                layers,
+                nextn,
+                intKey(md, "context_length"),
+                intKey(md, "embedding_length"),
+                intKey(md, "feed_forward_length"),
+                intKey(md, "attention.head_count"),
                 (float) md.optNumber(P + "rope.freq_base").orElse(10000.0),
-                (float) md.number(P + "attention.layer_norm_rms_epsilon"), expertsUsed, leadingDense, vocabSize,
-                (int) md.optInteger(P + "attention.q_lora_rank").orElse(0), kvLoraRank, keyLengthMla, valueLengthMla,
-                ropeDims, intKey(md, "expert_feed_forward_length"), experts,
+                (float) md.number(P + "attention.layer_norm_rms_epsilon"),
+                expertsUsed,
+                leadingDense,
+                vocabSize,
+                (int) md.optInteger(P + "attention.q_lora_rank").orElse(0),
+                kvLoraRank,
+                keyLengthMla,
+                valueLengthMla,
+                ropeDims,
+                intKey(md, "expert_feed_forward_length"),
+                experts,
                 (int) md.optInteger(P + "expert_shared_count").orElse(0),
                 (float) md.optNumber(P + "expert_weights_scale").orElse(1.0),
-                md.optBool(P + "expert_weights_norm").orElse(false), gating);
+                md.optBool(P + "expert_weights_norm").orElse(false),
+                gating);
     }
 
     private static int intKey(GgufMetadata md, String key) {

@@ -2,7 +2,6 @@ package dev.glimmer.engine.model;
 
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.kv.KvCache;
-
 import java.util.Arrays;
 
 /**
@@ -30,35 +29,35 @@ public final class GlmForward {
     private ForwardListener listener;
 
     // Scratch, [token][...] row-major, sized for maxBatch tokens.
-    private final float[] x;        // residual stream [E]
-    private final float[] h;        // normed input of a sub-block [E]
-    private final float[] qa;       // q_a projection [q_lora_rank]
-    private final float[] q;        // queries [H][key_length_mla]
-    private final float[] kv;       // kv_a projection [kv_lora_rank + rope]
-    private final float[] kRow;     // the latent cache rows of this batch [kv_lora_rank + rope]
-    private final float[] qFull;    // absorbed queries [H][kv_lora_rank + rope]
-    private final float[] oLatent;  // attention output in latent space [H][kv_lora_rank]
-    private final float[] o;        // per-head values [H][value_length_mla]
-    private final float[] sub;      // output of a sub-block [E]
-    private final float[] act;      // SwiGLU rows of the FFNs, one per token and slot [K][widest FFN]
-    private final float[] shared;   // shared expert output [E]
+    private final float[] x; // residual stream [E]
+    private final float[] h; // normed input of a sub-block [E]
+    private final float[] qa; // q_a projection [q_lora_rank]
+    private final float[] q; // queries [H][key_length_mla]
+    private final float[] kv; // kv_a projection [kv_lora_rank + rope]
+    private final float[] kRow; // the latent cache rows of this batch [kv_lora_rank + rope]
+    private final float[] qFull; // absorbed queries [H][kv_lora_rank + rope]
+    private final float[] oLatent; // attention output in latent space [H][kv_lora_rank]
+    private final float[] o; // per-head values [H][value_length_mla]
+    private final float[] sub; // output of a sub-block [E]
+    private final float[] act; // SwiGLU rows of the FFNs, one per token and slot [K][widest FFN]
+    private final float[] shared; // shared expert output [E]
     private final float[] routerLogits; // [X]
-    private final float[] probs;        // [X]
-    private final float[] selection;    // [X]
-    private final int[] chosen;          // [K] expert ids in selection order
+    private final float[] probs; // [X]
+    private final float[] selection; // [X]
+    private final int[] chosen; // [K] expert ids in selection order
     private final float[] chosenWeights; // [K]
     private final GlmWeights.Ffn[] single = new GlmWeights.Ffn[1]; // a dense FFN as the one "expert"
-    private final int[] firstExpert;     // [1] per token: expert 0 of {single}
-    private final float[] unitWeights;   // [1] per token: weight 1
-    private final float[] ropeCos;       // [rope/2] per token
+    private final int[] firstExpert; // [1] per token: expert 0 of {single}
+    private final float[] unitWeights; // [1] per token: weight 1
+    private final float[] ropeCos; // [rope/2] per token
     private final float[] ropeSin;
     private final float[] lastLogits;
     // Where each row of the batch goes: its sequence's cache and position. All rows belong to one
     // sequence while a prompt is processed; a decode step of several sequences has one row each.
     private final KvCache[] rowCache;
     private final int[] rowPosition;
-    private final float[] qOne;          // one row of qFull, for the attention of a lone row
-    private final float[] oOne;          // one row of oLatent
+    private final float[] qOne; // one row of qFull, for the attention of a lone row
+    private final float[] oOne; // one row of oLatent
 
     public GlmForward(GlmModel model, Backend backend, int maxBatch) {
         if (maxBatch <= 0) {
@@ -73,7 +72,8 @@ public final class GlmForward {
         int e = c.embedding();
         int width = c.kvRowWidth();
         int k = c.expertsUsed();
-        int widestFfn = Math.max(c.leadingDenseBlocks() > 0 ? c.denseFfn() : 0,
+        int widestFfn = Math.max(
+                c.leadingDenseBlocks() > 0 ? c.denseFfn() : 0,
                 Math.max(c.expertFfn(), c.expertFfn() * c.sharedExperts()));
         x = new float[b * e];
         h = new float[b * e];
@@ -156,8 +156,8 @@ public final class GlmForward {
         }
         for (int t = 0; t < n; t++) {
             if (caches[t].remaining() == 0) {
-                throw new InvalidInputException("the context is full: all " + caches[t].capacity()
-                        + " positions are used");
+                throw new InvalidInputException(
+                        "the context is full: all " + caches[t].capacity() + " positions are used");
             }
             for (int u = 0; u < t; u++) {
                 if (caches[u] == caches[t]) {
@@ -330,7 +330,8 @@ public final class GlmForward {
                 case SOFTMAX -> softmax(routerLogits, row, experts, probs);
             }
             for (int j = 0; j < experts; j++) {
-                selection[row + j] = moe.selectionBias() == null ? probs[row + j] : probs[row + j] + moe.selectionBias()[j];
+                selection[row + j] =
+                        moe.selectionBias() == null ? probs[row + j] : probs[row + j] + moe.selectionBias()[j];
             }
         }
         emit("ffn_moe_probs", il, probs, n, experts);

@@ -4,7 +4,6 @@ import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.gguf.GgufFile;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
-
 import java.io.IOException;
 import java.nio.file.Path;
 

@@ -4,7 +4,6 @@ import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.gguf.GgufFile;
 import dev.glimmer.engine.gguf.TensorInfo;
 import dev.glimmer.engine.tensor.GgmlType;
-
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
@@ -36,14 +35,22 @@ public record GlmWeights(WeightMatrix tokenEmbedding, float[] outputNorm, Weight
      * @param dense    the dense FFN of a leading block, else null
      * @param moe      the MoE block of the other layers, else null
      */
-    public record Layer(float[] attnNorm, WeightMatrix qA, float[] qANorm, WeightMatrix q, WeightMatrix kvA,
-                        float[] kvANorm, WeightMatrix[] kB, WeightMatrix[] vB, WeightMatrix attnOutput, float[] ffnNorm,
-                        Ffn dense, Moe moe) {
-    }
+    public record Layer(
+            float[] attnNorm,
+            WeightMatrix qA,
+            float[] qANorm,
+            WeightMatrix q,
+            WeightMatrix kvA,
+            float[] kvANorm,
+            WeightMatrix[] kB,
+            WeightMatrix[] vB,
+            WeightMatrix attnOutput,
+            float[] ffnNorm,
+            Ffn dense,
+            Moe moe) {}
 
     /** A SwiGLU feed-forward block: {@code down · (silu(gate·h) ⊙ (up·h))}. */
-    public record Ffn(WeightMatrix gate, WeightMatrix up, WeightMatrix down) {
-    }
+    public record Ffn(WeightMatrix gate, WeightMatrix up, WeightMatrix down) {}
 
     /**
      * The mixture of experts of one layer.
@@ -53,8 +60,7 @@ public record GlmWeights(WeightMatrix tokenEmbedding, float[] outputNorm, Weight
      * @param experts       the routed experts (views into the stacked {@code *_exps} tensors)
      * @param shared        the shared expert, null when {@code expert_shared_count} is 0
      */
-    public record Moe(WeightMatrix router, float[] selectionBias, Ffn[] experts, Ffn shared) {
-    }
+    public record Moe(WeightMatrix router, float[] selectionBias, Ffn[] experts, Ffn shared) {}
 
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
 
@@ -67,29 +73,32 @@ public record GlmWeights(WeightMatrix tokenEmbedding, float[] outputNorm, Weight
         Dim vocab = new Dim(embd.ne(1), "token_embd.weight's row count");
         WeightMatrix tokenEmbedding = l.matrix("token_embd.weight", e, vocab);
         float[] outputNorm = l.vector("output_norm.weight", e);
-        WeightMatrix output = file.findTensor("output.weight").isPresent()
-                ? l.matrix("output.weight", e, vocab) : tokenEmbedding;
+        WeightMatrix output =
+                file.findTensor("output.weight").isPresent() ? l.matrix("output.weight", e, vocab) : tokenEmbedding;
 
         Dim qr = new Dim(c.qLoraRank(), P + "attention.q_lora_rank");
         Dim kvr = new Dim(c.kvLoraRank(), P + "attention.kv_lora_rank");
-        Dim qAll = new Dim((long) c.heads() * c.keyLengthMla(),
-                P + "attention.head_count × " + P + "attention.key_length_mla");
+        Dim qAll = new Dim(
+                (long) c.heads() * c.keyLengthMla(), P + "attention.head_count × " + P + "attention.key_length_mla");
         Dim kvRow = new Dim(c.kvRowWidth(), P + "attention.kv_lora_rank + " + P + "rope.dimension_count");
         Dim nope = new Dim(c.nopeDims(), P + "attention.key_length_mla - " + P + "rope.dimension_count");
         Dim heads = new Dim(c.heads(), P + "attention.head_count");
         Dim vh = new Dim(c.valueLengthMla(), P + "attention.value_length_mla");
-        Dim vAll = new Dim((long) c.heads() * c.valueLengthMla(),
+        Dim vAll = new Dim(
+                (long) c.heads() * c.valueLengthMla(),
                 P + "attention.head_count × " + P + "attention.value_length_mla");
         Dim ff = new Dim(c.denseFfn(), P + "feed_forward_length");
         Dim fe = new Dim(c.expertFfn(), P + "expert_feed_forward_length");
-        Dim fsh = new Dim((long) c.expertFfn() * c.sharedExperts(),
+        Dim fsh = new Dim(
+                (long) c.expertFfn() * c.sharedExperts(),
                 P + "expert_feed_forward_length × " + P + "expert_shared_count");
         Dim x = new Dim(c.experts(), P + "expert_count");
 
         List<Layer> layers = new ArrayList<>();
         for (int i = 0; i < c.layers(); i++) {
             String b = "blk." + i + ".";
-            if (file.findTensor(b + "attn_kv_b.weight").isPresent() && file.findTensor(b + "attn_k_b.weight").isEmpty()) {
+            if (file.findTensor(b + "attn_kv_b.weight").isPresent()
+                    && file.findTensor(b + "attn_k_b.weight").isEmpty()) {
                 throw new InvalidInputException(file.path().getFileName() + " stores the unsplit " + b
                         + "attn_kv_b.weight of old conversions; convert the model again with a current llama.cpp");
             }
@@ -106,15 +115,20 @@ public record GlmWeights(WeightMatrix tokenEmbedding, float[] outputNorm, Weight
             Ffn dense = null;
             Moe moe = null;
             if (c.isDense(i)) {
-                dense = new Ffn(l.matrix(b + "ffn_gate.weight", e, ff), l.matrix(b + "ffn_up.weight", e, ff),
+                dense = new Ffn(
+                        l.matrix(b + "ffn_gate.weight", e, ff),
+                        l.matrix(b + "ffn_up.weight", e, ff),
                         l.matrix(b + "ffn_down.weight", ff, e));
             } else {
                 WeightMatrix[] gates;
                 WeightMatrix[] ups;
                 if (file.findTensor(b + "ffn_gate_up_exps.weight").isPresent()) {
                     // Merged variant: each expert's matrix holds the gate rows, then the up rows.
-                    WeightMatrix[] merged = l.stack(b + "ffn_gate_up_exps.weight", e,
-                            new Dim(2L * c.expertFfn(), "2 × " + P + "expert_feed_forward_length"), x);
+                    WeightMatrix[] merged = l.stack(
+                            b + "ffn_gate_up_exps.weight",
+                            e,
+                            new Dim(2L * c.expertFfn(), "2 × " + P + "expert_feed_forward_length"),
+                            x);
                     gates = new WeightMatrix[c.experts()];
                     ups = new WeightMatrix[c.experts()];
                     for (int k = 0; k < c.experts(); k++) {
@@ -130,23 +144,36 @@ public record GlmWeights(WeightMatrix tokenEmbedding, float[] outputNorm, Weight
                 for (int k = 0; k < c.experts(); k++) {
                     experts[k] = new Ffn(gates[k], ups[k], downs[k]);
                 }
-                Ffn shared = c.sharedExperts() == 0 ? null
-                        : new Ffn(l.matrix(b + "ffn_gate_shexp.weight", e, fsh), l.matrix(b + "ffn_up_shexp.weight", e, fsh),
-                        l.matrix(b + "ffn_down_shexp.weight", fsh, e));
-                float[] bias = file.findTensor(b + "exp_probs_b.bias").isPresent() ? l.vector(b + "exp_probs_b.bias", x) : null;
+                Ffn shared = c.sharedExperts() == 0
+                        ? null
+                        : new Ffn(
+                                l.matrix(b + "ffn_gate_shexp.weight", e, fsh),
+                                l.matrix(b + "ffn_up_shexp.weight", e, fsh),
+                                l.matrix(b + "ffn_down_shexp.weight", fsh, e));
+                float[] bias = file.findTensor(b + "exp_probs_b.bias").isPresent()
+                        ? l.vector(b + "exp_probs_b.bias", x)
+                        : null;
                 moe = new Moe(l.matrix(b + "ffn_gate_inp.weight", e, x), bias, experts, shared);
             }
-            layers.add(new Layer(l.vector(b + "attn_norm.weight", e), qA, qANorm, q,
-                    l.matrix(b + "attn_kv_a_mqa.weight", e, kvRow), l.vector(b + "attn_kv_a_norm.weight", kvr),
-                    l.stack(b + "attn_k_b.weight", nope, kvr, heads), l.stack(b + "attn_v_b.weight", kvr, vh, heads),
-                    l.matrix(b + "attn_output.weight", vAll, e), l.vector(b + "ffn_norm.weight", e), dense, moe));
+            layers.add(new Layer(
+                    l.vector(b + "attn_norm.weight", e),
+                    qA,
+                    qANorm,
+                    q,
+                    l.matrix(b + "attn_kv_a_mqa.weight", e, kvRow),
+                    l.vector(b + "attn_kv_a_norm.weight", kvr),
+                    l.stack(b + "attn_k_b.weight", nope, kvr, heads),
+                    l.stack(b + "attn_v_b.weight", kvr, vh, heads),
+                    l.matrix(b + "attn_output.weight", vAll, e),
+                    l.vector(b + "ffn_norm.weight", e),
+                    dense,
+                    moe));
         }
         return new GlmWeights(tokenEmbedding, outputNorm, output, List.copyOf(layers));
     }
 
     /** The size a tensor dimension must have, and the metadata that says so (for the error message). */
-    private record Dim(long size, String source) {
-    }
+    private record Dim(long size, String source) {}
 
     private record Loader(GgufFile file) {
 
@@ -155,7 +182,8 @@ public record GlmWeights(WeightMatrix tokenEmbedding, float[] outputNorm, Weight
             for (int d = 0; d < Math.max(dims.length, t.shape().length); d++) {
                 long expected = d < dims.length ? dims[d].size() : 1;
                 if (t.ne(d) != expected) {
-                    String why = d < dims.length ? dims[d].source() + " = " + expected : "a " + dims.length + "-d tensor";
+                    String why =
+                            d < dims.length ? dims[d].source() + " = " + expected : "a " + dims.length + "-d tensor";
                     throw new InvalidInputException(file.path().getFileName() + ": tensor " + name + " has shape "
                             + t.shapeString() + ": dimension " + d + " is " + t.ne(d) + " but " + why);
                 }
@@ -179,8 +207,9 @@ public record GlmWeights(WeightMatrix tokenEmbedding, float[] outputNorm, Weight
             long bytes = t.type().rowBytes(cols.size()) * rows.size();
             WeightMatrix[] result = new WeightMatrix[(int) count.size()];
             for (int i = 0; i < result.length; i++) {
-                result[i] = new WeightMatrix(name + "[" + i + "]", t.type(), data.asSlice(i * bytes, bytes),
-                        (int) rows.size(), (int) cols.size());
+                result[i] = new WeightMatrix(
+                        name + "[" + i + "]", t.type(), data.asSlice(i * bytes, bytes), (int) rows.size(), (int)
+                                cols.size());
             }
             return result;
         }

@@ -5,7 +5,6 @@ import dev.glimmer.engine.gguf.GgufMetadata;
 import dev.glimmer.engine.gguf.GgufValue;
 import dev.glimmer.engine.gguf.TensorInfo;
 import dev.glimmer.engine.tensor.GgmlType;
-
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -33,9 +32,17 @@ import java.util.regex.Pattern;
  * @param weightBytes         bytes of all tensor data
  * @param weightBytesPerToken bytes of weights read to decode one token, see {@link #weightBytesPerToken(GgufFile)}
  */
-public record ModelFacts(String architecture, String name, long fileSize, int ggufVersion,
-                         Map<String, GgufValue> hyperParameters, TokenizerFacts tokenizer, int tensorCount,
-                         Map<GgmlType, Integer> tensorsByType, long weightBytes, long weightBytesPerToken) {
+public record ModelFacts(
+        String architecture,
+        String name,
+        long fileSize,
+        int ggufVersion,
+        Map<String, GgufValue> hyperParameters,
+        TokenizerFacts tokenizer,
+        int tensorCount,
+        Map<GgmlType, Integer> tensorsByType,
+        long weightBytes,
+        long weightBytesPerToken) {
 
     /** Where the chat template that ships with Glimmer lives (byte-identical to the real model's). */
     public static final String BUNDLED_TEMPLATE_RESOURCE = "/dev/glimmer/engine/chat/glm-4.7-flash.jinja";
@@ -49,9 +56,14 @@ public record ModelFacts(String architecture, String name, long fileSize, int gg
      * @param chatTemplate        whether {@code tokenizer.chat_template} is present
      * @param bundledChatTemplate whether it is exactly the GLM-4.7-Flash template Glimmer ships
      */
-    public record TokenizerFacts(String model, String pre, int vocabSize, int mergeCount, Map<String, Long> specialIds,
-                                 boolean chatTemplate, boolean bundledChatTemplate) {
-    }
+    public record TokenizerFacts(
+            String model,
+            String pre,
+            int vocabSize,
+            int mergeCount,
+            Map<String, Long> specialIds,
+            boolean chatTemplate,
+            boolean bundledChatTemplate) {}
 
     /** The special-token roles and the keys that carry their ids. */
     private static final Map<String, String> SPECIAL_ID_KEYS = orderedMap(
@@ -81,8 +93,17 @@ public record ModelFacts(String architecture, String name, long fileSize, int gg
             byType.merge(t.type(), 1, Integer::sum);
             weightBytes += t.size();
         }
-        return new ModelFacts(arch, m.optString("general.name").orElse(""), file.fileSize(), file.version(), hyper,
-                tokenizer(m), file.tensors().size(), byType, weightBytes, weightBytesPerToken(file));
+        return new ModelFacts(
+                arch,
+                m.optString("general.name").orElse(""),
+                file.fileSize(),
+                file.version(),
+                hyper,
+                tokenizer(m),
+                file.tensors().size(),
+                byType,
+                weightBytes,
+                weightBytesPerToken(file));
     }
 
     /**

@@ -1,7 +1,6 @@
 package dev.glimmer.engine.model;
 
 import dev.glimmer.engine.tensor.GgmlType;
-
 import java.lang.foreign.MemorySegment;
 
 /**
@@ -19,7 +18,11 @@ public record WeightMatrix(String name, GgmlType type, MemorySegment data, int r
 
     /** Rows {@code first .. first+count-1} as a matrix of their own (no copy). */
     public WeightMatrix rows(int first, int count) {
-        return new WeightMatrix(name + "[rows " + first + ".." + (first + count - 1) + "]", type,
-                data.asSlice(first * rowBytes(), count * rowBytes()), count, cols);
+        return new WeightMatrix(
+                name + "[rows " + first + ".." + (first + count - 1) + "]",
+                type,
+                data.asSlice(first * rowBytes(), count * rowBytes()),
+                count,
+                cols);
     }
 }

@@ -1,7 +1,6 @@
 package dev.glimmer.engine.sampling;
 
 import dev.glimmer.engine.InvalidInputException;
-
 import java.security.SecureRandom;
 import java.util.Arrays;
 import java.util.Map;
@@ -36,8 +35,8 @@ public final class Sampler {
         this.vocabularySize = vocabularySize;
         for (int token : params.logitBias().keySet()) {
             if (token >= vocabularySize) {
-                throw new InvalidInputException("logit_bias token id " + token + " is beyond the vocabulary (" + vocabularySize
-                        + " tokens)");
+                throw new InvalidInputException(
+                        "logit_bias token id " + token + " is beyond the vocabulary (" + vocabularySize + " tokens)");
             }
         }
         this.seed = params.seed().orElseGet(() -> new SecureRandom().nextLong());

@@ -1,7 +1,6 @@
 package dev.glimmer.engine.sampling;
 
 import dev.glimmer.engine.InvalidInputException;
-
 import java.util.Map;
 import java.util.OptionalLong;
 
@@ -19,9 +18,17 @@ import java.util.OptionalLong;
  * @param penaltyWindow    how many recent tokens the penalties look at
  * @param logitBias        added to the logit of the given token ids before anything else
  */
-public record SamplingParams(float temperature, int topK, float topP, float minP, OptionalLong seed,
-                             float repeatPenalty, float presencePenalty, float frequencyPenalty, int penaltyWindow,
-                             Map<Integer, Float> logitBias) {
+public record SamplingParams(
+        float temperature,
+        int topK,
+        float topP,
+        float minP,
+        OptionalLong seed,
+        float repeatPenalty,
+        float presencePenalty,
+        float frequencyPenalty,
+        int penaltyWindow,
+        Map<Integer, Float> logitBias) {
 
     public static final float DEFAULT_TEMPERATURE = 0.8f;
     public static final int DEFAULT_TOP_K = 40;
@@ -35,9 +42,11 @@ public record SamplingParams(float temperature, int topK, float topP, float minP
         check(topP > 0 && topP <= 1, "top_p must be in (0, 1], got " + topP);
         check(minP >= 0 && minP <= 1, "min_p must be in [0, 1], got " + minP);
         check(Float.isFinite(repeatPenalty) && repeatPenalty > 0, "repeat_penalty must be > 0, got " + repeatPenalty);
-        check(Float.isFinite(presencePenalty) && Math.abs(presencePenalty) <= 2,
+        check(
+                Float.isFinite(presencePenalty) && Math.abs(presencePenalty) <= 2,
                 "presence_penalty must be in [-2, 2], got " + presencePenalty);
-        check(Float.isFinite(frequencyPenalty) && Math.abs(frequencyPenalty) <= 2,
+        check(
+                Float.isFinite(frequencyPenalty) && Math.abs(frequencyPenalty) <= 2,
                 "frequency_penalty must be in [-2, 2], got " + frequencyPenalty);
         check(penaltyWindow >= 0, "the penalty window must be >= 0, got " + penaltyWindow);
         logitBias = Map.copyOf(logitBias);
@@ -49,8 +58,17 @@ public record SamplingParams(float temperature, int topK, float topP, float minP
 
     /** llama-server's defaults with a random seed. */
     public static SamplingParams defaults() {
-        return new SamplingParams(DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P, DEFAULT_MIN_P, OptionalLong.empty(),
-                1f, 0f, 0f, DEFAULT_PENALTY_WINDOW, Map.of());
+        return new SamplingParams(
+                DEFAULT_TEMPERATURE,
+                DEFAULT_TOP_K,
+                DEFAULT_TOP_P,
+                DEFAULT_MIN_P,
+                OptionalLong.empty(),
+                1f,
+                0f,
+                0f,
+                DEFAULT_PENALTY_WINDOW,
+                Map.of());
     }
 
     /** Always the most likely token (first maximum wins). */
@@ -64,28 +82,64 @@ public record SamplingParams(float temperature, int topK, float topP, float minP
 
     // One wither per field (records have none); each copies the others.
     public SamplingParams withTemperature(float t) {
-        return new SamplingParams(t, topK, topP, minP, seed, repeatPenalty, presencePenalty, frequencyPenalty,
-                penaltyWindow, logitBias);
+        return new SamplingParams(
+                t, topK, topP, minP, seed, repeatPenalty, presencePenalty, frequencyPenalty, penaltyWindow, logitBias);
     }
 
     public SamplingParams withTopK(int k) {
-        return new SamplingParams(temperature, k, topP, minP, seed, repeatPenalty, presencePenalty, frequencyPenalty,
-                penaltyWindow, logitBias);
+        return new SamplingParams(
+                temperature,
+                k,
+                topP,
+                minP,
+                seed,
+                repeatPenalty,
+                presencePenalty,
+                frequencyPenalty,
+                penaltyWindow,
+                logitBias);
     }
 
     public SamplingParams withTopP(float p) {
-        return new SamplingParams(temperature, topK, p, minP, seed, repeatPenalty, presencePenalty, frequencyPenalty,
-                penaltyWindow, logitBias);
+        return new SamplingParams(
+                temperature,
+                topK,
+                p,
+                minP,
+                seed,
+                repeatPenalty,
+                presencePenalty,
+                frequencyPenalty,
+                penaltyWindow,
+                logitBias);
     }
 
     public SamplingParams withMinP(float p) {
-        return new SamplingParams(temperature, topK, topP, p, seed, repeatPenalty, presencePenalty, frequencyPenalty,
-                penaltyWindow, logitBias);
+        return new SamplingParams(
+                temperature,
+                topK,
+                topP,
+                p,
+                seed,
+                repeatPenalty,
+                presencePenalty,
+                frequencyPenalty,
+                penaltyWindow,
+                logitBias);
     }
 
     public SamplingParams withSeed(long s) {
-        return new SamplingParams(temperature, topK, topP, minP, OptionalLong.of(s), repeatPenalty, presencePenalty,
-                frequencyPenalty, penaltyWindow, logitBias);
+        return new SamplingParams(
+                temperature,
+                topK,
+                topP,
+                minP,
+                OptionalLong.of(s),
+                repeatPenalty,
+                presencePenalty,
+                frequencyPenalty,
+                penaltyWindow,
+                logitBias);
     }
 
     public SamplingParams withPenalties(float repeat, float presence, float frequency, int window) {
@@ -93,8 +147,17 @@ public record SamplingParams(float temperature, int topK, float topP, float minP
     }
 
     public SamplingParams withLogitBias(Map<Integer, Float> bias) {
-        return new SamplingParams(temperature, topK, topP, minP, seed, repeatPenalty, presencePenalty, frequencyPenalty,
-                penaltyWindow, bias);
+        return new SamplingParams(
+                temperature,
+                topK,
+                topP,
+                minP,
+                seed,
+                repeatPenalty,
+                presencePenalty,
+                frequencyPenalty,
+                penaltyWindow,
+                bias);
     }
 
     private static void check(boolean ok, String message) {

@@ -14,8 +14,7 @@ import java.util.List;
 public record TokenLogprobs(int token, float logprob, List<Candidate> top) {
 
     /** One token and its log-probability. */
-    public record Candidate(int token, float logprob) {
-    }
+    public record Candidate(int token, float logprob) {}
 
     public static TokenLogprobs of(float[] logits, int vocabularySize, int token, int topN) {
         double max = Double.NEGATIVE_INFINITY;

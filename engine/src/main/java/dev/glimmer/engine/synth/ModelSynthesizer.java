@@ -6,7 +6,6 @@ import dev.glimmer.engine.gguf.GgufWriter.TensorSpec;
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.engine.tensor.Q4_0;
 import dev.glimmer.engine.tensor.Q8_0;
-
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
@@ -47,8 +46,7 @@ public final class ModelSynthesizer {
     /** Free space demanded beyond the file's size: 256 MB plus 2 % of the file. */
     private static final long MARGIN_BYTES = 256L << 20;
 
-    private ModelSynthesizer() {
-    }
+    private ModelSynthesizer() {}
 
     /** The size the file of {@code model} will have. */
     public static long fileSize(SynthModel model) {
@@ -71,7 +69,8 @@ public final class ModelSynthesizer {
             return t;
         });
         try (GgufWriter writer = GgufWriter.create(out, model.metadata(), model.tensors())) {
-            Iterator<Chunk> chunks = chunks(model.tensors(), model.preset().randomBlocks()).iterator();
+            Iterator<Chunk> chunks =
+                    chunks(model.tensors(), model.preset().randomBlocks()).iterator();
             Deque<Future<ByteBuffer>> inFlight = new ArrayDeque<>();
             while (chunks.hasNext() || !inFlight.isEmpty()) {
                 while (chunks.hasNext() && inFlight.size() < 2 * threads) {
@@ -118,9 +117,13 @@ public final class ModelSynthesizer {
     static void requireFreeSpace(Path dir, long size, long free) {
         long needed = size + MARGIN_BYTES + size / 50;
         if (free < needed) {
-            throw new InvalidInputException(String.format(Locale.ROOT,
+            throw new InvalidInputException(String.format(
+                    Locale.ROOT,
                     "not enough free space in %s: the file needs %.2f GB plus %.2f GB of margin, %.2f GB are free",
-                    dir, size / 1e9, (needed - size) / 1e9, free / 1e9));
+                    dir,
+                    size / 1e9,
+                    (needed - size) / 1e9,
+                    free / 1e9));
         }
     }
 
@@ -133,7 +136,11 @@ public final class ModelSynthesizer {
             long rowsPerChunk = Math.max(1, CHUNK_VALUES / rowLength);
             long index = 0;
             for (long row = 0; row < rows; row += rowsPerChunk, index++) {
-                chunks.add(new Chunk(t, index, (int) rowLength, (int) Math.min(rowsPerChunk, rows - row),
+                chunks.add(new Chunk(
+                        t,
+                        index,
+                        (int) rowLength,
+                        (int) Math.min(rowsPerChunk, rows - row),
                         t.type().quantized() && (randomBlocks || !hasQuantizer(t.type()))));
             }
         }
@@ -260,8 +267,9 @@ public final class ModelSynthesizer {
                 Q4_0.quantizeRow(values, 0, n, MemorySegment.ofArray(out), 0);
                 yield ByteBuffer.wrap(out);
             }
-            default -> throw new IllegalArgumentException("synthetic weights of type " + type.ggmlName()
-                    + " are not supported");
+            default ->
+                throw new IllegalArgumentException(
+                        "synthetic weights of type " + type.ggmlName() + " are not supported");
         };
     }
 }

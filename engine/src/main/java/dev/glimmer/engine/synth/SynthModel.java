@@ -6,7 +6,6 @@ import dev.glimmer.engine.gguf.GgufValueType;
 import dev.glimmer.engine.gguf.GgufWriter.TensorSpec;
 import dev.glimmer.engine.model.ModelFacts;
 import dev.glimmer.engine.tensor.GgmlType;
-
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -17,13 +16,21 @@ import java.util.Map;
  * and in the order of the oracle files) and the tensor list (names, shapes, order and types as in
  * docs/MODEL.md §3 and the oracle files), with the seed its vocabulary and weights are drawn from.
  */
-public record SynthModel(SynthPreset preset, SynthWeightType weightType, long seed, Map<String, GgufValue> metadata,
-                         List<TensorSpec> tensors) {
+public record SynthModel(
+        SynthPreset preset,
+        SynthWeightType weightType,
+        long seed,
+        Map<String, GgufValue> metadata,
+        List<TensorSpec> tensors) {
 
     private static final String ARCH = "deepseek2";
 
     public static SynthModel of(SynthPreset preset, SynthWeightType weightType, long seed) {
-        return new SynthModel(preset, weightType, seed, metadata(preset, weightType, SynthVocab.build(preset, seed)),
+        return new SynthModel(
+                preset,
+                weightType,
+                seed,
+                metadata(preset, weightType, SynthVocab.build(preset, seed)),
                 tensors(preset, weightType));
     }
 
@@ -126,7 +133,8 @@ public record SynthModel(SynthPreset preset, SynthWeightType weightType, long se
     /** Appends tensors: weight matrices in the chosen type, the rest (norms, router, bias) in F32. */
     private record Tensors(List<TensorSpec> list, SynthWeightType weightType, SynthPreset preset) {
         void matrix(String name, long... shape) {
-            list.add(new TensorSpec(name, shape, weightType.matrixType(name, shape[0], preset.layers(), preset.experts())));
+            list.add(new TensorSpec(
+                    name, shape, weightType.matrixType(name, shape[0], preset.layers(), preset.experts())));
         }
 
         void f32(String name, long... shape) {

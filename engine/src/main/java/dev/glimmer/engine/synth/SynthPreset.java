@@ -1,7 +1,6 @@
 package dev.glimmer.engine.synth;
 
 import dev.glimmer.engine.InvalidInputException;
-
 import java.util.List;
 
 /**
@@ -32,17 +31,53 @@ import java.util.List;
  *                        preset does, because quantizing its 30 billion floats costs ~10-20 ns each, several
  *                        CPU-minutes on 2 cores, while drawing blocks costs almost nothing
  */
-public record SynthPreset(String name, int layers, int denseLead, int embd, int ff, int ffExpert, int heads,
-                          int qLoraRank, int kvLoraRank, int qkNope, int qkRope, int vHead, int experts,
-                          int expertsUsed, int expertsShared, int contextLength, int vocabSize, int specialBase,
-                          int merges, boolean randomBlocks) {
+public record SynthPreset(
+        String name,
+        int layers,
+        int denseLead,
+        int embd,
+        int ff,
+        int ffExpert,
+        int heads,
+        int qLoraRank,
+        int kvLoraRank,
+        int qkNope,
+        int qkRope,
+        int vHead,
+        int experts,
+        int expertsUsed,
+        int expertsShared,
+        int contextLength,
+        int vocabSize,
+        int specialBase,
+        int merges,
+        boolean randomBlocks) {
 
-    public static final SynthPreset TINY = new SynthPreset("tiny", 3, 1, 128, 320, 64, 4, 96, 64, 32, 16, 48, 8, 2, 1,
-            4096, 1024, 960, 704, false);
-    public static final SynthPreset SMALL = new SynthPreset("small", 4, 1, 256, 512, 256, 4, 256, 128, 64, 32, 64, 8, 2,
-            1, 4096, 2048, 1984, 1038, false);
-    public static final SynthPreset FULL = new SynthPreset("full", 47, 1, 2048, 10240, 1536, 20, 768, 512, 192, 64, 256,
-            64, 4, 1, 202752, 154880, 154820, 154820 - 256, true);
+    public static final SynthPreset TINY =
+            new SynthPreset("tiny", 3, 1, 128, 320, 64, 4, 96, 64, 32, 16, 48, 8, 2, 1, 4096, 1024, 960, 704, false);
+    public static final SynthPreset SMALL = new SynthPreset(
+            "small", 4, 1, 256, 512, 256, 4, 256, 128, 64, 32, 64, 8, 2, 1, 4096, 2048, 1984, 1038, false);
+    public static final SynthPreset FULL = new SynthPreset(
+            "full",
+            47,
+            1,
+            2048,
+            10240,
+            1536,
+            20,
+            768,
+            512,
+            192,
+            64,
+            256,
+            64,
+            4,
+            1,
+            202752,
+            154880,
+            154820,
+            154820 - 256,
+            true);
 
     public static final List<SynthPreset> ALL = List.of(TINY, SMALL, FULL);
 
@@ -54,8 +89,10 @@ public record SynthPreset(String name, int layers, int denseLead, int embd, int 
 
     /** The preset called {@code name}; an InvalidInputException listing the presets otherwise. */
     public static SynthPreset byName(String name) {
-        return ALL.stream().filter(p -> p.name.equals(name)).findFirst().orElseThrow(() -> new InvalidInputException(
-                "unknown preset '" + name + "' (tiny, small or full)"));
+        return ALL.stream()
+                .filter(p -> p.name.equals(name))
+                .findFirst()
+                .orElseThrow(() -> new InvalidInputException("unknown preset '" + name + "' (tiny, small or full)"));
     }
 
     /** general.name of the files written with this preset. */

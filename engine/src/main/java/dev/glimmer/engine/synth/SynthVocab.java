@@ -23,16 +23,46 @@ public record SynthVocab(String[] tokens, long[] tokenTypes, String[] merges) {
 
     /** GLM-4.7-Flash's special tokens, in id order from the special base (docs/MODEL.md §7). */
     public static final List<String> SPECIAL_TOKENS = List.of(
-            "<|endoftext|>", "[MASK]", "[gMASK]", "[sMASK]", "<sop>", "<eop>", "<|system|>", "<|user|>",
-            "<|assistant|>", "<|observation|>", "<|begin_of_image|>", "<|end_of_image|>", "<|begin_of_video|>",
-            "<|end_of_video|>", "<|begin_of_audio|>", "<|end_of_audio|>", "<|begin_of_transcription|>",
-            "<|end_of_transcription|>", "<|code_prefix|>", "<|code_middle|>", "<|code_suffix|>", "<think>",
-            "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<arg_key>",
-            "</arg_key>", "<arg_value>", "</arg_value>", "/nothink", "<|begin_of_box|>", "<|end_of_box|>",
-            "<|image|>", "<|video|>");
+            "<|endoftext|>",
+            "[MASK]",
+            "[gMASK]",
+            "[sMASK]",
+            "<sop>",
+            "<eop>",
+            "<|system|>",
+            "<|user|>",
+            "<|assistant|>",
+            "<|observation|>",
+            "<|begin_of_image|>",
+            "<|end_of_image|>",
+            "<|begin_of_video|>",
+            "<|end_of_video|>",
+            "<|begin_of_audio|>",
+            "<|end_of_audio|>",
+            "<|begin_of_transcription|>",
+            "<|end_of_transcription|>",
+            "<|code_prefix|>",
+            "<|code_middle|>",
+            "<|code_suffix|>",
+            "<think>",
+            "</think>",
+            "<tool_call>",
+            "</tool_call>",
+            "<tool_response>",
+            "</tool_response>",
+            "<arg_key>",
+            "</arg_key>",
+            "<arg_value>",
+            "</arg_value>",
+            "/nothink",
+            "<|begin_of_box|>",
+            "<|end_of_box|>",
+            "<|image|>",
+            "<|video|>");
 
     /** Offsets from the special base of the tokens the special-id keys name. */
     public static final int ENDOFTEXT = 0;
+
     public static final int GMASK = 2;
     public static final int USER = 7;
     public static final int OBSERVATION = 9;
@@ -64,7 +94,8 @@ public record SynthVocab(String[] tokens, long[] tokenTypes, String[] merges) {
         int next = 256;
         while (next < 256 + preset.merges()) {
             boolean word = random.nextInt(10) < 7;
-            String left = !word ? tokens[random.nextInt(next)]
+            String left = !word
+                    ? tokens[random.nextInt(next)]
                     : random.nextInt(4) == 0 ? "Ġ" : wordPieces.get(random.nextInt(wordPieces.size()));
             String right = word ? wordPieces.get(random.nextInt(wordPieces.size())) : tokens[random.nextInt(next)];
             String merged = left + right;

@@ -2,7 +2,6 @@ package dev.glimmer.engine.synth;
 
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.tensor.GgmlType;
-
 import java.util.Arrays;
 import java.util.Locale;
 import java.util.stream.Collectors;
@@ -22,6 +21,7 @@ public enum SynthWeightType {
 
     /** The type of the matrices (of most of them, for a mix). */
     public final GgmlType ggmlType;
+
     public final int fileType;
 
     SynthWeightType(GgmlType ggmlType, int fileType) {
@@ -82,7 +82,9 @@ public enum SynthWeightType {
             }
         }
         throw new InvalidInputException("unknown weight type '" + name + "' ("
-                + Arrays.stream(values()).map(t -> t.name().toLowerCase(Locale.ROOT)).collect(Collectors.joining(", "))
+                + Arrays.stream(values())
+                        .map(t -> t.name().toLowerCase(Locale.ROOT))
+                        .collect(Collectors.joining(", "))
                 + ")");
     }
 }

@@ -5,8 +5,7 @@ import java.lang.foreign.MemorySegment;
 /** bfloat16 rows: the top 16 bits of a float32. Matmuls round the activations to bfloat16 too. */
 final class BF16 {
 
-    private BF16() {
-    }
+    private BF16() {}
 
     static float toFloat(short bits) {
         return Float.intBitsToFloat((bits & 0xFFFF) << 16);

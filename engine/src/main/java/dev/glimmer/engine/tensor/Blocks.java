@@ -11,15 +11,11 @@ import java.nio.ByteOrder;
  */
 final class Blocks {
 
-    static final ValueLayout.OfShort SHORT_LE =
-            ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
-    static final ValueLayout.OfInt INT_LE =
-            ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
-    static final ValueLayout.OfFloat FLOAT_LE =
-            ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    static final ValueLayout.OfShort SHORT_LE = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    static final ValueLayout.OfInt INT_LE = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    static final ValueLayout.OfFloat FLOAT_LE = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
 
-    private Blocks() {
-    }
+    private Blocks() {}
 
     /** The IEEE half-precision value at {@code offset}, widened exactly to float. */
     static float half(MemorySegment s, long offset) {
@@ -81,8 +77,8 @@ final class Blocks {
     }
 
     /** The {@code n} values of a row of {@code type} at {@code offset}, block by block, into {@code dst[dstOffset ..]}. */
-    static void dequantizeRow(GgmlType type, MemorySegment src, long offset, float[] dst, int dstOffset, int n,
-                              BlockDequantizer format) {
+    static void dequantizeRow(
+            GgmlType type, MemorySegment src, long offset, float[] dst, int dstOffset, int n, BlockDequantizer format) {
         for (int b = 0; b < n / type.blockSize; b++) {
             format.dequantizeBlock(src, offset + (long) b * type.bytesPerBlock, dst, dstOffset + b * type.blockSize);
         }

@@ -5,15 +5,15 @@ import java.lang.foreign.MemorySegment;
 /** Turning rows of any {@link GgmlType#dequantizable() dequantizable} type back into floats. */
 public final class Dequantizer {
 
-    private Dequantizer() {
-    }
+    private Dequantizer() {}
 
     /**
      * Dequantizes the {@code n} values of {@code type} stored from byte {@code byteOffset} of
      * {@code src} into {@code dst[dstOffset .. dstOffset+n)}, with ggml's float arithmetic
      * (so the results equal ggml's {@code dequantize_row_*}). n must be whole blocks.
      */
-    public static void dequantizeRow(GgmlType type, MemorySegment src, long byteOffset, float[] dst, int dstOffset, int n) {
+    public static void dequantizeRow(
+            GgmlType type, MemorySegment src, long byteOffset, float[] dst, int dstOffset, int n) {
         Blocks.requireWholeBlocks(type, n);
         switch (type) {
             case F32 -> F32.dequantizeRow(src, byteOffset, dst, dstOffset, n);

@@ -5,8 +5,7 @@ import java.lang.foreign.MemorySegment;
 /** IEEE half-precision rows. Matmuls round the activations to half precision too. */
 final class F16 {
 
-    private F16() {
-    }
+    private F16() {}
 
     static void dequantizeRow(MemorySegment src, long offset, float[] dst, int dstOffset, int n) {
         for (int i = 0; i < n; i++) {

@@ -5,8 +5,7 @@ import java.lang.foreign.MemorySegment;
 /** Plain little-endian float32 rows. Matmuls use F32 activations with them. */
 final class F32 {
 
-    private F32() {
-    }
+    private F32() {}
 
     static void dequantizeRow(MemorySegment src, long offset, float[] dst, int dstOffset, int n) {
         MemorySegment.copy(src, Blocks.FLOAT_LE, offset, dst, dstOffset, n);

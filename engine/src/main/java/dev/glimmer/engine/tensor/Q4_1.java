@@ -18,8 +18,7 @@ final class Q4_1 {
     private static final int M = 2;
     private static final int QS = 4;
 
-    private Q4_1() {
-    }
+    private Q4_1() {}
 
     /** The values of the block at {@code xb}, into {@code dst[yb ..]}. */
     static void dequantizeBlock(MemorySegment src, long xb, float[] dst, int yb) {

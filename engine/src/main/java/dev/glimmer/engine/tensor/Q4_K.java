@@ -21,8 +21,7 @@ public final class Q4_K {
     public static final int SCALES = 4;
     private static final int QS = 16;
 
-    private Q4_K() {
-    }
+    private Q4_K() {}
 
     /**
      * The 6-bit scale of sub-block {@code j} (0..7) from the 12 packed bytes at {@code at}:

@@ -18,8 +18,7 @@ public final class Q5_0 {
     private static final int QH = 2;
     private static final int QS = 6;
 
-    private Q5_0() {
-    }
+    private Q5_0() {}
 
     /** The values of the block at {@code xb}, into {@code dst[yb ..]}. */
     static void dequantizeBlock(MemorySegment src, long xb, float[] dst, int yb) {

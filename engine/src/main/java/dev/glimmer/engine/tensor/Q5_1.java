@@ -20,8 +20,7 @@ final class Q5_1 {
     private static final int QH = 4;
     private static final int QS = 8;
 
-    private Q5_1() {
-    }
+    private Q5_1() {}
 
     /** The values of the block at {@code xb}, into {@code dst[yb ..]}. */
     // Q5_0's reading with Q4_1's minimum.

@@ -20,8 +20,7 @@ public final class Q5_K {
     private static final int QH = 16;
     private static final int QS = 48;
 
-    private Q5_K() {
-    }
+    private Q5_K() {}
 
     /** The 5-bit quant of value {@code i} (0..255) of the super-block at {@code block}. */
     private static int quant(MemorySegment s, long block, int i) {

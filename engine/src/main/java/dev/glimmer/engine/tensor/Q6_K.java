@@ -23,8 +23,7 @@ public final class Q6_K {
     private static final int SCALES = 192;
     public static final int D = 208;
 
-    private Q6_K() {
-    }
+    private Q6_K() {}
 
     /** The signed quant (q - 32, in -32..31) of value {@code i} (0..255) of the super-block at {@code block}. */
     private static int quant(MemorySegment s, long block, int i) {

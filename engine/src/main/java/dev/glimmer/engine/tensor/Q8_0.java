@@ -16,8 +16,7 @@ public final class Q8_0 {
     public static final int BLOCK_BYTES = GgmlType.Q8_0.bytesPerBlock;
     private static final int QS = 2;
 
-    private Q8_0() {
-    }
+    private Q8_0() {}
 
     /** Reference quantization of {@code n} values into a new byte array of n/32 blocks. */
     public static byte[] quantizeRow(float[] x, int offset, int n) {

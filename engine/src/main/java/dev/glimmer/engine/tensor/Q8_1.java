@@ -9,8 +9,7 @@ final class Q8_1 {
 
     static final int BLOCK_SIZE = GgmlType.Q8_1.blockSize;
 
-    private Q8_1() {
-    }
+    private Q8_1() {}
 
     /**
      * ggml-cpu's x86 AVX/AVX2 {@code quantize_row_q8_1}: the quants exactly as for Q8_0

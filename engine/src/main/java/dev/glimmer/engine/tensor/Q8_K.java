@@ -12,8 +12,7 @@ final class Q8_K {
 
     static final int BLOCK_SIZE = GgmlType.Q8_K.blockSize;
 
-    private Q8_K() {
-    }
+    private Q8_K() {}
 
     /**
      * ggml's {@code quantize_row_q8_K_ref}, which is also what ggml-cpu runs on x86

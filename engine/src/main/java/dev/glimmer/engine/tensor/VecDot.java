@@ -16,8 +16,7 @@ import java.lang.foreign.MemorySegment;
  */
 public final class VecDot {
 
-    private VecDot() {
-    }
+    private VecDot() {}
 
     /** The type llama.cpp's CPU backend converts activations to before a matmul with {@code weightType} weights. */
     public static GgmlType vecDotType(GgmlType weightType) {
@@ -39,8 +38,8 @@ public final class VecDot {
      */
     public static float dot(GgmlType weightType, MemorySegment weights, long rowByteOffset, QuantizedVector x, int n) {
         if (x.type() != vecDotType(weightType)) {
-            throw new IllegalArgumentException(weightType + " weights need " + vecDotType(weightType)
-                    + " activations, got " + x.type());
+            throw new IllegalArgumentException(
+                    weightType + " weights need " + vecDotType(weightType) + " activations, got " + x.type());
         }
         if (n > x.length()) {
             throw new IllegalArgumentException("dot of " + n + " values with an activation vector of " + x.length());

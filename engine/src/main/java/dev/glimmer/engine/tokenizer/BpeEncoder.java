@@ -20,6 +20,7 @@ import java.util.concurrent.ConcurrentHashMap;
 final class BpeEncoder {
     /** Words up to this many bytes are cached; longer ones are rare and cheap to redo. */
     private static final int MAX_CACHED_WORD_BYTES = 48;
+
     private static final int MAX_CACHE_ENTRIES = 1 << 17;
 
     private final MergeTable merges;
@@ -27,6 +28,7 @@ final class BpeEncoder {
     private final int vocabularySize;
     /** For each virtual symbol (id - vocabularySize): the tokens it falls back to if it survives. */
     private final int[][] virtualFallback;
+
     private final Map<String, int[]> cache = new ConcurrentHashMap<>();
 
     BpeEncoder(MergeTable merges, int[] byteSymbol, int vocabularySize, int[][] virtualFallback) {

@@ -31,6 +31,5 @@ final class ByteLevel {
         return codepoint >= 0 && codepoint < CHAR_TO_BYTE.length ? CHAR_TO_BYTE[codepoint] : -1;
     }
 
-    private ByteLevel() {
-    }
+    private ByteLevel() {}
 }

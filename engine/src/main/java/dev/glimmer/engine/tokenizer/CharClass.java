@@ -16,9 +16,8 @@ final class CharClass {
     static final byte WHITESPACE = 3;
 
     private static final int[] WHITE_SPACE = {
-        0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680,
-        0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200A,
-        0x2028, 0x2029, 0x202F, 0x205F, 0x3000,
+        0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006,
+        0x2007, 0x2008, 0x2009, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000,
     };
 
     /** One class per code point, computed once (1.1 MB) so that the hot loop is a single array read. */
@@ -28,8 +27,11 @@ final class CharClass {
         byte[] table = new byte[Character.MAX_CODE_POINT + 1];
         for (int cp = 0; cp <= Character.MAX_CODE_POINT; cp++) {
             table[cp] = switch (Character.getType(cp)) {
-                case Character.UPPERCASE_LETTER, Character.LOWERCASE_LETTER, Character.TITLECASE_LETTER,
-                     Character.MODIFIER_LETTER, Character.OTHER_LETTER -> LETTER;
+                case Character.UPPERCASE_LETTER,
+                        Character.LOWERCASE_LETTER,
+                        Character.TITLECASE_LETTER,
+                        Character.MODIFIER_LETTER,
+                        Character.OTHER_LETTER -> LETTER;
                 case Character.DECIMAL_DIGIT_NUMBER, Character.LETTER_NUMBER, Character.OTHER_NUMBER -> NUMBER;
                 default -> OTHER;
             };
@@ -44,6 +46,5 @@ final class CharClass {
         return TABLE[codepoint];
     }
 
-    private CharClass() {
-    }
+    private CharClass() {}
 }

@@ -16,8 +16,7 @@ final class Glm4WordSplitter {
     /** Class of a position outside the text: matches neither letter, number, whitespace nor "other". */
     private static final byte OUTSIDE = -1;
 
-    private Glm4WordSplitter() {
-    }
+    private Glm4WordSplitter() {}
 
     private static byte classAt(String s, int pos, int end) {
         return pos < end ? CharClass.of(s.codePointAt(pos)) : OUTSIDE;
@@ -56,7 +55,8 @@ final class Glm4WordSplitter {
         }
 
         // [^\r\n\p{L}\p{N}]?\p{L}+  (one leading non-letter, e.g. a space, may precede the letters)
-        if (!isLineBreak(cp) && cls != CharClass.NUMBER
+        if (!isLineBreak(cp)
+                && cls != CharClass.NUMBER
                 && (cls == CharClass.LETTER || classAt(s, after, end) == CharClass.LETTER)) {
             int wordEnd = after;
             while (classAt(s, wordEnd, end) == CharClass.LETTER) {

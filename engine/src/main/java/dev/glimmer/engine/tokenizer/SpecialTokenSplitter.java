@@ -19,24 +19,21 @@ import java.util.stream.IntStream;
 final class SpecialTokenSplitter {
 
     /** A piece of the input: plain text {@code [start, end)} to encode, or one special token. */
-    sealed interface Piece {
-    }
+    sealed interface Piece {}
 
-    record Text(int start, int end) implements Piece {
-    }
+    record Text(int start, int end) implements Piece {}
 
-    record Special(int id) implements Piece {
-    }
+    record Special(int id) implements Piece {}
 
-    private record Candidate(int id, String text, boolean controlLike) {
-    }
+    private record Candidate(int id, String text, boolean controlLike) {}
 
     private final List<Candidate> candidates;
 
     SpecialTokenSplitter(String[] texts, TokenType[] types) {
         // Longest first, as llama.cpp sorts; ties (which llama.cpp leaves in no defined order) by id.
         candidates = IntStream.range(0, texts.length)
-                .filter(id -> types[id] == TokenType.CONTROL || types[id] == TokenType.USER_DEFINED
+                .filter(id -> types[id] == TokenType.CONTROL
+                        || types[id] == TokenType.USER_DEFINED
                         || types[id] == TokenType.UNKNOWN)
                 .mapToObj(id -> new Candidate(id, texts[id], types[id].isControlLike()))
                 .sorted(Comparator.comparingInt((Candidate c) -> -c.text().getBytes(StandardCharsets.UTF_8).length)

@@ -18,8 +18,16 @@ import java.util.TreeSet;
  * @param addBos          whether encoding prepends {@code bos} ({@code tokenizer.ggml.add_bos_token})
  * @param addEos          whether encoding appends {@code eos} ({@code tokenizer.ggml.add_eos_token})
  */
-public record SpecialTokens(int bos, int eos, int eot, int eom, int pad, int unk, SortedSet<Integer> endOfGeneration,
-                            boolean addBos, boolean addEos) {
+public record SpecialTokens(
+        int bos,
+        int eos,
+        int eot,
+        int eom,
+        int pad,
+        int unk,
+        SortedSet<Integer> endOfGeneration,
+        boolean addBos,
+        boolean addEos) {
 
     /** The id used for "this model has no such token". */
     public static final int NONE = -1;

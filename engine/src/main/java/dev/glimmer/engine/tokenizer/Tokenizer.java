@@ -2,7 +2,6 @@ package dev.glimmer.engine.tokenizer;
 
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.gguf.GgufMetadata;
-
 import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.Map;
@@ -24,12 +23,13 @@ public final class Tokenizer {
     private final Map<String, Integer> idsByText;
     /** Each token's output bytes (control tokens rendered as their text). */
     private final byte[][] pieces;
+
     private final SpecialTokens special;
     private final SpecialTokenSplitter specialSplitter;
     private final BpeEncoder bpe;
 
-    Tokenizer(String[] texts, TokenType[] types, Map<String, Integer> idsByText, SpecialTokens special,
-              BpeEncoder bpe) {
+    Tokenizer(
+            String[] texts, TokenType[] types, Map<String, Integer> idsByText, SpecialTokens special, BpeEncoder bpe) {
         this.texts = texts;
         this.types = types;
         this.idsByText = idsByText;
@@ -153,8 +153,8 @@ public final class Tokenizer {
 
     private void checkId(int id) {
         if (id < 0 || id >= texts.length) {
-            throw new InvalidInputException("token id " + id + " is out of range: the vocabulary has "
-                    + texts.length + " tokens (ids 0.." + (texts.length - 1) + ")");
+            throw new InvalidInputException("token id " + id + " is out of range: the vocabulary has " + texts.length
+                    + " tokens (ids 0.." + (texts.length - 1) + ")");
         }
     }
 
@@ -174,9 +174,13 @@ public final class Tokenizer {
 
     /** The byte of a byte token, written {@code <0xAB>}. */
     private static byte byteTokenValue(String text) {
-        if (text.length() != 6 || !text.startsWith("<0x") || !text.endsWith(">")
-                || Character.digit(text.charAt(3), 16) < 0 || Character.digit(text.charAt(4), 16) < 0) {
-            throw new InvalidInputException("byte token '" + text + "' in tokenizer.ggml.tokens is not of the form <0xAB>");
+        if (text.length() != 6
+                || !text.startsWith("<0x")
+                || !text.endsWith(">")
+                || Character.digit(text.charAt(3), 16) < 0
+                || Character.digit(text.charAt(4), 16) < 0) {
+            throw new InvalidInputException(
+                    "byte token '" + text + "' in tokenizer.ggml.tokens is not of the form <0xAB>");
         }
         return (byte) Integer.parseInt(text.substring(3, 5), 16);
     }

@@ -2,7 +2,6 @@ package dev.glimmer.engine.tokenizer;
 
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.gguf.GgufMetadata;
-
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -27,41 +26,90 @@ final class TokenizerLoader {
 
     // Token texts llama.cpp recognises when the metadata names no id. A token found this way that is
     // not typed as control is made control, as llama.cpp does.
-    private static final List<String> EOT_TEXTS = List.of("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
-            "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>",
+    private static final List<String> EOT_TEXTS = List.of(
+            "<|eot_id|>",
+            "<|im_end|>",
+            "<|end|>",
+            "<end_of_turn>",
+            "<|endoftext|>",
+            "<|end_of_text|>",
+            "<EOT>",
+            "_<EOT>",
+            "[EOT]",
+            "<｜end▁of▁sentence｜>",
             "<end_of_utterance>");
     private static final List<String> EOM_TEXTS = List.of("<|eom_id|>");
-    private static final List<String> FIM_PRE_TEXTS = List.of("<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
-            "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>");
-    private static final List<String> FIM_SUF_TEXTS = List.of("<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
-            "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>");
-    private static final List<String> FIM_MID_TEXTS = List.of("<|fim_middle|>", "<fim-middle>", "<fim_middle>",
-            "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>");
-    private static final List<String> FIM_PAD_TEXTS = List.of("<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>",
-            "[PAD]");
-    private static final List<String> FIM_REP_TEXTS = List.of("<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
-            "<REPO>", "<reponame>");
+    private static final List<String> FIM_PRE_TEXTS = List.of(
+            "<|fim_prefix|>",
+            "<fim-prefix>",
+            "<fim_prefix>",
+            "<｜fim▁begin｜>",
+            "<PRE>",
+            "▁<PRE>",
+            "<|code_prefix|>",
+            "<|prefix|>");
+    private static final List<String> FIM_SUF_TEXTS = List.of(
+            "<|fim_suffix|>",
+            "<fim-suffix>",
+            "<fim_suffix>",
+            "<｜fim▁hole｜>",
+            "<SUF>",
+            "▁<SUF>",
+            "<|code_suffix|>",
+            "<|suffix|>");
+    private static final List<String> FIM_MID_TEXTS = List.of(
+            "<|fim_middle|>",
+            "<fim-middle>",
+            "<fim_middle>",
+            "<｜fim▁end｜>",
+            "<MID>",
+            "▁<MID>",
+            "<|code_middle|>",
+            "<|middle|>");
+    private static final List<String> FIM_PAD_TEXTS =
+            List.of("<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]");
+    private static final List<String> FIM_REP_TEXTS =
+            List.of("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>");
     private static final List<String> FIM_SEP_TEXTS = List.of("<|file_sep|>");
     /** Tokens that end generation by their text alone. */
-    private static final Set<String> EOG_TEXTS = Set.of("<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>",
-            "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>",
-            "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>",
-            "<|tool_response>", "<｜end▁of▁sentence｜>", "[e~[");
+    private static final Set<String> EOG_TEXTS = Set.of(
+            "<|eot_id|>",
+            "<|im_end|>",
+            "<|end|>",
+            "<|return|>",
+            "<|call|>",
+            "<|flush|>",
+            "<|calls|>",
+            "<end_of_turn>",
+            "<|endoftext|>",
+            "</s>",
+            "<|eom_id|>",
+            "<EOT>",
+            "_<EOT>",
+            "[EOT]",
+            "[EOS]",
+            "<|end_of_text|>",
+            "<end_of_utterance>",
+            "<eos>",
+            "<turn|>",
+            "<|tool_response>",
+            "<｜end▁of▁sentence｜>",
+            "[e~[");
 
-    private TokenizerLoader() {
-    }
+    private TokenizerLoader() {}
 
     static Tokenizer load(GgufMetadata md) {
-        String model = md.optString(MODEL_KEY).orElseThrow(() ->
-                new InvalidInputException("the model has no tokenizer (metadata key " + MODEL_KEY + " is missing)"));
+        String model = md.optString(MODEL_KEY)
+                .orElseThrow(() -> new InvalidInputException(
+                        "the model has no tokenizer (metadata key " + MODEL_KEY + " is missing)"));
         if (!model.equals("gpt2")) {
             throw new InvalidInputException("unsupported tokenizer '" + model + "' in " + MODEL_KEY
                     + " (only byte-level BPE, 'gpt2', is supported)");
         }
         String pre = md.optString(PRE_KEY).orElse("");
         if (!GLM4_PRE.contains(pre)) {
-            throw new InvalidInputException("unsupported pre-tokenizer '" + pre + "' in " + PRE_KEY
-                    + " (supported: glm4, chatglm-bpe)");
+            throw new InvalidInputException(
+                    "unsupported pre-tokenizer '" + pre + "' in " + PRE_KEY + " (supported: glm4, chatglm-bpe)");
         }
 
         String[] texts = md.stringArray(TOKENS_KEY).clone();
@@ -74,8 +122,8 @@ final class TokenizerLoader {
             }
             Integer previous = ids.putIfAbsent(texts[id], id);
             if (previous != null) {
-                throw new InvalidInputException("duplicate token in " + TOKENS_KEY + ": '" + texts[id]
-                        + "' has ids " + previous + " and " + id);
+                throw new InvalidInputException("duplicate token in " + TOKENS_KEY + ": '" + texts[id] + "' has ids "
+                        + previous + " and " + id);
             }
         }
 
@@ -132,7 +180,9 @@ final class TokenizerLoader {
         // characters that are single-byte tokens (what llama.cpp's per-byte lookup finds).
         int[][] fallback = new int[symbols.virtualTexts.size()][];
         for (int v = 0; v < fallback.length; v++) {
-            fallback[v] = symbols.virtualTexts.get(v).chars()
+            fallback[v] = symbols.virtualTexts
+                    .get(v)
+                    .chars()
                     .filter(c -> c < 0x80 && ids.containsKey(String.valueOf((char) c)))
                     .map(c -> ids.get(String.valueOf((char) c)))
                     .toArray();
@@ -174,8 +224,8 @@ final class TokenizerLoader {
         }
     }
 
-    private static SpecialTokens resolveSpecialTokens(GgufMetadata md, String[] texts, TokenType[] types,
-                                                      Map<String, Integer> ids) {
+    private static SpecialTokens resolveSpecialTokens(
+            GgufMetadata md, String[] texts, TokenType[] types, Map<String, Integer> ids) {
         int n = texts.length;
         // Without keys, llama.cpp's BPE defaults are bos = eos = 11, but the GLM-4 pre-tokenizer drops bos.
         int bos = key(md, "tokenizer.ggml.bos_token_id", SpecialTokens.NONE, n);
@@ -236,8 +286,8 @@ final class TokenizerLoader {
      * The id from a metadata key, else the lowest id whose text is one of the candidates (llama.cpp
      * takes whichever its hash map yields first); a token found by text is made a control token.
      */
-    private static int keyOrText(GgufMetadata md, String key, List<String> candidates, int n,
-                                 Map<String, Integer> ids, TokenType[] types) {
+    private static int keyOrText(
+            GgufMetadata md, String key, List<String> candidates, int n, Map<String, Integer> ids, TokenType[] types) {
         int id = key(md, key, SpecialTokens.NONE, n);
         if (id != SpecialTokens.NONE) {
             return id;

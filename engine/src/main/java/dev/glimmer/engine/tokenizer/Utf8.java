@@ -2,8 +2,7 @@ package dev.glimmer.engine.tokenizer;
 
 /** UTF-8 helpers: encoding into a caller's buffer (no intermediate arrays) and spotting unfinished characters. */
 final class Utf8 {
-    private Utf8() {
-    }
+    private Utf8() {}
 
     /**
      * Writes the UTF-8 bytes of {@code text[from..to)} to {@code out} (at least 3 bytes per char of

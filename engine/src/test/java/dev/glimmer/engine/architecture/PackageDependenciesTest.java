@@ -1,6 +1,7 @@
 package dev.glimmer.engine.architecture;
 
-import org.junit.jupiter.api.Test;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -15,9 +16,7 @@ import java.util.TreeSet;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
 
 /**
  * The engine's packages as its sources import them (a plain scan of {@code import} lines and fully qualified names):
@@ -27,12 +26,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 class PackageDependenciesTest {
     private static final Path SOURCES = Path.of("src", "main", "java");
     private static final String ROOT = "dev.glimmer.engine";
-    private static final Set<String> IMPLEMENTATIONS = Set.of(ROOT + ".backend.cuda", ROOT + ".backend.metal",
-            ROOT + ".backend.emulated");
+    private static final Set<String> IMPLEMENTATIONS =
+            Set.of(ROOT + ".backend.cuda", ROOT + ".backend.metal", ROOT + ".backend.emulated");
     private static final String CHOICE = ROOT + ".backend.choice";
     private static final Pattern PACKAGE = Pattern.compile("^package ([\\w.]+);", Pattern.MULTILINE);
     /** An engine type named in code: imported, or written out (a {@code dev.glimmer.engine.x.Type} reference). */
-    private static final Pattern REFERENCE = Pattern.compile("\\b(" + Pattern.quote(ROOT) + "(?:\\.[a-z]\\w*)*)\\.[A-Z]");
+    private static final Pattern REFERENCE =
+            Pattern.compile("\\b(" + Pattern.quote(ROOT) + "(?:\\.[a-z]\\w*)*)\\.[A-Z]");
 
     /** Each engine package and the engine packages its sources refer to (itself left out). */
     static Map<String, Set<String>> dependencies() {
@@ -44,7 +44,8 @@ class PackageDependenciesTest {
                 assertTrue(pkg.find(), f + " has no package line");
                 Set<String> used = deps.computeIfAbsent(pkg.group(1), k -> new TreeSet<>());
                 // comments may name other packages ({@link ...}); only code counts
-                Matcher ref = REFERENCE.matcher(text.replaceAll("(?s)/\\*.*?\\*/", "").replaceAll("//[^\\n]*", ""));
+                Matcher ref =
+                        REFERENCE.matcher(text.replaceAll("(?s)/\\*.*?\\*/", "").replaceAll("//[^\\n]*", ""));
                 while (ref.find()) {
                     if (!ref.group(1).equals(pkg.group(1))) {
                         used.add(ref.group(1));

@@ -1,5 +1,12 @@
 package dev.glimmer.engine.backend;
 
+import static dev.glimmer.engine.backend.SequencePool.Readout.GREEDY;
+import static dev.glimmer.engine.backend.SequencePool.Readout.LOGITS;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.backend.cpu.CpuSequencePool;
 import dev.glimmer.engine.backend.emulated.EmulatorRunner;
@@ -9,23 +16,15 @@ import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
 import dev.glimmer.engine.sampling.Sampler;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
-
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.Arrays;
 import java.util.List;
 import java.util.function.IntFunction;
-
-import static dev.glimmer.engine.backend.SequencePool.Readout.GREEDY;
-import static dev.glimmer.engine.backend.SequencePool.Readout.LOGITS;
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * The {@link SequencePool} contract on the CPU's pool and on the command-list pool (on the kernel emulator;
@@ -37,12 +36,15 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 public class SequencePoolTest {
     /** The oracle model the checks run on. */
     public static final String MODEL = "tiny-q8_0";
+
     private static final int CAPACITY = 16;
     private static final int KEPT = 5;
 
     private static SequencePool pool(String backend, GlmModel model, int slots, int capacity) {
         return switch (backend) {
-            case "cpu" -> new CpuSequencePool(model, new CpuBackend(), slots, capacity, KvCacheType.F32, GlmForward.DEFAULT_BATCH);
+            case "cpu" ->
+                new CpuSequencePool(
+                        model, new CpuBackend(), slots, capacity, KvCacheType.F32, GlmForward.DEFAULT_BATCH);
             case "emulated" -> EmulatorRunner.pool(model, slots, capacity);
             default -> throw new IllegalArgumentException(backend);
         };
@@ -51,8 +53,8 @@ public class SequencePoolTest {
     @Test
     void theCpuPoolCountsItsSequencesAndStepsThemTogetherAsEachAlone() throws IOException {
         try (GlmModel model = GlmModel.open(Oracle.model(MODEL));
-             SequencePool pool = pool("cpu", model, 2, 8);
-             SequencePool other = pool("cpu", model, 1, 8)) {
+                SequencePool pool = pool("cpu", model, 2, 8);
+                SequencePool other = pool("cpu", model, 1, 8)) {
             long each = pool.bytesPerSequence();
             assertEquals(KvCache.bytes(model.config().layers(), model.config().kvRowWidth(), 8, KvCacheType.F32), each);
             assertEquals(0, pool.inUse());
@@ -61,35 +63,46 @@ public class SequencePoolTest {
             SequencePool.Sequence b = pool.open();
             assertEquals(2, pool.inUse());
             assertEquals(2 * each, pool.bytes());
-            assertEquals("all 2 sequences of the pool are in use",
+            assertEquals(
+                    "all 2 sequences of the pool are in use",
                     assertThrows(IllegalStateException.class, pool::open).getMessage());
 
             int[] prompt = Arrays.copyOf(Oracle.chatCase(MODEL).promptTokens(), 3);
             pool.prompt(a, prompt, 0, 3, LOGITS);
             pool.prompt(b, prompt, 0, 1, LOGITS);
-            SequencePool.Next[] next = pool.step(List.of(a, b), new int[] {prompt[2], prompt[1]},
-                    new SequencePool.Readout[] {LOGITS, GREEDY});
+            SequencePool.Next[] next = pool.step(
+                    List.of(a, b), new int[] {prompt[2], prompt[1]}, new SequencePool.Readout[] {LOGITS, GREEDY});
             try (SequencePool.Sequence alone = other.open()) {
                 other.prompt(alone, prompt, 0, 3, LOGITS);
-                assertArrayEquals(other.prompt(alone, new int[] {prompt[2]}, 0, 1, LOGITS).logits(), next[0].logits());
+                assertArrayEquals(
+                        other.prompt(alone, new int[] {prompt[2]}, 0, 1, LOGITS).logits(), next[0].logits());
                 alone.truncate(0);
                 float[] logits = other.prompt(alone, prompt, 0, 2, LOGITS).logits();
                 assertEquals(Sampler.argmax(logits, logits.length), Sampler.argmax(next[1].logits(), logits.length));
-                assertThrows(IllegalStateException.class, () -> pool.prompt(alone, prompt, 0, 1, LOGITS),
+                assertThrows(
+                        IllegalStateException.class,
+                        () -> pool.prompt(alone, prompt, 0, 1, LOGITS),
                         "a sequence of another pool");
             }
             assertEquals(List.of(4, 2), List.of(a.position(), b.position()));
-            assertEquals("sequence 1 appears twice in one step", assertThrows(IllegalArgumentException.class,
-                    () -> pool.step(List.of(a, a), new int[] {1, 1}, new SequencePool.Readout[] {LOGITS, LOGITS})).getMessage());
+            assertEquals(
+                    "sequence 1 appears twice in one step",
+                    assertThrows(
+                                    IllegalArgumentException.class,
+                                    () -> pool.step(
+                                            List.of(a, a), new int[] {1, 1}, new SequencePool.Readout[] {LOGITS, LOGITS
+                                            }))
+                            .getMessage());
 
             // a pool whose batch holds one row steps two sequences in two turns, each as it steps alone
             try (SequencePool narrow = new CpuSequencePool(model, new CpuBackend(), 2, 8, KvCacheType.F32, 1);
-                 SequencePool.Sequence x = narrow.open(); SequencePool.Sequence y = narrow.open();
-                 SequencePool.Sequence alone = other.open()) {
+                    SequencePool.Sequence x = narrow.open();
+                    SequencePool.Sequence y = narrow.open();
+                    SequencePool.Sequence alone = other.open()) {
                 narrow.prompt(x, prompt, 0, 1, LOGITS);
                 narrow.prompt(y, prompt, 1, 1, LOGITS);
-                SequencePool.Next[] turns = narrow.step(List.of(x, y), new int[] {prompt[1], prompt[2]},
-                        new SequencePool.Readout[] {LOGITS, LOGITS});
+                SequencePool.Next[] turns = narrow.step(
+                        List.of(x, y), new int[] {prompt[1], prompt[2]}, new SequencePool.Readout[] {LOGITS, LOGITS});
                 other.prompt(alone, prompt, 0, 1, LOGITS);
                 assertArrayEquals(other.prompt(alone, prompt, 1, 1, LOGITS).logits(), turns[0].logits());
                 alone.truncate(0);
@@ -134,26 +147,40 @@ public class SequencePoolTest {
     public static void copiedOrImportedPrefixContinues(IntFunction<SequencePool> open) {
         int[] prompt = Arrays.copyOf(Oracle.chatCase(MODEL).promptTokens(), 8);
         try (SequencePool pool = open.apply(2);
-             SequencePool restarted = open.apply(2);
-             Arena arena = Arena.ofConfined()) {
+                SequencePool restarted = open.apply(2);
+                Arena arena = Arena.ofConfined()) {
             assertEquals(pool.kvLayout(), restarted.kvLayout());
-            assertTrue(pool.bytesPerPosition() * CAPACITY <= pool.bytesPerSequence(), pool.bytesPerPosition() + " bytes");
+            assertTrue(
+                    pool.bytesPerPosition() * CAPACITY <= pool.bytesPerSequence(), pool.bytesPerPosition() + " bytes");
             MemorySegment rows = arena.allocate(KEPT * pool.bytesPerPosition());
             float[] expected;
-            try (SequencePool.Sequence computed = pool.open(); SequencePool.Sequence copy = pool.open()) {
-                expected = pool.prompt(computed, prompt, 0, prompt.length, LOGITS).logits().clone();
+            try (SequencePool.Sequence computed = pool.open();
+                    SequencePool.Sequence copy = pool.open()) {
+                expected = pool.prompt(computed, prompt, 0, prompt.length, LOGITS)
+                        .logits()
+                        .clone();
                 pool.prompt(copy, prompt, 0, 3, LOGITS); // rows the copy replaces
                 pool.copyPrefix(computed, copy, KEPT);
                 assertEquals(KEPT, copy.position());
-                assertArrayEquals(expected, pool.prompt(copy, prompt, KEPT, prompt.length - KEPT, LOGITS).logits());
+                assertArrayEquals(
+                        expected,
+                        pool.prompt(copy, prompt, KEPT, prompt.length - KEPT, LOGITS)
+                                .logits());
                 pool.exportPrefix(computed, KEPT, rows);
                 assertThrows(IllegalArgumentException.class, () -> pool.exportPrefix(computed, CAPACITY, rows));
             }
-            try (SequencePool.Sequence first = restarted.open(); SequencePool.Sequence imported = restarted.open()) {
+            try (SequencePool.Sequence first = restarted.open();
+                    SequencePool.Sequence imported = restarted.open()) {
                 restarted.importPrefix(imported, rows, KEPT);
                 assertEquals(KEPT, imported.position());
-                assertArrayEquals(expected, restarted.prompt(imported, prompt, KEPT, prompt.length - KEPT, LOGITS).logits());
-                assertThrows(IllegalArgumentException.class, () -> restarted.importPrefix(first, rows, KEPT + 1),
+                assertArrayEquals(
+                        expected,
+                        restarted
+                                .prompt(imported, prompt, KEPT, prompt.length - KEPT, LOGITS)
+                                .logits());
+                assertThrows(
+                        IllegalArgumentException.class,
+                        () -> restarted.importPrefix(first, rows, KEPT + 1),
                         "fewer bytes than the positions need");
             }
         }
@@ -179,14 +206,19 @@ public class SequencePoolTest {
         try (SequencePool pool = open.apply(CAPACITY)) {
             float[] expected;
             try (SequencePool.Sequence fresh = pool.open()) {
-                expected = pool.prompt(fresh, other, 0, other.length, LOGITS).logits().clone();
+                expected = pool.prompt(fresh, other, 0, other.length, LOGITS)
+                        .logits()
+                        .clone();
             }
             try (SequencePool.Sequence reused = pool.open()) {
-                float[] first = pool.prompt(reused, prompt, 0, prompt.length, LOGITS).logits().clone();
+                float[] first = pool.prompt(reused, prompt, 0, prompt.length, LOGITS)
+                        .logits()
+                        .clone();
                 assertEquals(prompt.length, reused.position());
                 reused.truncate(KEPT);
                 assertEquals(KEPT, reused.position());
-                float[] got = pool.prompt(reused, other, KEPT, other.length - KEPT, LOGITS).logits();
+                float[] got = pool.prompt(reused, other, KEPT, other.length - KEPT, LOGITS)
+                        .logits();
                 assertEquals(other.length, reused.position());
                 assertArrayEquals(expected, got);
                 assertTrue(!Arrays.equals(first, got), "the other tokens give other logits");
@@ -201,10 +233,12 @@ public class SequencePoolTest {
 
     /** The check of {@link #bytesGrowWithTheCapacity} on {@code model}'s pools from {@code open}. */
     public static void bytesGrowWithCapacity(GlmModel model, IntFunction<SequencePool> open) {
-        try (SequencePool small = open.apply(CAPACITY); SequencePool large = open.apply(2 * CAPACITY)) {
+        try (SequencePool small = open.apply(CAPACITY);
+                SequencePool large = open.apply(2 * CAPACITY)) {
             long perPosition = (long) model.config().layers() * model.config().kvRowWidth() * 2;
             assertTrue(small.bytesPerSequence() >= CAPACITY * perPosition, small.bytesPerSequence() + " bytes");
-            assertTrue(large.bytesPerSequence() - small.bytesPerSequence() >= CAPACITY * perPosition,
+            assertTrue(
+                    large.bytesPerSequence() - small.bytesPerSequence() >= CAPACITY * perPosition,
                     small.bytesPerSequence() + " and " + large.bytesPerSequence() + " bytes");
         }
     }

@@ -1,15 +1,14 @@
 package dev.glimmer.engine.chat;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
-import org.junit.jupiter.api.Test;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.fail;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.atomic.AtomicInteger;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.fail;
+import org.junit.jupiter.api.Test;
 
 /**
  * The same generated text cut into pieces at any boundaries gives the same result, and the deltas
@@ -17,33 +16,46 @@ import static org.junit.jupiter.api.Assertions.fail;
  */
 class ChatOutputParserPropertyTest {
 
-    record Sample(boolean startInReasoning, String text) {
-    }
+    record Sample(boolean startInReasoning, String text) {}
 
     static final List<Sample> SAMPLES = List.of(
             new Sample(true, "I should greet.\n</think>Hello, <b>world</b>! 😀 café"),
             new Sample(false, "No thinking </think> here <tool_calls> <tool_ <"),
-            new Sample(true, "Check weather.</think>Sure.<tool_call>get_weather<arg_key>city</arg_key>"
-                    + "<arg_value>São Paulo \"SP\"\n</arg_value><arg_key>days</arg_key><arg_value> 3 </arg_value></tool_call>"),
-            new Sample(false, "<tool_call>get_time</tool_call>\n\n<tool_call> get_weather \n<arg_key> city </arg_key>\n"
-                    + "<arg_value>Oslo</arg_value>\n</tool_call>  "),
-            new Sample(false, "<tool_call>write_file<arg_key>path</arg_key><arg_value>x.md</arg_value><arg_key>content"
-                    + "</arg_key><arg_value># Title\n</arg <arg_value> \\ \t 👨‍👩‍👧 </arg_valu</arg_value></tool_call>after"),
-            new Sample(false, "<tool_call>configure<arg_key>ratio</arg_key><arg_value>1e-5</arg_value><arg_key>limits"
-                    + "</arg_key><arg_value>{\"a\": [1, {\"b\": null}]}</arg_value><arg_key>count</arg_key><arg_value>x1"
-                    + "</arg_value><arg_key>tags</arg_key><arg_value>[]</arg_value></tool_call>"),
+            new Sample(
+                    true,
+                    "Check weather.</think>Sure.<tool_call>get_weather<arg_key>city</arg_key>"
+                            + "<arg_value>São Paulo \"SP\"\n</arg_value><arg_key>days</arg_key><arg_value> 3 </arg_value></tool_call>"),
+            new Sample(
+                    false,
+                    "<tool_call>get_time</tool_call>\n\n<tool_call> get_weather \n<arg_key> city </arg_key>\n"
+                            + "<arg_value>Oslo</arg_value>\n</tool_call>  "),
+            new Sample(
+                    false,
+                    "<tool_call>write_file<arg_key>path</arg_key><arg_value>x.md</arg_value><arg_key>content"
+                            + "</arg_key><arg_value># Title\n</arg <arg_value> \\ \t 👨‍👩‍👧 </arg_valu</arg_value></tool_call>after"),
+            new Sample(
+                    false,
+                    "<tool_call>configure<arg_key>ratio</arg_key><arg_value>1e-5</arg_value><arg_key>limits"
+                            + "</arg_key><arg_value>{\"a\": [1, {\"b\": null}]}</arg_value><arg_key>count</arg_key><arg_value>x1"
+                            + "</arg_value><arg_key>tags</arg_key><arg_value>[]</arg_value></tool_call>"),
             new Sample(false, "<tool_call>get_weatherman<arg_key>a</arg_key><arg_value>b</arg_value></tool_call>x"),
-            new Sample(false, "<tool_call>get_weather<arg_key>city</arg_key>Paris</tool_call><tool_call>get_time</tool_call>"),
+            new Sample(
+                    false,
+                    "<tool_call>get_weather<arg_key>city</arg_key>Paris</tool_call><tool_call>get_time</tool_call>"),
             new Sample(false, "<tool_call>get_weather<arg_key>city<arg_value>Paris</arg_value></tool_call>"),
-            new Sample(true, "thinking<tool_call>get_time</tool_call></think><tool_call>get_weather<arg_key>city</arg_key>"
-                    + "<arg_value>Pa"),
-            new Sample(false, "Text <tool_call>get_time</tool_call> and text after <tool_call><tool_call>get_time</tool_call>"),
+            new Sample(
+                    true,
+                    "thinking<tool_call>get_time</tool_call></think><tool_call>get_weather<arg_key>city</arg_key>"
+                            + "<arg_value>Pa"),
+            new Sample(
+                    false,
+                    "Text <tool_call>get_time</tool_call> and text after <tool_call><tool_call>get_time</tool_call>"),
             new Sample(false, "<tool_call>get_time</tool_call>  <tool_ca"));
 
     static ChatOutputParser parser(Sample sample) {
         AtomicInteger counter = new AtomicInteger();
-        return new ChatOutputParser(sample.startInReasoning(), ChatOutputParserTest.tools(),
-                () -> "call_" + counter.getAndIncrement());
+        return new ChatOutputParser(
+                sample.startInReasoning(), ChatOutputParserTest.tools(), () -> "call_" + counter.getAndIncrement());
     }
 
     /** Feeds the pieces between {@code cuts}; checks the streamed deltas against the parser's result. */
@@ -104,7 +116,12 @@ class ChatOutputParserPropertyTest {
                 for (int at = random.nextInt(6); at < n; at += 1 + random.nextInt(6)) {
                     cuts.add(at);
                 }
-                assertEquals(whole, parseInPieces(sample, cuts.stream().mapToInt(Integer::intValue).toArray()), "cuts " + cuts);
+                assertEquals(
+                        whole,
+                        parseInPieces(
+                                sample,
+                                cuts.stream().mapToInt(Integer::intValue).toArray()),
+                        "cuts " + cuts);
             }
         }
     }
@@ -135,7 +152,8 @@ class ChatOutputParserPropertyTest {
 
     @Test
     void theSamplesCoverEveryEnding() {
-        List<OutputEnding> endings = SAMPLES.stream().map(s -> parseInPieces(s).ending()).distinct().toList();
+        List<OutputEnding> endings =
+                SAMPLES.stream().map(s -> parseInPieces(s).ending()).distinct().toList();
         for (OutputEnding ending : OutputEnding.values()) {
             assertEquals(true, endings.contains(ending), "no sample ends with " + ending + ": " + endings);
         }

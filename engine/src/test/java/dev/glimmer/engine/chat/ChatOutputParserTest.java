@@ -1,15 +1,14 @@
 package dev.glimmer.engine.chat;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
-import org.junit.jupiter.api.Test;
-
-import java.util.List;
-import java.util.concurrent.atomic.AtomicInteger;
-
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
 
 /** How the model's output text becomes reasoning, content and tool calls. */
 class ChatOutputParserTest {
@@ -71,8 +70,10 @@ class ChatOutputParserTest {
 
     @Test
     void aToolCallBecomesAnOpenAiToolCallWithArgumentsTypedBySchema() {
-        ChatResult r = parse(true, "Need the weather.</think>Let me check.<tool_call>get_weather<arg_key>city</arg_key>"
-                + "<arg_value>Paris</arg_value><arg_key>days</arg_key><arg_value>3</arg_value></tool_call>");
+        ChatResult r = parse(
+                true,
+                "Need the weather.</think>Let me check.<tool_call>get_weather<arg_key>city</arg_key>"
+                        + "<arg_value>Paris</arg_value><arg_key>days</arg_key><arg_value>3</arg_value></tool_call>");
         assertEquals("Need the weather.", r.reasoning());
         assertEquals("Let me check.", r.content());
         assertEquals(List.of(call("call_0", "get_weather", "{\"city\":\"Paris\",\"days\":3}")), r.toolCalls());
@@ -81,16 +82,19 @@ class ChatOutputParserTest {
 
     @Test
     void stringParametersStayStringsAndOthersAreReadAsJson() throws Exception {
-        ChatResult r = parse(false, "<tool_call>configure"
-                + "<arg_key>label</arg_key><arg_value>42 \"quoted\"\nline\\2</arg_value>"
-                + "<arg_key>ratio</arg_key><arg_value>2.50</arg_value>"
-                + "<arg_key>enabled</arg_key><arg_value>true</arg_value>"
-                + "<arg_key>limits</arg_key><arg_value>{\"max\": 10, \"names\": [\"a\", \"ü\"]}</arg_value>"
-                + "<arg_key>tags</arg_key><arg_value>[1, \"two\", null]</arg_value>"
-                + "<arg_key>count</arg_key><arg_value>many</arg_value>"
-                + "<arg_key>extra</arg_key><arg_value> {\"not\": \"in schema\"} </arg_value>"
-                + "</tool_call>");
-        ObjectNode arguments = (ObjectNode) JSON.readTree(r.toolCalls().getFirst().arguments());
+        ChatResult r = parse(
+                false,
+                "<tool_call>configure"
+                        + "<arg_key>label</arg_key><arg_value>42 \"quoted\"\nline\\2</arg_value>"
+                        + "<arg_key>ratio</arg_key><arg_value>2.50</arg_value>"
+                        + "<arg_key>enabled</arg_key><arg_value>true</arg_value>"
+                        + "<arg_key>limits</arg_key><arg_value>{\"max\": 10, \"names\": [\"a\", \"ü\"]}</arg_value>"
+                        + "<arg_key>tags</arg_key><arg_value>[1, \"two\", null]</arg_value>"
+                        + "<arg_key>count</arg_key><arg_value>many</arg_value>"
+                        + "<arg_key>extra</arg_key><arg_value> {\"not\": \"in schema\"} </arg_value>"
+                        + "</tool_call>");
+        ObjectNode arguments =
+                (ObjectNode) JSON.readTree(r.toolCalls().getFirst().arguments());
         assertEquals("42 \"quoted\"\nline\\2", arguments.get("label").textValue());
         assertEquals(2.5, arguments.get("ratio").doubleValue());
         assertTrue(arguments.get("enabled").booleanValue());
@@ -98,15 +102,19 @@ class ChatOutputParserTest {
         assertEquals(JSON.readTree("[1, \"two\", null]"), arguments.get("tags"));
         assertEquals("many", arguments.get("count").textValue(), "an unparsable value stays a string");
         assertEquals(JSON.readTree("{\"not\": \"in schema\"}"), arguments.get("extra"));
-        assertEquals(List.of("label", "ratio", "enabled", "limits", "tags", "count", "extra"),
+        assertEquals(
+                List.of("label", "ratio", "enabled", "limits", "tags", "count", "extra"),
                 List.copyOf(arguments.properties().stream().map(e -> e.getKey()).toList()));
     }
 
     @Test
     void callsWithoutArgumentsAndSeveralCallsInARow() {
-        ChatResult r = parse(false, "<tool_call>get_time</tool_call>\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
-                + "<arg_value>Oslo</arg_value>\n</tool_call>");
-        assertEquals(List.of(call("call_0", "get_time", "{}"), call("call_1", "get_weather", "{\"city\":\"Oslo\"}")),
+        ChatResult r = parse(
+                false,
+                "<tool_call>get_time</tool_call>\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
+                        + "<arg_value>Oslo</arg_value>\n</tool_call>");
+        assertEquals(
+                List.of(call("call_0", "get_time", "{}"), call("call_1", "get_weather", "{\"city\":\"Oslo\"}")),
                 r.toolCalls());
         assertEquals("", r.content(), "whitespace between the parts of calls is layout");
     }
@@ -126,8 +134,12 @@ class ChatOutputParserTest {
         String text = "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Par";
         ChatOutputParser parser = parser(false);
         List<ChatDelta> streamed = parser.accept(text);
-        assertEquals(List.of(new ChatDelta.ToolCallStart(0, "call_0", "get_weather"),
-                new ChatDelta.ToolCallArguments(0, "{\"city\":\"Par")), streamed, "streamed while it came");
+        assertEquals(
+                List.of(
+                        new ChatDelta.ToolCallStart(0, "call_0", "get_weather"),
+                        new ChatDelta.ToolCallArguments(0, "{\"city\":\"Par")),
+                streamed,
+                "streamed while it came");
         assertEquals(List.of(new ChatDelta.Content(text)), parser.finish());
         ChatResult r = parser.result();
         assertEquals(text, r.content());
@@ -173,25 +185,34 @@ class ChatOutputParserTest {
         assertEquals(List.of(new ChatDelta.Content("<tools>")), p.accept("s>"));
         assertEquals(List.of(), p.accept("<tool_call>get_wea"));
         assertEquals(List.of(), p.accept("ther<arg_"), "the name is complete only when a tag follows it");
-        assertEquals(List.of(new ChatDelta.ToolCallStart(0, "call_0", "get_weather"), new ChatDelta.ToolCallArguments(0, "{\"city\":\"Ly")),
+        assertEquals(
+                List.of(
+                        new ChatDelta.ToolCallStart(0, "call_0", "get_weather"),
+                        new ChatDelta.ToolCallArguments(0, "{\"city\":\"Ly")),
                 p.accept("key>city</arg_key><arg_value>Ly"));
-        assertEquals(List.of(new ChatDelta.ToolCallArguments(0, "on\"}"), new ChatDelta.ToolCallEnd(0)),
+        assertEquals(
+                List.of(new ChatDelta.ToolCallArguments(0, "on\"}"), new ChatDelta.ToolCallEnd(0)),
                 p.accept("on</arg_value></tool_call>"));
     }
 
     @Test
     void aLongStringArgumentStreamsAsJsonStringPieces() {
         ChatOutputParser p = parser(false);
-        assertEquals(List.of(new ChatDelta.ToolCallStart(0, "call_0", "write_file"),
+        assertEquals(
+                List.of(
+                        new ChatDelta.ToolCallStart(0, "call_0", "write_file"),
                         new ChatDelta.ToolCallArguments(0, "{\"path\":\"a.txt\",\"content\":\"line one\\n")),
                 p.accept("<tool_call>write_file<arg_key>path</arg_key><arg_value>a.txt</arg_value>"
                         + "<arg_key>content</arg_key><arg_value>line one\n"));
         assertEquals(List.of(new ChatDelta.ToolCallArguments(0, "\\\"two\\\" ")), p.accept("\"two\" </arg"));
         assertEquals(List.of(new ChatDelta.ToolCallArguments(0, "</argh")), p.accept("h"));
-        assertEquals(List.of(new ChatDelta.ToolCallArguments(0, "\"}"), new ChatDelta.ToolCallEnd(0)),
+        assertEquals(
+                List.of(new ChatDelta.ToolCallArguments(0, "\"}"), new ChatDelta.ToolCallEnd(0)),
                 p.accept("</arg_value></tool_call>"));
         p.finish();
-        assertEquals("{\"path\":\"a.txt\",\"content\":\"line one\\n\\\"two\\\" </argh\"}", p.result().toolCalls().getFirst().arguments());
+        assertEquals(
+                "{\"path\":\"a.txt\",\"content\":\"line one\\n\\\"two\\\" </argh\"}",
+                p.result().toolCalls().getFirst().arguments());
     }
 
     @Test
@@ -202,7 +223,8 @@ class ChatOutputParserTest {
         assertEquals("a", thinking.reasoning());
         assertEquals("b", thinking.content());
 
-        ChatRequest off = ChatRequestParser.parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_effort\":\"none\"}");
+        ChatRequest off = ChatRequestParser.parse(
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_effort\":\"none\"}");
         assertTrue(new Glm47ChatTemplate().render(off).endsWith("<|assistant|></think>"));
         ChatResult plain = ChatOutputParser.forRequest(off).parse("a</think>b");
         assertEquals("", plain.reasoning());
@@ -211,7 +233,8 @@ class ChatOutputParserTest {
 
     @Test
     void generatedCallIdsAreUniqueWithinAResponse() {
-        ChatResult r = new ChatOutputParser(false, tools()).parse("<tool_call>get_time</tool_call><tool_call>get_time</tool_call>");
+        ChatResult r = new ChatOutputParser(false, tools())
+                .parse("<tool_call>get_time</tool_call><tool_call>get_time</tool_call>");
         assertTrue(r.toolCalls().get(0).id().startsWith("call_"));
         assertNotEquals(r.toolCalls().get(0).id(), r.toolCalls().get(1).id());
     }

@@ -1,14 +1,13 @@
 package dev.glimmer.engine.chat;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.glimmer.engine.gguf.GgufFile;
-import org.junit.jupiter.api.Test;
-
 import java.nio.file.Path;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
 
 class ChatTemplatesTest {
 
@@ -23,17 +22,22 @@ class ChatTemplatesTest {
 
     @Test
     void anotherTemplateIsNamedInTheWarning() {
-        String chatml = "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}";
+        String chatml =
+                "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}";
         ChatFormat format = ChatTemplates.recognise(chatml);
         String warning = format.warning().orElseThrow();
         assertTrue(warning.contains("not the GLM-4.7-Flash one"), warning);
-        assertTrue(warning.contains(chatml.length() + " characters starting '{% for message in messages %}<|im_start|>"), warning);
+        assertTrue(
+                warning.contains(chatml.length() + " characters starting '{% for message in messages %}<|im_start|>"),
+                warning);
         assertTrue(ChatTemplates.recognise(null).warning().orElseThrow().contains("has no chat template"));
     }
 
     @Test
     void theOracleChatCaseRendersToItsPromptText() throws Exception {
-        JsonNode cases = new ObjectMapper().readTree(Path.of("src/test/resources/oracle/refs/tiny-f32.logits.json").toFile())
+        JsonNode cases = new ObjectMapper()
+                .readTree(Path.of("src/test/resources/oracle/refs/tiny-f32.logits.json")
+                        .toFile())
                 .path("cases");
         String promptText = null;
         for (JsonNode c : cases) {

@@ -1,8 +1,7 @@
 package dev.glimmer.engine.chat;
 
-import org.junit.jupiter.api.DynamicTest;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.TestFactory;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -10,9 +9,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.stream.Stream;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestFactory;
 
 /**
  * Every {@code NAME.request.json} under {@code chat/golden/} rendered by our template must equal,
@@ -25,7 +24,9 @@ class GoldenPromptTest {
 
     static List<Path> requests() throws IOException {
         try (Stream<Path> files = Files.list(GOLDEN)) {
-            return files.filter(p -> p.getFileName().toString().endsWith(".request.json")).sorted().toList();
+            return files.filter(p -> p.getFileName().toString().endsWith(".request.json"))
+                    .sorted()
+                    .toList();
         }
     }
 
@@ -37,11 +38,13 @@ class GoldenPromptTest {
     @TestFactory
     Stream<DynamicTest> renderedPromptEqualsJinja2() throws IOException {
         Glm47ChatTemplate template = new Glm47ChatTemplate();
-        return requests().stream().map(request -> DynamicTest.dynamicTest(request.getFileName().toString(), () -> {
-            String name = request.getFileName().toString().replace(".request.json", "");
-            String expected = new String(Files.readAllBytes(GOLDEN.resolve(name + ".prompt.txt")), StandardCharsets.UTF_8);
-            String body = Files.readString(request, StandardCharsets.UTF_8);
-            assertEquals(expected, template.render(ChatRequestParser.parse(body)));
-        }));
+        return requests().stream()
+                .map(request -> DynamicTest.dynamicTest(request.getFileName().toString(), () -> {
+                    String name = request.getFileName().toString().replace(".request.json", "");
+                    String expected = new String(
+                            Files.readAllBytes(GOLDEN.resolve(name + ".prompt.txt")), StandardCharsets.UTF_8);
+                    String body = Files.readString(request, StandardCharsets.UTF_8);
+                    assertEquals(expected, template.render(ChatRequestParser.parse(body)));
+                }));
     }
 }

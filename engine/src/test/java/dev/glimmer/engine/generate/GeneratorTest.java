@@ -1,5 +1,10 @@
 package dev.glimmer.engine.generate;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
@@ -8,20 +13,14 @@ import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
 import dev.glimmer.engine.sampling.SamplingParams;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
-
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicInteger;
-
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 
 /**
  * The generator on the real tiny model, greedy, against llama.cpp's greedy tokens. Token text here is
@@ -73,14 +72,20 @@ class GeneratorTest {
         }
     }
 
-    private static Run generate(int contextSize, int batch, Set<Integer> eog, int maxTokens, List<String> stop,
-                                java.util.function.BooleanSupplier cancelled) {
+    private static Run generate(
+            int contextSize,
+            int batch,
+            Set<Integer> eog,
+            int maxTokens,
+            List<String> stop,
+            java.util.function.BooleanSupplier cancelled) {
         try (SequencePool pool = new CpuSequencePool(model, new CpuBackend(), 1, contextSize, KvCacheType.F32, batch);
-             SequencePool.Sequence sequence = pool.open()) {
+                SequencePool.Sequence sequence = pool.open()) {
             Generator generator = new Generator(pool, sequence, new BracketVocabulary(eog), model.vocabSize(), batch);
             List<TokenEvent> events = new ArrayList<>();
             GenerationResult result = generator.generate(
-                    new GenerationRequest(chat.promptTokens(), SamplingParams.greedy(), maxTokens, stop), events::add,
+                    new GenerationRequest(chat.promptTokens(), SamplingParams.greedy(), maxTokens, stop),
+                    events::add,
                     cancelled);
             return new Run(result, events);
         }
@@ -137,7 +142,8 @@ class GeneratorTest {
     void stopStringSplitAcrossTokensIsNotReturned() {
         int[] g = chat.greedyTokens();
         // Starts inside token 2's text and ends inside token 3's.
-        String stop = String.valueOf(g[2]).substring(1) + "][" + String.valueOf(g[3]).charAt(0);
+        String stop =
+                String.valueOf(g[2]).substring(1) + "][" + String.valueOf(g[3]).charAt(0);
         Run run = generate(256, 16, Set.of(), 32, List.of("never", stop), () -> false);
         assertEquals(FinishReason.STOP, run.result().finish());
         String expected = brackets(g, 2) + "[" + String.valueOf(g[2]).charAt(0);
@@ -161,16 +167,20 @@ class GeneratorTest {
         int prompt = chat.promptTokens().length;
         Run run = generate(prompt + 3, 16, Set.of(), 32, List.of(), () -> false);
         assertEquals(FinishReason.LENGTH, run.result().finish());
-        assertArrayEquals(Arrays.copyOf(chat.greedyTokens(), 4), run.result().tokens(),
+        assertArrayEquals(
+                Arrays.copyOf(chat.greedyTokens(), 4),
+                run.result().tokens(),
                 "three tokens fill the cache, the fourth comes from the last logits");
     }
 
     @Test
     void promptLongerThanTheContextIsRefusedWithBothNumbers() {
         int prompt = chat.promptTokens().length;
-        InvalidInputException e = assertThrows(InvalidInputException.class,
-                () -> generate(prompt - 4, 16, Set.of(), 8, List.of(), () -> false));
-        assertTrue(e.getMessage().contains(String.valueOf(prompt)) && e.getMessage().contains(String.valueOf(prompt - 4)),
+        InvalidInputException e = assertThrows(
+                InvalidInputException.class, () -> generate(prompt - 4, 16, Set.of(), 8, List.of(), () -> false));
+        assertTrue(
+                e.getMessage().contains(String.valueOf(prompt))
+                        && e.getMessage().contains(String.valueOf(prompt - 4)),
                 e.getMessage());
     }
 

@@ -1,12 +1,11 @@
 package dev.glimmer.engine.gguf;
 
-import dev.glimmer.engine.tensor.GgmlType;
-import org.junit.jupiter.api.Test;
-
-import java.nio.file.Path;
-
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.glimmer.engine.tensor.GgmlType;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
 
 class GgufFileTest {
 

@@ -1,9 +1,10 @@
 package dev.glimmer.engine.gguf;
 
-import dev.glimmer.engine.InvalidInputException;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.glimmer.engine.InvalidInputException;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -17,10 +18,8 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Mutates the headers of the oracle GGUF files thousands of times (fixed seed) and opens each
@@ -37,13 +36,19 @@ class GgufFuzzTest {
     Path dir;
 
     /** What a header field is, for targeted mutations. */
-    enum Kind { COUNT, LENGTH, VALUE_TYPE, DIMS, DIM, GGML_TYPE, OFFSET }
-
-    record Field(Kind kind, int position, int bytes) {
+    enum Kind {
+        COUNT,
+        LENGTH,
+        VALUE_TYPE,
+        DIMS,
+        DIM,
+        GGML_TYPE,
+        OFFSET
     }
 
-    record Outcome(int opened, int refused) {
-    }
+    record Field(Kind kind, int position, int bytes) {}
+
+    record Outcome(int opened, int refused) {}
 
     @Test
     void mutatedHeadersOpenOrFailCleanly() {
@@ -130,7 +135,9 @@ class GgufFuzzTest {
             }
             return true;
         } catch (InvalidInputException e) { // GgufFormatException included
-            if (e.getMessage() == null || e.getMessage().isBlank() || e.getMessage().lines().count() != 1) {
+            if (e.getMessage() == null
+                    || e.getMessage().isBlank()
+                    || e.getMessage().lines().count() != 1) {
                 throw new AssertionError("message should be one line: " + e.getMessage());
             }
             return false;
@@ -155,8 +162,18 @@ class GgufFuzzTest {
             }
             case 3 -> {
                 Field f = pick(fields, random, Kind.COUNT, Kind.LENGTH);
-                long[] values = {-1, Long.MIN_VALUE, Long.MAX_VALUE, 1L << 32, 1L << 62, h.length, h.length + 1L,
-                        random.nextLong(), random.nextInt(1 << 20), 0};
+                long[] values = {
+                    -1,
+                    Long.MIN_VALUE,
+                    Long.MAX_VALUE,
+                    1L << 32,
+                    1L << 62,
+                    h.length,
+                    h.length + 1L,
+                    random.nextLong(),
+                    random.nextInt(1 << 20),
+                    0
+                };
                 long v = values[random.nextInt(values.length)];
                 b.putLong(f.position(), v);
                 return f + " set to " + v;
@@ -182,8 +199,17 @@ class GgufFuzzTest {
             }
             case 6 -> {
                 Field f = pick(fields, random, Kind.OFFSET);
-                long[] values = {0, 16, 32, -32, 1L << 40, Long.MAX_VALUE, b.getLong(f.position()) + 32,
-                        b.getLong(f.position()) - 32, random.nextLong()};
+                long[] values = {
+                    0,
+                    16,
+                    32,
+                    -32,
+                    1L << 40,
+                    Long.MAX_VALUE,
+                    b.getLong(f.position()) + 32,
+                    b.getLong(f.position()) - 32,
+                    random.nextLong()
+                };
                 long v = values[random.nextInt(values.length)];
                 b.putLong(f.position(), v);
                 return f + " set to " + v;
@@ -202,7 +228,8 @@ class GgufFuzzTest {
     }
 
     private static Field pick(List<Field> fields, Random random, Kind... kinds) {
-        List<Field> matching = fields.stream().filter(f -> List.of(kinds).contains(f.kind())).toList();
+        List<Field> matching =
+                fields.stream().filter(f -> List.of(kinds).contains(f.kind())).toList();
         return matching.get(random.nextInt(matching.size()));
     }
 

@@ -1,21 +1,20 @@
 package dev.glimmer.engine.gguf;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
 import dev.glimmer.engine.gguf.GgufWriter.TensorSpec;
 import dev.glimmer.engine.tensor.GgmlType;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
-
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assertions.fail;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /** One test per way a GGUF file can be broken; each must end in a GgufFormatException naming the problem. */
 class GgufValidationTest {
@@ -48,7 +47,9 @@ class GgufValidationTest {
 
     @Test
     void theRawBaseFileIsValid() throws IOException {
-        Path file = Files.write(dir.resolve("ok.gguf"), oneTensor(new long[] {4}, F32, 0).data(32, 16).bytes());
+        Path file = Files.write(
+                dir.resolve("ok.gguf"),
+                oneTensor(new long[] {4}, F32, 0).data(32, 16).bytes());
         try (GgufFile f = GgufFile.open(file)) {
             assertEquals(16, f.tensor("t").size());
         }
@@ -78,7 +79,14 @@ class GgufValidationTest {
 
     @Test
     void bigEndian() throws IOException {
-        refused(new RawGguf().u32(GgufFile.MAGIC).u32(Integer.reverseBytes(3)).u64(0).u64(0).bytes(), "big-endian");
+        refused(
+                new RawGguf()
+                        .u32(GgufFile.MAGIC)
+                        .u32(Integer.reverseBytes(3))
+                        .u64(0)
+                        .u64(0)
+                        .bytes(),
+                "big-endian");
     }
 
     @Test
@@ -106,18 +114,47 @@ class GgufValidationTest {
 
     @Test
     void stringLengthBeyondTheFile() throws IOException {
-        refused(RawGguf.header(0, 1).u64(1L << 40).u64(0).bytes(), "truncated", "key of metadata entry 0",
+        refused(
+                RawGguf.header(0, 1).u64(1L << 40).u64(0).bytes(),
+                "truncated",
+                "key of metadata entry 0",
                 "length 1099511627776");
-        refused(RawGguf.header(0, 1).str("k").u32(GgufValueType.STRING.id).u64(-1).u8('x').bytes(), "truncated",
-                "value of k", "length 18446744073709551615");
+        refused(
+                RawGguf.header(0, 1)
+                        .str("k")
+                        .u32(GgufValueType.STRING.id)
+                        .u64(-1)
+                        .u8('x')
+                        .bytes(),
+                "truncated",
+                "value of k",
+                "length 18446744073709551615");
     }
 
     @Test
     void arrayLengthBeyondTheFile() throws IOException {
-        refused(RawGguf.header(0, 1).str("arr").u32(GgufValueType.ARRAY.id).u32(GgufValueType.UINT32.id).u64(1000)
-                .u32(1).bytes(), "truncated", "array length of arr", "1000");
-        refused(RawGguf.header(0, 1).str("arr").u32(GgufValueType.ARRAY.id).u32(GgufValueType.STRING.id).u64(-5)
-                .u64(0).bytes(), "truncated", "array length of arr", "18446744073709551611");
+        refused(
+                RawGguf.header(0, 1)
+                        .str("arr")
+                        .u32(GgufValueType.ARRAY.id)
+                        .u32(GgufValueType.UINT32.id)
+                        .u64(1000)
+                        .u32(1)
+                        .bytes(),
+                "truncated",
+                "array length of arr",
+                "1000");
+        refused(
+                RawGguf.header(0, 1)
+                        .str("arr")
+                        .u32(GgufValueType.ARRAY.id)
+                        .u32(GgufValueType.STRING.id)
+                        .u64(-5)
+                        .u64(0)
+                        .bytes(),
+                "truncated",
+                "array length of arr",
+                "18446744073709551611");
     }
 
     @Test
@@ -129,10 +166,19 @@ class GgufValidationTest {
 
     @Test
     void unknownValueType() throws IOException {
-        refused(RawGguf.header(0, 1).str("weird").u32(13).u32(0).bytes(), "metadata key weird",
+        refused(
+                RawGguf.header(0, 1).str("weird").u32(13).u32(0).bytes(),
+                "metadata key weird",
                 "unknown value type 13");
-        refused(RawGguf.header(0, 1).str("weird").u32(GgufValueType.ARRAY.id).u32(-2).u64(0).bytes(),
-                "metadata key weird", "unknown type 4294967294");
+        refused(
+                RawGguf.header(0, 1)
+                        .str("weird")
+                        .u32(GgufValueType.ARRAY.id)
+                        .u32(-2)
+                        .u64(0)
+                        .bytes(),
+                "metadata key weird",
+                "unknown type 4294967294");
     }
 
     @Test
@@ -162,36 +208,59 @@ class GgufValidationTest {
             byte[] b = RawGguf.header(0, 1).kvU32(GgufFile.ALIGNMENT_KEY, bad).bytes();
             refused(b, GgufFile.ALIGNMENT_KEY, "power of two", Integer.toUnsignedString(bad));
         }
-        refused(RawGguf.header(0, 1).str(GgufFile.ALIGNMENT_KEY).u32(GgufValueType.STRING.id).str("32").bytes(),
-                GgufFile.ALIGNMENT_KEY, "uint32", "string");
+        refused(
+                RawGguf.header(0, 1)
+                        .str(GgufFile.ALIGNMENT_KEY)
+                        .u32(GgufValueType.STRING.id)
+                        .str("32")
+                        .bytes(),
+                GgufFile.ALIGNMENT_KEY,
+                "uint32",
+                "string");
     }
 
     @Test
     void tensorOffsetMisaligned() throws IOException {
-        refused(oneTensor(new long[] {4}, F32, 16).data(32, 64).bytes(), "tensor t", "offset 16",
+        refused(
+                oneTensor(new long[] {4}, F32, 16).data(32, 64).bytes(),
+                "tensor t",
+                "offset 16",
                 "not a multiple of the alignment 32");
     }
 
     @Test
     void tensorOffsetOutOfBounds() throws IOException {
-        refused(oneTensor(new long[] {4}, F32, 64).data(32, 64).bytes(), "tensor t", "needs bytes 64..80",
+        refused(
+                oneTensor(new long[] {4}, F32, 64).data(32, 64).bytes(),
+                "tensor t",
+                "needs bytes 64..80",
                 "has 64 bytes");
-        refused(oneTensor(new long[] {4}, F32, 1L << 62).data(32, 64).bytes(), "tensor t",
+        refused(
+                oneTensor(new long[] {4}, F32, 1L << 62).data(32, 64).bytes(),
+                "tensor t",
                 "needs bytes 4611686018427387904");
         refused(oneTensor(new long[] {4}, F32, -32).data(32, 64).bytes(), "tensor t", "offset 18446744073709551584");
     }
 
     @Test
     void tensorsOverlapping() throws IOException {
-        byte[] b = RawGguf.header(2, 0).tensor("a", new long[] {16}, F32, 0).tensor("b", new long[] {8}, F32, 32)
-                .data(32, 128).bytes();
+        byte[] b = RawGguf.header(2, 0)
+                .tensor("a", new long[] {16}, F32, 0)
+                .tensor("b", new long[] {8}, F32, 32)
+                .data(32, 128)
+                .bytes();
         refused(b, "tensors a and b overlap");
     }
 
     @Test
     void dimensionProductsThatOverflow() throws IOException {
         refused(oneTensor(new long[] {1L << 32, 1L << 32}, F32, 0).data(32, 16).bytes(), "tensor t", "overflow");
-        refused(oneTensor(new long[] {32, 1L << 40, 1L << 30}, Q4_0, 0).data(32, 16).bytes(), "tensor t", "overflow");
+        refused(
+                oneTensor(new long[] {32, 1L << 40, 1L << 30}, Q4_0, 0)
+                        .data(32, 16)
+                        .bytes(),
+                "tensor t",
+                "overflow");
         // Elements fit in 64 bits, bytes do not.
         refused(oneTensor(new long[] {1L << 31, 1L << 31}, F32, 0).data(32, 16).bytes(), "tensor t", "too large");
     }
@@ -204,34 +273,49 @@ class GgufValidationTest {
 
     @Test
     void duplicateKeys() throws IOException {
-        refused(RawGguf.header(0, 2).kvU32("general.x", 1).kvU32("general.x", 2).bytes(),
+        refused(
+                RawGguf.header(0, 2).kvU32("general.x", 1).kvU32("general.x", 2).bytes(),
                 "metadata key general.x appears twice");
     }
 
     @Test
     void duplicateTensorNames() throws IOException {
-        byte[] b = RawGguf.header(2, 0).tensor("w", new long[] {8}, F32, 0).tensor("w", new long[] {8}, F32, 32)
-                .data(32, 64).bytes();
+        byte[] b = RawGguf.header(2, 0)
+                .tensor("w", new long[] {8}, F32, 0)
+                .tensor("w", new long[] {8}, F32, 32)
+                .data(32, 64)
+                .bytes();
         refused(b, "tensor w appears twice");
     }
 
     @Test
     void rowsNotAMultipleOfTheBlockSize() throws IOException {
-        refused(oneTensor(new long[] {48, 2}, Q4_0, 0).data(32, 64).bytes(), "tensor t", "q4_0", "48",
-                "block size 32");
+        refused(oneTensor(new long[] {48, 2}, Q4_0, 0).data(32, 64).bytes(), "tensor t", "q4_0", "48", "block size 32");
     }
 
     @Test
     void tensorNameTooLong() throws IOException {
         String name = "n".repeat(64);
-        refused(RawGguf.header(1, 0).tensor(name, new long[] {4}, F32, 0).data(32, 16).bytes(), "tensor name",
+        refused(
+                RawGguf.header(1, 0)
+                        .tensor(name, new long[] {4}, F32, 0)
+                        .data(32, 16)
+                        .bytes(),
+                "tensor name",
                 "longer than 63");
     }
 
     @Test
     void namesWithLineBreaksOrHugeLengthsStayOnOneShortLine() throws IOException {
-        GgufFormatException e = refused(RawGguf.header(0, 1).str("bad\nkey\r" + "x".repeat(5000)).u32(77).u32(0)
-                .bytes(), "metadata key bad\\u000akey\\u000d", "...", "unknown value type 77");
+        GgufFormatException e = refused(
+                RawGguf.header(0, 1)
+                        .str("bad\nkey\r" + "x".repeat(5000))
+                        .u32(77)
+                        .u32(0)
+                        .bytes(),
+                "metadata key bad\\u000akey\\u000d",
+                "...",
+                "unknown value type 77");
         assertTrue(e.getMessage().length() < 200, e.getMessage());
     }
 
@@ -239,14 +323,15 @@ class GgufValidationTest {
     void wrongMetadataTypesAreReportedByKey() throws IOException {
         // Not a broken file, but a broken expectation: typed getters name the key and both types.
         Path file = dir.resolve("typed.gguf");
-        try (GgufWriter w = GgufWriter.create(file, Map.of("deepseek2.block_count", GgufValue.of("47")),
-                List.<TensorSpec>of())) {
+        try (GgufWriter w =
+                GgufWriter.create(file, Map.of("deepseek2.block_count", GgufValue.of("47")), List.<TensorSpec>of())) {
             assertEquals(null, w.currentTensor());
         }
         try (GgufFile f = GgufFile.open(file)) {
-            GgufFormatException e = assertThrows(GgufFormatException.class,
-                    () -> f.metadata().integer("deepseek2.block_count"));
-            assertTrue(e.getMessage().contains("deepseek2.block_count should be an integer, is string"), e.getMessage());
+            GgufFormatException e =
+                    assertThrows(GgufFormatException.class, () -> f.metadata().integer("deepseek2.block_count"));
+            assertTrue(
+                    e.getMessage().contains("deepseek2.block_count should be an integer, is string"), e.getMessage());
             e = assertThrows(GgufFormatException.class, () -> f.metadata().integer("deepseek2.expert_count"));
             assertTrue(e.getMessage().contains("deepseek2.expert_count is missing"), e.getMessage());
         }

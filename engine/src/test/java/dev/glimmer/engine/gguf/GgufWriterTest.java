@@ -1,11 +1,14 @@
 package dev.glimmer.engine.gguf;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.engine.gguf.GgufValue.GgufArray;
 import dev.glimmer.engine.gguf.GgufWriter.TensorSpec;
 import dev.glimmer.engine.tensor.GgmlType;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
-
 import java.io.IOException;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
@@ -16,12 +19,8 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
-
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 class GgufWriterTest {
 
@@ -108,7 +107,9 @@ class GgufWriterTest {
         try (GgufFile f = GgufFile.open(file)) {
             assertEquals(3, f.version());
             assertEquals(32, f.alignment());
-            assertEquals(List.copyOf(metadata.keySet()), List.copyOf(f.metadata().entries().keySet()));
+            assertEquals(
+                    List.copyOf(metadata.keySet()),
+                    List.copyOf(f.metadata().entries().keySet()));
             assertEquals(metadata, f.metadata().entries());
             assertEquals(tensors.size(), f.tensors().size());
             for (int i = 0; i < tensors.size(); i++) {
@@ -154,7 +155,8 @@ class GgufWriterTest {
         Path copy = dir.resolve("copy.gguf");
         try (GgufFile f = GgufFile.open(source)) {
             List<TensorSpec> specs = f.tensors().stream()
-                    .map(t -> new TensorSpec(t.name(), t.shape(), t.type())).toList();
+                    .map(t -> new TensorSpec(t.name(), t.shape(), t.type()))
+                    .toList();
             try (GgufWriter w = GgufWriter.create(copy, f.metadata().entries(), specs)) {
                 for (TensorInfo t : f.tensors()) {
                     w.write(f.data(t).asByteBuffer());
@@ -183,35 +185,51 @@ class GgufWriterTest {
     @Test
     void refusesDataBeyondTheCurrentTensor() throws Exception {
         Path file = dir.resolve("over.gguf");
-        List<TensorSpec> tensors = List.of(new TensorSpec("a", new long[] {2}, GgmlType.F32),
-                new TensorSpec("b", new long[] {2}, GgmlType.F32));
+        List<TensorSpec> tensors = List.of(
+                new TensorSpec("a", new long[] {2}, GgmlType.F32), new TensorSpec("b", new long[] {2}, GgmlType.F32));
         try (GgufWriter w = GgufWriter.create(file, Map.of(), tensors)) {
-            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-                    () -> w.write(ByteBuffer.allocate(12)));
+            IllegalArgumentException e =
+                    assertThrows(IllegalArgumentException.class, () -> w.write(ByteBuffer.allocate(12)));
             assertTrue(e.getMessage().contains("tensor a has 8 bytes left"), e.getMessage());
             w.write(ByteBuffer.allocate(8));
             w.write(ByteBuffer.allocate(8));
         }
         try (GgufFile f = GgufFile.open(file)) {
-            assertEquals(List.of("a", "b"), f.tensors().stream().map(TensorInfo::name).toList());
+            assertEquals(
+                    List.of("a", "b"),
+                    f.tensors().stream().map(TensorInfo::name).toList());
         }
     }
 
     @Test
     void refusesHeadersThatWouldNotBeValid() {
         Path file = dir.resolve("bad.gguf");
-        assertThrows(IllegalArgumentException.class, () -> GgufWriter.create(file, Map.of(),
-                List.of(new TensorSpec("q", new long[] {48, 2}, GgmlType.Q4_0))), "row not a multiple of 32");
-        assertThrows(IllegalArgumentException.class, () -> GgufWriter.create(file, Map.of(),
-                List.of(new TensorSpec("x", new long[] {1}, GgmlType.F32), new TensorSpec("x", new long[] {1}, GgmlType.F32))));
-        assertThrows(IllegalArgumentException.class, () -> GgufWriter.create(file, Map.of(),
-                List.of(new TensorSpec("n".repeat(64), new long[] {1}, GgmlType.F32))));
-        assertThrows(IllegalArgumentException.class, () -> GgufWriter.create(file,
-                Map.of(GgufFile.ALIGNMENT_KEY, GgufValue.uint32(48)), List.of()));
-        assertThrows(IllegalArgumentException.class, () -> GgufWriter.create(file,
-                Map.of("k", new GgufValue(GgufValueType.UINT8, 256L)), List.of()));
-        assertThrows(IllegalArgumentException.class, () -> GgufWriter.create(file,
-                Map.of("k", new GgufValue(GgufValueType.FLOAT32, 1.0)), List.of()));
+        assertThrows(
+                IllegalArgumentException.class,
+                () -> GgufWriter.create(
+                        file, Map.of(), List.of(new TensorSpec("q", new long[] {48, 2}, GgmlType.Q4_0))),
+                "row not a multiple of 32");
+        assertThrows(
+                IllegalArgumentException.class,
+                () -> GgufWriter.create(
+                        file,
+                        Map.of(),
+                        List.of(
+                                new TensorSpec("x", new long[] {1}, GgmlType.F32),
+                                new TensorSpec("x", new long[] {1}, GgmlType.F32))));
+        assertThrows(
+                IllegalArgumentException.class,
+                () -> GgufWriter.create(
+                        file, Map.of(), List.of(new TensorSpec("n".repeat(64), new long[] {1}, GgmlType.F32))));
+        assertThrows(
+                IllegalArgumentException.class,
+                () -> GgufWriter.create(file, Map.of(GgufFile.ALIGNMENT_KEY, GgufValue.uint32(48)), List.of()));
+        assertThrows(
+                IllegalArgumentException.class,
+                () -> GgufWriter.create(file, Map.of("k", new GgufValue(GgufValueType.UINT8, 256L)), List.of()));
+        assertThrows(
+                IllegalArgumentException.class,
+                () -> GgufWriter.create(file, Map.of("k", new GgufValue(GgufValueType.FLOAT32, 1.0)), List.of()));
         assertFalse(Files.exists(file));
     }
 }

@@ -23,12 +23,14 @@ final class RawGguf {
     }
 
     RawGguf u32(int v) {
-        out.writeBytes(ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN).putInt(v).array());
+        out.writeBytes(
+                ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN).putInt(v).array());
         return this;
     }
 
     RawGguf u64(long v) {
-        out.writeBytes(ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(v).array());
+        out.writeBytes(
+                ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(v).array());
         return this;
     }
 

@@ -10,6 +10,10 @@ import dev.glimmer.engine.synth.SynthModel;
 import dev.glimmer.engine.synth.SynthPreset;
 import dev.glimmer.engine.synth.SynthWeightType;
 import dev.glimmer.engine.tokenizer.Tokenizer;
+import java.util.List;
+import java.util.Random;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
@@ -24,11 +28,6 @@ import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.Warmup;
 
-import java.util.List;
-import java.util.Random;
-import java.util.Set;
-import java.util.concurrent.TimeUnit;
-
 /**
  * What constrained decoding adds to each generated token on the full model's vocabulary (the
  * {@code full} synth preset's 154,880 tokens, tokenizer only: no weights needed). Each operation
@@ -40,7 +39,9 @@ import java.util.concurrent.TimeUnit;
  * walked. Run it with
  * {@code mvn -o -pl engine -am -Pbenchmark test -DskipTests -Dbenchmark=ConstrainedDecodingBenchmark}.
  */
-@Fork(value = 1, jvmArgsAppend = {"--add-modules", "jdk.incubator.vector", "-Xmx2g"})
+@Fork(
+        value = 1,
+        jvmArgsAppend = {"--add-modules", "jdk.incubator.vector", "-Xmx2g"})
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.MICROSECONDS)
 @Warmup(iterations = 3, time = 2)
@@ -61,8 +62,9 @@ public class ConstrainedDecodingBenchmark {
             tokenizer = Tokenizer.fromMetadata(new GgufMetadata(full.metadata()));
             long start = System.nanoTime();
             trie = TokenTrie.of(tokenizer);
-            System.out.printf("%n%d tokens, trie of %d nodes built in %.0f ms%n", trie.vocabularySize(),
-                    trie.nodeCount(), (System.nanoTime() - start) / 1e6);
+            System.out.printf(
+                    "%n%d tokens, trie of %d nodes built in %.0f ms%n",
+                    trie.vocabularySize(), trie.nodeCount(), (System.nanoTime() - start) / 1e6);
             Random random = new Random(7);
             logits = new float[16][tokenizer.vocabularySize()];
             for (float[] row : logits) {
@@ -77,6 +79,7 @@ public class ConstrainedDecodingBenchmark {
     public static class Grammar {
         @Param({"person", "json_object", "tool_call"})
         String kind;
+
         OutputGrammar grammar;
 
         @Setup(Level.Trial)
@@ -87,7 +90,9 @@ public class ConstrainedDecodingBenchmark {
                         "maximum":150},"email":{"type":"string","pattern":"^[a-z]+@[a-z]+\\\\.com$"},"tags":{"type":"array",
                         "items":{"enum":["a","b","c"]}}},"required":["name","age","email","tags"]}""")), false, Set.of());
                 case "json_object" -> new OutputGrammar(JsonSchemaGrammar.anyObject(), false, Set.of());
-                default -> ToolCallGrammar.forced(List.of(new ToolSpec("search", JSON.readTree("""
+                default ->
+                    ToolCallGrammar.forced(
+                            List.of(new ToolSpec("search", JSON.readTree("""
                         {"type":"object","properties":{"query":{"type":"string"},"limit":{"type":"integer","minimum":1,
                         "maximum":50}},"required":["query","limit"]}"""), JSON.createObjectNode())), false);
             };
@@ -129,8 +134,8 @@ public class ConstrainedDecodingBenchmark {
 
     @Benchmark
     public long[] firstMaskInsideAString(Vocabulary v) {
-        TokenConstraint constraint = new TokenConstraint(new OutputGrammar(JsonSchemaGrammar.anyObject(), false,
-                Set.of()), v.trie);
+        TokenConstraint constraint =
+                new TokenConstraint(new OutputGrammar(JsonSchemaGrammar.anyObject(), false, Set.of()), v.trie);
         for (int t : v.tokenizer.encode("{\"note\": \"a", false)) {
             constraint.accept(t);
         }

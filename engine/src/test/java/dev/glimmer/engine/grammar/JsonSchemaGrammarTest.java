@@ -1,17 +1,16 @@
 package dev.glimmer.engine.grammar;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.CsvSource;
-
-import java.nio.charset.StandardCharsets;
-
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.nio.charset.StandardCharsets;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 
 /** The grammar a schema compiles to accepts the JSON texts the schema accepts, byte by byte. */
 class JsonSchemaGrammarTest {
@@ -103,8 +102,8 @@ class JsonSchemaGrammarTest {
             {'type':'object','properties':{'a':{}},'additionalProperties':true} => additionalProperties
             """)
     void refusesUnsupportedKeywordsByName(String schema, String keyword) {
-        UnsupportedSchemaException e = assertThrows(UnsupportedSchemaException.class,
-                () -> JsonSchemaGrammar.forSchema(schema(schema)));
+        UnsupportedSchemaException e =
+                assertThrows(UnsupportedSchemaException.class, () -> JsonSchemaGrammar.forSchema(schema(schema)));
         assertEquals(keyword, e.keyword());
         assertTrue(e.getMessage().contains(keyword), e.getMessage());
     }
@@ -119,8 +118,8 @@ class JsonSchemaGrammarTest {
 
     @Test
     void fewestTokensToEndCountsTheShortestCompletion() {
-        Matcher m = new Matcher(JsonSchemaGrammar.forSchema(schema(
-                "{'type':'object','properties':{'n':{'type':'integer','minimum':100}},'required':['n']}")));
+        Matcher m = new Matcher(JsonSchemaGrammar.forSchema(
+                schema("{'type':'object','properties':{'n':{'type':'integer','minimum':100}},'required':['n']}")));
         assertEquals("{\"n\":100}".length(), m.fewestTokensToEnd(m.start()));
         assertEquals(1, m.fewestTokensToEnd(m.next(m.start(), "{\"n\":12345".getBytes(StandardCharsets.UTF_8))));
         assertEquals(3, m.fewestTokensToEnd(m.next(m.start(), "{\"n\":1".getBytes(StandardCharsets.UTF_8))));
@@ -128,7 +127,8 @@ class JsonSchemaGrammarTest {
 
     @Test
     void aSchemaThatIsOnlyItselfIsRefusedAndOneThatStartsWithItselfTerminates() {
-        dev.glimmer.engine.InvalidInputException e = assertThrows(dev.glimmer.engine.InvalidInputException.class,
+        dev.glimmer.engine.InvalidInputException e = assertThrows(
+                dev.glimmer.engine.InvalidInputException.class,
                 () -> new Matcher(JsonSchemaGrammar.forSchema(schema("{'$ref':'#'}"))));
         assertTrue(e.getMessage().contains("no output satisfies"), e.getMessage());
         assertTrue(accepts("{'anyOf':[{'$ref':'#'},{'type':'null'}]}", "null"));

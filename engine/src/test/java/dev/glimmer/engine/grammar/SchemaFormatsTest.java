@@ -1,15 +1,17 @@
 package dev.glimmer.engine.grammar;
 
+import static dev.glimmer.engine.grammar.JsonSchemaGrammarTest.accepts;
+import static dev.glimmer.engine.grammar.JsonSchemaGrammarTest.schema;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.networknt.schema.JsonSchemaFactory;
 import com.networknt.schema.SchemaValidatorsConfig;
 import com.networknt.schema.SpecVersion;
 import com.networknt.schema.ValidationMessage;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.CsvSource;
-import org.junit.jupiter.params.provider.ValueSource;
-
 import java.net.InetAddress;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
@@ -23,13 +25,10 @@ import java.util.List;
 import java.util.Random;
 import java.util.Set;
 import java.util.UUID;
-
-import static dev.glimmer.engine.grammar.JsonSchemaGrammarTest.accepts;
-import static dev.glimmer.engine.grammar.JsonSchemaGrammarTest.schema;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * {@code format}, number bounds and {@code allOf}: random texts of each grammar (random walks through
@@ -38,8 +37,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  */
 class SchemaFormatsTest {
     private static final int SAMPLES = 200;
-    private static final SchemaValidatorsConfig ASSERT_FORMATS = SchemaValidatorsConfig.builder()
-            .formatAssertionsEnabled(true).build();
+    private static final SchemaValidatorsConfig ASSERT_FORMATS =
+            SchemaValidatorsConfig.builder().formatAssertionsEnabled(true).build();
 
     /** A random text the grammar accepts: random allowed bytes, ending more and more eagerly. */
     static String sample(Matcher m, Random random) {
@@ -84,7 +83,8 @@ class SchemaFormatsTest {
             throw new AssertionError("not JSON: " + text, e);
         }
         Set<ValidationMessage> errors = JsonSchemaFactory.getInstance(SpecVersion.VersionFlag.V202012)
-                .getSchema(schema, ASSERT_FORMATS).validate(value);
+                .getSchema(schema, ASSERT_FORMATS)
+                .validate(value);
         assertTrue(errors.isEmpty(), () -> text + " breaks " + schemaJson + ": " + errors);
     }
 
@@ -166,15 +166,17 @@ class SchemaFormatsTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {
-            "{'type':'number','minimum':0,'maximum':1}",
-            "{'type':'number','exclusiveMinimum':0,'exclusiveMaximum':0.5}",
-            "{'type':'number','minimum':-2.75,'maximum':3.125}",
-            "{'type':'number','minimum':-10.5,'exclusiveMaximum':-10.25}",
-            "{'type':'number','exclusiveMinimum':-1}",
-            "{'type':'number','maximum':100,'minimum':99.999}",
-            "{'type':'integer','minimum':-3,'exclusiveMaximum':70}",
-            "{'type':['number','null'],'minimum':1e2,'maximum':1.5e2}"})
+    @ValueSource(
+            strings = {
+                "{'type':'number','minimum':0,'maximum':1}",
+                "{'type':'number','exclusiveMinimum':0,'exclusiveMaximum':0.5}",
+                "{'type':'number','minimum':-2.75,'maximum':3.125}",
+                "{'type':'number','minimum':-10.5,'exclusiveMaximum':-10.25}",
+                "{'type':'number','exclusiveMinimum':-1}",
+                "{'type':'number','maximum':100,'minimum':99.999}",
+                "{'type':'integer','minimum':-3,'exclusiveMaximum':70}",
+                "{'type':['number','null'],'minimum':1e2,'maximum':1.5e2}"
+            })
     void boundedNumbersStayInside(String schemaJson) {
         samples(schemaJson, schemaJson.hashCode());
     }
@@ -266,8 +268,8 @@ class SchemaFormatsTest {
             {'type':'number','maximum':1e300} => maximum
             """)
     void refusesWhatCannotBeConstrained(String schemaJson, String keyword) {
-        UnsupportedSchemaException e = assertThrows(UnsupportedSchemaException.class,
-                () -> JsonSchemaGrammar.forSchema(schema(schemaJson)));
+        UnsupportedSchemaException e =
+                assertThrows(UnsupportedSchemaException.class, () -> JsonSchemaGrammar.forSchema(schema(schemaJson)));
         assertEquals(keyword, e.keyword());
         assertTrue(e.getMessage().contains(keyword), e.getMessage());
     }

@@ -1,5 +1,10 @@
 package dev.glimmer.engine.grammar;
 
+import static dev.glimmer.engine.grammar.JsonSchemaGrammarTest.JSON;
+import static dev.glimmer.engine.grammar.JsonSchemaGrammarTest.schema;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.networknt.schema.JsonSchemaFactory;
 import com.networknt.schema.SpecVersion;
@@ -10,11 +15,6 @@ import dev.glimmer.engine.chat.ToolCallGrammar;
 import dev.glimmer.engine.chat.ToolSpec;
 import dev.glimmer.engine.gguf.GgufFile;
 import dev.glimmer.engine.tokenizer.Tokenizer;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
-
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -23,11 +23,10 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import java.util.Set;
-
-import static dev.glimmer.engine.grammar.JsonSchemaGrammarTest.JSON;
-import static dev.glimmer.engine.grammar.JsonSchemaGrammarTest.schema;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * Token masks over the tiny oracle model's real vocabulary (byte-level BPE, 1,024 tokens): a
@@ -118,7 +117,8 @@ class TokenConstraintTest {
     static void assertValid(JsonNode schema, String text) throws IOException {
         JsonNode value = JSON.readTree(text);
         Set<ValidationMessage> errors = JsonSchemaFactory.getInstance(SpecVersion.VersionFlag.V202012)
-                .getSchema(schema).validate(value);
+                .getSchema(schema)
+                .validate(value);
         assertTrue(errors.isEmpty(), () -> text + " breaks " + schema + ": " + errors);
     }
 
@@ -127,8 +127,8 @@ class TokenConstraintTest {
         for (String s : SCHEMAS) {
             JsonNode schema = schema(s);
             for (int seed = 0; seed < 8; seed++) {
-                TokenConstraint c = new TokenConstraint(new OutputGrammar(JsonSchemaGrammar.forSchema(schema), false,
-                        Set.of()), trie);
+                TokenConstraint c = new TokenConstraint(
+                        new OutputGrammar(JsonSchemaGrammar.forSchema(schema), false, Set.of()), trie);
                 List<Integer> tokens = walk(c, 80, new Random(seed));
                 String text = text(tokens);
                 assertTrue(tokenizer.isEndOfGeneration(tokens.getLast()), () -> "no end of generation after " + text);
@@ -142,8 +142,8 @@ class TokenConstraintTest {
     void theThinkingEndsInTimeForTheAnswer(int maxTokens) throws IOException {
         JsonNode schema = schema("{'type':'object','properties':{'ok':{'type':'boolean'}},'required':['ok']}");
         for (int seed = 0; seed < 5; seed++) {
-            TokenConstraint c = new TokenConstraint(new OutputGrammar(JsonSchemaGrammar.forSchema(schema), true,
-                    Set.of()), trie);
+            TokenConstraint c =
+                    new TokenConstraint(new OutputGrammar(JsonSchemaGrammar.forSchema(schema), true, Set.of()), trie);
             List<Integer> tokens = walk(c, maxTokens, new Random(seed));
             String text = text(tokens);
             int end = text.indexOf("</think>");
@@ -179,8 +179,8 @@ class TokenConstraintTest {
     void theTrieWalkAgreesWithEveryTokenTriedAlone() {
         JsonNode schema = schema(SCHEMAS.get(19));
         Matcher m = new Matcher(JsonSchemaGrammar.forSchema(schema));
-        TokenConstraint c = new TokenConstraint(new OutputGrammar(JsonSchemaGrammar.forSchema(schema), false, Set.of()),
-                trie);
+        TokenConstraint c =
+                new TokenConstraint(new OutputGrammar(JsonSchemaGrammar.forSchema(schema), false, Set.of()), trie);
         String prefix = "{\"name\": \"Al";
         Matcher.State s = m.next(m.start(), prefix.getBytes(StandardCharsets.UTF_8));
         for (int t : tokenizer.encode(prefix, false)) {
@@ -191,7 +191,8 @@ class TokenConstraintTest {
         for (int token = 0; token < tokenizer.vocabularySize(); token++) {
             int t = token;
             byte[] piece = tokenizer.piece(t, true);
-            boolean expected = !tokenizer.isEndOfGeneration(t) && piece.length > 0
+            boolean expected = !tokenizer.isEndOfGeneration(t)
+                    && piece.length > 0
                     && tokenizer.tokenType(t) == dev.glimmer.engine.tokenizer.TokenType.NORMAL
                     && m.next(s, piece) != m.dead;
             assertEquals(expected, TokenTrie.allows(mask, t), () -> "token " + t + " '" + tokenizer.tokenText(t) + "'");

@@ -3,7 +3,6 @@ package dev.glimmer.engine.model;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
-
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -84,7 +83,8 @@ public record Agreement(String label, float[] positionDiffs, int argmaxAgreed) {
 
     @Override
     public String toString() {
-        return String.format("%s: %d positions, max |Δ| %.3g, median |Δ| %.3g, argmax agrees at %.1f%%", label,
-                positions(), maxDiff(), medianDiff(), 100 * argmaxAgreement());
+        return String.format(
+                "%s: %d positions, max |Δ| %.3g, median |Δ| %.3g, argmax agrees at %.1f%%",
+                label, positions(), maxDiff(), medianDiff(), 100 * argmaxAgreement());
     }
 }

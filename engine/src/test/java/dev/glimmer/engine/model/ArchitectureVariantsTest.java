@@ -1,23 +1,22 @@
 package dev.glimmer.engine.model;
 
+import static dev.glimmer.engine.model.VariantModels.OTHER;
+import static dev.glimmer.engine.model.VariantModels.P;
+import static dev.glimmer.engine.model.VariantModels.TOKENS;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.gguf.GgufValue;
 import dev.glimmer.engine.gguf.GgufWriter.TensorSpec;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.tensor.GgmlType;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
-
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-
-import static dev.glimmer.engine.model.VariantModels.OTHER;
-import static dev.glimmer.engine.model.VariantModels.P;
-import static dev.glimmer.engine.model.VariantModels.TOKENS;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The engine on files of this architecture other than the oracle's: other sizes, more leading dense
@@ -44,11 +43,16 @@ class ArchitectureVariantsTest {
 
     @Test
     void softmaxWithoutGatingKeyNoBiasTiedOutputUnnormalizedScaledWeights() throws Exception {
-        GlmModel model = VariantModels.write(dir, "softmax", m -> {
-            m.remove(P + "expert_gating_func");
-            m.put(P + "expert_weights_scale", GgufValue.float32(2.5f));
-            m.put(P + "expert_weights_norm", GgufValue.bool(false));
-        }, t -> t.removeIf(s -> s.name().endsWith("exp_probs_b.bias") || s.name().equals("output.weight")));
+        GlmModel model = VariantModels.write(
+                dir,
+                "softmax",
+                m -> {
+                    m.remove(P + "expert_gating_func");
+                    m.put(P + "expert_weights_scale", GgufValue.float32(2.5f));
+                    m.put(P + "expert_weights_norm", GgufValue.bool(false));
+                },
+                t -> t.removeIf(
+                        s -> s.name().endsWith("exp_probs_b.bias") || s.name().equals("output.weight")));
         try (model) {
             GlmConfig c = model.config();
             assertEquals(GlmConfig.GatingFunction.SOFTMAX, c.gating());
@@ -62,27 +66,36 @@ class ArchitectureVariantsTest {
     void noQLoraMergedGateUpExpertsAndAnMtpBlock() throws Exception {
         int heads = OTHER.heads();
         int kmla = OTHER.qkNope() + OTHER.qkRope();
-        GlmModel model = VariantModels.write(dir, "lite-mtp", m -> {
-            m.remove(P + "attention.q_lora_rank");
-            m.put(P + "nextn_predict_layers", GgufValue.uint32(1));
-        }, t -> {
-            List<TensorSpec> edited = new ArrayList<>();
-            for (TensorSpec s : t) {
-                String n = s.name();
-                if (n.endsWith("attn_q_a.weight")) {
-                    edited.add(new TensorSpec(n.replace("attn_q_a", "attn_q"), new long[]{OTHER.embd(), (long) heads * kmla},
-                            GgmlType.F32));
-                } else if (n.endsWith("ffn_gate_exps.weight")) {
-                    edited.add(new TensorSpec(n.replace("ffn_gate_exps", "ffn_gate_up_exps"),
-                            new long[]{OTHER.embd(), 2L * OTHER.ffExpert(), OTHER.experts()}, GgmlType.F32));
-                } else if (!n.endsWith("attn_q_a_norm.weight") && !n.endsWith("attn_q_b.weight")
-                        && !n.endsWith("ffn_up_exps.weight")) {
-                    edited.add(s);
-                }
-            }
-            t.clear();
-            t.addAll(edited);
-        });
+        GlmModel model = VariantModels.write(
+                dir,
+                "lite-mtp",
+                m -> {
+                    m.remove(P + "attention.q_lora_rank");
+                    m.put(P + "nextn_predict_layers", GgufValue.uint32(1));
+                },
+                t -> {
+                    List<TensorSpec> edited = new ArrayList<>();
+                    for (TensorSpec s : t) {
+                        String n = s.name();
+                        if (n.endsWith("attn_q_a.weight")) {
+                            edited.add(new TensorSpec(
+                                    n.replace("attn_q_a", "attn_q"),
+                                    new long[] {OTHER.embd(), (long) heads * kmla},
+                                    GgmlType.F32));
+                        } else if (n.endsWith("ffn_gate_exps.weight")) {
+                            edited.add(new TensorSpec(
+                                    n.replace("ffn_gate_exps", "ffn_gate_up_exps"),
+                                    new long[] {OTHER.embd(), 2L * OTHER.ffExpert(), OTHER.experts()},
+                                    GgmlType.F32));
+                        } else if (!n.endsWith("attn_q_a_norm.weight")
+                                && !n.endsWith("attn_q_b.weight")
+                                && !n.endsWith("ffn_up_exps.weight")) {
+                            edited.add(s);
+                        }
+                    }
+                    t.clear();
+                    t.addAll(edited);
+                });
         try (model) {
             assertEquals(3, model.config().layers(), "the fourth block is the MTP block");
             assertEquals(0, model.config().qLoraRank());

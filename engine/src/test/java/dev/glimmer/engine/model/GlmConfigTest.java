@@ -1,22 +1,21 @@
 package dev.glimmer.engine.model;
 
-import dev.glimmer.engine.InvalidInputException;
-import dev.glimmer.engine.gguf.GgufFile;
-import dev.glimmer.engine.gguf.GgufMetadata;
-import dev.glimmer.engine.gguf.GgufValue;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
-
-import java.util.LinkedHashMap;
-import java.util.Map;
-import java.util.function.Consumer;
-
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.gguf.GgufFile;
+import dev.glimmer.engine.gguf.GgufMetadata;
+import dev.glimmer.engine.gguf.GgufValue;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.function.Consumer;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 
 /** The config and weight views of the oracle models, and what happens when the metadata is changed. */
 class GlmConfigTest {
@@ -41,8 +40,31 @@ class GlmConfigTest {
     @Test
     void tinyConfigIsTheManifests() {
         GlmConfig c = GlmConfig.from(tiny);
-        assertEquals(new GlmConfig(3, 0, 4096, 128, 320, 4, 1e6f, 1e-5f, 2, 1, 1024, 96, 64, 48, 48, 16, 64, 8, 1, 1.8f,
-                true, GlmConfig.GatingFunction.SIGMOID), c);
+        assertEquals(
+                new GlmConfig(
+                        3,
+                        0,
+                        4096,
+                        128,
+                        320,
+                        4,
+                        1e6f,
+                        1e-5f,
+                        2,
+                        1,
+                        1024,
+                        96,
+                        64,
+                        48,
+                        48,
+                        16,
+                        64,
+                        8,
+                        1,
+                        1.8f,
+                        true,
+                        GlmConfig.GatingFunction.SIGMOID),
+                c);
         assertEquals(80, c.kvRowWidth());
         assertEquals(32, c.nopeDims());
         assertEquals((float) (1 / Math.sqrt(48)), c.kqScale());
@@ -50,7 +72,7 @@ class GlmConfigTest {
 
     @Test
     void smallAndQuantizedFilesLoadWithEveryTensor() throws Exception {
-        for (String name : new String[]{"tiny-q8_0", "tiny-q4_0", "small-q4_k_m"}) {
+        for (String name : new String[] {"tiny-q8_0", "tiny-q4_0", "small-q4_k_m"}) {
             try (GlmModel model = GlmModel.open(Oracle.model(name))) {
                 assertEquals(model.config().layers(), model.weights().layers().size());
                 GlmWeights.Layer moe = model.weights().layers().get(1);
@@ -90,12 +112,15 @@ class GlmConfigTest {
 
     @Test
     void otherArchitecturesAndFilesWithoutMlaAreRefusedSayingWhatTheyAre() {
-        InvalidInputException llama = assertThrows(InvalidInputException.class,
+        InvalidInputException llama = assertThrows(
+                InvalidInputException.class,
                 () -> configWith(m -> m.put("general.architecture", GgufValue.of("llama"))));
-        assertTrue(llama.getMessage().contains("is a llama model") && llama.getMessage().contains("edited.gguf"),
+        assertTrue(
+                llama.getMessage().contains("is a llama model")
+                        && llama.getMessage().contains("edited.gguf"),
                 llama.getMessage());
-        InvalidInputException noMla = assertThrows(InvalidInputException.class,
-                () -> configWith(m -> m.remove("deepseek2.attention.key_length_mla")));
+        InvalidInputException noMla = assertThrows(
+                InvalidInputException.class, () -> configWith(m -> m.remove("deepseek2.attention.key_length_mla")));
         assertTrue(noMla.getMessage().contains("without MLA keys"), noMla.getMessage());
     }
 
@@ -104,14 +129,21 @@ class GlmConfigTest {
         GlmConfig wrong = configWith(m -> m.put("deepseek2.attention.q_lora_rank", GgufValue.uint32(95)));
         InvalidInputException e = assertThrows(InvalidInputException.class, () -> GlmWeights.from(tiny, wrong));
         String msg = e.getMessage();
-        assertTrue(msg.contains("blk.0.attn_q_a.weight") && msg.contains("deepseek2.attention.q_lora_rank = 95")
-                && msg.contains("is 96"), msg);
+        assertTrue(
+                msg.contains("blk.0.attn_q_a.weight")
+                        && msg.contains("deepseek2.attention.q_lora_rank = 95")
+                        && msg.contains("is 96"),
+                msg);
         GlmConfig experts = configWith(m -> m.put("deepseek2.expert_count", GgufValue.uint32(16)));
-        String msg2 = assertThrows(InvalidInputException.class, () -> GlmWeights.from(tiny, experts)).getMessage();
+        String msg2 = assertThrows(InvalidInputException.class, () -> GlmWeights.from(tiny, experts))
+                .getMessage();
         assertTrue(msg2.contains("deepseek2.expert_count = 16") && msg2.contains("is 8"), msg2);
-        InvalidInputException keyLength = assertThrows(InvalidInputException.class,
+        InvalidInputException keyLength = assertThrows(
+                InvalidInputException.class,
                 () -> configWith(m -> m.put("deepseek2.attention.key_length", GgufValue.uint32(81))));
-        assertTrue(keyLength.getMessage().contains("key_length = 81") && keyLength.getMessage().contains("80"),
+        assertTrue(
+                keyLength.getMessage().contains("key_length = 81")
+                        && keyLength.getMessage().contains("80"),
                 keyLength.getMessage());
     }
 }

@@ -1,19 +1,18 @@
 package dev.glimmer.engine.model;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
-import org.junit.jupiter.api.Test;
-
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
 
 /**
  * Walks llama.cpp's intermediates of the chat prompt on tiny-f32 ({@code refs/tiny-f32.trace.json}) in
@@ -28,7 +27,8 @@ class GlmForwardTraceTest {
         int[] tokens = Oracle.ints(trace.get("prompt_tokens"));
         Map<String, float[]> ours = new HashMap<>();
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-f32"));
-             KvCache cache = new KvCache(model.config().layers(), model.config().kvRowWidth(), 64, KvCacheType.F32)) {
+                KvCache cache =
+                        new KvCache(model.config().layers(), model.config().kvRowWidth(), 64, KvCacheType.F32)) {
             GlmForward forward = new GlmForward(model, new CpuBackend(), tokens.length);
             forward.setListener((name, layer, rows, width, values) ->
                     ours.put(layer < 0 ? name : name + "-" + layer, Arrays.copyOf(values, rows * width)));
@@ -38,7 +38,8 @@ class GlmForwardTraceTest {
             Map<String, List<JsonNode>> byName = new HashMap<>();
             List<JsonNode> inOrder = new ArrayList<>();
             trace.get("tensors").forEach(t -> {
-                byName.computeIfAbsent(t.get("name").asText(), k -> new ArrayList<>()).add(t);
+                byName.computeIfAbsent(t.get("name").asText(), k -> new ArrayList<>())
+                        .add(t);
                 inOrder.add(t);
             });
             int compared = 0;
@@ -85,12 +86,13 @@ class GlmForwardTraceTest {
         String base = dash < 0 ? full : full.substring(0, dash);
         String layer = dash < 0 ? "" : full.substring(dash);
         return switch (base) {
-            case "q" -> switch (occurrence) {
-                case 0 -> "q_a" + layer;
-                case 1 -> "q_a_norm" + layer;
-                case 2 -> "q" + layer;
-                default -> null;
-            };
+            case "q" ->
+                switch (occurrence) {
+                    case 0 -> "q_a" + layer;
+                    case 1 -> "q_a_norm" + layer;
+                    case 2 -> "q" + layer;
+                    default -> null;
+                };
             case "q_pe", "kv_cmpr", "k_pe" -> occurrence == occurrences - 1 ? full : null;
             default -> full;
         };

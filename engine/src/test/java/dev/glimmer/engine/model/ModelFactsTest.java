@@ -1,5 +1,9 @@
 package dev.glimmer.engine.model;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.glimmer.engine.gguf.GgufFile;
@@ -8,9 +12,6 @@ import dev.glimmer.engine.gguf.GgufWriter;
 import dev.glimmer.engine.gguf.GgufWriter.TensorSpec;
 import dev.glimmer.engine.gguf.TensorInfo;
 import dev.glimmer.engine.tensor.GgmlType;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
-
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -18,10 +19,8 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 class ModelFactsTest {
 
@@ -62,7 +61,8 @@ class ModelFactsTest {
     @Test
     void factsOfTheOracleFilesMatchTheirManifests() throws Exception {
         for (String model : List.of("tiny-f32", "tiny-q8_0", "tiny-q4_0", "small-q4_k_m")) {
-            JsonNode manifest = new ObjectMapper().readTree(oracle(model + ".manifest.json").toFile());
+            JsonNode manifest =
+                    new ObjectMapper().readTree(oracle(model + ".manifest.json").toFile());
             try (GgufFile f = GgufFile.open(oracle(model + ".gguf"))) {
                 ModelFacts facts = ModelFacts.of(f);
                 JsonNode config = manifest.get("config");
@@ -73,9 +73,15 @@ class ModelFactsTest {
                 boolean manifestDescribesThisFile = manifest.get("file_size").asLong() == facts.fileSize();
                 assertEquals(!model.startsWith("small"), manifestDescribesThisFile, model);
                 assertEquals(3, facts.ggufVersion());
-                assertEquals(config.get("n_layer").asLong(), facts.hyperParameters().get("block_count").value());
-                assertEquals(config.get("n_expert").asLong(), facts.hyperParameters().get("expert_count").value());
-                assertEquals(config.get("n_embd").asLong(), facts.hyperParameters().get("embedding_length").value());
+                assertEquals(
+                        config.get("n_layer").asLong(),
+                        facts.hyperParameters().get("block_count").value());
+                assertEquals(
+                        config.get("n_expert").asLong(),
+                        facts.hyperParameters().get("expert_count").value());
+                assertEquals(
+                        config.get("n_embd").asLong(),
+                        facts.hyperParameters().get("embedding_length").value());
 
                 ModelFacts.TokenizerFacts tok = facts.tokenizer();
                 assertEquals("gpt2", tok.model());
@@ -84,11 +90,16 @@ class ModelFactsTest {
                 assertEquals(vocab.get("n_merges").asInt(), tok.mergeCount(), model);
                 JsonNode specials = vocab.get("special_ids");
                 assertEquals(specials.get("[gMASK]").asLong(), tok.specialIds().get("bos"));
-                assertEquals(specials.get("<|endoftext|>").asLong(), tok.specialIds().get("eos"));
+                assertEquals(
+                        specials.get("<|endoftext|>").asLong(), tok.specialIds().get("eos"));
                 assertEquals(specials.get("<|user|>").asLong(), tok.specialIds().get("eot"));
-                assertEquals(specials.get("<|observation|>").asLong(), tok.specialIds().get("eom"));
-                assertEquals(specials.get("<|endoftext|>").asLong(), tok.specialIds().get("pad"));
-                assertEquals(specials.get("<|endoftext|>").asLong(), tok.specialIds().get("unk"));
+                assertEquals(
+                        specials.get("<|observation|>").asLong(),
+                        tok.specialIds().get("eom"));
+                assertEquals(
+                        specials.get("<|endoftext|>").asLong(), tok.specialIds().get("pad"));
+                assertEquals(
+                        specials.get("<|endoftext|>").asLong(), tok.specialIds().get("unk"));
                 assertTrue(tok.chatTemplate());
                 assertTrue(tok.bundledChatTemplate(), model + " carries the real GLM-4.7-Flash template");
 
@@ -125,7 +136,9 @@ class ModelFactsTest {
             for (TensorInfo t : f.tensors()) {
                 specs.add(new TensorSpec(t.name(), t.shape(), t.type()));
             }
-            List<TensorInfo> block2 = f.tensors().stream().filter(t -> t.name().startsWith("blk.2.")).toList();
+            List<TensorInfo> block2 = f.tensors().stream()
+                    .filter(t -> t.name().startsWith("blk.2."))
+                    .toList();
             for (TensorInfo t : block2) {
                 specs.add(new TensorSpec(t.name().replace("blk.2.", "blk.3."), t.shape(), t.type()));
             }
@@ -151,7 +164,9 @@ class ModelFactsTest {
     @Test
     void aFileWithoutTokenizerOrTemplateIsDescribedToo() throws Exception {
         Path file = dir.resolve("bare.gguf");
-        try (GgufWriter w = GgufWriter.create(file, Map.of("general.architecture", GgufValue.of("llama")),
+        try (GgufWriter w = GgufWriter.create(
+                file,
+                Map.of("general.architecture", GgufValue.of("llama")),
                 List.of(new TensorSpec("token_embd.weight", new long[] {4, 10}, GgmlType.F32)))) {
             w.write(ByteBuffer.allocate(160));
         }

@@ -5,7 +5,6 @@ import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.engine.tensor.VecDot;
-
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
@@ -29,6 +28,7 @@ final class NearTieExplainer {
     static final double AGREED = 1e-4;
     /** Near-ties considered: quant margins (in quantization steps) and router gaps below this. */
     private static final double CANDIDATE_MARGIN = 2e-3;
+
     private static final int MAX_DEPTH = 2;
     private static final int MAX_CANDIDATES = 16;
     private static final int PAIR_CANDIDATES = 6;
@@ -42,11 +42,20 @@ final class NearTieExplainer {
     record Tie(String kind, int call, String name, int layer, int row, int index, double margin, double scale) {
         @Override
         public String toString() {
-            return String.format("%s tie in %s-%d, element %d: margin %.3g %s", kind, name, layer, index, margin,
+            return String.format(
+                    "%s tie in %s-%d, element %d: margin %.3g %s",
+                    kind,
+                    name,
+                    layer,
+                    index,
+                    margin,
                     switch (kind) {
                         case "router" -> "(score gap between the last chosen expert and the next)";
-                        case "q8_0 scale" -> String.format("(of an fp16 step of the block scale; %.3g relative)", margin / scale);
-                        default -> String.format("(of a quantization step; %.3g of the block's largest value)", margin / scale);
+                        case "q8_0 scale" ->
+                            String.format("(of an fp16 step of the block scale; %.3g relative)", margin / scale);
+                        default ->
+                            String.format(
+                                    "(of a quantization step; %.3g of the block's largest value)", margin / scale);
                     });
         }
     }
@@ -59,8 +68,9 @@ final class NearTieExplainer {
 
         @Override
         public String toString() {
-            return String.format("position %d: |Δ| %.3g -> %.3g when deciding the other way: %s", position,
-                    diffBefore, diffAfter, ties);
+            return String.format(
+                    "position %d: |Δ| %.3g -> %.3g when deciding the other way: %s",
+                    position, diffBefore, diffAfter, ties);
         }
     }
 
@@ -80,8 +90,7 @@ final class NearTieExplainer {
     private final Map<String, List<Segment>> inputs = new HashMap<>();
 
     /** A piece of an intermediate's row that one matmul quantizes as a vector of its own. */
-    private record Segment(int offset, int length, GgmlType activationType) {
-    }
+    private record Segment(int offset, int length, GgmlType activationType) {}
 
     NearTieExplainer(GlmModel model, Oracle.Case c) {
         this.model = model;
@@ -99,18 +108,41 @@ final class NearTieExplainer {
             }
             consumer("kqv_out", il, 0, cfg.heads() * cfg.valueLengthMla(), l.attnOutput());
             if (l.dense() != null) {
-                consumer("ffn_norm", il, 0, cfg.embedding(), l.dense().gate(), l.dense().up());
+                consumer(
+                        "ffn_norm",
+                        il,
+                        0,
+                        cfg.embedding(),
+                        l.dense().gate(),
+                        l.dense().up());
                 consumer("ffn_swiglu", il, 0, l.dense().down().cols(), l.dense().down());
             } else {
-                consumer("ffn_norm", il, 0, cfg.embedding(), l.moe().router(), l.moe().experts()[0].gate(),
+                consumer(
+                        "ffn_norm",
+                        il,
+                        0,
+                        cfg.embedding(),
+                        l.moe().router(),
+                        l.moe().experts()[0].gate(),
                         l.moe().experts()[0].up());
                 for (int x = 0; x < cfg.experts(); x++) {
                     GlmWeights.Ffn expert = l.moe().experts()[x];
                     consumer("ffn_moe_swiglu_" + x, il, 0, expert.down().cols(), expert.down());
                 }
                 if (l.moe().shared() != null) {
-                    consumer("ffn_norm", il, 0, cfg.embedding(), l.moe().shared().gate(), l.moe().shared().up());
-                    consumer("ffn_shexp_swiglu", il, 0, l.moe().shared().down().cols(), l.moe().shared().down());
+                    consumer(
+                            "ffn_norm",
+                            il,
+                            0,
+                            cfg.embedding(),
+                            l.moe().shared().gate(),
+                            l.moe().shared().up());
+                    consumer(
+                            "ffn_shexp_swiglu",
+                            il,
+                            0,
+                            l.moe().shared().down().cols(),
+                            l.moe().shared().down());
                 }
             }
         }
@@ -256,7 +288,14 @@ final class NearTieExplainer {
                         int maxAt = maxAbsIndex(v, base + b * block, block);
                         double margin = fp16Margin(Math.abs(v[base + b * block + maxAt]) / 127f);
                         if (margin < CANDIDATE_MARGIN) {
-                            ties.add(new Tie("q8_0 scale", call, name, layer, r, seg.offset() + b * block + maxAt, margin,
+                            ties.add(new Tie(
+                                    "q8_0 scale",
+                                    call,
+                                    name,
+                                    layer,
+                                    r,
+                                    seg.offset() + b * block + maxAt,
+                                    margin,
                                     1024));
                         }
                     }
@@ -266,14 +305,22 @@ final class NearTieExplainer {
                         float q = v[base + b * block + j] * scale;
                         double margin = Math.abs(q - Math.floor(q) - 0.5);
                         if (margin < CANDIDATE_MARGIN) {
-                            ties.add(new Tie(seg.activationType().ggmlName() + " rounding", call, name, layer, r, index,
-                                    margin, 127));
+                            ties.add(new Tie(
+                                    seg.activationType().ggmlName() + " rounding",
+                                    call,
+                                    name,
+                                    layer,
+                                    r,
+                                    index,
+                                    margin,
+                                    127));
                         }
                     }
                 }
             }
         }
-        ties.sort(Comparator.comparingDouble((Tie t) -> t.kind().equals("router") ? 0 : 1).thenComparingDouble(Tie::margin));
+        ties.sort(Comparator.comparingDouble((Tie t) -> t.kind().equals("router") ? 0 : 1)
+                .thenComparingDouble(Tie::margin));
         return ties;
     }
 
@@ -356,8 +403,11 @@ final class NearTieExplainer {
             return;
         }
         List<Segment> segments = inputs.get(tie.name() + "/" + tie.layer());
-        Segment seg = segments.stream().filter(s -> tie.index() >= s.offset() && tie.index() < s.offset() + s.length())
-                .filter(s -> tie.kind().startsWith(s.activationType().ggmlName())).findFirst().orElseThrow();
+        Segment seg = segments.stream()
+                .filter(s -> tie.index() >= s.offset() && tie.index() < s.offset() + s.length())
+                .filter(s -> tie.kind().startsWith(s.activationType().ggmlName()))
+                .findFirst()
+                .orElseThrow();
         int block = seg.activationType().blockSize;
         int blockStart = rowStart + seg.offset() + (tie.index() - seg.offset()) / block * block;
         int i = rowStart + tie.index();
@@ -378,12 +428,11 @@ final class NearTieExplainer {
         double boundary = Math.floor(q) + 0.5;
         double target = Math.rint(q) > boundary ? boundary - 1e-3 : boundary + 1e-3;
         values[i] = (float) (target / scale);
-
     }
 
     /** Diffs per compared position, and (when recording) the intermediates of every forward call. */
-    private record Run(float[] diffs, List<float[]> logits, List<Map<String, float[]>> recorded, Map<String, Integer> widths) {
-    }
+    private record Run(
+            float[] diffs, List<float[]> logits, List<Map<String, float[]>> recorded, Map<String, Integer> widths) {}
 
     private Run run(List<Tie> decided, boolean record) {
         int vocab = model.vocabSize();
@@ -396,7 +445,9 @@ final class NearTieExplainer {
             GlmForward forward = new GlmForward(model, new CpuBackend(), 64);
             forward.setListener((name, layer, rows, width, values) -> {
                 for (Tie tie : decided) {
-                    if (tie.call() == call[0] && tie.layer() == layer && tie.name().equals(name)) {
+                    if (tie.call() == call[0]
+                            && tie.layer() == layer
+                            && tie.name().equals(name)) {
                         decideOtherWay(tie, width, values);
                     }
                 }

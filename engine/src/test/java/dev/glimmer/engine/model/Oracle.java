@@ -1,8 +1,10 @@
 package dev.glimmer.engine.model;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -11,17 +13,18 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
-
 /** The llama.cpp reference data in the test resources (see /oracle/README of the project's oracle data). */
 public final class Oracle {
     private static final ObjectMapper JSON = new ObjectMapper();
 
     /** One prompt of a {@code refs/<model>.logits.json} file. */
-    public record Case(String name, String promptText, int[] promptTokens, float[][] promptLogits, int[] greedyTokens,
-                       float[][] greedyStepLogits) {
-    }
+    public record Case(
+            String name,
+            String promptText,
+            int[] promptTokens,
+            float[][] promptLogits,
+            int[] greedyTokens,
+            float[][] greedyStepLogits) {}
 
     public static Path model(String name) {
         try {
@@ -46,15 +49,22 @@ public final class Oracle {
     public static List<Case> cases(String model) {
         List<Case> result = new ArrayList<>();
         for (JsonNode c : json("refs/" + model + ".logits.json").get("cases")) {
-            result.add(new Case(c.get("name").asText(), c.get("prompt_text").isNull() ? null : c.get("prompt_text").asText(),
-                    ints(c.get("prompt_tokens")), matrix(c.get("prompt_logits")), ints(c.get("greedy_tokens")),
+            result.add(new Case(
+                    c.get("name").asText(),
+                    c.get("prompt_text").isNull() ? null : c.get("prompt_text").asText(),
+                    ints(c.get("prompt_tokens")),
+                    matrix(c.get("prompt_logits")),
+                    ints(c.get("greedy_tokens")),
                     matrix(c.get("greedy_step_logits"))));
         }
         return result;
     }
 
     public static Case chatCase(String model) {
-        return cases(model).stream().filter(c -> c.name().equals("chat")).findFirst().orElseThrow();
+        return cases(model).stream()
+                .filter(c -> c.name().equals("chat"))
+                .findFirst()
+                .orElseThrow();
     }
 
     public static int[] ints(JsonNode array) {
@@ -119,12 +129,12 @@ public final class Oracle {
     public static int assertGpuLogits(String where, float[] expected, float[] got, int greedy, double tolerance) {
         float range = range(expected);
         float diff = maxAbsDiff(got, 0, expected, expected.length);
-        assertTrue(diff <= tolerance * range, where + ": max |Δlogit| " + diff + " > " + tolerance + " × range " + range);
+        assertTrue(
+                diff <= tolerance * range, where + ": max |Δlogit| " + diff + " > " + tolerance + " × range " + range);
         int next = argmax(expected, 0, expected.length);
         assertEquals(next, greedy, where + ": greedy token");
         return next;
     }
 
-    private Oracle() {
-    }
+    private Oracle() {}
 }

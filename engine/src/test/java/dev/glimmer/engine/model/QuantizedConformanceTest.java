@@ -1,14 +1,13 @@
 package dev.glimmer.engine.model;
 
-import dev.glimmer.engine.kv.KvCacheType;
-import org.junit.jupiter.api.Test;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.glimmer.engine.kv.KvCacheType;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
 
 /**
  * The quantized oracle models against llama.cpp, teacher-forced (llama.cpp's tokens fed, logits compared at
@@ -42,7 +41,9 @@ class QuantizedConformanceTest {
                     int root = firstBeyond(a.positionDiffs(), NearTieExplainer.AGREED);
                     if (firstBeyond(a.positionDiffs(), NearTieExplainer.THRESHOLD) >= 0) {
                         // The divergence starts at a near-tie: deciding it the other way gives llama.cpp's logits.
-                        assertTrue(!r.explanations().isEmpty() && r.explanations().get(0).position() == root,
+                        assertTrue(
+                                !r.explanations().isEmpty()
+                                        && r.explanations().get(0).position() == root,
                                 name + " " + c.name() + ": the divergence starting at position " + root
                                         + " is not explained by a near-tie");
                     }
@@ -50,17 +51,25 @@ class QuantizedConformanceTest {
                         // Within ~1e-5 of the value: 2e-3 of a Q8 step (1/127 of the block's largest value).
                         assertTrue(e.margin() <= 2e-3, "not a near-tie: " + e);
                     }
-                    // Every position beyond 1e-2 is explained: with the near-ties decided llama.cpp's way, none is left.
-                    assertTrue(r.complete(), () -> String.format("%s %s: position %d is not explained by a near-tie"
-                            + " (|Δ| %.3g after the explained ones)", name, c.name(), r.unexplainedPosition(),
-                            r.diffsAfter()[r.unexplainedPosition()]));
+                    // Every position beyond 1e-2 is explained: with the near-ties decided llama.cpp's way, none is
+                    // left.
+                    assertTrue(
+                            r.complete(),
+                            () -> String.format(
+                                    "%s %s: position %d is not explained by a near-tie"
+                                            + " (|Δ| %.3g after the explained ones)",
+                                    name, c.name(), r.unexplainedPosition(), r.diffsAfter()[r.unexplainedPosition()]));
 
                     // Free-running greedy equals llama.cpp's up to the first near-tie.
                     int prompt = c.promptTokens().length;
-                    int firstTie = r.explanations().isEmpty() ? Integer.MAX_VALUE : r.explanations().get(0).position();
+                    int firstTie = r.explanations().isEmpty()
+                            ? Integer.MAX_VALUE
+                            : r.explanations().get(0).position();
                     int same = (int) Math.max(0, Math.min(c.greedyTokens().length, (long) firstTie - prompt + 1));
                     int[] ours = Agreement.greedy(model, c, KvCacheType.F32, c.greedyTokens().length);
-                    assertArrayEquals(Arrays.copyOf(c.greedyTokens(), same), Arrays.copyOf(ours, same),
+                    assertArrayEquals(
+                            Arrays.copyOf(c.greedyTokens(), same),
+                            Arrays.copyOf(ours, same),
                             name + " " + c.name() + " greedy tokens before the first near-tie");
                     System.out.println("  " + name + " " + c.name() + ": greedy tokens equal for the first "
                             + countEqual(c.greedyTokens(), ours) + " of " + ours.length + " (" + same + " required)");
@@ -74,8 +83,9 @@ class QuantizedConformanceTest {
         Arrays.sort(sorted);
         double median = sorted[sorted.length / 2];
         double argmax = (double) agreed / sorted.length;
-        System.out.printf("all quantized models: %d positions, median |Δ| %.3g, argmax agrees at %.1f%%%n", sorted.length,
-                median, 100 * argmax);
+        System.out.printf(
+                "all quantized models: %d positions, median |Δ| %.3g, argmax agrees at %.1f%%%n",
+                sorted.length, median, 100 * argmax);
         assertTrue(argmax >= 0.97, "argmax agreement " + argmax);
         assertTrue(median <= 1e-3, "median |Δ| " + median);
     }

@@ -62,8 +62,9 @@ final class ReferenceForward {
         double[][] kPe = new double[n][];
         for (int t = 0; t < n; t++) {
             q[t] = c.qLoraRank() > 0
-                    ? mul(matrix(b + "attn_q_b.weight"), rms(mul(matrix(b + "attn_q_a.weight"), h[t]),
-                    vector(b + "attn_q_a_norm.weight")))
+                    ? mul(
+                            matrix(b + "attn_q_b.weight"),
+                            rms(mul(matrix(b + "attn_q_a.weight"), h[t]), vector(b + "attn_q_a_norm.weight")))
                     : mul(matrix(b + "attn_q.weight"), h[t]);
             double[] kv = mul(matrix(b + "attn_kv_a_mqa.weight"), h[t]);
             latent[t] = rms(java.util.Arrays.copyOf(kv, kvr), vector(b + "attn_kv_a_norm.weight"));
@@ -71,7 +72,8 @@ final class ReferenceForward {
         }
         double[][] out = new double[n][heads * vh];
         for (int hd = 0; hd < heads; hd++) {
-            // Per-head keys and values from the latent: k_nope[d] = Σ_c k_b[c][d]·latent[c], v[j] = Σ_c v_b[j][c]·latent[c].
+            // Per-head keys and values from the latent: k_nope[d] = Σ_c k_b[c][d]·latent[c], v[j] = Σ_c
+            // v_b[j][c]·latent[c].
             double[][] kNope = new double[n][nope];
             double[][] v = new double[n][vh];
             for (int u = 0; u < n; u++) {
@@ -113,7 +115,11 @@ final class ReferenceForward {
 
     /** {@code down · (silu(gate·h) ⊙ up·h)} with the tensors named by {@code pattern} (%s = gate, up, down). */
     private double[] ffn(String pattern, double[] h) {
-        return ffn(matrix(pattern.formatted("gate")), matrix(pattern.formatted("up")), matrix(pattern.formatted("down")), h);
+        return ffn(
+                matrix(pattern.formatted("gate")),
+                matrix(pattern.formatted("up")),
+                matrix(pattern.formatted("down")),
+                h);
     }
 
     private static double[] ffn(double[][] gate, double[][] up, double[][] down, double[] h) {
@@ -144,7 +150,9 @@ final class ReferenceForward {
                 p[j] /= sum;
             }
         }
-        double[] bias = file.findTensor(b + "exp_probs_b.bias").isPresent() ? vector(b + "exp_probs_b.bias") : new double[experts];
+        double[] bias = file.findTensor(b + "exp_probs_b.bias").isPresent()
+                ? vector(b + "exp_probs_b.bias")
+                : new double[experts];
         boolean[] taken = new boolean[experts];
         int[] chosen = new int[c.expertsUsed()];
         double weightSum = 0;

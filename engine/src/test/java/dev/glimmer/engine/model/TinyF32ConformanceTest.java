@@ -1,13 +1,13 @@
 package dev.glimmer.engine.model;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.engine.kv.KvCacheType;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** tiny-f32 against llama.cpp (F32 KV cache, as the references were made): every logit within 1e-4. */
 class TinyF32ConformanceTest {
@@ -37,8 +37,8 @@ class TinyF32ConformanceTest {
     @Test
     void greedyContinuationEqualsLlamaCpp() {
         for (Oracle.Case c : Oracle.cases("tiny-f32")) {
-            assertArrayEquals(c.greedyTokens(), Agreement.greedy(model, c, KvCacheType.F32, c.greedyTokens().length),
-                    c.name());
+            assertArrayEquals(
+                    c.greedyTokens(), Agreement.greedy(model, c, KvCacheType.F32, c.greedyTokens().length), c.name());
         }
     }
 
@@ -49,8 +49,8 @@ class TinyF32ConformanceTest {
             System.out.println("tiny-f32 F16 cache " + a);
             assertTrue(a.maxDiff() <= 1e-2, a.toString());
             assertTrue(a.maxDiff() > 0, "an F16 cache must round something: " + a);
-            assertArrayEquals(c.greedyTokens(), Agreement.greedy(model, c, KvCacheType.F16, c.greedyTokens().length),
-                    c.name());
+            assertArrayEquals(
+                    c.greedyTokens(), Agreement.greedy(model, c, KvCacheType.F16, c.greedyTokens().length), c.name());
         }
     }
 }

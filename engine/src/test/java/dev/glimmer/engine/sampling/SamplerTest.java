@@ -1,19 +1,18 @@
 package dev.glimmer.engine.sampling;
 
-import dev.glimmer.engine.InvalidInputException;
-import org.junit.jupiter.api.Test;
-
-import java.util.HashSet;
-import java.util.Map;
-import java.util.Set;
-import java.util.SplittableRandom;
-
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.glimmer.engine.InvalidInputException;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Set;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
 
 class SamplerTest {
 
@@ -59,7 +58,11 @@ class SamplerTest {
     @Test
     void sameSeedSameTokensOtherSeedOtherTokens() {
         float[] logits = randomLogits(1000, 7);
-        SamplingParams p = SamplingParams.defaults().withTemperature(1.5f).withTopK(0).withTopP(1f).withMinP(0f);
+        SamplingParams p = SamplingParams.defaults()
+                .withTemperature(1.5f)
+                .withTopK(0)
+                .withTopP(1f)
+                .withMinP(0f);
         int[] a = drawMany(new Sampler(p.withSeed(42), 1000), logits, 50);
         int[] b = drawMany(new Sampler(p.withSeed(42), 1000), logits, 50);
         int[] c = drawMany(new Sampler(p.withSeed(43), 1000), logits, 50);
@@ -78,11 +81,20 @@ class SamplerTest {
     @Test
     void topKKeepsOnlyTheKBest() {
         float[] logits = randomLogits(500, 11);
-        int[] order = java.util.stream.IntStream.range(0, 500).boxed()
-                .sorted((x, y) -> Float.compare(logits[y], logits[x])).mapToInt(i -> i).toArray();
+        int[] order = java.util.stream.IntStream.range(0, 500)
+                .boxed()
+                .sorted((x, y) -> Float.compare(logits[y], logits[x]))
+                .mapToInt(i -> i)
+                .toArray();
         Set<Integer> best3 = Set.of(order[0], order[1], order[2]);
-        Sampler s = new Sampler(SamplingParams.defaults().withTopK(3).withTopP(1f).withMinP(0f).withTemperature(5f)
-                .withSeed(1), 500);
+        Sampler s = new Sampler(
+                SamplingParams.defaults()
+                        .withTopK(3)
+                        .withTopP(1f)
+                        .withMinP(0f)
+                        .withTemperature(5f)
+                        .withSeed(1),
+                500);
         Set<Integer> seen = new HashSet<>();
         for (int i = 0; i < 300; i++) {
             seen.add(s.sample(logits));
@@ -94,15 +106,27 @@ class SamplerTest {
     @Test
     void topKSkipsNaNsAndBreaksTiesByTheLowerId() {
         float[] logits = {Float.NaN, Float.NaN, Float.NaN, 1f, 3f, Float.NaN, 3f, 2f, 3f, Float.NaN};
-        Sampler s = new Sampler(SamplingParams.defaults().withTopK(3).withTopP(1f).withMinP(0f).withTemperature(5f)
-                .withSeed(2), logits.length);
+        Sampler s = new Sampler(
+                SamplingParams.defaults()
+                        .withTopK(3)
+                        .withTopP(1f)
+                        .withMinP(0f)
+                        .withTemperature(5f)
+                        .withSeed(2),
+                logits.length);
         Set<Integer> seen = new HashSet<>();
         for (int i = 0; i < 300; i++) {
             seen.add(s.sample(logits));
         }
         assertEquals(Set.of(4, 6, 8), seen);
-        Sampler two = new Sampler(SamplingParams.defaults().withTopK(2).withTopP(1f).withMinP(0f).withTemperature(5f)
-                .withSeed(3), logits.length);
+        Sampler two = new Sampler(
+                SamplingParams.defaults()
+                        .withTopK(2)
+                        .withTopP(1f)
+                        .withMinP(0f)
+                        .withTemperature(5f)
+                        .withSeed(3),
+                logits.length);
         seen.clear();
         for (int i = 0; i < 300; i++) {
             seen.add(two.sample(logits));
@@ -114,8 +138,14 @@ class SamplerTest {
     void topPKeepsTheSmallestSetReachingP() {
         // probabilities ~ 0.5, 0.3, 0.2 (logits are their logs)
         float[] logits = {(float) Math.log(0.5), (float) Math.log(0.3), (float) Math.log(0.2)};
-        Sampler s = new Sampler(SamplingParams.defaults().withTopK(0).withMinP(0f).withTopP(0.7f).withTemperature(1f)
-                .withSeed(5), 3);
+        Sampler s = new Sampler(
+                SamplingParams.defaults()
+                        .withTopK(0)
+                        .withMinP(0f)
+                        .withTopP(0.7f)
+                        .withTemperature(1f)
+                        .withSeed(5),
+                3);
         Set<Integer> seen = new HashSet<>();
         for (int i = 0; i < 500; i++) {
             seen.add(s.sample(logits));
@@ -126,8 +156,14 @@ class SamplerTest {
     @Test
     void minPDropsUnlikelyTokens() {
         float[] logits = {(float) Math.log(0.6), (float) Math.log(0.35), (float) Math.log(0.05)};
-        Sampler s = new Sampler(SamplingParams.defaults().withTopK(0).withTopP(1f).withMinP(0.1f).withTemperature(1f)
-                .withSeed(9), 3);
+        Sampler s = new Sampler(
+                SamplingParams.defaults()
+                        .withTopK(0)
+                        .withTopP(1f)
+                        .withMinP(0.1f)
+                        .withTemperature(1f)
+                        .withSeed(9),
+                3);
         Set<Integer> seen = new HashSet<>();
         for (int i = 0; i < 500; i++) {
             seen.add(s.sample(logits));
@@ -146,8 +182,14 @@ class SamplerTest {
     }
 
     static double frequencyOfFirst(float temperature, float[] logits) {
-        Sampler s = new Sampler(SamplingParams.defaults().withTopK(0).withTopP(1f).withMinP(0f)
-                .withTemperature(temperature).withSeed(123), 2);
+        Sampler s = new Sampler(
+                SamplingParams.defaults()
+                        .withTopK(0)
+                        .withTopP(1f)
+                        .withMinP(0f)
+                        .withTemperature(temperature)
+                        .withSeed(123),
+                2);
         int first = 0;
         int n = 4000;
         for (int i = 0; i < n; i++) {
@@ -184,10 +226,14 @@ class SamplerTest {
 
     @Test
     void badParametersAreClearErrors() {
-        assertThrows(InvalidInputException.class, () -> SamplingParams.defaults().withTemperature(-1f));
-        assertThrows(InvalidInputException.class, () -> SamplingParams.defaults().withTopP(0f));
-        assertThrows(InvalidInputException.class, () -> SamplingParams.defaults().withTopK(-2));
-        InvalidInputException e = assertThrows(InvalidInputException.class,
+        assertThrows(
+                InvalidInputException.class, () -> SamplingParams.defaults().withTemperature(-1f));
+        assertThrows(
+                InvalidInputException.class, () -> SamplingParams.defaults().withTopP(0f));
+        assertThrows(
+                InvalidInputException.class, () -> SamplingParams.defaults().withTopK(-2));
+        InvalidInputException e = assertThrows(
+                InvalidInputException.class,
                 () -> new Sampler(SamplingParams.greedy().withLogitBias(Map.of(10, 1f)), 5));
         assertTrue(e.getMessage().contains("beyond the vocabulary"), e.getMessage());
     }

@@ -1,5 +1,12 @@
 package dev.glimmer.engine.synth;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.glimmer.engine.InvalidInputException;
@@ -12,9 +19,6 @@ import dev.glimmer.engine.gguf.TensorInfo;
 import dev.glimmer.engine.model.ModelFacts;
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.engine.tensor.Q4_0;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
-
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
@@ -28,13 +32,8 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
-
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertNotEquals;
-import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 class SynthTest {
 
@@ -47,25 +46,28 @@ class SynthTest {
 
     private Path synth(SynthPreset preset, SynthWeightType type, long seed, String fileName) throws Exception {
         Path out = dir.resolve(fileName);
-        ModelSynthesizer.write(SynthModel.of(preset, type, seed), out, (written, total) -> { });
+        ModelSynthesizer.write(SynthModel.of(preset, type, seed), out, (written, total) -> {});
         return out;
     }
 
     /** The type of a value, with the element types of arrays (nested ones too). */
     private static String typeOf(GgufValue v) {
-        return v.value() instanceof GgufArray a ? "array of " + a.elementType() : v.type().toString();
+        return v.value() instanceof GgufArray a
+                ? "array of " + a.elementType()
+                : v.type().toString();
     }
 
     /** Tokenizer contents differ by design (random merges); everything else must be the oracle's value. */
-    private static final Set<String> RANDOM_CONTENT = Set.of("tokenizer.ggml.tokens", "tokenizer.ggml.merges",
-            "general.name");
+    private static final Set<String> RANDOM_CONTENT =
+            Set.of("tokenizer.ggml.tokens", "tokenizer.ggml.merges", "general.name");
 
     @Test
     void tinyMatchesTheOracleTinyFilesKeyForKeyAndTensorForTensor() throws Exception {
         for (SynthWeightType type : List.of(SynthWeightType.Q4_0, SynthWeightType.F32, SynthWeightType.Q8_0)) {
             String oracleName = "tiny-" + type.name().toLowerCase(Locale.ROOT) + ".gguf";
             Path ours = synth(SynthPreset.TINY, type, 5, "tiny.gguf");
-            try (GgufFile o = GgufFile.open(oracle(oracleName)); GgufFile s = GgufFile.open(ours)) {
+            try (GgufFile o = GgufFile.open(oracle(oracleName));
+                    GgufFile s = GgufFile.open(ours)) {
                 Map<String, GgufValue> om = o.metadata().entries();
                 Map<String, GgufValue> sm = s.metadata().entries();
                 assertEquals(List.copyOf(om.keySet()), List.copyOf(sm.keySet()), "key order, " + oracleName);
@@ -97,17 +99,19 @@ class SynthTest {
                 String[] stok = s.metadata().stringArray("tokenizer.ggml.tokens");
                 assertArrayEquals(Arrays.copyOf(otok, 256), Arrays.copyOf(stok, 256));
                 int normal = 256 + s.metadata().stringArray("tokenizer.ggml.merges").length;
-                assertArrayEquals(Arrays.copyOfRange(otok, normal, otok.length),
-                        Arrays.copyOfRange(stok, normal, stok.length));
+                assertArrayEquals(
+                        Arrays.copyOfRange(otok, normal, otok.length), Arrays.copyOfRange(stok, normal, stok.length));
             }
         }
     }
 
     @Test
     void smallMatchesTheOracleSmallManifest() throws Exception {
-        JsonNode manifest = new ObjectMapper().readTree(oracle("small-q4_k_m.manifest.json").toFile());
+        JsonNode manifest =
+                new ObjectMapper().readTree(oracle("small-q4_k_m.manifest.json").toFile());
         Path ours = synth(SynthPreset.SMALL, SynthWeightType.F32, 1, "small.gguf");
-        try (GgufFile s = GgufFile.open(ours); GgufFile o = GgufFile.open(oracle("small-q4_k_m.gguf"))) {
+        try (GgufFile s = GgufFile.open(ours);
+                GgufFile o = GgufFile.open(oracle("small-q4_k_m.gguf"))) {
             JsonNode tensors = manifest.get("tensors");
             assertEquals(tensors.size(), s.tensors().size());
             for (int i = 0; i < tensors.size(); i++) {
@@ -122,7 +126,9 @@ class SynthTest {
                 assertEquals(t.get("type").asText(), st.type().ggmlName(), st.name());
             }
             // The quantized oracle file has the same keys (llama-quantize moved two general.* keys).
-            assertEquals(Set.copyOf(o.metadata().entries().keySet()), Set.copyOf(s.metadata().entries().keySet()));
+            assertEquals(
+                    Set.copyOf(o.metadata().entries().keySet()),
+                    Set.copyOf(s.metadata().entries().keySet()));
             ModelFacts sf = ModelFacts.of(s);
             ModelFacts of = ModelFacts.of(o);
             assertEquals(of.hyperParameters(), sf.hyperParameters());
@@ -141,17 +147,21 @@ class SynthTest {
     @Test
     void q4_K_MIsLlamaQuantizesMix() throws Exception {
         Path ours = synth(SynthPreset.SMALL, SynthWeightType.Q4_K_M, 1, "small-q4_k_m.gguf");
-        try (GgufFile s = GgufFile.open(ours); GgufFile o = GgufFile.open(oracle("small-q4_k_m.gguf"))) {
+        try (GgufFile s = GgufFile.open(ours);
+                GgufFile o = GgufFile.open(oracle("small-q4_k_m.gguf"))) {
             Map<String, GgmlType> oracleTypes = new java.util.HashMap<>();
             o.tensors().forEach(t -> oracleTypes.put(t.name(), t.type()));
             assertEquals(oracleTypes.size(), s.tensors().size());
             for (TensorInfo t : s.tensors()) {
                 assertEquals(oracleTypes.get(t.name()), t.type(), t.name());
             }
-            assertEquals(15L, ((Number) s.metadata().entries().get("general.file_type").value()).longValue());
+            assertEquals(
+                    15L,
+                    ((Number) s.metadata().entries().get("general.file_type").value()).longValue());
         }
         // The full preset: Q6_K output and ffn_down of layers 0-4, 41-46 and every third between, Q5_0 key heads.
-        List<TensorSpec> full = SynthModel.tensors(SynthPreset.FULL, SynthWeightType.Q4_K_M); // without the (slow) full vocabulary
+        List<TensorSpec> full =
+                SynthModel.tensors(SynthPreset.FULL, SynthWeightType.Q4_K_M); // without the (slow) full vocabulary
         Map<String, GgmlType> types = new java.util.HashMap<>();
         full.forEach(t -> types.put(t.name(), t.type()));
         assertEquals(GgmlType.Q6_K, types.get("output.weight"));
@@ -177,9 +187,14 @@ class SynthTest {
         List<TensorSpec> tensors = model.tensors();
         assertEquals(844, tensors.size());
         assertEquals(281, tensors.stream().filter(t -> t.type() == GgmlType.F32).count());
-        assertEquals(563, tensors.stream().filter(t -> t.type() == GgmlType.Q4_0).count());
-        assertEquals(new TensorSpec("blk.46.ffn_down_exps.weight", new long[] {1536, 2048, 64}, GgmlType.Q4_0),
-                tensors.stream().filter(t -> t.name().equals("blk.46.ffn_down_exps.weight")).findFirst().orElseThrow());
+        assertEquals(
+                563, tensors.stream().filter(t -> t.type() == GgmlType.Q4_0).count());
+        assertEquals(
+                new TensorSpec("blk.46.ffn_down_exps.weight", new long[] {1536, 2048, 64}, GgmlType.Q4_0),
+                tensors.stream()
+                        .filter(t -> t.name().equals("blk.46.ffn_down_exps.weight"))
+                        .findFirst()
+                        .orElseThrow());
         assertEquals(new TensorSpec("output.weight", new long[] {2048, 154880}, GgmlType.Q4_0), tensors.getLast());
         long size = ModelSynthesizer.fileSize(model);
         assertTrue(Math.abs(size / 16.9e9 - 1) < 0.01, "file size " + size);
@@ -191,7 +206,8 @@ class SynthTest {
         long perToken = ModelFacts.weightBytesPerToken(new GgufMetadata(model.metadata()), infos);
         assertTrue(Math.abs(perToken / 2.04e9 - 1) < 0.01, "per token " + perToken);
 
-        String[] tokens = (String[]) ((GgufArray) model.metadata().get("tokenizer.ggml.tokens").value()).values();
+        String[] tokens = (String[])
+                ((GgufArray) model.metadata().get("tokenizer.ggml.tokens").value()).values();
         assertEquals(154880, tokens.length);
         assertEquals("<|endoftext|>", tokens[154820]);
         assertEquals("[gMASK]", tokens[154822]);
@@ -215,7 +231,8 @@ class SynthTest {
             String[] parts = v.merges()[i].split(" ");
             assertEquals(2, parts.length, v.merges()[i]);
             assertEquals(parts[0] + parts[1], v.tokens()[256 + i], "merge " + i + " makes token " + (256 + i));
-            assertTrue(Arrays.asList(v.tokens()).subList(0, 256 + i).containsAll(List.of(parts)),
+            assertTrue(
+                    Arrays.asList(v.tokens()).subList(0, 256 + i).containsAll(List.of(parts)),
                     "merge " + i + " joins earlier tokens");
         }
         assertEquals(SynthVocab.CONTROL, v.tokenTypes()[SynthPreset.SMALL.specialBase()]);
@@ -229,11 +246,14 @@ class SynthTest {
         Path b = synth(SynthPreset.TINY, SynthWeightType.Q8_0, 11, "b.gguf");
         Path c = synth(SynthPreset.TINY, SynthWeightType.Q8_0, 12, "c.gguf");
         assertArrayEquals(Files.readAllBytes(a), Files.readAllBytes(b));
-        try (GgufFile fa = GgufFile.open(a); GgufFile fc = GgufFile.open(c)) {
+        try (GgufFile fa = GgufFile.open(a);
+                GgufFile fc = GgufFile.open(c)) {
             TensorInfo t = fa.tensor("blk.1.ffn_up_exps.weight");
-            assertFalse(Arrays.equals(fa.data(t).toArray(ValueLayout.JAVA_BYTE),
+            assertFalse(Arrays.equals(
+                    fa.data(t).toArray(ValueLayout.JAVA_BYTE),
                     fc.data(fc.tensor(t.name())).toArray(ValueLayout.JAVA_BYTE)));
-            assertNotEquals(fa.metadata().get("tokenizer.ggml.merges"), fc.metadata().get("tokenizer.ggml.merges"));
+            assertNotEquals(
+                    fa.metadata().get("tokenizer.ggml.merges"), fc.metadata().get("tokenizer.ggml.merges"));
         }
     }
 
@@ -241,7 +261,8 @@ class SynthTest {
     void weightsHaveSensibleScalesAndQuantizedFilesQuantizeTheSameValues() throws Exception {
         Path f32 = synth(SynthPreset.TINY, SynthWeightType.F32, 3, "f32.gguf");
         Path q4 = synth(SynthPreset.TINY, SynthWeightType.Q4_0, 3, "q4.gguf");
-        try (GgufFile f = GgufFile.open(f32); GgufFile q = GgufFile.open(q4)) {
+        try (GgufFile f = GgufFile.open(f32);
+                GgufFile q = GgufFile.open(q4)) {
             float[] norm = floats(f, "blk.0.attn_norm.weight");
             assertEquals(1.0, mean(norm), 0.01);
             float[] w = floats(f, "blk.1.ffn_gate_exps.weight");
@@ -269,7 +290,8 @@ class SynthTest {
                 int at = block * type.bytesPerBlock;
                 float d = Float.float16ToFloat(b.getShort(at));
                 for (int j = 0; j < 32; j++) {
-                    values[block * 32 + j] = type == GgmlType.Q8_0 ? d * b.get(at + 2 + j)
+                    values[block * 32 + j] = type == GgmlType.Q8_0
+                            ? d * b.get(at + 2 + j)
                             : d * (((b.get(at + 2 + j % 16) >> (j < 16 ? 0 : 4)) & 0xf) - 8);
                 }
             }
@@ -289,22 +311,26 @@ class SynthTest {
 
     @Test
     void refusesWhenTheDiskIsTooSmallOrTheDirectoryIsMissing() {
-        InvalidInputException e = assertThrows(InvalidInputException.class,
+        InvalidInputException e = assertThrows(
+                InvalidInputException.class,
                 () -> ModelSynthesizer.requireFreeSpace(dir, 16_900_000_000L, 10_000_000_000L));
         assertTrue(e.getMessage().contains("not enough free space"), e.getMessage());
         assertTrue(e.getMessage().contains("16.90 GB"), e.getMessage());
         ModelSynthesizer.requireFreeSpace(dir, 16_900_000_000L, 30_000_000_000L);
 
-        e = assertThrows(InvalidInputException.class,
+        e = assertThrows(
+                InvalidInputException.class,
                 () -> synth(SynthPreset.TINY, SynthWeightType.F32, 1, "missing/dir/x.gguf"));
         assertTrue(e.getMessage().contains("no such directory"), e.getMessage());
     }
 
     @Test
     void unknownPresetsAndTypesAreNamed() {
-        assertTrue(assertThrows(InvalidInputException.class, () -> SynthPreset.byName("huge")).getMessage()
+        assertTrue(assertThrows(InvalidInputException.class, () -> SynthPreset.byName("huge"))
+                .getMessage()
                 .contains("unknown preset 'huge' (tiny, small or full)"));
-        assertTrue(assertThrows(InvalidInputException.class, () -> SynthWeightType.byName("q4_k")).getMessage()
+        assertTrue(assertThrows(InvalidInputException.class, () -> SynthWeightType.byName("q4_k"))
+                .getMessage()
                 .contains("unknown weight type 'q4_k' (f32, f16, q8_0, q4_0, q4_k_m)"));
     }
 

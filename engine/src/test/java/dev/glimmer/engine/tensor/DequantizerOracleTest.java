@@ -1,19 +1,18 @@
 package dev.glimmer.engine.tensor;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.glimmer.engine.gguf.GgufFile;
 import dev.glimmer.engine.gguf.TensorInfo;
-import org.junit.jupiter.api.Test;
-
 import java.nio.file.Path;
 import java.util.EnumSet;
 import java.util.Iterator;
 import java.util.Map;
 import java.util.Set;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
 
 /**
  * Every quantized tensor of small-q4_k_m.gguf dequantizes to ggml's values in
@@ -24,7 +23,8 @@ class DequantizerOracleTest {
     @Test
     void everyQuantizedTensorOfTheQ4KMFileMatchesGgml() throws Exception {
         JsonNode tensors = new ObjectMapper()
-                .readTree(Path.of("src/test/resources/oracle/refs/small-q4_k_m.dequant.json").toFile())
+                .readTree(Path.of("src/test/resources/oracle/refs/small-q4_k_m.dequant.json")
+                        .toFile())
                 .get("tensors");
         Set<GgmlType> typesSeen = EnumSet.noneOf(GgmlType.class);
         int rowsChecked = 0;
@@ -32,12 +32,16 @@ class DequantizerOracleTest {
             for (Iterator<Map.Entry<String, JsonNode>> it = tensors.fields(); it.hasNext(); ) {
                 Map.Entry<String, JsonNode> entry = it.next();
                 TensorInfo t = file.tensor(entry.getKey());
-                assertEquals(entry.getValue().get("type").asText(), t.type().ggmlName().toUpperCase(java.util.Locale.ROOT),
+                assertEquals(
+                        entry.getValue().get("type").asText(),
+                        t.type().ggmlName().toUpperCase(java.util.Locale.ROOT),
                         t.name());
                 typesSeen.add(t.type());
                 int n = (int) t.ne(0);
                 float[] row = new float[n];
-                for (Iterator<Map.Entry<String, JsonNode>> rows = entry.getValue().get("rows").fields(); rows.hasNext(); ) {
+                for (Iterator<Map.Entry<String, JsonNode>> rows =
+                                entry.getValue().get("rows").fields();
+                        rows.hasNext(); ) {
                     Map.Entry<String, JsonNode> r = rows.next();
                     long rowIndex = Long.parseLong(r.getKey());
                     Dequantizer.dequantizeRow(t.type(), file.data(t), rowIndex * t.rowBytes(), row, 0, n);

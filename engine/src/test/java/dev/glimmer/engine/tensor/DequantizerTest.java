@@ -1,12 +1,11 @@
 package dev.glimmer.engine.tensor;
 
-import org.junit.jupiter.api.Test;
-
-import java.lang.foreign.MemorySegment;
-
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.foreign.MemorySegment;
+import org.junit.jupiter.api.Test;
 
 /**
  * Hand-made blocks for the formats the oracle files do not contain, with scales written as
@@ -93,8 +92,18 @@ class DequantizerTest {
     @Test
     void f16CoversSubnormalsInfinitiesAndSignedZero() {
         int[] bits = {0x0001, 0x03FF, 0x0400, 0x7BFF, 0x7C00, 0xFC00, 0x8000, 0x3C00, 0xC000, 0x3555};
-        float[] want = {0x1p-24f, 1023 * 0x1p-24f, 0x1p-14f, 65504f, Float.POSITIVE_INFINITY,
-                Float.NEGATIVE_INFINITY, -0f, 1f, -2f, 0.33325195f};
+        float[] want = {
+            0x1p-24f,
+            1023 * 0x1p-24f,
+            0x1p-14f,
+            65504f,
+            Float.POSITIVE_INFINITY,
+            Float.NEGATIVE_INFINITY,
+            -0f,
+            1f,
+            -2f,
+            0.33325195f
+        };
         byte[] b = bytes(2 * bits.length);
         for (int i = 0; i < bits.length; i++) {
             put16(b, 2 * i, bits[i]);

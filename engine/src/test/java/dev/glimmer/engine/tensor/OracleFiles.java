@@ -2,7 +2,6 @@ package dev.glimmer.engine.tensor;
 
 import dev.glimmer.engine.gguf.GgufFile;
 import dev.glimmer.engine.gguf.TensorInfo;
-
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
@@ -10,8 +9,7 @@ import java.nio.file.Path;
 /** Opening the oracle GGUF files that the tests copy into their resources. */
 final class OracleFiles {
 
-    private OracleFiles() {
-    }
+    private OracleFiles() {}
 
     static GgufFile open(String name) throws IOException {
         return GgufFile.open(Path.of("src/test/resources/oracle", name));

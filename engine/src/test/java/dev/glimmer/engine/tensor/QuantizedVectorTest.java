@@ -1,13 +1,12 @@
 package dev.glimmer.engine.tensor;
 
-import org.junit.jupiter.api.Test;
-
-import java.util.Random;
-
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.Random;
+import org.junit.jupiter.api.Test;
 
 /** Activation quantization as ggml-cpu does it on x86 AVX2 (ggml-cpu/arch/x86/quants.c). */
 class QuantizedVectorTest {
@@ -94,7 +93,7 @@ class QuantizedVectorTest {
         for (int i = 0; i < 256; i++) {
             x[i] = (float) random.nextGaussian();
         }
-        x[77] = 9f;          // the largest magnitude of block 0 is positive: its quant is -127, d < 0
+        x[77] = 9f; // the largest magnitude of block 0 is positive: its quant is -127, d < 0
         // block 1 stays all zero
         QuantizedVector v = new QuantizedVector(GgmlType.Q8_K);
         v.quantize(x, 0, 512);
@@ -122,7 +121,7 @@ class QuantizedVectorTest {
     @Test
     void q8_KRoundsHalvesToEven() {
         float[] x = new float[256];
-        x[0] = -127f;        // iscale = -127 / -127 = 1: quants are x itself, rounded
+        x[0] = -127f; // iscale = -127 / -127 = 1: quants are x itself, rounded
         x[1] = 2.5f;
         x[2] = 3.5f;
         x[3] = -0.5f;

@@ -1,15 +1,14 @@
 package dev.glimmer.engine.tensor;
 
-import dev.glimmer.engine.gguf.GgufFile;
-import dev.glimmer.engine.gguf.TensorInfo;
-import org.junit.jupiter.api.Test;
-
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.glimmer.engine.gguf.GgufFile;
+import dev.glimmer.engine.gguf.TensorInfo;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import org.junit.jupiter.api.Test;
 
 /**
  * The reference quantizers reproduce the bytes llama-quantize wrote: quantizing the F32 weights
@@ -36,7 +35,8 @@ class ReferenceQuantizerTest {
     /** Quantizes each row of the F32 original and compares with the quantized file; returns the tensor count. */
     private static int compareWithOracle(String quantizedFile, GgmlType type, RowQuantizer quantizer) throws Exception {
         int tensors = 0;
-        try (GgufFile f32 = OracleFiles.open("tiny-f32.gguf"); GgufFile quantized = OracleFiles.open(quantizedFile)) {
+        try (GgufFile f32 = OracleFiles.open("tiny-f32.gguf");
+                GgufFile quantized = OracleFiles.open(quantizedFile)) {
             for (TensorInfo q : quantized.tensors()) {
                 if (q.type() != type) {
                     continue;

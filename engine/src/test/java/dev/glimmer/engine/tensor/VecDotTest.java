@@ -1,18 +1,17 @@
 package dev.glimmer.engine.tensor;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.engine.gguf.GgufFile;
 import dev.glimmer.engine.gguf.TensorInfo;
-import org.junit.jupiter.api.Test;
-
 import java.lang.foreign.MemorySegment;
 import java.util.EnumSet;
 import java.util.List;
 import java.util.Random;
 import java.util.Set;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
 
 /**
  * Each dot product equals the float dot of the dequantized weight row and the dequantized
@@ -21,8 +20,19 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  */
 class VecDotTest {
 
-    private static final GgmlType[] WEIGHT_TYPES = {GgmlType.F32, GgmlType.F16, GgmlType.BF16, GgmlType.Q4_0,
-            GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1, GgmlType.Q8_0, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K};
+    private static final GgmlType[] WEIGHT_TYPES = {
+        GgmlType.F32,
+        GgmlType.F16,
+        GgmlType.BF16,
+        GgmlType.Q4_0,
+        GgmlType.Q4_1,
+        GgmlType.Q5_0,
+        GgmlType.Q5_1,
+        GgmlType.Q8_0,
+        GgmlType.Q4_K,
+        GgmlType.Q5_K,
+        GgmlType.Q6_K
+    };
 
     /** Activations with a spread of magnitudes and a few outliers, as real hidden states have. */
     private static float[] activations(Random random, int n) {
@@ -139,13 +149,27 @@ class VecDotTest {
                     int n = (int) t.ne(0);
                     float[] x = activations(random, n);
                     for (long row : new long[] {0, t.rows() / 2, t.rows() - 1}) {
-                        checkDot(t.type(), file.data(t), row * t.rowBytes(), x, n, name + " " + t.name() + " row " + row);
+                        checkDot(
+                                t.type(),
+                                file.data(t),
+                                row * t.rowBytes(),
+                                x,
+                                n,
+                                name + " " + t.name() + " row " + row);
                     }
                 }
             }
         }
-        assertEquals(EnumSet.of(GgmlType.F32, GgmlType.Q4_0, GgmlType.Q8_0, GgmlType.Q4_K, GgmlType.Q5_K,
-                GgmlType.Q6_K, GgmlType.Q5_0), seen);
+        assertEquals(
+                EnumSet.of(
+                        GgmlType.F32,
+                        GgmlType.Q4_0,
+                        GgmlType.Q8_0,
+                        GgmlType.Q4_K,
+                        GgmlType.Q5_K,
+                        GgmlType.Q6_K,
+                        GgmlType.Q5_0),
+                seen);
     }
 
     @Test
@@ -153,8 +177,8 @@ class VecDotTest {
         MemorySegment row = MemorySegment.ofArray(new byte[144]);
         QuantizedVector q8_0 = new QuantizedVector(GgmlType.Q8_0);
         q8_0.quantize(new float[256], 0, 256);
-        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-                () -> VecDot.dot(GgmlType.Q4_K, row, 0, q8_0, 256));
+        IllegalArgumentException e =
+                assertThrows(IllegalArgumentException.class, () -> VecDot.dot(GgmlType.Q4_K, row, 0, q8_0, 256));
         assertTrue(e.getMessage().contains("Q8_K"), e.getMessage());
         QuantizedVector q8_K = new QuantizedVector(GgmlType.Q8_K);
         q8_K.quantize(new float[256], 0, 256);

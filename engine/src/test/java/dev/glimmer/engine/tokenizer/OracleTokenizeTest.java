@@ -1,20 +1,19 @@
 package dev.glimmer.engine.tokenizer;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.glimmer.engine.gguf.GgufFile;
-import org.junit.jupiter.api.DynamicTest;
-import org.junit.jupiter.api.TestFactory;
-
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.stream.StreamSupport;
-
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.TestFactory;
 
 /** Our ids must be llama.cpp's ids, on every reference string, with and without special-token parsing. */
 class OracleTokenizeTest {
@@ -51,15 +50,19 @@ class OracleTokenizeTest {
             int[] withSpecial = ids(c.get("parse_special"));
             int[] withoutSpecial = ids(c.get("no_parse_special"));
             String name = text.length() > 40 ? text.substring(0, 40) + "..." : text;
-            tests.add(DynamicTest.dynamicTest("parse_special " + name.replace("\n", "\\n"),
+            tests.add(DynamicTest.dynamicTest(
+                    "parse_special " + name.replace("\n", "\\n"),
                     () -> assertArrayEquals(withSpecial, tokenizer.encode(text, true), text)));
-            tests.add(DynamicTest.dynamicTest("no_parse_special " + name.replace("\n", "\\n"),
+            tests.add(DynamicTest.dynamicTest(
+                    "no_parse_special " + name.replace("\n", "\\n"),
                     () -> assertArrayEquals(withoutSpecial, tokenizer.encode(text, false), text)));
         }
         return tests;
     }
 
     static int[] ids(JsonNode array) {
-        return StreamSupport.stream(array.spliterator(), false).mapToInt(JsonNode::asInt).toArray();
+        return StreamSupport.stream(array.spliterator(), false)
+                .mapToInt(JsonNode::asInt)
+                .toArray();
     }
 }

@@ -1,15 +1,5 @@
 package dev.glimmer.engine.tokenizer;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.CsvSource;
-
-import java.io.IOException;
-import java.util.HexFormat;
-import java.util.Set;
-import java.util.TreeSet;
-
 import static dev.glimmer.engine.tokenizer.OracleTokenizeTest.ids;
 import static dev.glimmer.engine.tokenizer.OracleTokenizeTest.load;
 import static dev.glimmer.engine.tokenizer.OracleTokenizeTest.oracle;
@@ -17,6 +7,15 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.util.HexFormat;
+import java.util.Set;
+import java.util.TreeSet;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * Token pieces, end-of-generation flags, special ids and types against what llama.cpp reported for
@@ -33,14 +32,19 @@ class OracleVocabularyTest {
         for (JsonNode c : root.get("cases")) {
             int[] tokens = ids(c.get("greedy_tokens"));
             for (int k = 0; k < tokens.length; k++) {
-                byte[] expected = HexFormat.of().parseHex(c.get("greedy_pieces_hex").get(k).asText());
+                byte[] expected = HexFormat.of()
+                        .parseHex(c.get("greedy_pieces_hex").get(k).asText());
                 assertArrayEquals(expected, tokenizer.piece(tokens[k], true), "piece of token " + tokens[k]);
-                assertEquals(c.get("greedy_is_eog").get(k).asBoolean(), tokenizer.isEndOfGeneration(tokens[k]),
+                assertEquals(
+                        c.get("greedy_is_eog").get(k).asBoolean(),
+                        tokenizer.isEndOfGeneration(tokens[k]),
                         "end of generation for token " + tokens[k]);
                 checked++;
             }
             if (c.hasNonNull("prompt_text")) {
-                assertArrayEquals(ids(c.get("prompt_tokens")), tokenizer.encode(c.get("prompt_text").asText(), true));
+                assertArrayEquals(
+                        ids(c.get("prompt_tokens")),
+                        tokenizer.encode(c.get("prompt_text").asText(), true));
             }
         }
         assertEquals(64, checked);
@@ -63,7 +67,9 @@ class OracleVocabularyTest {
         assertEquals(named.get("<|endoftext|>").asInt(), s.unk());
         assertFalse(s.addBos());
         assertFalse(s.addEos());
-        Set<Integer> eog = new TreeSet<>(Set.of(named.get("<|endoftext|>").asInt(), named.get("<|user|>").asInt(),
+        Set<Integer> eog = new TreeSet<>(Set.of(
+                named.get("<|endoftext|>").asInt(),
+                named.get("<|user|>").asInt(),
                 named.get("<|observation|>").asInt()));
         assertEquals(eog, s.endOfGeneration());
 
@@ -75,8 +81,11 @@ class OracleVocabularyTest {
             assertEquals(id, tokenizer.tokenId(e.getKey()).orElseThrow());
         });
         // The 256 byte-level characters are normal tokens.
-        assertEquals(TokenType.NORMAL, tokenizer.tokenType(tokenizer.tokenId("!").orElseThrow()));
-        assertEquals(TokenType.NORMAL, tokenizer.tokenType(tokenizer.tokenId("\u0120").orElseThrow()));
+        assertEquals(
+                TokenType.NORMAL, tokenizer.tokenType(tokenizer.tokenId("!").orElseThrow()));
+        assertEquals(
+                TokenType.NORMAL,
+                tokenizer.tokenType(tokenizer.tokenId("\u0120").orElseThrow()));
         assertTrue(tokenizer.tokenId("no such token").isEmpty());
     }
 }

@@ -1,7 +1,6 @@
 package dev.glimmer.engine.tokenizer;
 
 import dev.glimmer.engine.gguf.GgufMetadata;
-
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -19,14 +18,13 @@ import java.util.regex.Pattern;
 final class ReferenceEncoder {
     private static final String WS = "\\x{9}-\\x{D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}"
             + "\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
-    static final Pattern GLM4 = Pattern.compile(
-            "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
-                    + "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"
-                    + "|\\p{N}{1,3}"
-                    + "| ?[^" + WS + "\\p{L}\\p{N}]+[\\r\\n]*"
-                    + "|[" + WS + "]*[\\r\\n]+"
-                    + "|[" + WS + "]+(?![^" + WS + "])"
-                    + "|[" + WS + "]+");
+    static final Pattern GLM4 = Pattern.compile("(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+            + "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"
+            + "|\\p{N}{1,3}"
+            + "| ?[^" + WS + "\\p{L}\\p{N}]+[\\r\\n]*"
+            + "|[" + WS + "]*[\\r\\n]+"
+            + "|[" + WS + "]+(?![^" + WS + "])"
+            + "|[" + WS + "]+");
 
     private final Map<String, Integer> ranks = new HashMap<>();
     private final Map<String, Integer> ids = new HashMap<>();

@@ -4,6 +4,14 @@ import dev.glimmer.engine.gguf.GgufMetadata;
 import dev.glimmer.engine.gguf.GgufValue;
 import dev.glimmer.engine.gguf.GgufValue.GgufArray;
 import dev.glimmer.engine.gguf.GgufValueType;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
@@ -16,15 +24,6 @@ import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.Warmup;
 
-import java.util.ArrayList;
-import java.util.HashSet;
-import java.util.LinkedHashMap;
-import java.util.List;
-import java.util.Map;
-import java.util.Random;
-import java.util.Set;
-import java.util.concurrent.TimeUnit;
-
 /**
  * Encoding 1 MB of English-like text with a vocabulary of the real model's size (about 150k tokens
  * and 320k merges), built synthetically and deterministically so that the benchmark needs no model
@@ -35,7 +34,9 @@ import java.util.concurrent.TimeUnit;
  *   <li>{@code encodeCold}: the first call on a fresh tokenizer (empty word cache).</li>
  * </ul>
  */
-@Fork(value = 1, jvmArgsAppend = {"--add-modules", "jdk.incubator.vector", "-Xmx2g"})
+@Fork(
+        value = 1,
+        jvmArgsAppend = {"--add-modules", "jdk.incubator.vector", "-Xmx2g"})
 @OutputTimeUnit(TimeUnit.MILLISECONDS)
 public class TokenizerBenchmark {
     static final int VOCABULARY_SIZE = 150_000;
@@ -98,9 +99,11 @@ public class TokenizerBenchmark {
      * differently (a real merge list has about twice as many rules as tokens).
      */
     static final class SyntheticVocabulary {
-        private static final String[] SYLLABLES = {"th", "e", "an", "in", "er", "on", "re", "at", "en", "nd",
-            "st", "or", "es", "te", "of", "ed", "is", "it", "al", "ar", "ing", "ion", "ent", "ly", "ou", "ch",
-            "pre", "com", "pro", "con", "ver", "tion", "s", "a", "o", "i", "u", "str", "bl", "gr"};
+        private static final String[] SYLLABLES = {
+            "th", "e", "an", "in", "er", "on", "re", "at", "en", "nd", "st", "or", "es", "te", "of", "ed", "is", "it",
+            "al", "ar", "ing", "ion", "ent", "ly", "ou", "ch", "pre", "com", "pro", "con", "ver", "tion", "s", "a", "o",
+            "i", "u", "str", "bl", "gr"
+        };
         private static final char SPACE = ByteLevel.charOf(' ');
 
         private final Random random;
@@ -245,9 +248,14 @@ public class TokenizerBenchmark {
         long t2 = System.nanoTime();
         tokenizer.encode(text, true);
         long t3 = System.nanoTime();
-        System.out.printf("vocabulary %d tokens, %d merges; load %.0f ms; 1 MB -> %d tokens: cold %.0f ms, warm %.0f ms%n",
-                tokenizer.vocabularySize(), md.stringArray("tokenizer.ggml.merges").length, (t1 - t0) / 1e6,
-                ids.length, (t2 - t1) / 1e6, (t3 - t2) / 1e6);
+        System.out.printf(
+                "vocabulary %d tokens, %d merges; load %.0f ms; 1 MB -> %d tokens: cold %.0f ms, warm %.0f ms%n",
+                tokenizer.vocabularySize(),
+                md.stringArray("tokenizer.ggml.merges").length,
+                (t1 - t0) / 1e6,
+                ids.length,
+                (t2 - t1) / 1e6,
+                (t3 - t2) / 1e6);
         if (!tokenizer.decode(ids, true).equals(text)) {
             throw new AssertionError("round trip failed");
         }

@@ -1,19 +1,18 @@
 package dev.glimmer.engine.tokenizer;
 
-import dev.glimmer.engine.InvalidInputException;
-import dev.glimmer.engine.gguf.GgufFile;
-import dev.glimmer.engine.gguf.GgufMetadata;
-import dev.glimmer.engine.gguf.GgufValue;
-import org.junit.jupiter.api.Test;
-
-import java.io.IOException;
-import java.util.LinkedHashMap;
-import java.util.Map;
-
 import static dev.glimmer.engine.tokenizer.OracleTokenizeTest.oracle;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.gguf.GgufFile;
+import dev.glimmer.engine.gguf.GgufMetadata;
+import dev.glimmer.engine.gguf.GgufValue;
+import java.io.IOException;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
 
 /** Loading from metadata: what is refused and what the optional keys change, on the tiny model's metadata. */
 class TokenizerLoaderTest {
@@ -25,8 +24,8 @@ class TokenizerLoaderTest {
     }
 
     static String refusal(Map<String, GgufValue> entries) {
-        return assertThrows(InvalidInputException.class,
-                () -> Tokenizer.fromMetadata(new GgufMetadata(entries))).getMessage();
+        return assertThrows(InvalidInputException.class, () -> Tokenizer.fromMetadata(new GgufMetadata(entries)))
+                .getMessage();
     }
 
     // Each refusal test edits the tiny model's metadata and reads the message: the form repeats by design.
@@ -34,7 +33,8 @@ class TokenizerLoaderTest {
     void refusesOtherTokenizerModels() throws IOException {
         Map<String, GgufValue> md = tinyMetadata();
         md.put("tokenizer.ggml.model", GgufValue.of("llama"));
-        assertEquals("unsupported tokenizer 'llama' in tokenizer.ggml.model (only byte-level BPE, 'gpt2', is supported)",
+        assertEquals(
+                "unsupported tokenizer 'llama' in tokenizer.ggml.model (only byte-level BPE, 'gpt2', is supported)",
                 refusal(md));
         md.remove("tokenizer.ggml.model");
         assertEquals("the model has no tokenizer (metadata key tokenizer.ggml.model is missing)", refusal(md));
@@ -44,8 +44,8 @@ class TokenizerLoaderTest {
     void refusesOtherPreTokenizers() throws IOException {
         Map<String, GgufValue> md = tinyMetadata();
         md.put("tokenizer.ggml.pre", GgufValue.of("qwen2"));
-        assertEquals("unsupported pre-tokenizer 'qwen2' in tokenizer.ggml.pre (supported: glm4, chatglm-bpe)",
-                refusal(md));
+        assertEquals(
+                "unsupported pre-tokenizer 'qwen2' in tokenizer.ggml.pre (supported: glm4, chatglm-bpe)", refusal(md));
         md.put("tokenizer.ggml.pre", GgufValue.of("chatglm-bpe"));
         Tokenizer.fromMetadata(new GgufMetadata(md));
     }
@@ -69,7 +69,8 @@ class TokenizerLoaderTest {
     @Test
     void duplicateTokensAreRefused() throws IOException {
         Map<String, GgufValue> md = tinyMetadata();
-        String[] tokens = new GgufMetadata(md).stringArray("tokenizer.ggml.tokens").clone();
+        String[] tokens =
+                new GgufMetadata(md).stringArray("tokenizer.ggml.tokens").clone();
         tokens[5] = tokens[4];
         md.put("tokenizer.ggml.tokens", GgufValue.array(GgufValue.GgufArray.strings(tokens)));
         assertEquals("duplicate token in tokenizer.ggml.tokens: '" + tokens[4] + "' has ids 4 and 5", refusal(md));
@@ -84,7 +85,8 @@ class TokenizerLoaderTest {
         tokens[1000] = "<0xE2>";
         types[1000] = TokenType.BYTE.ggufId();
         md.put("tokenizer.ggml.tokens", GgufValue.array(GgufValue.GgufArray.strings(tokens)));
-        md.put("tokenizer.ggml.token_type",
+        md.put(
+                "tokenizer.ggml.token_type",
                 GgufValue.array(GgufValue.GgufArray.ints(dev.glimmer.engine.gguf.GgufValueType.INT32, types)));
         Tokenizer tokenizer = Tokenizer.fromMetadata(new GgufMetadata(md));
         assertEquals(TokenType.BYTE, tokenizer.tokenType(1000));

@@ -1,21 +1,20 @@
 package dev.glimmer.engine.tokenizer;
 
-import dev.glimmer.engine.InvalidInputException;
-import dev.glimmer.engine.gguf.GgufFile;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
-
-import java.io.IOException;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Random;
-
 import static dev.glimmer.engine.tokenizer.OracleTokenizeTest.oracle;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.gguf.GgufFile;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 
 /**
  * Hard inputs, checked against {@link ReferenceEncoder} (the same expression run by java.util.regex,
@@ -27,15 +26,70 @@ class TokenizerTest {
 
     /** Pieces that exercise every branch of the expression and the character classes. */
     static final String[] ALPHABET = {
-        "a", "Z", "é", "ß", "я", "Ж", "我", "工作", "ﾀ", "ǅ", "ʰ",           // letters (Ll Lu Lo Lt Lm)
-        "0", "7", "٣", "²", "Ⅻ", "½",                                     // numbers (Nd No Nl)
-        " ", " ", "  ", "\t", "\n", "\r", "\r\n", "\u000B", "\f",          // ASCII whitespace
-        "\u00A0", "\u3000", "\u2028", "\u0085", "\u2003", "\u001C",        // Unicode spaces; U+001C is not \s
-        "'", "'s", "'T", "'re", "'VE", "'ll", "'d", "'m", "'x",            // contractions
-        ".", ",", "!", "?", "(", ")", "-", "_", "#", "$", "~", "\"",       // punctuation and symbols
-        "\u0301", "\u200D", "\uFE0F", "\u0000",                           // combining mark, ZWJ, VS16, NUL
-        "🚀", "🦙", "😶\u200D🌫️", "👩🏽\u200D💻", "𝔘",                         // astral: emoji, ZWJ, math letter
-        "<|user|>", "<think>",                                             // control tokens' text
+        "a",
+        "Z",
+        "é",
+        "ß",
+        "я",
+        "Ж",
+        "我",
+        "工作",
+        "ﾀ",
+        "ǅ",
+        "ʰ", // letters (Ll Lu Lo Lt Lm)
+        "0",
+        "7",
+        "٣",
+        "²",
+        "Ⅻ",
+        "½", // numbers (Nd No Nl)
+        " ",
+        " ",
+        "  ",
+        "\t",
+        "\n",
+        "\r",
+        "\r\n",
+        "\u000B",
+        "\f", // ASCII whitespace
+        "\u00A0",
+        "\u3000",
+        "\u2028",
+        "\u0085",
+        "\u2003",
+        "\u001C", // Unicode spaces; U+001C is not \s
+        "'",
+        "'s",
+        "'T",
+        "'re",
+        "'VE",
+        "'ll",
+        "'d",
+        "'m",
+        "'x", // contractions
+        ".",
+        ",",
+        "!",
+        "?",
+        "(",
+        ")",
+        "-",
+        "_",
+        "#",
+        "$",
+        "~",
+        "\"", // punctuation and symbols
+        "\u0301",
+        "\u200D",
+        "\uFE0F",
+        "\u0000", // combining mark, ZWJ, VS16, NUL
+        "🚀",
+        "🦙",
+        "😶\u200D🌫️",
+        "👩🏽\u200D💻",
+        "𝔘", // astral: emoji, ZWJ, math letter
+        "<|user|>",
+        "<think>", // control tokens' text
     };
 
     @BeforeAll
@@ -119,8 +173,14 @@ class TokenizerTest {
         assertEquals("Hi<|user|>", tokenizer.decode(parsed, true));
         // Adjacent and overlapping markup: longest token first, then left to right.
         int[] tags = tokenizer.encode("<think></think><think><|user|><|user|>", true);
-        assertArrayEquals(new int[] {tokenizer.tokenId("<think>").orElseThrow(),
-                tokenizer.tokenId("</think>").orElseThrow(), tokenizer.tokenId("<think>").orElseThrow(), user, user},
+        assertArrayEquals(
+                new int[] {
+                    tokenizer.tokenId("<think>").orElseThrow(),
+                    tokenizer.tokenId("</think>").orElseThrow(),
+                    tokenizer.tokenId("<think>").orElseThrow(),
+                    user,
+                    user
+                },
                 tags);
     }
 
@@ -128,8 +188,13 @@ class TokenizerTest {
     void hundredKilobytesMatchTheReferenceAndRoundTrip() {
         Random random = new Random(7);
         StringBuilder sb = new StringBuilder();
-        String[] sentences = {"The quick brown fox jumps over the lazy dog. ", "It's 2025-01-19, isn't it?\n",
-            "Numbers: 1234567 and 3.14159; ", "Ünïcödé wörds and 中文字符。", "  indented\tcode(x, y);\r\n"};
+        String[] sentences = {
+            "The quick brown fox jumps over the lazy dog. ",
+            "It's 2025-01-19, isn't it?\n",
+            "Numbers: 1234567 and 3.14159; ",
+            "Ünïcödé wörds and 中文字符。",
+            "  indented\tcode(x, y);\r\n"
+        };
         while (sb.length() < 100_000) {
             sb.append(random.nextInt(4) == 0 ? randomText(random, 8) : sentences[random.nextInt(sentences.length)]);
         }
@@ -170,7 +235,9 @@ class TokenizerTest {
         }
         out.append(stream.finish());
         assertEquals(text, out.toString());
-        assertTrue(emptyChunks > 0, "the text should split some characters across tokens: " + java.util.Arrays.toString(ids));
+        assertTrue(
+                emptyChunks > 0,
+                "the text should split some characters across tokens: " + java.util.Arrays.toString(ids));
     }
 
     @Test
@@ -217,9 +284,11 @@ class TokenizerTest {
 
     @Test
     void outOfRangeIdsAreRejectedWithTheVocabularySize() {
-        InvalidInputException e = assertThrows(InvalidInputException.class,
-                () -> tokenizer.decode(new int[] {1, 1024}, true));
+        InvalidInputException e =
+                assertThrows(InvalidInputException.class, () -> tokenizer.decode(new int[] {1, 1024}, true));
         assertEquals("token id 1024 is out of range: the vocabulary has 1024 tokens (ids 0..1023)", e.getMessage());
-        assertThrows(InvalidInputException.class, () -> tokenizer.streamingDetokenizer(true).next(-1));
+        assertThrows(
+                InvalidInputException.class,
+                () -> tokenizer.streamingDetokenizer(true).next(-1));
     }
 }

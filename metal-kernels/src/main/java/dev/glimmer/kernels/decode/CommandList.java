@@ -1,7 +1,6 @@
 package dev.glimmer.kernels.decode;
 
 import dev.glimmer.kernels.ArgStruct;
-
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -22,12 +21,17 @@ import java.util.Map;
  * @param outputs     rows with logits and a greedy token: 1 (the decode step, or a prompt batch's last token)
  *                    or {@code tokens} (the batch decode list: row i's at i)
  */
-public record CommandList(List<BufferSpec> buffers, byte[] args, List<Dispatch> dispatches, long logits,
-                          long token, int tokens, int outputs) {
+public record CommandList(
+        List<BufferSpec> buffers,
+        byte[] args,
+        List<Dispatch> dispatches,
+        long logits,
+        long token,
+        int tokens,
+        int outputs) {
 
     /** One token of a run: its id, its position, and the KV buffer row of its sequence's position 0. */
-    public record StepRow(int token, int pos, int kvRow) {
-    }
+    public record StepRow(int token, int pos, int kvRow) {}
 
     public CommandList {
         buffers = List.copyOf(buffers);
@@ -79,7 +83,8 @@ public record CommandList(List<BufferSpec> buffers, byte[] args, List<Dispatch> 
         byte[] all = new byte[tokens * stepArgs.size()];
         for (int t = 0; t < rows.size(); t++) {
             StepRow r = rows.get(t);
-            byte[] b = stepArgs.pack(Map.of("token", r.token(), "pos", r.pos(), "kv_len", r.pos() + 1, "kv_row", r.kvRow()));
+            byte[] b = stepArgs.pack(
+                    Map.of("token", r.token(), "pos", r.pos(), "kv_len", r.pos() + 1, "kv_row", r.kvRow()));
             System.arraycopy(b, 0, all, t * stepArgs.size(), b.length);
         }
         byte[] none = stepArgs.pack(Map.of("token", 0, "pos", 0, "kv_len", 0, "kv_row", 0));

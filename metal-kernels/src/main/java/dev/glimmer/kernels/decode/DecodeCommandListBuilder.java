@@ -6,7 +6,6 @@ import dev.glimmer.kernels.KernelLibrary;
 import dev.glimmer.kernels.KernelSignature;
 import dev.glimmer.kernels.Size3;
 import dev.glimmer.kernels.WeightFormat;
-
 import java.io.ByteArrayOutputStream;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -83,16 +82,18 @@ public final class DecodeCommandListBuilder {
      * mla_merge_latent: the decode step and the batch decode lists, a query token per sequence).
      */
     private final boolean attentionOnTiles;
+
     private long activationBytes;
     /** mat_mat's column parts (Geometry.mmParts): per token, room for matMatPartFloats floats. */
     private Ref matMatParts;
+
     private long matMatPartFloats = 1;
 
     /** A place in a buffer. */
-    private record Ref(int buffer, long offset) {
-    }
+    private record Ref(int buffer, long offset) {}
 
-    private DecodeCommandListBuilder(DecodeModel model, long kvRows, int tokens, boolean everyRow, KernelLibrary library) {
+    private DecodeCommandListBuilder(
+            DecodeModel model, long kvRows, int tokens, boolean everyRow, KernelLibrary library) {
         this.model = model;
         this.s = model.shape();
         this.library = library;
@@ -101,19 +102,25 @@ public final class DecodeCommandListBuilder {
         }
         if (kvRows < 1 || kvRows * s.kvRow() > 0xFFFF_FFFFL) {
             // the kernels index a KV buffer's values with 32-bit row * kvRow products
-            throw new IllegalArgumentException("a KV buffer holds 1.." + 0xFFFF_FFFFL / s.kvRow() + " rows, not " + kvRows);
+            throw new IllegalArgumentException(
+                    "a KV buffer holds 1.." + 0xFFFF_FFFFL / s.kvRow() + " rows, not " + kvRows);
         }
         this.tokens = tokens;
         this.outputs = everyRow ? tokens : 1;
         // A batch of sequences at long contexts needs splits along the KV length as the decode step does (the
         // prompt list's attention on tiles splits its keys its own way: Geometry.FA_SPLITS)
-        this.splits = tokens == 1 ? Geometry.ATTENTION_SPLITS
+        this.splits = tokens == 1
+                ? Geometry.ATTENTION_SPLITS
                 : Math.max(Geometry.BATCH_MIN_ATTENTION_SPLITS, Geometry.ATTENTION_SPLITS / tokens);
         this.attentionOnTiles = tokens > 1 && !everyRow;
         check();
         placeWeights();
         argsBuffer = add(new BufferSpec("args", BufferSpec.Kind.ARGS, 0, 0));
-        stepBuffer = add(new BufferSpec("step", BufferSpec.Kind.STEP, (long) tokens * library.struct("StepArgs").size(), 0));
+        stepBuffer = add(new BufferSpec(
+                "step",
+                BufferSpec.Kind.STEP,
+                (long) tokens * library.struct("StepArgs").size(),
+                0));
         activationsBuffer = add(new BufferSpec("activations", BufferSpec.Kind.ACTIVATIONS, 0, 0));
         kvBuffers = new int[s.layers()];
         for (int l = 0; l < s.layers(); l++) {
@@ -177,7 +184,8 @@ public final class DecodeCommandListBuilder {
         }
         if (attentionOnTiles && (s.latent() > Geometry.FA_MAX_LATENT || s.latent() % 4 != 0 || s.kvRow() % 4 != 0)) {
             throw new IllegalArgumentException("the prompt's attention holds at most " + Geometry.FA_MAX_LATENT
-                    + " latent values, in rows of multiples of 4; the model has " + s.latent() + " and rope " + s.rope());
+                    + " latent values, in rows of multiples of 4; the model has " + s.latent() + " and rope "
+                    + s.rope());
         }
         if (s.experts() > Geometry.ROUTER_MAX_EXPERTS) {
             throw new IllegalArgumentException("the expert selection holds at most " + Geometry.ROUTER_MAX_EXPERTS
@@ -186,8 +194,9 @@ public final class DecodeCommandListBuilder {
         // A K-quant file may hold 32-block fallbacks the kernels do not read (Q5_K_M's attn_k_b is Q5_1).
         for (WeightTensor t : model.tensors().values()) {
             if (WeightFormat.byId(t.type()).isEmpty()) {
-                throw new IllegalArgumentException(t.name() + " has ggml type " + t.type() + ", which the kernels do not read"
-                        + " (they read " + Arrays.toString(WeightFormat.values()) + ")");
+                throw new IllegalArgumentException(
+                        t.name() + " has ggml type " + t.type() + ", which the kernels do not read" + " (they read "
+                                + Arrays.toString(WeightFormat.values()) + ")");
             }
         }
     }
@@ -211,12 +220,14 @@ public final class DecodeCommandListBuilder {
             if (t.type() == WeightFormat.Q4_0.id && t.fileOffset() % Q4_0_ALIGNMENT != 0) {
                 // the prompt kernels read Q4_0 blocks in 16-byte loads from 16-byte aligned rows (tiles.metal)
                 throw new IllegalArgumentException("tensor " + t.name() + " lies at file offset " + t.fileOffset()
-                        + ", not a multiple of " + Q4_0_ALIGNMENT + ": the GPU kernels need Q4_0 tensors 16-byte aligned"
+                        + ", not a multiple of " + Q4_0_ALIGNMENT
+                        + ": the GPU kernels need Q4_0 tensors 16-byte aligned"
                         + " (GGUF files aligned to 32, the default, have them so)");
             }
             if (current < 0 || t.fileOffset() + t.bytes() - start > MAX_BINDING_OFFSET) {
                 if (current >= 0) {
-                    buffers.set(current, new BufferSpec("weights." + current, BufferSpec.Kind.WEIGHTS, end - start, start));
+                    buffers.set(
+                            current, new BufferSpec("weights." + current, BufferSpec.Kind.WEIGHTS, end - start, start));
                 }
                 start = t.fileOffset() / PAGE * PAGE;
                 end = start;
@@ -272,14 +283,27 @@ public final class DecodeCommandListBuilder {
         return new int[] {(int) ((4 * floats + 15) / 16 * 16)};
     }
 
-    private void dispatch(String kernel, int layer, Size3 grid, int threads, int[] memory,
-                          List<Dispatch.WeightRead> reads, Ref... bindings) {
+    private void dispatch(
+            String kernel,
+            int layer,
+            Size3 grid,
+            int threads,
+            int[] memory,
+            List<Dispatch.WeightRead> reads,
+            Ref... bindings) {
         dispatch(kernel, layer, grid, threads, memory, reads, 0, bindings);
     }
 
     /** A dispatch that multiplies weight matrices: {@code multiplyAdds} with a token in every row (Dispatch). */
-    private void dispatch(String kernel, int layer, Size3 grid, int threads, int[] memory,
-                          List<Dispatch.WeightRead> reads, long multiplyAdds, Ref... bindings) {
+    private void dispatch(
+            String kernel,
+            int layer,
+            Size3 grid,
+            int threads,
+            int[] memory,
+            List<Dispatch.WeightRead> reads,
+            long multiplyAdds,
+            Ref... bindings) {
         KernelSignature k = library.kernel(kernel);
         if (bindings.length != k.bufferCount()) {
             throw new IllegalStateException(kernel + " binds " + k.bufferCount() + " buffers, got " + bindings.length);
@@ -288,8 +312,8 @@ public final class DecodeCommandListBuilder {
         for (int i = 0; i < bindings.length; i++) {
             list.add(new Dispatch.Binding(i, bindings[i].buffer(), bindings[i].offset()));
         }
-        dispatches.add(new Dispatch(kernel, layer, list, grid, Size3.of(threads), memory, !dispatches.isEmpty(), reads,
-                multiplyAdds));
+        dispatches.add(new Dispatch(
+                kernel, layer, list, grid, Size3.of(threads), memory, !dispatches.isEmpty(), reads, multiplyAdds));
     }
 
     /** {@code n} rounded up to a multiple of 4 (the kernels' align4: threadgroup arrays read as float4). */
@@ -301,14 +325,22 @@ public final class DecodeCommandListBuilder {
         return (rows + perGroup - 1) / perGroup;
     }
 
-
     private CommandList build() {
         Ref step = new Ref(stepBuffer, 0);
         Ref x = perToken(s.embedding());
         String embd = "token_embd.weight";
-        dispatch("embed_row", -1, Size3.of(tokens, 1), WIDE_THREADS, new int[0],
-                List.of(new Dispatch.WeightRead(embd, (long) tokens * model.tensor(embd).bytes() / s.vocab())),
-                args("EmbedArgs", Map.of("type", type(embd), "cols", s.embedding())), step, weight(embd), x);
+        dispatch(
+                "embed_row",
+                -1,
+                Size3.of(tokens, 1),
+                WIDE_THREADS,
+                new int[0],
+                List.of(new Dispatch.WeightRead(
+                        embd, (long) tokens * model.tensor(embd).bytes() / s.vocab())),
+                args("EmbedArgs", Map.of("type", type(embd), "cols", s.embedding())),
+                step,
+                weight(embd),
+                x);
         if (tokens == 1) {
             decodeLayers(step, x);
         } else {
@@ -326,8 +358,17 @@ public final class DecodeCommandListBuilder {
             Ref last = x;
             if (tokens > 1) {
                 last = activation(s.embedding());
-                dispatch("last_row", -1, Size3.of(1), WIDE_THREADS, new int[0], List.of(),
-                        args("LastRowArgs", Map.of("tokens", tokens, "cols", s.embedding())), step, x, last);
+                dispatch(
+                        "last_row",
+                        -1,
+                        Size3.of(1),
+                        WIDE_THREADS,
+                        new int[0],
+                        List.of(),
+                        args("LastRowArgs", Map.of("tokens", tokens, "cols", s.embedding())),
+                        step,
+                        x,
+                        last);
             }
             matVec(-1, out, s.embedding(), s.vocab(), last, logits, weight("output_norm.weight"), null);
             dispatches.set(dispatches.size() - 1, withRead(dispatches.getLast(), all("output_norm.weight")));
@@ -335,16 +376,35 @@ public final class DecodeCommandListBuilder {
         Ref bestValues = activation((long) outputs * Geometry.ARGMAX_PARTS);
         Ref bestIndices = activation((long) outputs * Geometry.ARGMAX_PARTS);
         Ref argmaxArgs = args("ArgmaxArgs", Map.of("n", s.vocab(), "parts", Geometry.ARGMAX_PARTS));
-        dispatch("argmax_parts", -1, Size3.of(Geometry.ARGMAX_PARTS, outputs), WIDE_THREADS,
-                memory(2L * Geometry.WIDE_SIMDGROUPS), List.of(), argmaxArgs, logits, bestValues, bestIndices);
-        dispatch("argmax", -1, Size3.of(1, outputs), WIDE_THREADS, memory(2L * Geometry.WIDE_SIMDGROUPS), List.of(),
-                argmaxArgs, bestValues, bestIndices, token);
+        dispatch(
+                "argmax_parts",
+                -1,
+                Size3.of(Geometry.ARGMAX_PARTS, outputs),
+                WIDE_THREADS,
+                memory(2L * Geometry.WIDE_SIMDGROUPS),
+                List.of(),
+                argmaxArgs,
+                logits,
+                bestValues,
+                bestIndices);
+        dispatch(
+                "argmax",
+                -1,
+                Size3.of(1, outputs),
+                WIDE_THREADS,
+                memory(2L * Geometry.WIDE_SIMDGROUPS),
+                List.of(),
+                argmaxArgs,
+                bestValues,
+                bestIndices,
+                token);
 
         List<BufferSpec> finalBuffers = new ArrayList<>(buffers);
         finalBuffers.set(argsBuffer, new BufferSpec("args", BufferSpec.Kind.ARGS, args.size(), 0));
-        finalBuffers.set(activationsBuffer, new BufferSpec("activations", BufferSpec.Kind.ACTIVATIONS, activationBytes, 0));
-        return new CommandList(finalBuffers, args.toByteArray(), dispatches, logits.offset(), token.offset(), tokens,
-                outputs);
+        finalBuffers.set(
+                activationsBuffer, new BufferSpec("activations", BufferSpec.Kind.ACTIVATIONS, activationBytes, 0));
+        return new CommandList(
+                finalBuffers, args.toByteArray(), dispatches, logits.offset(), token.offset(), tokens, outputs);
     }
 
     /**
@@ -352,17 +412,34 @@ public final class DecodeCommandListBuilder {
      * attention's (q_a, kv_a, q_b's output, q, the splits' partials, the merged latents, o) and the FFN's (router
      * logits, chosen experts and weights, and act: a slot of actStride floats per routed expert and the shared one).
      */
-    private record Regions(Ref qa, Ref kv, Ref qFull, Ref q, Ref partials, Ref latent, Ref o, Ref routerLogits, Ref ids,
-                           Ref expertWeights, Ref act, int actStride) {
-    }
+    private record Regions(
+            Ref qa,
+            Ref kv,
+            Ref qFull,
+            Ref q,
+            Ref partials,
+            Ref latent,
+            Ref o,
+            Ref routerLogits,
+            Ref ids,
+            Ref expertWeights,
+            Ref act,
+            int actStride) {}
 
     private Regions regions() {
         int actStride = Math.max(Math.max(s.expertFfn(), s.sharedFfn()), s.denseFfn());
-        return new Regions(perToken(s.qLora()), perToken(s.kvRow()), perToken((long) s.heads() * (s.nope() + s.rope())),
+        return new Regions(
+                perToken(s.qLora()),
+                perToken(s.kvRow()),
+                perToken((long) s.heads() * (s.nope() + s.rope())),
                 perToken((long) s.heads() * s.kvRow()),
                 perToken((long) (attentionOnTiles ? Geometry.FA_SPLITS : splits) * s.heads() * (s.latent() + 2)),
-                perToken((long) s.heads() * s.latent()), perToken((long) s.heads() * s.vHead()), perToken(s.experts()),
-                perToken(s.expertsUsed()), perToken(s.expertsUsed()), perToken((long) (s.expertsUsed() + 1) * actStride),
+                perToken((long) s.heads() * s.latent()),
+                perToken((long) s.heads() * s.vHead()),
+                perToken(s.experts()),
+                perToken(s.expertsUsed()),
+                perToken(s.expertsUsed()),
+                perToken((long) (s.expertsUsed() + 1) * actStride),
                 actStride);
     }
 
@@ -376,18 +453,47 @@ public final class DecodeCommandListBuilder {
             // 1. attn_norm + q_a and kv_a
             int pairSplit = Geometry.mvSplit(s.qLora() + s.kvRow());
             int perGroup = Geometry.mvRowsPerThreadgroup(pairSplit);
-            dispatch("mat_vec_pair", l, Size3.of(groups(s.qLora(), perGroup) + groups(s.kvRow(), perGroup)), MV_THREADS,
+            dispatch(
+                    "mat_vec_pair",
+                    l,
+                    Size3.of(groups(s.qLora(), perGroup) + groups(s.kvRow(), perGroup)),
+                    MV_THREADS,
                     memory(Geometry.MV_SCRATCH_FLOATS),
                     List.of(all(b + "attn_norm.weight"), all(b + "attn_q_a.weight"), all(b + "attn_kv_a_mqa.weight")),
                     (long) s.embedding() * (s.qLora() + s.kvRow()),
-                    args("MatVecPairArgs", Map.of("cols", s.embedding(), "type1", type(b + "attn_q_a.weight"),
-                            "rows1", s.qLora(), "type2", type(b + "attn_kv_a_mqa.weight"), "rows2", s.kvRow(),
-                            "eps", s.eps(), "split", pairSplit)),
-                    x, weight(b + "attn_norm.weight"), weight(b + "attn_q_a.weight"), r.qa(),
-                    weight(b + "attn_kv_a_mqa.weight"), r.kv());
+                    args(
+                            "MatVecPairArgs",
+                            Map.of(
+                                    "cols",
+                                    s.embedding(),
+                                    "type1",
+                                    type(b + "attn_q_a.weight"),
+                                    "rows1",
+                                    s.qLora(),
+                                    "type2",
+                                    type(b + "attn_kv_a_mqa.weight"),
+                                    "rows2",
+                                    s.kvRow(),
+                                    "eps",
+                                    s.eps(),
+                                    "split",
+                                    pairSplit)),
+                    x,
+                    weight(b + "attn_norm.weight"),
+                    weight(b + "attn_q_a.weight"),
+                    r.qa(),
+                    weight(b + "attn_kv_a_mqa.weight"),
+                    r.kv());
             // 2. q_a_norm + q_b
-            matVec(l, b + "attn_q_b.weight", s.qLora(), s.heads() * perHead, r.qa(), r.qFull(),
-                    weight(b + "attn_q_a_norm.weight"), null);
+            matVec(
+                    l,
+                    b + "attn_q_b.weight",
+                    s.qLora(),
+                    s.heads() * perHead,
+                    r.qa(),
+                    r.qFull(),
+                    weight(b + "attn_q_a_norm.weight"),
+                    null);
             dispatches.set(dispatches.size() - 1, withRead(dispatches.getLast(), all(b + "attn_q_a_norm.weight")));
             // 3. RoPE on q_pe; the cache row
             ropeCache(l, b, step, r.qFull(), r.kv(), r.q(), cache);
@@ -430,11 +536,15 @@ public final class DecodeCommandListBuilder {
         if (outputs == 1) {
             // the column parts of the single matrices mat_mat multiplies (a batch of sequences multiplies in float):
             // room for the largest, the router's too in case it is not F32
-            for (int[] colsRows : new int[][] {{s.embedding(), s.qLora()}, {s.embedding(), s.kvRow()},
-                    {s.qLora(), s.heads() * perHead}, {s.heads() * s.vHead(), s.embedding()},
-                    {s.embedding(), s.experts()}}) {
-                matMatPartFloats = Math.max(matMatPartFloats,
-                        (long) Geometry.mmParts(tokens, colsRows[1], colsRows[0]) * colsRows[1]);
+            for (int[] colsRows : new int[][] {
+                {s.embedding(), s.qLora()},
+                {s.embedding(), s.kvRow()},
+                {s.qLora(), s.heads() * perHead},
+                {s.heads() * s.vHead(), s.embedding()},
+                {s.embedding(), s.experts()}
+            }) {
+                matMatPartFloats = Math.max(
+                        matMatPartFloats, (long) Geometry.mmParts(tokens, colsRows[1], colsRows[0]) * colsRows[1]);
             }
             matMatParts = perToken(matMatPartFloats);
         }
@@ -473,25 +583,69 @@ public final class DecodeCommandListBuilder {
                 String up = b + "ffn_up.weight";
                 String down = b + "ffn_down.weight";
                 // the dense FFN in the shared expert's slot, with no routed slots
-                expertsPrompt(l, 0, new FfnTensors(gate, up, down, gate, up, down), s.denseFfn(), xn, r.act(), ffnOut, routes,
-                        counts, blocks, r.expertWeights(), x, r.actStride());
+                expertsPrompt(
+                        l,
+                        0,
+                        new FfnTensors(gate, up, down, gate, up, down),
+                        s.denseFfn(),
+                        xn,
+                        r.act(),
+                        ffnOut,
+                        routes,
+                        counts,
+                        blocks,
+                        r.expertWeights(),
+                        x,
+                        r.actStride());
             } else {
                 String router = b + "ffn_gate_inp.weight";
                 String bias = b + "exp_probs_b.bias";
                 boolean hasBias = model.has(bias);
                 matMat(l, router, s.embedding(), s.experts(), xn, r.routerLogits(), false);
                 FfnTensors t = moeTensors(b);
-                Ref routeArgs = args("GateUpArgs", gateUpArgs(s.expertsUsed(), s.sharedFfn(), t, hasBias ? bias : null,
-                        r.actStride(), 1));
+                Ref routeArgs = args(
+                        "GateUpArgs",
+                        gateUpArgs(s.expertsUsed(), s.sharedFfn(), t, hasBias ? bias : null, r.actStride(), 1));
                 // each token's experts, then each expert's list of tokens (a threadgroup per expert)
-                dispatch("moe_select", l, Size3.of(groups(tokens, Geometry.WIDE_SIMDGROUPS)), WIDE_THREADS, new int[0],
-                        hasBias ? List.of(all(bias)) : List.of(), routeArgs, r.routerLogits(),
-                        hasBias ? weight(bias) : r.routerLogits(), r.ids(), r.expertWeights(), step);
-                dispatch("moe_route", l, Size3.of(s.experts()), HEAD_THREADS,
+                dispatch(
+                        "moe_select",
+                        l,
+                        Size3.of(groups(tokens, Geometry.WIDE_SIMDGROUPS)),
+                        WIDE_THREADS,
+                        new int[0],
+                        hasBias ? List.of(all(bias)) : List.of(),
+                        routeArgs,
+                        r.routerLogits(),
+                        hasBias ? weight(bias) : r.routerLogits(),
+                        r.ids(),
+                        r.expertWeights(),
+                        step);
+                dispatch(
+                        "moe_route",
+                        l,
+                        Size3.of(s.experts()),
+                        HEAD_THREADS,
                         memory((long) tokens * s.expertsUsed() + HEAD_THREADS + Geometry.HEAD_SIMDGROUPS + s.experts()),
-                        List.of(), routeArgs, r.ids(), routes, counts, blocks);
-                expertsPrompt(l, s.expertsUsed(), t, s.sharedFfn(), xn, r.act(), ffnOut, routes, counts, blocks,
-                        r.expertWeights(), x, r.actStride());
+                        List.of(),
+                        routeArgs,
+                        r.ids(),
+                        routes,
+                        counts,
+                        blocks);
+                expertsPrompt(
+                        l,
+                        s.expertsUsed(),
+                        t,
+                        s.sharedFfn(),
+                        xn,
+                        r.act(),
+                        ffnOut,
+                        routes,
+                        counts,
+                        blocks,
+                        r.expertWeights(),
+                        x,
+                        r.actStride());
             }
         }
     }
@@ -506,8 +660,17 @@ public final class DecodeCommandListBuilder {
 
     /** y[t] = rms-normalized x[t] * the norm weight {@code norm}, rows of {@code cols} values. */
     private void normRows(int layer, String norm, int cols, Ref x, Ref y) {
-        dispatch("rms_norm_rows", layer, Size3.of(tokens), WIDE_THREADS, memory(Geometry.WIDE_SIMDGROUPS),
-                List.of(all(norm)), args("NormArgs", Map.of("cols", cols, "eps", s.eps())), x, weight(norm), y,
+        dispatch(
+                "rms_norm_rows",
+                layer,
+                Size3.of(tokens),
+                WIDE_THREADS,
+                memory(Geometry.WIDE_SIMDGROUPS),
+                List.of(all(norm)),
+                args("NormArgs", Map.of("cols", cols, "eps", s.eps())),
+                x,
+                weight(norm),
+                y,
                 new Ref(stepBuffer, 0));
     }
 
@@ -521,12 +684,36 @@ public final class DecodeCommandListBuilder {
      * {@code xPerHead} floats per head (the first cols used), y rows of {@code yPerHead} per head (the first rows written).
      */
     private void headMatMat(int layer, String w, int cols, int rows, Ref x, int xPerHead, Ref y, int yPerHead) {
-        matMat(layer, w, cols, rows, s.heads(), model.tensor(w).bytes() / s.heads(), x, s.heads() * xPerHead, xPerHead,
-                y, s.heads() * yPerHead, yPerHead, false);
+        matMat(
+                layer,
+                w,
+                cols,
+                rows,
+                s.heads(),
+                model.tensor(w).bytes() / s.heads(),
+                x,
+                s.heads() * xPerHead,
+                xPerHead,
+                y,
+                s.heads() * yPerHead,
+                yPerHead,
+                false);
     }
 
-    private void matMat(int layer, String w, int cols, int rows, int matrices, long wStep, Ref x, int xStride, int xStep,
-                        Ref y, int yStride, int yStep, boolean add) {
+    private void matMat(
+            int layer,
+            String w,
+            int cols,
+            int rows,
+            int matrices,
+            long wStep,
+            Ref x,
+            int xStride,
+            int xStep,
+            Ref y,
+            int yStride,
+            int yStep,
+            boolean add) {
         Map<String, Number> a = new LinkedHashMap<>();
         a.put("type", type(w));
         a.put("cols", cols);
@@ -547,10 +734,22 @@ public final class DecodeCommandListBuilder {
             // columns over SIMD-groups, as the decode step's mat-vec does.
             int split = Math.min(Geometry.mvSplit((long) rows * matrices), Geometry.MM_SIMDGROUPS);
             a.put("split", split);
-            dispatch("mat_mat_float", layer, new Size3(groups(tokens, Geometry.MM_FLOAT_TOKENS),
-                    groups(rows, Geometry.mmFloatRowsPerThreadgroup(split)), matrices), MM_THREADS,
-                    memory(Geometry.MM_FLOAT_PARTIALS), List.of(all(w)), multiplyAdds, args("MatMatArgs", a), weight(w),
-                    x, y, step);
+            dispatch(
+                    "mat_mat_float",
+                    layer,
+                    new Size3(
+                            groups(tokens, Geometry.MM_FLOAT_TOKENS),
+                            groups(rows, Geometry.mmFloatRowsPerThreadgroup(split)),
+                            matrices),
+                    MM_THREADS,
+                    memory(Geometry.MM_FLOAT_PARTIALS),
+                    List.of(all(w)),
+                    multiplyAdds,
+                    args("MatMatArgs", a),
+                    weight(w),
+                    x,
+                    y,
+                    step);
         } else {
             // a single matrix of few rows: its columns in parts, a threadgroup each, added up by mat_mat_parts
             int parts = matrices == 1 ? Geometry.mmParts(tokens, rows, cols) : 1;
@@ -559,14 +758,34 @@ public final class DecodeCommandListBuilder {
             if (parts > 1 && (matMatParts == null || (long) parts * rows > matMatPartFloats)) {
                 throw new IllegalStateException(w + ": no room for " + parts + " column parts of " + rows + " rows");
             }
-            Ref partials = parts > 1 ? matMatParts : y;  // unread with one part
+            Ref partials = parts > 1 ? matMatParts : y; // unread with one part
             Ref matArgs = args("MatMatArgs", a);
-            dispatch("mat_mat", layer, new Size3(groups(tokens, Geometry.MM_TOKENS) * parts, groups(rows, Geometry.MM_ROWS),
-                    matrices), MM_THREADS, memory(Geometry.mmMemoryFloats(Geometry.MM_ROWS, Geometry.MM_TOKENS)),
-                    List.of(all(w)), multiplyAdds, matArgs, weight(w), x, y, step, partials);
+            dispatch(
+                    "mat_mat",
+                    layer,
+                    new Size3(groups(tokens, Geometry.MM_TOKENS) * parts, groups(rows, Geometry.MM_ROWS), matrices),
+                    MM_THREADS,
+                    memory(Geometry.mmMemoryFloats(Geometry.MM_ROWS, Geometry.MM_TOKENS)),
+                    List.of(all(w)),
+                    multiplyAdds,
+                    matArgs,
+                    weight(w),
+                    x,
+                    y,
+                    step,
+                    partials);
             if (parts > 1) {
-                dispatch("mat_mat_parts", layer, new Size3(tokens, groups(rows, WIDE_THREADS), matrices), WIDE_THREADS,
-                        new int[0], List.of(), matArgs, partials, y, step);
+                dispatch(
+                        "mat_mat_parts",
+                        layer,
+                        new Size3(tokens, groups(rows, WIDE_THREADS), matrices),
+                        WIDE_THREADS,
+                        new int[0],
+                        List.of(),
+                        matArgs,
+                        partials,
+                        y,
+                        step);
             }
         }
     }
@@ -576,10 +795,23 @@ public final class DecodeCommandListBuilder {
      * tensors (each expert's token list from moe_route) and the shared expert (or, with {@code routed} 0, the
      * dense FFN) of {@code sharedWidth}, then the weighted sum added to x.
      */
-    private void expertsPrompt(int l, int routed, FfnTensors t, int sharedWidth, Ref xn, Ref act, Ref ffnOut, Ref routes,
-                               Ref counts, Ref blocks, Ref expertWeights, Ref x, int actStride) {
+    private void expertsPrompt(
+            int l,
+            int routed,
+            FfnTensors t,
+            int sharedWidth,
+            Ref xn,
+            Ref act,
+            Ref ffnOut,
+            Ref routes,
+            Ref counts,
+            Ref blocks,
+            Ref expertWeights,
+            Ref x,
+            int actStride) {
         int experts = routed > 0 ? s.experts() : 0;
-        int blockColumns = routedBlocks(routed, experts) + (sharedWidth > 0 ? groups(tokens, Geometry.EXPERT_TOKENS) : 0);
+        int blockColumns =
+                routedBlocks(routed, experts) + (sharedWidth > 0 ? groups(tokens, Geometry.EXPERT_TOKENS) : 0);
         int rows = Math.max(routed > 0 ? s.expertFfn() : 0, sharedWidth);
         Ref step = new Ref(stepBuffer, 0);
         List<Dispatch.WeightRead> gateUpReads = new ArrayList<>(List.of(all(t.gate()), all(t.up())));
@@ -590,19 +822,54 @@ public final class DecodeCommandListBuilder {
         }
         // a tile holds gate rows in its upper half and the same up rows in its lower half
         int[] tile = memory(Geometry.mmMemoryFloats(Geometry.EXPERT_ROWS, Geometry.EXPERT_TOKENS));
-        dispatch("moe_experts_gate_up", l, Size3.of(blockColumns, groups(rows, Geometry.EXPERT_ROWS / 2)), MM_THREADS,
-                tile, gateUpReads, 2 * ffnMultiplyAdds(routed, sharedWidth),
+        dispatch(
+                "moe_experts_gate_up",
+                l,
+                Size3.of(blockColumns, groups(rows, Geometry.EXPERT_ROWS / 2)),
+                MM_THREADS,
+                tile,
+                gateUpReads,
+                2 * ffnMultiplyAdds(routed, sharedWidth),
                 args("GateUpArgs", gateUpArgs(routed, sharedWidth, t, null, actStride, 1)),
-                xn, weight(t.gate()), weight(t.up()), weight(t.gateShared()), weight(t.upShared()), routes, counts, blocks,
-                act, step);
-        dispatch("moe_experts_down", l, Size3.of(blockColumns, groups(s.embedding(), Geometry.EXPERT_ROWS)), MM_THREADS,
-                tile, downReads, ffnMultiplyAdds(routed, sharedWidth),
+                xn,
+                weight(t.gate()),
+                weight(t.up()),
+                weight(t.gateShared()),
+                weight(t.upShared()),
+                routes,
+                counts,
+                blocks,
+                act,
+                step);
+        dispatch(
+                "moe_experts_down",
+                l,
+                Size3.of(blockColumns, groups(s.embedding(), Geometry.EXPERT_ROWS)),
+                MM_THREADS,
+                tile,
+                downReads,
+                ffnMultiplyAdds(routed, sharedWidth),
                 args("DownArgs", downArgs(routed, t, sharedWidth, actStride, 1)),
-                weight(t.down()), weight(t.downShared()), act, routes, counts, blocks, ffnOut, step);
-        dispatch("moe_combine", l, Size3.of(tokens, groups(s.embedding(), WIDE_THREADS)), WIDE_THREADS, new int[0],
-                List.of(), args("CombineArgs", Map.of("rows", s.embedding(), "routed", routed,
-                        "shared", sharedWidth > 0 ? 1 : 0)),
-                ffnOut, expertWeights, x, step);
+                weight(t.down()),
+                weight(t.downShared()),
+                act,
+                routes,
+                counts,
+                blocks,
+                ffnOut,
+                step);
+        dispatch(
+                "moe_combine",
+                l,
+                Size3.of(tokens, groups(s.embedding(), WIDE_THREADS)),
+                WIDE_THREADS,
+                new int[0],
+                List.of(),
+                args("CombineArgs", Map.of("rows", s.embedding(), "routed", routed, "shared", sharedWidth > 0 ? 1 : 0)),
+                ffnOut,
+                expertWeights,
+                x,
+                step);
     }
 
     /**
@@ -615,19 +882,62 @@ public final class DecodeCommandListBuilder {
 
     /** RoPE on each token's q_pe (q_full to q) and each token's cache row (mla_rope_cache). */
     private void ropeCache(int l, String b, Ref step, Ref qFull, Ref kv, Ref q, Ref cache) {
-        dispatch("mla_rope_cache", l, Size3.of(tokens, s.heads() + 1), WIDE_THREADS,
-                memory(Geometry.WIDE_SIMDGROUPS + align4(s.kvRow())), List.of(all(b + "attn_kv_a_norm.weight")),
-                args("RopeCacheArgs", Map.of("heads", s.heads(), "nope", s.nope(), "rope", s.rope(),
-                        "latent", s.latent(), "eps", s.eps(), "rope_base", s.ropeBase())),
-                step, qFull, kv, weight(b + "attn_kv_a_norm.weight"), q, cache);
+        dispatch(
+                "mla_rope_cache",
+                l,
+                Size3.of(tokens, s.heads() + 1),
+                WIDE_THREADS,
+                memory(Geometry.WIDE_SIMDGROUPS + align4(s.kvRow())),
+                List.of(all(b + "attn_kv_a_norm.weight")),
+                args(
+                        "RopeCacheArgs",
+                        Map.of(
+                                "heads",
+                                s.heads(),
+                                "nope",
+                                s.nope(),
+                                "rope",
+                                s.rope(),
+                                "latent",
+                                s.latent(),
+                                "eps",
+                                s.eps(),
+                                "rope_base",
+                                s.ropeBase())),
+                step,
+                qFull,
+                kv,
+                weight(b + "attn_kv_a_norm.weight"),
+                q,
+                cache);
     }
 
     /** Each token's attention over the cache in {@link #splits} partials (mla_attention). */
     private void attention(int l, Ref step, Ref q, Ref cache, Ref partials) {
-        dispatch("mla_attention", l, Size3.of(tokens, splits), WIDE_THREADS, new int[0], List.of(),
-                args("AttentionArgs", Map.of("heads", s.heads(), "latent", s.latent(), "rope", s.rope(),
-                        "splits", splits, "scale", s.kqScale())),
-                step, q, cache, partials);
+        dispatch(
+                "mla_attention",
+                l,
+                Size3.of(tokens, splits),
+                WIDE_THREADS,
+                new int[0],
+                List.of(),
+                args(
+                        "AttentionArgs",
+                        Map.of(
+                                "heads",
+                                s.heads(),
+                                "latent",
+                                s.latent(),
+                                "rope",
+                                s.rope(),
+                                "splits",
+                                splits,
+                                "scale",
+                                s.kqScale())),
+                step,
+                q,
+                cache,
+                partials);
     }
 
     /**
@@ -638,32 +948,77 @@ public final class DecodeCommandListBuilder {
     private void flashAttention(int l, Ref step, Ref q, Ref cache, Ref partials, Ref latent) {
         int queries = tokens * s.heads();
         long multiplyAdds = (long) tokens * (tokens + 1) / 2 * s.heads() * (s.kvRow() + s.latent());
-        Ref flashArgs = args("FlashAttentionArgs", Map.of("heads", s.heads(), "latent", s.latent(), "rope", s.rope(),
-                "tokens", tokens, "scale", s.kqScale()));
-        dispatch("mla_flash_attention", l, new Size3(groups(queries, Geometry.FA_QUERIES), Geometry.FA_SPLITS, 1),
-                Geometry.FA_SIMDGROUPS * Geometry.SIMD_WIDTH, memory(Geometry.faMemoryFloats()), List.of(), multiplyAdds,
-                flashArgs, step, q, cache, latent, partials);
+        Ref flashArgs = args(
+                "FlashAttentionArgs",
+                Map.of(
+                        "heads",
+                        s.heads(),
+                        "latent",
+                        s.latent(),
+                        "rope",
+                        s.rope(),
+                        "tokens",
+                        tokens,
+                        "scale",
+                        s.kqScale()));
+        dispatch(
+                "mla_flash_attention",
+                l,
+                new Size3(groups(queries, Geometry.FA_QUERIES), Geometry.FA_SPLITS, 1),
+                Geometry.FA_SIMDGROUPS * Geometry.SIMD_WIDTH,
+                memory(Geometry.faMemoryFloats()),
+                List.of(),
+                multiplyAdds,
+                flashArgs,
+                step,
+                q,
+                cache,
+                latent,
+                partials);
         // the rows whose keys were split: their parts merged
-        dispatch("mla_flash_merge", l, new Size3(groups(queries, Geometry.FA_QUERIES),
-                        Geometry.FA_QUERIES / Geometry.WIDE_SIMDGROUPS, 1), WIDE_THREADS, new int[0], List.of(),
-                flashArgs, step, partials, latent);
+        dispatch(
+                "mla_flash_merge",
+                l,
+                new Size3(groups(queries, Geometry.FA_QUERIES), Geometry.FA_QUERIES / Geometry.WIDE_SIMDGROUPS, 1),
+                WIDE_THREADS,
+                new int[0],
+                List.of(),
+                flashArgs,
+                step,
+                partials,
+                latent);
     }
 
     /** Each token's and head's latent attention output merged from its partials (mla_merge_latent). */
     private void mergeLatent(int l, Ref step, Ref partials, Ref latent) {
         // a step of one or a few sequences splits each head
         int parts = Math.max(1, Geometry.MERGE_PARTS / tokens);
-        dispatch("mla_merge_latent", l, new Size3(tokens, s.heads(), parts), WIDE_THREADS,
-                memory((long) WIDE_THREADS + Geometry.WIDE_SIMDGROUPS + splits), List.of(),
+        dispatch(
+                "mla_merge_latent",
+                l,
+                new Size3(tokens, s.heads(), parts),
+                WIDE_THREADS,
+                memory((long) WIDE_THREADS + Geometry.WIDE_SIMDGROUPS + splits),
+                List.of(),
                 args("MergeArgs", Map.of("heads", s.heads(), "latent", s.latent(), "splits", splits, "parts", parts)),
-                step, partials, latent);
+                step,
+                partials,
+                latent);
     }
 
     private static Dispatch withRead(Dispatch d, Dispatch.WeightRead read) {
         List<Dispatch.WeightRead> reads = new ArrayList<>(d.weightReads());
         reads.add(read);
-        return new Dispatch(d.kernel(), d.layer(), d.bindings(), d.grid(), d.threads(), d.threadgroupMemory(), d.barrier(),
-                reads, d.multiplyAdds());
+        return new Dispatch(
+                d.kernel(),
+                d.layer(),
+                d.bindings(),
+                d.grid(),
+                d.threads(),
+                d.threadgroupMemory(),
+                d.barrier(),
+                reads,
+                d.multiplyAdds());
     }
 
     /** y = W x (+ residual), x optionally RMS-normalized with {@code norm}; y == residual for the in-place residual add. */
@@ -676,11 +1031,34 @@ public final class DecodeCommandListBuilder {
      * (the first cols used), y of {@code yPerHead} per head (the first rows written): mat_vec's grid y.
      */
     private void headMatVec(int layer, String w, int cols, int rows, Ref x, int xPerHead, Ref y, int yPerHead) {
-        matVec(layer, w, cols, rows, s.heads(), model.tensor(w).bytes() / s.heads(), x, xPerHead, y, yPerHead, null, null);
+        matVec(
+                layer,
+                w,
+                cols,
+                rows,
+                s.heads(),
+                model.tensor(w).bytes() / s.heads(),
+                x,
+                xPerHead,
+                y,
+                yPerHead,
+                null,
+                null);
     }
 
-    private void matVec(int layer, String w, int cols, int rows, int matrices, long wStep, Ref x, int xStep, Ref out,
-                        int yStep, Ref norm, Ref residual) {
+    private void matVec(
+            int layer,
+            String w,
+            int cols,
+            int rows,
+            int matrices,
+            long wStep,
+            Ref x,
+            int xStep,
+            Ref out,
+            int yStep,
+            Ref norm,
+            Ref residual) {
         Map<String, Number> a = new LinkedHashMap<>();
         a.put("type", type(w));
         a.put("cols", cols);
@@ -693,17 +1071,42 @@ public final class DecodeCommandListBuilder {
         a.put("w_step", wStep);
         a.put("x_step", xStep);
         a.put("y_step", yStep);
-        dispatch("mat_vec", layer, Size3.of(groups(rows, Geometry.mvRowsPerThreadgroup(split)), matrices), MV_THREADS,
-                memory(Geometry.MV_SCRATCH_FLOATS), List.of(all(w)), (long) rows * cols * matrices, args("MatVecArgs", a), weight(w), x, out,
-                norm != null ? norm : x, residual != null ? residual : out);
+        dispatch(
+                "mat_vec",
+                layer,
+                Size3.of(groups(rows, Geometry.mvRowsPerThreadgroup(split)), matrices),
+                MV_THREADS,
+                memory(Geometry.MV_SCRATCH_FLOATS),
+                List.of(all(w)),
+                (long) rows * cols * matrices,
+                args("MatVecArgs", a),
+                weight(w),
+                x,
+                out,
+                norm != null ? norm : x,
+                residual != null ? residual : out);
     }
 
-    private void denseFfn(int l, String b, Ref step, Ref x, Ref logits, Ref act, Ref ids, Ref expertWeights, int actStride) {
+    private void denseFfn(
+            int l, String b, Ref step, Ref x, Ref logits, Ref act, Ref ids, Ref expertWeights, int actStride) {
         String gate = b + "ffn_gate.weight";
         String up = b + "ffn_up.weight";
         String down = b + "ffn_down.weight";
-        FfnTensors t = new FfnTensors(gate, up, down, gate, up, down);  // the FFN in the shared expert's slot
-        gateUp(l, b, step, x, logits, null, act, ids, expertWeights, actStride, 0, s.denseFfn(), t,
+        FfnTensors t = new FfnTensors(gate, up, down, gate, up, down); // the FFN in the shared expert's slot
+        gateUp(
+                l,
+                b,
+                step,
+                x,
+                logits,
+                null,
+                act,
+                ids,
+                expertWeights,
+                actStride,
+                0,
+                s.denseFfn(),
+                t,
                 List.of(all(b + "ffn_norm.weight"), all(gate), all(up)));
         down(l, step, x, act, ids, expertWeights, actStride, 0, t, s.denseFfn(), List.of(all(down)));
     }
@@ -713,15 +1116,36 @@ public final class DecodeCommandListBuilder {
         String bias = b + "exp_probs_b.bias";
         boolean hasBias = model.has(bias);
         int routerSplit = Geometry.mvSplit(s.experts());
-        dispatch("moe_router", l, Size3.of(groups(s.experts(), Geometry.mvRowsPerThreadgroup(routerSplit)), tokens), MV_THREADS,
-                memory(Geometry.MV_SCRATCH_FLOATS), List.of(all(b + "ffn_norm.weight"), all(router)),
-                (long) tokens * s.experts() * s.embedding(), args("RouterArgs", Map.of("type", type(router), "cols", s.embedding(), "experts", s.experts(),
-                        "eps", s.eps(), "split", routerSplit)),
-                weight(router), x, weight(b + "ffn_norm.weight"), logits, step);
+        dispatch(
+                "moe_router",
+                l,
+                Size3.of(groups(s.experts(), Geometry.mvRowsPerThreadgroup(routerSplit)), tokens),
+                MV_THREADS,
+                memory(Geometry.MV_SCRATCH_FLOATS),
+                List.of(all(b + "ffn_norm.weight"), all(router)),
+                (long) tokens * s.experts() * s.embedding(),
+                args(
+                        "RouterArgs",
+                        Map.of(
+                                "type",
+                                type(router),
+                                "cols",
+                                s.embedding(),
+                                "experts",
+                                s.experts(),
+                                "eps",
+                                s.eps(),
+                                "split",
+                                routerSplit)),
+                weight(router),
+                x,
+                weight(b + "ffn_norm.weight"),
+                logits,
+                step);
 
         FfnTensors t = moeTensors(b);
-        List<Dispatch.WeightRead> gateUpReads = new ArrayList<>(List.of(all(b + "ffn_norm.weight"), used(t.gate()),
-                used(t.up())));
+        List<Dispatch.WeightRead> gateUpReads =
+                new ArrayList<>(List.of(all(b + "ffn_norm.weight"), used(t.gate()), used(t.up())));
         if (hasBias) {
             gateUpReads.add(all(bias));
         }
@@ -731,8 +1155,21 @@ public final class DecodeCommandListBuilder {
             gateUpReads.add(all(t.upShared()));
             downReads.add(all(t.downShared()));
         }
-        gateUp(l, b, step, x, logits, hasBias ? bias : null, act, ids, expertWeights, actStride, s.expertsUsed(),
-                s.sharedFfn(), t, gateUpReads);
+        gateUp(
+                l,
+                b,
+                step,
+                x,
+                logits,
+                hasBias ? bias : null,
+                act,
+                ids,
+                expertWeights,
+                actStride,
+                s.expertsUsed(),
+                s.sharedFfn(),
+                t,
+                gateUpReads);
         down(l, step, x, act, ids, expertWeights, actStride, s.expertsUsed(), t, s.sharedFfn(), downReads);
     }
 
@@ -741,8 +1178,8 @@ public final class DecodeCommandListBuilder {
      * the shared expert's place; the routed ones stand in where a model has no shared expert, whose slot the
      * kernels then skip).
      */
-    private record FfnTensors(String gate, String up, String down, String gateShared, String upShared, String downShared) {
-    }
+    private record FfnTensors(
+            String gate, String up, String down, String gateShared, String upShared, String downShared) {}
 
     /** The expert tensors of MoE layer {@code b} ("blk.N."). */
     private FfnTensors moeTensors(String b) {
@@ -752,8 +1189,8 @@ public final class DecodeCommandListBuilder {
         if (s.sharedFfn() == 0) {
             return new FfnTensors(gate, up, down, gate, up, down);
         }
-        return new FfnTensors(gate, up, down, b + "ffn_gate_shexp.weight", b + "ffn_up_shexp.weight",
-                b + "ffn_down_shexp.weight");
+        return new FfnTensors(
+                gate, up, down, b + "ffn_gate_shexp.weight", b + "ffn_up_shexp.weight", b + "ffn_down_shexp.weight");
     }
 
     /** The bytes of the experts used, of a stacked expert tensor. */
@@ -766,23 +1203,53 @@ public final class DecodeCommandListBuilder {
      * {@code logits} (and {@code bias}, the tensor name of exp_probs_b or null) and writes it to
      * {@code ids} and {@code expertWeights}.
      */
-    private void gateUp(int l, String b, Ref step, Ref x, Ref logits, String bias, Ref act, Ref ids, Ref expertWeights,
-                        int actStride, int routed, int sharedRows, FfnTensors t, List<Dispatch.WeightRead> reads) {
+    private void gateUp(
+            int l,
+            String b,
+            Ref step,
+            Ref x,
+            Ref logits,
+            String bias,
+            Ref act,
+            Ref ids,
+            Ref expertWeights,
+            int actStride,
+            int routed,
+            int sharedRows,
+            FfnTensors t,
+            List<Dispatch.WeightRead> reads) {
         int rows = Math.max(routed > 0 ? s.expertFfn() : 0, sharedRows);
         int split = Geometry.mvSplit((long) rows * (routed + 1));
         Map<String, Number> a = gateUpArgs(routed, sharedRows, t, bias, actStride, split);
-        dispatch("moe_gate_up", l, new Size3(tokens, routed + 1, groups(rows, Geometry.mvRowsPerThreadgroup(split))), MV_THREADS,
-                memory(Geometry.MV_SCRATCH_FLOATS), reads, 2 * ffnMultiplyAdds(routed, sharedRows), args("GateUpArgs", a), x,
+        dispatch(
+                "moe_gate_up",
+                l,
+                new Size3(tokens, routed + 1, groups(rows, Geometry.mvRowsPerThreadgroup(split))),
+                MV_THREADS,
+                memory(Geometry.MV_SCRATCH_FLOATS),
+                reads,
+                2 * ffnMultiplyAdds(routed, sharedRows),
+                args("GateUpArgs", a),
+                x,
                 weight(b + "ffn_norm.weight"),
-                weight(t.gate()), weight(t.up()), weight(t.gateShared()), weight(t.upShared()), logits,
-                bias != null ? weight(bias) : logits, act, ids, expertWeights, step);
+                weight(t.gate()),
+                weight(t.up()),
+                weight(t.gateShared()),
+                weight(t.upShared()),
+                logits,
+                bias != null ? weight(bias) : logits,
+                act,
+                ids,
+                expertWeights,
+                step);
     }
 
     /**
      * GateUpArgs: {@code routed} slots of the stacked gate/up of {@code t} (0: a dense layer, whose FFN is the shared
      * one) and its shared gate/up of {@code sharedRows} rows; {@code bias} the exp_probs_b tensor or null.
      */
-    private Map<String, Number> gateUpArgs(int routed, int sharedRows, FfnTensors t, String bias, int actStride, int split) {
+    private Map<String, Number> gateUpArgs(
+            int routed, int sharedRows, FfnTensors t, String bias, int actStride, int split) {
         Map<String, Number> a = new LinkedHashMap<>();
         a.put("cols", s.embedding());
         a.put("routed", routed);
@@ -820,12 +1287,35 @@ public final class DecodeCommandListBuilder {
         return a;
     }
 
-    private void down(int l, Ref step, Ref x, Ref act, Ref ids, Ref expertWeights, int actStride, int routed, FfnTensors t,
-                      int sharedCols, List<Dispatch.WeightRead> reads) {
+    private void down(
+            int l,
+            Ref step,
+            Ref x,
+            Ref act,
+            Ref ids,
+            Ref expertWeights,
+            int actStride,
+            int routed,
+            FfnTensors t,
+            int sharedCols,
+            List<Dispatch.WeightRead> reads) {
         int split = Geometry.mvSplit(s.embedding());
         Map<String, Number> a = downArgs(routed, t, sharedCols, actStride, split);
-        dispatch("moe_down", l, Size3.of(tokens, groups(s.embedding(), Geometry.mvRowsPerThreadgroup(split))), MV_THREADS,
+        dispatch(
+                "moe_down",
+                l,
+                Size3.of(tokens, groups(s.embedding(), Geometry.mvRowsPerThreadgroup(split))),
+                MV_THREADS,
                 memory(Geometry.MV_SCRATCH_FLOATS),
-                reads, ffnMultiplyAdds(routed, sharedCols), args("DownArgs", a), weight(t.down()), weight(t.downShared()), act, ids, expertWeights, x, step);
+                reads,
+                ffnMultiplyAdds(routed, sharedCols),
+                args("DownArgs", a),
+                weight(t.down()),
+                weight(t.downShared()),
+                act,
+                ids,
+                expertWeights,
+                x,
+                step);
     }
 }

@@ -1,7 +1,6 @@
 package dev.glimmer.kernels.decode;
 
 import dev.glimmer.kernels.Size3;
-
 import java.util.List;
 
 /**
@@ -20,8 +19,16 @@ import java.util.List;
  *                          attention on tiles (for a batch at the start of a sequence); 0 for a kernel that
  *                          multiplies no weight matrix (norms, RoPE, the split attention, routing)
  */
-public record Dispatch(String kernel, int layer, List<Binding> bindings, Size3 grid, Size3 threads,
-                       int[] threadgroupMemory, boolean barrier, List<WeightRead> weightReads, long multiplyAdds) {
+public record Dispatch(
+        String kernel,
+        int layer,
+        List<Binding> bindings,
+        Size3 grid,
+        Size3 threads,
+        int[] threadgroupMemory,
+        boolean barrier,
+        List<WeightRead> weightReads,
+        long multiplyAdds) {
 
     public Dispatch {
         bindings = List.copyOf(bindings);
@@ -30,18 +37,23 @@ public record Dispatch(String kernel, int layer, List<Binding> bindings, Size3 g
     }
 
     /** A dispatch that multiplies no weight matrix. */
-    public Dispatch(String kernel, int layer, List<Binding> bindings, Size3 grid, Size3 threads, int[] threadgroupMemory,
-                    boolean barrier, List<WeightRead> weightReads) {
+    public Dispatch(
+            String kernel,
+            int layer,
+            List<Binding> bindings,
+            Size3 grid,
+            Size3 threads,
+            int[] threadgroupMemory,
+            boolean barrier,
+            List<WeightRead> weightReads) {
         this(kernel, layer, bindings, grid, threads, threadgroupMemory, barrier, weightReads, 0);
     }
 
     /** Buffer {@code buffer} at {@code offset} bound at buffer index {@code index}. */
-    public record Binding(int index, int buffer, long offset) {
-    }
+    public record Binding(int index, int buffer, long offset) {}
 
     /** {@code bytes} of weight tensor {@code tensor} read per execution. */
-    public record WeightRead(String tensor, long bytes) {
-    }
+    public record WeightRead(String tensor, long bytes) {}
 
     public int threadgroupMemoryBytes() {
         int total = 0;

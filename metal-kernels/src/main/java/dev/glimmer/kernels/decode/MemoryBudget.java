@@ -31,8 +31,8 @@ public record MemoryBudget(long weights, long kvPool, long activations, int slot
      * {@code available} bytes (negative: unknown): {@link #poolSlots} sequences, fewer where they do not fit, but at
      * least {@code parallel} (whether those fit, {@link #fits} says). {@code weightsThere} as in {@link #fits}.
      */
-    public static MemoryBudget forServing(DecodeModel model, int context, int parallel, long available,
-                                          boolean weightsThere) {
+    public static MemoryBudget forServing(
+            DecodeModel model, int context, int parallel, long available, boolean weightsThere) {
         MemoryBudget b = of(model, context, poolSlots(parallel));
         if (available < 0 || b.fits(available, weightsThere)) {
             return b;
@@ -44,8 +44,8 @@ public record MemoryBudget(long weights, long kvPool, long activations, int slot
     /** The pool of {@code slots} sequences of {@code context} positions of {@code model}, as the GPU backends make it. */
     public static MemoryBudget of(DecodeModel model, int context, int slots) {
         if (context < 1 || slots < 1) {
-            throw new IllegalArgumentException("a pool holds at least one sequence of one position, not " + slots + " x "
-                    + context);
+            throw new IllegalArgumentException(
+                    "a pool holds at least one sequence of one position, not " + slots + " x " + context);
         }
         long kvRows = (long) slots * context;
         List<CommandList> lists = DecodeCommandListBuilder.pool(model, kvRows, slots);
@@ -111,9 +111,16 @@ public record MemoryBudget(long weights, long kvPool, long activations, int slot
      * {@code --ctx} or {@code --parallel} with the values that fit, or a smaller model file.
      */
     public String doesNotFit(String device, long available, boolean weightsThere) {
-        StringBuilder s = new StringBuilder(String.format(Locale.ROOT,
-                "%s offers %s, but %d conversation%s of %,d tokens need %s (%s)", device, gb(available), slots,
-                slots == 1 ? "" : "s", context, gb(needed(weightsThere)), parts(weightsThere)));
+        StringBuilder s = new StringBuilder(String.format(
+                Locale.ROOT,
+                "%s offers %s, but %d conversation%s of %,d tokens need %s (%s)",
+                device,
+                gb(available),
+                slots,
+                slots == 1 ? "" : "s",
+                context,
+                gb(needed(weightsThere)),
+                parts(weightsThere)));
         int ctx = contextThatFits(available, weightsThere);
         int fitting = slotsThatFit(available, weightsThere);
         if (fitting >= 1) {
@@ -136,7 +143,8 @@ public record MemoryBudget(long weights, long kvPool, long activations, int slot
 
     /** Bytes in GB (10^9), or in MB below a GB. */
     static String gb(long bytes) {
-        return bytes >= 1e9 ? String.format(Locale.ROOT, "%.2f GB", bytes / 1e9)
+        return bytes >= 1e9
+                ? String.format(Locale.ROOT, "%.2f GB", bytes / 1e9)
                 : String.format(Locale.ROOT, "%.1f MB", bytes / 1e6);
     }
 }

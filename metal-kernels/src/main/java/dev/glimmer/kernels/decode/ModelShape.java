@@ -27,10 +27,28 @@ package dev.glimmer.kernels.decode;
  * @param expertWeightsScale multiplier of the selected expert weights
  * @param expertWeightsNorm  whether the selected weights are normalized to sum 1
  */
-public record ModelShape(int layers, int denseLayers, int embedding, int heads, int qLora, int latent, int nope,
-                         int rope, int vHead, int denseFfn, int expertFfn, int experts, int expertsUsed, int sharedFfn,
-                         int vocab, float eps, float ropeBase, float kqScale, int gating, float expertWeightsScale,
-                         boolean expertWeightsNorm) {
+public record ModelShape(
+        int layers,
+        int denseLayers,
+        int embedding,
+        int heads,
+        int qLora,
+        int latent,
+        int nope,
+        int rope,
+        int vHead,
+        int denseFfn,
+        int expertFfn,
+        int experts,
+        int expertsUsed,
+        int sharedFfn,
+        int vocab,
+        float eps,
+        float ropeBase,
+        float kqScale,
+        int gating,
+        float expertWeightsScale,
+        boolean expertWeightsNorm) {
 
     /** Values of one latent KV cache row (576 in the real model). */
     public int kvRow() {

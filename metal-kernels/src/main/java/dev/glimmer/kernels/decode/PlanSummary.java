@@ -19,10 +19,18 @@ import java.util.TreeMap;
  * @param kvCacheBytes           bytes of the KV cache buffers
  * @param activationBytes        bytes of the activations buffer
  */
-public record PlanSummary(int dispatches, Map<Integer, Integer> dispatchesPerLayer, Map<String, Integer> dispatchesPerKernel,
-                          long weightBytesPerToken, long activeWeightBytes, Map<String, Integer> threadgroupMemory,
-                          int maxBindings, long maxBindingOffset, int weightBuffers, long kvCacheBytes,
-                          long activationBytes) {
+public record PlanSummary(
+        int dispatches,
+        Map<Integer, Integer> dispatchesPerLayer,
+        Map<String, Integer> dispatchesPerKernel,
+        long weightBytesPerToken,
+        long activeWeightBytes,
+        Map<String, Integer> threadgroupMemory,
+        int maxBindings,
+        long maxBindingOffset,
+        int weightBuffers,
+        long kvCacheBytes,
+        long activationBytes) {
 
     public static PlanSummary of(DecodeModel model, CommandList list) {
         Map<Integer, Integer> perLayer = new TreeMap<>();
@@ -47,17 +55,29 @@ public record PlanSummary(int dispatches, Map<Integer, Integer> dispatchesPerLay
                 case KV_CACHE -> kv += b.bytes();
                 case ACTIVATIONS -> activations += b.bytes();
                 case WEIGHTS -> weightBuffers++;
-                default -> {
-                }
+                default -> {}
             }
         }
-        return new PlanSummary(list.dispatches().size(), perLayer, perKernel, list.weightBytesPerStep(),
-                model.activeWeightBytes(), memory, maxBindings, maxOffset, weightBuffers, kv, activations);
+        return new PlanSummary(
+                list.dispatches().size(),
+                perLayer,
+                perKernel,
+                list.weightBytesPerStep(),
+                model.activeWeightBytes(),
+                memory,
+                maxBindings,
+                maxOffset,
+                weightBuffers,
+                kv,
+                activations);
     }
 
     /** The most dispatches of any layer. */
     public int maxDispatchesPerLayer() {
-        return dispatchesPerLayer.entrySet().stream().filter(e -> e.getKey() >= 0).mapToInt(Map.Entry::getValue)
-                .max().orElse(0);
+        return dispatchesPerLayer.entrySet().stream()
+                .filter(e -> e.getKey() >= 0)
+                .mapToInt(Map.Entry::getValue)
+                .max()
+                .orElse(0);
     }
 }

@@ -8,5 +8,4 @@ package dev.glimmer.kernels.decode;
  * @param fileOffset byte offset of its data from the start of the file
  * @param bytes      size of its data
  */
-public record WeightTensor(String name, int type, long fileOffset, long bytes) {
-}
+public record WeightTensor(String name, int type, long fileOffset, long bytes) {}

@@ -3,7 +3,6 @@ package dev.glimmer.kernels.emulator;
 import dev.glimmer.kernels.KernelLibrary;
 import dev.glimmer.kernels.KernelSignature;
 import dev.glimmer.kernels.Size3;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
@@ -36,13 +35,22 @@ public final class Emulator {
     private Emulator(KernelLibrary library, Path sharedLibrary) {
         this.library = library;
         this.symbols = SymbolLookup.libraryLookup(sharedLibrary, Arena.global());
-        this.dispatch = Linker.nativeLinker().downcallHandle(
-                symbols.find("glimmer_emu_dispatch").orElseThrow(),
-                FunctionDescriptor.of(ValueLayout.JAVA_INT,
-                        ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.ADDRESS,
-                        ValueLayout.ADDRESS, ValueLayout.JAVA_INT,
-                        ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.JAVA_INT, ValueLayout.JAVA_LONG,
-                        ValueLayout.ADDRESS, ValueLayout.JAVA_INT));
+        this.dispatch = Linker.nativeLinker()
+                .downcallHandle(
+                        symbols.find("glimmer_emu_dispatch").orElseThrow(),
+                        FunctionDescriptor.of(
+                                ValueLayout.JAVA_INT,
+                                ValueLayout.ADDRESS,
+                                ValueLayout.ADDRESS,
+                                ValueLayout.ADDRESS,
+                                ValueLayout.ADDRESS,
+                                ValueLayout.JAVA_INT,
+                                ValueLayout.ADDRESS,
+                                ValueLayout.ADDRESS,
+                                ValueLayout.JAVA_INT,
+                                ValueLayout.JAVA_LONG,
+                                ValueLayout.ADDRESS,
+                                ValueLayout.JAVA_INT));
     }
 
     /** The emulator of the project's kernels. */
@@ -66,11 +74,17 @@ public final class Emulator {
      * @param buffers           the segment bound at each buffer index (a slice for a binding with an offset)
      * @param threadgroupMemory bytes of each threadgroup-memory binding
      */
-    public void dispatch(String kernel, List<MemorySegment> buffers, int[] threadgroupMemory, Size3 grid, Size3 threads,
-                         FiberOrder order) {
+    public void dispatch(
+            String kernel,
+            List<MemorySegment> buffers,
+            int[] threadgroupMemory,
+            Size3 grid,
+            Size3 threads,
+            FiberOrder order) {
         KernelSignature signature = library.kernel(kernel);
         if (buffers.size() < signature.bufferCount()) {
-            throw new IllegalArgumentException(kernel + " binds " + signature.bufferCount() + " buffers, got " + buffers.size());
+            throw new IllegalArgumentException(
+                    kernel + " binds " + signature.bufferCount() + " buffers, got " + buffers.size());
         }
         if (threadgroupMemory.length < signature.threadgroupMemoryCount()) {
             throw new IllegalArgumentException(kernel + " needs " + signature.threadgroupMemoryCount()
@@ -88,8 +102,18 @@ public final class Emulator {
             MemorySegment g = arena.allocateFrom(ValueLayout.JAVA_INT, grid.x(), grid.y(), grid.z());
             MemorySegment t = arena.allocateFrom(ValueLayout.JAVA_INT, threads.x(), threads.y(), threads.z());
             MemorySegment error = arena.allocate(ERROR_CAPACITY);
-            int rc = (int) dispatch.invokeExact(thunk, arena.allocateFrom(kernel), pointers, memory,
-                    threadgroupMemory.length, g, t, order.mode().ordinal(), order.seed(), error, ERROR_CAPACITY);
+            int rc = (int) dispatch.invokeExact(
+                    thunk,
+                    arena.allocateFrom(kernel),
+                    pointers,
+                    memory,
+                    threadgroupMemory.length,
+                    g,
+                    t,
+                    order.mode().ordinal(),
+                    order.seed(),
+                    error,
+                    ERROR_CAPACITY);
             if (rc != 0) {
                 throw new EmulatorException(error.getString(0));
             }

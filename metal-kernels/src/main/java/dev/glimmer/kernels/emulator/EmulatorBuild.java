@@ -1,7 +1,6 @@
 package dev.glimmer.kernels.emulator;
 
 import dev.glimmer.kernels.KernelLibrary;
-
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
@@ -25,21 +24,30 @@ public final class EmulatorBuild {
     static final String CLANG = "clang-19";
     private static final String RESOURCES = "/dev/glimmer/kernels/emulator/";
     /** MSL's char is signed (Q8_0 quants, Q6_K scales); so is the emulator's on every host (arm64 Linux defaults to unsigned). */
-    private static final List<String> FLAGS = List.of("-std=c++17", "-fsigned-char", "-Wall", "-Wno-unknown-attributes",
-            "-Wno-unused-function", "-Wno-unused-variable", "-Wno-unused-but-set-variable");
+    private static final List<String> FLAGS = List.of(
+            "-std=c++17",
+            "-fsigned-char",
+            "-Wall",
+            "-Wno-unknown-attributes",
+            "-Wno-unused-function",
+            "-Wno-unused-variable",
+            "-Wno-unused-but-set-variable");
+
     private static final List<String> LINK = List.of("-O2", "-shared", "-fPIC", "-lstdc++", "-lm");
 
     /** What to do when clang-19 is missing. */
-    public static final String INSTALL_COMPILER = "install it, e.g. 'sudo apt-get install clang-19' (./glimmer test installs it)";
+    public static final String INSTALL_COMPILER =
+            "install it, e.g. 'sudo apt-get install clang-19' (./glimmer test installs it)";
 
-    private EmulatorBuild() {
-    }
+    private EmulatorBuild() {}
 
     /** Whether clang-19, which builds the emulator, can be started (it is on the PATH). */
     public static boolean compilerFound() {
         try {
-            Process p = new ProcessBuilder(CLANG, "--version").redirectErrorStream(true)
-                    .redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+            Process p = new ProcessBuilder(CLANG, "--version")
+                    .redirectErrorStream(true)
+                    .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+                    .start();
             return p.waitFor(1, TimeUnit.MINUTES) && p.exitValue() == 0;
         } catch (IOException e) {
             return false;
@@ -54,7 +62,8 @@ public final class EmulatorBuild {
         String prelude = KernelLibrary.resource(RESOURCES + "prelude.h");
         String runtime = KernelLibrary.resource(RESOURCES + "runtime.cpp");
         String unit = ThunkGenerator.translationUnit(library);
-        String hash = sha256(String.join("\u0000", prelude, runtime, unit, String.join(" ", FLAGS), String.join(" ", LINK)));
+        String hash =
+                sha256(String.join("\u0000", prelude, runtime, unit, String.join(" ", FLAGS), String.join(" ", LINK)));
         Path lib = directory.resolve("libglimmer-emulator-" + hash + ".so");
         if (Files.exists(lib)) {
             return lib;
@@ -64,11 +73,17 @@ public final class EmulatorBuild {
             Files.writeString(src.resolve("prelude.h"), prelude);
             Files.writeString(src.resolve("runtime.cpp"), runtime);
             Files.writeString(src.resolve("kernels.cpp"), unit);
-            Path tmp = directory.resolve("libglimmer-emulator-" + hash + ".so.tmp" + ProcessHandle.current().pid());
+            Path tmp = directory.resolve("libglimmer-emulator-" + hash + ".so.tmp"
+                    + ProcessHandle.current().pid());
             List<String> cmd = new ArrayList<>(List.of(CLANG));
             cmd.addAll(FLAGS);
-            cmd.addAll(List.of("-I", src.toString(), src.resolve("kernels.cpp").toString(),
-                    src.resolve("runtime.cpp").toString(), "-o", tmp.toString()));
+            cmd.addAll(List.of(
+                    "-I",
+                    src.toString(),
+                    src.resolve("kernels.cpp").toString(),
+                    src.resolve("runtime.cpp").toString(),
+                    "-o",
+                    tmp.toString()));
             cmd.addAll(LINK);
             String errors = run(cmd);
             if (errors != null) {
@@ -85,8 +100,8 @@ public final class EmulatorBuild {
      * Compiles {@code file} (after the files it builds on) as the emulator would, without
      * generating code; returns clang's messages, or null when it compiles cleanly.
      */
-    public static String syntaxCheck(List<KernelLibrary.SourceFile> prerequisites, KernelLibrary.SourceFile file,
-                                     Path directory) {
+    public static String syntaxCheck(
+            List<KernelLibrary.SourceFile> prerequisites, KernelLibrary.SourceFile file, Path directory) {
         try {
             Path src = Files.createDirectories(directory.resolve("syntax"));
             Files.writeString(src.resolve("prelude.h"), KernelLibrary.resource(RESOURCES + "prelude.h"));

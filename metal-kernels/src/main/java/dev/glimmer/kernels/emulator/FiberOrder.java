@@ -7,7 +7,11 @@ package dev.glimmer.kernels.emulator;
  */
 public record FiberOrder(Mode mode, long seed) {
 
-    public enum Mode { IN_ORDER, REVERSED, SHUFFLED }
+    public enum Mode {
+        IN_ORDER,
+        REVERSED,
+        SHUFFLED
+    }
 
     public static FiberOrder inOrder() {
         return new FiberOrder(Mode.IN_ORDER, 0);

@@ -1,10 +1,11 @@
 package dev.glimmer.kernels.decode;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.KernelLibrary;
-import dev.glimmer.kernels.Size3;
-import org.junit.jupiter.api.Test;
-
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -12,10 +13,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
 
 /**
  * The command list of the full-size GLM-4.7-Flash (47 layers, Q4_0 with a Q8_0 k_b/v_b, Q6_K output
@@ -24,8 +22,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  */
 class DecodeCommandListTest {
 
-    static final ModelShape GLM = new ModelShape(47, 1, 2048, 20, 768, 512, 192, 64, 256, 10240, 1536, 64, 4, 1536,
-            154880, 1e-5f, 1e6f, 1f / 16, 2, 1.8f, true);
+    static final ModelShape GLM = new ModelShape(
+            47, 1, 2048, 20, 768, 512, 192, 64, 256, 10240, 1536, 64, 4, 1536, 154880, 1e-5f, 1e6f, 1f / 16, 2, 1.8f,
+            true);
 
     /** ggml type ids and block geometry of the types used here. */
     private static long bytes(int type, long elements) {
@@ -94,7 +93,7 @@ class DecodeCommandListTest {
         for (int l = 1; l < GLM.layers(); l++) {
             assertEquals(11, perLayer.get(l), "layer " + l);
         }
-        assertEquals(4, perLayer.get(-1));  // embedding, output, the argmax's two stages
+        assertEquals(4, perLayer.get(-1)); // embedding, output, the argmax's two stages
         assertEquals(4 + 10 + 46 * 11, list.dispatches().size());
     }
 
@@ -107,7 +106,8 @@ class DecodeCommandListTest {
         list.dispatches().forEach(d -> d.weightReads().forEach(r -> read.add(r.tensor())));
         assertEquals(m.tensors().keySet(), read, "every tensor is read");
         // Q4_0 GLM-4.7-Flash: about 2 GB per token (docs/KERNELS.md §10)
-        assertTrue(list.weightBytesPerStep() > 1.5e9 && list.weightBytesPerStep() < 2.5e9, list.weightBytesPerStep() + "");
+        assertTrue(
+                list.weightBytesPerStep() > 1.5e9 && list.weightBytesPerStep() < 2.5e9, list.weightBytesPerStep() + "");
     }
 
     /**
@@ -120,8 +120,10 @@ class DecodeCommandListTest {
     void multiplyAddsAreEachTokensWeightMatrices() {
         DecodeModel m = fullSizeModel();
         ModelShape s = GLM;
-        long attention = (long) s.embedding() * (s.qLora() + s.kvRow()) + (long) s.qLora() * s.heads() * (s.nope() + s.rope())
-                + (long) s.heads() * s.nope() * s.latent() + (long) s.heads() * s.latent() * s.vHead()
+        long attention = (long) s.embedding() * (s.qLora() + s.kvRow())
+                + (long) s.qLora() * s.heads() * (s.nope() + s.rope())
+                + (long) s.heads() * s.nope() * s.latent()
+                + (long) s.heads() * s.latent() * s.vHead()
                 + (long) s.heads() * s.vHead() * s.embedding();
         long denseFfn = 3L * s.embedding() * s.denseFfn();
         long moe = (long) s.embedding() * s.experts()
@@ -137,17 +139,23 @@ class DecodeCommandListTest {
         // and the prompt's attention on tiles: query row (t, h) of a batch at the start of a sequence scores t + 1 keys
         // of latent + rope values and sums as many rows of latent values
         long promptAttention = (long) tokens * (tokens + 1) / 2 * s.heads() * (s.kvRow() + s.latent());
-        assertEquals(tokens * perToken + s.layers() * promptAttention + output, multiplyAdds(prompt),
+        assertEquals(
+                tokens * perToken + s.layers() * promptAttention + output,
+                multiplyAdds(prompt),
                 "prompt batch: only the last token's logits");
         assertEquals(8 * (perToken + output), multiplyAdds(DecodeCommandListBuilder.batch(m, 4096, 8)), "batch of 8");
 
         // the expert kernels count the routed entries, not the experts' full stacks
-        Dispatch gateUp = prompt.dispatches().stream().filter(d -> d.kernel().equals("moe_experts_gate_up") && d.layer() == 1)
-                .findFirst().orElseThrow();
-        assertEquals(2L * tokens * s.embedding() * (s.expertsUsed() * s.expertFfn() + s.sharedFfn()), gateUp.multiplyAdds());
+        Dispatch gateUp = prompt.dispatches().stream()
+                .filter(d -> d.kernel().equals("moe_experts_gate_up") && d.layer() == 1)
+                .findFirst()
+                .orElseThrow();
+        assertEquals(
+                2L * tokens * s.embedding() * (s.expertsUsed() * s.expertFfn() + s.sharedFfn()), gateUp.multiplyAdds());
         for (Dispatch d : prompt.dispatches()) {
             boolean multiplies = (d.kernel().startsWith("mat_") && !d.kernel().equals("mat_mat_parts"))
-                    || d.kernel().startsWith("moe_experts_") || d.kernel().equals("mla_flash_attention");
+                    || d.kernel().startsWith("moe_experts_")
+                    || d.kernel().equals("mla_flash_attention");
             assertEquals(multiplies, d.multiplyAdds() > 0, d.kernel() + " of layer " + d.layer());
         }
     }
@@ -161,7 +169,11 @@ class DecodeCommandListTest {
         DecodeModel m = fullSizeModel();
         CommandList list = DecodeCommandListBuilder.build(m, 202752);
         KernelLibrary library = KernelLibrary.load();
-        assertTrue(list.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.WEIGHTS).count() > 1,
+        assertTrue(
+                list.buffers().stream()
+                                .filter(b -> b.kind() == BufferSpec.Kind.WEIGHTS)
+                                .count()
+                        > 1,
                 "a 17 GB file needs several weight buffers");
         for (Dispatch d : list.dispatches()) {
             assertTrue(d.bindings().size() <= Geometry.MAX_BUFFER_BINDINGS, d.kernel());
@@ -171,15 +183,22 @@ class DecodeCommandListTest {
                 assertEquals(0, b % 16, d.kernel() + " threadgroup memory length must be a multiple of 16");
             }
             for (Dispatch.Binding b : d.bindings()) {
-                assertTrue(b.offset() <= DecodeCommandListBuilder.MAX_BINDING_OFFSET, d.kernel() + " offset " + b.offset());
-                assertTrue(b.offset() < list.buffers().get(b.buffer()).bytes(),
-                        d.kernel() + " binds past the end of " + list.buffers().get(b.buffer()).name());
+                assertTrue(
+                        b.offset() <= DecodeCommandListBuilder.MAX_BINDING_OFFSET,
+                        d.kernel() + " offset " + b.offset());
+                assertTrue(
+                        b.offset() < list.buffers().get(b.buffer()).bytes(),
+                        d.kernel() + " binds past the end of "
+                                + list.buffers().get(b.buffer()).name());
             }
         }
         // every tensor lies inside one weight buffer
         for (WeightTensor t : m.tensors().values()) {
-            long inside = list.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.WEIGHTS
-                    && t.fileOffset() >= b.fileOffset() && t.fileOffset() + t.bytes() <= b.fileOffset() + b.bytes()).count();
+            long inside = list.buffers().stream()
+                    .filter(b -> b.kind() == BufferSpec.Kind.WEIGHTS
+                            && t.fileOffset() >= b.fileOffset()
+                            && t.fileOffset() + t.bytes() <= b.fileOffset() + b.bytes())
+                    .count();
             assertTrue(inside >= 1, t.name());
         }
     }
@@ -201,12 +220,13 @@ class DecodeCommandListTest {
         DecodeModel m = fullSizeModel();
         PlanSummary p = PlanSummary.of(m, DecodeCommandListBuilder.build(m, 8192));
         assertEquals(11, p.maxDispatchesPerLayer());
-        assertEquals(4 + 10 + 46 * 11, p.dispatches());  // embedding, output mat-vec, two-stage argmax
+        assertEquals(4 + 10 + 46 * 11, p.dispatches()); // embedding, output mat-vec, two-stage argmax
         assertEquals(46, p.dispatchesPerKernel().get("moe_router"));
-        assertEquals(4 * 47 + 1, p.dispatchesPerKernel().get("mat_vec"));  // q_b, k_b, v_b, attn_output per layer + output
+        assertEquals(
+                4 * 47 + 1, p.dispatchesPerKernel().get("mat_vec")); // q_b, k_b, v_b, attn_output per layer + output
         assertEquals(p.activeWeightBytes(), p.weightBytesPerToken());
         assertTrue(p.threadgroupMemory().values().stream().allMatch(b -> b <= Geometry.MAX_THREADGROUP_MEMORY));
-        assertEquals(13, p.maxBindings());  // moe_gate_up
+        assertEquals(13, p.maxBindings()); // moe_gate_up
         assertTrue(p.maxBindingOffset() < 1L << 32 && p.maxBindingOffset() > 1L << 30, p.maxBindingOffset() + "");
         // the KV cache in halves: per cached token 576 values x 2 bytes x 47 layers, llama.cpp's F16 cache
         assertEquals(47L * 8192 * 576 * 2, p.kvCacheBytes());
@@ -221,27 +241,47 @@ class DecodeCommandListTest {
         assertEquals(tokens, prompt.tokens());
         assertEquals(1, decode.tokens());
         // q_a, kv_a and attn_output (few rows) in column parts, added up by mat_mat_parts
-        List<String> moeLayer = List.of("rms_norm_rows", "mat_mat", "mat_mat_parts", "mat_mat", "mat_mat_parts",
-                "rms_norm_rows", "mat_mat", "mla_rope_cache", "mat_mat", "mla_flash_attention", "mla_flash_merge", "mat_mat",
-                "mat_mat", "mat_mat_parts", "rms_norm_rows", "mat_mat_float", "moe_select", "moe_route",
-                "moe_experts_gate_up", "moe_experts_down", "moe_combine");
+        List<String> moeLayer = List.of(
+                "rms_norm_rows",
+                "mat_mat",
+                "mat_mat_parts",
+                "mat_mat",
+                "mat_mat_parts",
+                "rms_norm_rows",
+                "mat_mat",
+                "mla_rope_cache",
+                "mat_mat",
+                "mla_flash_attention",
+                "mla_flash_merge",
+                "mat_mat",
+                "mat_mat",
+                "mat_mat_parts",
+                "rms_norm_rows",
+                "mat_mat_float",
+                "moe_select",
+                "moe_route",
+                "moe_experts_gate_up",
+                "moe_experts_down",
+                "moe_combine");
         List<String> denseLayer = new ArrayList<>(moeLayer);
-        denseLayer.remove(17);  // moe_route
-        denseLayer.remove(16);  // moe_select
-        denseLayer.remove(15);  // the router's mat_mat_float (F32 weights in float, not on the matrix units)
+        denseLayer.remove(17); // moe_route
+        denseLayer.remove(16); // moe_select
+        denseLayer.remove(15); // the router's mat_mat_float (F32 weights in float, not on the matrix units)
         List<String> expected = new ArrayList<>(List.of("embed_row"));
         expected.addAll(denseLayer);
         for (int l = 1; l < GLM.layers(); l++) {
             expected.addAll(moeLayer);
         }
         expected.addAll(List.of("last_row", "mat_vec", "argmax_parts", "argmax"));
-        assertEquals(expected, prompt.dispatches().stream().map(Dispatch::kernel).toList());
+        assertEquals(
+                expected, prompt.dispatches().stream().map(Dispatch::kernel).toList());
         int blocks = (tokens + Geometry.MM_TOKENS - 1) / Geometry.MM_TOKENS;
         int expertBlocks = (tokens + Geometry.EXPERT_TOKENS - 1) / Geometry.EXPERT_TOKENS;
         for (Dispatch d : prompt.dispatches()) {
             if (d.kernel().equals("mat_vec")) {
                 // the output mat-vec of the last token, as the decode step's
-                assertEquals(decode.dispatches().get(decode.dispatches().size() - 3).grid(), d.grid());
+                assertEquals(
+                        decode.dispatches().get(decode.dispatches().size() - 3).grid(), d.grid());
                 continue;
             }
             if (d.kernel().equals("mat_mat")) {
@@ -249,34 +289,45 @@ class DecodeCommandListTest {
                 int parts = d.grid().x() / blocks;
                 assertEquals(blocks * parts, d.grid().x(), "mat_mat of layer " + d.layer());
                 long groups = (long) blocks * d.grid().y() * d.grid().z();
-                assertTrue(parts == 1 || groups * parts / 2 < Geometry.MM_MIN_THREADGROUPS, "mat_mat of layer " + d.layer());
+                assertTrue(
+                        parts == 1 || groups * parts / 2 < Geometry.MM_MIN_THREADGROUPS,
+                        "mat_mat of layer " + d.layer());
                 continue;
             }
             int perToken = switch (d.kernel()) {
                 case "mat_mat_float" -> (tokens + Geometry.MM_FLOAT_TOKENS - 1) / Geometry.MM_FLOAT_TOKENS;
-                // the blocks of the experts' token lists (at most one partly filled per expert), then the shared expert's
-                case "moe_experts_gate_up", "moe_experts_down" -> d.layer() == 0 ? expertBlocks
-                        : (tokens * GLM.expertsUsed() + Geometry.EXPERT_TOKENS - 1) / Geometry.EXPERT_TOKENS + GLM.experts()
-                                + expertBlocks;
+                // the blocks of the experts' token lists (at most one partly filled per expert), then the shared
+                // expert's
+                case "moe_experts_gate_up", "moe_experts_down" ->
+                    d.layer() == 0
+                            ? expertBlocks
+                            : (tokens * GLM.expertsUsed() + Geometry.EXPERT_TOKENS - 1) / Geometry.EXPERT_TOKENS
+                                    + GLM.experts()
+                                    + expertBlocks;
                 case "last_row", "argmax" -> 1;
                 case "moe_select" -> (tokens + Geometry.WIDE_SIMDGROUPS - 1) / Geometry.WIDE_SIMDGROUPS;
                 case "moe_route" -> GLM.experts();
                 case "argmax_parts" -> Geometry.ARGMAX_PARTS;
                 // blocks of query rows, a row per token and head
                 case "mla_flash_attention", "mla_flash_merge" ->
-                        (tokens * GLM.heads() + Geometry.FA_QUERIES - 1) / Geometry.FA_QUERIES;
+                    (tokens * GLM.heads() + Geometry.FA_QUERIES - 1) / Geometry.FA_QUERIES;
                 default -> tokens;
             };
             assertEquals(perToken, d.grid().x(), d.kernel() + " of layer " + d.layer());
-            assertTrue(d.threadgroupMemory().length == 0 || d.threadgroupMemory()[0] <= Geometry.MAX_THREADGROUP_MEMORY,
+            assertTrue(
+                    d.threadgroupMemory().length == 0 || d.threadgroupMemory()[0] <= Geometry.MAX_THREADGROUP_MEMORY,
                     d.kernel());
             if (d.kernel().equals("mat_mat")) {
-                assertEquals(4 * Geometry.mmMemoryFloats(Geometry.MM_ROWS, Geometry.MM_TOKENS), d.threadgroupMemory()[0],
+                assertEquals(
+                        4 * Geometry.mmMemoryFloats(Geometry.MM_ROWS, Geometry.MM_TOKENS),
+                        d.threadgroupMemory()[0],
                         d.kernel() + ": its tile");
             }
             if (d.kernel().startsWith("moe_experts")) {
-                assertEquals(4 * Geometry.mmMemoryFloats(Geometry.EXPERT_ROWS, Geometry.EXPERT_TOKENS),
-                        d.threadgroupMemory()[0], d.kernel() + ": its tile");
+                assertEquals(
+                        4 * Geometry.mmMemoryFloats(Geometry.EXPERT_ROWS, Geometry.EXPERT_TOKENS),
+                        d.threadgroupMemory()[0],
+                        d.kernel() + ": its tile");
             }
             if (d.kernel().equals("mla_flash_attention")) {
                 assertEquals(4 * Geometry.faMemoryFloats(), d.threadgroupMemory()[0], d.kernel());
@@ -292,14 +343,19 @@ class DecodeCommandListTest {
         assertEquals("moe_experts_gate_up", experts.kernel());
 
         // the KV cache buffers match by name and size, so the two lists can share them
-        for (BufferSpec kv : decode.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE).toList()) {
+        for (BufferSpec kv : decode.buffers().stream()
+                .filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE)
+                .toList()) {
             assertTrue(prompt.buffers().contains(kv), kv.name());
         }
         // StepArgs: token, pos, kv_len, kv_row
-        assertEquals(tokens * 16L, prompt.buffers().get(prompt.buffer(BufferSpec.Kind.STEP)).bytes());
+        assertEquals(
+                tokens * 16L,
+                prompt.buffers().get(prompt.buffer(BufferSpec.Kind.STEP)).bytes());
         // per token: x, q (heads x 576), the experts' slots, the attention's parts (FA_SPLITS x heads x 514 floats,
         // 0.16 MB), ...: under 0.6 MB (the decode step's split attention would take 0.33 MB a token for its partials)
-        long activations = prompt.buffers().get(prompt.buffer(BufferSpec.Kind.ACTIVATIONS)).bytes();
+        long activations =
+                prompt.buffers().get(prompt.buffer(BufferSpec.Kind.ACTIVATIONS)).bytes();
         assertTrue(activations < tokens * 600_000L, activations + " bytes of activations");
         assertThrows(IllegalArgumentException.class, () -> DecodeCommandListBuilder.build(m, 4096, 0));
     }
@@ -311,9 +367,12 @@ class DecodeCommandListTest {
         Map<String, WeightTensor> tensors = new HashMap<>(m.tensors());
         WeightTensor q = tensors.get("blk.3.attn_q_b.weight");
         tensors.put(q.name(), new WeightTensor(q.name(), q.type(), q.fileOffset() + 8, q.bytes()));
-        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        IllegalArgumentException e = assertThrows(
+                IllegalArgumentException.class,
                 () -> DecodeCommandListBuilder.build(new DecodeModel(m.shape(), tensors), 4096));
-        assertTrue(e.getMessage().contains("blk.3.attn_q_b.weight") && e.getMessage().contains("16-byte aligned"),
+        assertTrue(
+                e.getMessage().contains("blk.3.attn_q_b.weight")
+                        && e.getMessage().contains("16-byte aligned"),
                 e.getMessage());
     }
 
@@ -321,7 +380,7 @@ class DecodeCommandListTest {
     void theBatchListGivesEveryRowItsLogitsAndToken() {
         DecodeModel m = fullSizeModel();
         int rows = 4;
-        long kvRows = 6L * 4096;  // a pool of 6 conversations of 4,096 positions
+        long kvRows = 6L * 4096; // a pool of 6 conversations of 4,096 positions
         CommandList decode = DecodeCommandListBuilder.build(m, kvRows);
         CommandList batch = DecodeCommandListBuilder.batch(m, kvRows, rows);
         assertEquals(rows, batch.tokens());
@@ -331,9 +390,21 @@ class DecodeCommandListTest {
         // the prompt list's attention with every weight multiplied in float (a few tokens would leave the matrix
         // units' tiles mostly empty), the decode step's FFN kernels with a token per grid slice, then each row's
         // output norm, vocabulary projection and two-stage argmax
-        List<String> moeLayer = List.of("rms_norm_rows", "mat_mat_float", "mat_mat_float", "rms_norm_rows", "mat_mat_float",
-                "mla_rope_cache", "mat_mat_float", "mla_attention", "mla_merge_latent", "mat_mat_float", "mat_mat_float",
-                "moe_router", "moe_gate_up", "moe_down");
+        List<String> moeLayer = List.of(
+                "rms_norm_rows",
+                "mat_mat_float",
+                "mat_mat_float",
+                "rms_norm_rows",
+                "mat_mat_float",
+                "mla_rope_cache",
+                "mat_mat_float",
+                "mla_attention",
+                "mla_merge_latent",
+                "mat_mat_float",
+                "mat_mat_float",
+                "moe_router",
+                "moe_gate_up",
+                "moe_down");
         List<String> expected = new ArrayList<>(List.of("embed_row"));
         expected.addAll(moeLayer.stream().filter(k -> !k.equals("moe_router")).toList());
         for (int l = 1; l < GLM.layers(); l++) {
@@ -348,22 +419,30 @@ class DecodeCommandListTest {
                 default -> d.grid().x();
             };
             int expectedPerRow = d.kernel().equals("mat_mat_float")
-                    ? (rows + Geometry.MM_FLOAT_TOKENS - 1) / Geometry.MM_FLOAT_TOKENS : rows;
+                    ? (rows + Geometry.MM_FLOAT_TOKENS - 1) / Geometry.MM_FLOAT_TOKENS
+                    : rows;
             assertEquals(expectedPerRow, perRow, d.kernel() + " of layer " + d.layer());
         }
         assertEquals(rows, batch.dispatches().getLast().grid().y());
-        assertEquals(Geometry.ARGMAX_PARTS, batch.dispatches().get(batch.dispatches().size() - 2).grid().x());
+        assertEquals(
+                Geometry.ARGMAX_PARTS,
+                batch.dispatches().get(batch.dispatches().size() - 2).grid().x());
         // the attention of a few sequences splits along the KV length as the decode step does
-        Dispatch attention = batch.dispatches().stream().filter(d -> d.kernel().equals("mla_attention")).findFirst()
+        Dispatch attention = batch.dispatches().stream()
+                .filter(d -> d.kernel().equals("mla_attention"))
+                .findFirst()
                 .orElseThrow();
         assertEquals(Geometry.ATTENTION_SPLITS / rows, attention.grid().y());
         // logits of every row, then their greedy tokens, inside the activations
-        long activations = batch.buffers().get(batch.buffer(BufferSpec.Kind.ACTIVATIONS)).bytes();
+        long activations =
+                batch.buffers().get(batch.buffer(BufferSpec.Kind.ACTIVATIONS)).bytes();
         assertTrue(batch.logits() + 4L * rows * GLM.vocab() <= activations);
         assertTrue(batch.token() + 4L * rows <= activations);
         // one KV pool shared with the decode step and the prompt list
-        for (BufferSpec kv : decode.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE).toList()) {
-            assertEquals(2L * kvRows * GLM.kvRow(), kv.bytes());  // halves
+        for (BufferSpec kv : decode.buffers().stream()
+                .filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE)
+                .toList()) {
+            assertEquals(2L * kvRows * GLM.kvRow(), kv.bytes()); // halves
             assertTrue(batch.buffers().contains(kv), kv.name());
         }
         assertThrows(IllegalArgumentException.class, () -> DecodeCommandListBuilder.batch(m, kvRows, 1));
@@ -380,10 +459,13 @@ class DecodeCommandListTest {
 
     @Test
     void refusesModelsTheAttentionKernelCannotHold() {
-        ModelShape wide = new ModelShape(1, 1, 2048, 40, 768, 512, 192, 64, 256, 10240, 1536, 64, 4, 1536, 154880,
-                1e-5f, 1e6f, 1f / 16, 2, 1.8f, true);
-        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-                () -> DecodeCommandListBuilder.build(new DecodeModel(wide, fullSizeModel().tensors()), 16));
+        ModelShape wide = new ModelShape(
+                1, 1, 2048, 40, 768, 512, 192, 64, 256, 10240, 1536, 64, 4, 1536, 154880, 1e-5f, 1e6f, 1f / 16, 2, 1.8f,
+                true);
+        IllegalArgumentException e = assertThrows(
+                IllegalArgumentException.class,
+                () -> DecodeCommandListBuilder.build(
+                        new DecodeModel(wide, fullSizeModel().tensors()), 16));
         assertTrue(e.getMessage().contains("at most " + Geometry.ATTENTION_MAX_HEADS + " heads"), e.getMessage());
     }
 
@@ -394,9 +476,11 @@ class DecodeCommandListTest {
         Map<String, WeightTensor> tensors = new LinkedHashMap<>(model.tensors());
         WeightTensor kb = tensors.get("blk.1.attn_k_b.weight");
         tensors.put(kb.name(), new WeightTensor(kb.name(), 7, kb.fileOffset(), kb.bytes()));
-        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        IllegalArgumentException e = assertThrows(
+                IllegalArgumentException.class,
                 () -> DecodeCommandListBuilder.build(new DecodeModel(model.shape(), tensors), 16));
-        assertTrue(e.getMessage().startsWith("blk.1.attn_k_b.weight has ggml type 7, which the kernels do not read"),
+        assertTrue(
+                e.getMessage().startsWith("blk.1.attn_k_b.weight has ggml type 7, which the kernels do not read"),
                 e.getMessage());
     }
 }

@@ -1,10 +1,10 @@
 package dev.glimmer.kernels.decode;
 
-import org.junit.jupiter.api.Test;
-
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.junit.jupiter.api.Test;
 
 /** The GPU memory of serving the full-size Q4_0 model (DecodeCommandListTest's), per part. */
 class MemoryBudgetTest {
@@ -35,14 +35,16 @@ class MemoryBudgetTest {
         assertEquals(1, pool.slotsThatFit(gpu, false));
         String message = pool.doesNotFit("the GPU", gpu, false);
         assertTrue(message.startsWith("the GPU offers 24.00 GB, but 3 conversations of 65,536 tokens need"), message);
-        assertTrue(message.endsWith(": lower --parallel to 1, or --ctx to " + String.format("%,d",
-                pool.contextThatFits(gpu, false))), message);
+        assertTrue(
+                message.endsWith(": lower --parallel to 1, or --ctx to "
+                        + String.format("%,d", pool.contextThatFits(gpu, false))),
+                message);
         // serving sizes the pool down to what fits, but never below --parallel
         MemoryBudget served = MemoryBudget.forServing(FULL, 65536, 1, gpu, false);
         assertEquals(1, served.slots());
         assertTrue(served.fits(gpu, false));
         assertEquals(2, MemoryBudget.forServing(FULL, 65536, 2, gpu, false).slots());
-        assertEquals(3, MemoryBudget.forServing(FULL, 65536, 1, -1, false).slots());  // memory unknown
+        assertEquals(3, MemoryBudget.forServing(FULL, 65536, 1, -1, false).slots()); // memory unknown
         // with the weights already on the device (CUDA's free memory after the upload) only the pool counts
         assertTrue(one.fits(gpu - one.weights(), true));
         assertFalse(pool.fits(gpu - one.weights(), true));
@@ -60,6 +62,7 @@ class MemoryBudgetTest {
     void weightsThatDoNotFitSayWhatToDo() {
         MemoryBudget b = MemoryBudget.of(FULL, 4096, 1);
         String message = b.doesNotFit("Apple M2 (recommendedMaxWorkingSetSize)", 10_000_000_000L, false);
-        assertTrue(message.endsWith("the weights alone do not fit; use a smaller quantization or --backend cpu"), message);
+        assertTrue(
+                message.endsWith("the weights alone do not fit; use a smaller quantization or --backend cpu"), message);
     }
 }

@@ -6,7 +6,6 @@ import dev.glimmer.engine.chat.ChatRequest;
 import dev.glimmer.engine.chat.ChatRequestParser;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.http.ApiException;
-
 import java.util.List;
 
 /**
@@ -22,8 +21,8 @@ public record ChatCompletionRequest(ChatRequest chat, GenerationOptions options)
      * @param thinkingByDefault whether the model thinks when the request does not say
      *                          ({@link dev.glimmer.server.inference.ServedModel#thinksByDefault})
      */
-    public static ChatCompletionRequest parse(JsonNode body, ServerConfig.SamplingDefaults defaults,
-                                              boolean thinkingByDefault) {
+    public static ChatCompletionRequest parse(
+            JsonNode body, ServerConfig.SamplingDefaults defaults, boolean thinkingByDefault) {
         Fields f = new Fields(body);
         // Any model name is this server's one model (clients must send one and rarely know its id).
         f.string("model");
@@ -31,8 +30,9 @@ public record ChatCompletionRequest(ChatRequest chat, GenerationOptions options)
         // The chat layer reads "none" as thinking off; GLM-4.7-Flash has one depth, so the others mean on.
         f.string("reasoning_effort").ifPresent(effort -> {
             if (!List.of("none", "minimal", "low", "medium", "high").contains(effort)) {
-                throw ApiException.badRequest("reasoning_effort must be none, minimal, low, medium or high, got '"
-                        + effort + "'", "reasoning_effort");
+                throw ApiException.badRequest(
+                        "reasoning_effort must be none, minimal, low, medium or high, got '" + effort + "'",
+                        "reasoning_effort");
             }
         });
         ChatRequest chat;
@@ -65,14 +65,17 @@ public record ChatCompletionRequest(ChatRequest chat, GenerationOptions options)
         if (c.isTextual() && c.textValue().equals("required") || c.isObject()) {
             return chat;
         }
-        throw ApiException.badRequest("tool_choice must be \"none\", \"auto\", \"required\" or an object, got "
-                + (c.isTextual() ? "'" + c.textValue() + "'" : Fields.typeName(c)), "tool_choice");
+        throw ApiException.badRequest(
+                "tool_choice must be \"none\", \"auto\", \"required\" or an object, got "
+                        + (c.isTextual() ? "'" + c.textValue() + "'" : Fields.typeName(c)),
+                "tool_choice");
     }
 
     /** The field a chat-layer message names first ("messages[2].role: ..." names messages). */
     private static String paramOf(String message) {
         int end = 0;
-        while (end < message.length() && (Character.isLetterOrDigit(message.charAt(end)) || message.charAt(end) == '_')) {
+        while (end < message.length()
+                && (Character.isLetterOrDigit(message.charAt(end)) || message.charAt(end) == '_')) {
             end++;
         }
         return end > 0 ? message.substring(0, end) : null;

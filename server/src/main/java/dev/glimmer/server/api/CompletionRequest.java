@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import dev.glimmer.engine.tokenizer.SpecialTokens;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.http.ApiException;
-
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -28,11 +27,9 @@ public record CompletionRequest(List<Prompt> prompts, GenerationOptions options,
 
     /** One prompt: text (tokenized with special tokens parsed) or token ids. */
     public sealed interface Prompt {
-        record Text(String text) implements Prompt {
-        }
+        record Text(String text) implements Prompt {}
 
-        record Tokens(int[] ids) implements Prompt {
-        }
+        record Tokens(int[] ids) implements Prompt {}
     }
 
     public CompletionRequest {
@@ -43,31 +40,37 @@ public record CompletionRequest(List<Prompt> prompts, GenerationOptions options,
         Fields f = new Fields(body);
         // Any model name is this server's one model (clients must send one and rarely know its id).
         f.string("model");
-        JsonNode prompt = f.node("prompt").orElseThrow(
-                () -> ApiException.badRequest("prompt is required: a string or an array of token ids", "prompt"));
+        JsonNode prompt = f.node("prompt")
+                .orElseThrow(() ->
+                        ApiException.badRequest("prompt is required: a string or an array of token ids", "prompt"));
         GenerationOptions options = GenerationOptionsParser.parse(f, defaults, false);
         boolean ignoreEos = f.bool("ignore_eos").orElse(false);
         if (!prompt.isTextual() && !prompt.isArray()) {
             throw Fields.wrongType("prompt", "a string or an array of token ids", prompt);
         }
-        boolean batch = prompt.isArray() && !prompt.isEmpty() && (prompt.get(0).isTextual() || prompt.get(0).isArray());
+        boolean batch = prompt.isArray()
+                && !prompt.isEmpty()
+                && (prompt.get(0).isTextual() || prompt.get(0).isArray());
         if (!batch) {
             return new CompletionRequest(List.of(one(prompt, "prompt")), options, ignoreEos);
         }
         if (prompt.size() > MAX_PROMPTS) {
-            throw ApiException.badRequest("prompt holds " + prompt.size() + " prompts; at most " + MAX_PROMPTS
-                    + " per request", "prompt");
+            throw ApiException.badRequest(
+                    "prompt holds " + prompt.size() + " prompts; at most " + MAX_PROMPTS + " per request", "prompt");
         }
         if (prompt.size() * options.choices() > MAX_PROMPTS) {
-            throw ApiException.badRequest("n (" + options.choices() + ") times the " + prompt.size() + " prompts is "
-                    + prompt.size() * options.choices() + " choices; at most " + MAX_PROMPTS + " per request", "n");
+            throw ApiException.badRequest(
+                    "n (" + options.choices() + ") times the " + prompt.size() + " prompts is "
+                            + prompt.size() * options.choices() + " choices; at most " + MAX_PROMPTS + " per request",
+                    "n");
         }
         List<Prompt> prompts = new ArrayList<>();
         for (int i = 0; i < prompt.size(); i++) {
             JsonNode p = prompt.get(i);
             if (!p.isTextual() && !p.isArray()) {
-                throw ApiException.badRequest("prompt[" + i + "] must be a string or an array of token ids, got "
-                        + Fields.typeName(p), "prompt");
+                throw ApiException.badRequest(
+                        "prompt[" + i + "] must be a string or an array of token ids, got " + Fields.typeName(p),
+                        "prompt");
             }
             prompts.add(one(p, "prompt[" + i + "]"));
         }
@@ -105,8 +108,9 @@ public record CompletionRequest(List<Prompt> prompts, GenerationOptions options,
         for (int i = 0; i < ids.length; i++) {
             JsonNode id = prompt.get(i);
             if (!id.isIntegralNumber() || !id.canConvertToInt() || id.intValue() < 0) {
-                throw ApiException.badRequest(where + "[" + i + "] must be a token id (an integer >= 0), got "
-                        + Fields.describe(id), "prompt");
+                throw ApiException.badRequest(
+                        where + "[" + i + "] must be a token id (an integer >= 0), got " + Fields.describe(id),
+                        "prompt");
             }
             ids[i] = id.intValue();
         }

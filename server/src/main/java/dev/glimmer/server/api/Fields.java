@@ -2,7 +2,6 @@ package dev.glimmer.server.api;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.glimmer.server.http.ApiException;
-
 import java.util.Locale;
 import java.util.Optional;
 import java.util.OptionalDouble;
@@ -59,8 +58,8 @@ final class Fields {
             return OptionalInt.empty();
         }
         if (v.getAsLong() < min || v.getAsLong() > max) {
-            throw ApiException.badRequest(name + " must be between " + min + " and " + max + ", got " + v.getAsLong(),
-                    name);
+            throw ApiException.badRequest(
+                    name + " must be between " + min + " and " + max + ", got " + v.getAsLong(), name);
         }
         return OptionalInt.of((int) v.getAsLong());
     }

@@ -2,7 +2,6 @@ package dev.glimmer.server.api;
 
 import dev.glimmer.engine.grammar.OutputGrammar;
 import dev.glimmer.engine.sampling.SamplingParams;
-
 import java.util.List;
 import java.util.Optional;
 
@@ -20,21 +19,29 @@ import java.util.Optional;
  * @param grammar       what the output must look like (a JSON schema, a forced tool call), if anything
  * @param choices       how many choices to generate for each prompt ({@code n}), each sampled on its own
  */
-public record GenerationOptions(SamplingParams sampling, int maxTokens, List<String> stop, boolean logprobs,
-                                int topLogprobs, boolean stream, boolean includeUsage, String user,
-                                Optional<OutputGrammar> grammar, int choices) {
+public record GenerationOptions(
+        SamplingParams sampling,
+        int maxTokens,
+        List<String> stop,
+        boolean logprobs,
+        int topLogprobs,
+        boolean stream,
+        boolean includeUsage,
+        String user,
+        Optional<OutputGrammar> grammar,
+        int choices) {
     public GenerationOptions {
         stop = List.copyOf(stop);
     }
 
     public GenerationOptions withSampling(SamplingParams s) {
-        return new GenerationOptions(s, maxTokens, stop, logprobs, topLogprobs, stream, includeUsage, user, grammar,
-                choices);
+        return new GenerationOptions(
+                s, maxTokens, stop, logprobs, topLogprobs, stream, includeUsage, user, grammar, choices);
     }
 
     public GenerationOptions withGrammar(Optional<OutputGrammar> g) {
-        return new GenerationOptions(sampling, maxTokens, stop, logprobs, topLogprobs, stream, includeUsage, user, g,
-                choices);
+        return new GenerationOptions(
+                sampling, maxTokens, stop, logprobs, topLogprobs, stream, includeUsage, user, g, choices);
     }
 
     /**
@@ -43,6 +50,7 @@ public record GenerationOptions(SamplingParams sampling, int maxTokens, List<Str
      */
     public GenerationOptions forChoice(int index) {
         return sampling.seed().isPresent() && index > 0
-                ? withSampling(sampling.withSeed(sampling.seed().getAsLong() + index)) : this;
+                ? withSampling(sampling.withSeed(sampling.seed().getAsLong() + index))
+                : this;
     }
 }

@@ -5,7 +5,6 @@ import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.sampling.SamplingParams;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.http.ApiException;
-
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Iterator;
@@ -21,12 +20,12 @@ import java.util.Optional;
 final class GenerationOptionsParser {
     /** The largest max_tokens accepted; anything above is a client mistake, not a wish. */
     static final int MAX_TOKENS_LIMIT = 1 << 24;
+
     static final int MAX_STOP_STRINGS = 16;
     /** The most choices ({@code n}) of one request: each is a generation of its own, queued like a request. */
     static final int MAX_CHOICES = 8;
 
-    private GenerationOptionsParser() {
-    }
+    private GenerationOptionsParser() {}
 
     static GenerationOptions parse(Fields f, ServerConfig.SamplingDefaults defaults, boolean chat) {
         rejectUnsupported(f, chat);
@@ -38,8 +37,8 @@ final class GenerationOptionsParser {
         if (given.isPresent()) {
             long n = given.getAsLong();
             if (n < 1 || n > MAX_TOKENS_LIMIT) {
-                throw ApiException.badRequest(maxName + " must be between 1 and " + MAX_TOKENS_LIMIT + ", got " + n,
-                        maxName);
+                throw ApiException.badRequest(
+                        maxName + " must be between 1 and " + MAX_TOKENS_LIMIT + ", got " + n, maxName);
             }
             maxTokens = (int) n;
         }
@@ -67,8 +66,17 @@ final class GenerationOptionsParser {
         }
         String user = f.string("user").orElse("");
         int choices = f.integer("n", 1, MAX_CHOICES).orElse(1);
-        return new GenerationOptions(sampling, maxTokens, stop(f), logprobs, topLogprobs, stream, includeUsage, user,
-                Optional.empty(), choices);
+        return new GenerationOptions(
+                sampling,
+                maxTokens,
+                stop(f),
+                logprobs,
+                topLogprobs,
+                stream,
+                includeUsage,
+                user,
+                Optional.empty(),
+                choices);
     }
 
     private static void rejectUnsupported(Fields f, boolean chat) {
@@ -77,8 +85,10 @@ final class GenerationOptionsParser {
         if (!chat && format.isPresent()) {
             String type = new Fields(format.get()).string("type").orElse("text");
             if (!type.equals("text")) {
-                throw ApiException.badRequest("response_format " + type + " is supported on /v1/chat/completions only;"
-                        + " leave response_format out or use {\"type\":\"text\"}", "response_format");
+                throw ApiException.badRequest(
+                        "response_format " + type + " is supported on /v1/chat/completions only;"
+                                + " leave response_format out or use {\"type\":\"text\"}",
+                        "response_format");
             }
         }
     }
@@ -92,8 +102,17 @@ final class GenerationOptionsParser {
         float presence = (float) f.number("presence_penalty").orElse(0);
         float frequency = (float) f.number("frequency_penalty").orElse(0);
         try {
-            SamplingParams p = new SamplingParams(temperature, topK, topP, minP, java.util.OptionalLong.empty(),
-                    repeat, presence, frequency, SamplingParams.DEFAULT_PENALTY_WINDOW, logitBias(f));
+            SamplingParams p = new SamplingParams(
+                    temperature,
+                    topK,
+                    topP,
+                    minP,
+                    java.util.OptionalLong.empty(),
+                    repeat,
+                    presence,
+                    frequency,
+                    SamplingParams.DEFAULT_PENALTY_WINDOW,
+                    logitBias(f));
             var seed = f.integer("seed");
             return seed.isPresent() ? p.withSeed(seed.getAsLong()) : p;
         } catch (InvalidInputException e) {
@@ -120,16 +139,20 @@ final class GenerationOptionsParser {
             try {
                 token = Integer.parseInt(e.getKey().strip());
             } catch (NumberFormatException ex) {
-                throw ApiException.badRequest("logit_bias keys must be token ids, got '" + e.getKey() + "'", "logit_bias");
+                throw ApiException.badRequest(
+                        "logit_bias keys must be token ids, got '" + e.getKey() + "'", "logit_bias");
             }
             if (!e.getValue().isNumber()) {
-                throw ApiException.badRequest("logit_bias values must be numbers, got " + Fields.typeName(e.getValue())
-                        + " for token " + token, "logit_bias");
+                throw ApiException.badRequest(
+                        "logit_bias values must be numbers, got " + Fields.typeName(e.getValue()) + " for token "
+                                + token,
+                        "logit_bias");
             }
             double v = e.getValue().doubleValue();
             if (v < -100 || v > 100) {
-                throw ApiException.badRequest("logit_bias values must be between -100 and 100, got " + v + " for token "
-                        + token, "logit_bias");
+                throw ApiException.badRequest(
+                        "logit_bias values must be between -100 and 100, got " + v + " for token " + token,
+                        "logit_bias");
             }
             result.put(token, (float) v);
         }
@@ -149,8 +172,8 @@ final class GenerationOptionsParser {
             throw Fields.wrongType("stop", "a string or an array of strings", node);
         }
         if (node.size() > MAX_STOP_STRINGS) {
-            throw ApiException.badRequest("stop may hold at most " + MAX_STOP_STRINGS + " strings, got " + node.size(),
-                    "stop");
+            throw ApiException.badRequest(
+                    "stop may hold at most " + MAX_STOP_STRINGS + " strings, got " + node.size(), "stop");
         }
         List<String> result = new ArrayList<>();
         for (JsonNode s : node) {

@@ -6,7 +6,6 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.http.ApiException;
 import dev.glimmer.server.http.Json;
-
 import java.util.Map;
 import java.util.Optional;
 
@@ -23,8 +22,9 @@ import java.util.Optional;
 public final class MessagesRequest {
 
     /** Chat field → Messages field, for the errors of the chat parse. */
-    private static final Map<String, String> PARAM_NAMES = Map.of("stop", "stop_sequences",
-            "chat_template_kwargs", "thinking");
+    private static final Map<String, String> PARAM_NAMES =
+            Map.of("stop", "stop_sequences", "chat_template_kwargs", "thinking");
+
     private static final Map<String, String> TEXT_BLOCKS = Map.of("text", "text");
 
     /**
@@ -36,10 +36,13 @@ public final class MessagesRequest {
         ObjectNode chat = Json.object();
         f.string("model").ifPresent(m -> chat.put("model", m));
         ArrayNode messages = chat.putArray("messages");
-        f.node("system").ifPresent(system -> messages.addObject().put("role", "system")
-                .put("content", TranslatedChat.text(system, "system", TEXT_BLOCKS)));
-        JsonNode given = f.node("messages").orElseThrow(() -> ApiException.badRequest(
-                "messages is missing (the conversation, an array of messages)", "messages"));
+        f.node("system")
+                .ifPresent(system -> messages.addObject()
+                        .put("role", "system")
+                        .put("content", TranslatedChat.text(system, "system", TEXT_BLOCKS)));
+        JsonNode given = f.node("messages")
+                .orElseThrow(() -> ApiException.badRequest(
+                        "messages is missing (the conversation, an array of messages)", "messages"));
         if (!given.isArray() || given.isEmpty()) {
             throw ApiException.badRequest("messages must be a non-empty array of messages", "messages");
         }
@@ -52,10 +55,17 @@ public final class MessagesRequest {
             }
             chat.set("max_tokens", f.node("max_tokens").get());
         }
-        TranslatedChat.tools(f, chat, "custom", "only client tools (with input_schema) are supported by this server",
-                (tool, where, name, function) -> function.set("parameters", tool.object("input_schema").orElseThrow(
-                        () -> ApiException.badRequest(where + ".input_schema is missing (the JSON schema of the tool's"
-                                + " input)", where + ".input_schema"))));
+        TranslatedChat.tools(
+                f,
+                chat,
+                "custom",
+                "only client tools (with input_schema) are supported by this server",
+                (tool, where, name, function) -> function.set(
+                        "parameters",
+                        tool.object("input_schema")
+                                .orElseThrow(() -> ApiException.badRequest(
+                                        where + ".input_schema is missing (the JSON schema of the tool's" + " input)",
+                                        where + ".input_schema"))));
         toolChoice(f, chat);
         thinking(f, chat);
         f.node("stop_sequences").ifPresent(n -> chat.set("stop", n));
@@ -73,14 +83,17 @@ public final class MessagesRequest {
             throw Fields.wrongType(where, "an object with a role and content", message);
         }
         Fields f = new Fields(message);
-        String role = f.string("role").orElseThrow(() -> ApiException.badRequest(where + ".role is missing (user,"
-                + " assistant)", where + ".role"));
+        String role = f.string("role")
+                .orElseThrow(() ->
+                        ApiException.badRequest(where + ".role is missing (user," + " assistant)", where + ".role"));
         if (!role.equals("user") && !role.equals("assistant")) {
-            throw ApiException.badRequest(where + ".role: unknown role '" + role + "' (user, assistant; the system"
-                    + " prompt goes in system)", where + ".role");
+            throw ApiException.badRequest(
+                    where + ".role: unknown role '" + role + "' (user, assistant; the system"
+                            + " prompt goes in system)",
+                    where + ".role");
         }
-        JsonNode content = f.node("content").orElseThrow(() -> ApiException.badRequest(where + ".content is missing",
-                where + ".content"));
+        JsonNode content = f.node("content")
+                .orElseThrow(() -> ApiException.badRequest(where + ".content is missing", where + ".content"));
         if (content.isTextual()) {
             messages.addObject().put("role", role).put("content", content.textValue());
             return;
@@ -101,8 +114,10 @@ public final class MessagesRequest {
             Fields b = new Fields(block);
             String type = b.string("type").orElse("");
             switch (role + ":" + type) {
-                case "user:text", "assistant:text" -> text.append(b.string("text").orElse(""));
-                case "assistant:thinking" -> thinking.append(b.string("thinking").orElse(""));
+                case "user:text", "assistant:text" ->
+                    text.append(b.string("text").orElse(""));
+                case "assistant:thinking" ->
+                    thinking.append(b.string("thinking").orElse(""));
                 case "assistant:redacted_thinking" -> {
                     // Another model's encrypted reasoning: nothing this one can read.
                 }
@@ -119,13 +134,19 @@ public final class MessagesRequest {
                     ObjectNode tool = messages.addObject();
                     tool.put("role", "tool");
                     tool.put("tool_call_id", required(b, "tool_use_id", blockWhere));
-                    JsonNode result = b.node("content").orElse(Json.MAPPER.getNodeFactory().textNode(""));
+                    JsonNode result = b.node("content")
+                            .orElse(Json.MAPPER.getNodeFactory().textNode(""));
                     tool.put("content", TranslatedChat.text(result, blockWhere + ".content", TEXT_BLOCKS));
                 }
-                default -> throw ApiException.badRequest(blockWhere + ".type: unsupported content block '" + type
-                        + "' in a" + (role.equals("user") ? " user message (text, tool_result)"
-                        : "n assistant message (text, thinking, redacted_thinking, tool_use)")
-                        + "; this model reads text only", blockWhere + ".type");
+                default ->
+                    throw ApiException.badRequest(
+                            blockWhere + ".type: unsupported content block '" + type
+                                    + "' in a"
+                                    + (role.equals("user")
+                                            ? " user message (text, tool_result)"
+                                            : "n assistant message (text, thinking, redacted_thinking, tool_use)")
+                                    + "; this model reads text only",
+                            blockWhere + ".type");
             }
         }
         if (role.equals("assistant")) {
@@ -152,11 +173,18 @@ public final class MessagesRequest {
         switch (type) {
             case "auto", "none" -> chat.put("tool_choice", type);
             case "any" -> chat.put("tool_choice", "required");
-            case "tool" -> chat.putObject("tool_choice").put("type", "function").putObject("function")
-                    .put("name", c.string("name").orElseThrow(() -> ApiException.badRequest(
-                            "tool_choice.name is missing", "tool_choice.name")));
-            default -> throw ApiException.badRequest("tool_choice.type must be auto, any, tool or none, got '" + type
-                    + "'", "tool_choice.type");
+            case "tool" ->
+                chat.putObject("tool_choice")
+                        .put("type", "function")
+                        .putObject("function")
+                        .put(
+                                "name",
+                                c.string("name")
+                                        .orElseThrow(() -> ApiException.badRequest(
+                                                "tool_choice.name is missing", "tool_choice.name")));
+            default ->
+                throw ApiException.badRequest(
+                        "tool_choice.type must be auto, any, tool or none, got '" + type + "'", "tool_choice.type");
         }
     }
 
@@ -169,18 +197,18 @@ public final class MessagesRequest {
             on = switch (type) {
                 case "enabled", "adaptive" -> true;
                 case "disabled" -> false;
-                default -> throw ApiException.badRequest("thinking.type must be enabled, adaptive or disabled, got '"
-                        + type + "'", "thinking.type");
+                default ->
+                    throw ApiException.badRequest(
+                            "thinking.type must be enabled, adaptive or disabled, got '" + type + "'", "thinking.type");
             };
         }
         chat.putObject("chat_template_kwargs").put("enable_thinking", on);
     }
 
     private static String required(Fields f, String field, String where) {
-        return f.string(field).orElseThrow(() -> ApiException.badRequest(where + "." + field + " is missing",
-                where + "." + field));
+        return f.string(field)
+                .orElseThrow(() -> ApiException.badRequest(where + "." + field + " is missing", where + "." + field));
     }
 
-    private MessagesRequest() {
-    }
+    private MessagesRequest() {}
 }

@@ -8,7 +8,6 @@ import dev.glimmer.engine.chat.ToolSpec;
 import dev.glimmer.engine.grammar.JsonSchemaGrammar;
 import dev.glimmer.engine.grammar.OutputGrammar;
 import dev.glimmer.server.http.ApiException;
-
 import java.util.List;
 import java.util.Optional;
 import java.util.Set;
@@ -20,16 +19,17 @@ import java.util.Set;
  * A schema outside the supported subset is a 400 that names the keyword.
  */
 final class ReplyGrammars {
-    private ReplyGrammars() {
-    }
+    private ReplyGrammars() {}
 
     /** @param chat the conversation after {@code tool_choice} "none" took its tools away */
     static Optional<OutputGrammar> of(Fields f, ChatRequest chat) {
         Optional<OutputGrammar> grammar = grammar(f, chat);
         if (grammar.isPresent() && chat.continuesFinalMessage()) {
             // The grammar describes a whole reply, and a continued message has begun already.
-            throw ApiException.badRequest("a final assistant message is continued as written; it cannot be combined"
-                    + " with a JSON response_format or a forced tool call", "messages");
+            throw ApiException.badRequest(
+                    "a final assistant message is continued as written; it cannot be combined"
+                            + " with a JSON response_format or a forced tool call",
+                    "messages");
         }
         return grammar;
     }
@@ -55,8 +55,8 @@ final class ReplyGrammars {
         JsonNode c = choice.get();
         if (c.isTextual() && c.textValue().equals("required")) {
             if (chat.tools().isEmpty()) {
-                throw ApiException.badRequest("tool_choice \"required\" needs tools to call; the request has none",
-                        "tool_choice");
+                throw ApiException.badRequest(
+                        "tool_choice \"required\" needs tools to call; the request has none", "tool_choice");
             }
             return Optional.of(chat.tools());
         }
@@ -65,13 +65,17 @@ final class ReplyGrammars {
         }
         JsonNode name = c.path("function").path("name");
         if (!c.path("type").asText("function").equals("function") || !name.isTextual()) {
-            throw ApiException.badRequest("tool_choice as an object must be {\"type\":\"function\",\"function\":"
-                    + "{\"name\":…}}", "tool_choice");
+            throw ApiException.badRequest(
+                    "tool_choice as an object must be {\"type\":\"function\",\"function\":" + "{\"name\":…}}",
+                    "tool_choice");
         }
-        List<ToolSpec> named = chat.tools().stream().filter(t -> t.name().equals(name.textValue())).toList();
+        List<ToolSpec> named = chat.tools().stream()
+                .filter(t -> t.name().equals(name.textValue()))
+                .toList();
         if (named.isEmpty()) {
-            throw ApiException.badRequest("tool_choice names the function '" + name.textValue()
-                    + "', which is not among the request's tools", "tool_choice");
+            throw ApiException.badRequest(
+                    "tool_choice names the function '" + name.textValue() + "', which is not among the request's tools",
+                    "tool_choice");
         }
         return Optional.of(List.of(named.getFirst()));
     }
@@ -82,27 +86,34 @@ final class ReplyGrammars {
             return Optional.empty();
         }
         Fields ff = new Fields(format.get());
-        String type = ff.string("type").orElseThrow(() -> ApiException.badRequest(
-                "response_format.type is missing: use text, json_object or json_schema", "response_format"));
+        String type = ff.string("type")
+                .orElseThrow(() -> ApiException.badRequest(
+                        "response_format.type is missing: use text, json_object or json_schema", "response_format"));
         return switch (type) {
             case "text" -> Optional.empty();
-            case "json_object" -> Optional.of(new OutputGrammar(JsonSchemaGrammar.anyObject(), thinkingFirst, Set.of()));
+            case "json_object" ->
+                Optional.of(new OutputGrammar(JsonSchemaGrammar.anyObject(), thinkingFirst, Set.of()));
             case "json_schema" -> {
-                JsonNode spec = ff.object("json_schema").orElseThrow(() -> ApiException.badRequest(
-                        "response_format.json_schema is missing: {\"name\":…,\"schema\":{…}}", "response_format"));
+                JsonNode spec = ff.object("json_schema")
+                        .orElseThrow(() -> ApiException.badRequest(
+                                "response_format.json_schema is missing: {\"name\":…,\"schema\":{…}}",
+                                "response_format"));
                 JsonNode schema = spec.path("schema");
                 if (schema.isMissingNode() || schema.isNull()) {
-                    schema = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode(); // any JSON value
+                    schema =
+                            com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode(); // any JSON value
                 }
                 try {
                     yield Optional.of(new OutputGrammar(JsonSchemaGrammar.forSchema(schema), thinkingFirst, Set.of()));
                 } catch (InvalidInputException e) {
-                    throw ApiException.badRequest("response_format.json_schema.schema: " + e.getMessage(),
-                            "response_format");
+                    throw ApiException.badRequest(
+                            "response_format.json_schema.schema: " + e.getMessage(), "response_format");
                 }
             }
-            default -> throw ApiException.badRequest("response_format.type must be text, json_object or json_schema,"
-                    + " got '" + type + "'", "response_format");
+            default ->
+                throw ApiException.badRequest(
+                        "response_format.type must be text, json_object or json_schema," + " got '" + type + "'",
+                        "response_format");
         };
     }
 }

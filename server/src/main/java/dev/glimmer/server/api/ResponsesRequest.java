@@ -6,7 +6,6 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.http.ApiException;
 import dev.glimmer.server.http.Json;
-
 import java.util.Map;
 import java.util.Optional;
 import java.util.function.Function;
@@ -28,48 +27,66 @@ import java.util.function.Function;
  *                      {@code tools}, {@code text}, ...)
  * @param store         whether the response is kept for {@code GET} and {@code previous_response_id}
  */
-public record ResponsesRequest(ChatCompletionRequest chat, ArrayNode conversation, ObjectNode settings,
-                               boolean store) {
+public record ResponsesRequest(ChatCompletionRequest chat, ArrayNode conversation, ObjectNode settings, boolean store) {
 
     /** Chat field → Responses field, for the errors of the chat parse. */
-    private static final Map<String, String> PARAM_NAMES = Map.of("messages", "input", "max_tokens",
-            "max_output_tokens", "response_format", "text.format", "chat_template_kwargs", "reasoning");
+    private static final Map<String, String> PARAM_NAMES = Map.of(
+            "messages",
+            "input",
+            "max_tokens",
+            "max_output_tokens",
+            "response_format",
+            "text.format",
+            "chat_template_kwargs",
+            "reasoning");
     /** Content part type → its text field, for the parts a text model reads. */
-    private static final Map<String, String> TEXT_PARTS = Map.of("input_text", "text", "output_text", "text",
-            "text", "text", "refusal", "refusal");
+    private static final Map<String, String> TEXT_PARTS =
+            Map.of("input_text", "text", "output_text", "text", "text", "text", "refusal", "refusal");
+
     private static final Map<String, String> REASONING_PARTS = Map.of("reasoning_text", "text", "summary_text", "text");
 
     /**
      * @param previous the conversation of a stored response by id (empty when there is none)
      */
-    public static ResponsesRequest parse(JsonNode body, ServerConfig.SamplingDefaults defaults, boolean thinkingByDefault,
-                                         Function<String, Optional<ArrayNode>> previous) {
+    public static ResponsesRequest parse(
+            JsonNode body,
+            ServerConfig.SamplingDefaults defaults,
+            boolean thinkingByDefault,
+            Function<String, Optional<ArrayNode>> previous) {
         Fields f = new Fields(body);
         for (String unsupported : new String[] {"conversation", "prompt"}) {
             if (f.node(unsupported).isPresent()) {
-                throw ApiException.badRequest(unsupported + " is not supported by this server; send the conversation"
-                        + " as input (and previous_response_id)", unsupported);
+                throw ApiException.badRequest(
+                        unsupported + " is not supported by this server; send the conversation"
+                                + " as input (and previous_response_id)",
+                        unsupported);
             }
         }
         if (f.bool("background").orElse(false)) {
-            throw ApiException.badRequest("background responses are not supported by this server; leave background"
-                    + " out (stream for long answers)", "background");
+            throw ApiException.badRequest(
+                    "background responses are not supported by this server; leave background"
+                            + " out (stream for long answers)",
+                    "background");
         }
         if (f.integer("top_logprobs", 0, 20).orElse(0) > 0) {
-            throw ApiException.badRequest("top_logprobs is not supported on /v1/responses; use /v1/chat/completions"
-                    + " with logprobs", "top_logprobs");
+            throw ApiException.badRequest(
+                    "top_logprobs is not supported on /v1/responses; use /v1/chat/completions" + " with logprobs",
+                    "top_logprobs");
         }
         ObjectNode chat = Json.object();
         f.string("model").ifPresent(m -> chat.put("model", m));
         ArrayNode messages = chat.putArray("messages");
         Optional<String> instructions = f.string("instructions");
-        instructions.ifPresent(text -> messages.addObject().put("role", "system").put("content", text));
+        instructions.ifPresent(
+                text -> messages.addObject().put("role", "system").put("content", text));
 
         ArrayNode conversation = Json.MAPPER.createArrayNode();
         Optional<String> previousId = f.string("previous_response_id");
-        previousId.ifPresent(id -> conversation.addAll(previous.apply(id).orElseThrow(() -> ApiException.badRequest(
-                "previous response with id '" + id + "' not found (it was not stored, was deleted or has expired)",
-                "previous_response_id"))));
+        previousId.ifPresent(id -> conversation.addAll(previous.apply(id)
+                .orElseThrow(() -> ApiException.badRequest(
+                        "previous response with id '" + id
+                                + "' not found (it was not stored, was deleted or has expired)",
+                        "previous_response_id"))));
         int inputStart = conversation.size();
         conversation.addAll(input(f));
         // Reasoning items in the input are there for the model to read (OpenAI passes them back for that),
@@ -158,7 +175,8 @@ public record ResponsesRequest(ChatCompletionRequest chat, ArrayNode conversatio
                     ObjectNode call = turn(false).withArray("tool_calls").addObject();
                     call.put("id", required(f, "call_id", where));
                     call.put("type", "function");
-                    call.putObject("function").put("name", required(f, "name", where))
+                    call.putObject("function")
+                            .put("name", required(f, "name", where))
                             .put("arguments", required(f, "arguments", where));
                 }
                 case "function_call_output" -> {
@@ -166,21 +184,31 @@ public record ResponsesRequest(ChatCompletionRequest chat, ArrayNode conversatio
                     ObjectNode tool = messages.addObject();
                     tool.put("role", "tool");
                     tool.put("tool_call_id", required(f, "call_id", where));
-                    JsonNode output = f.node("output").orElseThrow(
-                            () -> ApiException.badRequest(where + ".output is missing", where + ".output"));
+                    JsonNode output = f.node("output")
+                            .orElseThrow(
+                                    () -> ApiException.badRequest(where + ".output is missing", where + ".output"));
                     tool.put("content", TranslatedChat.text(output, where + ".output", TEXT_PARTS));
                 }
-                case "" -> throw ApiException.badRequest(where + ".type is missing (message, reasoning, function_call,"
-                        + " function_call_output)", where + ".type");
-                default -> throw ApiException.badRequest(where + ".type: unsupported item type '" + type
-                        + "' (message, reasoning, function_call, function_call_output)", where + ".type");
+                case "" ->
+                    throw ApiException.badRequest(
+                            where + ".type is missing (message, reasoning, function_call," + " function_call_output)",
+                            where + ".type");
+                default ->
+                    throw ApiException.badRequest(
+                            where + ".type: unsupported item type '" + type
+                                    + "' (message, reasoning, function_call, function_call_output)",
+                            where + ".type");
             }
         }
 
         private void message(Fields f, String where) {
             String role = required(f, "role", where);
-            String text = TranslatedChat.text(f.node("content").orElseThrow(() -> ApiException.badRequest(
-                    where + ".content is missing", where + ".content")), where + ".content", TEXT_PARTS);
+            String text = TranslatedChat.text(
+                    f.node("content")
+                            .orElseThrow(
+                                    () -> ApiException.badRequest(where + ".content is missing", where + ".content")),
+                    where + ".content",
+                    TEXT_PARTS);
             switch (role) {
                 case "assistant" -> {
                     ObjectNode turn = turn(false);
@@ -189,10 +217,14 @@ public record ResponsesRequest(ChatCompletionRequest chat, ArrayNode conversatio
                 case "user", "system", "developer" -> {
                     assistant = null;
                     // The developer role is OpenAI's newer name for system.
-                    messages.addObject().put("role", role.equals("developer") ? "system" : role).put("content", text);
+                    messages.addObject()
+                            .put("role", role.equals("developer") ? "system" : role)
+                            .put("content", text);
                 }
-                default -> throw ApiException.badRequest(where + ".role: unknown role '" + role
-                        + "' (user, assistant, system, developer)", where + ".role");
+                default ->
+                    throw ApiException.badRequest(
+                            where + ".role: unknown role '" + role + "' (user, assistant, system, developer)",
+                            where + ".role");
             }
         }
 
@@ -201,7 +233,8 @@ public record ResponsesRequest(ChatCompletionRequest chat, ArrayNode conversatio
             if (parts.isMissingNode() || parts.isNull() || parts.isEmpty()) {
                 parts = item.path("summary");
             }
-            String text = parts.isMissingNode() || parts.isNull() ? ""
+            String text = parts.isMissingNode() || parts.isNull()
+                    ? ""
                     : TranslatedChat.text(parts, where + ".content", REASONING_PARTS);
             ObjectNode turn = turn(true);
             turn.put("reasoning_content", turn.path("reasoning_content").asText("") + text);
@@ -209,8 +242,8 @@ public record ResponsesRequest(ChatCompletionRequest chat, ArrayNode conversatio
 
         /** The assistant turn to add to; reasoning after an answer or a call starts the next turn. */
         private ObjectNode turn(boolean forReasoning) {
-            boolean answered = assistant != null && (!assistant.path("content").asText("").isEmpty()
-                    || assistant.has("tool_calls"));
+            boolean answered = assistant != null
+                    && (!assistant.path("content").asText("").isEmpty() || assistant.has("tool_calls"));
             if (assistant == null || forReasoning && answered) {
                 assistant = messages.addObject();
                 assistant.put("role", "assistant");
@@ -220,15 +253,20 @@ public record ResponsesRequest(ChatCompletionRequest chat, ArrayNode conversatio
         }
 
         private static String required(Fields f, String field, String where) {
-            return f.string(field).orElseThrow(() -> ApiException.badRequest(where + "." + field + " is missing",
-                    where + "." + field));
+            return f.string(field)
+                    .orElseThrow(
+                            () -> ApiException.badRequest(where + "." + field + " is missing", where + "." + field));
         }
     }
 
     /** Responses function tools → chat tools; returns the tools as the Response object lists them. */
     private static ArrayNode tools(Fields f, ObjectNode chat) {
         ArrayNode echo = Json.MAPPER.createArrayNode();
-        TranslatedChat.tools(f, chat, "function", "only function tools are supported by this server",
+        TranslatedChat.tools(
+                f,
+                chat,
+                "function",
+                "only function tools are supported by this server",
                 (tool, where, name, function) -> {
                     tool.object("parameters").ifPresent(p -> function.set("parameters", p));
                     ObjectNode e = echo.addObject();
@@ -251,12 +289,17 @@ public record ResponsesRequest(ChatCompletionRequest chat, ArrayNode conversatio
         if (c.isTextual()) {
             chat.set("tool_choice", c);
         } else if (c.isObject() && "function".equals(c.path("type").asText())) {
-            String name = new Fields(c).string("name").orElseThrow(() -> ApiException.badRequest(
-                    "tool_choice.name is missing", "tool_choice.name"));
-            chat.putObject("tool_choice").put("type", "function").putObject("function").put("name", name);
+            String name = new Fields(c)
+                    .string("name")
+                    .orElseThrow(() -> ApiException.badRequest("tool_choice.name is missing", "tool_choice.name"));
+            chat.putObject("tool_choice")
+                    .put("type", "function")
+                    .putObject("function")
+                    .put("name", name);
         } else {
-            throw ApiException.badRequest("tool_choice must be \"auto\", \"none\", \"required\" or"
-                    + " {\"type\":\"function\",\"name\":…}", "tool_choice");
+            throw ApiException.badRequest(
+                    "tool_choice must be \"auto\", \"none\", \"required\" or" + " {\"type\":\"function\",\"name\":…}",
+                    "tool_choice");
         }
         return c;
     }
@@ -275,17 +318,20 @@ public record ResponsesRequest(ChatCompletionRequest chat, ArrayNode conversatio
         Fields ff = new Fields(format.get());
         String type = ff.string("type").orElse("text");
         switch (type) {
-            case "text" -> {
-            }
+            case "text" -> {}
             case "json_object" -> chat.putObject("response_format").put("type", "json_object");
             case "json_schema" -> {
-                ObjectNode schema = chat.putObject("response_format").put("type", "json_schema").putObject("json_schema");
+                ObjectNode schema = chat.putObject("response_format")
+                        .put("type", "json_schema")
+                        .putObject("json_schema");
                 for (String field : new String[] {"name", "description", "schema", "strict"}) {
                     ff.node(field).ifPresent(v -> schema.set(field, v));
                 }
             }
-            default -> throw ApiException.badRequest("text.format.type must be text, json_object or json_schema, got '"
-                    + type + "'", "text.format.type");
+            default ->
+                throw ApiException.badRequest(
+                        "text.format.type must be text, json_object or json_schema, got '" + type + "'",
+                        "text.format.type");
         }
         return format.get();
     }

@@ -5,7 +5,6 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.http.ApiException;
-
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -18,15 +17,17 @@ import java.util.Optional;
  * for it (messages[2] stays messages[2], though: the index is that of the translated conversation).
  */
 final class TranslatedChat {
-    private TranslatedChat() {
-    }
+    private TranslatedChat() {}
 
     /**
      * @param chatBody   a chat completions body
      * @param paramNames chat field → the original API's field, for the fields the translation renamed
      */
-    static ChatCompletionRequest parse(ObjectNode chatBody, ServerConfig.SamplingDefaults defaults,
-                                       boolean thinkingByDefault, Map<String, String> paramNames) {
+    static ChatCompletionRequest parse(
+            ObjectNode chatBody,
+            ServerConfig.SamplingDefaults defaults,
+            boolean thinkingByDefault,
+            Map<String, String> paramNames) {
         try {
             return ChatCompletionRequest.parse(chatBody, defaults, thinkingByDefault);
         } catch (ApiException e) {
@@ -51,8 +52,8 @@ final class TranslatedChat {
      * The sampling fields Glimmer's chat completions accept beyond OpenAI's (as llama-server's do),
      * accepted on the translated APIs too under the same names.
      */
-    static final List<String> SAMPLING_EXTRAS = List.of("top_k", "min_p", "seed", "repeat_penalty",
-            "presence_penalty", "frequency_penalty", "logit_bias");
+    static final List<String> SAMPLING_EXTRAS =
+            List.of("top_k", "min_p", "seed", "repeat_penalty", "presence_penalty", "frequency_penalty", "logit_bias");
 
     /** Copies the {@link #SAMPLING_EXTRAS} that {@code body} has into {@code chat}. */
     static void copySamplingExtras(JsonNode body, ObjectNode chat) {
@@ -100,10 +101,12 @@ final class TranslatedChat {
             Fields t = new Fields(tool);
             String declared = t.string("type").orElse(type);
             if (!declared.equals(type)) {
-                throw ApiException.badRequest(where + ".type: " + refusal + ", got '" + declared + "'", where + ".type");
+                throw ApiException.badRequest(
+                        where + ".type: " + refusal + ", got '" + declared + "'", where + ".type");
             }
-            String name = t.string("name").filter(n -> !n.isEmpty()).orElseThrow(() -> ApiException.badRequest(
-                    where + ".name is missing", where + ".name"));
+            String name = t.string("name")
+                    .filter(n -> !n.isEmpty())
+                    .orElseThrow(() -> ApiException.badRequest(where + ".name is missing", where + ".name"));
             ObjectNode function = tools.addObject().put("type", "function").putObject("function");
             function.put("name", name);
             t.string("description").ifPresent(d -> function.put("description", d));
@@ -126,12 +129,14 @@ final class TranslatedChat {
             if (!part.isObject()) {
                 throw Fields.wrongType(partWhere, "an object", part);
             }
-            String type = new Fields(part).string("type").orElseThrow(
-                    () -> ApiException.badRequest(partWhere + ".type is missing", partWhere + ".type"));
+            String type = new Fields(part)
+                    .string("type")
+                    .orElseThrow(() -> ApiException.badRequest(partWhere + ".type is missing", partWhere + ".type"));
             String field = textFields.get(type);
             if (field == null) {
-                throw ApiException.badRequest(partWhere + ".type: unsupported content type '" + type
-                        + "'; this model reads text only (" + String.join(", ", new java.util.TreeSet<>(textFields.keySet())) + ")",
+                throw ApiException.badRequest(
+                        partWhere + ".type: unsupported content type '" + type + "'; this model reads text only ("
+                                + String.join(", ", new java.util.TreeSet<>(textFields.keySet())) + ")",
                         partWhere + ".type");
             }
             text.append(new Fields(part).string(field).orElse(""));

@@ -1,5 +1,6 @@
 package dev.glimmer.server.cli;
 
+import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.KernelTimings;
 import dev.glimmer.engine.backend.SequencePool;
@@ -13,12 +14,7 @@ import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.ModelFacts;
-import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.server.inference.BackendChooser;
-import picocli.CommandLine.Command;
-import picocli.CommandLine.Mixin;
-import picocli.CommandLine.Option;
-
 import java.io.IOException;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
@@ -36,6 +32,9 @@ import java.util.Map;
 import java.util.Random;
 import java.util.TreeMap;
 import java.util.stream.Collectors;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
 
 /**
  * {@code ./glimmer bench}: prompt processing and decode speed on a model file, measured as llama-bench
@@ -45,7 +44,9 @@ import java.util.stream.Collectors;
  * server runs it (on the CPU the prompt is one batch of the forward pass); on a GPU the report adds the GPU memory used
  * and, where the backend can time its kernels, where a step's time goes.
  */
-@Command(name = "bench", description = "measure prompt processing and decode speed (tok/s), load time and memory",
+@Command(
+        name = "bench",
+        description = "measure prompt processing and decode speed (tok/s), load time and memory",
         footer = """
                 pp: a prompt of N random token ids is run into an empty cache (on the CPU as one batch; on a GPU
                 through the backend's pool, as the server runs it: prompts through its prompt command list, in
@@ -90,42 +91,70 @@ final class BenchCommand implements Subcommand {
     @Mixin
     ModelFile modelFile;
 
-    @Option(names = "--pp", paramLabel = "N", description = "prompt tokens processed as one batch (default " + DEFAULT_PP + ", 0: skip)")
+    @Option(
+            names = "--pp",
+            paramLabel = "N",
+            description = "prompt tokens processed as one batch (default " + DEFAULT_PP + ", 0: skip)")
     int pp = DEFAULT_PP;
 
-    @Option(names = "--tg", paramLabel = "N", description = "tokens decoded one by one (default " + DEFAULT_TG + ", 0: skip)")
+    @Option(
+            names = "--tg",
+            paramLabel = "N",
+            description = "tokens decoded one by one (default " + DEFAULT_TG + ", 0: skip)")
     int tg = DEFAULT_TG;
 
-    @Option(names = "--threads", paramLabel = "N", description = "threads (default: one per physical core, here ${DEFAULT-VALUE})")
+    @Option(
+            names = "--threads",
+            paramLabel = "N",
+            description = "threads (default: one per physical core, here ${DEFAULT-VALUE})")
     int threads = CpuBackend.defaultThreads();
 
-    @Option(names = "--backend", paramLabel = "B", completionCandidates = ServingBackends.class,
+    @Option(
+            names = "--backend",
+            paramLabel = "B",
+            completionCandidates = ServingBackends.class,
             description = "${COMPLETION-CANDIDATES} (default cpu); auto takes a GPU where there is one")
     String backendName = "cpu";
 
-    @Option(names = "--reps", paramLabel = "N", description = "repetitions of each measurement (default " + DEFAULT_REPS + ")")
+    @Option(
+            names = "--reps",
+            paramLabel = "N",
+            description = "repetitions of each measurement (default " + DEFAULT_REPS + ")")
     int reps = DEFAULT_REPS;
 
-    @Option(names = "--bandwidth", paramLabel = "GBPS",
+    @Option(
+            names = "--bandwidth",
+            paramLabel = "GBPS",
             description = "the machine's memory bandwidth, to report decode as a fraction of its limit")
     double bandwidth;
 
-    @Option(names = "--ctx", paramLabel = "N", description = "tokens already in the context when decoding starts (default 0)")
+    @Option(
+            names = "--ctx",
+            paramLabel = "N",
+            description = "tokens already in the context when decoding starts (default 0)")
     int depth;
 
-    @Option(names = "--batch", paramLabel = "N[,N...]", split = ",",
+    @Option(
+            names = "--batch",
+            paramLabel = "N[,N...]",
+            split = ",",
             description = "also decode N conversations together (their aggregate tok/s)")
     List<Integer> batches = new ArrayList<>();
 
-    @Option(names = "--mlock", description = "lock the mapped file in RAM first (as llama-bench -lm mmap+mlock), so that"
-            + " page cache eviction cannot disturb the measurement")
+    @Option(
+            names = "--mlock",
+            description = "lock the mapped file in RAM first (as llama-bench -lm mmap+mlock), so that"
+                    + " page cache eviction cannot disturb the measurement")
     boolean mlock;
 
     /** The backends bench measures on, for its --help. */
     static final class ServingBackends implements Iterable<String> {
         @Override
         public Iterator<String> iterator() {
-            return BackendKind.SERVING.stream().sorted().map(BackendKind::cliName).iterator();
+            return BackendKind.SERVING.stream()
+                    .sorted()
+                    .map(BackendKind::cliName)
+                    .iterator();
         }
     }
 
@@ -148,7 +177,9 @@ final class BenchCommand implements Subcommand {
         try (GlmModel model = GlmModel.open(file)) {
             int contextSize = Math.max(pp, depth + tg);
             // on the CPU a prompt is one batch of the forward pass, and so is a --batch step of all its conversations
-            int rows = Math.max(Math.min(pp, GlmForward.DEFAULT_BATCH), batches.stream().mapToInt(Integer::intValue).max().orElse(1));
+            int rows = Math.max(
+                    Math.min(pp, GlmForward.DEFAULT_BATCH),
+                    batches.stream().mapToInt(Integer::intValue).max().orElse(1));
             Backends.CpuOptions cpuOptions = new Backends.CpuOptions(threads, KvCacheType.DEFAULT, Math.max(1, rows));
             BackendChoice choice = backends.choose(requested, model, cpuOptions);
             if (choice.kind() == BackendKind.CPU) {
@@ -159,22 +190,37 @@ final class BenchCommand implements Subcommand {
                 CpuBackend cpu = sequence.cpu();
 
                 long bytesPerToken = ModelFacts.weightBytesPerToken(model.file());
-                io.out().printf(Locale.ROOT, "model: %s (%.2f GB), weights: %s%n", file, model.file().fileSize() / 1e9,
-                        weightTypes(model.file().tensors()));
+                io.out()
+                        .printf(
+                                Locale.ROOT,
+                                "model: %s (%.2f GB), weights: %s%n",
+                                file,
+                                model.file().fileSize() / 1e9,
+                                weightTypes(model.file().tensors()));
                 io.out().printf(Locale.ROOT, "weights read per decode token: %.3f GB%n", bytesPerToken / 1e9);
-                io.out().printf(Locale.ROOT, "backend: %s, %s; load: %.2f s%n", choice.name(),
-                        cpu != null ? "threads: " + threads + ", " + cpu.kernels() : choice.reason(), loadSeconds);
+                io.out()
+                        .printf(
+                                Locale.ROOT,
+                                "backend: %s, %s; load: %.2f s%n",
+                                choice.name(),
+                                cpu != null ? "threads: " + threads + ", " + cpu.kernels() : choice.reason(),
+                                loadSeconds);
                 if (requested != choice.kind()) {
                     io.err().println("glimmer bench: measuring " + choice.name() + ": " + choice.reason());
                 }
                 if (mlock) {
                     long lockStart = System.nanoTime();
                     lock(model.file().mapping());
-                    io.out().printf(Locale.ROOT, "locked the mapping in RAM in %.1f s%n", (System.nanoTime() - lockStart) / 1e9);
+                    io.out()
+                            .printf(
+                                    Locale.ROOT,
+                                    "locked the mapping in RAM in %.1f s%n",
+                                    (System.nanoTime() - lockStart) / 1e9);
                 }
 
                 Random random = new Random(42);
-                int[] tokens = random.ints(Math.max(pp, Math.max(depth, tg + 1)), 0, model.vocabSize()).toArray();
+                int[] tokens = random.ints(Math.max(pp, Math.max(depth, tg + 1)), 0, model.vocabSize())
+                        .toArray();
                 double ppRate = Double.NaN;
                 double tgRate = Double.NaN;
                 if (pp > 0) {
@@ -188,8 +234,14 @@ final class BenchCommand implements Subcommand {
                     }
                     ppRate = report(io, "pp" + pp, rates);
                     if (cpu != null) {
-                        printCpuProfile(io, "CPU time per operation, one prompt of " + pp + " tokens:", cpu.profile(), reps,
-                                java.util.stream.DoubleStream.of(rates).map(rate -> pp / rate).toArray());
+                        printCpuProfile(
+                                io,
+                                "CPU time per operation, one prompt of " + pp + " tokens:",
+                                cpu.profile(),
+                                reps,
+                                java.util.stream.DoubleStream.of(rates)
+                                        .map(rate -> pp / rate)
+                                        .toArray());
                     }
                 }
                 if (tg > 0) {
@@ -206,31 +258,69 @@ final class BenchCommand implements Subcommand {
                     }
                     tgRate = report(io, "tg" + tg + (depth > 0 ? " @ ctx " + depth : ""), rates);
                     if (cpu != null) {
-                        printCpuProfile(io, "CPU time per operation, one decode step:", cpu.profile(), (long) reps * tg,
-                                java.util.stream.DoubleStream.of(rates).map(rate -> tg / rate).toArray());
+                        printCpuProfile(
+                                io,
+                                "CPU time per operation, one decode step:",
+                                cpu.profile(),
+                                (long) reps * tg,
+                                java.util.stream.DoubleStream.of(rates)
+                                        .map(rate -> tg / rate)
+                                        .toArray());
                     }
-                    io.out().printf(Locale.ROOT, "decode streams %.1f GB/s of weights%s%n", tgRate * bytesPerToken / 1e9,
-                            bandwidth > 0 ? String.format(Locale.ROOT, ", %.0f %% of the %.1f GB/s limit (%.2f tok/s)",
-                                    100 * tgRate * bytesPerToken / (bandwidth * 1e9), bandwidth, bandwidth * 1e9 / bytesPerToken) : "");
+                    io.out()
+                            .printf(
+                                    Locale.ROOT,
+                                    "decode streams %.1f GB/s of weights%s%n",
+                                    tgRate * bytesPerToken / 1e9,
+                                    bandwidth > 0
+                                            ? String.format(
+                                                    Locale.ROOT,
+                                                    ", %.0f %% of the %.1f GB/s limit (%.2f tok/s)",
+                                                    100 * tgRate * bytesPerToken / (bandwidth * 1e9),
+                                                    bandwidth,
+                                                    bandwidth * 1e9 / bytesPerToken)
+                                            : "");
                 }
-                io.out().printf(Locale.ROOT, "peak memory beyond the mapped file: %.2f GB (anonymous resident, sampled; %s)%n",
-                        memory.end() / 1e9, sequence.memory(cpu != null));
-                choice.gpuMemoryUsed().ifPresent(bytes -> io.out().printf(Locale.ROOT,
-                        "GPU memory used: %.2f GB (weights and one sequence of %d positions)%n", bytes / 1e9, contextSize));
+                io.out()
+                        .printf(
+                                Locale.ROOT,
+                                "peak memory beyond the mapped file: %.2f GB (anonymous resident, sampled; %s)%n",
+                                memory.end() / 1e9,
+                                sequence.memory(cpu != null));
+                choice.gpuMemoryUsed()
+                        .ifPresent(bytes -> io.out()
+                                .printf(
+                                        Locale.ROOT,
+                                        "GPU memory used: %.2f GB (weights and one sequence of %d positions)%n",
+                                        bytes / 1e9,
+                                        contextSize));
                 if (sequence.pool.timings().isPresent()) {
                     KernelTimings timings = sequence.pool.timings().get();
                     // The step at depth first: the one at context 0 cuts the computed context off.
                     KernelTimings.Profile atDepth = depth > 0 && tg > 0 ? sequence.profile(timings, depth) : null;
-                    printProfile(io, "GPU time per kernel, one decode step at context 0:", LEFT_OUT, sequence.profile(timings, 0), 1);
+                    printProfile(
+                            io,
+                            "GPU time per kernel, one decode step at context 0:",
+                            LEFT_OUT,
+                            sequence.profile(timings, 0),
+                            1);
                     if (atDepth != null) {
-                        printProfile(io, "GPU time per kernel, one decode step at context " + depth + ":", LEFT_OUT, atDepth, 1);
+                        printProfile(
+                                io,
+                                "GPU time per kernel, one decode step at context " + depth + ":",
+                                LEFT_OUT,
+                                atDepth,
+                                1);
                     }
                     if (pp > 0) {
                         int n = Math.min(pp, timings.promptBatch());
                         sequence.sequence.truncate(0);
-                        printProfile(io, "GPU time per kernel, one prompt batch of " + n + " tokens into an empty cache:",
+                        printProfile(
+                                io,
+                                "GPU time per kernel, one prompt batch of " + n + " tokens into an empty cache:",
                                 "each dispatch timed between events",
-                                timings.profilePrompt(sequence.sequence, tokens, 0, n), n);
+                                timings.profilePrompt(sequence.sequence, tokens, 0, n),
+                                n);
                     }
                 }
                 if (!batches.isEmpty()) {
@@ -254,14 +344,37 @@ final class BenchCommand implements Subcommand {
         double total = java.util.stream.DoubleStream.of(seconds).sum();
         double counted = 0;
         io.out().println(title);
-        io.out().printf(Locale.ROOT, "  %-24s %10s %7s %8s %13s %8s%n", "operation", "ms", "share", "calls", "weights GB/s", "GMAC/s");
+        io.out()
+                .printf(
+                        Locale.ROOT,
+                        "  %-24s %10s %7s %8s %13s %8s%n",
+                        "operation",
+                        "ms",
+                        "share",
+                        "calls",
+                        "weights GB/s",
+                        "GMAC/s");
         for (CpuProfile.Op op : CpuProfile.Op.values()) {
             double s = profile.seconds(op);
             counted += s;
-            io.out().printf(Locale.ROOT, "  %-24s %10.3f %6.1f%% %8d %13s %8s%n", op.label(), 1000 * s / units, 100 * s / total,
-                    profile.calls(op) / units, perSecond(profile.weightBytes(op), s), perSecond(profile.multiplyAdds(op), s));
+            io.out()
+                    .printf(
+                            Locale.ROOT,
+                            "  %-24s %10.3f %6.1f%% %8d %13s %8s%n",
+                            op.label(),
+                            1000 * s / units,
+                            100 * s / total,
+                            profile.calls(op) / units,
+                            perSecond(profile.weightBytes(op), s),
+                            perSecond(profile.multiplyAdds(op), s));
         }
-        io.out().printf(Locale.ROOT, "  %-24s %10.3f %6.1f%%%n", "other", 1000 * (total - counted) / units, 100 * (total - counted) / total);
+        io.out()
+                .printf(
+                        Locale.ROOT,
+                        "  %-24s %10.3f %6.1f%%%n",
+                        "other",
+                        1000 * (total - counted) / units,
+                        100 * (total - counted) / total);
     }
 
     /** {@code count} per second in billions, one decimal, or nothing when there is no count. */
@@ -277,8 +390,8 @@ final class BenchCommand implements Subcommand {
      * each conversation after its own prompt of {@link #BATCH_PROMPT} tokens (and {@code depth} more), then
      * {@code tg} steps of all n; tok/s = n x tg / time, median over {@code reps}; then one step's profile.
      */
-    private static void batchDecode(Terminal io, BackendChoice choice, List<Integer> batches, int tg, int depth, int reps,
-                                    int[] seed) {
+    private static void batchDecode(
+            Terminal io, BackendChoice choice, List<Integer> batches, int tg, int depth, int reps, int[] seed) {
         int most = batches.stream().mapToInt(Integer::intValue).max().orElseThrow();
         int start = BATCH_PROMPT + depth;
         Random random = new Random(7);
@@ -299,7 +412,7 @@ final class BenchCommand implements Subcommand {
                     SequencePool.Readout[] greedy = new SequencePool.Readout[n];
                     Arrays.fill(greedy, SequencePool.Readout.GREEDY);
                     double[] rates = new double[reps];
-                    for (int r = -1; r < reps; r++) {  // r = -1: warm-up
+                    for (int r = -1; r < reps; r++) { // r = -1: warm-up
                         running.forEach(d -> d.truncate(start));
                         int[] tokens = new int[n];
                         for (int i = 0; i < n; i++) {
@@ -319,9 +432,14 @@ final class BenchCommand implements Subcommand {
                     report(io, "tg" + tg + " x " + n + " conversations (aggregate)", rates);
                     running.forEach(d -> d.truncate(start));
                     int[] tokens = new int[n];
-                    pool.timings().ifPresent(timings -> printProfile(io,
-                            "GPU time per kernel, one decode step of " + n + " conversations at context " + start + ":",
-                            LEFT_OUT, timings.profileStep(running, tokens), n));
+                    pool.timings()
+                            .ifPresent(timings -> printProfile(
+                                    io,
+                                    "GPU time per kernel, one decode step of " + n + " conversations at context "
+                                            + start + ":",
+                                    LEFT_OUT,
+                                    timings.profileStep(running, tokens),
+                                    n));
                 }
             } finally {
                 all.forEach(SequencePool.Sequence::close);
@@ -390,8 +508,8 @@ final class BenchCommand implements Subcommand {
 
         /** What the pool holds in memory, for the memory line. */
         String memory(boolean host) {
-            return String.format(Locale.ROOT, host ? "cache %.2f GB" : "the pool holds %.2f GB on the device",
-                    pool.bytes() / 1e9);
+            return String.format(
+                    Locale.ROOT, host ? "cache %.2f GB" : "the pool holds %.2f GB on the device", pool.bytes() / 1e9);
         }
 
         @Override
@@ -409,29 +527,60 @@ final class BenchCommand implements Subcommand {
      * milliseconds, share of the step, weight bytes, their GB/s and that as a share of the device's copy bandwidth,
      * and the TFLOP/s of the kernels that multiply weight matrices; then the kinds' sum against the measured step.
      */
-
-    private static void printProfile(Terminal io, String title, String method, KernelTimings.Profile profile, int tokens) {
+    private static void printProfile(
+            Terminal io, String title, String method, KernelTimings.Profile profile, int tokens) {
         double step = profile.stepMillis();
         double copy = profile.copyGigabytesPerSecond();
         io.out().println(title + String.format(Locale.ROOT, " (%s; device copy bandwidth %.0f GB/s)", method, copy));
-        io.out().printf(Locale.ROOT, "  %-28s %10s %9s %6s %9s %8s %6s %8s%n", "kernel", "dispatches", "ms", "share",
-                "weight MB", "GB/s", "of copy", "TFLOP/s");
+        io.out()
+                .printf(
+                        Locale.ROOT,
+                        "  %-28s %10s %9s %6s %9s %8s %6s %8s%n",
+                        "kernel",
+                        "dispatches",
+                        "ms",
+                        "share",
+                        "weight MB",
+                        "GB/s",
+                        "of copy",
+                        "TFLOP/s");
         for (KernelTimings.KernelTime t : profile.kernels()) {
-            io.out().printf(Locale.ROOT, "  %-28s %10d %9.3f %5.1f%% %9.1f %8.1f %5.0f%% %8s%n", t.kernel(), t.dispatches(),
-                    t.millis(), 100 * t.millis() / step, t.weightBytes() / 1e6, t.gigabytesPerSecond(),
-                    copy > 0 ? 100 * t.gigabytesPerSecond() / copy : 0,
-                    t.multiplyAdds() > 0 ? String.format(Locale.ROOT, "%.2f", t.teraflopsPerSecond()) : "-");
+            io.out()
+                    .printf(
+                            Locale.ROOT,
+                            "  %-28s %10d %9.3f %5.1f%% %9.1f %8.1f %5.0f%% %8s%n",
+                            t.kernel(),
+                            t.dispatches(),
+                            t.millis(),
+                            100 * t.millis() / step,
+                            t.weightBytes() / 1e6,
+                            t.gigabytesPerSecond(),
+                            copy > 0 ? 100 * t.gigabytesPerSecond() / copy : 0,
+                            t.multiplyAdds() > 0 ? String.format(Locale.ROOT, "%.2f", t.teraflopsPerSecond()) : "-");
         }
-        io.out().printf(Locale.ROOT, "  %-28s %10s %9.3f %5.1f%% of the measured step%n", "sum of the kinds", "",
-                profile.kernelMillis(), 100 * profile.kernelMillis() / step);
-        io.out().printf(Locale.ROOT, "  %-28s %10s %9.3f (%.0f tok/s)%n", "measured step (one graph)", "", step,
-                1000 * tokens / step);
+        io.out()
+                .printf(
+                        Locale.ROOT,
+                        "  %-28s %10s %9.3f %5.1f%% of the measured step%n",
+                        "sum of the kinds",
+                        "",
+                        profile.kernelMillis(),
+                        100 * profile.kernelMillis() / step);
+        io.out()
+                .printf(
+                        Locale.ROOT,
+                        "  %-28s %10s %9.3f (%.0f tok/s)%n",
+                        "measured step (one graph)",
+                        "",
+                        step,
+                        1000 * tokens / step);
     }
 
     /** mlock(2) on the mapping: reads it all in and keeps it resident until the process ends. */
     private static void lock(MemorySegment mapping) {
         Linker linker = Linker.nativeLinker();
-        MethodHandle mlock = linker.downcallHandle(linker.defaultLookup().find("mlock").orElseThrow(),
+        MethodHandle mlock = linker.downcallHandle(
+                linker.defaultLookup().find("mlock").orElseThrow(),
                 FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG));
         int rc;
         try {
@@ -440,25 +589,35 @@ final class BenchCommand implements Subcommand {
             throw new IllegalStateException("mlock failed", e);
         }
         if (rc != 0) {
-            throw new InvalidInputException("cannot lock " + mapping.byteSize() / 1_000_000 + " MB in RAM (mlock failed:"
-                    + " not enough memory, or no permission to lock that much)");
+            throw new InvalidInputException("cannot lock " + mapping.byteSize() / 1_000_000
+                    + " MB in RAM (mlock failed:" + " not enough memory, or no permission to lock that much)");
         }
     }
 
     private static double report(Terminal io, String test, double[] rates) {
         double[] sorted = rates.clone();
         Arrays.sort(sorted);
-        double median = sorted.length % 2 == 1 ? sorted[sorted.length / 2]
+        double median = sorted.length % 2 == 1
+                ? sorted[sorted.length / 2]
                 : (sorted[sorted.length / 2 - 1] + sorted[sorted.length / 2]) / 2;
-        io.out().printf(Locale.ROOT, "%-14s %8.2f tok/s (min %.2f, max %.2f over %d)%n", test, median, sorted[0],
-                sorted[sorted.length - 1], sorted.length);
+        io.out()
+                .printf(
+                        Locale.ROOT,
+                        "%-14s %8.2f tok/s (min %.2f, max %.2f over %d)%n",
+                        test,
+                        median,
+                        sorted[0],
+                        sorted[sorted.length - 1],
+                        sorted.length);
         return median;
     }
 
     private static String weightTypes(List<TensorInfo> tensors) {
-        Map<String, Long> count = new TreeMap<>(tensors.stream()
-                .collect(Collectors.groupingBy(t -> t.type().ggmlName(), Collectors.counting())));
-        return count.entrySet().stream().map(e -> e.getValue() + " " + e.getKey()).collect(Collectors.joining(", "));
+        Map<String, Long> count = new TreeMap<>(
+                tensors.stream().collect(Collectors.groupingBy(t -> t.type().ggmlName(), Collectors.counting())));
+        return count.entrySet().stream()
+                .map(e -> e.getValue() + " " + e.getKey())
+                .collect(Collectors.joining(", "));
     }
 
     /**

@@ -6,21 +6,22 @@ import dev.glimmer.engine.chat.ChatRequest;
 import dev.glimmer.engine.chat.ChatRequestParser;
 import dev.glimmer.engine.chat.ChatTemplates;
 import dev.glimmer.engine.gguf.GgufFile;
-import picocli.CommandLine.Command;
-import picocli.CommandLine.Mixin;
-import picocli.CommandLine.Option;
-
 import java.nio.ByteBuffer;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
 
 /**
  * {@code ./glimmer chat-prompt}: prints the prompt text the model would see for an OpenAI chat
  * request body, exactly (no newline added). The server's {@code POST /apply-template} gives the same.
  */
-@Command(name = "chat-prompt", description = "print the prompt text for an OpenAI chat request (as POST /apply-template does)",
+@Command(
+        name = "chat-prompt",
+        description = "print the prompt text for an OpenAI chat request (as POST /apply-template does)",
         footer = """
                 Example:
                   echo '{"messages":[{"role":"user","content":"Hi"}]}' > r.json
@@ -32,7 +33,11 @@ final class ChatPromptCommand implements Subcommand {
     @Mixin
     ModelFile modelFile;
 
-    @Option(names = "--request", paramLabel = "R.json", required = true, converter = ExistingFile.class,
+    @Option(
+            names = "--request",
+            paramLabel = "R.json",
+            required = true,
+            converter = ExistingFile.class,
             description = "an OpenAI chat request body (messages, tools, chat_template_kwargs, ...)")
     Path requestPath;
 
@@ -40,7 +45,9 @@ final class ChatPromptCommand implements Subcommand {
     public int run(Terminal io) throws Exception {
         String body;
         try {
-            body = StandardCharsets.UTF_8.newDecoder().decode(ByteBuffer.wrap(Files.readAllBytes(requestPath)))
+            body = StandardCharsets.UTF_8
+                    .newDecoder()
+                    .decode(ByteBuffer.wrap(Files.readAllBytes(requestPath)))
                     .toString();
         } catch (CharacterCodingException e) {
             throw new InvalidInputException(requestPath + ": not UTF-8 text");

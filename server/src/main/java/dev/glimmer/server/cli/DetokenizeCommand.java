@@ -13,11 +13,17 @@ final class DetokenizeCommand implements Subcommand {
     @Mixin
     ModelFile modelFile;
 
-    @Option(names = "--ids", paramLabel = "I", required = true, split = ",",
+    @Option(
+            names = "--ids",
+            paramLabel = "I",
+            required = true,
+            split = ",",
             description = "token ids separated by commas, e.g. 361,599")
     int[] ids;
 
-    @Option(names = "--no-special", description = "leave out control tokens such as <|user|> instead of printing their text")
+    @Option(
+            names = "--no-special",
+            description = "leave out control tokens such as <|user|> instead of printing their text")
     boolean noSpecial;
 
     @Override

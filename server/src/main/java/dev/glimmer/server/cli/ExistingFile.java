@@ -1,9 +1,8 @@
 package dev.glimmer.server.cli;
 
-import picocli.CommandLine.ITypeConverter;
-
 import java.nio.file.Files;
 import java.nio.file.Path;
+import picocli.CommandLine.ITypeConverter;
 
 /** An option's value as a file that exists and can be read ({@code converter = ExistingFile.class}). */
 final class ExistingFile implements ITypeConverter<Path> {

@@ -22,15 +22,16 @@ import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.sampling.SamplingParams;
 import dev.glimmer.engine.tokenizer.Tokenizer;
+import java.util.List;
+import java.util.Locale;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
-import java.util.List;
-import java.util.Locale;
-
 /** {@code ./glimmer generate}: one completion of a prompt, streamed to the terminal (or as JSON). */
-@Command(name = "generate", description = "generate a completion of a prompt (--prompt as is, or --chat as one user message)",
+@Command(
+        name = "generate",
+        description = "generate a completion of a prompt (--prompt as is, or --chat as one user message)",
         footer = """
                 Text is streamed to stdout as it is generated; prompt size, speed and the finish reason go to
                 stderr. With --json, stdout gets {"text","tokens","finish_reason","prompt_tokens","timings"}.
@@ -45,30 +46,46 @@ final class GenerateCommand implements Subcommand {
     @Mixin
     ModelFile modelFile;
 
-    @Option(names = "--prompt", paramLabel = "T", description = "the prompt text, control tokens such as <|user|> parsed")
+    @Option(
+            names = "--prompt",
+            paramLabel = "T",
+            description = "the prompt text, control tokens such as <|user|> parsed")
     String prompt;
 
     @Option(names = "--chat", paramLabel = "T", description = "a user message, rendered with the model's chat format")
     String chat;
 
-    @Option(names = "--max-tokens", paramLabel = "N",
+    @Option(
+            names = "--max-tokens",
+            paramLabel = "N",
             description = "the most tokens to generate (default " + DEFAULT_MAX_TOKENS + ")")
     int maxTokens = DEFAULT_MAX_TOKENS;
 
-    @Option(names = "--temperature", paramLabel = "X",
+    @Option(
+            names = "--temperature",
+            paramLabel = "X",
             description = "sampling temperature, 0 for greedy (default " + SamplingParams.DEFAULT_TEMPERATURE + ")")
     double temperature = SamplingParams.DEFAULT_TEMPERATURE;
 
     @Option(names = "--seed", paramLabel = "S", description = "random seed, for repeatable sampling")
     Long seed;
 
-    @Option(names = "--ctx", paramLabel = "N", description = "context size in tokens (default 8192, at most the model's)")
+    @Option(
+            names = "--ctx",
+            paramLabel = "N",
+            description = "context size in tokens (default 8192, at most the model's)")
     Integer contextSize;
 
-    @Option(names = "--cache-type", paramLabel = "T", description = "KV cache type on the CPU, f16 or f32 (default f16)")
+    @Option(
+            names = "--cache-type",
+            paramLabel = "T",
+            description = "KV cache type on the CPU, f16 or f32 (default f16)")
     String cacheTypeName = KvCacheType.DEFAULT.name();
 
-    @Option(names = "--backend", paramLabel = "B", completionCandidates = ChoosableBackends.class,
+    @Option(
+            names = "--backend",
+            paramLabel = "B",
+            completionCandidates = ChoosableBackends.class,
             description = "${COMPLETION-CANDIDATES} (default cpu)")
     String backendName = "cpu";
 
@@ -76,7 +93,10 @@ final class GenerateCommand implements Subcommand {
     static final class ChoosableBackends implements Iterable<String> {
         @Override
         public java.util.Iterator<String> iterator() {
-            return BackendKind.CHOOSABLE.stream().sorted().map(BackendKind::cliName).iterator();
+            return BackendKind.CHOOSABLE.stream()
+                    .sorted()
+                    .map(BackendKind::cliName)
+                    .iterator();
         }
     }
 
@@ -91,8 +111,7 @@ final class GenerateCommand implements Subcommand {
         if (maxTokens <= 0) {
             throw new UsageException("--max-tokens must be positive, got " + maxTokens);
         }
-        SamplingParams sampling = SamplingParams.defaults()
-                .withTemperature((float) temperature);
+        SamplingParams sampling = SamplingParams.defaults().withTemperature((float) temperature);
         if (seed != null) {
             sampling = sampling.withSeed(seed);
         }
@@ -109,15 +128,16 @@ final class GenerateCommand implements Subcommand {
             if (promptTokens.length == 0) {
                 throw new UsageException("the prompt is empty");
             }
-            Backends.CpuOptions cpu = new Backends.CpuOptions(CpuBackend.defaultThreads(), cacheType, GlmForward.DEFAULT_BATCH);
+            Backends.CpuOptions cpu =
+                    new Backends.CpuOptions(CpuBackend.defaultThreads(), cacheType, GlmForward.DEFAULT_BATCH);
             try (BackendChoice choice = Backends.choose(requested, model, cpu);
-                 SequencePool pool = choice.pool(1, contextSize != null ? contextSize : model.defaultContext());
-                 SequencePool.Sequence sequence = pool.open()) {
+                    SequencePool pool = choice.pool(1, contextSize != null ? contextSize : model.defaultContext());
+                    SequencePool.Sequence sequence = pool.open()) {
                 if (choice.kind() != requested) {
                     io.err().println("glimmer generate: running on " + choice.name() + ": " + choice.reason());
                 }
-                Generator generator = new Generator(pool, sequence, Vocabulary.of(tokenizer, true), model.vocabSize(),
-                        GlmForward.DEFAULT_BATCH);
+                Generator generator = new Generator(
+                        pool, sequence, Vocabulary.of(tokenizer, true), model.vocabSize(), GlmForward.DEFAULT_BATCH);
                 GenerationResult result = generator.generate(
                         new GenerationRequest(promptTokens, sampling, maxTokens, List.of()),
                         event -> {
@@ -132,9 +152,16 @@ final class GenerateCommand implements Subcommand {
                     io.out().println(toJson(result));
                 } else {
                     io.out().println();
-                    io.err().printf(Locale.ROOT, "%d prompt tokens in %.0f ms (%.1f tok/s); %d tokens at %.1f tok/s; finish: %s%n",
-                            t.promptTokens(), t.promptMillis(), t.promptTokensPerSecond(), t.generatedTokens(),
-                            t.tokensPerSecond(), result.finish().apiName());
+                    io.err()
+                            .printf(
+                                    Locale.ROOT,
+                                    "%d prompt tokens in %.0f ms (%.1f tok/s); %d tokens at %.1f tok/s; finish: %s%n",
+                                    t.promptTokens(),
+                                    t.promptMillis(),
+                                    t.promptTokensPerSecond(),
+                                    t.generatedTokens(),
+                                    t.tokensPerSecond(),
+                                    result.finish().apiName());
                 }
             }
         }
@@ -143,7 +170,8 @@ final class GenerateCommand implements Subcommand {
 
     /** The user message as the model's chat format renders it, ending with the assistant's turn. */
     private static String chatPrompt(GlmModel model, String message, Terminal io) {
-        ChatFormat format = ChatTemplates.recognise(model.file().metadata().optString(ChatTemplates.GGUF_KEY).orElse(null));
+        ChatFormat format = ChatTemplates.recognise(
+                model.file().metadata().optString(ChatTemplates.GGUF_KEY).orElse(null));
         format.warning().ifPresent(w -> io.err().println("glimmer generate: " + w));
         ChatMessage user = new ChatMessage(Role.USER, message, null, List.of(), null, null);
         return format.template().render(new ChatRequest(List.of(user), List.of(), true, true));

@@ -6,10 +6,6 @@ import dev.glimmer.engine.gguf.GgufFile;
 import dev.glimmer.engine.gguf.GgufValue;
 import dev.glimmer.engine.gguf.GgufValue.GgufArray;
 import dev.glimmer.engine.model.ModelFacts;
-import picocli.CommandLine.Command;
-import picocli.CommandLine.Mixin;
-import picocli.CommandLine.Option;
-
 import java.io.PrintStream;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -18,10 +14,15 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.stream.Collectors;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
 
 /** {@code ./glimmer info}: what a GGUF model file is, from {@link ModelFacts}. */
-@Command(name = "info",
-        description = "describe a GGUF model: architecture, hyper-parameters, tokenizer, tensors, weight bytes per token",
+@Command(
+        name = "info",
+        description =
+                "describe a GGUF model: architecture, hyper-parameters, tokenizer, tensors, weight bytes per token",
         footer = """
                 Weight bytes per decode token: every tensor of the trunk in full, except token_embd (one row)
                 and the routed-expert stacks (expert_used_count of expert_count experts); the NextN/MTP block
@@ -97,24 +98,42 @@ final class InfoCommand implements Subcommand {
         out.printf("architecture    %s%n", f.architecture().isEmpty() ? "(none)" : f.architecture());
         out.printf("name            %s%n", f.name().isEmpty() ? "(none)" : f.name());
         out.println("hyper-parameters");
-        int width = f.hyperParameters().keySet().stream().mapToInt(String::length).max().orElse(0);
+        int width = f.hyperParameters().keySet().stream()
+                .mapToInt(String::length)
+                .max()
+                .orElse(0);
         for (Map.Entry<String, GgufValue> e : f.hyperParameters().entrySet()) {
             out.printf("  %-" + width + "s  %s%n", e.getKey(), e.getValue().describe());
         }
         ModelFacts.TokenizerFacts t = f.tokenizer();
         out.println("tokenizer");
-        out.printf("  model %s, pre %s, vocab %d, merges %d%n", orNone(t.model()), orNone(t.pre()), t.vocabSize(),
-                t.mergeCount());
-        out.printf("  special ids     %s%n", t.specialIds().isEmpty() ? "(none)"
-                : t.specialIds().entrySet().stream().map(e -> e.getKey() + " " + e.getValue())
+        out.printf(
+                "  model %s, pre %s, vocab %d, merges %d%n",
+                orNone(t.model()), orNone(t.pre()), t.vocabSize(), t.mergeCount());
+        out.printf(
+                "  special ids     %s%n",
+                t.specialIds().isEmpty()
+                        ? "(none)"
+                        : t.specialIds().entrySet().stream()
+                                .map(e -> e.getKey() + " " + e.getValue())
+                                .collect(Collectors.joining(", ")));
+        out.printf(
+                "  chat template   %s%n",
+                !t.chatTemplate()
+                        ? "absent"
+                        : t.bundledChatTemplate()
+                                ? "present (the GLM-4.7-Flash template)"
+                                : "present (not the GLM-4.7-Flash one)");
+        out.printf(
+                "tensors         %d (%s)%n",
+                f.tensorCount(),
+                f.tensorsByType().entrySet().stream()
+                        .map(e -> e.getKey().ggmlName() + " " + e.getValue())
                         .collect(Collectors.joining(", ")));
-        out.printf("  chat template   %s%n", !t.chatTemplate() ? "absent"
-                : t.bundledChatTemplate() ? "present (the GLM-4.7-Flash template)" : "present (not the GLM-4.7-Flash one)");
-        out.printf("tensors         %d (%s)%n", f.tensorCount(), f.tensorsByType().entrySet().stream()
-                .map(e -> e.getKey().ggmlName() + " " + e.getValue()).collect(Collectors.joining(", ")));
         out.printf("weight bytes    %s (%d)%n", gigabytes(f.weightBytes()), f.weightBytes());
-        out.printf("read per token  %s (%d bytes of weights per decode token)%n", gigabytes(f.weightBytesPerToken()),
-                f.weightBytesPerToken());
+        out.printf(
+                "read per token  %s (%d bytes of weights per decode token)%n",
+                gigabytes(f.weightBytesPerToken()), f.weightBytesPerToken());
     }
 
     private static String orNone(String s) {

@@ -8,18 +8,18 @@ import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
+import java.io.PrintStream;
+import java.util.Locale;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
-
-import java.io.PrintStream;
-import java.util.Locale;
 
 /**
  * {@code ./glimmer logits}: the model's logits for a token list, as exact float32 values, so that
  * other tools can compare Glimmer with llama.cpp.
  */
-@Command(name = "logits",
+@Command(
+        name = "logits",
         description = "print the logits for a list of token ids as JSON (last position, or every position with --all)",
         footer = """
                 Output: {"n_vocab":N,"tokens":[...],"logits":[[...]]}, one row per position printed (the last
@@ -32,18 +32,27 @@ final class LogitsCommand implements Subcommand {
     @Mixin
     ModelFile modelFile;
 
-    @Option(names = "--tokens", paramLabel = "IDS", required = true, split = ",",
+    @Option(
+            names = "--tokens",
+            paramLabel = "IDS",
+            required = true,
+            split = ",",
             description = "comma-separated token ids, e.g. 1,2,3")
     int[] tokens;
 
     @Option(names = "--all", description = "print the logits of every position, not only the last")
     boolean all;
 
-    @Option(names = "--cache-type", paramLabel = "T",
+    @Option(
+            names = "--cache-type",
+            paramLabel = "T",
             description = "KV cache type on the CPU, f32 or f16 (default f32, as llama.cpp's reference logits)")
     String cacheTypeName = "f32";
 
-    @Option(names = "--backend", paramLabel = "B", completionCandidates = GenerateCommand.ChoosableBackends.class,
+    @Option(
+            names = "--backend",
+            paramLabel = "B",
+            completionCandidates = GenerateCommand.ChoosableBackends.class,
             description = "${COMPLETION-CANDIDATES} (default cpu)")
     String backendName = "cpu";
 
@@ -61,19 +70,22 @@ final class LogitsCommand implements Subcommand {
         try (GlmModel model = GlmModel.open(modelFile.path(io))) {
             int capacity = Math.min(tokens.length, model.config().contextLength());
             if (tokens.length > capacity) {
-                throw new UsageException(tokens.length + " tokens are more than the model's context length " + capacity);
+                throw new UsageException(
+                        tokens.length + " tokens are more than the model's context length " + capacity);
             }
-            Backends.CpuOptions cpu = new Backends.CpuOptions(CpuBackend.defaultThreads(), cacheType,
-                    Math.min(tokens.length, GlmForward.DEFAULT_BATCH));
+            Backends.CpuOptions cpu = new Backends.CpuOptions(
+                    CpuBackend.defaultThreads(), cacheType, Math.min(tokens.length, GlmForward.DEFAULT_BATCH));
             float[] logits;
             try (BackendChoice choice = Backends.choose(requested, model, cpu);
-                 SequencePool pool = choice.pool(1, capacity);
-                 SequencePool.Sequence sequence = pool.open()) {
+                    SequencePool pool = choice.pool(1, capacity);
+                    SequencePool.Sequence sequence = pool.open()) {
                 if (choice.kind() != requested) {
                     io.err().println("glimmer logits: running on " + choice.name() + ": " + choice.reason());
                 }
-                logits = all ? pool.promptLogits(sequence, tokens, 0, tokens.length)
-                        : pool.prompt(sequence, tokens, 0, tokens.length, SequencePool.Readout.LOGITS).logits();
+                logits = all
+                        ? pool.promptLogits(sequence, tokens, 0, tokens.length)
+                        : pool.prompt(sequence, tokens, 0, tokens.length, SequencePool.Readout.LOGITS)
+                                .logits();
             }
             int vocab = model.vocabSize();
             PrintStream out = io.out();

@@ -1,17 +1,6 @@
 package dev.glimmer.server.cli;
 
 import dev.glimmer.engine.InvalidInputException;
-import picocli.CommandLine;
-import picocli.CommandLine.ITypeConverter;
-import picocli.CommandLine.Model.ArgSpec;
-import picocli.CommandLine.Model.CommandSpec;
-import picocli.CommandLine.Model.OptionSpec;
-import picocli.CommandLine.MissingParameterException;
-import picocli.CommandLine.OverwrittenOptionException;
-import picocli.CommandLine.ParameterException;
-import picocli.CommandLine.TypeConversionException;
-import picocli.CommandLine.UnmatchedArgumentException;
-
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -24,6 +13,16 @@ import java.util.List;
 import java.util.Optional;
 import java.util.function.Function;
 import java.util.stream.Collectors;
+import picocli.CommandLine;
+import picocli.CommandLine.ITypeConverter;
+import picocli.CommandLine.MissingParameterException;
+import picocli.CommandLine.Model.ArgSpec;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Model.OptionSpec;
+import picocli.CommandLine.OverwrittenOptionException;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.TypeConversionException;
+import picocli.CommandLine.UnmatchedArgumentException;
 
 /**
  * Entry point of {@code ./glimmer}: picks the command, lets picocli fill its options, runs it and
@@ -50,10 +49,10 @@ public final class Main {
     }
 
     public static void main(String[] argv) {
-        PrintStream out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), false,
-                StandardCharsets.UTF_8);
-        PrintStream err = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.err), true,
-                StandardCharsets.UTF_8);
+        PrintStream out = new PrintStream(
+                new java.io.FileOutputStream(java.io.FileDescriptor.out), false, StandardCharsets.UTF_8);
+        PrintStream err =
+                new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.err), true, StandardCharsets.UTF_8);
         int code = run(argv, new Terminal(out, err));
         out.flush();
         err.flush();
@@ -67,7 +66,8 @@ public final class Main {
             return argv.length == 0 ? 2 : 0;
         }
         String name = argv[0].equals("--version") || argv[0].equals("-V") ? "version" : argv[0];
-        Optional<Subcommand> command = commands().stream().filter(c -> name(c).equals(name)).findFirst();
+        Optional<Subcommand> command =
+                commands().stream().filter(c -> name(c).equals(name)).findFirst();
         if (command.isEmpty()) {
             io.err().println("glimmer: unknown command '" + argv[0] + "' (see ./glimmer --help)");
             return 2;
@@ -105,8 +105,9 @@ public final class Main {
             debugTrace(e, io);
             return 1;
         } catch (Exception | OutOfMemoryError | StackOverflowError e) {
-            io.err().println("glimmer " + name + ": internal error: " + e
-                    + " (set GLIMMER_DEBUG=1 for the stack trace)");
+            io.err()
+                    .println("glimmer " + name + ": internal error: " + e
+                            + " (set GLIMMER_DEBUG=1 for the stack trace)");
             debugTrace(e, io);
             return 1;
         }
@@ -119,11 +120,20 @@ public final class Main {
         cli.setAllowOptionsAsOptionParameters(true);
         CommandSpec spec = cli.getCommandSpec();
         command.addOptions(spec);
-        spec.addOption(OptionSpec.builder("-h", "--help").usageHelp(true).description("show this help").build());
+        spec.addOption(OptionSpec.builder("-h", "--help")
+                .usageHelp(true)
+                .description("show this help")
+                .build());
         spec.name("./glimmer " + spec.name());
         // Options in the order the command declares them; the footer holds the command's notes and examples.
-        spec.usageMessage().sortOptions(false).sortSynopsis(false).width(110).synopsisHeading("Usage: ")
-                .descriptionHeading("%n").optionListHeading("%nOptions:%n").footerHeading("%n");
+        spec.usageMessage()
+                .sortOptions(false)
+                .sortSynopsis(false)
+                .width(110)
+                .synopsisHeading("Usage: ")
+                .descriptionHeading("%n")
+                .optionListHeading("%nOptions:%n")
+                .footerHeading("%n");
         // Numbers are read leniently about spaces ("1, 2"); their errors are worded by usageError.
         cli.registerConverter(Integer.class, text -> number(text, Integer::valueOf, "an integer"));
         cli.registerConverter(int.class, text -> number(text, Integer::valueOf, "an integer"));
@@ -161,17 +171,21 @@ public final class Main {
     private static String usageError(ParameterException e, String name) {
         String seeHelp = " (see ./glimmer " + name + " --help)";
         return switch (e) {
-            case UnmatchedArgumentException u -> u.getUnmatched().getFirst().startsWith("-")
-                    ? "unknown option " + u.getUnmatched().getFirst() + " for " + name + seeHelp
-                    : "unexpected argument '" + u.getUnmatched().getFirst() + "'" + seeHelp;
-            case MissingParameterException m -> name + " needs " + synopsis(m.getMissing().getFirst()) + seeHelp;
+            case UnmatchedArgumentException u ->
+                u.getUnmatched().getFirst().startsWith("-")
+                        ? "unknown option " + u.getUnmatched().getFirst() + " for " + name + seeHelp
+                        : "unexpected argument '" + u.getUnmatched().getFirst() + "'" + seeHelp;
+            case MissingParameterException m ->
+                name + " needs " + synopsis(m.getMissing().getFirst()) + seeHelp;
             case OverwrittenOptionException o -> nameOf(o.getOverwritten()) + " given twice";
-            default -> switch (e.getCause()) {
-                case UsageException u -> u.getMessage();
-                case NotANumber n -> nameOf(e.getArgSpec()) + " must be " + n.getMessage() + ", got '"
-                        + e.getValue().strip() + "'";
-                case null, default -> e.getMessage();
-            };
+            default ->
+                switch (e.getCause()) {
+                    case UsageException u -> u.getMessage();
+                    case NotANumber n ->
+                        nameOf(e.getArgSpec()) + " must be " + n.getMessage() + ", got '"
+                                + e.getValue().strip() + "'";
+                    case null, default -> e.getMessage();
+                };
         };
     }
 
@@ -226,6 +240,5 @@ public final class Main {
         return s + " ".repeat(Math.max(0, width - s.length()));
     }
 
-    private Main() {
-    }
+    private Main() {}
 }

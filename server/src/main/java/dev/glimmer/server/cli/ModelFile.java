@@ -3,11 +3,10 @@ package dev.glimmer.server.cli;
 import dev.glimmer.engine.gguf.GgufFile;
 import dev.glimmer.engine.tokenizer.Tokenizer;
 import dev.glimmer.server.inference.DemoModel;
-import picocli.CommandLine.Option;
-
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import picocli.CommandLine.Option;
 
 /**
  * The {@code --model F} of the commands that read a model file ({@code @Mixin ModelFile model}). Without it they
@@ -15,7 +14,10 @@ import java.nio.file.Path;
  */
 final class ModelFile {
 
-    @Option(names = "--model", paramLabel = "F", converter = ExistingFile.class,
+    @Option(
+            names = "--model",
+            paramLabel = "F",
+            converter = ExistingFile.class,
             description = "the GGUF model file (default: the demo model, random weights)")
     Path given;
 
@@ -25,10 +27,10 @@ final class ModelFile {
             return given;
         }
         Path demo = DemoModel.file(System.getenv());
-        io.err().println("glimmer: no --model given: using the demo model (random weights, so its text is gibberish) "
-                + demo + (Files.isRegularFile(demo) ? "" : ", writing it first"));
-        return DemoModel.ensure(System.getenv(), progress -> {
-        });
+        io.err()
+                .println("glimmer: no --model given: using the demo model (random weights, so its text is gibberish) "
+                        + demo + (Files.isRegularFile(demo) ? "" : ", writing it first"));
+        return DemoModel.ensure(System.getenv(), progress -> {});
     }
 
     /** The model's tokenizer, from the file's metadata (the file is closed again). */

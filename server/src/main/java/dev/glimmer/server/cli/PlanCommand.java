@@ -11,22 +11,23 @@ import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
 import dev.glimmer.kernels.decode.DecodeModel;
 import dev.glimmer.kernels.decode.MemoryBudget;
 import dev.glimmer.kernels.decode.PlanSummary;
-import picocli.CommandLine.Command;
-import picocli.CommandLine.Mixin;
-import picocli.CommandLine.Option;
-
 import java.io.PrintStream;
 import java.util.LinkedHashMap;
 import java.util.Locale;
 import java.util.Map;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
 
 /**
  * {@code ./glimmer plan}: the GPU decode step of a model file as the Metal backend would encode it,
  * summarized without running it (the file is only mapped, so this works on the full-size model), and the
  * device memory a server's pool of conversations takes, per part ({@link MemoryBudget}).
  */
-@Command(name = "plan", description = "show the GPU decode step of a model: dispatches, weight bytes per token, GPU limits,"
-        + " and the GPU memory of serving it",
+@Command(
+        name = "plan",
+        description = "show the GPU decode step of a model: dispatches, weight bytes per token, GPU limits,"
+                + " and the GPU memory of serving it",
         footer = """
                 Checks: at most 12 dispatches per layer (launches are dependent: each one costs latency), weight bytes per
                 token equal to the model's active weight bytes (no gathers, no dequantized copies), threadgroup memory per
@@ -39,15 +40,21 @@ final class PlanCommand implements Subcommand {
     @Mixin
     ModelFile modelFile;
 
-    @Option(names = "--ctx", paramLabel = "N",
+    @Option(
+            names = "--ctx",
+            paramLabel = "N",
             description = "KV cache positions to size the cache for (default 8192, at most the model's context length)")
     Integer contextOption;
 
-    @Option(names = "--parallel", paramLabel = "P",
+    @Option(
+            names = "--parallel",
+            paramLabel = "P",
             description = "conversations decoded together, as serve's --parallel (default 2): the KV pool holds P + 2")
     int parallel = 2;
 
-    @Option(names = "--gpu-memory", paramLabel = "GB",
+    @Option(
+            names = "--gpu-memory",
+            paramLabel = "GB",
             description = "GPU memory to check the pool against (e.g. 24), in GB of 10^9 bytes")
     Double gpuMemoryGb;
 
@@ -110,7 +117,10 @@ final class PlanCommand implements Subcommand {
                 }
                 json.put("gpu_memory", memory);
                 json.put("checks", checks);
-                io.out().println(new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValueAsString(json));
+                io.out()
+                        .println(new ObjectMapper()
+                                .enable(SerializationFeature.INDENT_OUTPUT)
+                                .writeValueAsString(json));
             } else {
                 text(io.out(), file, ctx, p, checks);
                 memoryText(io.out(), budget, gpuMemoryGb == null ? -1 : gpuMemory);
@@ -124,7 +134,8 @@ final class PlanCommand implements Subcommand {
         Map<String, Boolean> c = new LinkedHashMap<>();
         c.put("at_most_12_dispatches_per_layer", p.maxDispatchesPerLayer() <= Geometry.MAX_DISPATCHES_PER_LAYER);
         c.put("weight_bytes_equal_active_bytes", p.weightBytesPerToken() == p.activeWeightBytes());
-        c.put("threadgroup_memory_within_32k",
+        c.put(
+                "threadgroup_memory_within_32k",
                 p.threadgroupMemory().values().stream().allMatch(b -> b <= Geometry.MAX_THREADGROUP_MEMORY));
         c.put("bindings_within_31", p.maxBindings() <= Geometry.MAX_BUFFER_BINDINGS);
         c.put("binding_offsets_below_4g", p.maxBindingOffset() < 1L << 32);
@@ -133,16 +144,24 @@ final class PlanCommand implements Subcommand {
 
     private static void text(PrintStream out, GgufFile file, int ctx, PlanSummary p, Map<String, Boolean> checks) {
         out.println("GPU decode step of " + file.path().getFileName() + " (KV cache for " + ctx + " positions)");
-        out.println("dispatches per token: " + p.dispatches() + ", at most " + p.maxDispatchesPerLayer() + " per layer");
+        out.println(
+                "dispatches per token: " + p.dispatches() + ", at most " + p.maxDispatchesPerLayer() + " per layer");
         StringBuilder layers = new StringBuilder();
-        p.dispatchesPerLayer().forEach((l, n) -> layers.append(layers.isEmpty() ? "" : " ")
-                .append(l < 0 ? "other" : l).append(':').append(n));
+        p.dispatchesPerLayer()
+                .forEach((l, n) -> layers.append(layers.isEmpty() ? "" : " ")
+                        .append(l < 0 ? "other" : l)
+                        .append(':')
+                        .append(n));
         out.println("  per layer: " + layers);
-        p.dispatchesPerKernel().forEach((k, n) -> out.printf("  %-14s %4d dispatches, threadgroup memory %6d bytes%n",
-                k, n, p.threadgroupMemory().get(k)));
-        out.printf("weight bytes per token: %,d (active weight bytes of the model: %,d)%n", p.weightBytesPerToken(),
-                p.activeWeightBytes());
-        out.printf("bindings per dispatch: at most %d; largest binding offset: %,d; weight buffers: %d%n",
+        p.dispatchesPerKernel()
+                .forEach((k, n) -> out.printf(
+                        "  %-14s %4d dispatches, threadgroup memory %6d bytes%n",
+                        k, n, p.threadgroupMemory().get(k)));
+        out.printf(
+                "weight bytes per token: %,d (active weight bytes of the model: %,d)%n",
+                p.weightBytesPerToken(), p.activeWeightBytes());
+        out.printf(
+                "bindings per dispatch: at most %d; largest binding offset: %,d; weight buffers: %d%n",
                 p.maxBindings(), p.maxBindingOffset(), p.weightBuffers());
         out.printf("KV cache: %,d bytes; activations: %,d bytes%n", p.kvCacheBytes(), p.activationBytes());
         checks.forEach((name, ok) -> out.println((ok ? "ok     " : "FAILED ") + name));
@@ -150,15 +169,27 @@ final class PlanCommand implements Subcommand {
 
     /** The pool's memory per part, and against {@code gpuMemory} bytes where given (else -1). */
     private static void memoryText(PrintStream out, MemoryBudget b, long gpuMemory) {
-        out.printf(Locale.ROOT, "GPU memory of a KV pool of %d conversations of %,d tokens (--parallel + 2):%n", b.slots(),
+        out.printf(
+                Locale.ROOT,
+                "GPU memory of a KV pool of %d conversations of %,d tokens (--parallel + 2):%n",
+                b.slots(),
                 b.context());
         out.printf(Locale.ROOT, "  weights      %,17d bytes%n", b.weights());
-        out.printf(Locale.ROOT, "  KV pool      %,17d bytes (%,d a token: 16-bit values)%n", b.kvPool(), b.kvBytesPerToken());
-        out.printf(Locale.ROOT, "  activations  %,17d bytes (the decode, prompt and batch command lists)%n", b.activations());
+        out.printf(
+                Locale.ROOT,
+                "  KV pool      %,17d bytes (%,d a token: 16-bit values)%n",
+                b.kvPool(),
+                b.kvBytesPerToken());
+        out.printf(
+                Locale.ROOT,
+                "  activations  %,17d bytes (the decode, prompt and batch command lists)%n",
+                b.activations());
         out.printf(Locale.ROOT, "  total        %,17d bytes%n", b.total());
         if (gpuMemory >= 0) {
-            out.println(b.fits(gpuMemory, false) ? String.format(Locale.ROOT, "fits in %,d bytes of GPU memory", gpuMemory)
-                    : b.doesNotFit("the GPU", gpuMemory, false));
+            out.println(
+                    b.fits(gpuMemory, false)
+                            ? String.format(Locale.ROOT, "fits in %,d bytes of GPU memory", gpuMemory)
+                            : b.doesNotFit("the GPU", gpuMemory, false));
         }
     }
 }

@@ -12,8 +12,10 @@ import picocli.CommandLine.Option;
  * {@code ./glimmer selftest}: checks a GPU decode path against the CPU backend on built-in tiny
  * models (the check {@code serve} also runs before it trusts Metal). Exit code 1 when it disagrees.
  */
-@Command(name = "selftest",
-        description = "check the GPU decode step and prompt command list (Metal, CUDA, or the CPU emulator) against the CPU backend",
+@Command(
+        name = "selftest",
+        description =
+                "check the GPU decode step and prompt command list (Metal, CUDA, or the CPU emulator) against the CPU backend",
         footer = """
                 Decodes a fixed token sequence on tiny built-in models (F32, F16, Q8_0, Q4_0 weights) on the GPU path and
                 on the CPU backend, token by token (the decode step) and as one prompt (the prompt command list), and
@@ -23,8 +25,11 @@ import picocli.CommandLine.Option;
                 Exit code 0 when every check passes, 1 when one fails, 2 when the backend cannot run here.""")
 final class SelftestCommand implements Subcommand {
 
-    @Option(names = "--backend", paramLabel = "B", description = "auto (default: metal on macOS/Apple Silicon, cuda where"
-            + " an NVIDIA GPU is, else emulated), metal, cuda or emulated")
+    @Option(
+            names = "--backend",
+            paramLabel = "B",
+            description = "auto (default: metal on macOS/Apple Silicon, cuda where"
+                    + " an NVIDIA GPU is, else emulated), metal, cuda or emulated")
     String backendName = "auto";
 
     @Override
@@ -33,7 +38,8 @@ final class SelftestCommand implements Subcommand {
         try {
             backend = BackendKind.parse(backendName, BackendKind.SELF_TEST);
         } catch (InvalidInputException e) {
-            throw new UsageException("--backend must be one of " + BackendKind.names(BackendKind.SELF_TEST) + ", got " + backendName);
+            throw new UsageException(
+                    "--backend must be one of " + BackendKind.names(BackendKind.SELF_TEST) + ", got " + backendName);
         }
         if (Backends.selfTestTarget(backend) == BackendKind.EMULATED && !EmulatorBuild.compilerFound()) {
             // A missing prerequisite, said before anything starts: exit 2, one line.
@@ -41,7 +47,9 @@ final class SelftestCommand implements Subcommand {
                     + " without Metal or an NVIDIA GPU) needs clang-19, which is not on the PATH: "
                     + EmulatorBuild.INSTALL_COMPILER);
         }
-        io.err().println("selftest: decoding built-in tiny models on the GPU path and on the CPU (about a minute on the emulator)");
+        io.err()
+                .println(
+                        "selftest: decoding built-in tiny models on the GPU path and on the CPU (about a minute on the emulator)");
         SelfTest.Report report = Backends.selfTest(backend);
         io.out().print(report.text());
         return report.passed() ? 0 : 1;

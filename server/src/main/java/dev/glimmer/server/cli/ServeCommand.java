@@ -7,11 +7,6 @@ import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.config.ServerConfigLoader;
 import dev.glimmer.server.inference.ModelHost;
 import io.helidon.logging.common.LogConfig;
-import picocli.CommandLine.Command;
-import picocli.CommandLine.Model.CommandSpec;
-import picocli.CommandLine.Model.OptionSpec;
-import sun.misc.Signal;
-
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -22,9 +17,14 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicBoolean;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Model.OptionSpec;
+import sun.misc.Signal;
 
 /** {@code ./glimmer serve}: the OpenAI-compatible server. */
-@Command(name = "serve",
+@Command(
+        name = "serve",
         description = "run the OpenAI-compatible server (a demo model with random weights when no --model is given)",
         footer = """
                 Settings come from config/application.yaml, then GLIMMER_* environment variables
@@ -35,47 +35,88 @@ import java.util.concurrent.atomic.AtomicBoolean;
 final class ServeCommand implements Subcommand {
 
     /** A flag that overrides a configuration key; its value goes to the loader as text, checked there like the others. */
-    private record Setting(String flag, String valueName, String key, String description) {
-    }
+    private record Setting(String flag, String valueName, String key, String description) {}
 
     private static final List<Setting> SETTINGS = List.of(
-            new Setting("--model", "F", "model.path", "the GGUF file to serve (default: the demo model, random weights)"),
+            new Setting(
+                    "--model", "F", "model.path", "the GGUF file to serve (default: the demo model, random weights)"),
             new Setting("--host", "H", "server.host", "address to bind (default 127.0.0.1)"),
             new Setting("--port", "P", "server.port", "port to listen on (default 8080; 0 picks a free one)"),
-            new Setting("--backend", "B", "model.backend", BackendKind.alternatives(BackendKind.SERVING) + " (default auto)"),
+            new Setting(
+                    "--backend",
+                    "B",
+                    "model.backend",
+                    BackendKind.alternatives(BackendKind.SERVING) + " (default auto)"),
             new Setting("--ctx", "N", "model.ctx", "context length in tokens (default: the model's own, at most 8192)"),
-            new Setting("--threads", "N", "model.threads", "worker threads for the math (default: one per physical core)"),
-            new Setting("--api-key", "K", "server.api-key",
+            new Setting(
+                    "--threads", "N", "model.threads", "worker threads for the math (default: one per physical core)"),
+            new Setting(
+                    "--api-key",
+                    "K",
+                    "server.api-key",
                     "require this key (or one of these, comma-separated) as 'Authorization: Bearer K' or 'x-api-key: K'"),
-            new Setting("--allowed-hosts", "NAMES", "server.allowed-hosts",
+            new Setting(
+                    "--allowed-hosts",
+                    "NAMES",
+                    "server.allowed-hosts",
                     "Host names served besides localhost, 127.0.0.1, [::1], comma-separated, or * (default: none)"),
             new Setting("--parallel", "N", "inference.parallel", "sequences decoded together (default 2)"),
-            new Setting("--prompt-chunk", "N", "inference.prompt-chunk", "prompt tokens processed per step (default 512)"),
-            new Setting("--queue", "N", "inference.queue", "requests that may wait for a slot; more get 503 (default 16)"),
-            new Setting("--kv-budget", "MB", "inference.kv-budget-mb", "memory for cached conversations (default: from the context)"),
-            new Setting("--cache-ram", "MB", "inference.cache-ram-mb",
+            new Setting(
+                    "--prompt-chunk", "N", "inference.prompt-chunk", "prompt tokens processed per step (default 512)"),
+            new Setting(
+                    "--queue", "N", "inference.queue", "requests that may wait for a slot; more get 503 (default 16)"),
+            new Setting(
+                    "--kv-budget",
+                    "MB",
+                    "inference.kv-budget-mb",
+                    "memory for cached conversations (default: from the context)"),
+            new Setting(
+                    "--cache-ram",
+                    "MB",
+                    "inference.cache-ram-mb",
                     "host memory for conversations evicted from the KV budget (default 0)"),
-            new Setting("--cache-dir", "DIR", "inference.cache-dir",
+            new Setting(
+                    "--cache-dir",
+                    "DIR",
+                    "inference.cache-dir",
                     "directory of the disk tier of cached conversations (default ~/.cache/glimmer/kv)"),
-            new Setting("--cache-disk", "MB", "inference.cache-disk-mb",
+            new Setting(
+                    "--cache-disk",
+                    "MB",
+                    "inference.cache-disk-mb",
                     "disk space for cached conversations, least recently used out first; 0 = none (default 4096)"),
             new Setting("--max-body", "SIZE", "server.max-body", "largest request body, e.g. 4M (default 4M)"),
-            new Setting("--cors", "ORIGINS", "server.cors-origins", "pages of other origins that may call the server:"
-                    + " origins, local, * or none, comma-separated (default: local = pages from localhost, 127.0.0.1, [::1])"),
-            new Setting("--drain-seconds", "S", "server.drain-seconds", "on SIGTERM, how long running requests may finish (default 30)"));
+            new Setting(
+                    "--cors",
+                    "ORIGINS",
+                    "server.cors-origins",
+                    "pages of other origins that may call the server:"
+                            + " origins, local, * or none, comma-separated (default: local = pages from localhost, 127.0.0.1, [::1])"),
+            new Setting(
+                    "--drain-seconds",
+                    "S",
+                    "server.drain-seconds",
+                    "on SIGTERM, how long running requests may finish (default 30)"));
 
     private CommandSpec spec;
 
-    // The settings are declared from their table rather than as fields, so that each flag and its key stand on one line.
+    // The settings are declared from their table rather than as fields, so that each flag and its key stand on one
+    // line.
     @Override
     public void addOptions(CommandSpec spec) {
         this.spec = spec;
         for (Setting s : SETTINGS) {
-            spec.addOption(OptionSpec.builder(s.flag()).paramLabel(s.valueName()).type(String.class)
-                    .description(s.description()).build());
+            spec.addOption(OptionSpec.builder(s.flag())
+                    .paramLabel(s.valueName())
+                    .type(String.class)
+                    .description(s.description())
+                    .build());
         }
-        spec.addOption(OptionSpec.builder("--config").paramLabel("F").type(Path.class)
-                .description("a YAML file replacing the bundled config/application.yaml").build());
+        spec.addOption(OptionSpec.builder("--config")
+                .paramLabel("F")
+                .type(Path.class)
+                .description("a YAML file replacing the bundled config/application.yaml")
+                .build());
     }
 
     @Override
@@ -91,8 +132,8 @@ final class ServeCommand implements Subcommand {
         }
         // logging.properties (from config/, in the jar): one line per record on stderr.
         LogConfig.configureRuntime();
-        ServerConfig config = ServerConfigLoader.load(Optional.ofNullable(spec.findOption("--config").<Path>getValue()), System.getenv(),
-                flags, flagNames);
+        ServerConfig config = ServerConfigLoader.load(
+                Optional.ofNullable(spec.findOption("--config").<Path>getValue()), System.getenv(), flags, flagNames);
         config.model().ifPresent(path -> {
             if (Files.isDirectory(path)) {
                 throw new UsageException(path + " is a directory; --model takes a GGUF file");
@@ -114,13 +155,16 @@ final class ServeCommand implements Subcommand {
             throw new IllegalStateException("cannot serve the model: " + failed.cause(), failed.cause());
         }
         drainOnSigterm(app, Duration.ofSeconds(config.drainSeconds()), io);
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            io.err().println("glimmer serve: stopping (running streams get their final chunk)");
-            app.close();
-            // Said here because the JVM's log handlers are already closed while shutdown hooks run.
-            io.err().println("glimmer serve: stopped");
-            stopped.countDown();
-        }, "glimmer-shutdown"));
+        Runtime.getRuntime()
+                .addShutdownHook(new Thread(
+                        () -> {
+                            io.err().println("glimmer serve: stopping (running streams get their final chunk)");
+                            app.close();
+                            // Said here because the JVM's log handlers are already closed while shutdown hooks run.
+                            io.err().println("glimmer serve: stopped");
+                            stopped.countDown();
+                        },
+                        "glimmer-shutdown"));
         stopped.await();
         return 0;
     }
@@ -135,8 +179,9 @@ final class ServeCommand implements Subcommand {
             if (draining.getAndSet(true)) {
                 System.exit(0);
             }
-            io.err().println("glimmer serve: draining (SIGTERM): new requests get 503; running ones have up to "
-                    + grace.toSeconds() + " s to finish");
+            io.err()
+                    .println("glimmer serve: draining (SIGTERM): new requests get 503; running ones have up to "
+                            + grace.toSeconds() + " s to finish");
             Thread.ofPlatform().name("glimmer-drain").start(() -> {
                 try {
                     app.drain(grace);

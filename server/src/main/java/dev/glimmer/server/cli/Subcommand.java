@@ -10,8 +10,7 @@ import picocli.CommandLine.Model.CommandSpec;
 interface Subcommand {
 
     /** Adds options declared in code rather than by annotated fields (serve: one per configuration key). */
-    default void addOptions(CommandSpec spec) {
-    }
+    default void addOptions(CommandSpec spec) {}
 
     /**
      * Runs the command with its options filled in.

@@ -5,18 +5,19 @@ import dev.glimmer.engine.synth.ModelSynthesizer;
 import dev.glimmer.engine.synth.SynthModel;
 import dev.glimmer.engine.synth.SynthPreset;
 import dev.glimmer.engine.synth.SynthWeightType;
-import picocli.CommandLine.Command;
-import picocli.CommandLine.Option;
-
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Locale;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
 
 /** {@code ./glimmer synth}: writes a random GLM-4.7-Flash-architecture GGUF. */
-@Command(name = "synth",
-        description = "write a random GLM-4.7-Flash-architecture GGUF (full = the real shapes, ~17 GB, streamed to disk)",
+@Command(
+        name = "synth",
+        description =
+                "write a random GLM-4.7-Flash-architecture GGUF (full = the real shapes, ~17 GB, streamed to disk)",
         footer = """
                 Norms, the router and the expert bias stay F32. The file is written under F.partial and renamed
                 when complete. full needs about 17 GB (q4_0) of free space plus a margin; it is refused otherwise.
@@ -25,18 +26,31 @@ import java.util.Locale;
                 Example: ./glimmer synth --preset full --wtype q4_0 -o /tmp/glm-full-q4_0.gguf""")
 final class SynthCommand implements Subcommand {
 
-    @Option(names = "--preset", paramLabel = "P", required = true,
+    @Option(
+            names = "--preset",
+            paramLabel = "P",
+            required = true,
             description = "tiny, small (the oracle configs) or full (the real GLM-4.7-Flash)")
     String presetName;
 
-    @Option(names = "--wtype", paramLabel = "T", required = true,
+    @Option(
+            names = "--wtype",
+            paramLabel = "T",
+            required = true,
             description = "type of the weight matrices: f32, f16, q8_0, q4_0 or q4_k_m (a mix)")
     String weightTypeName;
 
-    @Option(names = "--seed", paramLabel = "S", description = "random seed (default 1); the same seed gives the same bytes")
+    @Option(
+            names = "--seed",
+            paramLabel = "S",
+            description = "random seed (default 1); the same seed gives the same bytes")
     long seed = 1;
 
-    @Option(names = {"-o", "--output"}, paramLabel = "F", required = true, description = "the file to write")
+    @Option(
+            names = {"-o", "--output"},
+            paramLabel = "F",
+            required = true,
+            description = "the file to write")
     Path out;
 
     @Override
@@ -61,9 +75,17 @@ final class SynthCommand implements Subcommand {
             Runtime.getRuntime().removeShutdownHook(cleanup);
         }
         progress.finish();
-        io.err().printf(Locale.ROOT, "wrote %s: preset %s, %s weights, seed %d, %d tensors, %d bytes in %.1f s%n", out,
-                preset.name(), weightType.name().toLowerCase(Locale.ROOT), seed, model.tensors().size(),
-                ModelSynthesizer.fileSize(model), progress.elapsedSeconds());
+        io.err()
+                .printf(
+                        Locale.ROOT,
+                        "wrote %s: preset %s, %s weights, seed %d, %d tensors, %d bytes in %.1f s%n",
+                        out,
+                        preset.name(),
+                        weightType.name().toLowerCase(Locale.ROOT),
+                        seed,
+                        model.tensors().size(),
+                        ModelSynthesizer.fileSize(model),
+                        progress.elapsedSeconds());
         return 0;
     }
 
@@ -89,8 +111,14 @@ final class SynthCommand implements Subcommand {
             double fraction = total == 0 ? 1 : (double) written / total;
             String eta = fraction > 0 && seconds > 1 ? duration(seconds / fraction - seconds) : "--";
             double unit = total >= 1e9 ? 1e9 : 1e6;
-            err.printf(Locale.ROOT, "\rwriting %5.1f%%  %7.2f / %.2f %s  ETA %s   ", 100 * fraction, written / unit,
-                    total / unit, unit == 1e9 ? "GB" : "MB", eta);
+            err.printf(
+                    Locale.ROOT,
+                    "\rwriting %5.1f%%  %7.2f / %.2f %s  ETA %s   ",
+                    100 * fraction,
+                    written / unit,
+                    total / unit,
+                    unit == 1e9 ? "GB" : "MB",
+                    eta);
             err.flush();
             shown = true;
         }

@@ -1,15 +1,17 @@
 package dev.glimmer.server.cli;
 
-import picocli.CommandLine.Command;
-
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.util.Properties;
+import picocli.CommandLine.Command;
 
 /** {@code ./glimmer version} (also {@code --version}): the version and the commit this build was made from. */
-@Command(name = "version", description = "print Glimmer's version and the git commit it was built from",
-        footer = "Also ./glimmer --version. The commit is known when the build ran in a git checkout (./glimmer builds so).")
+@Command(
+        name = "version",
+        description = "print Glimmer's version and the git commit it was built from",
+        footer =
+                "Also ./glimmer --version. The commit is known when the build ran in a git checkout (./glimmer builds so).")
 final class VersionCommand implements Subcommand {
 
     /** Written by the build from the Maven project version and the git commit (server/pom.xml). */

@@ -1,7 +1,6 @@
 package dev.glimmer.server.config;
 
 import dev.glimmer.engine.backend.BackendKind;
-
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Optional;
@@ -33,27 +32,40 @@ import java.util.Optional;
  * @param sampling     defaults for requests that do not say
  * @param drainSeconds how long SIGTERM lets running requests finish before the server stops
  */
-public record ServerConfig(String host, int port, List<String> apiKeys, List<String> allowedHosts, List<String> corsOrigins,
-                           long maxBodyBytes,
-                           Optional<Path> model, BackendKind backend, int ctx, int threads, int parallel, int promptChunk, int queue,
-                           long kvBudgetMb, SamplingDefaults sampling, CacheTiers cacheTiers, int drainSeconds) {
+public record ServerConfig(
+        String host,
+        int port,
+        List<String> apiKeys,
+        List<String> allowedHosts,
+        List<String> corsOrigins,
+        long maxBodyBytes,
+        Optional<Path> model,
+        BackendKind backend,
+        int ctx,
+        int threads,
+        int parallel,
+        int promptChunk,
+        int queue,
+        long kvBudgetMb,
+        SamplingDefaults sampling,
+        CacheTiers cacheTiers,
+        int drainSeconds) {
 
     /** The context served when none is asked for and the model's own is longer. */
     public static final int DEFAULT_CTX = 8192;
     /** The shortest and longest context one may ask for. */
     public static final int MIN_CTX = 16;
+
     public static final int MAX_CTX = 1 << 24;
 
     /** Sampling values used when a request leaves them out; {@code maxTokens} -1 = until the context is full. */
-    public record SamplingDefaults(float temperature, int topK, float topP, float minP, int maxTokens) {
-    }
+    public record SamplingDefaults(float temperature, int topK, float topP, float minP, int maxTokens) {}
 
     /**
      * The RAM and disk tiers of the KV cache (docs/SERVING.md): host memory for evicted conversations ({@code ramMb}),
      * then files in {@code dir} within {@code diskMb}; 0 turns a tier off.
      */
-    public record CacheTiers(long ramMb, Path dir, long diskMb) {
-    }
+    public record CacheTiers(long ramMb, Path dir, long diskMb) {}
 
     public ServerConfig {
         apiKeys = List.copyOf(apiKeys);

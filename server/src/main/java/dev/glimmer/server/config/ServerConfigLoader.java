@@ -5,7 +5,6 @@ import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.server.http.CorsFilter;
 import io.helidon.config.Config;
 import io.helidon.config.ConfigSources;
-
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -35,8 +34,12 @@ public final class ServerConfigLoader {
     private final Map<String, String> flags;
     private final Map<String, String> flagNames;
 
-    private ServerConfigLoader(Config yaml, String yamlName, Map<String, String> environment, Map<String, String> flags,
-                               Map<String, String> flagNames) {
+    private ServerConfigLoader(
+            Config yaml,
+            String yamlName,
+            Map<String, String> environment,
+            Map<String, String> flags,
+            Map<String, String> flagNames) {
         this.yaml = yaml;
         this.yamlName = yamlName;
         this.environment = environment;
@@ -45,7 +48,8 @@ public final class ServerConfigLoader {
     }
 
     /** {@link #load(Optional, Map, Map, Map)} with the flags' values named by their keys in errors (tests, embedders). */
-    public static ServerConfig load(Optional<Path> configFile, Map<String, String> environment, Map<String, String> flags) {
+    public static ServerConfig load(
+            Optional<Path> configFile, Map<String, String> environment, Map<String, String> flags) {
         return load(configFile, environment, flags, Map.of());
     }
 
@@ -55,9 +59,13 @@ public final class ServerConfigLoader {
      * @param flags       CLI values by configuration key, e.g. {@code server.port -> 9090}
      * @param flagNames   the flag that sets each key, e.g. {@code server.port -> --port}, for errors
      */
-    public static ServerConfig load(Optional<Path> configFile, Map<String, String> environment, Map<String, String> flags,
-                                    Map<String, String> flagNames) {
-        Config.Builder builder = Config.builder().disableEnvironmentVariablesSource().disableSystemPropertiesSource();
+    public static ServerConfig load(
+            Optional<Path> configFile,
+            Map<String, String> environment,
+            Map<String, String> flags,
+            Map<String, String> flagNames) {
+        Config.Builder builder =
+                Config.builder().disableEnvironmentVariablesSource().disableSystemPropertiesSource();
         String name;
         if (configFile.isPresent()) {
             Path file = configFile.get();
@@ -85,8 +93,10 @@ public final class ServerConfigLoader {
         try {
             backend = BackendKind.parse(backendName, BackendKind.SERVING);
         } catch (InvalidInputException e) {
-            throw bad("model.backend", value("model.backend", "auto"), "must be "
-                    + BackendKind.alternatives(BackendKind.SERVING) + ", got '" + backendName + "'");
+            throw bad(
+                    "model.backend",
+                    value("model.backend", "auto"),
+                    "must be " + BackendKind.alternatives(BackendKind.SERVING) + ", got '" + backendName + "'");
         }
         String modelPath = text("model.path", "");
         return new ServerConfig(
@@ -105,8 +115,12 @@ public final class ServerConfigLoader {
                 (int) integer("inference.queue", 16, 0, 1 << 20),
                 integer("inference.kv-budget-mb", 0, 0, 1L << 30),
                 sampling,
-                new ServerConfig.CacheTiers(integer("inference.cache-ram-mb", 0, 0, 1L << 30),
-                        Path.of(text("inference.cache-dir", "").isBlank() ? defaultCacheDir() : text("inference.cache-dir", "")),
+                new ServerConfig.CacheTiers(
+                        integer("inference.cache-ram-mb", 0, 0, 1L << 30),
+                        Path.of(
+                                text("inference.cache-dir", "").isBlank()
+                                        ? defaultCacheDir()
+                                        : text("inference.cache-dir", "")),
                         integer("inference.cache-disk-mb", 4096, 0, 1L << 40)),
                 (int) integer("server.drain-seconds", 30, 0, 3600));
     }
@@ -152,7 +166,10 @@ public final class ServerConfigLoader {
 
     /** A comma-separated list; empty entries are dropped. */
     private List<String> list(String key, String fallback) {
-        return Arrays.stream(text(key, fallback).split(",")).map(String::strip).filter(s -> !s.isEmpty()).toList();
+        return Arrays.stream(text(key, fallback).split(","))
+                .map(String::strip)
+                .filter(s -> !s.isEmpty())
+                .toList();
     }
 
     private long integer(String key, long fallback, long min, long max) {
@@ -165,8 +182,8 @@ public final class ServerConfigLoader {
     }
 
     /** The value of {@code key} as {@code parse} reads it, in [min, max] (NaN is not); {@code what} names the type. */
-    private <T extends Comparable<T>> T number(String key, T fallback, T min, T max, Function<String, T> parse,
-                                               String what) {
+    private <T extends Comparable<T>> T number(
+            String key, T fallback, T min, T max, Function<String, T> parse, String what) {
         Value v = value(key, fallback.toString());
         T n;
         try {
@@ -187,8 +204,11 @@ public final class ServerConfigLoader {
     private int context() {
         int ctx = (int) integer("model.ctx", 0, 0, ServerConfig.MAX_CTX);
         if (ctx > 0 && ctx < ServerConfig.MIN_CTX) {
-            throw bad("model.ctx", value("model.ctx", "0"), "must be at least " + ServerConfig.MIN_CTX
-                    + " (or 0: the model's own, at most " + ServerConfig.DEFAULT_CTX + "), got " + ctx);
+            throw bad(
+                    "model.ctx",
+                    value("model.ctx", "0"),
+                    "must be at least " + ServerConfig.MIN_CTX + " (or 0: the model's own, at most "
+                            + ServerConfig.DEFAULT_CTX + "), got " + ctx);
         }
         return ctx;
     }
@@ -215,7 +235,8 @@ public final class ServerConfigLoader {
 
     /** A bad value: named by the flag typed, else by its key and where it came from. */
     private static InvalidInputException bad(String key, Value v, String message) {
-        return new InvalidInputException(v.flag().map(flag -> flag + " " + message)
+        return new InvalidInputException(v.flag()
+                .map(flag -> flag + " " + message)
                 .orElse("configuration " + key + " " + message + " (from " + v.source() + ")"));
     }
 }

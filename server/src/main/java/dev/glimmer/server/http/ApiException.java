@@ -15,7 +15,8 @@ public final class ApiException extends RuntimeException {
     private final String code;
     private final Optional<Integer> retryAfterSeconds;
 
-    private ApiException(int status, String type, String message, String param, String code, Optional<Integer> retryAfter) {
+    private ApiException(
+            int status, String type, String message, String param, String code, Optional<Integer> retryAfter) {
         super(message);
         this.status = status;
         this.type = type;
@@ -31,7 +32,8 @@ public final class ApiException extends RuntimeException {
 
     /** 400 with OpenAI's code {@code context_length_exceeded}, which clients look for to trim a conversation. */
     public static ApiException contextLengthExceeded(String message, String param) {
-        return new ApiException(400, "invalid_request_error", message, param, "context_length_exceeded", Optional.empty());
+        return new ApiException(
+                400, "invalid_request_error", message, param, "context_length_exceeded", Optional.empty());
     }
 
     public static ApiException unauthorized(String message) {
@@ -48,14 +50,19 @@ public final class ApiException extends RuntimeException {
     }
 
     public static ApiException payloadTooLarge(long limit) {
-        return new ApiException(413, "invalid_request_error",
-                "the request body is larger than the server accepts (" + limit + " bytes; see --max-body)", null,
-                "request_too_large", Optional.empty());
+        return new ApiException(
+                413,
+                "invalid_request_error",
+                "the request body is larger than the server accepts (" + limit + " bytes; see --max-body)",
+                null,
+                "request_too_large",
+                Optional.empty());
     }
 
     /** 415: a body that is not sent as {@code application/json}. */
     public static ApiException unsupportedMediaType(String message) {
-        return new ApiException(415, "invalid_request_error", message, null, "unsupported_media_type", Optional.empty());
+        return new ApiException(
+                415, "invalid_request_error", message, null, "unsupported_media_type", Optional.empty());
     }
 
     /** 408: the request body stopped arriving (the connection's read timeout passed). */

@@ -7,7 +7,6 @@ import io.helidon.webserver.http.FilterChain;
 import io.helidon.webserver.http.RoutingRequest;
 import io.helidon.webserver.http.RoutingResponse;
 import io.helidon.webserver.http.ServerRequest;
-
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
@@ -47,7 +46,10 @@ public final class ApiKeyFilter implements Filter {
     public void filter(FilterChain chain, RoutingRequest req, RoutingResponse res) {
         String path = req.path().path();
         String method = req.prologue().method().text();
-        if (path.equals("/health") || path.equals("/ready") || method.equals("OPTIONS") || isWebChatFile(method, path)) {
+        if (path.equals("/health")
+                || path.equals("/ready")
+                || method.equals("OPTIONS")
+                || isWebChatFile(method, path)) {
             chain.proceed();
             return;
         }
@@ -57,11 +59,15 @@ public final class ApiKeyFilter implements Filter {
             return;
         }
         // OpenAI clients send the key as a bearer token, Anthropic clients in x-api-key.
-        String given = authorization != null ? authorization.substring(7).strip()
+        String given = authorization != null
+                ? authorization.substring(7).strip()
                 : req.headers().first(API_KEY).map(String::strip).orElse(null);
         if (given == null) {
-            ErrorResponses.send(req, res, ApiException.unauthorized(
-                    "this server needs an API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'"));
+            ErrorResponses.send(
+                    req,
+                    res,
+                    ApiException.unauthorized(
+                            "this server needs an API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'"));
             return;
         }
         // Constant time: every key is compared, each comparison of two digests of one length takes the same time,

@@ -6,7 +6,6 @@ import io.helidon.webserver.http.Filter;
 import io.helidon.webserver.http.FilterChain;
 import io.helidon.webserver.http.RoutingRequest;
 import io.helidon.webserver.http.RoutingResponse;
-
 import java.net.URI;
 import java.net.URISyntaxException;
 import java.util.List;
@@ -30,6 +29,7 @@ import java.util.Set;
 public final class CorsFilter implements Filter {
     /** The list entry that allows pages served from this machine. */
     public static final String LOCAL = "local";
+
     private static final String ANY = "*";
     private static final String NONE = "none";
 
@@ -42,8 +42,10 @@ public final class CorsFilter implements Filter {
     public CorsFilter(List<String> allowed) {
         this.local = allowed.contains(LOCAL);
         this.any = allowed.contains(ANY);
-        this.origins = Set.copyOf(allowed.stream().filter(o -> !List.of(LOCAL, ANY, NONE).contains(o))
-                .map(o -> o.toLowerCase(Locale.ROOT)).toList());
+        this.origins = Set.copyOf(allowed.stream()
+                .filter(o -> !List.of(LOCAL, ANY, NONE).contains(o))
+                .map(o -> o.toLowerCase(Locale.ROOT))
+                .toList());
     }
 
     @Override
@@ -64,8 +66,12 @@ public final class CorsFilter implements Filter {
             res.header(HeaderNames.ACCESS_CONTROL_ALLOW_ORIGIN, "*");
         } else {
             if (preflight) {
-                ErrorResponses.send(req, res, ApiException.forbidden("pages of the origin '" + origin
-                        + "' may not call this server (allow it with --cors)", "origin_not_allowed"));
+                ErrorResponses.send(
+                        req,
+                        res,
+                        ApiException.forbidden(
+                                "pages of the origin '" + origin + "' may not call this server (allow it with --cors)",
+                                "origin_not_allowed"));
                 return;
             }
             chain.proceed();
@@ -73,8 +79,11 @@ public final class CorsFilter implements Filter {
         }
         if (preflight) {
             res.header(HeaderNames.ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, DELETE, OPTIONS");
-            res.header(HeaderNames.ACCESS_CONTROL_ALLOW_HEADERS,
-                    req.headers().first(HeaderNames.ACCESS_CONTROL_REQUEST_HEADERS).orElse("Authorization, Content-Type"));
+            res.header(
+                    HeaderNames.ACCESS_CONTROL_ALLOW_HEADERS,
+                    req.headers()
+                            .first(HeaderNames.ACCESS_CONTROL_REQUEST_HEADERS)
+                            .orElse("Authorization, Content-Type"));
             res.header(HeaderNames.ACCESS_CONTROL_MAX_AGE, "600");
             res.status(Status.NO_CONTENT_204).send();
             return;
@@ -87,8 +96,10 @@ public final class CorsFilter implements Filter {
         try {
             URI uri = new URI(origin);
             String scheme = uri.getScheme() == null ? "" : uri.getScheme().toLowerCase(Locale.ROOT);
-            return (scheme.equals("http") || scheme.equals("https")) && uri.getHost() != null
-                    && uri.getPath().isEmpty() && HostNames.isLoopback(HostNames.name(uri.getHost()));
+            return (scheme.equals("http") || scheme.equals("https"))
+                    && uri.getHost() != null
+                    && uri.getPath().isEmpty()
+                    && HostNames.isLoopback(HostNames.name(uri.getHost()));
         } catch (URISyntaxException e) {
             return false;
         }

@@ -3,7 +3,6 @@ package dev.glimmer.server.http;
 import io.helidon.http.HeaderNames;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
-
 import java.nio.charset.StandardCharsets;
 
 /** Writes error objects in the shape the route's clients expect ({@link ErrorShape}). */
@@ -35,6 +34,5 @@ public final class ErrorResponses {
         res.send(Json.write(shape.body(e)).getBytes(StandardCharsets.UTF_8));
     }
 
-    private ErrorResponses() {
-    }
+    private ErrorResponses() {}
 }

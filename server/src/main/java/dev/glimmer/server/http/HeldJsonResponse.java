@@ -2,7 +2,6 @@ package dev.glimmer.server.http;
 
 import io.helidon.http.HeaderNames;
 import io.helidon.webserver.http.ServerResponse;
-
 import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
@@ -29,6 +28,7 @@ public final class HeldJsonResponse {
     static final String PROBE_AFTER_PROPERTY = "glimmer.http.probe-after-ms";
     /** Between two spaces at least this: a gone client is noticed within about two of them. */
     static final long PROBE_EVERY_NANOS = 500_000_000L;
+
     private static final byte[] SPACE = {' '};
 
     private final ServerResponse res;
@@ -37,6 +37,7 @@ public final class HeldJsonResponse {
     private final long probeAfterNanos = Long.getLong(PROBE_AFTER_PROPERTY, 2_000L) * 1_000_000L;
     /** Spaces come at most every {@link #PROBE_EVERY_NANOS}, more often only where the first comes sooner. */
     private final long probeEveryNanos = Math.min(PROBE_EVERY_NANOS, probeAfterNanos);
+
     private long lastProbe;
     private OutputStream out;
     private boolean gone;

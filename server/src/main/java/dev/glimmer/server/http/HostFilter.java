@@ -5,7 +5,6 @@ import io.helidon.webserver.http.Filter;
 import io.helidon.webserver.http.FilterChain;
 import io.helidon.webserver.http.RoutingRequest;
 import io.helidon.webserver.http.RoutingResponse;
-
 import java.net.InetAddress;
 import java.net.UnknownHostException;
 import java.util.LinkedHashSet;
@@ -62,8 +61,14 @@ public final class HostFilter implements Filter {
             chain.proceed();
             return;
         }
-        ErrorResponses.send(req, res, ApiException.forbidden("this server does not answer to the host '"
-                + host.get().strip() + "' (it answers localhost, 127.0.0.1, [::1] and the names given with"
-                + " --allowed-hosts)", "host_not_allowed"));
+        ErrorResponses.send(
+                req,
+                res,
+                ApiException.forbidden(
+                        "this server does not answer to the host '"
+                                + host.get().strip()
+                                + "' (it answers localhost, 127.0.0.1, [::1] and the names given with"
+                                + " --allowed-hosts)",
+                        "host_not_allowed"));
     }
 }

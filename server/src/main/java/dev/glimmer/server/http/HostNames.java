@@ -35,6 +35,5 @@ public final class HostNames {
         return LOOPBACK.contains(name);
     }
 
-    private HostNames() {
-    }
+    private HostNames() {}
 }

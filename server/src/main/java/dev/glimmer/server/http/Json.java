@@ -17,10 +17,10 @@ public final class Json {
         try {
             return MAPPER.writeValueAsString(value);
         } catch (JsonProcessingException e) {
-            throw new IllegalStateException("cannot serialise " + value.getClass().getSimpleName(), e);
+            throw new IllegalStateException(
+                    "cannot serialise " + value.getClass().getSimpleName(), e);
         }
     }
 
-    private Json() {
-    }
+    private Json() {}
 }

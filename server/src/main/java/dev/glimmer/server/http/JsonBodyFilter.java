@@ -5,7 +5,6 @@ import io.helidon.webserver.http.Filter;
 import io.helidon.webserver.http.FilterChain;
 import io.helidon.webserver.http.RoutingRequest;
 import io.helidon.webserver.http.RoutingResponse;
-
 import java.util.Locale;
 
 /**
@@ -28,7 +27,11 @@ public final class JsonBodyFilter implements Filter {
             chain.proceed();
             return;
         }
-        ErrorResponses.send(req, res, ApiException.unsupportedMediaType("the body must be JSON sent with"
-                + " 'Content-Type: application/json', got " + (type == null ? "no Content-Type" : "'" + type.strip() + "'")));
+        ErrorResponses.send(
+                req,
+                res,
+                ApiException.unsupportedMediaType(
+                        "the body must be JSON sent with" + " 'Content-Type: application/json', got "
+                                + (type == null ? "no Content-Type" : "'" + type.strip() + "'")));
     }
 }

@@ -5,7 +5,6 @@ import io.helidon.webserver.http.Filter;
 import io.helidon.webserver.http.FilterChain;
 import io.helidon.webserver.http.RoutingRequest;
 import io.helidon.webserver.http.RoutingResponse;
-
 import java.util.Set;
 
 /**
@@ -13,8 +12,19 @@ import java.util.Set;
  * and the handlers that have not returned yet (none may be left behind when the clients are gone).
  */
 public final class MetricsFilter implements Filter {
-    private static final Set<String> ROUTES = Set.of("/", "/health", "/ready", "/metrics", "/v1/models", "/v1/chat/completions",
-            "/v1/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/tokenize", "/detokenize",
+    private static final Set<String> ROUTES = Set.of(
+            "/",
+            "/health",
+            "/ready",
+            "/metrics",
+            "/v1/models",
+            "/v1/chat/completions",
+            "/v1/completions",
+            "/v1/responses",
+            "/v1/messages",
+            "/v1/messages/count_tokens",
+            "/tokenize",
+            "/detokenize",
             "/apply-template");
 
     private final ServerMetrics metrics;

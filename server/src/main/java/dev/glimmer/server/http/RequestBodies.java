@@ -5,7 +5,6 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.helidon.webserver.http.ServerRequest;
-
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -27,9 +26,10 @@ public final class RequestBodies {
             try {
                 node = Json.MAPPER.readTree(parser);
             } catch (JsonProcessingException e) {
-                // A refused limit (nesting depth, number length) has no location of its own: the parser's is where it stopped.
-                throw ApiException.badRequest(notValidJson(e, e.getLocation() != null ? e.getLocation()
-                        : parser.currentLocation()), null);
+                // A refused limit (nesting depth, number length) has no location of its own: the parser's is where it
+                // stopped.
+                throw ApiException.badRequest(
+                        notValidJson(e, e.getLocation() != null ? e.getLocation() : parser.currentLocation()), null);
             }
         } catch (IOException e) {
             throw new UncheckedIOException(e);
@@ -38,8 +38,10 @@ public final class RequestBodies {
             throw ApiException.badRequest("the body is empty; expected a JSON object", null);
         }
         if (!node.isObject()) {
-            throw ApiException.badRequest("the body must be a JSON object, got " + node.getNodeType().name().toLowerCase(
-                    java.util.Locale.ROOT), null);
+            throw ApiException.badRequest(
+                    "the body must be a JSON object, got "
+                            + node.getNodeType().name().toLowerCase(java.util.Locale.ROOT),
+                    null);
         }
         return node;
     }
@@ -56,7 +58,8 @@ public final class RequestBodies {
     static String notValidJson(JsonProcessingException e, JsonLocation at) {
         String why = PARSER_LOCATION.matcher(e.getOriginalMessage()).replaceAll("line $1, column $2");
         why = LIMIT_SETTING.matcher(why).replaceAll("").replaceAll("\\s+", " ").strip();
-        String where = at == null || at.getLineNr() < 1 ? "" : " at line " + at.getLineNr() + ", column " + at.getColumnNr();
+        String where =
+                at == null || at.getLineNr() < 1 ? "" : " at line " + at.getLineNr() + ", column " + at.getColumnNr();
         return "the body is not valid JSON" + where + ": " + why;
     }
 
@@ -92,8 +95,10 @@ public final class RequestBodies {
             if (e instanceof SocketTimeoutException || e.getCause() instanceof SocketTimeoutException) {
                 throw ApiException.requestTimeout("the request body stopped arriving: nothing came for a while");
             }
-            throw ApiException.badRequest("the request body could not be read: " + (e.getMessage() == null
-                    ? "it ended before its declared length" : e.getMessage()), null);
+            throw ApiException.badRequest(
+                    "the request body could not be read: "
+                            + (e.getMessage() == null ? "it ended before its declared length" : e.getMessage()),
+                    null);
         }
         if (total > limit) {
             throw ApiException.payloadTooLarge(limit);
@@ -101,6 +106,5 @@ public final class RequestBodies {
         return out.toByteArray();
     }
 
-    private RequestBodies() {
-    }
+    private RequestBodies() {}
 }

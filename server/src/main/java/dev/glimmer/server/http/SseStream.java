@@ -2,7 +2,6 @@ package dev.glimmer.server.http;
 
 import io.helidon.http.HeaderNames;
 import io.helidon.webserver.http.ServerResponse;
-
 import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
@@ -79,5 +78,4 @@ public final class SseStream implements AutoCloseable {
             gone = true;
         }
     }
-
 }

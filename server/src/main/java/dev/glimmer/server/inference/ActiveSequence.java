@@ -4,7 +4,6 @@ import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.generate.Decoding;
 import dev.glimmer.engine.generate.FinishReason;
 import dev.glimmer.engine.generate.Vocabulary;
-
 import java.util.Arrays;
 
 /**
@@ -28,6 +27,7 @@ final class ActiveSequence {
     private int predictedRoom;
     /** Set once the sequence's end was reported while a step it is in still runs: it is released when that is back. */
     private boolean reported;
+
     private final long promptStart = System.nanoTime();
     private long decodeStart;
     private long lastTokenNanos;
@@ -37,8 +37,17 @@ final class ActiveSequence {
         this.job = job;
         this.vocabulary = vocabulary;
         this.lease = lease;
-        this.decoding = new Decoding(vocabulary, vocabSize, job.sampling(), job.prompt(), job.stop(), job.maxTokens(),
-                cache().capacity() - job.prompt().length, job.logprobs(), job.topLogprobs(), job.constraint());
+        this.decoding = new Decoding(
+                vocabulary,
+                vocabSize,
+                job.sampling(),
+                job.prompt(),
+                job.stop(),
+                job.maxTokens(),
+                cache().capacity() - job.prompt().length,
+                job.logprobs(),
+                job.topLogprobs(),
+                job.constraint());
         this.prefilled = lease.reused();
     }
 
@@ -106,7 +115,9 @@ final class ActiveSequence {
      */
     FinishReason stepped(SequencePool.Next step) {
         int token = step.greedyToken();
-        if (step.logits() == null && generatedCount() + 1 < job.maxTokens() && remaining() > 0
+        if (step.logits() == null
+                && generatedCount() + 1 < job.maxTokens()
+                && remaining() > 0
                 && !vocabulary.isEndOfGeneration(token)) {
             predicted = token;
             predictedRoom = remaining();

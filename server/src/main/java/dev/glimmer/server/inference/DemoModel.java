@@ -4,7 +4,6 @@ import dev.glimmer.engine.synth.ModelSynthesizer;
 import dev.glimmer.engine.synth.SynthModel;
 import dev.glimmer.engine.synth.SynthPreset;
 import dev.glimmer.engine.synth.SynthWeightType;
-
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -27,8 +26,7 @@ public final class DemoModel {
      */
     public static final int MAX_TOKENS = 128;
 
-    private DemoModel() {
-    }
+    private DemoModel() {}
 
     /** The demo model's file, written first if it is not there yet. */
     public static Path ensure(Map<String, String> environment, Consumer<String> progress) throws IOException {
@@ -38,7 +36,9 @@ public final class DemoModel {
         }
         Files.createDirectories(file.getParent());
         progress.accept("writing the demo model (random weights) to " + file);
-        ModelSynthesizer.write(SynthModel.of(SynthPreset.TINY, WEIGHTS, SEED), file,
+        ModelSynthesizer.write(
+                SynthModel.of(SynthPreset.TINY, WEIGHTS, SEED),
+                file,
                 (written, total) -> progress.accept("writing the demo model: " + written * 100 / total + "%"));
         return file;
     }

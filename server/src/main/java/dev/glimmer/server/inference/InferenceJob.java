@@ -2,7 +2,6 @@ package dev.glimmer.server.inference;
 
 import dev.glimmer.engine.grammar.TokenConstraint;
 import dev.glimmer.engine.sampling.SamplingParams;
-
 import java.util.List;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -34,14 +33,25 @@ public final class InferenceJob {
      * @param logprobs    whether each token reports its log-probability
      * @param topLogprobs alternatives reported per token
      */
-    public InferenceJob(int[] prompt, SamplingParams sampling, int maxTokens, List<String> stop, boolean logprobs,
-                        int topLogprobs) {
+    public InferenceJob(
+            int[] prompt,
+            SamplingParams sampling,
+            int maxTokens,
+            List<String> stop,
+            boolean logprobs,
+            int topLogprobs) {
         this(prompt, sampling, maxTokens, stop, logprobs, topLogprobs, null);
     }
 
     /** @param constraint keeps the output inside a grammar (JSON schema, forced tool call); null for none */
-    public InferenceJob(int[] prompt, SamplingParams sampling, int maxTokens, List<String> stop, boolean logprobs,
-                        int topLogprobs, TokenConstraint constraint) {
+    public InferenceJob(
+            int[] prompt,
+            SamplingParams sampling,
+            int maxTokens,
+            List<String> stop,
+            boolean logprobs,
+            int topLogprobs,
+            TokenConstraint constraint) {
         this.prompt = prompt.clone();
         this.sampling = sampling;
         this.maxTokens = maxTokens;

@@ -13,12 +13,10 @@ public sealed interface JobEvent {
      * @param promptTokens the prompt's tokens in all
      * @param cachedTokens of which come from a cached KV prefix and are not processed again
      */
-    record Admitted(int promptTokens, int cachedTokens) implements JobEvent {
-    }
+    record Admitted(int promptTokens, int cachedTokens) implements JobEvent {}
 
     /** A chunk of the prompt was processed and more remain (handlers ping the client, which notices a gone client). */
-    record PromptProgress(int processed, int total) implements JobEvent {
-    }
+    record PromptProgress(int processed, int total) implements JobEvent {}
 
     /**
      * One generated token.
@@ -28,8 +26,7 @@ public sealed interface JobEvent {
      *                 stop string is incomplete; may include text held back earlier)
      * @param logprobs its log-probability and the top alternatives, or null when not asked for
      */
-    record Token(int token, String text, TokenLogprobs logprobs) implements JobEvent {
-    }
+    record Token(int token, String text, TokenLogprobs logprobs) implements JobEvent {}
 
     /**
      * The end of the job.
@@ -42,15 +39,20 @@ public sealed interface JobEvent {
      * @param generationMillis time from the first logits to the end
      * @param stopString       the request's stop string that ended it, or null when none did
      */
-    record Finished(FinishReason reason, int promptTokens, int cachedTokens, int generatedTokens, double promptMillis,
-                    double generationMillis, String stopString) implements JobEvent {
-    }
+    record Finished(
+            FinishReason reason,
+            int promptTokens,
+            int cachedTokens,
+            int generatedTokens,
+            double promptMillis,
+            double generationMillis,
+            String stopString)
+            implements JobEvent {}
 
     /**
      * The job could not run or went wrong; {@code message} is for the client.
      *
      * @param retryable true when the server is shutting down (a 503), false for a fault of the server (a 500)
      */
-    record Failed(String message, boolean retryable) implements JobEvent {
-    }
+    record Failed(String message, boolean retryable) implements JobEvent {}
 }

@@ -1,7 +1,6 @@
 package dev.glimmer.server.inference;
 
 import dev.glimmer.engine.gguf.GgufFile;
-
 import java.io.DataInputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -60,8 +59,7 @@ final class KvTiers implements AutoCloseable {
     private static final Duration STALE = Duration.ofMinutes(10);
 
     /** A prefix found in a tier: {@code shared} prompt tokens, from an entry of {@code positions} rows. */
-    record Hit(String source, int positions, int shared, Entry entry) {
-    }
+    record Hit(String source, int positions, int shared, Entry entry) {}
 
     /** One conversation kept: its tokens, and its rows in RAM or a file on disk. */
     static final class Entry {
@@ -84,6 +82,7 @@ final class KvTiers implements AutoCloseable {
     private final long diskBytes;
     /** In order of use, least recent first. */
     private final LinkedHashMap<String, Entry> ram = new LinkedHashMap<>(16, 0.75f, true);
+
     private final LinkedHashMap<String, Entry> disk = new LinkedHashMap<>(16, 0.75f, true);
     private long ramUsed;
     private long diskUsed;
@@ -194,7 +193,8 @@ final class KvTiers implements AutoCloseable {
             for (Iterator<Map.Entry<String, Entry>> it = tier.entrySet().iterator(); it.hasNext(); ) {
                 Map.Entry<String, Entry> m = it.next();
                 Entry e = m.getValue();
-                if (e.tokens.length <= tokens.length && SessionManager.commonPrefix(e.tokens, tokens) == e.tokens.length) {
+                if (e.tokens.length <= tokens.length
+                        && SessionManager.commonPrefix(e.tokens, tokens) == e.tokens.length) {
                     it.remove();
                     if (tier == ram) {
                         ramUsed -= e.bytes;
@@ -313,8 +313,14 @@ final class KvTiers implements AutoCloseable {
 
     private void write(Path temp, int[] tokens, byte[] rows) throws IOException {
         byte[] layoutBytes = layout.getBytes(StandardCharsets.UTF_8);
-        ByteBuffer header = ByteBuffer.allocate(Math.toIntExact(headerBytes(tokens.length))).order(ByteOrder.LITTLE_ENDIAN);
-        header.putInt(MAGIC).putInt(VERSION).put(modelId).putInt(layoutBytes.length).put(layoutBytes).putInt(tokens.length);
+        ByteBuffer header =
+                ByteBuffer.allocate(Math.toIntExact(headerBytes(tokens.length))).order(ByteOrder.LITTLE_ENDIAN);
+        header.putInt(MAGIC)
+                .putInt(VERSION)
+                .put(modelId)
+                .putInt(layoutBytes.length)
+                .put(layoutBytes)
+                .putInt(tokens.length);
         for (int t : tokens) {
             header.putInt(t);
         }
@@ -322,7 +328,8 @@ final class KvTiers implements AutoCloseable {
         CRC32C crc = new CRC32C();
         crc.update(header.duplicate());
         crc.update(rows);
-        ByteBuffer trailer = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(0, crc.getValue());
+        ByteBuffer trailer =
+                ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(0, crc.getValue());
         try (FileChannel out = FileChannel.open(temp, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
             for (ByteBuffer b : new ByteBuffer[] {header, ByteBuffer.wrap(rows), trailer}) {
                 while (b.hasRemaining()) {
@@ -334,8 +341,7 @@ final class KvTiers implements AutoCloseable {
     }
 
     /** A file's tokens and (when {@code withRows}, checked against its CRC) its rows. */
-    private record Read(int[] tokens, long rowBytes, byte[] rows) {
-    }
+    private record Read(int[] tokens, long rowBytes, byte[] rows) {}
 
     /** The file is whole but of another model or layout: not an error of this server's. */
     private static final class ForeignException extends IOException {
@@ -347,7 +353,7 @@ final class KvTiers implements AutoCloseable {
     private Read read(Path f, boolean withRows) throws IOException {
         long size = Files.size(f);
         try (InputStream raw = Files.newInputStream(f);
-             DataInputStream in = new DataInputStream(new java.io.BufferedInputStream(raw, 1 << 16))) {
+                DataInputStream in = new DataInputStream(new java.io.BufferedInputStream(raw, 1 << 16))) {
             CRC32C crc = new CRC32C();
             byte[] fixed = readFully(in, 4 + 4 + 32 + 4, crc);
             ByteBuffer h = ByteBuffer.wrap(fixed).order(ByteOrder.LITTLE_ENDIAN);
@@ -371,7 +377,9 @@ final class KvTiers implements AutoCloseable {
             if (!fileLayout.equals(layout)) {
                 throw new ForeignException("KV layout " + fileLayout + ", not this server's " + layout);
             }
-            int n = ByteBuffer.wrap(readFully(in, 4, crc)).order(ByteOrder.LITTLE_ENDIAN).getInt();
+            int n = ByteBuffer.wrap(readFully(in, 4, crc))
+                    .order(ByteOrder.LITTLE_ENDIAN)
+                    .getInt();
             if (n <= 0 || 4L * n > size) {
                 throw new IOException("corrupt header (" + n + " tokens)");
             }
@@ -380,7 +388,9 @@ final class KvTiers implements AutoCloseable {
             for (int i = 0; i < n; i++) {
                 tokens[i] = t.getInt();
             }
-            long rowBytes = ByteBuffer.wrap(readFully(in, 8, crc)).order(ByteOrder.LITTLE_ENDIAN).getLong();
+            long rowBytes = ByteBuffer.wrap(readFully(in, 8, crc))
+                    .order(ByteOrder.LITTLE_ENDIAN)
+                    .getLong();
             if (rowBytes != n * bytesPerPosition || size != headerBytes(n) + rowBytes + 8) {
                 throw new IOException("truncated or corrupt: " + size + " bytes for " + n + " positions");
             }
@@ -388,7 +398,9 @@ final class KvTiers implements AutoCloseable {
                 return new Read(tokens, rowBytes, null);
             }
             byte[] rows = readFully(in, Math.toIntExact(rowBytes), crc);
-            long expected = ByteBuffer.wrap(in.readNBytes(8)).order(ByteOrder.LITTLE_ENDIAN).getLong();
+            long expected = ByteBuffer.wrap(in.readNBytes(8))
+                    .order(ByteOrder.LITTLE_ENDIAN)
+                    .getLong();
             if (expected != crc.getValue()) {
                 throw new IOException("checksum mismatch");
             }

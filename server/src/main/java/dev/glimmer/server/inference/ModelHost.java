@@ -9,21 +9,17 @@ package dev.glimmer.server.inference;
 public final class ModelHost {
 
     /** Where loading stands. */
-    public sealed interface State {
-    }
+    public sealed interface State {}
 
-    public record Loading(String progress) implements State {
-    }
+    public record Loading(String progress) implements State {}
 
-    public record Ready(ServedModel model) implements State {
-    }
+    public record Ready(ServedModel model) implements State {}
 
     /**
      * @param reason what went wrong, in one line for clients and the CLI
      * @param cause  the failure itself
      */
-    public record Failed(String reason, Throwable cause) implements State {
-    }
+    public record Failed(String reason, Throwable cause) implements State {}
 
     /** Seconds a client refused while draining is told to wait: another replica takes it meanwhile. */
     static final int DRAINING_RETRY_AFTER_SECONDS = 1;
@@ -66,8 +62,10 @@ public final class ModelHost {
      */
     public ServedModel require() {
         if (draining) {
-            throw new UnavailableException("the server is shutting down: it finishes the requests it has and takes no"
-                    + " new ones; send this one to another replica", DRAINING_RETRY_AFTER_SECONDS);
+            throw new UnavailableException(
+                    "the server is shutting down: it finishes the requests it has and takes no"
+                            + " new ones; send this one to another replica",
+                    DRAINING_RETRY_AFTER_SECONDS);
         }
         return alive();
     }
@@ -82,12 +80,13 @@ public final class ModelHost {
         return switch (state) {
             case Ready r -> {
                 r.model().scheduler().failure().ifPresent(e -> {
-                    throw new UnavailableException("generation stopped after an internal error (" + e
-                            + "); the server must be restarted", 60);
+                    throw new UnavailableException(
+                            "generation stopped after an internal error (" + e + "); the server must be restarted", 60);
                 });
                 yield r.model();
             }
-            case Loading l -> throw new UnavailableException("the model is loading (" + l.progress() + "); try again shortly", 5);
+            case Loading l ->
+                throw new UnavailableException("the model is loading (" + l.progress() + "); try again shortly", 5);
             case Failed f -> throw new UnavailableException("the model failed to load: " + f.reason(), 60);
         };
     }

@@ -4,7 +4,6 @@ import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.generate.FinishReason;
 import dev.glimmer.engine.generate.Vocabulary;
 import dev.glimmer.server.metrics.ServerMetrics;
-
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -51,6 +50,7 @@ public final class Scheduler {
     private final SequencePool pool;
     /** Whether the pool is a GPU's KV pool, whose slots and memory {@code /metrics} shows. */
     private final boolean reportPool;
+
     private final Vocabulary vocabulary;
     private final int vocabSize;
     private final SessionManager sessions;
@@ -62,6 +62,7 @@ public final class Scheduler {
     private final List<ActiveSequence> active = new ArrayList<>();
     /** Jobs accepted and not yet ended: waiting or active. */
     private final AtomicInteger admitted = new AtomicInteger();
+
     private final Runnable release;
     private final Thread thread;
     private volatile boolean stopping;
@@ -74,8 +75,7 @@ public final class Scheduler {
     /** When the last decode step's results came back; 0 when a prompt chunk ran since (the device was not idle). */
     private long lastResultsNanos;
 
-    private record InFlight(List<ActiveSequence> batch, SequencePool.Launched step, long launchedNanos) {
-    }
+    private record InFlight(List<ActiveSequence> batch, SequencePool.Launched step, long launchedNanos) {}
 
     /**
      * Starts the scheduler's thread.
@@ -84,8 +84,17 @@ public final class Scheduler {
      * @param release    frees what the steps use (caches, backend, weights); run by the scheduler's thread
      *                   once it has stopped, so that nothing is freed under a running step
      */
-    Scheduler(SequencePool pool, boolean reportPool, Vocabulary vocabulary, int vocabSize, SessionManager sessions,
-              ServerMetrics metrics, int parallel, int promptChunk, int queue, Runnable release) {
+    Scheduler(
+            SequencePool pool,
+            boolean reportPool,
+            Vocabulary vocabulary,
+            int vocabSize,
+            SessionManager sessions,
+            ServerMetrics metrics,
+            int parallel,
+            int promptChunk,
+            int queue,
+            Runnable release) {
         this.pool = pool;
         this.reportPool = reportPool;
         this.vocabulary = vocabulary;
@@ -111,8 +120,10 @@ public final class Scheduler {
         while (true) {
             int n = admitted.get();
             if (n >= capacity) {
-                throw new UnavailableException("the server is busy: " + parallel + " requests are running and "
-                        + (capacity - parallel) + " waiting; retry later", RETRY_AFTER_SECONDS);
+                throw new UnavailableException(
+                        "the server is busy: " + parallel + " requests are running and " + (capacity - parallel)
+                                + " waiting; retry later",
+                        RETRY_AFTER_SECONDS);
             }
             if (admitted.compareAndSet(n, n + 1)) {
                 break;
@@ -274,7 +285,8 @@ public final class Scheduler {
 
     /** One chunk of the oldest prompt still being processed. */
     private void prefillChunk() {
-        ActiveSequence s = active.stream().filter(ActiveSequence::prefilling).findFirst().orElse(null);
+        ActiveSequence s =
+                active.stream().filter(ActiveSequence::prefilling).findFirst().orElse(null);
         if (s == null) {
             return;
         }
@@ -300,7 +312,8 @@ public final class Scheduler {
 
     /** Launches one decode step that feeds the pending token of every generating sequence. */
     private void launchStep() {
-        List<ActiveSequence> batch = active.stream().filter(s -> s.pendingToken() >= 0).toList();
+        List<ActiveSequence> batch =
+                active.stream().filter(s -> s.pendingToken() >= 0).toList();
         int n = batch.size();
         if (n == 0) {
             return;
@@ -393,11 +406,23 @@ public final class Scheduler {
                 metrics.cancelled();
             }
             metrics.generation(s.generatedCount(), Duration.ofNanos((long) (s.generationMillis() * 1e6)));
-            JobEvent.Finished finished = new JobEvent.Finished(reason, s.job.prompt().length, s.lease.reused(),
-                    s.generatedCount(), s.promptMillis(), s.generationMillis(), s.matchedStop());
-            LOG.info(String.format(Locale.ROOT, "%d prompt tokens (%d cached) in %.0f ms, %d generated in %.0f ms: %s",
-                    finished.promptTokens(), finished.cachedTokens(), finished.promptMillis(), finished.generatedTokens(),
-                    finished.generationMillis(), reason.apiName()));
+            JobEvent.Finished finished = new JobEvent.Finished(
+                    reason,
+                    s.job.prompt().length,
+                    s.lease.reused(),
+                    s.generatedCount(),
+                    s.promptMillis(),
+                    s.generationMillis(),
+                    s.matchedStop());
+            LOG.info(String.format(
+                    Locale.ROOT,
+                    "%d prompt tokens (%d cached) in %.0f ms, %d generated in %.0f ms: %s",
+                    finished.promptTokens(),
+                    finished.cachedTokens(),
+                    finished.promptMillis(),
+                    finished.generatedTokens(),
+                    finished.generationMillis(),
+                    reason.apiName()));
             s.job.emit(finished);
         }
         admitted.decrementAndGet();

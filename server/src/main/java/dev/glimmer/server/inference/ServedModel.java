@@ -10,16 +10,14 @@ import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.chat.ChatFormat;
 import dev.glimmer.engine.chat.ChatTemplates;
 import dev.glimmer.engine.generate.Vocabulary;
+import dev.glimmer.engine.grammar.TokenTrie;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmModel;
-import dev.glimmer.engine.grammar.TokenTrie;
 import dev.glimmer.engine.tokenizer.Tokenizer;
-import dev.glimmer.server.config.ServerConfig;
-import dev.glimmer.server.metrics.ServerMetrics;
-
 import dev.glimmer.kernels.decode.DecodeModel;
 import dev.glimmer.kernels.decode.MemoryBudget;
-
+import dev.glimmer.server.config.ServerConfig;
+import dev.glimmer.server.metrics.ServerMetrics;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -48,8 +46,13 @@ public final class ServedModel implements AutoCloseable {
     private final Scheduler scheduler;
     private final int ctx;
 
-    private ServedModel(GlmModel model, ServedModelFacts facts, Tokenizer tokenizer, ChatFormat chatFormat,
-                        Scheduler scheduler, int ctx) {
+    private ServedModel(
+            GlmModel model,
+            ServedModelFacts facts,
+            Tokenizer tokenizer,
+            ChatFormat chatFormat,
+            Scheduler scheduler,
+            int ctx) {
         this.model = model;
         this.facts = facts;
         this.tokenizer = tokenizer;
@@ -60,13 +63,15 @@ public final class ServedModel implements AutoCloseable {
     }
 
     /** Opens {@code path}, chooses its backend ({@code --backend}) and starts its scheduler. */
-    public static ServedModel load(Path path, boolean demo, ServerConfig config, ServerMetrics metrics) throws IOException {
+    public static ServedModel load(Path path, boolean demo, ServerConfig config, ServerMetrics metrics)
+            throws IOException {
         return load(path, demo, config, metrics, Backends::choose);
     }
 
     /** {@link #load(Path, boolean, ServerConfig, ServerMetrics)} with the backend from {@code chooser}. */
-    public static ServedModel load(Path path, boolean demo, ServerConfig config, ServerMetrics metrics,
-                                   BackendChooser chooser) throws IOException {
+    public static ServedModel load(
+            Path path, boolean demo, ServerConfig config, ServerMetrics metrics, BackendChooser chooser)
+            throws IOException {
         GlmModel model = GlmModel.open(path);
         BackendChoice choice = null;
         SequencePool pool = null;
@@ -82,8 +87,10 @@ public final class ServedModel implements AutoCloseable {
             }
             int threads = config.threads() > 0 ? config.threads() : CpuBackend.defaultThreads();
             // a prompt chunk is one batch of the CPU's forward pass, a decode step one of every running sequence
-            choice = chooser.choose(config.backend(), model, new Backends.CpuOptions(threads, CACHE_TYPE,
-                    Math.max(config.promptChunk(), config.parallel())));
+            choice = chooser.choose(
+                    config.backend(),
+                    model,
+                    new Backends.CpuOptions(threads, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel())));
             String reason = choice.reason();
             try {
                 pool = choice.pool(slots(choice, model, ctx, config), ctx);
@@ -92,12 +99,17 @@ public final class ServedModel implements AutoCloseable {
                     throw e;
                 }
                 // as after a failed self-test: the CPU, and the reason in the log and /v1/models
-                reason = choice.name() + " not used: " + (e instanceof PoolDoesNotFitException ? e.getMessage()
-                        : "its KV pool could not be made: " + e.getMessage());
+                reason = choice.name() + " not used: "
+                        + (e instanceof PoolDoesNotFitException
+                                ? e.getMessage()
+                                : "its KV pool could not be made: " + e.getMessage());
                 LOG.log(Level.WARNING, reason, e instanceof PoolDoesNotFitException ? null : e);
                 choice.close();
-                choice = chooser.choose(BackendKind.CPU, model, new Backends.CpuOptions(threads, CACHE_TYPE,
-                        Math.max(config.promptChunk(), config.parallel())));
+                choice = chooser.choose(
+                        BackendKind.CPU,
+                        model,
+                        new Backends.CpuOptions(
+                                threads, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel())));
                 pool = choice.pool(slots(choice, model, ctx, config), ctx);
             }
             String backend = choice.name();
@@ -108,8 +120,9 @@ public final class ServedModel implements AutoCloseable {
             long cacheBytes = pool.bytesPerSequence();
             Scheduler scheduler = start(choice, pool, Vocabulary.of(tokenizer, true), model, metrics, config);
             SessionManager sessions = scheduler.sessions();
-            LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB" + (choice.kind() == BackendKind.CPU ? "" : " of "
-                    + backend + " memory") + ": " + sessions.budgetBytes() / cacheBytes + " cached conversations of "
+            LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB"
+                    + (choice.kind() == BackendKind.CPU ? "" : " of " + backend + " memory") + ": "
+                    + sessions.budgetBytes() / cacheBytes + " cached conversations of "
                     + ctx + " tokens");
             ServedModelFacts facts = ServedModelFacts.of(model.file(), ctx, demo, backend, reason);
             metrics.modelLoaded(facts.id(), ctx, sessions.budgetBytes() / cacheBytes);
@@ -138,7 +151,8 @@ public final class ServedModel implements AutoCloseable {
         int parallel = config.parallel();
         Optional<SequencePools.DeviceMemory> memory = choice.deviceMemory();
         if (memory.isEmpty()) {
-            long slots = budgetBytes > 0 ? Math.max(parallel, budgetBytes / choice.pools().bytesPerSequence(ctx))
+            long slots = budgetBytes > 0
+                    ? Math.max(parallel, budgetBytes / choice.pools().bytesPerSequence(ctx))
                     : MemoryBudget.poolSlots(parallel);
             return Math.toIntExact(Math.min(slots, Integer.MAX_VALUE));
         }
@@ -163,19 +177,40 @@ public final class ServedModel implements AutoCloseable {
      * caches, the pool, the backend and the model itself once it has stopped, so that nothing is freed under a running
      * step.
      */
-    private static Scheduler start(BackendChoice choice, SequencePool pool, Vocabulary vocabulary, GlmModel model,
-                                   ServerMetrics metrics, ServerConfig config) {
+    private static Scheduler start(
+            BackendChoice choice,
+            SequencePool pool,
+            Vocabulary vocabulary,
+            GlmModel model,
+            ServerMetrics metrics,
+            ServerConfig config) {
         ServerConfig.CacheTiers t = config.cacheTiers();
-        KvTiers tiers = t.ramMb() == 0 && t.diskMb() == 0 ? null : new KvTiers(KvTiers.modelId(model.file()),
-                pool.kvLayout(), pool.bytesPerPosition(), t.ramMb() << 20, Optional.of(t.dir()), t.diskMb() << 20);
+        KvTiers tiers = t.ramMb() == 0 && t.diskMb() == 0
+                ? null
+                : new KvTiers(
+                        KvTiers.modelId(model.file()),
+                        pool.kvLayout(),
+                        pool.bytesPerPosition(),
+                        t.ramMb() << 20,
+                        Optional.of(t.dir()),
+                        t.diskMb() << 20);
         if (tiers != null) {
             LOG.info("conversations evicted from the KV budget go to " + t.ramMb() + " MB of RAM"
                     + (t.diskMb() > 0 ? ", then up to " + t.diskMb() + " MB in " + t.dir() : ""));
         }
-        SessionManager sessions = new SessionManager(pool, pool.slots() * pool.bytesPerSequence(),
-                config.parallel(), tiers);
-        return new Scheduler(pool, choice.kind() != BackendKind.CPU, vocabulary, model.vocabSize(), sessions, metrics,
-                config.parallel(), config.promptChunk(), config.queue(), () -> {
+        SessionManager sessions =
+                new SessionManager(pool, pool.slots() * pool.bytesPerSequence(), config.parallel(), tiers);
+        return new Scheduler(
+                pool,
+                choice.kind() != BackendKind.CPU,
+                vocabulary,
+                model.vocabSize(),
+                sessions,
+                metrics,
+                config.parallel(),
+                config.promptChunk(),
+                config.queue(),
+                () -> {
                     sessions.close();
                     try {
                         pool.close();

@@ -3,7 +3,6 @@ package dev.glimmer.server.inference;
 import dev.glimmer.engine.gguf.GgufFile;
 import dev.glimmer.engine.gguf.TensorInfo;
 import dev.glimmer.engine.tensor.GgmlType;
-
 import java.io.IOException;
 import java.nio.file.Files;
 import java.util.EnumMap;
@@ -24,8 +23,16 @@ import java.util.Map;
  * @param backend  the backend serving it, e.g. {@code cpu} or {@code cuda}
  * @param backendReason why that backend (one line)
  */
-public record ServedModelFacts(String id, long created, int ctx, long params, String quant, boolean demo, String path,
-                               String backend, String backendReason) {
+public record ServedModelFacts(
+        String id,
+        long created,
+        int ctx,
+        long params,
+        String quant,
+        boolean demo,
+        String path,
+        String backend,
+        String backendReason) {
 
     /**
      * OpenAI's {@code system_fingerprint}: names the serving configuration (model, weights, context,
@@ -49,8 +56,11 @@ public record ServedModelFacts(String id, long created, int ctx, long params, St
             params += t.elements();
             bytesByType.merge(t.type(), t.size(), Long::sum);
         }
-        String quant = bytesByType.entrySet().stream().max(Map.Entry.comparingByValue())
-                .map(e -> e.getKey().name()).orElse("none");
-        return new ServedModelFacts(id, created, ctx, params, quant, demo, file.path().toString(), backend, backendReason);
+        String quant = bytesByType.entrySet().stream()
+                .max(Map.Entry.comparingByValue())
+                .map(e -> e.getKey().name())
+                .orElse("none");
+        return new ServedModelFacts(
+                id, created, ctx, params, quant, demo, file.path().toString(), backend, backendReason);
     }
 }

@@ -1,7 +1,6 @@
 package dev.glimmer.server.inference;
 
 import dev.glimmer.engine.backend.SequencePool;
-
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -32,6 +31,7 @@ public final class SessionManager implements AutoCloseable {
         private boolean inUse;
         /** While in use: the running request's prompt, the first {@code cache.position()} of which are in the cache. */
         private int[] request = new int[0];
+
         private long lastUsed;
 
         private Session(SequencePool.Sequence cache) {
@@ -60,14 +60,14 @@ public final class SessionManager implements AutoCloseable {
      * @param from    where the copied tokens came from: {@code conversation} (another one's cache), {@code ram} or
      *                {@code disk} ({@link KvTiers})
      */
-    public record Lease(Session session, int reused, int copied, String from) {
-    }
+    public record Lease(Session session, int reused, int copied, String from) {}
 
     private static final Logger LOG = Logger.getLogger(SessionManager.class.getName());
 
     private final SequencePool pool;
     /** Where evicted conversations go; none when both budgets are 0. */
     private final KvTiers tiers;
+
     private final long cacheBytes;
     private final long budgetBytes;
     private final List<Session> sessions = new ArrayList<>();
@@ -112,8 +112,11 @@ public final class SessionManager implements AutoCloseable {
             }
         }
         int fromConversation = donorShared;
-        KvTiers.Hit kept = tiers == null ? null : tiers.longest(prompt, most)
-                .filter(h -> h.shared() > fromConversation && h.positions() <= pool.capacity()).orElse(null);
+        KvTiers.Hit kept = tiers == null
+                ? null
+                : tiers.longest(prompt, most)
+                        .filter(h -> h.shared() > fromConversation && h.positions() <= pool.capacity())
+                        .orElse(null);
         // Another conversation's rows are copied, not cut back: it keeps its own tokens for its own follow-up.
         Session fresh = newSession(donor);
         try {
@@ -133,7 +136,6 @@ public final class SessionManager implements AutoCloseable {
         }
         return take(fresh, prompt, 0, null);
     }
-
 
     /** A new session, after evicting idle ones for it (not {@code keep}, the donor of its prefix, when not null). */
     private Session newSession(Session keep) {
@@ -165,8 +167,8 @@ public final class SessionManager implements AutoCloseable {
     /** Returns a session after its request; {@code tokens} are what its cache now holds, in order. */
     public synchronized void release(Session session, int[] tokens) {
         if (tokens.length != session.cache.position()) {
-            throw new IllegalArgumentException("the cache holds " + session.cache.position() + " positions, not "
-                    + tokens.length);
+            throw new IllegalArgumentException(
+                    "the cache holds " + session.cache.position() + " positions, not " + tokens.length);
         }
         session.tokens = tokens.clone();
         session.request = new int[0];

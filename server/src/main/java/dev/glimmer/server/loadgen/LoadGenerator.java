@@ -3,7 +3,6 @@ package dev.glimmer.server.loadgen;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.glimmer.server.http.Json;
-
 import java.io.IOException;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -30,17 +29,18 @@ public final class LoadGenerator {
     /** The model name sent when the server lists none (llama-server and vLLM accept any). */
     static final String FALLBACK_MODEL = "default";
 
-    private LoadGenerator() {
-    }
+    private LoadGenerator() {}
 
     /**
      * Runs the test; {@code progress} gets a few lines on what is being done. Never throws for a server that
      * is down, slow or wrong: those are the report's errors.
      */
     public static LoadReport run(LoadSettings settings, Consumer<String> progress) {
-        try (HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
-                .connectTimeout(settings.timeout()).build();
-             Watchdog watchdog = new Watchdog(settings.timeout())) {
+        try (HttpClient client = HttpClient.newBuilder()
+                        .version(HttpClient.Version.HTTP_1_1)
+                        .connectTimeout(settings.timeout())
+                        .build();
+                Watchdog watchdog = new Watchdog(settings.timeout())) {
             String model = settings.model().orElseGet(() -> listedModel(client, settings, watchdog, progress));
             StreamedCompletion completion = new StreamedCompletion(client, settings, watchdog);
 
@@ -48,7 +48,9 @@ public final class LoadGenerator {
             // Half as many words as tokens asked for: the prompt fits wherever the measured ones do, unless a
             // word is more than two tokens.
             int warmupWords = Math.max(1, settings.promptTokens() / 2);
-            RequestResult warmup = completion.run(model, PromptText.of(settings.seed(), -1, warmupWords),
+            RequestResult warmup = completion.run(
+                    model,
+                    PromptText.of(settings.seed(), -1, warmupWords),
                     Math.min(settings.maxTokens(), WARMUP_MAX_TOKENS));
             if (!warmup.ok()) {
                 return LoadReport.of(settings, model, warmup, new RequestResult[0], warmup.sentNanos());
@@ -72,7 +74,8 @@ public final class LoadGenerator {
                 for (int c = 0; c < Math.min(settings.concurrency(), settings.requests()); c++) {
                     clients.submit(() -> {
                         for (int i = next.getAndIncrement(); i < results.length; i = next.getAndIncrement()) {
-                            RequestResult result = completion.run(model,
+                            RequestResult result = completion.run(
+                                    model,
                                     shared + PromptText.of(settings.seed(), i, Math.max(1, words - sharedWords)),
                                     settings.maxTokens());
                             results[i] = result;
@@ -107,16 +110,21 @@ public final class LoadGenerator {
     }
 
     /** The first model of {@code GET /v1/models}, or {@link #FALLBACK_MODEL} when there is none to read. */
-    private static String listedModel(HttpClient client, LoadSettings settings, Watchdog watchdog,
-                                      Consumer<String> progress) {
+    private static String listedModel(
+            HttpClient client, LoadSettings settings, Watchdog watchdog, Consumer<String> progress) {
         HttpRequest.Builder request = HttpRequest.newBuilder(settings.resolve("/v1/models"));
         settings.apiKey().ifPresent(key -> request.header("Authorization", "Bearer " + key));
         String why;
         try (Watchdog.Watch watch = watchdog.watch()) {
             try {
                 HttpResponse<String> response = client.send(request.build(), HttpResponse.BodyHandlers.ofString());
-                JsonNode id = response.statusCode() != 200 ? null
-                        : Json.MAPPER.readTree(response.body()).path("data").path(0).path("id");
+                JsonNode id = response.statusCode() != 200
+                        ? null
+                        : Json.MAPPER
+                                .readTree(response.body())
+                                .path("data")
+                                .path(0)
+                                .path("id");
                 if (id != null && id.isTextual() && !id.textValue().isBlank()) {
                     progress.accept("model: " + id.textValue() + " (the first of GET /v1/models)");
                     return id.textValue();

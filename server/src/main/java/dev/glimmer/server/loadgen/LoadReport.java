@@ -2,7 +2,6 @@ package dev.glimmer.server.loadgen;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.glimmer.server.http.Json;
-
 import java.util.Arrays;
 import java.util.Comparator;
 import java.util.Locale;
@@ -34,10 +33,24 @@ import java.util.stream.Stream;
  * @param warmupPromptTokens   the warm-up's prompt tokens as the server counted them; -1 when not reported
  * @param warmupOutputTokens   the warm-up's generated tokens (-1 when it failed)
  */
-public record LoadReport(String url, String model, int concurrency, int requests, int promptTokensAsked, int maxTokens,
-                         int completed, int errors, String firstError, double wallSeconds, long promptTokens,
-                         long outputTokens, boolean usageReported, Latency timeToFirstToken, Latency interTokenLatency,
-                         int warmupPromptTokens, int warmupOutputTokens) {
+public record LoadReport(
+        String url,
+        String model,
+        int concurrency,
+        int requests,
+        int promptTokensAsked,
+        int maxTokens,
+        int completed,
+        int errors,
+        String firstError,
+        double wallSeconds,
+        long promptTokens,
+        long outputTokens,
+        boolean usageReported,
+        Latency timeToFirstToken,
+        Latency interTokenLatency,
+        int warmupPromptTokens,
+        int warmupOutputTokens) {
 
     /** The median and the 99th percentile (nearest rank) of some times, in ms; NaN when there were none. */
     public record Latency(double p50, double p99) {
@@ -57,8 +70,8 @@ public record LoadReport(String url, String model, int concurrency, int requests
     }
 
     /** The report of {@code results} (null entries were never sent), measured from {@code startNanos}. */
-    static LoadReport of(LoadSettings settings, String model, RequestResult warmup, RequestResult[] results,
-                         long startNanos) {
+    static LoadReport of(
+            LoadSettings settings, String model, RequestResult warmup, RequestResult[] results, long startNanos) {
         RequestResult[] sent = Stream.of(results).filter(r -> r != null).toArray(RequestResult[]::new);
         RequestResult[] done = Stream.of(sent).filter(RequestResult::ok).toArray(RequestResult[]::new);
         String firstError;
@@ -68,23 +81,46 @@ public record LoadReport(String url, String model, int concurrency, int requests
             errors = 1;
         } else {
             errors = sent.length - done.length;
-            firstError = Stream.of(sent).filter(r -> !r.ok()).min(Comparator.comparingLong(RequestResult::endNanos))
-                    .map(RequestResult::error).orElse(null);
+            firstError = Stream.of(sent)
+                    .filter(r -> !r.ok())
+                    .min(Comparator.comparingLong(RequestResult::endNanos))
+                    .map(RequestResult::error)
+                    .orElse(null);
         }
         long lastByte = Stream.of(sent).mapToLong(RequestResult::endNanos).max().orElse(startNanos);
         boolean usage = done.length > 0 && Stream.of(done).allMatch(RequestResult::reportedUsage);
-        long promptTokens = usage ? Stream.of(done).mapToLong(RequestResult::promptTokens).sum() : -1;
-        long outputTokens = Stream.of(done).mapToLong(RequestResult::generatedTokens).sum();
-        long[] firstToken = Stream.of(done).filter(r -> r.contentNanos().length > 0)
-                .mapToLong(r -> r.contentNanos()[0] - r.sentNanos()).toArray();
-        long[] gaps = Stream.of(done).flatMapToLong(r -> {
-            long[] t = r.contentNanos();
-            return IntStream.range(1, t.length).mapToLong(i -> t[i] - t[i - 1]);
-        }).toArray();
-        return new LoadReport(settings.baseUrl().toString(), model, settings.concurrency(), settings.requests(),
-                settings.promptTokens(), settings.maxTokens(), done.length, errors, firstError,
-                (lastByte - startNanos) / 1e9, promptTokens, outputTokens, usage, Latency.of(firstToken),
-                Latency.of(gaps), warmup.promptTokens(), warmup.ok() ? warmup.generatedTokens() : -1);
+        long promptTokens =
+                usage ? Stream.of(done).mapToLong(RequestResult::promptTokens).sum() : -1;
+        long outputTokens =
+                Stream.of(done).mapToLong(RequestResult::generatedTokens).sum();
+        long[] firstToken = Stream.of(done)
+                .filter(r -> r.contentNanos().length > 0)
+                .mapToLong(r -> r.contentNanos()[0] - r.sentNanos())
+                .toArray();
+        long[] gaps = Stream.of(done)
+                .flatMapToLong(r -> {
+                    long[] t = r.contentNanos();
+                    return IntStream.range(1, t.length).mapToLong(i -> t[i] - t[i - 1]);
+                })
+                .toArray();
+        return new LoadReport(
+                settings.baseUrl().toString(),
+                model,
+                settings.concurrency(),
+                settings.requests(),
+                settings.promptTokens(),
+                settings.maxTokens(),
+                done.length,
+                errors,
+                firstError,
+                (lastByte - startNanos) / 1e9,
+                promptTokens,
+                outputTokens,
+                usage,
+                Latency.of(firstToken),
+                Latency.of(gaps),
+                warmup.promptTokens(),
+                warmup.ok() ? warmup.generatedTokens() : -1);
     }
 
     /** Whether the warm-up request failed, so that no request was measured. */
@@ -132,16 +168,24 @@ public record LoadReport(String url, String model, int concurrency, int requests
     public String toTable() {
         StringBuilder t = new StringBuilder();
         row(t, "server", url + ", model " + model);
-        row(t, "requests", completed + " of " + requests + " completed, " + errors + " failed, "
-                + concurrency + " at a time");
+        row(
+                t,
+                "requests",
+                completed + " of " + requests + " completed, " + errors + " failed, " + concurrency + " at a time");
         if (firstError != null) {
             row(t, "first error", firstError);
         }
         if (completed > 0) {
-            row(t, "prompt tokens", (promptTokens >= 0 ? promptTokens + " (the server's count, " : "not reported (")
-                    + "~" + promptTokensAsked + " asked per request)");
-            row(t, "output tokens", outputTokens + (usageReported ? "" : " (events with text: the server sent no usage)")
-                    + " (" + maxTokens + " asked per request)");
+            row(
+                    t,
+                    "prompt tokens",
+                    (promptTokens >= 0 ? promptTokens + " (the server's count, " : "not reported (") + "~"
+                            + promptTokensAsked + " asked per request)");
+            row(
+                    t,
+                    "output tokens",
+                    outputTokens + (usageReported ? "" : " (events with text: the server sent no usage)") + " ("
+                            + maxTokens + " asked per request)");
             row(t, "wall time", format("%.2f s", wallSeconds));
             row(t, "output tok/s", format("%.1f", outputTokensPerSecond()));
             row(t, "requests/s", format("%.2f", requestsPerSecond()));

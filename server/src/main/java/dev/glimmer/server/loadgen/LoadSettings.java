@@ -1,7 +1,6 @@
 package dev.glimmer.server.loadgen;
 
 import dev.glimmer.engine.InvalidInputException;
-
 import java.net.URI;
 import java.net.URISyntaxException;
 import java.time.Duration;
@@ -24,18 +23,32 @@ import java.util.Optional;
  * @param sharedPrefix of each prompt's tokens, about how many every prompt starts with (the same text: an agent's
  *                     system prompt); 0: every prompt its own from the first word
  */
-public record LoadSettings(URI baseUrl, Optional<String> model, Optional<String> apiKey, int concurrency, int requests,
-                           int promptTokens, int maxTokens, Duration timeout, long seed, int sharedPrefix) {
+public record LoadSettings(
+        URI baseUrl,
+        Optional<String> model,
+        Optional<String> apiKey,
+        int concurrency,
+        int requests,
+        int promptTokens,
+        int maxTokens,
+        Duration timeout,
+        long seed,
+        int sharedPrefix) {
 
     public LoadSettings {
         check(concurrency >= 1, "--concurrency must be at least 1, got " + concurrency);
         check(requests >= 1, "--requests must be at least 1, got " + requests);
         check(promptTokens >= 1, "--prompt-tokens must be at least 1, got " + promptTokens);
-        check(sharedPrefix >= 0 && sharedPrefix < promptTokens, "--shared-prefix must be at least 0 and less than"
-                + " --prompt-tokens (" + promptTokens + "), got " + sharedPrefix);
+        check(
+                sharedPrefix >= 0 && sharedPrefix < promptTokens,
+                "--shared-prefix must be at least 0 and less than" + " --prompt-tokens (" + promptTokens + "), got "
+                        + sharedPrefix);
         check(maxTokens >= 1, "--max-tokens must be at least 1, got " + maxTokens);
-        check(!timeout.isNegative() && !timeout.isZero(), "--timeout must be positive, got " + timeout.toSeconds() + " s");
-        check(apiKey.stream().allMatch(key -> key.chars().allMatch(c -> c > ' ' && c < 127)),
+        check(
+                !timeout.isNegative() && !timeout.isZero(),
+                "--timeout must be positive, got " + timeout.toSeconds() + " s");
+        check(
+                apiKey.stream().allMatch(key -> key.chars().allMatch(c -> c > ' ' && c < 127)),
                 "--api-key must be printable ASCII without spaces (it is sent in an HTTP header)");
     }
 
@@ -55,8 +68,8 @@ public record LoadSettings(URI baseUrl, Optional<String> model, Optional<String>
             throw new InvalidInputException("--url must look like http://host:port, got '" + text + "'");
         }
         if (uri.getQuery() != null || uri.getFragment() != null) {
-            throw new InvalidInputException("--url must be the server's address without ?query or #fragment, got '"
-                    + text + "'");
+            throw new InvalidInputException(
+                    "--url must be the server's address without ?query or #fragment, got '" + text + "'");
         }
         String path = uri.getPath() == null ? "" : uri.getPath();
         while (path.endsWith("/")) {

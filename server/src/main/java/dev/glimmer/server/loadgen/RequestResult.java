@@ -10,8 +10,8 @@ package dev.glimmer.server.loadgen;
  * @param outputTokens the server's {@code usage.completion_tokens}; -1 when it sent none
  * @param error        why the request failed, on one line; null when it did not
  */
-record RequestResult(long sentNanos, long endNanos, long[] contentNanos, int promptTokens, int outputTokens,
-                     String error) {
+record RequestResult(
+        long sentNanos, long endNanos, long[] contentNanos, int promptTokens, int outputTokens, String error) {
 
     static RequestResult failed(long sentNanos, String error) {
         return new RequestResult(sentNanos, System.nanoTime(), new long[0], -1, -1, error);

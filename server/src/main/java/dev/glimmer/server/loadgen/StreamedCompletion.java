@@ -4,7 +4,6 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.glimmer.server.http.Json;
-
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;
@@ -63,15 +62,17 @@ final class StreamedCompletion {
         long sent = System.nanoTime();
         try (Watchdog.Watch watch = watchdog.watch()) {
             try {
-                HttpResponse<InputStream> response = client.send(request.build(), HttpResponse.BodyHandlers.ofInputStream());
+                HttpResponse<InputStream> response =
+                        client.send(request.build(), HttpResponse.BodyHandlers.ofInputStream());
                 watch.heard();
                 try (InputStream in = response.body()) {
                     return read(response, in, watch, sent);
                 }
             } catch (InterruptedException | IOException e) {
                 if (watch.fired()) {
-                    return RequestResult.failed(sent, "the server sent nothing for " + settings.timeout().toSeconds()
-                            + " s (--timeout)");
+                    return RequestResult.failed(
+                            sent,
+                            "the server sent nothing for " + settings.timeout().toSeconds() + " s (--timeout)");
                 }
                 if (e instanceof InterruptedException) {
                     Thread.currentThread().interrupt();
@@ -86,13 +87,15 @@ final class StreamedCompletion {
             throws IOException {
         if (response.statusCode() != 200) {
             String answer = new String(in.readNBytes(ERROR_BODY_LIMIT), StandardCharsets.UTF_8);
-            return RequestResult.failed(sent, oneLine("HTTP " + response.statusCode() + " from " + url + ": "
-                    + errorMessage(answer)));
+            return RequestResult.failed(
+                    sent, oneLine("HTTP " + response.statusCode() + " from " + url + ": " + errorMessage(answer)));
         }
         String type = response.headers().firstValue("Content-Type").orElse("no content type");
         if (!type.startsWith("text/event-stream")) {
-            return RequestResult.failed(sent, oneLine("the answer is " + type + ", not an event stream: the server"
-                    + " does not stream /v1/completions"));
+            return RequestResult.failed(
+                    sent,
+                    oneLine("the answer is " + type + ", not an event stream: the server"
+                            + " does not stream /v1/completions"));
         }
         BufferedReader lines = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8));
         Stream stream = new Stream();
@@ -115,11 +118,16 @@ final class StreamedCompletion {
             return RequestResult.failed(sent, oneLine(failure));
         }
         if (!stream.done && !stream.finished) {
-            return RequestResult.failed(sent, "the stream ended before data: [DONE] after " + stream.contentCount
-                    + " events with text");
+            return RequestResult.failed(
+                    sent, "the stream ended before data: [DONE] after " + stream.contentCount + " events with text");
         }
-        return new RequestResult(sent, last, Arrays.copyOf(stream.contentNanos, stream.contentCount),
-                stream.promptTokens, stream.outputTokens, null);
+        return new RequestResult(
+                sent,
+                last,
+                Arrays.copyOf(stream.contentNanos, stream.contentCount),
+                stream.promptTokens,
+                stream.outputTokens,
+                null);
     }
 
     /** The server-sent events of one answer, fed line by line. */
@@ -220,7 +228,8 @@ final class StreamedCompletion {
      * no message, only their types.
      */
     static String describe(IOException e, URI url, Duration timeout) {
-        String server = url.getHost() + ":" + (url.getPort() >= 0 ? url.getPort() : url.getScheme().equals("https") ? 443 : 80);
+        String server = url.getHost() + ":"
+                + (url.getPort() >= 0 ? url.getPort() : url.getScheme().equals("https") ? 443 : 80);
         if (e instanceof HttpConnectTimeoutException) {
             return "cannot connect to " + server + " within " + timeout.toSeconds() + " s (--timeout)";
         }
@@ -232,7 +241,8 @@ final class StreamedCompletion {
             }
             return oneLine("cannot connect to " + server + ": " + rootMessage(e, "connection refused"));
         }
-        return oneLine("the connection to " + server + " failed: " + rootMessage(e, e.getClass().getSimpleName()));
+        return oneLine("the connection to " + server + " failed: "
+                + rootMessage(e, e.getClass().getSimpleName()));
     }
 
     /** The innermost message of {@code e}'s causes, or {@code fallback} when none has one. */

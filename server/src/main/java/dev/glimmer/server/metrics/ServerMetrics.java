@@ -12,7 +12,6 @@ import io.micrometer.core.instrument.binder.jvm.JvmThreadMetrics;
 import io.micrometer.core.instrument.binder.system.ProcessorMetrics;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
-
 import java.time.Duration;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -52,30 +51,45 @@ public final class ServerMetrics implements AutoCloseable {
     private final AtomicLong poolBytes = new AtomicLong();
     /** Whether the pool's gauges are registered: on the first report, from the scheduler's thread alone. */
     private boolean poolGauges;
+
     private final VllmMetrics vllm = new VllmMetrics(registry.getPrometheusRegistry(), running::get, queued::get);
 
     public ServerMetrics() {
-        promptTokens = Counter.builder("glimmer.prompt.tokens").description("prompt tokens processed (not from cache)")
+        promptTokens = Counter.builder("glimmer.prompt.tokens")
+                .description("prompt tokens processed (not from cache)")
                 .register(registry);
         promptTokensCached = Counter.builder("glimmer.prompt.tokens.cached")
-                .description("prompt tokens taken from a cached KV prefix").register(registry);
-        generatedTokens = Counter.builder("glimmer.tokens.predicted").description("tokens generated").register(registry);
+                .description("prompt tokens taken from a cached KV prefix")
+                .register(registry);
+        generatedTokens = Counter.builder("glimmer.tokens.predicted")
+                .description("tokens generated")
+                .register(registry);
         cancelledRequests = Counter.builder("glimmer.requests.cancelled")
-                .description("generations stopped because the client disconnected").register(registry);
-        timeToFirstToken = Timer.builder("glimmer.time.to.first.token").description("request arrival to first token")
-                .publishPercentileHistogram().register(registry);
-        interTokenLatency = Timer.builder("glimmer.inter.token.latency").description("time between generated tokens")
-                .publishPercentileHistogram().register(registry);
+                .description("generations stopped because the client disconnected")
+                .register(registry);
+        timeToFirstToken = Timer.builder("glimmer.time.to.first.token")
+                .description("request arrival to first token")
+                .publishPercentileHistogram()
+                .register(registry);
+        interTokenLatency = Timer.builder("glimmer.inter.token.latency")
+                .description("time between generated tokens")
+                .publishPercentileHistogram()
+                .register(registry);
         promptSpeed = DistributionSummary.builder("glimmer.prompt.tokens.per.second")
-                .description("prompt processing speed per request").register(registry);
+                .description("prompt processing speed per request")
+                .register(registry);
         generationSpeed = DistributionSummary.builder("glimmer.predicted.tokens.per.second")
-                .description("generation speed per request").register(registry);
+                .description("generation speed per request")
+                .register(registry);
         decodeBatch = DistributionSummary.builder("glimmer.decode.batch.size")
-                .description("sequences decoded together per forward step").register(registry);
-        decodeStep = Timer.builder("glimmer.decode.step").description("decode steps, from launch to results")
+                .description("sequences decoded together per forward step")
+                .register(registry);
+        decodeStep = Timer.builder("glimmer.decode.step")
+                .description("decode steps, from launch to results")
                 .register(registry);
         decodeGap = Timer.builder("glimmer.decode.gap")
-                .description("host time between a decode step's results and the next step's launch (no prompt chunk between)")
+                .description(
+                        "host time between a decode step's results and the next step's launch (no prompt chunk between)")
                 .register(registry);
         gauge("glimmer.requests.processing", running, "requests being generated");
         gauge("glimmer.requests.deferred", queued, "requests waiting for a slot");
@@ -92,8 +106,12 @@ public final class ServerMetrics implements AutoCloseable {
 
     /** Counts one finished HTTP request by route pattern and status. */
     public void request(String route, int status) {
-        Counter.builder("glimmer.http.requests").description("HTTP requests by route and status")
-                .tag("route", route).tag("status", Integer.toString(status)).register(registry).increment();
+        Counter.builder("glimmer.http.requests")
+                .description("HTTP requests by route and status")
+                .tag("route", route)
+                .tag("status", Integer.toString(status))
+                .register(registry)
+                .increment();
     }
 
     /** A chunk of {@code tokens} prompt tokens was processed (counted even if the request is cancelled later). */
@@ -124,10 +142,16 @@ public final class ServerMetrics implements AutoCloseable {
      * computed: {@code conversation} (copied from another conversation's cache), {@code ram} or {@code disk} (a tier).
      */
     public void prefixHit(String source, int tokens) {
-        Counter.builder("glimmer.prefix.hits").description("requests that took a prompt prefix from another cache")
-                .tag("source", source).register(registry).increment();
-        Counter.builder("glimmer.prefix.tokens.saved").description("prompt tokens taken from another cache, not computed")
-                .tag("source", source).register(registry).increment(tokens);
+        Counter.builder("glimmer.prefix.hits")
+                .description("requests that took a prompt prefix from another cache")
+                .tag("source", source)
+                .register(registry)
+                .increment();
+        Counter.builder("glimmer.prefix.tokens.saved")
+                .description("prompt tokens taken from another cache, not computed")
+                .tag("source", source)
+                .register(registry)
+                .increment(tokens);
     }
 
     public void generation(int tokens, Duration duration) {
@@ -210,7 +234,10 @@ public final class ServerMetrics implements AutoCloseable {
         poolBytes.set(bytes);
         if (!poolGauges) {
             poolGauges = true;
-            gauge("glimmer.kv.pool.slots.used", poolSlotsInUse, "slots of the GPU's KV pool that hold a cached conversation");
+            gauge(
+                    "glimmer.kv.pool.slots.used",
+                    poolSlotsInUse,
+                    "slots of the GPU's KV pool that hold a cached conversation");
             gauge("glimmer.kv.pool.slots", poolSlots, "slots of the GPU's KV pool");
             gauge("glimmer.kv.pool.bytes", poolBytes, "memory of the GPU's KV pool and its working buffers");
         }

@@ -5,7 +5,6 @@ import io.prometheus.metrics.core.metrics.GaugeWithCallback;
 import io.prometheus.metrics.core.metrics.Histogram;
 import io.prometheus.metrics.core.metrics.Info;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
-
 import java.time.Duration;
 import java.util.function.DoubleSupplier;
 
@@ -32,20 +31,26 @@ final class VllmMetrics {
     static final int BLOCK_TOKENS = 16;
 
     /** vLLM's bounds for the time to first token, in seconds. */
-    private static final double[] TTFT_BOUNDS = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
-            2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+    private static final double[] TTFT_BOUNDS = {
+        0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+        160.0, 640.0, 2560.0
+    };
     /** vLLM's bounds for the inter-token latency, in seconds. */
-    private static final double[] ITL_BOUNDS = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
-            5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+    private static final double[] ITL_BOUNDS = {
+        0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0
+    };
     /** vLLM's bounds for a request's end-to-end latency, in seconds. */
-    private static final double[] E2E_BOUNDS = {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
-            50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+    private static final double[] E2E_BOUNDS = {
+        0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0,
+        1920.0, 7680.0
+    };
 
     private final PrometheusRegistry registry;
     private final DoubleSupplier running;
     private final DoubleSupplier waiting;
     /** The served model's id, the value of {@link #MODEL_LABEL}; null until it is loaded. */
     private volatile String model;
+
     private Counter prefixQueries;
     private Counter prefixHits;
     private Counter promptTokens;
@@ -78,27 +83,35 @@ final class VllmMetrics {
         gauge("vllm:num_requests_waiting", "requests accepted and waiting for a slot", modelId, waiting);
         // A running request pins one slot of the KV memory whatever its length. Idle cached conversations are
         // evicted on demand: like vLLM's cached blocks that no request holds, they count as free.
-        gauge("vllm:kv_cache_usage_perc", "fraction of the KV memory pinned by running requests (0 to 1)", modelId,
+        gauge(
+                "vllm:kv_cache_usage_perc",
+                "fraction of the KV memory pinned by running requests (0 to 1)",
+                modelId,
                 () -> Math.min(1.0, running.getAsDouble() / slots));
         long blocks = slots * (ctx / BLOCK_TOKENS);
-        Info cacheConfig = Info.builder().name("vllm:cache_config")
+        Info cacheConfig = Info.builder()
+                .name("vllm:cache_config")
                 .help("the KV cache: tokens per block, blocks in all, prefix reuse")
-                .labelNames(MODEL_LABEL, "block_size", "num_gpu_blocks", "enable_prefix_caching").build();
+                .labelNames(MODEL_LABEL, "block_size", "num_gpu_blocks", "enable_prefix_caching")
+                .build();
         cacheConfig.setLabelValues(modelId, Integer.toString(BLOCK_TOKENS), Long.toString(blocks), "True");
         registry.register(cacheConfig);
         prefixQueries = counter("vllm:prefix_cache_queries", "prompt tokens looked up in the prefix cache");
         prefixHits = counter("vllm:prefix_cache_hits", "prompt tokens found in the prefix cache");
         promptTokens = counter("vllm:prompt_tokens", "prompt tokens of the requests whose prompt was done");
         generationTokens = counter("vllm:generation_tokens", "tokens generated");
-        finished = Counter.builder().name("vllm:request_success").help("requests ended, by why")
-                .labelNames(MODEL_LABEL, "finished_reason").withoutExemplars().build();
+        finished = Counter.builder()
+                .name("vllm:request_success")
+                .help("requests ended, by why")
+                .labelNames(MODEL_LABEL, "finished_reason")
+                .withoutExemplars()
+                .build();
         registry.register(finished);
-        timeToFirstToken = histogram("vllm:time_to_first_token_seconds", "from a request's arrival to its first token",
-                TTFT_BOUNDS);
-        interTokenLatency = histogram("vllm:inter_token_latency_seconds", "between two tokens of a request",
-                ITL_BOUNDS);
-        e2eLatency = histogram("vllm:e2e_request_latency_seconds", "from a request's arrival to its end",
-                E2E_BOUNDS);
+        timeToFirstToken = histogram(
+                "vllm:time_to_first_token_seconds", "from a request's arrival to its first token", TTFT_BOUNDS);
+        interTokenLatency =
+                histogram("vllm:inter_token_latency_seconds", "between two tokens of a request", ITL_BOUNDS);
+        e2eLatency = histogram("vllm:e2e_request_latency_seconds", "from a request's arrival to its end", E2E_BOUNDS);
         model = modelId;
     }
 
@@ -134,19 +147,34 @@ final class VllmMetrics {
     }
 
     private void gauge(String name, String help, String modelId, DoubleSupplier value) {
-        registry.register(GaugeWithCallback.builder().name(name).help(help).labelNames(MODEL_LABEL)
-                .callback(cb -> cb.call(value.getAsDouble(), modelId)).build());
+        registry.register(GaugeWithCallback.builder()
+                .name(name)
+                .help(help)
+                .labelNames(MODEL_LABEL)
+                .callback(cb -> cb.call(value.getAsDouble(), modelId))
+                .build());
     }
 
     private Counter counter(String name, String help) {
-        Counter c = Counter.builder().name(name).help(help).labelNames(MODEL_LABEL).withoutExemplars().build();
+        Counter c = Counter.builder()
+                .name(name)
+                .help(help)
+                .labelNames(MODEL_LABEL)
+                .withoutExemplars()
+                .build();
         registry.register(c);
         return c;
     }
 
     private Histogram histogram(String name, String help, double[] bounds) {
-        Histogram h = Histogram.builder().name(name).help(help).labelNames(MODEL_LABEL).classicUpperBounds(bounds)
-                .classicOnly().withoutExemplars().build();
+        Histogram h = Histogram.builder()
+                .name(name)
+                .help(help)
+                .labelNames(MODEL_LABEL)
+                .classicUpperBounds(bounds)
+                .classicOnly()
+                .withoutExemplars()
+                .build();
         registry.register(h);
         return h;
     }

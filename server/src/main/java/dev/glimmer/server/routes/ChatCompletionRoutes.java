@@ -21,7 +21,6 @@ import io.helidon.webserver.http.HttpRules;
 import io.helidon.webserver.http.HttpService;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
-
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -40,8 +39,8 @@ public record ChatCompletionRoutes(ModelHost host, ServerConfig config) implemen
 
     private void complete(ServerRequest req, ServerResponse res) throws InterruptedException {
         ServedModel model = host.require();
-        ChatCompletionRequest request = ChatCompletionRequest.parse(RequestBodies.jsonObject(req, config.maxBodyBytes()),
-                config.sampling(), model.thinksByDefault());
+        ChatCompletionRequest request = ChatCompletionRequest.parse(
+                RequestBodies.jsonObject(req, config.maxBodyBytes()), config.sampling(), model.thinksByDefault());
         List<ChatGeneration> choices = ChatGeneration.startChoices(model, request, "messages");
         Reply reply = new Reply(model, request);
         try {
@@ -79,13 +78,14 @@ public record ChatCompletionRoutes(ModelHost host, ServerConfig config) implemen
             for (int index = 0; index < generations.size(); index++) {
                 ChatOutputParser parser = generations.get(index).parser();
                 ArrayNode logprobs = Json.MAPPER.createArrayNode();
-                Optional<JobEvent.Finished> ended = Jobs.followHeld(generations.get(index).job(), held, token -> {
-                    ObjectNode logprob = replyLogprob(parser, token);
-                    parser.accept(token.text());
-                    if (logprob != null) {
-                        logprobs.add(logprob);
-                    }
-                });
+                Optional<JobEvent.Finished> ended =
+                        Jobs.followHeld(generations.get(index).job(), held, token -> {
+                            ObjectNode logprob = replyLogprob(parser, token);
+                            parser.accept(token.text());
+                            if (logprob != null) {
+                                logprobs.add(logprob);
+                            }
+                        });
                 if (ended.isEmpty()) {
                     return;
                 }

@@ -5,7 +5,6 @@ import dev.glimmer.engine.chat.ChatRequest;
 import dev.glimmer.server.api.ChatCompletionRequest;
 import dev.glimmer.server.inference.InferenceJob;
 import dev.glimmer.server.inference.ServedModel;
-
 import java.util.ArrayList;
 import java.util.List;
 
@@ -27,7 +26,8 @@ record ChatGeneration(InferenceJob job, ChatOutputParser parser) {
      * that the reply continues that message.
      */
     static int[] prompt(ServedModel model, ChatRequest chat) {
-        return model.tokenizer().encode(model.chatFormat().template().render(chat, !chat.continuesFinalMessage()), true);
+        return model.tokenizer()
+                .encode(model.chatFormat().template().render(chat, !chat.continuesFinalMessage()), true);
     }
 
     /**
@@ -38,7 +38,8 @@ record ChatGeneration(InferenceJob job, ChatOutputParser parser) {
     static ChatGeneration start(ServedModel model, ChatCompletionRequest request, String promptParam) {
         // The Responses and Messages APIs have one answer per request: their translations never ask for n.
         if (request.options().choices() != 1) {
-            throw new IllegalStateException("start makes one generation, not " + request.options().choices());
+            throw new IllegalStateException(
+                    "start makes one generation, not " + request.options().choices());
         }
         return startChoices(model, request, promptParam).getFirst();
     }

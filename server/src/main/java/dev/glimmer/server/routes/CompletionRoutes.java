@@ -20,7 +20,6 @@ import io.helidon.webserver.http.HttpRules;
 import io.helidon.webserver.http.HttpService;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
-
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -42,8 +41,8 @@ public record CompletionRoutes(ModelHost host, ServerConfig config) implements H
     // (text or ids, no template) and the response shapes are what differ.
     private void complete(ServerRequest req, ServerResponse res) throws InterruptedException {
         ServedModel model = host.require();
-        CompletionRequest request = CompletionRequest.parse(RequestBodies.jsonObject(req, config.maxBodyBytes()),
-                config.sampling());
+        CompletionRequest request =
+                CompletionRequest.parse(RequestBodies.jsonObject(req, config.maxBodyBytes()), config.sampling());
         List<int[]> prompts = new ArrayList<>();
         for (CompletionRequest.Prompt p : request.prompts()) {
             prompts.add(tokens(model, p));
@@ -76,8 +75,10 @@ public record CompletionRoutes(ModelHost host, ServerConfig config) implements H
             case CompletionRequest.Prompt.Tokens t -> {
                 for (int i = 0; i < t.ids().length; i++) {
                     if (t.ids()[i] >= model.vocabSize()) {
-                        throw ApiException.badRequest("prompt token " + t.ids()[i] + " at " + i + " is beyond the vocabulary ("
-                                + model.vocabSize() + " tokens)", "prompt");
+                        throw ApiException.badRequest(
+                                "prompt token " + t.ids()[i] + " at " + i + " is beyond the vocabulary ("
+                                        + model.vocabSize() + " tokens)",
+                                "prompt");
                     }
                 }
                 yield t.ids();
@@ -86,8 +87,14 @@ public record CompletionRoutes(ModelHost host, ServerConfig config) implements H
     }
 
     /** One choice per job, in order; usage and timings add up the jobs. */
-    private static void whole(ServedModel model, CompletionRequest request, List<InferenceJob> jobs, String id,
-                              long created, ServerResponse res) throws InterruptedException {
+    private static void whole(
+            ServedModel model,
+            CompletionRequest request,
+            List<InferenceJob> jobs,
+            String id,
+            long created,
+            ServerResponse res)
+            throws InterruptedException {
         HeldJsonResponse held = HeldJsonResponse.open(res);
         ObjectNode body = base(model, id, created);
         ArrayNode choices = body.putArray("choices");
@@ -119,8 +126,14 @@ public record CompletionRoutes(ModelHost host, ServerConfig config) implements H
     }
 
     /** The jobs' chunks one job after another (each chunk names its choice's index), then the usage of all. */
-    private static void stream(ServedModel model, CompletionRequest request, List<InferenceJob> jobs, String id,
-                               long created, ServerResponse res) throws InterruptedException {
+    private static void stream(
+            ServedModel model,
+            CompletionRequest request,
+            List<InferenceJob> jobs,
+            String id,
+            long created,
+            ServerResponse res)
+            throws InterruptedException {
         SseStream sse = SseStream.open(res);
         try {
             List<JobEvent.Finished> ends = new ArrayList<>();

@@ -8,7 +8,6 @@ import dev.glimmer.server.http.HeldJsonResponse;
 import dev.glimmer.server.inference.InferenceJob;
 import dev.glimmer.server.inference.JobEvent;
 import dev.glimmer.server.inference.ServedModel;
-
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
@@ -18,8 +17,7 @@ final class Jobs {
     /** How long a stream may stay silent before a {@code : ping} frame is sent. */
     static final long PING_SECONDS = 5;
 
-    private Jobs() {
-    }
+    private Jobs() {}
 
     /**
      * Checks {@code prompt} against the context and vocabulary, then queues it.
@@ -30,20 +28,31 @@ final class Jobs {
         int ctx = model.ctx();
         if (prompt.length > ctx) {
             // A larger --ctx helps only up to the model's own context.
-            String remedy = ctx < model.ownCtx() ? "shorten it or start the server with a larger --ctx (up to "
-                    + model.ownCtx() + ")" : "shorten it (that is the model's whole context)";
-            throw ApiException.contextLengthExceeded("the prompt has " + prompt.length + " tokens but the context holds "
-                    + ctx + "; " + remedy, promptParam);
+            String remedy = ctx < model.ownCtx()
+                    ? "shorten it or start the server with a larger --ctx (up to " + model.ownCtx() + ")"
+                    : "shorten it (that is the model's whole context)";
+            throw ApiException.contextLengthExceeded(
+                    "the prompt has " + prompt.length + " tokens but the context holds " + ctx + "; " + remedy,
+                    promptParam);
         }
         for (int token : options.sampling().logitBias().keySet()) {
             if (token >= model.vocabSize()) {
-                throw ApiException.badRequest("logit_bias token id " + token + " is beyond the vocabulary ("
-                        + model.vocabSize() + " tokens)", "logit_bias");
+                throw ApiException.badRequest(
+                        "logit_bias token id " + token + " is beyond the vocabulary (" + model.vocabSize() + " tokens)",
+                        "logit_bias");
             }
         }
         int maxTokens = options.maxTokens() < 0 ? model.defaultMaxTokens() : options.maxTokens();
-        InferenceJob job = new InferenceJob(prompt, options.sampling(), maxTokens, options.stop(), options.logprobs(),
-                options.topLogprobs(), options.grammar().map(g -> new TokenConstraint(g, model.tokenTrie())).orElse(null));
+        InferenceJob job = new InferenceJob(
+                prompt,
+                options.sampling(),
+                maxTokens,
+                options.stop(),
+                options.logprobs(),
+                options.topLogprobs(),
+                options.grammar()
+                        .map(g -> new TokenConstraint(g, model.tokenTrie()))
+                        .orElse(null));
         model.scheduler().submit(job);
         return job;
     }
@@ -59,12 +68,16 @@ final class Jobs {
      */
     static JobEvent.Finished follow(InferenceJob job, Runnable keepAlive, Consumer<JobEvent.Token> onToken)
             throws InterruptedException {
-        return follow(job, keepAlive, admitted -> { }, onToken);
+        return follow(job, keepAlive, admitted -> {}, onToken);
     }
 
     /** {@link #follow}, telling {@code onAdmitted} when the job got its slot (before its first token). */
-    static JobEvent.Finished follow(InferenceJob job, Runnable keepAlive, Consumer<JobEvent.Admitted> onAdmitted,
-                                    Consumer<JobEvent.Token> onToken) throws InterruptedException {
+    static JobEvent.Finished follow(
+            InferenceJob job,
+            Runnable keepAlive,
+            Consumer<JobEvent.Admitted> onAdmitted,
+            Consumer<JobEvent.Token> onToken)
+            throws InterruptedException {
         boolean ended = false;
         try {
             while (true) {
@@ -80,7 +93,9 @@ final class Jobs {
                     }
                     case JobEvent.Failed f -> {
                         ended = true;
-                        throw f.retryable() ? ApiException.unavailable(f.message(), 1) : ApiException.internal(f.message());
+                        throw f.retryable()
+                                ? ApiException.unavailable(f.message(), 1)
+                                : ApiException.internal(f.message());
                     }
                 }
             }
@@ -99,8 +114,8 @@ final class Jobs {
      * @return the job's end; empty when the client left or the job failed (the failure is answered:
      *         rethrown with its status while nothing was sent, else in the body)
      */
-    static Optional<JobEvent.Finished> followHeld(InferenceJob job, HeldJsonResponse held,
-                                                  Consumer<JobEvent.Token> onToken) throws InterruptedException {
+    static Optional<JobEvent.Finished> followHeld(
+            InferenceJob job, HeldJsonResponse held, Consumer<JobEvent.Token> onToken) throws InterruptedException {
         try {
             return Optional.of(follow(job, held::keepAlive, token -> {
                 held.keepAlive();

@@ -6,7 +6,6 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.glimmer.engine.chat.ChatDelta;
 import dev.glimmer.server.http.Json;
-
 import java.util.List;
 import java.util.function.Consumer;
 
@@ -21,18 +20,25 @@ import java.util.function.Consumer;
  * block of the message: its input is not a complete JSON object.
  */
 final class MessageOutput {
-    private enum Kind { THINKING, TEXT, TOOL_USE }
+    private enum Kind {
+        THINKING,
+        TEXT,
+        TOOL_USE
+    }
 
     private final ArrayNode blocks = Json.MAPPER.createArrayNode();
     private final Consumer<ObjectNode> events;
     /** The open block, or null. */
     private ObjectNode block;
+
     private Kind kind;
     /** Blocks started so far: the stream's index of the next one. */
     private int started;
+
     private final StringBuilder text = new StringBuilder();
     /** Whether the open tool_use block's call was completed. */
     private boolean callEnded;
+
     private boolean toolUsed;
 
     /** @param events receives each streaming event */
@@ -88,8 +94,7 @@ final class MessageOutput {
         switch (kind) {
             case THINKING -> block.put("thinking", text.toString());
             case TEXT -> block.put("text", text.toString());
-            case TOOL_USE -> {
-            }
+            case TOOL_USE -> {}
         }
         // An unfinished call's input is a fragment of JSON: it was streamed, but is no tool_use block.
         if (kind != Kind.TOOL_USE || callEnded) {
@@ -112,7 +117,8 @@ final class MessageOutput {
             started();
         }
         text.append(piece);
-        ObjectNode d = k == Kind.THINKING ? Json.object().put("type", "thinking_delta").put("thinking", piece)
+        ObjectNode d = k == Kind.THINKING
+                ? Json.object().put("type", "thinking_delta").put("thinking", piece)
                 : Json.object().put("type", "text_delta").put("text", piece);
         events.accept(blockEvent("content_block_delta").set("delta", d));
     }
@@ -123,11 +129,13 @@ final class MessageOutput {
         callEnded = false;
         text.setLength(0);
         block = Json.object();
-        block.put("type", switch (k) {
-            case THINKING -> "thinking";
-            case TEXT -> "text";
-            case TOOL_USE -> "tool_use";
-        });
+        block.put(
+                "type",
+                switch (k) {
+                    case THINKING -> "thinking";
+                    case TEXT -> "text";
+                    case TOOL_USE -> "tool_use";
+                });
         return block;
     }
 

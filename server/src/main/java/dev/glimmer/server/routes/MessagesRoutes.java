@@ -20,7 +20,6 @@ import io.helidon.webserver.http.HttpRules;
 import io.helidon.webserver.http.HttpService;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
-
 import java.util.Optional;
 
 /**
@@ -39,8 +38,8 @@ public record MessagesRoutes(ModelHost host, ServerConfig config) implements Htt
 
     private void create(ServerRequest req, ServerResponse res) throws InterruptedException {
         ServedModel model = host.require();
-        ChatCompletionRequest request = MessagesRequest.parse(RequestBodies.jsonObject(req, config.maxBodyBytes()),
-                config.sampling(), false);
+        ChatCompletionRequest request =
+                MessagesRequest.parse(RequestBodies.jsonObject(req, config.maxBodyBytes()), config.sampling(), false);
         Reply reply = new Reply(model, ChatGeneration.start(model, request, "messages"));
         if (request.options().stream()) {
             reply.stream(res);
@@ -51,8 +50,8 @@ public record MessagesRoutes(ModelHost host, ServerConfig config) implements Htt
 
     private void countTokens(ServerRequest req, ServerResponse res) {
         ServedModel model = host.require();
-        ChatCompletionRequest request = MessagesRequest.parse(RequestBodies.jsonObject(req, config.maxBodyBytes()),
-                config.sampling(), true);
+        ChatCompletionRequest request =
+                MessagesRequest.parse(RequestBodies.jsonObject(req, config.maxBodyBytes()), config.sampling(), true);
         res.header(HeaderNames.CONTENT_TYPE, "application/json");
         res.send(Json.write(Json.object().put("input_tokens", ChatGeneration.prompt(model, request.chat()).length)));
     }
@@ -72,9 +71,11 @@ public record MessagesRoutes(ModelHost host, ServerConfig config) implements Htt
         }
 
         void whole(ServerResponse res) throws InterruptedException {
-            output = new MessageOutput(event -> { });
+            output = new MessageOutput(event -> {});
             HeldJsonResponse held = HeldJsonResponse.open(res, ErrorShape.ANTHROPIC);
-            Optional<JobEvent.Finished> ended = Jobs.followHeld(generation.job(), held,
+            Optional<JobEvent.Finished> ended = Jobs.followHeld(
+                    generation.job(),
+                    held,
                     token -> output.add(generation.parser().accept(token.text())));
             if (ended.isEmpty()) {
                 return;
@@ -102,7 +103,9 @@ public record MessagesRoutes(ModelHost host, ServerConfig config) implements Htt
                         sse.ping();
                     }
                 };
-                JobEvent.Finished end = Jobs.follow(generation.job(), ping,
+                JobEvent.Finished end = Jobs.follow(
+                        generation.job(),
+                        ping,
                         admitted -> start(sse, admitted.promptTokens(), admitted.cachedTokens()),
                         token -> output.add(generation.parser().accept(token.text())));
                 // A job ended before it started (cancelled while waiting) still gets its message_start.
@@ -138,7 +141,9 @@ public record MessagesRoutes(ModelHost host, ServerConfig config) implements Htt
             start.putNull("stop_reason");
             start.putNull("stop_sequence");
             start.set("usage", usage(promptTokens, cachedTokens, 0));
-            sse.event("message_start", Json.write(Json.object().put("type", "message_start").set("message", start)));
+            sse.event(
+                    "message_start",
+                    Json.write(Json.object().put("type", "message_start").set("message", start)));
             sse.event("ping", "{\"type\":\"ping\"}");
         }
 

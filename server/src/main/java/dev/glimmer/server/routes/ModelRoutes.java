@@ -5,14 +5,13 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.glimmer.server.http.ApiException;
 import dev.glimmer.server.http.Json;
 import dev.glimmer.server.inference.DemoModel;
-import dev.glimmer.server.inference.ServedModelFacts;
 import dev.glimmer.server.inference.ModelHost;
+import dev.glimmer.server.inference.ServedModelFacts;
 import io.helidon.http.HeaderNames;
 import io.helidon.webserver.http.HttpRules;
 import io.helidon.webserver.http.HttpService;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
-
 import java.nio.charset.StandardCharsets;
 
 /**
@@ -38,8 +37,10 @@ public record ModelRoutes(ModelHost host) implements HttpService {
         ServedModelFacts facts = host.require().facts();
         String id = req.path().pathParameters().get("id");
         if (!id.equals(facts.id())) {
-            throw ApiException.notFound("the model '" + id + "' does not exist; this server serves '" + facts.id() + "'",
-                    "model", "model_not_found");
+            throw ApiException.notFound(
+                    "the model '" + id + "' does not exist; this server serves '" + facts.id() + "'",
+                    "model",
+                    "model_not_found");
         }
         send(res, model(facts));
     }
@@ -60,8 +61,11 @@ public record ModelRoutes(ModelHost host) implements HttpService {
         meta.put("backend_reason", facts.backendReason());
         if (facts.demo()) {
             meta.put("default_max_tokens", DemoModel.MAX_TOKENS);
-            meta.put("note", "demo model: random weights, its output is meaningless; an answer stops after "
-                    + DemoModel.MAX_TOKENS + " tokens unless the request sets max_tokens, and thinks only when asked");
+            meta.put(
+                    "note",
+                    "demo model: random weights, its output is meaningless; an answer stops after "
+                            + DemoModel.MAX_TOKENS
+                            + " tokens unless the request sets max_tokens, and thinks only when asked");
         }
         return m;
     }

@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.glimmer.engine.chat.ChatDelta;
 import dev.glimmer.server.http.Json;
-
 import java.util.List;
 import java.util.function.Consumer;
 
@@ -21,12 +20,17 @@ import java.util.function.Consumer;
  * answer) stays in the output with status {@code incomplete}.
  */
 final class ResponseOutput {
-    private enum Kind { REASONING, MESSAGE, CALL }
+    private enum Kind {
+        REASONING,
+        MESSAGE,
+        CALL
+    }
 
     private final ArrayNode items = Json.MAPPER.createArrayNode();
     private final Consumer<ObjectNode> events;
     /** The open item, or null. */
     private ObjectNode item;
+
     private Kind kind;
     private final StringBuilder text = new StringBuilder();
 
@@ -120,11 +124,13 @@ final class ResponseOutput {
         text.setLength(0);
         item = Json.object();
         item.put("id", ResponseParts.newId(idPrefix));
-        item.put("type", switch (k) {
-            case REASONING -> "reasoning";
-            case MESSAGE -> "message";
-            case CALL -> "function_call";
-        });
+        item.put(
+                "type",
+                switch (k) {
+                    case REASONING -> "reasoning";
+                    case MESSAGE -> "message";
+                    case CALL -> "function_call";
+                });
         item.put("status", "in_progress");
         return item;
     }

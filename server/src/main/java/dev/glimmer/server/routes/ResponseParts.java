@@ -6,7 +6,6 @@ import dev.glimmer.engine.sampling.TokenLogprobs;
 import dev.glimmer.engine.tokenizer.Tokenizer;
 import dev.glimmer.server.http.Json;
 import dev.glimmer.server.inference.JobEvent;
-
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
 import java.util.HexFormat;
@@ -16,8 +15,7 @@ import java.util.List;
 final class ResponseParts {
     private static final SecureRandom RANDOM = new SecureRandom();
 
-    private ResponseParts() {
-    }
+    private ResponseParts() {}
 
     static String newId(String prefix) {
         byte[] bytes = new byte[12];
@@ -43,7 +41,13 @@ final class ResponseParts {
             promptMillis += f.promptMillis();
             generationMillis += f.generationMillis();
         }
-        return new JobEvent.Finished(ends.getLast().reason(), prompt, cached, generated, promptMillis, generationMillis,
+        return new JobEvent.Finished(
+                ends.getLast().reason(),
+                prompt,
+                cached,
+                generated,
+                promptMillis,
+                generationMillis,
                 ends.getLast().stopString());
     }
 
@@ -78,7 +82,9 @@ final class ResponseParts {
         t.put("prompt_per_second", f.promptMillis() > 0 ? processed * 1000.0 / f.promptMillis() : 0);
         t.put("predicted_n", f.generatedTokens());
         t.put("predicted_ms", f.generationMillis());
-        t.put("predicted_per_second", f.generationMillis() > 0 ? f.generatedTokens() * 1000.0 / f.generationMillis() : 0);
+        t.put(
+                "predicted_per_second",
+                f.generationMillis() > 0 ? f.generatedTokens() * 1000.0 / f.generationMillis() : 0);
         return t;
     }
 

@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.glimmer.server.http.Json;
-
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.Iterator;

@@ -21,7 +21,6 @@ import io.helidon.webserver.http.HttpRules;
 import io.helidon.webserver.http.HttpService;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
-
 import java.util.List;
 import java.util.Optional;
 import java.util.function.Consumer;
@@ -56,8 +55,11 @@ public final class ResponsesRoutes implements HttpService {
     private void create(ServerRequest req, ServerResponse res) throws InterruptedException {
         ServedModel model = host.require();
         String caller = ApiKeyFilter.caller(req);
-        ResponsesRequest request = ResponsesRequest.parse(RequestBodies.jsonObject(req, config.maxBodyBytes()),
-                config.sampling(), model.thinksByDefault(), id -> store.conversation(id, caller));
+        ResponsesRequest request = ResponsesRequest.parse(
+                RequestBodies.jsonObject(req, config.maxBodyBytes()),
+                config.sampling(),
+                model.thinksByDefault(),
+                id -> store.conversation(id, caller));
         ChatGeneration generation = ChatGeneration.start(model, request.chat(), "input");
         Reply reply = new Reply(model, request, generation, caller);
         if (request.chat().options().stream()) {
@@ -84,8 +86,10 @@ public final class ResponsesRoutes implements HttpService {
     }
 
     private static ApiException notFound(String id) {
-        return ApiException.notFound("no stored response with id '" + id + "' (it was not stored, was deleted or has"
-                + " expired)", "response_id", "not_found");
+        return ApiException.notFound(
+                "no stored response with id '" + id + "' (it was not stored, was deleted or has" + " expired)",
+                "response_id",
+                "not_found");
     }
 
     /** The response to one request. */
@@ -95,11 +99,13 @@ public final class ResponsesRoutes implements HttpService {
         private final ChatGeneration generation;
         /** Whose response this is: only they may fetch or continue it. */
         private final String caller;
+
         private final String id = ResponseParts.newId("resp_");
         private final long created = ResponseParts.now();
         private ResponseOutput output;
         /** Tokens generated while the model was thinking (the one that ends the thinking included). */
         private int reasoningTokens;
+
         private boolean thinking;
 
         Reply(ServedModel model, ResponsesRequest request, ChatGeneration generation, String caller) {
@@ -111,7 +117,7 @@ public final class ResponsesRoutes implements HttpService {
         }
 
         void whole(ServerResponse res) throws InterruptedException {
-            output = new ResponseOutput(event -> { });
+            output = new ResponseOutput(event -> {});
             HeldJsonResponse held = HeldJsonResponse.open(res);
             Optional<JobEvent.Finished> ended = Jobs.followHeld(generation.job(), held, this::accept);
             if (ended.isPresent()) {
@@ -132,8 +138,8 @@ public final class ResponsesRoutes implements HttpService {
                 send.accept(Json.object().put("type", "response.in_progress").set("response", response("in_progress")));
                 JobEvent.Finished end = Jobs.follow(generation.job(), sse::ping, this::accept);
                 ObjectNode done = finish(end);
-                String type = done.path("status").asText().equals("completed") ? "response.completed"
-                        : "response.incomplete";
+                String type =
+                        done.path("status").asText().equals("completed") ? "response.completed" : "response.incomplete";
                 send.accept(Json.object().put("type", type).set("response", done));
             } catch (ClientGoneException gone) {
                 // The job is cancelled; there is nobody to tell.

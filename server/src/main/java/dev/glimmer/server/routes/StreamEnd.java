@@ -7,8 +7,7 @@ import dev.glimmer.server.http.SseStream;
 
 /** How a started stream reports a failure. */
 final class StreamEnd {
-    private StreamEnd() {
-    }
+    private StreamEnd() {}
 
     /** The stream has started (status 200): the error goes in an event, then the stream ends. */
     static void error(SseStream sse, ApiException failed) {

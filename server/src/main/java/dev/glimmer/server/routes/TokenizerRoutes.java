@@ -15,7 +15,6 @@ import io.helidon.webserver.http.HttpRules;
 import io.helidon.webserver.http.HttpService;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
-
 import java.nio.charset.StandardCharsets;
 import java.util.Locale;
 
@@ -29,7 +28,8 @@ public record TokenizerRoutes(ModelHost host, ServerConfig config) implements Ht
 
     @Override
     public void routing(HttpRules rules) {
-        rules.post("/tokenize", this::tokenize).post("/detokenize", this::detokenize)
+        rules.post("/tokenize", this::tokenize)
+                .post("/detokenize", this::detokenize)
                 .post("/apply-template", this::applyTemplate);
     }
 
@@ -47,7 +47,8 @@ public record TokenizerRoutes(ModelHost host, ServerConfig config) implements Ht
         ArrayNode tokens = out.putArray("tokens");
         for (int id : ids) {
             if (withPieces) {
-                tokens.addObject().put("id", id)
+                tokens.addObject()
+                        .put("id", id)
                         .put("piece", new String(model.tokenizer().piece(id, true), StandardCharsets.UTF_8));
             } else {
                 tokens.add(id);
@@ -66,12 +67,17 @@ public record TokenizerRoutes(ModelHost host, ServerConfig config) implements Ht
         int[] ids = new int[tokens.size()];
         for (int i = 0; i < ids.length; i++) {
             JsonNode t = tokens.get(i);
-            if (!t.isIntegralNumber() || !t.canConvertToInt() || t.intValue() < 0 || t.intValue() >= model.vocabSize()) {
+            if (!t.isIntegralNumber()
+                    || !t.canConvertToInt()
+                    || t.intValue() < 0
+                    || t.intValue() >= model.vocabSize()) {
                 // The value is quoted only when short: a client may send anything there.
-                String got = t.isValueNode() && t.asText().length() <= 40 ? t.asText()
+                String got = t.isValueNode() && t.asText().length() <= 40
+                        ? t.asText()
                         : t.getNodeType().name().toLowerCase(Locale.ROOT);
-                throw ApiException.badRequest("tokens[" + i + "] must be a token id in 0.." + (model.vocabSize() - 1)
-                        + ", got " + got, "tokens");
+                throw ApiException.badRequest(
+                        "tokens[" + i + "] must be a token id in 0.." + (model.vocabSize() - 1) + ", got " + got,
+                        "tokens");
             }
             ids[i] = t.intValue();
         }
@@ -86,7 +92,9 @@ public record TokenizerRoutes(ModelHost host, ServerConfig config) implements Ht
         boolean addGenerationPrompt = flag(body, "add_generation_prompt", true);
         String prompt;
         try {
-            prompt = model.chatFormat().template().render(ChatRequestParser.parse(body, model.thinksByDefault()), addGenerationPrompt);
+            prompt = model.chatFormat()
+                    .template()
+                    .render(ChatRequestParser.parse(body, model.thinksByDefault()), addGenerationPrompt);
         } catch (InvalidInputException e) {
             throw ApiException.badRequest(e.getMessage(), "messages");
         }

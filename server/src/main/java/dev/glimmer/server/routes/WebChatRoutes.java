@@ -12,17 +12,20 @@ import io.helidon.webserver.staticcontent.StaticContentFeature;
  * {@code /webjars/}. A path that names no file falls through to the routes registered after these.
  */
 public final class WebChatRoutes {
-    private WebChatRoutes() {
-    }
+    private WebChatRoutes() {}
 
     public static void register(HttpRouting.Builder routing) {
-        routing.register("/webjars", StaticContentFeature.createService(ClasspathHandlerConfig.builder()
-                .location("META-INF/resources/webjars")
-                .build()));
-        routing.register("/", StaticContentFeature.createService(ClasspathHandlerConfig.builder()
-                .location("web")
-                .welcome("index.html")
-                .build()));
+        routing.register(
+                "/webjars",
+                StaticContentFeature.createService(ClasspathHandlerConfig.builder()
+                        .location("META-INF/resources/webjars")
+                        .build()));
+        routing.register(
+                "/",
+                StaticContentFeature.createService(ClasspathHandlerConfig.builder()
+                        .location("web")
+                        .welcome("index.html")
+                        .build()));
         // Helidon's static content answers a browser's conditional GET (If-None-Match, If-Modified-Since)
         // by throwing an HttpException with 304 Not Modified; it must reach the browser as that status,
         // not as a server error.

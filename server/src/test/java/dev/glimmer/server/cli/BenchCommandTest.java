@@ -1,14 +1,14 @@
 package dev.glimmer.server.cli;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.choice.BackendChoice;
-import dev.glimmer.engine.backend.emulated.EmulatorRunner;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.backend.cuda.CudaDevice;
+import dev.glimmer.engine.backend.emulated.EmulatorRunner;
 import dev.glimmer.engine.backend.metal.MetalPlatform;
-import org.junit.jupiter.api.Assumptions;
-import org.junit.jupiter.api.Test;
-
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -16,9 +16,8 @@ import java.util.List;
 import java.util.Optional;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
 
 /**
  * {@code ./glimmer bench} on the tiny Q4_0 oracle model: the report and its last line for scripts, on
@@ -26,15 +25,31 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * conversations on the CPU, and the backend choice.
  */
 class BenchCommandTest {
-    private static final String MODEL = LogitsCommandTest.ORACLE.resolve("tiny-q4_0.gguf").toString();
+    private static final String MODEL =
+            LogitsCommandTest.ORACLE.resolve("tiny-q4_0.gguf").toString();
 
     @Test
     void reportsPromptAndDecodeRatesWithAScriptLine() {
-        MainTest.Result r = MainTest.run("bench", "--model", MODEL, "--pp", "8", "--tg", "4", "--reps", "2",
-                "--threads", "2", "--bandwidth", "20", "--ctx", "16");
+        MainTest.Result r = MainTest.run(
+                "bench",
+                "--model",
+                MODEL,
+                "--pp",
+                "8",
+                "--tg",
+                "4",
+                "--reps",
+                "2",
+                "--threads",
+                "2",
+                "--bandwidth",
+                "20",
+                "--ctx",
+                "16");
         assertEquals(0, r.code(), r.err());
         List<String> lines = r.out().strip().lines().toList();
-        Matcher last = Pattern.compile("pp_tok_s=(\\d+\\.\\d+) tg_tok_s=(\\d+\\.\\d+)").matcher(lines.getLast());
+        Matcher last =
+                Pattern.compile("pp_tok_s=(\\d+\\.\\d+) tg_tok_s=(\\d+\\.\\d+)").matcher(lines.getLast());
         assertTrue(last.matches(), lines.getLast());
         assertTrue(Double.parseDouble(last.group(1)) > 0 && Double.parseDouble(last.group(2)) > 0, lines.getLast());
         assertTrue(r.out().contains("weights: "), r.out());
@@ -43,7 +58,13 @@ class BenchCommandTest {
         // The CPU backend's time per kind of operation, for the prompt and for decode.
         assertTrue(r.out().contains("CPU time per operation, one prompt of 8 tokens:"), r.out());
         assertTrue(r.out().contains("CPU time per operation, one decode step:"), r.out());
-        assertTrue(r.out().lines().anyMatch(l -> l.matches("\\s+experts gate\\+up\\s+\\d+\\.\\d+\\s+\\d+\\.\\d%\\s+\\d+\\s+\\d+\\.\\d\\s+\\d+\\.\\d")), r.out());
+        assertTrue(
+                r.out()
+                        .lines()
+                        .anyMatch(
+                                l -> l.matches(
+                                        "\\s+experts gate\\+up\\s+\\d+\\.\\d+\\s+\\d+\\.\\d%\\s+\\d+\\s+\\d+\\.\\d\\s+\\d+\\.\\d")),
+                r.out());
         assertTrue(r.out().contains("tg4 @ ctx 16"), r.out());
         assertTrue(r.out().contains("% of the 20.0 GB/s limit"), r.out());
         assertTrue(r.out().contains("peak memory beyond the mapped file: "), r.out());
@@ -59,7 +80,8 @@ class BenchCommandTest {
     @Test
     void badOptionsAreOneLineUsageErrors() {
         for (String[] args : new String[][] {
-                {"--pp", "0", "--tg", "0"}, {"--reps", "0"}, {"--backend", "metal-x"}, {"--threads", "0"}}) {
+            {"--pp", "0", "--tg", "0"}, {"--reps", "0"}, {"--backend", "metal-x"}, {"--threads", "0"}
+        }) {
             String[] argv = new String[3 + args.length];
             argv[0] = "bench";
             argv[1] = "--model";
@@ -73,15 +95,18 @@ class BenchCommandTest {
 
     @Test
     void autoWithoutAGpuMeasuresTheCpuAndSaysWhy() {
-        Assumptions.assumeTrue(CudaDevice.probe().device().isEmpty() && !MetalPlatform.isMacArm64(),
+        Assumptions.assumeTrue(
+                CudaDevice.probe().device().isEmpty() && !MetalPlatform.isMacArm64(),
                 "a GPU is present: auto measures it");
-        MainTest.Result r = MainTest.run("bench", "--model", MODEL, "--pp", "4", "--tg", "2", "--reps", "1",
-                "--backend", "auto");
+        MainTest.Result r =
+                MainTest.run("bench", "--model", MODEL, "--pp", "4", "--tg", "2", "--reps", "1", "--backend", "auto");
         assertEquals(0, r.code(), r.err());
         assertTrue(r.out().contains("backend: cpu, threads: "), r.out());
-        assertEquals("glimmer bench: measuring cpu: auto: Metal needs macOS on Apple Silicon, this is "
-                + System.getProperty("os.name") + "/" + System.getProperty("os.arch") + "; CUDA: "
-                + CudaDevice.probe().reason(), r.err().strip());
+        assertEquals(
+                "glimmer bench: measuring cpu: auto: Metal needs macOS on Apple Silicon, this is "
+                        + System.getProperty("os.name") + "/" + System.getProperty("os.arch") + "; CUDA: "
+                        + CudaDevice.probe().reason(),
+                r.err().strip());
     }
 
     @Test
@@ -89,18 +114,24 @@ class BenchCommandTest {
         Assumptions.assumeTrue(CudaDevice.probe().device().isEmpty(), "a CUDA device is present: bench measures it");
         MainTest.Result r = MainTest.run("bench", "--model", MODEL, "--backend", "cuda");
         assertEquals(2, r.code(), r.err());
-        assertEquals("glimmer bench: --backend cuda: " + CudaDevice.probe().reason(), r.err().strip());
+        assertEquals(
+                "glimmer bench: --backend cuda: " + CudaDevice.probe().reason(),
+                r.err().strip());
     }
 
     /** --batch on the CPU: the conversations step together through one batched forward pass, as the server runs them. */
     @Test
     void batchDecodeRunsOnTheCpu() {
-        MainTest.Result r = MainTest.run("bench", "--model", MODEL, "--pp", "0", "--tg", "2", "--reps", "1",
-                "--threads", "2", "--batch", "1,3");
+        MainTest.Result r = MainTest.run(
+                "bench", "--model", MODEL, "--pp", "0", "--tg", "2", "--reps", "1", "--threads", "2", "--batch", "1,3");
         assertEquals(0, r.code(), r.err());
         for (int n : new int[] {1, 3}) {
             Matcher rate = Pattern.compile("tg2 x " + n + " conversations \\(aggregate\\)\\s+(\\d+\\.\\d+) tok/s.*")
-                    .matcher(r.out().lines().filter(l -> l.startsWith("tg2 x " + n + " ")).findFirst().orElse(""));
+                    .matcher(r.out()
+                            .lines()
+                            .filter(l -> l.startsWith("tg2 x " + n + " "))
+                            .findFirst()
+                            .orElse(""));
             assertTrue(rate.matches(), r.out());
             assertTrue(Double.parseDouble(rate.group(1)) > 0, r.out());
         }
@@ -113,22 +144,33 @@ class BenchCommandTest {
      */
     @Test
     void aGpuPoolIsMeasuredAsTheServerRunsIt() throws Exception {
-        BenchCommand bench = new BenchCommand((requested, model, cpu) -> new BackendChoice(BackendKind.EMULATED,
-                "the GPU decode step on the CPU kernel emulator", Optional.empty(), EmulatorRunner.pools(model)));
+        BenchCommand bench = new BenchCommand((requested, model, cpu) -> new BackendChoice(
+                BackendKind.EMULATED,
+                "the GPU decode step on the CPU kernel emulator",
+                Optional.empty(),
+                EmulatorRunner.pools(model)));
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         ByteArrayOutputStream err = new ByteArrayOutputStream();
-        int code = Main.run(bench, new String[] {"--model", MODEL, "--pp", "4", "--tg", "2", "--reps", "1",
-                "--ctx", "3", "--backend", "auto"}, new Terminal(new PrintStream(out, true, StandardCharsets.UTF_8),
-                new PrintStream(err, true, StandardCharsets.UTF_8)));
+        int code = Main.run(
+                bench,
+                new String[] {
+                    "--model", MODEL, "--pp", "4", "--tg", "2", "--reps", "1", "--ctx", "3", "--backend", "auto"
+                },
+                new Terminal(
+                        new PrintStream(out, true, StandardCharsets.UTF_8),
+                        new PrintStream(err, true, StandardCharsets.UTF_8)));
         String report = out.toString(StandardCharsets.UTF_8);
         assertEquals(0, code, err.toString(StandardCharsets.UTF_8));
-        assertTrue(report.contains("backend: emulated, the GPU decode step on the CPU kernel emulator; load: "), report);
+        assertTrue(
+                report.contains("backend: emulated, the GPU decode step on the CPU kernel emulator; load: "), report);
         assertTrue(report.contains("tg2 @ ctx 3"), report);
         assertTrue(report.contains("(anonymous resident, sampled; the pool holds "), report);
-        Matcher last = Pattern.compile("pp_tok_s=(\\d+\\.\\d+) tg_tok_s=(\\d+\\.\\d+)").matcher(report.strip().lines().toList().getLast());
+        Matcher last = Pattern.compile("pp_tok_s=(\\d+\\.\\d+) tg_tok_s=(\\d+\\.\\d+)")
+                .matcher(report.strip().lines().toList().getLast());
         assertTrue(last.matches(), report);
         assertTrue(Double.parseDouble(last.group(1)) > 0 && Double.parseDouble(last.group(2)) > 0, report);
-        assertEquals("glimmer bench: measuring emulated: the GPU decode step on the CPU kernel emulator",
+        assertEquals(
+                "glimmer bench: measuring emulated: the GPU decode step on the CPU kernel emulator",
                 err.toString(StandardCharsets.UTF_8).strip());
     }
 }

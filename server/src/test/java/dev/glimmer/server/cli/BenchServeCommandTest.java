@@ -1,13 +1,13 @@
 package dev.glimmer.server.cli;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.glimmer.server.GlimmerApp;
 import dev.glimmer.server.TestServer;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
-
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -22,10 +22,9 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 
 /**
  * {@code bench-serve} against a real Glimmer server serving the tiny oracle model on a free port: its counts
@@ -58,8 +57,21 @@ class BenchServeCommandTest {
         double promptBefore = metric("glimmer_prompt_tokens_total") + metric("glimmer_prompt_tokens_cached_total");
 
         // A trailing /v1/ is how OpenAI clients spell a base URL: it is accepted.
-        MainTest.Result r = MainTest.run("bench-serve", "--url", url + "/v1/", "--api-key", KEY, "--concurrency", "3",
-                "--requests", "6", "--prompt-tokens", "48", "--max-tokens", "8", "--json");
+        MainTest.Result r = MainTest.run(
+                "bench-serve",
+                "--url",
+                url + "/v1/",
+                "--api-key",
+                KEY,
+                "--concurrency",
+                "3",
+                "--requests",
+                "6",
+                "--prompt-tokens",
+                "48",
+                "--max-tokens",
+                "8",
+                "--json");
         assertEquals(0, r.code(), r.err());
         JsonNode report = JSON.readTree(r.out());
         assertEquals(1, r.out().strip().lines().count(), "one JSON object on one line: " + r.out());
@@ -77,14 +89,18 @@ class BenchServeCommandTest {
         assertEquals(6 * 8, report.get("output_tokens").intValue(), "ignore_eos: every request generates max_tokens");
 
         long promptTokens = report.get("prompt_tokens").longValue();
-        assertTrue(promptTokens >= 6 * 48 * 0.75 && promptTokens <= 6 * 48 * 1.25,
+        assertTrue(
+                promptTokens >= 6 * 48 * 0.75 && promptTokens <= 6 * 48 * 1.25,
                 "prompts of about 48 tokens each, calibrated by the warm-up: " + promptTokens);
         JsonNode warmup = report.get("warmup");
         assertEquals(8, warmup.get("output_tokens").intValue());
-        assertEquals(metric("glimmer_tokens_predicted_total") - predictedBefore,
-                report.get("output_tokens").doubleValue() + warmup.get("output_tokens").doubleValue(),
+        assertEquals(
+                metric("glimmer_tokens_predicted_total") - predictedBefore,
+                report.get("output_tokens").doubleValue()
+                        + warmup.get("output_tokens").doubleValue(),
                 "the server generated what the report counts, the warm-up included");
-        assertEquals(metric("glimmer_prompt_tokens_total") + metric("glimmer_prompt_tokens_cached_total") - promptBefore,
+        assertEquals(
+                metric("glimmer_prompt_tokens_total") + metric("glimmer_prompt_tokens_cached_total") - promptBefore,
                 promptTokens + warmup.get("prompt_tokens").doubleValue(),
                 "the server read the prompt tokens the report counts, the warm-up included");
 
@@ -104,14 +120,35 @@ class BenchServeCommandTest {
 
     @Test
     void theTableIsForPeople() {
-        MainTest.Result r = MainTest.run("bench-serve", "--url", url, "--api-key", KEY, "--model", "any-name",
-                "--concurrency", "2", "--requests", "2", "--prompt-tokens", "16", "--max-tokens", "4", "--seed", "7");
+        MainTest.Result r = MainTest.run(
+                "bench-serve",
+                "--url",
+                url,
+                "--api-key",
+                KEY,
+                "--model",
+                "any-name",
+                "--concurrency",
+                "2",
+                "--requests",
+                "2",
+                "--prompt-tokens",
+                "16",
+                "--max-tokens",
+                "4",
+                "--seed",
+                "7");
         assertEquals(0, r.code(), r.err());
         List<String> lines = r.out().lines().toList();
         assertEquals("server               " + url + ", model any-name", lines.getFirst());
         assertTrue(r.out().contains("requests             2 of 2 completed, 0 failed, 2 at a time"), r.out());
         assertTrue(r.out().contains("output tokens        8 (4 asked per request)"), r.out());
-        for (String row : List.of("prompt tokens", "wall time", "output tok/s", "requests/s", "time to first token",
+        for (String row : List.of(
+                "prompt tokens",
+                "wall time",
+                "output tok/s",
+                "requests/s",
+                "time to first token",
                 "inter-token latency")) {
             assertTrue(lines.stream().anyMatch(l -> l.startsWith(row + " ")), row + " missing in\n" + r.out());
         }
@@ -126,11 +163,19 @@ class BenchServeCommandTest {
         assertEquals(0, report.get("completed").intValue());
         assertEquals(1, report.get("errors").intValue());
         String reason = report.get("first_error").textValue();
-        assertTrue(reason.startsWith("the warm-up request failed, nothing was measured: HTTP 401 from " + url
-                + "/v1/completions: "), reason);
+        assertTrue(
+                reason.startsWith(
+                        "the warm-up request failed, nothing was measured: HTTP 401 from " + url + "/v1/completions: "),
+                reason);
         assertEquals(List.of("glimmer bench-serve: " + reason), lastLines(r.err(), 1));
-        assertTrue(report.get("output_tok_s").isNull() && report.get("ttft_ms").get("p50").isNull(), r.out());
-        assertTrue(report.get("prompt_tokens").isNull() && !report.get("usage_reported").booleanValue(), r.out());
+        assertTrue(
+                report.get("output_tok_s").isNull()
+                        && report.get("ttft_ms").get("p50").isNull(),
+                r.out());
+        assertTrue(
+                report.get("prompt_tokens").isNull()
+                        && !report.get("usage_reported").booleanValue(),
+                r.out());
     }
 
     /**
@@ -141,8 +186,19 @@ class BenchServeCommandTest {
     void aBusyServersRefusalsAreCountedAndTheRunGoesOn() throws Exception {
         try (GlimmerApp busy = TestServer.start(Map.of("inference.parallel", "1", "inference.queue", "1"))) {
             String busyUrl = "http://127.0.0.1:" + busy.port();
-            MainTest.Result r = MainTest.run("bench-serve", "--url", busyUrl, "--concurrency", "4", "--requests", "8",
-                    "--prompt-tokens", "16", "--max-tokens", "300", "--json");
+            MainTest.Result r = MainTest.run(
+                    "bench-serve",
+                    "--url",
+                    busyUrl,
+                    "--concurrency",
+                    "4",
+                    "--requests",
+                    "8",
+                    "--prompt-tokens",
+                    "16",
+                    "--max-tokens",
+                    "300",
+                    "--json");
             assertEquals(1, r.code(), r.err());
             JsonNode report = JSON.readTree(r.out());
             int completed = report.get("completed").intValue();
@@ -152,8 +208,11 @@ class BenchServeCommandTest {
             assertEquals(completed * 300, report.get("output_tokens").intValue(), "the completed requests' tokens");
             String reason = report.get("first_error").textValue();
             assertTrue(reason.startsWith("HTTP 503 from " + busyUrl + "/v1/completions: the server is busy"), reason);
-            assertEquals(List.of("bench-serve: 8 of 8 requests ended, " + errors + " failed",
-                    "glimmer bench-serve: " + errors + " of 8 requests failed; the first: " + reason), lastLines(r.err(), 2));
+            assertEquals(
+                    List.of(
+                            "bench-serve: 8 of 8 requests ended, " + errors + " failed",
+                            "glimmer bench-serve: " + errors + " of 8 requests failed; the first: " + reason),
+                    lastLines(r.err(), 2));
         }
     }
 
@@ -163,8 +222,17 @@ class BenchServeCommandTest {
         try (ServerSocket socket = new ServerSocket(0)) {
             port = socket.getLocalPort();
         }
-        MainTest.Result r = assertTimeoutPreemptively(HANG_GUARD, () -> MainTest.run("bench-serve", "--url",
-                "http://127.0.0.1:" + port, "--concurrency", "4", "--requests", "8", "--json"));
+        MainTest.Result r = assertTimeoutPreemptively(
+                HANG_GUARD,
+                () -> MainTest.run(
+                        "bench-serve",
+                        "--url",
+                        "http://127.0.0.1:" + port,
+                        "--concurrency",
+                        "4",
+                        "--requests",
+                        "8",
+                        "--json"));
         assertEquals(1, r.code());
         JsonNode report = JSON.readTree(r.out());
         assertEquals(1, report.get("errors").intValue());
@@ -180,10 +248,13 @@ class BenchServeCommandTest {
     @Test
     void aSilentServerEndsEachRequestAfterTheTimeout() throws Exception {
         try (ScriptedServer server = new ScriptedServer(null)) {
-            MainTest.Result r = assertTimeoutPreemptively(HANG_GUARD, () -> MainTest.run("bench-serve", "--url",
-                    server.url(), "--model", "m", "--timeout", "1", "--json"));
+            MainTest.Result r = assertTimeoutPreemptively(
+                    HANG_GUARD,
+                    () -> MainTest.run(
+                            "bench-serve", "--url", server.url(), "--model", "m", "--timeout", "1", "--json"));
             assertEquals(1, r.code());
-            assertEquals("the warm-up request failed, nothing was measured: the server sent nothing for 1 s (--timeout)",
+            assertEquals(
+                    "the warm-up request failed, nothing was measured: the server sent nothing for 1 s (--timeout)",
                     JSON.readTree(r.out()).get("first_error").textValue());
         }
     }
@@ -195,12 +266,17 @@ class BenchServeCommandTest {
         String event = "data: {\"choices\":[{\"text\":\"Hi\",\"index\":0}]}\n\n";
         String chunk = Integer.toHexString(event.length()) + "\r\n" + event + "\r\n";
         try (ScriptedServer server = new ScriptedServer(start + chunk)) {
-            MainTest.Result r = assertTimeoutPreemptively(HANG_GUARD, () -> MainTest.run("bench-serve", "--url",
-                    server.url(), "--model", "m", "--timeout", "1", "--json"));
+            MainTest.Result r = assertTimeoutPreemptively(
+                    HANG_GUARD,
+                    () -> MainTest.run(
+                            "bench-serve", "--url", server.url(), "--model", "m", "--timeout", "1", "--json"));
             assertEquals(1, r.code());
-            assertEquals("the warm-up request failed, nothing was measured: the server sent nothing for 1 s (--timeout)",
+            assertEquals(
+                    "the warm-up request failed, nothing was measured: the server sent nothing for 1 s (--timeout)",
                     JSON.readTree(r.out()).get("first_error").textValue());
-            assertTrue(server.requests().getFirst().contains("\"ignore_eos\":true"), server.requests().getFirst());
+            assertTrue(
+                    server.requests().getFirst().contains("\"ignore_eos\":true"),
+                    server.requests().getFirst());
         }
     }
 
@@ -217,9 +293,23 @@ class BenchServeCommandTest {
         String answer = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
                 + Integer.toHexString(events.length()) + "\r\n" + events + "\r\n0\r\n\r\n";
         try (ScriptedServer server = new ScriptedServer(answer)) {
-            MainTest.Result r = assertTimeoutPreemptively(HANG_GUARD, () -> MainTest.run("bench-serve", "--url",
-                    server.url(), "--model", "m", "--requests", "3", "--prompt-tokens", "20", "--max-tokens", "2",
-                    "--timeout", "5", "--json"));
+            MainTest.Result r = assertTimeoutPreemptively(
+                    HANG_GUARD,
+                    () -> MainTest.run(
+                            "bench-serve",
+                            "--url",
+                            server.url(),
+                            "--model",
+                            "m",
+                            "--requests",
+                            "3",
+                            "--prompt-tokens",
+                            "20",
+                            "--max-tokens",
+                            "2",
+                            "--timeout",
+                            "5",
+                            "--json"));
             assertEquals(0, r.code(), r.err());
             JsonNode report = JSON.readTree(r.out());
             assertEquals(3, report.get("completed").intValue(), r.out());
@@ -232,7 +322,8 @@ class BenchServeCommandTest {
             assertEquals("m", request.get("model").textValue());
             assertEquals(2, request.get("max_tokens").intValue());
             assertEquals(0, request.get("temperature").intValue());
-            assertTrue(request.get("stream").booleanValue() && request.get("ignore_eos").booleanValue());
+            assertTrue(request.get("stream").booleanValue()
+                    && request.get("ignore_eos").booleanValue());
             assertTrue(request.get("stream_options").get("include_usage").booleanValue());
             assertTrue(request.get("prompt").textValue().endsWith("."), request.toString());
         }
@@ -242,8 +333,23 @@ class BenchServeCommandTest {
     @Test
     void promptsWithASharedPrefixAreServedFromItsCache() throws Exception {
         double savedBefore = metric("glimmer_prefix_tokens_saved_total");
-        MainTest.Result r = MainTest.run("bench-serve", "--url", url, "--api-key", KEY, "--concurrency", "2",
-                "--requests", "6", "--prompt-tokens", "96", "--shared-prefix", "64", "--max-tokens", "4", "--json");
+        MainTest.Result r = MainTest.run(
+                "bench-serve",
+                "--url",
+                url,
+                "--api-key",
+                KEY,
+                "--concurrency",
+                "2",
+                "--requests",
+                "6",
+                "--prompt-tokens",
+                "96",
+                "--shared-prefix",
+                "64",
+                "--max-tokens",
+                "4",
+                "--json");
         assertEquals(0, r.code(), r.err());
         assertEquals(6, JSON.readTree(r.out()).get("completed").intValue());
         assertTrue(r.err().contains("words the same in every one"), r.err());
@@ -256,17 +362,23 @@ class BenchServeCommandTest {
     void badOptionsAreUsageErrors() {
         MainTest.Result r = MainTest.run("bench-serve", "--url", url, "--concurrency", "0");
         assertEquals(2, r.code());
-        assertEquals("glimmer bench-serve: --concurrency must be at least 1, got 0", r.err().strip());
+        assertEquals(
+                "glimmer bench-serve: --concurrency must be at least 1, got 0",
+                r.err().strip());
         r = MainTest.run("bench-serve", "--url", "localhost:8080");
         assertEquals(2, r.code());
-        assertEquals("glimmer bench-serve: --url must look like http://host:port, got 'localhost:8080'", r.err().strip());
+        assertEquals(
+                "glimmer bench-serve: --url must look like http://host:port, got 'localhost:8080'",
+                r.err().strip());
         r = MainTest.run("bench-serve", "--url", url, "--api-key", "two words");
         assertEquals(2, r.code());
-        assertEquals("glimmer bench-serve: --api-key must be printable ASCII without spaces (it is sent in an HTTP header)",
+        assertEquals(
+                "glimmer bench-serve: --api-key must be printable ASCII without spaces (it is sent in an HTTP header)",
                 r.err().strip());
         r = MainTest.run("bench-serve", "--url", url, "--prompt-tokens", "48", "--shared-prefix", "48");
         assertEquals(2, r.code());
-        assertEquals("glimmer bench-serve: --shared-prefix must be at least 0 and less than --prompt-tokens (48), got 48",
+        assertEquals(
+                "glimmer bench-serve: --shared-prefix must be at least 0 and less than --prompt-tokens (48), got 48",
                 r.err().strip());
         r = MainTest.run("bench-serve", "--concurrency", "2");
         assertEquals(2, r.code());
@@ -276,8 +388,12 @@ class BenchServeCommandTest {
     /** The sum of every sample of a metric in the server's /metrics text. */
     static double metric(String name) throws Exception {
         try (HttpClient client = HttpClient.newHttpClient()) {
-            String text = client.send(HttpRequest.newBuilder(URI.create(url + "/metrics"))
-                    .header("Authorization", "Bearer " + KEY).build(), HttpResponse.BodyHandlers.ofString()).body();
+            String text = client.send(
+                            HttpRequest.newBuilder(URI.create(url + "/metrics"))
+                                    .header("Authorization", "Bearer " + KEY)
+                                    .build(),
+                            HttpResponse.BodyHandlers.ofString())
+                    .body();
             double sum = 0;
             boolean found = false;
             for (String line : text.lines().toList()) {

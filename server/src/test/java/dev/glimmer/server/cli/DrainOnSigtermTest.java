@@ -1,12 +1,12 @@
 package dev.glimmer.server.cli;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.glimmer.server.Sse;
 import dev.glimmer.server.TestServer;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
-
 import java.io.BufferedReader;
 import java.io.InputStream;
 import java.io.InputStreamReader;
@@ -23,9 +23,8 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * {@code serve} in its own JVM gets SIGTERM (what {@code docker stop} and Kubernetes send) while streams run: from
@@ -43,11 +42,28 @@ class DrainOnSigtermTest {
 
     @Test
     void sigtermFinishesRunningStreamsRefusesNewOnesAndExits(@TempDir Path cache) throws Exception {
-        List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED", "-Xmx512m",
-                "-cp", System.getProperty("java.class.path"), Main.class.getName(), "serve",
-                "--model", TestServer.tinyModel().toString(), "--port", "0", "--ctx", "4096", "--parallel",
-                Integer.toString(STREAMS + 1), "--backend", "cpu", "--drain-seconds", "120"));
+        List<String> command = new ArrayList<>(List.of(
+                Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "--add-modules",
+                "jdk.incubator.vector",
+                "--enable-native-access=ALL-UNNAMED",
+                "-Xmx512m",
+                "-cp",
+                System.getProperty("java.class.path"),
+                Main.class.getName(),
+                "serve",
+                "--model",
+                TestServer.tinyModel().toString(),
+                "--port",
+                "0",
+                "--ctx",
+                "4096",
+                "--parallel",
+                Integer.toString(STREAMS + 1),
+                "--backend",
+                "cpu",
+                "--drain-seconds",
+                "120"));
         ProcessBuilder builder = new ProcessBuilder(command).redirectOutput(ProcessBuilder.Redirect.DISCARD);
         builder.environment().put("XDG_CACHE_HOME", cache.toString());
         Process server = builder.start();
@@ -64,7 +80,8 @@ class DrainOnSigtermTest {
                     + " \"stream_options\": {\"include_usage\": true},"
                     + " \"logit_bias\": {\"960\": -100, \"967\": -100, \"969\": -100}}";
             String endless = story.replace("\"max_tokens\": " + MAX_TOKENS, "\"max_tokens\": 3500");
-            HttpResponse<InputStream> sentinel = http.send(chat(base, endless), HttpResponse.BodyHandlers.ofInputStream());
+            HttpResponse<InputStream> sentinel =
+                    http.send(chat(base, endless), HttpResponse.BodyHandlers.ofInputStream());
             assertEquals(200, sentinel.statusCode());
             sentinel.body().read(new byte[64]);
             List<BufferedReader> streams = new ArrayList<>();
@@ -88,11 +105,14 @@ class DrainOnSigtermTest {
             awaitStatus(http, base + "/ready", 503);
             HttpResponse<String> refused = http.send(chat(base, story), HttpResponse.BodyHandlers.ofString());
             assertEquals(503, refused.statusCode(), refused.body());
-            assertTrue(refused.headers().firstValue("Retry-After").isPresent(), refused.headers().toString());
-            assertTrue(JSON.readTree(refused.body()).at("/error/message").asText().contains("shutting down"),
+            assertTrue(
+                    refused.headers().firstValue("Retry-After").isPresent(),
+                    refused.headers().toString());
+            assertTrue(
+                    JSON.readTree(refused.body()).at("/error/message").asText().contains("shutting down"),
                     refused.body());
-            HttpResponse<String> health = http.send(HttpRequest.newBuilder(URI.create(base + "/health")).build(),
-                    HttpResponse.BodyHandlers.ofString());
+            HttpResponse<String> health = http.send(
+                    HttpRequest.newBuilder(URI.create(base + "/health")).build(), HttpResponse.BodyHandlers.ofString());
             assertEquals(200, health.statusCode());
             assertEquals("draining", JSON.readTree(health.body()).at("/status").asText());
             assertTrue(server.isAlive(), "the server must wait for its running streams");
@@ -108,7 +128,11 @@ class DrainOnSigtermTest {
                 List<JsonNode> events = Sse.events(body.get(60, TimeUnit.SECONDS));
                 JsonNode usage = events.getLast().at("/usage");
                 assertEquals(MAX_TOKENS, usage.at("/completion_tokens").asInt(), "the stream was cut: " + usage);
-                assertEquals("length", events.get(events.size() - 2).at("/choices/0/finish_reason").asText());
+                assertEquals(
+                        "length",
+                        events.get(events.size() - 2)
+                                .at("/choices/0/finish_reason")
+                                .asText());
             }
             assertTrue(server.waitFor(30, TimeUnit.SECONDS), "the server did not exit after draining:\n" + stderr);
             assertEquals(0, server.exitValue(), stderr.toString());
@@ -118,8 +142,10 @@ class DrainOnSigtermTest {
     }
 
     private static HttpRequest chat(String base, String body) {
-        return HttpRequest.newBuilder(URI.create(base + "/v1/chat/completions")).header("Content-Type", "application/json")
-                .POST(HttpRequest.BodyPublishers.ofString(body)).build();
+        return HttpRequest.newBuilder(URI.create(base + "/v1/chat/completions"))
+                .header("Content-Type", "application/json")
+                .POST(HttpRequest.BodyPublishers.ofString(body))
+                .build();
     }
 
     private static void awaitStatus(HttpClient http, String url, int status) throws Exception {

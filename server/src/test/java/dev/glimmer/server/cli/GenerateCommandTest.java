@@ -1,21 +1,23 @@
 package dev.glimmer.server.cli;
 
+import static dev.glimmer.server.cli.LogitsCommandTest.ORACLE;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
-import static dev.glimmer.server.cli.LogitsCommandTest.ORACLE;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
-
 /** {@code ./glimmer generate} on the oracle models against llama.cpp's greedy continuations. */
 class GenerateCommandTest {
     private static final ObjectMapper JSON = new ObjectMapper();
 
     private static JsonNode chatCase(String model) throws Exception {
-        return JSON.readTree(ORACLE.resolve("refs/" + model + ".logits.json").toFile()).get("cases").get(0);
+        return JSON.readTree(ORACLE.resolve("refs/" + model + ".logits.json").toFile())
+                .get("cases")
+                .get(0);
     }
 
     /**
@@ -27,8 +29,18 @@ class GenerateCommandTest {
     @ValueSource(strings = {"tiny-f32", "tiny-q8_0", "tiny-q4_0"})
     void greedyPromptGivesLlamaCppsTokens(String model) throws Exception {
         JsonNode chat = chatCase(model);
-        MainTest.Result r = MainTest.run("generate", "--model", ORACLE.resolve(model + ".gguf").toString(), "--prompt",
-                chat.get("prompt_text").asText(), "--max-tokens", "32", "--temperature", "0", "--cache-type", "f32",
+        MainTest.Result r = MainTest.run(
+                "generate",
+                "--model",
+                ORACLE.resolve(model + ".gguf").toString(),
+                "--prompt",
+                chat.get("prompt_text").asText(),
+                "--max-tokens",
+                "32",
+                "--temperature",
+                "0",
+                "--cache-type",
+                "f32",
                 "--json");
         assertEquals(0, r.code(), r.err());
         JsonNode out = JSON.readTree(r.out());
@@ -44,8 +56,18 @@ class GenerateCommandTest {
     @Test
     void theGpuPathGivesLlamaCppsTokensToo() throws Exception {
         JsonNode chat = chatCase("tiny-f32");
-        MainTest.Result r = MainTest.run("generate", "--model", ORACLE.resolve("tiny-f32.gguf").toString(), "--prompt",
-                chat.get("prompt_text").asText(), "--max-tokens", "4", "--temperature", "0", "--backend", "emulated",
+        MainTest.Result r = MainTest.run(
+                "generate",
+                "--model",
+                ORACLE.resolve("tiny-f32.gguf").toString(),
+                "--prompt",
+                chat.get("prompt_text").asText(),
+                "--max-tokens",
+                "4",
+                "--temperature",
+                "0",
+                "--backend",
+                "emulated",
                 "--json");
         assertEquals(0, r.code(), r.err());
         JsonNode tokens = JSON.readTree(r.out()).get("tokens");
@@ -53,16 +75,34 @@ class GenerateCommandTest {
         for (int i = 0; i < 4; i++) {
             assertEquals(chat.get("greedy_tokens").get(i), tokens.get(i), "token " + i);
         }
-        assertEquals(2, MainTest.run("generate", "--model", ORACLE.resolve("tiny-f32.gguf").toString(), "--prompt", "a",
-                "--backend", "gpu").code());
+        assertEquals(
+                2,
+                MainTest.run(
+                                "generate",
+                                "--model",
+                                ORACLE.resolve("tiny-f32.gguf").toString(),
+                                "--prompt",
+                                "a",
+                                "--backend",
+                                "gpu")
+                        .code());
     }
 
     @Test
     void chatWrapsTheMessageInTheChatFormatAndTheF16CacheKeepsTheTokens() throws Exception {
         JsonNode chat = chatCase("tiny-f32");
         // The oracle's chat prompt is this message rendered by the model's template.
-        MainTest.Result r = MainTest.run("generate", "--model", ORACLE.resolve("tiny-f32.gguf").toString(), "--chat",
-                "Hello, world! Tell me a story about a fox.", "--max-tokens", "32", "--temperature", "0", "--json");
+        MainTest.Result r = MainTest.run(
+                "generate",
+                "--model",
+                ORACLE.resolve("tiny-f32.gguf").toString(),
+                "--chat",
+                "Hello, world! Tell me a story about a fox.",
+                "--max-tokens",
+                "32",
+                "--temperature",
+                "0",
+                "--json");
         assertEquals(0, r.code(), r.err());
         assertEquals(chat.get("greedy_tokens"), JSON.readTree(r.out()).get("tokens"));
     }
@@ -70,10 +110,27 @@ class GenerateCommandTest {
     @Test
     void streamsTheTextAndReportsTheSpeed() throws Exception {
         JsonNode chat = chatCase("tiny-f32");
-        MainTest.Result json = MainTest.run("generate", "--model", ORACLE.resolve("tiny-f32.gguf").toString(), "--prompt",
-                chat.get("prompt_text").asText(), "--max-tokens", "8", "--temperature", "0", "--json");
-        MainTest.Result text = MainTest.run("generate", "--model", ORACLE.resolve("tiny-f32.gguf").toString(), "--prompt",
-                chat.get("prompt_text").asText(), "--max-tokens", "8", "--temperature", "0");
+        MainTest.Result json = MainTest.run(
+                "generate",
+                "--model",
+                ORACLE.resolve("tiny-f32.gguf").toString(),
+                "--prompt",
+                chat.get("prompt_text").asText(),
+                "--max-tokens",
+                "8",
+                "--temperature",
+                "0",
+                "--json");
+        MainTest.Result text = MainTest.run(
+                "generate",
+                "--model",
+                ORACLE.resolve("tiny-f32.gguf").toString(),
+                "--prompt",
+                chat.get("prompt_text").asText(),
+                "--max-tokens",
+                "8",
+                "--temperature",
+                "0");
         assertEquals(0, text.code(), text.err());
         assertEquals(JSON.readTree(json.out()).get("text").asText() + System.lineSeparator(), text.out());
         assertTrue(text.err().contains("24 prompt tokens") && text.err().contains("finish: length"), text.err());

@@ -1,8 +1,7 @@
 package dev.glimmer.server.cli;
 
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.File;
 import java.io.IOException;
@@ -25,9 +24,9 @@ import java.util.jar.Attributes;
 import java.util.jar.JarOutputStream;
 import java.util.jar.Manifest;
 import java.util.stream.Collectors;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The real {@code ./glimmer} script, run as a user runs it. It runs in a copy of the checkout's layout in a
@@ -44,8 +43,7 @@ class LauncherTest {
     @TempDir
     static Path checkout;
 
-    record Exit(int code, String out, String err) {
-    }
+    record Exit(int code, String out, String err) {}
 
     @BeforeAll
     static void layOutABuiltCheckout() throws IOException {
@@ -55,7 +53,8 @@ class LauncherTest {
         Manifest manifest = new Manifest();
         manifest.getMainAttributes().put(Attributes.Name.MANIFEST_VERSION, "1.0");
         Path jarDir = target.getParent();
-        String classPath = java.util.Arrays.stream(System.getProperty("java.class.path").split(File.pathSeparator))
+        String classPath = java.util.Arrays.stream(
+                        System.getProperty("java.class.path").split(File.pathSeparator))
                 .map(entry -> Path.of(entry).toAbsolutePath())
                 .map(entry -> jarDir.relativize(entry).toString().replace(File.separatorChar, '/')
                         + (Files.isDirectory(entry) ? "/" : ""))
@@ -63,7 +62,7 @@ class LauncherTest {
                 .collect(Collectors.joining(" "));
         manifest.getMainAttributes().put(Attributes.Name.CLASS_PATH, classPath);
         try (OutputStream out = Files.newOutputStream(jarDir.resolve("glimmer-server.jar"));
-             JarOutputStream jar = new JarOutputStream(out, manifest)) {
+                JarOutputStream jar = new JarOutputStream(out, manifest)) {
             jar.flush();
         }
         // The last build: after every source (there are none in this copy).
@@ -81,7 +80,8 @@ class LauncherTest {
      */
     private static Exit glimmer(Path root, Path bin, Map<String, String> env, String... args)
             throws IOException, InterruptedException {
-        List<String> command = new ArrayList<>(List.of("bash", root.resolve("glimmer").toString()));
+        List<String> command =
+                new ArrayList<>(List.of("bash", root.resolve("glimmer").toString()));
         command.addAll(List.of(args));
         ProcessBuilder builder = new ProcessBuilder(command);
         builder.environment().put("JAVA_HOME", System.getProperty("java.home"));
@@ -113,7 +113,8 @@ class LauncherTest {
         } catch (ExecutionException | TimeoutException e) {
             throw new AssertionError("stderr of ./glimmer " + String.join(" ", args) + " did not end", e);
         }
-        assertTrue(ended, "./glimmer " + String.join(" ", args) + " still runs after " + DEADLINE_SECONDS + " s: " + exit);
+        assertTrue(
+                ended, "./glimmer " + String.join(" ", args) + " still runs after " + DEADLINE_SECONDS + " s: " + exit);
         return exit;
     }
 
@@ -124,8 +125,10 @@ class LauncherTest {
     /** A directory with a Maven that records its arguments (and fails when {@code MVN_EXIT} says so). */
     private static Path recordingMaven(Path dir) throws IOException {
         Path bin = Files.createDirectories(dir.resolve("bin"));
-        write(bin.resolve("mvn"), "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"" + dir.resolve("mvn-args") + "\"\n"
-                + "exit \"${MVN_EXIT:-0}\"\n");
+        write(
+                bin.resolve("mvn"),
+                "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"" + dir.resolve("mvn-args") + "\"\n"
+                        + "exit \"${MVN_EXIT:-0}\"\n");
         // What `./glimmer test` would otherwise install with apt-get, when this machine lacks it: not used here.
         for (String tool : List.of("clang-19", "chromium", "chromedriver")) {
             if (!onPath(tool)) {
@@ -166,7 +169,8 @@ class LauncherTest {
     void versionPrintsTheProjectVersion() throws Exception {
         Exit dashed = glimmer("--version");
         assertEquals(0, dashed.code(), dashed.toString());
-        assertTrue(dashed.out().matches("glimmer \\d+\\.\\d+\\.\\d+(-SNAPSHOT)?( \\(commit [0-9a-f]{4,}\\))?\n"),
+        assertTrue(
+                dashed.out().matches("glimmer \\d+\\.\\d+\\.\\d+(-SNAPSHOT)?( \\(commit [0-9a-f]{4,}\\))?\n"),
                 dashed.out());
         assertEquals("", dashed.err());
         assertEquals(dashed, glimmer("version"));
@@ -179,14 +183,18 @@ class LauncherTest {
         Path demo = cache.resolve("glimmer/glimmer-demo-tiny-f32-seed42.gguf");
         Exit info = glimmer(checkout, null, env, "info", "--json");
         assertEquals(0, info.code(), info.toString());
-        assertEquals("glimmer: no --model given: using the demo model (random weights, so its text is gibberish) "
-                + demo + ", writing it first\n", info.err());
+        assertEquals(
+                "glimmer: no --model given: using the demo model (random weights, so its text is gibberish) " + demo
+                        + ", writing it first\n",
+                info.err());
         assertTrue(info.out().contains("\"file\" : \"" + demo + "\""), info.out());
         Exit tokens = glimmer(checkout, null, env, "tokenize", "--text", "Hello");
         assertEquals(0, tokens.code(), tokens.toString());
         assertTrue(tokens.out().startsWith("{\"ids\":["), tokens.out());
-        assertEquals("glimmer: no --model given: using the demo model (random weights, so its text is gibberish) "
-                + demo + "\n", tokens.err());
+        assertEquals(
+                "glimmer: no --model given: using the demo model (random weights, so its text is gibberish) " + demo
+                        + "\n",
+                tokens.err());
         Exit generated = glimmer(checkout, null, env, "generate", "--prompt", "Hi", "--max-tokens", "3");
         assertEquals(0, generated.code(), generated.toString());
         assertTrue(generated.err().contains("3 tokens"), generated.err());
@@ -198,13 +206,20 @@ class LauncherTest {
         Path bin = recordingMaven(dir);
         Exit help = glimmer(checkout, bin, Map.of(), "test", "--help");
         assertEquals(0, help.code(), help.toString());
-        String example = help.out().lines().filter(l -> l.startsWith("e.g. ./glimmer test ")).findFirst().orElseThrow();
-        String[] args = example.substring("e.g. ./glimmer test ".length()).split(" \\(")[0].split(" ");
+        String example = help.out()
+                .lines()
+                .filter(l -> l.startsWith("e.g. ./glimmer test "))
+                .findFirst()
+                .orElseThrow();
+        String[] args = example.substring("e.g. ./glimmer test ".length())
+                .split(" \\(")[0]
+                .split(" ");
         // The example names a real test class of the module it names.
         assertEquals("-pl", args[0], example);
         String testClass = args[2].substring("-Dtest=".length());
         try (var files = Files.walk(Path.of("..", args[1], "src", "test", "java"))) {
-            assertTrue(files.anyMatch(f -> f.getFileName().toString().equals(testClass + ".java")),
+            assertTrue(
+                    files.anyMatch(f -> f.getFileName().toString().equals(testClass + ".java")),
                     "no " + testClass + " in " + args[1] + ": " + example);
         }
         List<String> command = new ArrayList<>(List.of("test"));
@@ -212,13 +227,39 @@ class LauncherTest {
         Exit run = glimmer(checkout, bin, Map.of(), command.toArray(String[]::new));
         assertEquals(0, run.code(), run.toString());
         List<String> maven = Files.readAllLines(dir.resolve("mvn-args"));
-        assertEquals(List.of("-B", "verify", "-Dglimmer.commit=", "-pl", "engine", "-Dtest=GgufFileTest", "-am",
-                "-Dsurefire.failIfNoSpecifiedTests=false"), maven);
+        assertEquals(
+                List.of(
+                        "-B",
+                        "verify",
+                        "-Dglimmer.commit=",
+                        "-pl",
+                        "engine",
+                        "-Dtest=GgufFileTest",
+                        "-am",
+                        "-Dsurefire.failIfNoSpecifiedTests=false"),
+                maven);
         // The README's longer form gets nothing twice.
-        glimmer(checkout, bin, Map.of(), "test", "-pl", "engine", "-am", "-Dtest=GgufFileTest",
+        glimmer(
+                checkout,
+                bin,
+                Map.of(),
+                "test",
+                "-pl",
+                "engine",
+                "-am",
+                "-Dtest=GgufFileTest",
                 "-Dsurefire.failIfNoSpecifiedTests=false");
-        assertEquals(List.of("-B", "verify", "-Dglimmer.commit=", "-pl", "engine", "-am", "-Dtest=GgufFileTest",
-                "-Dsurefire.failIfNoSpecifiedTests=false"), Files.readAllLines(dir.resolve("mvn-args")));
+        assertEquals(
+                List.of(
+                        "-B",
+                        "verify",
+                        "-Dglimmer.commit=",
+                        "-pl",
+                        "engine",
+                        "-am",
+                        "-Dtest=GgufFileTest",
+                        "-Dsurefire.failIfNoSpecifiedTests=false"),
+                Files.readAllLines(dir.resolve("mvn-args")));
     }
 
     /** With no build yet, the launcher says it builds for the first time, not that sources changed. */

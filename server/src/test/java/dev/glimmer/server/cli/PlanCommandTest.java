@@ -1,22 +1,22 @@
 package dev.glimmer.server.cli;
 
-import dev.glimmer.server.EngineTestData;
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import org.junit.jupiter.api.Test;
-
-import java.nio.file.Path;
-
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.glimmer.server.EngineTestData;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
 
 /** {@code ./glimmer plan} on the oracle models. */
 class PlanCommandTest {
     static final Path ORACLE = EngineTestData.ORACLE;
 
     private static JsonNode plan(String model) throws Exception {
-        MainTest.Result r = MainTest.run("plan", "--model", ORACLE.resolve(model).toString(), "--json");
+        MainTest.Result r =
+                MainTest.run("plan", "--model", ORACLE.resolve(model).toString(), "--json");
         assertEquals(0, r.code(), r.err());
         return new ObjectMapper().readTree(r.out());
     }
@@ -28,18 +28,20 @@ class PlanCommandTest {
         // 4 layers: the dense one has 10 dispatches, the MoE ones 11; plus embedding, output, the argmax's two stages
         assertEquals(4 + 10 + 3 * 11, p.get("dispatches_per_token").asInt());
         assertEquals(11, p.get("max_dispatches_per_layer").asInt());
-        assertEquals(p.get("active_weight_bytes").asLong(), p.get("weight_bytes_per_token").asLong());
+        assertEquals(
+                p.get("active_weight_bytes").asLong(),
+                p.get("weight_bytes_per_token").asLong());
         assertEquals(3, p.get("dispatches_per_kernel").get("moe_router").asInt());
         assertEquals(1, p.get("weight_buffers").asInt());
     }
 
     @Test
     void tinyPlanSizesTheCacheForTheContext() throws Exception {
-        MainTest.Result r = MainTest.run("plan", "--model", ORACLE.resolve("tiny-q4_0.gguf").toString(), "--ctx", "100",
-                "--json");
+        MainTest.Result r =
+                MainTest.run("plan", "--model", ORACLE.resolve("tiny-q4_0.gguf").toString(), "--ctx", "100", "--json");
         assertEquals(0, r.code(), r.err());
         JsonNode p = new ObjectMapper().readTree(r.out());
-        assertEquals(3L * 100 * (64 + 16) * 2, p.get("kv_cache_bytes").asLong());  // halves
+        assertEquals(3L * 100 * (64 + 16) * 2, p.get("kv_cache_bytes").asLong()); // halves
     }
 
     @Test
@@ -48,10 +50,13 @@ class PlanCommandTest {
         MainTest.Result r = MainTest.run("plan", "--model", tiny, "--ctx", "100", "--parallel", "3", "--json");
         assertEquals(0, r.code(), r.err());
         JsonNode m = new ObjectMapper().readTree(r.out()).get("gpu_memory");
-        assertEquals(5, m.get("conversations").asInt());  // --parallel + 2
+        assertEquals(5, m.get("conversations").asInt()); // --parallel + 2
         assertEquals(5L * 100 * 3 * (64 + 16) * 2, m.get("kv_pool_bytes").asLong());
         assertEquals(3L * (64 + 16) * 2, m.get("kv_bytes_per_token").asLong());
-        assertEquals(m.get("weights_bytes").asLong() + m.get("kv_pool_bytes").asLong() + m.get("activations_bytes").asLong(),
+        assertEquals(
+                m.get("weights_bytes").asLong()
+                        + m.get("kv_pool_bytes").asLong()
+                        + m.get("activations_bytes").asLong(),
                 m.get("total_bytes").asLong());
 
         // a GPU too small for the pool: the check fails and the text says what to change
@@ -65,12 +70,14 @@ class PlanCommandTest {
         assertTrue(big.out().contains("ok     pool_within_gpu_memory"), big.out());
 
         assertEquals(2, MainTest.run("plan", "--model", tiny, "--parallel", "0").code());
-        assertEquals(2, MainTest.run("plan", "--model", tiny, "--gpu-memory", "-1").code());
+        assertEquals(
+                2, MainTest.run("plan", "--model", tiny, "--gpu-memory", "-1").code());
     }
 
     @Test
     void textOutputListsTheChecks() {
-        MainTest.Result r = MainTest.run("plan", "--model", ORACLE.resolve("tiny-f32.gguf").toString());
+        MainTest.Result r =
+                MainTest.run("plan", "--model", ORACLE.resolve("tiny-f32.gguf").toString());
         assertEquals(0, r.code(), r.err());
         assertTrue(r.out().contains("ok     weight_bytes_equal_active_bytes"), r.out());
         assertFalse(r.out().contains("FAILED"), r.out());
@@ -78,7 +85,8 @@ class PlanCommandTest {
 
     @Test
     void contextBeyondTheModelIsAUsageError() {
-        MainTest.Result r = MainTest.run("plan", "--model", ORACLE.resolve("tiny-f32.gguf").toString(), "--ctx", "999999");
+        MainTest.Result r =
+                MainTest.run("plan", "--model", ORACLE.resolve("tiny-f32.gguf").toString(), "--ctx", "999999");
         assertEquals(2, r.code());
         assertTrue(r.err().contains("--ctx must be in 1..4096"), r.err());
     }

@@ -1,9 +1,9 @@
 package dev.glimmer.server.cli;
 
-import org.junit.jupiter.api.Test;
-
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.junit.jupiter.api.Test;
 
 /** {@code serve} refuses bad settings with one line and exit code 2, before binding anything. */
 class ServeCommandTest {
@@ -15,7 +15,8 @@ class ServeCommandTest {
             java.nio.file.Files.writeString(notAModel, "not a gguf file");
             MainTest.Result r = MainTest.run("serve", "--model", notAModel.toString(), "--port", "0");
             assertEquals(2, r.code());
-            assertTrue(r.err().strip().lines().toList().getLast().startsWith("glimmer serve: cannot serve the model: "),
+            assertTrue(
+                    r.err().strip().lines().toList().getLast().startsWith("glimmer serve: cannot serve the model: "),
                     r.err());
         } finally {
             java.nio.file.Files.delete(notAModel);
@@ -26,16 +27,20 @@ class ServeCommandTest {
     void badFlagValuesAreUsageErrors() {
         MainTest.Result r = MainTest.run("serve", "--port", "http");
         assertEquals(2, r.code());
-        assertEquals("glimmer serve: --port must be an integer, got 'http'", r.err().strip());
+        assertEquals(
+                "glimmer serve: --port must be an integer, got 'http'", r.err().strip());
         r = MainTest.run("serve", "--parallel", "0");
         assertEquals(2, r.code());
-        assertEquals("glimmer serve: --parallel must be in [1, 256], got 0", r.err().strip());
+        assertEquals(
+                "glimmer serve: --parallel must be in [1, 256], got 0", r.err().strip());
         r = MainTest.run("serve", "--ctx", "-5");
         assertEquals(2, r.code());
-        assertEquals("glimmer serve: --ctx must be in [0, 16777216], got -5", r.err().strip());
+        assertEquals(
+                "glimmer serve: --ctx must be in [0, 16777216], got -5", r.err().strip());
         r = MainTest.run("serve", "--ctx", "8");
         assertEquals(2, r.code());
-        assertEquals("glimmer serve: --ctx must be at least 16 (or 0: the model's own, at most 8192), got 8",
+        assertEquals(
+                "glimmer serve: --ctx must be at least 16 (or 0: the model's own, at most 8192), got 8",
                 r.err().strip());
         r = MainTest.run("serve", "--backend", "tpu");
         assertEquals(2, r.code());
@@ -45,7 +50,9 @@ class ServeCommandTest {
         assertEquals("glimmer serve: no such model file: /no/such.gguf", r.err().strip());
         r = MainTest.run("serve", "--config", "/no/such.yaml");
         assertEquals(2, r.code());
-        assertEquals("glimmer serve: no such configuration file: /no/such.yaml", r.err().strip());
+        assertEquals(
+                "glimmer serve: no such configuration file: /no/such.yaml",
+                r.err().strip());
     }
 
     /** The help says what the README says: threads per physical core, the key also as x-api-key. */

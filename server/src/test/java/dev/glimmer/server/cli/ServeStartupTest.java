@@ -1,10 +1,11 @@
 package dev.glimmer.server.cli;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.server.GlimmerApp;
 import dev.glimmer.server.TestServer;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
-
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.ServerSocket;
@@ -15,10 +16,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * {@code serve} started as a user starts it, in its own JVM: what it prints and its exit code when it
@@ -34,16 +33,26 @@ class ServeStartupTest {
          * notes (slf4j-api comes with the test libraries; the launcher's class path has none).
          */
         List<String> messages() {
-            return stderr.lines().filter(l -> !l.startsWith("WARNING: Using incubator modules") && !l.contains(" INFO ")
-                    && !l.startsWith("SLF4J(W)")).toList();
+            return stderr.lines()
+                    .filter(l -> !l.startsWith("WARNING: Using incubator modules")
+                            && !l.contains(" INFO ")
+                            && !l.startsWith("SLF4J(W)"))
+                    .toList();
         }
     }
 
     /** Runs {@code ./glimmer serve args} in a new JVM with its demo-model cache in {@code cache}. */
     static Exit serve(Path cache, String... args) throws IOException, InterruptedException {
-        List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED", "-Xmx256m",
-                "-cp", System.getProperty("java.class.path"), Main.class.getName(), "serve"));
+        List<String> command = new ArrayList<>(List.of(
+                Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "--add-modules",
+                "jdk.incubator.vector",
+                "--enable-native-access=ALL-UNNAMED",
+                "-Xmx256m",
+                "-cp",
+                System.getProperty("java.class.path"),
+                Main.class.getName(),
+                "serve"));
         command.addAll(List.of(args));
         ProcessBuilder builder = new ProcessBuilder(command).redirectOutput(ProcessBuilder.Redirect.DISCARD);
         builder.environment().put("XDG_CACHE_HOME", cache.toString());
@@ -54,7 +63,8 @@ class ServeStartupTest {
             process.destroyForcibly().waitFor();
         }
         String stderr = new String(process.getErrorStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertTrue(ended, "serve " + String.join(" ", args) + " still runs after " + DEADLINE_SECONDS + " s:\n" + stderr);
+        assertTrue(
+                ended, "serve " + String.join(" ", args) + " still runs after " + DEADLINE_SECONDS + " s:\n" + stderr);
         return new Exit(process.exitValue(), stderr);
     }
 
@@ -65,8 +75,10 @@ class ServeStartupTest {
             int port = taken.getLocalPort();
             Exit exit = serve(cache, "--port", Integer.toString(port));
             assertEquals(2, exit.code(), exit.stderr());
-            assertEquals(List.of("glimmer serve: cannot listen on 127.0.0.1:" + port
-                    + ": the port is already in use (another server?); choose another with --port"), exit.messages(),
+            assertEquals(
+                    List.of("glimmer serve: cannot listen on 127.0.0.1:" + port
+                            + ": the port is already in use (another server?); choose another with --port"),
+                    exit.messages(),
                     exit.stderr());
             assertFalse(exit.stderr().contains("Exception"), exit.stderr());
             assertFalse(exit.stderr().contains("loading"), exit.stderr());
@@ -99,7 +111,8 @@ class ServeStartupTest {
         try (ServerSocket probe = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
             port = probe.getLocalPort();
         }
-        try (GlimmerApp app = GlimmerApp.start(TestServer.config(Map.of("server.port", Integer.toString(port))), Map.of())) {
+        try (GlimmerApp app =
+                GlimmerApp.start(TestServer.config(Map.of("server.port", Integer.toString(port))), Map.of())) {
             assertEquals(port, app.port());
         }
     }

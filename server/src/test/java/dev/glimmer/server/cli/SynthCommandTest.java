@@ -1,17 +1,16 @@
 package dev.glimmer.server.cli;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
-
-import java.nio.file.Files;
-import java.nio.file.Path;
-
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 class SynthCommandTest {
 
@@ -27,7 +26,8 @@ class SynthCommandTest {
     @Test
     void tinyQ4_0DescribesLikeTheOracleTinyQ4_0() throws Exception {
         Path out = dir.resolve("tiny-q4_0.gguf");
-        MainTest.Result r = MainTest.run("synth", "--preset", "tiny", "--wtype", "q4_0", "--seed", "7", "-o", out.toString());
+        MainTest.Result r =
+                MainTest.run("synth", "--preset", "tiny", "--wtype", "q4_0", "--seed", "7", "-o", out.toString());
         assertEquals(0, r.code(), r.err());
         assertTrue(r.err().contains("wrote " + out), r.err());
         assertTrue(r.err().contains("100.0%"), r.err());
@@ -47,15 +47,27 @@ class SynthCommandTest {
     @Test
     void badArgumentsAreOneLineErrorsWithExitCode2() {
         String out = dir.resolve("x.gguf").toString();
-        expectUsageError(new String[] {"synth", "--preset", "huge", "--wtype", "q4_0", "-o", out}, "unknown preset 'huge'");
-        expectUsageError(new String[] {"synth", "--preset", "tiny", "--wtype", "q5_k", "-o", out}, "unknown weight type 'q5_k'");
+        expectUsageError(
+                new String[] {"synth", "--preset", "huge", "--wtype", "q4_0", "-o", out}, "unknown preset 'huge'");
+        expectUsageError(
+                new String[] {"synth", "--preset", "tiny", "--wtype", "q5_k", "-o", out}, "unknown weight type 'q5_k'");
         expectUsageError(new String[] {"synth", "--preset", "tiny", "--wtype", "f32"}, "needs -o");
-        expectUsageError(new String[] {"synth", "--preset", "tiny", "--wtype", "f32", "--seed", "x", "-o", out},
+        expectUsageError(
+                new String[] {"synth", "--preset", "tiny", "--wtype", "f32", "--seed", "x", "-o", out},
                 "--seed must be an integer");
-        expectUsageError(new String[] {"synth", "--preset", "tiny", "--wtype", "f32", "-o",
-                dir.resolve("no/such/dir/x.gguf").toString()}, "no such directory");
-        expectUsageError(new String[] {"synth", "--preset", "tiny", "--wtype", "f32", "-o", dir.toString()},
-                "is a directory");
+        expectUsageError(
+                new String[] {
+                    "synth",
+                    "--preset",
+                    "tiny",
+                    "--wtype",
+                    "f32",
+                    "-o",
+                    dir.resolve("no/such/dir/x.gguf").toString()
+                },
+                "no such directory");
+        expectUsageError(
+                new String[] {"synth", "--preset", "tiny", "--wtype", "f32", "-o", dir.toString()}, "is a directory");
         assertFalse(Files.exists(Path.of(out)));
     }
 

@@ -1,18 +1,17 @@
 package dev.glimmer.server.cli;
 
-import dev.glimmer.server.EngineTestData;
+import static dev.glimmer.server.cli.MainTest.run;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import org.junit.jupiter.api.Test;
-
+import dev.glimmer.server.EngineTestData;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.stream.Collectors;
 import java.util.stream.StreamSupport;
-
-import static dev.glimmer.server.cli.MainTest.run;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
 
 /** The tokenize and detokenize commands on the tiny oracle model, against llama.cpp's ids. */
 class TokenizeCommandTest {
@@ -21,7 +20,8 @@ class TokenizeCommandTest {
 
     /** The llama.cpp reference case for this text. */
     static JsonNode referenceCase(String text) throws IOException {
-        JsonNode root = new ObjectMapper().readTree(ORACLE.resolve("refs/tiny.tokenize.json").toFile());
+        JsonNode root = new ObjectMapper()
+                .readTree(ORACLE.resolve("refs/tiny.tokenize.json").toFile());
         for (JsonNode c : root.get("cases")) {
             if (c.get("text").asText().equals(text)) {
                 return c;
@@ -31,12 +31,17 @@ class TokenizeCommandTest {
     }
 
     static String json(JsonNode ids) {
-        return "{\"ids\":[" + StreamSupport.stream(ids.spliterator(), false).map(JsonNode::toString)
-                .collect(Collectors.joining(",")) + "]}\n";
+        return "{\"ids\":["
+                + StreamSupport.stream(ids.spliterator(), false)
+                        .map(JsonNode::toString)
+                        .collect(Collectors.joining(","))
+                + "]}\n";
     }
 
     static String commaList(JsonNode ids) {
-        return StreamSupport.stream(ids.spliterator(), false).map(JsonNode::toString).collect(Collectors.joining(","));
+        return StreamSupport.stream(ids.spliterator(), false)
+                .map(JsonNode::toString)
+                .collect(Collectors.joining(","));
     }
 
     @Test
@@ -67,7 +72,11 @@ class TokenizeCommandTest {
         assertEquals("HelloHi!", hidden.out());
 
         String emoji = "emoji 🚀🦙 ✅ 😶\u200d🌫️";
-        MainTest.Result unicode = run("detokenize", "--model", MODEL, "--ids",
+        MainTest.Result unicode = run(
+                "detokenize",
+                "--model",
+                MODEL,
+                "--ids",
                 commaList(referenceCase(emoji).get("no_parse_special")));
         assertEquals(emoji, unicode.out());
     }
@@ -77,7 +86,8 @@ class TokenizeCommandTest {
         MainTest.Result r = run("detokenize", "--model", MODEL, "--ids", "361,1024");
         assertEquals(2, r.code());
         assertEquals("", r.out());
-        assertEquals("glimmer detokenize: token id 1024 is out of range: the vocabulary has 1024 tokens (ids 0..1023)\n",
+        assertEquals(
+                "glimmer detokenize: token id 1024 is out of range: the vocabulary has 1024 tokens (ids 0..1023)\n",
                 r.err());
         MainTest.Result negative = run("detokenize", "--model", MODEL, "--ids", "-5");
         assertEquals(2, negative.code());
@@ -110,7 +120,9 @@ class TokenizeCommandTest {
         assertEquals(0, dash.code(), dash.err());
         MainTest.Result same = run("tokenize", "--model", MODEL, "--text=-h");
         assertEquals(dash.out(), same.out());
-        assertEquals("-h", run("detokenize", "--model", MODEL, "--ids",
-                dash.out().replaceAll("[^0-9,]", "")).out());
+        assertEquals(
+                "-h",
+                run("detokenize", "--model", MODEL, "--ids", dash.out().replaceAll("[^0-9,]", ""))
+                        .out());
     }
 }

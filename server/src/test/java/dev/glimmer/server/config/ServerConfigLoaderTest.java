@@ -1,17 +1,16 @@
 package dev.glimmer.server.config;
 
-import dev.glimmer.engine.InvalidInputException;
-import org.junit.jupiter.api.Test;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.glimmer.engine.InvalidInputException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
 
 class ServerConfigLoaderTest {
 
@@ -33,8 +32,13 @@ class ServerConfigLoaderTest {
 
     @Test
     void environmentOverridesYamlAndFlagsOverrideEnvironment() {
-        Map<String, String> env = Map.of("GLIMMER_SERVER_PORT", "9090", "GLIMMER_INFERENCE_KV_BUDGET_MB", "512",
-                "GLIMMER_SERVER_CORS_ORIGINS", "http://a.example, http://b.example");
+        Map<String, String> env = Map.of(
+                "GLIMMER_SERVER_PORT",
+                "9090",
+                "GLIMMER_INFERENCE_KV_BUDGET_MB",
+                "512",
+                "GLIMMER_SERVER_CORS_ORIGINS",
+                "http://a.example, http://b.example");
         ServerConfig c = ServerConfigLoader.load(Optional.empty(), env, Map.of());
         assertEquals(9090, c.port());
         assertEquals(512, c.kvBudgetMb());
@@ -45,8 +49,8 @@ class ServerConfigLoaderTest {
 
     @Test
     void keysAndAllowedHostsAreCommaSeparatedListsFromEveryLayer() {
-        Map<String, String> env = Map.of("GLIMMER_SERVER_ALLOWED_HOSTS", "glimmer.lan, 10.0.0.5,",
-                "GLIMMER_SERVER_API_KEY", "alpha,beta");
+        Map<String, String> env = Map.of(
+                "GLIMMER_SERVER_ALLOWED_HOSTS", "glimmer.lan, 10.0.0.5,", "GLIMMER_SERVER_API_KEY", "alpha,beta");
         ServerConfig c = ServerConfigLoader.load(Optional.empty(), env, Map.of());
         assertEquals(List.of("glimmer.lan", "10.0.0.5"), c.allowedHosts());
         assertEquals(List.of("alpha", "beta"), c.apiKeys());
@@ -56,26 +60,36 @@ class ServerConfigLoaderTest {
 
     @Test
     void sizesUnderstandSuffixes() {
-        assertEquals(64 * 1024, ServerConfigLoader.load(Optional.empty(), Map.of(), Map.of("server.max-body", "64K"))
-                .maxBodyBytes());
-        assertEquals(1000, ServerConfigLoader.load(Optional.empty(), Map.of(), Map.of("server.max-body", "1000"))
-                .maxBodyBytes());
+        assertEquals(
+                64 * 1024,
+                ServerConfigLoader.load(Optional.empty(), Map.of(), Map.of("server.max-body", "64K"))
+                        .maxBodyBytes());
+        assertEquals(
+                1000,
+                ServerConfigLoader.load(Optional.empty(), Map.of(), Map.of("server.max-body", "1000"))
+                        .maxBodyBytes());
     }
 
     @Test
     void badValuesNameTheKeyAndTheirSource() {
-        var e = assertThrows(InvalidInputException.class, () -> ServerConfigLoader.load(Optional.empty(),
-                Map.of("GLIMMER_SERVER_PORT", "eighty"), Map.of()));
-        assertEquals("configuration server.port must be an integer, got 'eighty' (from environment variable"
-                + " GLIMMER_SERVER_PORT)", e.getMessage());
-        e = assertThrows(InvalidInputException.class, () -> ServerConfigLoader.load(Optional.empty(), Map.of(),
-                Map.of("inference.parallel", "0")));
+        var e = assertThrows(
+                InvalidInputException.class,
+                () -> ServerConfigLoader.load(Optional.empty(), Map.of("GLIMMER_SERVER_PORT", "eighty"), Map.of()));
+        assertEquals(
+                "configuration server.port must be an integer, got 'eighty' (from environment variable"
+                        + " GLIMMER_SERVER_PORT)",
+                e.getMessage());
+        e = assertThrows(
+                InvalidInputException.class,
+                () -> ServerConfigLoader.load(Optional.empty(), Map.of(), Map.of("inference.parallel", "0")));
         assertTrue(e.getMessage().startsWith("configuration inference.parallel must be in [1, "), e.getMessage());
-        e = assertThrows(InvalidInputException.class, () -> ServerConfigLoader.load(Optional.empty(), Map.of(),
-                Map.of("model.backend", "tpu")));
+        e = assertThrows(
+                InvalidInputException.class,
+                () -> ServerConfigLoader.load(Optional.empty(), Map.of(), Map.of("model.backend", "tpu")));
         assertTrue(e.getMessage().contains("auto, cpu, metal or cuda"), e.getMessage());
-        e = assertThrows(InvalidInputException.class, () -> ServerConfigLoader.load(Optional.empty(), Map.of(),
-                Map.of("server.max-body", "lots")));
+        e = assertThrows(
+                InvalidInputException.class,
+                () -> ServerConfigLoader.load(Optional.empty(), Map.of(), Map.of("server.max-body", "lots")));
         assertTrue(e.getMessage().contains("server.max-body"), e.getMessage());
     }
 
@@ -91,7 +105,8 @@ class ServerConfigLoaderTest {
         } finally {
             Files.delete(file);
         }
-        var e = assertThrows(InvalidInputException.class,
+        var e = assertThrows(
+                InvalidInputException.class,
                 () -> ServerConfigLoader.load(Optional.of(Path.of("/no/such.yaml")), Map.of(), Map.of()));
         assertEquals("no such configuration file: /no/such.yaml", e.getMessage());
     }

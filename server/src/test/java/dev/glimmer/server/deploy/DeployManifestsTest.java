@@ -1,5 +1,11 @@
 package dev.glimmer.server.deploy;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.MappingIterator;
@@ -9,16 +15,12 @@ import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.config.ServerConfigLoader;
 import io.fabric8.kubernetes.api.model.Container;
 import io.fabric8.kubernetes.api.model.EnvVar;
-import io.fabric8.kubernetes.api.model.HasMetadata;
 import io.fabric8.kubernetes.api.model.KubernetesResource;
 import io.fabric8.kubernetes.api.model.Service;
 import io.fabric8.kubernetes.api.model.apps.Deployment;
 import io.fabric8.kubernetes.api.model.autoscaling.v2.HorizontalPodAutoscaler;
 import io.fabric8.kubernetes.api.model.gatewayapi.v1.HTTPRoute;
 import io.fabric8.kubernetes.api.model.gatewayapi.v1.HTTPRouteRule;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
-
 import java.io.IOException;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
@@ -31,12 +33,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.stream.Stream;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assertions.fail;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 
 /**
  * The manifests under {@code deploy/} read into fabric8's typed Kubernetes model (and, for the InferencePool, which
@@ -47,14 +45,20 @@ import static org.junit.jupiter.api.Assertions.fail;
 class DeployManifestsTest {
     /** The manifests, relative to the server module (Maven runs tests there). */
     static final Path DEPLOY = Path.of("..", "deploy");
-    static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory())
-            .enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
+
+    static final ObjectMapper YAML =
+            new ObjectMapper(new YAMLFactory()).enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
     static final Map<String, Class<?>> KINDS = Map.of(
-            "apps/v1 Deployment", Deployment.class,
-            "v1 Service", Service.class,
-            "autoscaling/v2 HorizontalPodAutoscaler", HorizontalPodAutoscaler.class,
-            "gateway.networking.k8s.io/v1 HTTPRoute", HTTPRoute.class,
-            InferencePool.API_VERSION + " InferencePool", InferencePool.class);
+            "apps/v1 Deployment",
+            Deployment.class,
+            "v1 Service",
+            Service.class,
+            "autoscaling/v2 HorizontalPodAutoscaler",
+            HorizontalPodAutoscaler.class,
+            "gateway.networking.k8s.io/v1 HTTPRoute",
+            HTTPRoute.class,
+            InferencePool.API_VERSION + " InferencePool",
+            InferencePool.class);
 
     static Map<Class<?>, Object> byKind;
 
@@ -62,9 +66,13 @@ class DeployManifestsTest {
     static void read() throws IOException {
         byKind = new HashMap<>();
         try (Stream<Path> files = Files.list(DEPLOY)) {
-            for (Path file : files.filter(f -> f.toString().endsWith(".yaml")).sorted().toList()) {
+            for (Path file :
+                    files.filter(f -> f.toString().endsWith(".yaml")).sorted().toList()) {
                 for (Object o : parse(Files.readString(file), file.toString())) {
-                    assertEquals(null, byKind.put(o.getClass(), o), "two " + o.getClass().getSimpleName() + "s");
+                    assertEquals(
+                            null,
+                            byKind.put(o.getClass(), o),
+                            "two " + o.getClass().getSimpleName() + "s");
                 }
             }
         }
@@ -77,7 +85,8 @@ class DeployManifestsTest {
         try (MappingIterator<JsonNode> docs = YAML.readerFor(JsonNode.class).readValues(yaml)) {
             while (docs.hasNext()) {
                 JsonNode doc = docs.next();
-                String type = doc.path("apiVersion").asText() + " " + doc.path("kind").asText();
+                String type =
+                        doc.path("apiVersion").asText() + " " + doc.path("kind").asText();
                 Class<?> model = KINDS.get(type);
                 if (model == null) {
                     fail(where + ": no model for " + type);
@@ -121,7 +130,9 @@ class DeployManifestsTest {
             return; // Quantity, IntOrString, ...: values, not objects with fields
         }
         for (Method m : o.getClass().getMethods()) {
-            if (m.getParameterCount() != 0 || Modifier.isStatic(m.getModifiers()) || !m.getName().startsWith("get")
+            if (m.getParameterCount() != 0
+                    || Modifier.isStatic(m.getModifiers())
+                    || !m.getName().startsWith("get")
                     || m.getDeclaringClass() == Object.class) {
                 continue;
             }
@@ -132,7 +143,8 @@ class DeployManifestsTest {
                 }
                 continue;
             }
-            String field = Character.toLowerCase(m.getName().charAt(3)) + m.getName().substring(4);
+            String field =
+                    Character.toLowerCase(m.getName().charAt(3)) + m.getName().substring(4);
             noUnknownFields(value, path + "." + field);
         }
     }
@@ -184,32 +196,46 @@ class DeployManifestsTest {
     @Test
     void theManifestsAgreeWithEachOtherAndWithTheServer() {
         Deployment deployment = the(Deployment.class);
-        Map<String, String> podLabels = deployment.getSpec().getTemplate().getMetadata().getLabels();
+        Map<String, String> podLabels =
+                deployment.getSpec().getTemplate().getMetadata().getLabels();
         assertEquals(deployment.getSpec().getSelector().getMatchLabels(), podLabels);
-        Container glimmer = deployment.getSpec().getTemplate().getSpec().getContainers().getFirst();
+        Container glimmer =
+                deployment.getSpec().getTemplate().getSpec().getContainers().getFirst();
         int port = glimmer.getPorts().getFirst().getContainerPort();
         assertEquals("/health", glimmer.getLivenessProbe().getHttpGet().getPath());
         assertEquals("/health", glimmer.getStartupProbe().getHttpGet().getPath());
         assertEquals("/ready", glimmer.getReadinessProbe().getHttpGet().getPath());
         assertTrue(glimmer.getResources().getLimits().containsKey("nvidia.com/gpu"));
-        assertTrue(deployment.getSpec().getTemplate().getSpec().getSecurityContext().getRunAsNonRoot());
+        assertTrue(deployment
+                .getSpec()
+                .getTemplate()
+                .getSpec()
+                .getSecurityContext()
+                .getRunAsNonRoot());
 
         Service service = the(Service.class);
         assertEquals(podLabels, service.getSpec().getSelector());
-        assertEquals(glimmer.getPorts().getFirst().getName(), service.getSpec().getPorts().getFirst().getTargetPort().getStrVal());
+        assertEquals(
+                glimmer.getPorts().getFirst().getName(),
+                service.getSpec().getPorts().getFirst().getTargetPort().getStrVal());
 
         InferencePool pool = the(InferencePool.class);
-        assertTrue(podLabels.entrySet().containsAll(pool.spec().selector().matchLabels().entrySet()));
+        assertTrue(podLabels
+                .entrySet()
+                .containsAll(pool.spec().selector().matchLabels().entrySet()));
         assertEquals(port, pool.spec().targetPorts().getFirst().number());
 
         HTTPRoute route = the(HTTPRoute.class);
         HTTPRouteRule rule = route.getSpec().getRules().getFirst();
         assertEquals(pool.metadata().getName(), rule.getBackendRefs().getFirst().getName());
         assertEquals("InferencePool", rule.getBackendRefs().getFirst().getKind());
-        assertEquals("inference.networking.k8s.io", rule.getBackendRefs().getFirst().getGroup());
+        assertEquals(
+                "inference.networking.k8s.io", rule.getBackendRefs().getFirst().getGroup());
 
         HorizontalPodAutoscaler hpa = the(HorizontalPodAutoscaler.class);
-        assertEquals(deployment.getMetadata().getName(), hpa.getSpec().getScaleTargetRef().getName());
+        assertEquals(
+                deployment.getMetadata().getName(),
+                hpa.getSpec().getScaleTargetRef().getName());
         assertEquals("Deployment", hpa.getSpec().getScaleTargetRef().getKind());
 
         // Every GLIMMER_* variable is one the server reads (one it does not know would be ignored: it must change
@@ -224,7 +250,9 @@ class DeployManifestsTest {
         }
         ServerConfig config = ServerConfigLoader.load(Optional.empty(), env, Map.of());
         long preStop = glimmer.getLifecycle().getPreStop().getSleep().getSeconds();
-        assertTrue(preStop + config.drainSeconds() < deployment.getSpec().getTemplate().getSpec()
-                .getTerminationGracePeriodSeconds(), "the drain must end before the pod is killed");
+        assertTrue(
+                preStop + config.drainSeconds()
+                        < deployment.getSpec().getTemplate().getSpec().getTerminationGracePeriodSeconds(),
+                "the drain must end before the pod is killed");
     }
 }

@@ -1,11 +1,12 @@
 package dev.glimmer.server.image;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.glimmer.server.TestServer;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
-
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.ServerSocket;
@@ -20,10 +21,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The container image Maven built (target/glimmer-image.tar, profile "image" of server/pom.xml), checked without a
@@ -38,14 +37,18 @@ class ImageIT {
 
     @Test
     void theImageRunsAsItsUserWithItsOwnRuntimeAndServes(@TempDir Path dir) throws Exception {
-        assumeTrue(((Integer) Files.getAttribute(Path.of("/proc/self"), "unix:uid")) == 0,
+        assumeTrue(
+                ((Integer) Files.getAttribute(Path.of("/proc/self"), "unix:uid")) == 0,
                 "unpacking the image and running it under chroot needs root (CI's ./glimmer test runs as root)");
         assertTrue(Files.isRegularFile(TAR), TAR + " was not built");
         Path unpacked = Files.createDirectory(dir.resolve("tar"));
         run(List.of("tar", "-xf", TAR.toString(), "-C", unpacked.toString()));
-        JsonNode manifest = JSON.readTree(unpacked.resolve("manifest.json").toFile()).get(0);
+        JsonNode manifest =
+                JSON.readTree(unpacked.resolve("manifest.json").toFile()).get(0);
         assertTrue(manifest.get("RepoTags").toString().contains("glimmer:latest"), manifest.toString());
-        JsonNode config = JSON.readTree(unpacked.resolve(manifest.get("Config").asText()).toFile()).get("config");
+        JsonNode config = JSON.readTree(
+                        unpacked.resolve(manifest.get("Config").asText()).toFile())
+                .get("config");
 
         assertEquals("65532:65532", config.get("User").asText(), "the image runs as a non-root user");
         assertTrue(config.at("/ExposedPorts").has("8080/tcp"), config.toString());
@@ -74,13 +77,19 @@ class ImageIT {
         // As a container runtime would: /proc mounted in the root (the runtime finds its libraries through
         // /proc/self/exe), in a mount namespace of its own, then chroot as the image's user. Each step execs the
         // next, so the server keeps this process's id and gets the SIGTERM below.
-        List<String> command = new ArrayList<>(List.of("unshare", "--mount", "sh", "-c",
+        List<String> command = new ArrayList<>(List.of(
+                "unshare",
+                "--mount",
+                "sh",
+                "-c",
                 "mount -t proc proc \"$0/proc\" && user=\"$1\" && shift && exec chroot --userspec=\"$user\" \"$0\" \"$@\"",
-                root.toString(), config.get("User").asText()));
+                root.toString(),
+                config.get("User").asText()));
         config.get("Entrypoint").forEach(a -> command.add(a.asText()));
         config.get("Cmd").forEach(a -> command.add(a.asText()));
         assertEquals("serve", command.getLast());
-        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true)
+        ProcessBuilder builder = new ProcessBuilder(command)
+                .redirectErrorStream(true)
                 .redirectOutput(dir.resolve("server.log").toFile());
         builder.environment().clear();
         builder.environment().putAll(env);
@@ -88,12 +97,18 @@ class ImageIT {
         try (HttpClient http = HttpClient.newHttpClient()) {
             String base = "http://127.0.0.1:" + port;
             awaitReady(http, base, server, dir.resolve("server.log"));
-            HttpResponse<String> reply = http.send(HttpRequest.newBuilder(URI.create(base + "/v1/completions"))
-                    .header("Content-Type", "application/json")
-                    .POST(HttpRequest.BodyPublishers.ofString("{\"prompt\": \"Once upon a time\", \"max_tokens\": 4}"))
-                    .build(), HttpResponse.BodyHandlers.ofString());
+            HttpResponse<String> reply = http.send(
+                    HttpRequest.newBuilder(URI.create(base + "/v1/completions"))
+                            .header("Content-Type", "application/json")
+                            .POST(HttpRequest.BodyPublishers.ofString(
+                                    "{\"prompt\": \"Once upon a time\", \"max_tokens\": 4}"))
+                            .build(),
+                    HttpResponse.BodyHandlers.ofString());
             assertEquals(200, reply.statusCode(), reply.body());
-            assertEquals(4, JSON.readTree(reply.body()).at("/usage/completion_tokens").asInt(), reply.body());
+            assertEquals(
+                    4,
+                    JSON.readTree(reply.body()).at("/usage/completion_tokens").asInt(),
+                    reply.body());
             server.destroy(); // SIGTERM: nothing runs, so the drain ends at once
             assertTrue(server.waitFor(30, TimeUnit.SECONDS), log(dir.resolve("server.log")));
             assertEquals(0, server.exitValue(), log(dir.resolve("server.log")));
@@ -107,8 +122,12 @@ class ImageIT {
         while (System.nanoTime() < deadline) {
             assertTrue(server.isAlive(), "the image's server ended:\n" + log(log));
             try {
-                if (http.send(HttpRequest.newBuilder(URI.create(base + "/ready")).build(),
-                        HttpResponse.BodyHandlers.discarding()).statusCode() == 200) {
+                if (http.send(
+                                        HttpRequest.newBuilder(URI.create(base + "/ready"))
+                                                .build(),
+                                        HttpResponse.BodyHandlers.discarding())
+                                .statusCode()
+                        == 200) {
                     return;
                 }
             } catch (IOException notListeningYet) {

@@ -1,23 +1,21 @@
 package dev.glimmer.server.inference;
 
-import org.junit.jupiter.api.Assumptions;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.util.List;
 import java.util.Optional;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
-
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /** The RAM and disk tiers on real files: what a restarted server finds, and what it must not load. */
 class KvTiersTest {
@@ -109,7 +107,11 @@ class KvTiersTest {
             KvTiers.Hit hit = restarted.longest(tokens(200, 41), 40).orElseThrow();
             assertTrue(restarted.rows(hit).isEmpty(), "a corrupt file's rows are not loaded");
             assertTrue(restarted.longest(tokens(200, 41), 40).isEmpty(), "nor looked at again");
-            assertArrayEquals(rows(40, 3), restarted.rows(restarted.longest(tokens(300, 41), 40).orElseThrow()).orElseThrow());
+            assertArrayEquals(
+                    rows(40, 3),
+                    restarted
+                            .rows(restarted.longest(tokens(300, 41), 40).orElseThrow())
+                            .orElseThrow());
         }
     }
 
@@ -159,7 +161,8 @@ class KvTiersTest {
     @Test
     void twoServersShareADirectory(@TempDir Path dir) throws IOException {
         long budget = 12 * 50 * PER_POSITION;
-        try (KvTiers one = tiers(MODEL, 0, dir, budget); KvTiers two = tiers(MODEL, 0, dir, budget)) {
+        try (KvTiers one = tiers(MODEL, 0, dir, budget);
+                KvTiers two = tiers(MODEL, 0, dir, budget)) {
             for (int i = 0; i < 20; i++) {
                 one.put(tokens(1000 * (i + 1), 50), rows(50, i));
                 two.put(tokens(1000 * (i + 1) + 500, 50), rows(50, 100 + i));
@@ -187,7 +190,8 @@ class KvTiersTest {
     @Test
     void aFullDiskLosesNothingAlreadyWritten(@TempDir Path dir) throws Exception {
         Process mount = new ProcessBuilder("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", dir.toString())
-                .redirectErrorStream(true).start();
+                .redirectErrorStream(true)
+                .start();
         Assumptions.assumeTrue(mount.waitFor() == 0, "mounting a tmpfs needs root");
         try {
             try (KvTiers t = tiers(MODEL, 0, dir, 1L << 30)) { // a budget the disk cannot hold
@@ -200,8 +204,11 @@ class KvTiersTest {
             try (KvTiers after = tiers(MODEL, 0, dir, 1L << 30)) {
                 assertEquals(3, after.diskEntries());
                 for (int i = 0; i < 3; i++) {
-                    assertArrayEquals(rows(1000, i),
-                            after.rows(after.longest(tokens(1000 * (i + 1), 1000), 999).orElseThrow()).orElseThrow());
+                    assertArrayEquals(
+                            rows(1000, i),
+                            after.rows(after.longest(tokens(1000 * (i + 1), 1000), 999)
+                                            .orElseThrow())
+                                    .orElseThrow());
                 }
             }
         } finally {
@@ -213,9 +220,15 @@ class KvTiersTest {
     @Test
     void aKillDuringAWriteLeavesNoPartialFile(@TempDir Path dir, @TempDir Path logs) throws Exception {
         Path log = logs.resolve("writer.log");
-        Process writer = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "-cp", System.getProperty("java.class.path"), KvTiersWriter.class.getName(), dir.toString())
-                .redirectErrorStream(true).redirectOutput(log.toFile()).start();
+        Process writer = new ProcessBuilder(
+                        Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                        "-cp",
+                        System.getProperty("java.class.path"),
+                        KvTiersWriter.class.getName(),
+                        dir.toString())
+                .redirectErrorStream(true)
+                .redirectOutput(log.toFile())
+                .start();
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         while (files(dir, ".kv").size() < 3 && System.nanoTime() < deadline && writer.isAlive()) {
             Thread.sleep(5);

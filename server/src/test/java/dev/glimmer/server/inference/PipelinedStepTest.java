@@ -1,5 +1,10 @@
 package dev.glimmer.server.inference;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.glimmer.engine.backend.SequencePool;
@@ -14,20 +19,13 @@ import dev.glimmer.engine.sampling.SamplingParams;
 import dev.glimmer.engine.tokenizer.Tokenizer;
 import dev.glimmer.server.EngineTestData;
 import dev.glimmer.server.metrics.ServerMetrics;
-import org.junit.jupiter.api.Test;
-
-import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.IntStream;
-
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertNotNull;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
 
 /**
  * The scheduler on a GPU-style pool (the kernel emulator; needs clang-19) launches a greedy sequence's next step
@@ -40,25 +38,33 @@ class PipelinedStepTest {
     private static final int MAX_TOKENS = 8;
 
     /** What a job reported: its tokens, their texts and its end. */
-    record Run(int[] tokens, List<String> texts, JobEvent.Finished finished) {
-    }
+    record Run(int[] tokens, List<String> texts, JobEvent.Finished finished) {}
 
     @Test
     void aStopStringOnATokenFedAheadLeavesTheCacheAsWithoutIt() throws Exception {
-        JsonNode oracle = new ObjectMapper().readTree(EngineTestData.ORACLE.resolve("refs/tiny-f32.logits.json").toFile())
-                .get("cases").get(0);
+        JsonNode oracle = new ObjectMapper()
+                .readTree(EngineTestData.ORACLE
+                        .resolve("refs/tiny-f32.logits.json")
+                        .toFile())
+                .get("cases")
+                .get(0);
         int[] prompt = new int[oracle.get("prompt_tokens").size()];
         Arrays.setAll(prompt, i -> oracle.get("prompt_tokens").get(i).asInt());
         try (GlmModel model = GlmModel.open(EngineTestData.model("tiny-f32"))) {
             int ctx = prompt.length + 2 * MAX_TOKENS;
             Served decoders = new Served(model, EmulatorRunner.pool(model, 4, ctx));
-            Served cpu = new Served(model, new CpuSequencePool(model, new CpuBackend(1), 4, ctx, KvCacheType.DEFAULT, 64));
+            Served cpu =
+                    new Served(model, new CpuSequencePool(model, new CpuBackend(1), 4, ctx, KvCacheType.DEFAULT, 64));
             try {
                 Run free = decoders.run(prompt, List.of());
-                assertArrayEquals(cpu.run(prompt, List.of()).tokens(), free.tokens(), "the decoders' greedy run is the CPU's");
+                assertArrayEquals(
+                        cpu.run(prompt, List.of()).tokens(), free.tokens(), "the decoders' greedy run is the CPU's");
                 // a stop string that first completes with token k: that token's text, found nowhere before it
-                int k = IntStream.range(2, MAX_TOKENS - 1).filter(i -> !free.texts().get(i).isBlank()
-                        && !String.join("", free.texts().subList(0, i)).contains(free.texts().get(i))).findFirst()
+                int k = IntStream.range(2, MAX_TOKENS - 1)
+                        .filter(i -> !free.texts().get(i).isBlank()
+                                && !String.join("", free.texts().subList(0, i))
+                                        .contains(free.texts().get(i)))
+                        .findFirst()
                         .orElseThrow(() -> new AssertionError("no stop string in " + free.texts()));
                 List<String> stop = List.of(free.texts().get(k));
 
@@ -72,17 +78,22 @@ class PipelinedStepTest {
                         && System.nanoTime() < deadline) {
                     Thread.sleep(10);
                 }
-                assertEquals(k + 1, decoders.metric("glimmer_decode_step_seconds_count") - stepsBefore,
+                assertEquals(
+                        k + 1,
+                        decoders.metric("glimmer_decode_step_seconds_count") - stepsBefore,
                         "tokens 1.." + k + " came from " + k + " steps, and token " + k + " was fed ahead in one more");
                 Run onCpu = cpu.run(prompt, stop);
                 assertArrayEquals(onCpu.tokens(), stopped.tokens());
                 assertEquals(onCpu.finished().stopString(), stopped.finished().stopString());
 
                 // the follow-up continues the stopped answer: the cache holds the prompt and its tokens but the last
-                int[] followUp = IntStream.concat(Arrays.stream(prompt), Arrays.stream(free.tokens(), 0, k + 2)).toArray();
+                int[] followUp = IntStream.concat(Arrays.stream(prompt), Arrays.stream(free.tokens(), 0, k + 2))
+                        .toArray();
                 Run next = decoders.run(followUp, List.of());
                 assertEquals(prompt.length + k, next.finished().cachedTokens(), "cached positions after the stop");
-                assertEquals(cpu.run(followUp, List.of()).finished().cachedTokens(), next.finished().cachedTokens());
+                assertEquals(
+                        cpu.run(followUp, List.of()).finished().cachedTokens(),
+                        next.finished().cachedTokens());
             } finally {
                 decoders.close();
                 cpu.close();
@@ -97,7 +108,8 @@ class PipelinedStepTest {
 
         Served(GlmModel model, SequencePool pool) {
             SessionManager sessions = new SessionManager(pool, pool.slots() * pool.bytesPerSequence(), 2);
-            Vocabulary vocabulary = Vocabulary.of(Tokenizer.fromMetadata(model.file().metadata()), true);
+            Vocabulary vocabulary =
+                    Vocabulary.of(Tokenizer.fromMetadata(model.file().metadata()), true);
             scheduler = new Scheduler(pool, true, vocabulary, model.vocabSize(), sessions, metrics, 2, 64, 4, () -> {
                 sessions.close();
                 pool.close();
@@ -119,18 +131,22 @@ class PipelinedStepTest {
                         texts.add(t.text());
                     }
                     case JobEvent.Finished f -> {
-                        return new Run(tokens.stream().mapToInt(Integer::intValue).toArray(), texts, f);
+                        return new Run(
+                                tokens.stream().mapToInt(Integer::intValue).toArray(), texts, f);
                     }
                     case JobEvent.Failed f -> throw new AssertionError("the job failed: " + f.message());
-                    case JobEvent.Admitted a -> { }
-                    case JobEvent.PromptProgress p -> { }
+                    case JobEvent.Admitted a -> {}
+                    case JobEvent.PromptProgress p -> {}
                 }
             }
         }
 
         double metric(String name) {
-            return metrics.scrape().lines().filter(l -> l.startsWith(name + " "))
-                    .mapToDouble(l -> Double.parseDouble(l.split(" ")[1])).findFirst()
+            return metrics.scrape()
+                    .lines()
+                    .filter(l -> l.startsWith(name + " "))
+                    .mapToDouble(l -> Double.parseDouble(l.split(" ")[1]))
+                    .findFirst()
                     .orElseThrow(() -> new AssertionError("no metric " + name));
         }
 

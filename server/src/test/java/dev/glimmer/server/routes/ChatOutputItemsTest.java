@@ -1,21 +1,20 @@
 package dev.glimmer.server.routes;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.glimmer.engine.chat.ChatDelta;
 import dev.glimmer.engine.chat.ChatOutputParser;
 import dev.glimmer.engine.chat.ToolSpec;
 import dev.glimmer.server.http.Json;
-import org.junit.jupiter.api.Test;
-
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
 
 /**
  * GLM output, split by the real chat parser, becomes Responses items ({@link ResponseOutput}) and
@@ -23,9 +22,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * streaming events that announce each step; text is fed in small pieces, as tokens arrive.
  */
 class ChatOutputItemsTest {
-    private static final List<ToolSpec> TOOLS = List.of(new ToolSpec("weather",
-            Json.object().put("type", "object").set("properties", Json.object().set("city",
-                    Json.object().put("type", "string"))), Json.object()));
+    private static final List<ToolSpec> TOOLS = List.of(new ToolSpec(
+            "weather",
+            Json.object()
+                    .put("type", "object")
+                    .set("properties", Json.object().set("city", Json.object().put("type", "string"))),
+            Json.object()));
 
     private static final String OUTPUT = "Let me look.</think>I will check.<tool_call>weather<arg_key>city</arg_key>"
             + "<arg_value>Paris</arg_value></tool_call>";
@@ -53,9 +55,12 @@ class ChatOutputItemsTest {
         JsonNode items = output.items();
         assertEquals(3, items.size());
         assertEquals("reasoning", items.get(0).path("type").asText());
-        assertEquals("Let me look.", items.get(0).path("content").get(0).path("text").asText());
+        assertEquals(
+                "Let me look.", items.get(0).path("content").get(0).path("text").asText());
         assertEquals("message", items.get(1).path("type").asText());
-        assertEquals("I will check.", items.get(1).path("content").get(0).path("text").asText());
+        assertEquals(
+                "I will check.",
+                items.get(1).path("content").get(0).path("text").asText());
         assertEquals("function_call", items.get(2).path("type").asText());
         assertEquals("call_1", items.get(2).path("call_id").asText());
         assertEquals("{\"city\":\"Paris\"}", items.get(2).path("arguments").asText());
@@ -68,13 +73,25 @@ class ChatOutputItemsTest {
                 types.add(type);
             }
         }
-        assertEquals(List.of(
-                "response.output_item.added", "response.content_part.added", "response.reasoning_text.delta",
-                "response.reasoning_text.done", "response.content_part.done", "response.output_item.done",
-                "response.output_item.added", "response.content_part.added", "response.output_text.delta",
-                "response.output_text.done", "response.content_part.done", "response.output_item.done",
-                "response.output_item.added", "response.function_call_arguments.delta",
-                "response.function_call_arguments.done", "response.output_item.done"), types);
+        assertEquals(
+                List.of(
+                        "response.output_item.added",
+                        "response.content_part.added",
+                        "response.reasoning_text.delta",
+                        "response.reasoning_text.done",
+                        "response.content_part.done",
+                        "response.output_item.done",
+                        "response.output_item.added",
+                        "response.content_part.added",
+                        "response.output_text.delta",
+                        "response.output_text.done",
+                        "response.content_part.done",
+                        "response.output_item.done",
+                        "response.output_item.added",
+                        "response.function_call_arguments.delta",
+                        "response.function_call_arguments.done",
+                        "response.output_item.done"),
+                types);
         // Each item's events carry its output_index; the done item equals the final one.
         assertEquals(2, events.getLast().path("output_index").asInt());
         assertEquals(items.get(2), events.getLast().path("item"));
@@ -82,7 +99,7 @@ class ChatOutputItemsTest {
 
     @Test
     void anUnfinishedCallIsAnIncompleteItemAndItsTextFollows() {
-        ResponseOutput output = new ResponseOutput(e -> { });
+        ResponseOutput output = new ResponseOutput(e -> {});
         feed("</think><tool_call>weather<arg_key>city</arg_key><arg_value>Par", parser(), output::add);
         output.close("incomplete");
         JsonNode items = output.items();
@@ -127,8 +144,12 @@ class ChatOutputItemsTest {
         output.close();
         assertEquals(1, output.blocks().size());
         assertEquals("text", output.blocks().get(0).path("type").asText());
-        assertEquals(1, events.stream().filter(e -> e.path("type").asText().equals("content_block_start")
-                && e.path("content_block").path("type").asText().equals("tool_use")).count());
+        assertEquals(
+                1,
+                events.stream()
+                        .filter(e -> e.path("type").asText().equals("content_block_start")
+                                && e.path("content_block").path("type").asText().equals("tool_use"))
+                        .count());
         assertFalse(output.toolUsed());
     }
 }

@@ -1,14 +1,14 @@
 package dev.glimmer.server.routes;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.glimmer.server.http.ApiKeyFilter;
 import dev.glimmer.server.http.Json;
 import org.junit.jupiter.api.Test;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class ResponseStoreTest {
 
@@ -37,8 +37,19 @@ class ResponseStoreTest {
     void keepsAResponseAndItsConversationUntilDeleted() {
         ResponseStore store = new ResponseStore(10, 1 << 20);
         store.put(ApiKeyFilter.ANYONE, response("resp_1", 3), conversation("hi"));
-        assertEquals("resp_1", store.response("resp_1", ApiKeyFilter.ANYONE).orElseThrow().path("id").asText());
-        assertEquals("hi", store.conversation("resp_1", ApiKeyFilter.ANYONE).orElseThrow().get(0).path("content").asText());
+        assertEquals(
+                "resp_1",
+                store.response("resp_1", ApiKeyFilter.ANYONE)
+                        .orElseThrow()
+                        .path("id")
+                        .asText());
+        assertEquals(
+                "hi",
+                store.conversation("resp_1", ApiKeyFilter.ANYONE)
+                        .orElseThrow()
+                        .get(0)
+                        .path("content")
+                        .asText());
         assertTrue(store.remove("resp_1", ApiKeyFilter.ANYONE));
         assertFalse(store.remove("resp_1", ApiKeyFilter.ANYONE));
         assertTrue(store.response("resp_1", ApiKeyFilter.ANYONE).isEmpty());

@@ -1,5 +1,12 @@
 package dev.glimmer.server.webchat;
 
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.logging.Level;
 import org.openqa.selenium.By;
 import org.openqa.selenium.Dimension;
 import org.openqa.selenium.ElementNotInteractableException;
@@ -11,14 +18,6 @@ import org.openqa.selenium.chrome.ChromeDriver;
 import org.openqa.selenium.logging.LogEntry;
 import org.openqa.selenium.logging.LogType;
 import org.openqa.selenium.support.ui.WebDriverWait;
-
-import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.time.Duration;
-import java.util.List;
-import java.util.Map;
-import java.util.logging.Level;
 
 /** The web chat as a test sees it: what a user can do on the page and what it shows. */
 final class ChatPage {
@@ -64,7 +63,8 @@ final class ChatPage {
     /** The element's box in CSS pixels: {@code [top, bottom, height]}. */
     List<Number> box(By by) {
         @SuppressWarnings("unchecked")
-        List<Number> box = (List<Number>) js("const r = arguments[0].getBoundingClientRect(); return [r.top, r.bottom, r.height];",
+        List<Number> box = (List<Number>) js(
+                "const r = arguments[0].getBoundingClientRect(); return [r.top, r.bottom, r.height];",
                 driver.findElement(by));
         return box;
     }
@@ -112,7 +112,11 @@ final class ChatPage {
 
     /** Waits until no answer is being generated. */
     void awaitIdle(Duration timeout) {
-        waitUntil(timeout, () -> !generating() && driver.findElements(By.cssSelector(".message.pending")).isEmpty());
+        waitUntil(
+                timeout,
+                () -> !generating()
+                        && driver.findElements(By.cssSelector(".message.pending"))
+                                .isEmpty());
     }
 
     void awaitVisible(By by, Duration timeout) {
@@ -156,7 +160,7 @@ final class ChatPage {
             if (generating()) {
                 clickStop();
             }
-        } catch (ElementNotInteractableException e) {   // also a click intercepted by what lies under the hidden button
+        } catch (ElementNotInteractableException e) { // also a click intercepted by what lies under the hidden button
             if (generating()) {
                 throw e;
             }
@@ -174,11 +178,15 @@ final class ChatPage {
     }
 
     List<String> userMessages() {
-        return driver.findElements(By.cssSelector(".message.user .bubble")).stream().map(WebElement::getText).toList();
+        return driver.findElements(By.cssSelector(".message.user .bubble")).stream()
+                .map(WebElement::getText)
+                .toList();
     }
 
     List<String> conversationTitles() {
-        return driver.findElements(By.cssSelector(".conversation-open")).stream().map(WebElement::getText).toList();
+        return driver.findElements(By.cssSelector(".conversation-open")).stream()
+                .map(WebElement::getText)
+                .toList();
     }
 
     String text(By by) {
@@ -215,12 +223,15 @@ final class ChatPage {
 
     void openSidebar() {
         driver.findElement(By.id("open-sidebar")).click();
-        waitUntil(Duration.ofSeconds(3), () -> driver.findElement(By.id("new-chat")).getRect().getX() >= 0);
+        waitUntil(
+                Duration.ofSeconds(3),
+                () -> driver.findElement(By.id("new-chat")).getRect().getX() >= 0);
     }
 
     /** Makes the page see the system's colour scheme as {@code light} or {@code dark}. */
     void colorScheme(String scheme) {
-        driver.executeCdpCommand("Emulation.setEmulatedMedia",
+        driver.executeCdpCommand(
+                "Emulation.setEmulatedMedia",
                 Map.of("features", List.of(Map.of("name", "prefers-color-scheme", "value", scheme))));
     }
 

@@ -1,5 +1,9 @@
 package dev.glimmer.server.webchat;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
@@ -7,14 +11,6 @@ import dev.glimmer.server.GlimmerApp;
 import dev.glimmer.server.TestServer;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.config.ServerConfigLoader;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
-import org.openqa.selenium.By;
-import org.openqa.selenium.chrome.ChromeDriver;
-
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -27,10 +23,13 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.openqa.selenium.By;
+import org.openqa.selenium.chrome.ChromeDriver;
 
 /**
  * The web chat in headless Chromium against a real server serving the tiny oracle model: what a
@@ -73,7 +72,7 @@ class WebChatBrowserTest {
     @BeforeEach
     void freshPage() {
         page.openFresh(SETTINGS.formatted(200, false));
-        page.consoleErrors();   // start each test with an empty console log
+        page.consoleErrors(); // start each test with an empty console log
     }
 
     @Test
@@ -97,7 +96,8 @@ class WebChatBrowserTest {
         page.awaitIdle(Duration.ofSeconds(60));
 
         List<List<Number>> growth = page.answerGrowth();
-        List<Integer> lengths = growth.stream().map(g -> g.get(1).intValue()).distinct().toList();
+        List<Integer> lengths =
+                growth.stream().map(g -> g.get(1).intValue()).distinct().toList();
         // Shown piece by piece: several different lengths, never shrinking, the last one the whole answer.
         assertTrue(lengths.size() >= 5, "the answer appeared in too few steps: " + lengths);
         for (int i = 1; i < lengths.size(); i++) {
@@ -109,7 +109,8 @@ class WebChatBrowserTest {
         double lastMs = growth.getLast().get(0).doubleValue();
         assertTrue(lastMs > firstMs, "all of the answer appeared at once");
         // Under the answer: its statistics, from the server's usage and timings.
-        String stats = page.lastAssistant().findElement(By.cssSelector(".stats")).getText();
+        String stats =
+                page.lastAssistant().findElement(By.cssSelector(".stats")).getText();
         assertTrue(stats.matches("(?s)600 tokens.*tok/s.*to first token.*prompt tokens cached.*"), stats);
         assertFalse(page.visible(By.cssSelector(".message.assistant .thinking")));
         page.screenshot("answer-desktop");
@@ -200,13 +201,16 @@ class WebChatBrowserTest {
         assertTrue(label.matches("Thought for [0-9.]+ s"), label);
         assertFalse(page.visible(By.cssSelector(".message.assistant .thinking-body")));
         page.click(By.cssSelector(".message.assistant .thinking summary"));
-        assertFalse(page.text(By.cssSelector(".message.assistant .thinking-body")).isBlank(), "the thinking section is empty");
+        assertFalse(
+                page.text(By.cssSelector(".message.assistant .thinking-body")).isBlank(),
+                "the thinking section is empty");
         page.screenshot("thinking-desktop");
 
         page.openFresh(SETTINGS.formatted(200, false));
         page.send("Why is the sky blue?");
         page.awaitIdle(Duration.ofSeconds(60));
-        assertFalse(page.visible(By.cssSelector(".message.assistant .thinking")), "a thinking section with thinking off");
+        assertFalse(
+                page.visible(By.cssSelector(".message.assistant .thinking")), "a thinking section with thinking off");
         assertFalse(page.lastAnswerText().isEmpty());
     }
 
@@ -224,7 +228,8 @@ class WebChatBrowserTest {
 
         page.send("Count to ten.");
         page.awaitIdle(Duration.ofSeconds(60));
-        String stats = page.lastAssistant().findElement(By.cssSelector(".stats")).getText();
+        String stats =
+                page.lastAssistant().findElement(By.cssSelector(".stats")).getText();
         assertTrue(stats.startsWith("25 tokens"), "max tokens was not applied: " + stats);
     }
 
@@ -245,8 +250,8 @@ class WebChatBrowserTest {
     @Test
     void theDemoModelIsAnnouncedByABanner(@TempDir Path cache) throws Exception {
         // A server started without a model serves the demo model (random weights), written to this cache.
-        ServerConfig config = ServerConfigLoader.load(Optional.empty(), Map.of(),
-                Map.of("server.port", "0", "model.ctx", "1024"));
+        ServerConfig config =
+                ServerConfigLoader.load(Optional.empty(), Map.of(), Map.of("server.port", "0", "model.ctx", "1024"));
         ChatPage demoPage;
         try (GlimmerApp demo = GlimmerApp.start(config, Map.of("XDG_CACHE_HOME", cache.toString()))) {
             demo.awaitLoaded();
@@ -266,14 +271,16 @@ class WebChatBrowserTest {
             demoPage.awaitIdle(Duration.ofSeconds(30));
             assertFalse(demoPage.lastAnswerText().isEmpty(), "the demo's first answer shows no text");
             // Random weights do not end an answer: the server's cap did, and the note names it (not Settings).
-            assertEquals("Cut off at the demo server's limit of 128 tokens per answer.",
+            assertEquals(
+                    "Cut off at the demo server's limit of 128 tokens per answer.",
                     demoPage.text(By.cssSelector(".message.assistant .status.note")));
             demoPage.screenshot("demo-desktop");
             // At phone width the banner is short and above the messages, not over them.
             demoPage.phoneWidth();
             List<Number> banner = demoPage.box(By.id("demo-banner"));
             List<Number> messages = demoPage.box(By.id("messages"));
-            assertTrue(banner.get(1).doubleValue() <= messages.get(0).doubleValue(),
+            assertTrue(
+                    banner.get(1).doubleValue() <= messages.get(0).doubleValue(),
                     "the banner " + banner + " overlaps the messages " + messages);
             assertTrue(banner.get(2).doubleValue() <= 60, "the banner takes " + banner.get(2) + " px at phone width");
             demoPage.screenshot("demo-phone");
@@ -310,7 +317,8 @@ class WebChatBrowserTest {
 
     private static String get(String url) throws IOException, InterruptedException {
         try (HttpClient http = HttpClient.newHttpClient()) {
-            return http.send(HttpRequest.newBuilder(URI.create(url)).build(), HttpResponse.BodyHandlers.ofString()).body();
+            return http.send(HttpRequest.newBuilder(URI.create(url)).build(), HttpResponse.BodyHandlers.ofString())
+                    .body();
         }
     }
 
@@ -319,9 +327,11 @@ class WebChatBrowserTest {
         ObjectNode body = JSON.createObjectNode();
         body.putArray("messages").addObject().put("role", "user").put("content", userMessage);
         try (HttpClient http = HttpClient.newHttpClient()) {
-            HttpResponse<String> response = http.send(HttpRequest.newBuilder(URI.create(base() + "v1/chat/completions"))
+            HttpResponse<String> response = http.send(
+                    HttpRequest.newBuilder(URI.create(base() + "v1/chat/completions"))
                             .header("Content-Type", "application/json")
-                            .POST(HttpRequest.BodyPublishers.ofString(JSON.writeValueAsString(body))).build(),
+                            .POST(HttpRequest.BodyPublishers.ofString(JSON.writeValueAsString(body)))
+                            .build(),
                     HttpResponse.BodyHandlers.ofString());
             assertEquals(400, response.statusCode(), response.body());
             return JSON.readTree(response.body()).path("error").path("message").asText();
@@ -335,7 +345,8 @@ class WebChatBrowserTest {
     /** The server's count of generations cancelled because the client went away. */
     private static double cancelledOnServer() throws IOException, InterruptedException {
         String metrics = get(base() + "metrics");
-        Matcher m = Pattern.compile("(?m)^glimmer_requests_cancelled_total(?:\\{[^}]*})? ([0-9.eE+-]+)$").matcher(metrics);
+        Matcher m = Pattern.compile("(?m)^glimmer_requests_cancelled_total(?:\\{[^}]*})? ([0-9.eE+-]+)$")
+                .matcher(metrics);
         if (!m.find()) {
             throw new AssertionError("no glimmer_requests_cancelled_total in /metrics");
         }

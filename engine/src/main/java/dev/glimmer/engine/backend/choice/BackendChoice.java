@@ -3,7 +3,6 @@ package dev.glimmer.engine.backend.choice;
 import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.SequencePools;
-
 import java.util.Optional;
 import java.util.OptionalLong;
 

@@ -12,7 +12,6 @@ import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
-
 import java.util.Optional;
 
 /**
@@ -24,8 +23,7 @@ import java.util.Optional;
  */
 public final class Backends {
 
-    private Backends() {
-    }
+    private Backends() {}
 
     /**
      * How the CPU computes where it is chosen: its worker threads, its KV cache type, and the rows one forward pass
@@ -33,8 +31,8 @@ public final class Backends {
      */
     public record CpuOptions(int threads, KvCacheType cacheType, int promptBatch) {
         /** One thread per physical core, the default cache type, prompts in batches of {@link GlmForward#DEFAULT_BATCH}. */
-        public static final CpuOptions DEFAULT = new CpuOptions(CpuBackend.defaultThreads(), KvCacheType.DEFAULT,
-                GlmForward.DEFAULT_BATCH);
+        public static final CpuOptions DEFAULT =
+                new CpuOptions(CpuBackend.defaultThreads(), KvCacheType.DEFAULT, GlmForward.DEFAULT_BATCH);
     }
 
     /** {@link #choose(BackendKind, GlmModel, boolean, CpuOptions)} with the self-test and the default CPU options. */
@@ -63,10 +61,16 @@ public final class Backends {
                 }
                 yield MetalChoice.choose(model, selfTest, cpu);
             }
-            case AUTO -> MetalPlatform.isMacArm64() ? MetalChoice.choose(model, selfTest, cpu)
-                    : CudaChoice.choose(model, selfTest, false, cpu, System.err);
-            case EMULATED -> new BackendChoice(BackendKind.EMULATED, "asked for with --backend emulated: the GPU command"
-                    + " lists on the CPU kernel emulator", Optional.empty(), EmulatorRunner.pools(model));
+            case AUTO ->
+                MetalPlatform.isMacArm64()
+                        ? MetalChoice.choose(model, selfTest, cpu)
+                        : CudaChoice.choose(model, selfTest, false, cpu, System.err);
+            case EMULATED ->
+                new BackendChoice(
+                        BackendKind.EMULATED,
+                        "asked for with --backend emulated: the GPU command" + " lists on the CPU kernel emulator",
+                        Optional.empty(),
+                        EmulatorRunner.pools(model));
         };
     }
 
@@ -98,7 +102,8 @@ public final class Backends {
         if (backend != BackendKind.AUTO) {
             return backend;
         }
-        return MetalPlatform.isMacArm64() ? BackendKind.METAL
+        return MetalPlatform.isMacArm64()
+                ? BackendKind.METAL
                 : CudaChoice.available() ? BackendKind.CUDA : BackendKind.EMULATED;
     }
 
@@ -115,8 +120,8 @@ public final class Backends {
         return new BackendChoice(BackendKind.CPU, reason, selfTest, new SequencePools() {
             @Override
             public SequencePool pool(int slots, int capacity) {
-                return new CpuSequencePool(model, new CpuBackend(cpu.threads()), slots, capacity, cpu.cacheType(),
-                        cpu.promptBatch());
+                return new CpuSequencePool(
+                        model, new CpuBackend(cpu.threads()), slots, capacity, cpu.cacheType(), cpu.promptBatch());
             }
 
             @Override

@@ -13,7 +13,6 @@ import dev.glimmer.engine.backend.cuda.CudaWeights;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
-
 import java.io.PrintStream;
 import java.util.Locale;
 import java.util.Optional;
@@ -26,8 +25,7 @@ import java.util.OptionalLong;
  */
 final class CudaChoice {
 
-    private CudaChoice() {
-    }
+    private CudaChoice() {}
 
     /** Whether a CUDA device is usable here (never throws). */
     static boolean available() {
@@ -41,7 +39,8 @@ final class CudaChoice {
 
     /** The self-test on the first CUDA device. */
     static SelfTest.Report selfTest() {
-        CudaDevice device = CudaDevice.probe().device()
+        CudaDevice device = CudaDevice.probe()
+                .device()
                 .orElseThrow(() -> new InvalidInputException("--backend cuda: " + unavailable()));
         return SelfTest.run("cuda on " + device.name(), CudaChoice::selfTestPool);
     }
@@ -49,8 +48,7 @@ final class CudaChoice {
     /** A pool of one sequence for one built-in self-test model: its own (tiny) weights on the device, freed with it. */
     private static CommandListPool selfTestPool(GlmModel model, int capacity) {
         CudaDevice device = CudaDevice.probe().device().orElseThrow();
-        CudaWeights weights = new CudaWeights(model, CudaKernels.load(device), bytes -> {
-        });
+        CudaWeights weights = new CudaWeights(model, CudaKernels.load(device), bytes -> {});
         CudaGraphRunner runner;
         try {
             runner = new CudaGraphRunner(weights, true);
@@ -64,8 +62,8 @@ final class CudaChoice {
     /**
      * @param explicit {@code --backend cuda} (no device is then an input error) rather than {@code auto}
      */
-    static BackendChoice choose(GlmModel model, boolean selfTest, boolean explicit, Backends.CpuOptions cpu,
-                               PrintStream log) {
+    static BackendChoice choose(
+            GlmModel model, boolean selfTest, boolean explicit, Backends.CpuOptions cpu, PrintStream log) {
         Optional<CudaDevice> found = CudaDevice.probe().device();
         if (found.isEmpty()) {
             if (explicit) {
@@ -86,7 +84,8 @@ final class CudaChoice {
             if (selfTest) {
                 SelfTest.Report r = SelfTest.run("cuda", CudaChoice::selfTestPool);
                 if (!r.passed()) {
-                    return Backends.cpu(model, cpu, what + " failed its self-test: " + r.firstFailure(), Optional.of(r));
+                    return Backends.cpu(
+                            model, cpu, what + " failed its self-test: " + r.firstFailure(), Optional.of(r));
                 }
                 report = Optional.of(r);
             }
@@ -100,20 +99,28 @@ final class CudaChoice {
         try {
             weights = new CudaWeights(model, CudaKernels.load(device), bytes -> {
                 if (bytes >= next[0]) {
-                    log.printf(Locale.ROOT, "copying weights to %s: %.1f / %.1f GB%n", device.name(), bytes / 1e9, total / 1e9);
+                    log.printf(
+                            Locale.ROOT,
+                            "copying weights to %s: %.1f / %.1f GB%n",
+                            device.name(),
+                            bytes / 1e9,
+                            total / 1e9);
                     next[0] += 4_000_000_000L;
                 }
             });
         } catch (RuntimeException e) {
             return Backends.cpu(model, cpu, what + " could not take the weights: " + e.getMessage(), report);
         }
-        return new BackendChoice(BackendKind.CUDA, what + (selfTest ? ", self-test passed" : ", self-test skipped"), report,
+        return new BackendChoice(
+                BackendKind.CUDA,
+                what + (selfTest ? ", self-test passed" : ", self-test skipped"),
+                report,
                 new SequencePools() {
                     /** Sequences in one KV pool on the device, stepping together through the batch decode graphs. */
                     @Override
                     public SequencePool pool(int slots, int capacity) {
-                        return new CommandListPool(model, new CudaGraphRunner(weights, false), slots, capacity,
-                                Geometry.PROMPT_TOKENS);
+                        return new CommandListPool(
+                                model, new CudaGraphRunner(weights, false), slots, capacity, Geometry.PROMPT_TOKENS);
                     }
 
                     /** A slot of the KV pool (activations belong to the pool). */
@@ -125,8 +132,8 @@ final class CudaChoice {
                     /** Free device memory, read after the weights' upload. */
                     @Override
                     public Optional<SequencePools.DeviceMemory> deviceMemory() {
-                        return Optional.of(new SequencePools.DeviceMemory(device.name() + "'s free memory",
-                                device.memoryFree(), true));
+                        return Optional.of(new SequencePools.DeviceMemory(
+                                device.name() + "'s free memory", device.memoryFree(), true));
                     }
 
                     @Override

@@ -5,13 +5,12 @@ import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.SequencePools;
 import dev.glimmer.engine.backend.commandlist.CommandListPool;
 import dev.glimmer.engine.backend.commandlist.DecodeModels;
-import dev.glimmer.engine.backend.metal.MetalIcbRunner;
 import dev.glimmer.engine.backend.metal.MetalDevice;
 import dev.glimmer.engine.backend.metal.MetalException;
+import dev.glimmer.engine.backend.metal.MetalIcbRunner;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
-
 import java.util.Optional;
 import java.util.function.Supplier;
 
@@ -24,10 +23,10 @@ final class MetalChoice {
 
     /** The steps of failures that are no {@link MetalException}: opening the device, and decoding on it. */
     private static final String OPENING = "opening Metal";
+
     private static final String DECODING = "decoding the built-in models";
 
-    private MetalChoice() {
-    }
+    private MetalChoice() {}
 
     /** The self-test on the system's Metal device. */
     static SelfTest.Report selfTest() {
@@ -79,15 +78,20 @@ final class MetalChoice {
                 r = SelfTest.run("metal", (m, capacity) -> pool(device, m, 1, capacity));
             } catch (RuntimeException e) {
                 device.close();
-                return Backends.cpu(model, cpu, what + " failed its self-test: " + oneLine(step(e, DECODING) + ": " + detail(e)));
+                return Backends.cpu(
+                        model, cpu, what + " failed its self-test: " + oneLine(step(e, DECODING) + ": " + detail(e)));
             }
             if (!r.passed()) {
                 device.close();
-                return Backends.cpu(model, cpu, what + " failed its self-test: " + oneLine(r.firstFailure()), Optional.of(r));
+                return Backends.cpu(
+                        model, cpu, what + " failed its self-test: " + oneLine(r.firstFailure()), Optional.of(r));
             }
             report = Optional.of(r);
         }
-        return new BackendChoice(BackendKind.METAL, what + (selfTest ? ", self-test passed" : ", self-test skipped"), report,
+        return new BackendChoice(
+                BackendKind.METAL,
+                what + (selfTest ? ", self-test passed" : ", self-test skipped"),
+                report,
                 new SequencePools() {
                     /** Sequences in one KV pool, stepping together through the batch decode lists. */
                     @Override
@@ -104,8 +108,10 @@ final class MetalChoice {
                     /** Metal's recommendedMaxWorkingSetSize: beyond it a command buffer may fail for memory. */
                     @Override
                     public Optional<SequencePools.DeviceMemory> deviceMemory() {
-                        return Optional.of(new SequencePools.DeviceMemory(device.name()
-                                + "'s recommendedMaxWorkingSetSize", device.recommendedMaxWorkingSetSize(), false));
+                        return Optional.of(new SequencePools.DeviceMemory(
+                                device.name() + "'s recommendedMaxWorkingSetSize",
+                                device.recommendedMaxWorkingSetSize(),
+                                false));
                     }
 
                     @Override
@@ -127,7 +133,9 @@ final class MetalChoice {
     /** The first line of {@code text} (a compiler's message has many), saying where the rest is. */
     static String oneLine(String text) {
         String[] lines = text.strip().split("\\R");
-        return lines.length == 1 ? lines[0] : lines[0] + " (" + (lines.length - 1) + " more lines: ./glimmer selftest"
-                + " --backend metal prints them)";
+        return lines.length == 1
+                ? lines[0]
+                : lines[0] + " (" + (lines.length - 1) + " more lines: ./glimmer selftest"
+                        + " --backend metal prints them)";
     }
 }

@@ -1,8 +1,8 @@
 package dev.glimmer.engine.backend.choice;
 
 import dev.glimmer.engine.backend.SequencePool;
-import dev.glimmer.engine.backend.commandlist.LayerProbe;
 import dev.glimmer.engine.backend.commandlist.DecodeModels;
+import dev.glimmer.engine.backend.commandlist.LayerProbe;
 import dev.glimmer.engine.backend.cpu.FloatActivationBackend;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
@@ -19,7 +19,6 @@ import dev.glimmer.kernels.decode.CommandList;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
 import dev.glimmer.kernels.decode.DecodeModel;
 import dev.glimmer.kernels.decode.Dispatch;
-
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
@@ -57,8 +56,11 @@ public final class SelfTest {
     }
 
     /** Every weight type the synthesizer writes, so that each type path of the mat-vec kernels runs. */
-    static final List<Case> CASES = List.of(new Case(SynthWeightType.F32), new Case(SynthWeightType.F16),
-            new Case(SynthWeightType.Q8_0), new Case(SynthWeightType.Q4_0));
+    static final List<Case> CASES = List.of(
+            new Case(SynthWeightType.F32),
+            new Case(SynthWeightType.F16),
+            new Case(SynthWeightType.Q8_0),
+            new Case(SynthWeightType.Q4_0));
 
     /**
      * Makes a GPU pool of one sequence of {@code capacity} positions for {@code model}; where it is a {@link LayerProbe},
@@ -83,8 +85,14 @@ public final class SelfTest {
             if (Double.isNaN(limit)) {
                 return "FAIL " + name + ": " + where;
             }
-            return String.format(Locale.ROOT, "%s %s: max |Δlogit| %.3g (limit %.3g) %s", passed ? "PASS" : "FAIL", name,
-                    maxError, limit, where);
+            return String.format(
+                    Locale.ROOT,
+                    "%s %s: max |Δlogit| %.3g (limit %.3g) %s",
+                    passed ? "PASS" : "FAIL",
+                    name,
+                    maxError,
+                    limit,
+                    where);
         }
     }
 
@@ -106,20 +114,28 @@ public final class SelfTest {
                 sb.append(c.line()).append('\n');
             }
             if (!kernels.isEmpty()) {
-                sb.append("kernels exercised: ").append(String.join(", ", kernels)).append('\n');
+                sb.append("kernels exercised: ")
+                        .append(String.join(", ", kernels))
+                        .append('\n');
             }
-            sb.append(backend).append(" self-test ").append(passed() ? "passed" : "FAILED").append('\n');
+            sb.append(backend)
+                    .append(" self-test ")
+                    .append(passed() ? "passed" : "FAILED")
+                    .append('\n');
             return sb.toString();
         }
 
         /** The first failed check, for a one-line reason. */
         public String firstFailure() {
-            return checks.stream().filter(c -> !c.passed()).findFirst().map(Check::line).orElse("none");
+            return checks.stream()
+                    .filter(c -> !c.passed())
+                    .findFirst()
+                    .map(Check::line)
+                    .orElse("none");
         }
     }
 
-    private SelfTest() {
-    }
+    private SelfTest() {}
 
     /**
      * The report of a self-test that could not compare anything: bringing the GPU path up failed at
@@ -142,12 +158,14 @@ public final class SelfTest {
         try {
             for (Case c : CASES) {
                 Path file = dir.resolve(c.name() + ".gguf");
-                ModelSynthesizer.write(SynthModel.of(SynthPreset.TINY, c.weights(), SEED), file, (done, total) -> {
-                });
+                ModelSynthesizer.write(SynthModel.of(SynthPreset.TINY, c.weights(), SEED), file, (done, total) -> {});
                 try (GlmModel model = GlmModel.open(file)) {
                     DecodeModel shape = DecodeModels.of(model.file(), model.config());
-                    DecodeCommandListBuilder.build(shape, TOKENS.length).dispatches().forEach(d -> kernels.add(d.kernel()));
-                    DecodeCommandListBuilder.build(shape, TOKENS.length, Geometry.PROMPT_TOKENS).dispatches()
+                    DecodeCommandListBuilder.build(shape, TOKENS.length)
+                            .dispatches()
+                            .forEach(d -> kernels.add(d.kernel()));
+                    DecodeCommandListBuilder.build(shape, TOKENS.length, Geometry.PROMPT_TOKENS)
+                            .dispatches()
                             .forEach(d -> kernels.add(d.kernel()));
                     checks.add(decode(c, model, gpu));
                     checks.add(prompt(c, model, gpu));
@@ -169,12 +187,13 @@ public final class SelfTest {
         double worstLimit = 0;
         String where = "";
         try (Reference cpu = new Reference(model, TOKENS.length);
-             SequencePool pool = gpu.open(model, TOKENS.length);
-             SequencePool.Sequence g = pool.open()) {
+                SequencePool pool = gpu.open(model, TOKENS.length);
+                SequencePool.Sequence g = pool.open()) {
             for (int step = 0; step < TOKENS.length; step++) {
                 float[] expected = cpu.forward(TOKENS, step, 1).clone();
-                SequencePool.Next next = pool.step(List.of(g), new int[] {TOKENS[step]},
-                        new SequencePool.Readout[] {SequencePool.Readout.LOGITS})[0];
+                SequencePool.Next next = pool.step(List.of(g), new int[] {TOKENS[step]}, new SequencePool.Readout[] {
+                    SequencePool.Readout.LOGITS
+                })[0];
                 float[] got = next.logits();
                 double limit = TOLERANCE * range(expected);
                 int at = worstLogit(expected, got);
@@ -186,13 +205,23 @@ public final class SelfTest {
                 }
                 if (error > limit) {
                     String located = pool instanceof LayerProbe p ? "; " + locate(model, p, g, step) : "";
-                    return new Check(c.name() + " decode step", error, limit, "at step " + step + ", logit " + at
-                            + " (CPU " + expected[at] + ", GPU " + got[at] + ")" + located, false);
+                    return new Check(
+                            c.name() + " decode step",
+                            error,
+                            limit,
+                            "at step " + step + ", logit " + at + " (CPU " + expected[at] + ", GPU " + got[at] + ")"
+                                    + located,
+                            false);
                 }
                 int greedy = next.greedyToken();
                 if (greedy < 0 || greedy >= got.length || got[greedy] != max(got)) {
-                    return new Check(c.name() + " argmax", error, limit, "at step " + step + ": the argmax dispatch chose "
-                            + greedy + ", the largest GPU logit is " + max(got), false);
+                    return new Check(
+                            c.name() + " argmax",
+                            error,
+                            limit,
+                            "at step " + step + ": the argmax dispatch chose " + greedy + ", the largest GPU logit is "
+                                    + max(got),
+                            false);
                 }
             }
         }
@@ -205,23 +234,28 @@ public final class SelfTest {
      */
     static Check prompt(Case c, GlmModel model, GpuPools gpu) {
         try (Reference cpu = new Reference(model, TOKENS.length);
-             SequencePool pool = gpu.open(model, TOKENS.length);
-             SequencePool.Sequence g = pool.open()) {
+                SequencePool pool = gpu.open(model, TOKENS.length);
+                SequencePool.Sequence g = pool.open()) {
             float[] expected = cpu.forward(TOKENS, 0, TOKENS.length).clone();
             SequencePool.Next next = pool.prompt(g, TOKENS, 0, TOKENS.length, SequencePool.Readout.LOGITS);
             float[] got = next.logits();
             double limit = TOLERANCE * range(expected);
             int at = worstLogit(expected, got);
             double error = difference(got[at], expected[at]);
-            String where = "after a prompt of " + TOKENS.length + " tokens, logit " + at + " (CPU " + expected[at] + ", GPU "
-                    + got[at] + ")";
+            String where = "after a prompt of " + TOKENS.length + " tokens, logit " + at + " (CPU " + expected[at]
+                    + ", GPU " + got[at] + ")";
             if (error > limit) {
                 return new Check(c.name() + " prompt", error, limit, where, false);
             }
             int greedy = next.greedyToken();
             if (greedy < 0 || greedy >= got.length || got[greedy] != max(got)) {
-                return new Check(c.name() + " prompt argmax", error, limit, "after a prompt of " + TOKENS.length
-                        + " tokens: the argmax dispatch chose " + greedy + ", the largest GPU logit is " + max(got), false);
+                return new Check(
+                        c.name() + " prompt argmax",
+                        error,
+                        limit,
+                        "after a prompt of " + TOKENS.length + " tokens: the argmax dispatch chose " + greedy
+                                + ", the largest GPU logit is " + max(got),
+                        false);
             }
             return new Check(c.name() + " prompt", error, limit, where, true);
         }
@@ -234,7 +268,8 @@ public final class SelfTest {
 
         Reference(GlmModel model, int capacity) {
             this.forward = new GlmForward(model, new FloatActivationBackend(), GlmForward.DEFAULT_BATCH);
-            this.cache = model.newCache(capacity, KvCacheType.GPU);  // the GPU's cache type, so that only the kernels differ
+            this.cache =
+                    model.newCache(capacity, KvCacheType.GPU); // the GPU's cache type, so that only the kernels differ
         }
 
         float[] forward(int[] tokens, int from, int count) {
@@ -271,9 +306,13 @@ public final class SelfTest {
         Dispatch first = list.dispatches().getFirst();
         int xIndex = KernelLibrary.load().kernel(first.kernel()).params().stream()
                 .filter(p -> p.name().equals("x") && p.binding() instanceof KernelParam.Buffer)
-                .mapToInt(p -> ((KernelParam.Buffer) p.binding()).index()).findFirst()
+                .mapToInt(p -> ((KernelParam.Buffer) p.binding()).index())
+                .findFirst()
                 .orElseThrow(() -> new IllegalStateException(first.kernel() + " has no buffer x"));
-        Dispatch.Binding x = first.bindings().stream().filter(b -> b.index() == xIndex).findFirst().orElseThrow();
+        Dispatch.Binding x = first.bindings().stream()
+                .filter(b -> b.index() == xIndex)
+                .findFirst()
+                .orElseThrow();
         int width = model.config().embedding();
         float[][] expected = residuals(model, step);
         int from = 0;
@@ -296,12 +335,18 @@ public final class SelfTest {
                 }
             }
             if (error > limit) {
-                return String.format(Locale.ROOT, "first off after layer %d (kernels %s): max |Δx| %.3g at %d", layer,
-                        kernels(list, from, end), error, at);
+                return String.format(
+                        Locale.ROOT,
+                        "first off after layer %d (kernels %s): max |Δx| %.3g at %d",
+                        layer,
+                        kernels(list, from, end),
+                        error,
+                        at);
             }
             from = end;
         }
-        return "every layer agrees; off in the output head (kernels " + kernels(list, from, list.dispatches().size()) + ")";
+        return "every layer agrees; off in the output head (kernels "
+                + kernels(list, from, list.dispatches().size()) + ")";
     }
 
     /** The CPU's residual stream after each layer, for the token at {@code step}. */
@@ -321,7 +366,10 @@ public final class SelfTest {
     }
 
     private static String kernels(CommandList list, int from, int to) {
-        return list.dispatches().subList(from, to).stream().map(Dispatch::kernel).distinct().collect(Collectors.joining(", "));
+        return list.dispatches().subList(from, to).stream()
+                .map(Dispatch::kernel)
+                .distinct()
+                .collect(Collectors.joining(", "));
     }
 
     /** |got − expected|, infinite when either is NaN (so the first NaN is the worst place). */

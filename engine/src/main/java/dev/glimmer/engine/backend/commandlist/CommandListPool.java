@@ -12,7 +12,6 @@ import dev.glimmer.kernels.decode.BufferSpec;
 import dev.glimmer.kernels.decode.CommandList;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
 import dev.glimmer.kernels.decode.DecodeModel;
-
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
@@ -49,12 +48,14 @@ public final class CommandListPool implements SequencePool, LayerProbe {
     private final Encoded prompt;
     /** Batch decode lists of 2, 4, 8, ... rows, up to the slots (none for a pool of one). */
     private final List<Encoded> batches;
+
     private final SequenceSlots slots;
     private final int vocab;
     /** Rows of the token embedding table: the token ids a run may hold. */
     private final int embeddingRows;
     /** Host memory the reads land in: every output row's logits, then their greedy tokens. */
     private final MemorySegment readBack;
+
     private final long tokensAt;
     /** Each slot's logits as handed out, reused from run to run. */
     private final float[][] logits;
@@ -62,6 +63,7 @@ public final class CommandListPool implements SequencePool, LayerProbe {
     private final int[] kvBuffers;
     /** Host memory KV rows go through on their way to and from the device ({@link #exportPrefix}); made when first needed. */
     private MemorySegment staging;
+
     private static final long STAGING_BYTES = 4L << 20;
 
     /**
@@ -72,7 +74,7 @@ public final class CommandListPool implements SequencePool, LayerProbe {
      */
     public CommandListPool(GlmModel model, ListRunner runner, int slots, int capacity, int promptTokens) {
         this.runner = runner;
-        this.slots = new SequenceSlots(slots, capacity, freed -> { });
+        this.slots = new SequenceSlots(slots, capacity, freed -> {});
         this.vocab = model.vocabSize();
         this.embeddingRows = model.weights().tokenEmbedding().rows();
         this.logits = new float[slots][];
@@ -84,7 +86,8 @@ public final class CommandListPool implements SequencePool, LayerProbe {
             }
             int outputs = made.stream().mapToInt(e -> e.list().outputs()).max().orElseThrow();
             tokensAt = 4L * vocab * outputs;
-            readBack = runner.hostBuffer(Math.max(tokensAt + 4L * outputs, 4L * model.config().embedding()));
+            readBack = runner.hostBuffer(
+                    Math.max(tokensAt + 4L * outputs, 4L * model.config().embedding()));
         } catch (RuntimeException | OutOfMemoryError e) {
             runner.close();
             throw e;
@@ -94,7 +97,8 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         this.batches = List.copyOf(made.subList(2, made.size()));
         List<BufferSpec> buffers = decode.list().buffers();
         this.kvBuffers = IntStream.range(0, buffers.size())
-                .filter(i -> buffers.get(i).kind() == BufferSpec.Kind.KV_CACHE).toArray();
+                .filter(i -> buffers.get(i).kind() == BufferSpec.Kind.KV_CACHE)
+                .toArray();
     }
 
     /** The decode list, the prompt list, then the batch lists. */
@@ -120,7 +124,10 @@ public final class CommandListPool implements SequencePool, LayerProbe {
     }
 
     private static long kvBytes(CommandList list) {
-        return list.buffers().stream().filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE).mapToLong(BufferSpec::bytes).sum();
+        return list.buffers().stream()
+                .filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE)
+                .mapToLong(BufferSpec::bytes)
+                .sum();
     }
 
     @Override
@@ -156,7 +163,8 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         for (Encoded r : all()) {
             total += r.list().buffers().stream()
                     .filter(b -> b.kind() != BufferSpec.Kind.WEIGHTS && b.kind() != BufferSpec.Kind.KV_CACHE)
-                    .mapToLong(BufferSpec::bytes).sum();
+                    .mapToLong(BufferSpec::bytes)
+                    .sum();
         }
         return total;
     }
@@ -215,8 +223,8 @@ public final class CommandListPool implements SequencePool, LayerProbe {
     /** Copies {@code slot}'s first {@code n} rows of every KV buffer to ({@code out}) or from {@code host}. */
     private void moveRows(SequenceSlots.Slot slot, int n, MemorySegment host, boolean out) {
         if (host.byteSize() < n * bytesPerPosition()) {
-            throw new IllegalArgumentException(host.byteSize() + " bytes hold fewer than " + n + " positions of "
-                    + bytesPerPosition() + " bytes");
+            throw new IllegalArgumentException(
+                    host.byteSize() + " bytes hold fewer than " + n + " positions of " + bytesPerPosition() + " bytes");
         }
         if (staging == null) {
             staging = runner.hostBuffer(STAGING_BYTES);
@@ -256,7 +264,8 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         SequenceSlots.Slot slot = slots.own(sequence);
         SequenceSlots.checkRun(slot, tokens, from, count, embeddingRows);
         if (count == 1) {
-            return launchRows(List.of(slot), new int[] {tokens[from]}, new Readout[] {readout}).results()[0];
+            return launchRows(List.of(slot), new int[] {tokens[from]}, new Readout[] {readout})
+                    .results()[0];
         }
         int batch = prompt.list().tokens();
         for (int done = 0; done < count; ) {
@@ -297,8 +306,11 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         Next[] out = new Next[own.size()];
         for (int first = 0; first < out.length; first += max) {
             int rows = Math.min(max, out.length - first);
-            Next[] turn = launchRows(own.subList(first, first + rows), Arrays.copyOfRange(tokens, first, first + rows),
-                    Arrays.copyOfRange(readouts, first, first + rows)).results();
+            Next[] turn = launchRows(
+                            own.subList(first, first + rows),
+                            Arrays.copyOfRange(tokens, first, first + rows),
+                            Arrays.copyOfRange(readouts, first, first + rows))
+                    .results();
             System.arraycopy(turn, 0, out, first, rows);
         }
         return () -> out;
@@ -311,8 +323,12 @@ public final class CommandListPool implements SequencePool, LayerProbe {
 
     /** The decode list for one row, else the smallest batch list that holds {@code rows}. */
     private Encoded listFor(int rows) {
-        return rows == 1 ? decode : batches.stream().filter(b -> b.list().tokens() >= rows).findFirst()
-                .orElseThrow(() -> new IllegalArgumentException("no batch list holds " + rows + " rows"));
+        return rows == 1
+                ? decode
+                : batches.stream()
+                        .filter(b -> b.list().tokens() >= rows)
+                        .findFirst()
+                        .orElseThrow(() -> new IllegalArgumentException("no batch list holds " + rows + " rows"));
     }
 
     /**
@@ -354,8 +370,11 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         list.bound().read(list.activations(), list.list().token(), readBack.asSlice(tokensAt, 4L * rows));
         for (int i = 0; i < rows; i++) {
             if (!readouts[i].greedy()) {
-                list.bound().read(list.activations(), list.list().logits() + 4L * vocab * i,
-                        readBack.asSlice(4L * vocab * i, 4L * vocab));
+                list.bound()
+                        .read(
+                                list.activations(),
+                                list.list().logits() + 4L * vocab * i,
+                                readBack.asSlice(4L * vocab * i, 4L * vocab));
             }
         }
     }
@@ -375,7 +394,11 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         for (int i = 0; i < out.length; i++) {
             if (out[i] == null) {
                 int greedy = readBack.get(ValueLayout.JAVA_INT, tokensAt + 4L * i);
-                list.bound().read(list.activations(), list.list().logits() + 4L * vocab * i, readBack.asSlice(0, 4L * vocab));
+                list.bound()
+                        .read(
+                                list.activations(),
+                                list.list().logits() + 4L * vocab * i,
+                                readBack.asSlice(0, 4L * vocab));
                 runner.finish();
                 out[i] = new Next(logits(own.get(i), 0), greedy);
             }
@@ -395,12 +418,14 @@ public final class CommandListPool implements SequencePool, LayerProbe {
     }
 
     @Override
-    public float[] partialStep(Sequence sequence, int token, int at, int dispatches, int buffer, long offset, int count) {
+    public float[] partialStep(
+            Sequence sequence, int token, int at, int dispatches, int buffer, long offset, int count) {
         SequenceSlots.Slot slot = slots.own(sequence);
         if (at >= slot.position()) {
             throw new IllegalArgumentException("position " + at + " has not been decoded yet");
         }
-        decode.bound().writeSteps(decode.list().steps(stepArgs, List.of(new CommandList.StepRow(token, at, kvRow(slot)))));
+        decode.bound()
+                .writeSteps(decode.list().steps(stepArgs, List.of(new CommandList.StepRow(token, at, kvRow(slot)))));
         decode.bound().run(Math.min(dispatches, decode.list().dispatches().size()));
         MemorySegment into = readBack.asSlice(0, 4L * count);
         decode.bound().read(buffer, offset, into);
@@ -446,8 +471,11 @@ public final class CommandListPool implements SequencePool, LayerProbe {
             }
             SequenceSlots.Slot slot = slots.own(sequence);
             SequenceSlots.checkRun(slot, tokens, from, count, embeddingRows);
-            prompt.bound().writeSteps(prompt.list().steps(stepArgs,
-                    CommandList.consecutive(tokens, from, count, slot.position(), kvRow(slot))));
+            prompt.bound()
+                    .writeSteps(prompt.list()
+                            .steps(
+                                    stepArgs,
+                                    CommandList.consecutive(tokens, from, count, slot.position(), kvRow(slot))));
             Profile p = profiler.byDispatch(prompt.bound(), count);
             slot.advance(count);
             return p;

@@ -8,15 +8,13 @@ import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.decode.DecodeModel;
 import dev.glimmer.kernels.decode.ModelShape;
 import dev.glimmer.kernels.decode.WeightTensor;
-
 import java.util.LinkedHashMap;
 import java.util.Map;
 
 /** The GPU decode step's view of a model file: its validated config as a {@link ModelShape} and the trunk's tensors with their file offsets. */
 public final class DecodeModels {
 
-    private DecodeModels() {
-    }
+    private DecodeModels() {}
 
     /**
      * @throws InvalidInputException for model variants the GPU decode step does not run (no q_lora,
@@ -24,23 +22,33 @@ public final class DecodeModels {
      */
     public static DecodeModel of(GgufFile file, GlmConfig c) {
         String name = String.valueOf(file.path().getFileName());
-        if (file.findTensor("blk." + c.leadingDenseBlocks() + ".ffn_gate_up_exps.weight").isPresent()) {
-            throw new InvalidInputException(name + " stores merged ffn_gate_up_exps tensors, which the GPU decode step does not read yet");
+        if (file.findTensor("blk." + c.leadingDenseBlocks() + ".ffn_gate_up_exps.weight")
+                .isPresent()) {
+            throw new InvalidInputException(
+                    name + " stores merged ffn_gate_up_exps tensors, which the GPU decode step does not read yet");
         }
         if (c.qLoraRank() == 0) {
-            throw new InvalidInputException(name + " has no q_lora_rank (a \"lite\" model): the GPU decode step needs attn_q_a/attn_q_b");
+            throw new InvalidInputException(
+                    name + " has no q_lora_rank (a \"lite\" model): the GPU decode step needs attn_q_a/attn_q_b");
         }
         if (c.heads() > Geometry.ATTENTION_MAX_HEADS || c.kvRowWidth() > Geometry.ATTENTION_MAX_ROW) {
             throw new InvalidInputException(name + " has " + c.heads() + " heads and cache rows of " + c.kvRowWidth()
                     + " values; the GPU attention kernel holds at most " + Geometry.ATTENTION_MAX_HEADS + " and "
                     + Geometry.ATTENTION_MAX_ROW);
         }
-        int[] rowLengths = {c.embedding(), c.qLoraRank(), c.nopeDims(), c.kvLoraRank(), c.denseFfn(), c.expertFfn(),
-                c.heads() * c.valueLengthMla()};
+        int[] rowLengths = {
+            c.embedding(),
+            c.qLoraRank(),
+            c.nopeDims(),
+            c.kvLoraRank(),
+            c.denseFfn(),
+            c.expertFfn(),
+            c.heads() * c.valueLengthMla()
+        };
         for (int n : rowLengths) {
             if (n % Geometry.CHUNK != 0) {
-                throw new InvalidInputException(name + " has weight rows of " + n + " values; the GPU kernels read rows in chunks of "
-                        + Geometry.CHUNK);
+                throw new InvalidInputException(name + " has weight rows of " + n
+                        + " values; the GPU kernels read rows in chunks of " + Geometry.CHUNK);
             }
         }
         TensorInfo embd = file.tensor("token_embd.weight");
@@ -49,15 +57,32 @@ public final class DecodeModels {
             case SOFTMAX -> 1;
             case SIGMOID -> 2;
         };
-        ModelShape shape = new ModelShape(c.layers(), c.leadingDenseBlocks(), c.embedding(), c.heads(), c.qLoraRank(),
-                c.kvLoraRank(), c.nopeDims(), c.ropeDims(), c.valueLengthMla(), c.denseFfn(), c.expertFfn(), c.experts(),
-                c.expertsUsed(), c.expertFfn() * c.sharedExperts(), vocab, c.rmsEps(), c.ropeBase(), c.kqScale(), gating,
-                c.expertWeightsScale(), c.expertWeightsNorm());
+        ModelShape shape = new ModelShape(
+                c.layers(),
+                c.leadingDenseBlocks(),
+                c.embedding(),
+                c.heads(),
+                c.qLoraRank(),
+                c.kvLoraRank(),
+                c.nopeDims(),
+                c.ropeDims(),
+                c.valueLengthMla(),
+                c.denseFfn(),
+                c.expertFfn(),
+                c.experts(),
+                c.expertsUsed(),
+                c.expertFfn() * c.sharedExperts(),
+                vocab,
+                c.rmsEps(),
+                c.ropeBase(),
+                c.kqScale(),
+                gating,
+                c.expertWeightsScale(),
+                c.expertWeightsNorm());
         Map<String, WeightTensor> tensors = new LinkedHashMap<>();
         for (TensorInfo t : file.tensors()) {
             if (isTrunk(t.name(), c.layers())) {
-                tensors.put(t.name(), new WeightTensor(t.name(), t.type().id,
-                        file.fileOffset(t), t.size()));
+                tensors.put(t.name(), new WeightTensor(t.name(), t.type().id, file.fileOffset(t), t.size()));
             }
         }
         return new DecodeModel(shape, tensors);

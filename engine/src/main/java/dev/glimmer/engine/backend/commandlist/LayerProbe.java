@@ -17,5 +17,6 @@ public interface LayerProbe {
      * {@code sequence}, a position already decoded with that token (its cache rows are rewritten with the same values),
      * and returns {@code count} floats of list buffer {@code buffer} from byte {@code offset}. The position does not move.
      */
-    float[] partialStep(SequencePool.Sequence sequence, int token, int at, int dispatches, int buffer, long offset, int count);
+    float[] partialStep(
+            SequencePool.Sequence sequence, int token, int at, int dispatches, int buffer, long offset, int count);
 }

@@ -2,7 +2,6 @@ package dev.glimmer.engine.backend.commandlist;
 
 import dev.glimmer.engine.backend.KernelTimings;
 import dev.glimmer.kernels.decode.CommandList;
-
 import java.lang.foreign.MemorySegment;
 import java.util.Optional;
 

@@ -4,7 +4,6 @@ import dev.glimmer.engine.model.WeightMatrix;
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.engine.tensor.QuantizedVector;
 import dev.glimmer.engine.tensor.VecDot;
-
 import java.lang.foreign.MemorySegment;
 
 /**
@@ -48,9 +47,11 @@ final class ActivationRows {
     MemorySegment laneScalesSegment = MemorySegment.ofArray(laneScales);
     /** One activation row copied for the native quantizer (the caller's arrays have no segment of their own). */
     private float[] staging = new float[0];
+
     private MemorySegment stagingSegment = MemorySegment.ofArray(staging);
     /** Whether Q4_0 rows are laid out for the native kernel (instead of for the Java kernels). */
     private final boolean nativeQ4_0;
+
     private final QuantizedVector scratch = new QuantizedVector(GgmlType.Q8_0);
     private final QuantizedVector scratchK = new QuantizedVector(GgmlType.Q8_K);
 
@@ -61,10 +62,11 @@ final class ActivationRows {
 
     /** Whether {@link Kernels} or {@link KQuantKernels} has a dot product for weights of {@code type}. */
     static boolean hasKernel(GgmlType type) {
-        return Kernels.supported() && switch (type) {
-            case Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, F16, F32 -> true;
-            default -> false;
-        };
+        return Kernels.supported()
+                && switch (type) {
+                    case Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, F16, F32 -> true;
+                    default -> false;
+                };
     }
 
     /** Makes room for {@code rows} rows of {@code cols} values for {@code weightType} weights. */
@@ -116,7 +118,8 @@ final class ActivationRows {
                 vectors[row].quantize(x, from, cols);
             } else if (weightType == GgmlType.Q4_0 && nativeQ4_0) {
                 System.arraycopy(x, from, staging, 0, cols);
-                NativeKernels.q4_0Activations(stagingSegment, cols, nativeQuantsSegment, nativeBiasesSegment, laneScalesSegment, row);
+                NativeKernels.q4_0Activations(
+                        stagingSegment, cols, nativeQuantsSegment, nativeBiasesSegment, laneScalesSegment, row);
             } else if (weightType == GgmlType.Q4_0) {
                 scratch.quantize(x, from, cols);
                 Kernels.groupQ4_0Quants(scratch, cols, quants, biases, laneScales, scales, row * cols);
@@ -161,8 +164,10 @@ final class ActivationRows {
         int blocks = w.cols() / Kernels.QK;
         boolean q4_0 = w.type() == GgmlType.Q4_0 && hasKernel(w.type());
         if (q4_0 && Kernels.groupedBlocks(blocks) == blocks) {
-            Kernels.dotQ4_0x2Grouped(w.data(), r * w.rowBytes(), quants, biases, laneScales, scales, blocks, i0, i1, result, 0);
-            Kernels.dotQ4_0x2Grouped(w.data(), r * w.rowBytes(), quants, biases, laneScales, scales, blocks, i2, i3, result, 2);
+            Kernels.dotQ4_0x2Grouped(
+                    w.data(), r * w.rowBytes(), quants, biases, laneScales, scales, blocks, i0, i1, result, 0);
+            Kernels.dotQ4_0x2Grouped(
+                    w.data(), r * w.rowBytes(), quants, biases, laneScales, scales, blocks, i2, i3, result, 2);
         } else {
             result[0] = dot(w, r, i0);
             result[1] = dot(w, r, i1);
@@ -179,11 +184,15 @@ final class ActivationRows {
             return VecDot.dot(w.type(), w.data(), row, vectors[i], cols);
         }
         return switch (w.type()) {
-            case Q4_0 -> Kernels.dotQ4_0(w.data(), row, quants, biases, laneScales, scales, i * cols, cols / Kernels.QK);
+            case Q4_0 ->
+                Kernels.dotQ4_0(w.data(), row, quants, biases, laneScales, scales, i * cols, cols / Kernels.QK);
             case Q5_0 -> Kernels.dotQ5_0(w.data(), row, quants, scales, i * cols, cols / Kernels.QK);
-            case Q8_0 -> Kernels.dotQ8_0(w.data(), row, quants, i * cols, scales, i * cols / Kernels.QK, cols / Kernels.QK);
-            case Q4_K -> KQuantKernels.dotQ4_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
-            case Q5_K -> KQuantKernels.dotQ5_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
+            case Q8_0 ->
+                Kernels.dotQ8_0(w.data(), row, quants, i * cols, scales, i * cols / Kernels.QK, cols / Kernels.QK);
+            case Q4_K ->
+                KQuantKernels.dotQ4_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
+            case Q5_K ->
+                KQuantKernels.dotQ5_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
             case Q6_K -> KQuantKernels.dotQ6_K(w.data(), row, quants, scales, i * cols, cols / KQuantKernels.QK_K);
             case F16 -> Kernels.dotF16(w.data(), row, floats, i * cols, cols);
             default -> Kernels.dotF32(w.data(), row, floats, i * cols, cols);

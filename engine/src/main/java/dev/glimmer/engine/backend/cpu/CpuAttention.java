@@ -42,7 +42,16 @@ final class CpuAttention implements WorkerPool.Task {
         this.pool = pool;
     }
 
-    void compute(KvCache cache, int layer, float[] q, int n, int firstPosition, int heads, float scale, int valueWidth, float[] out) {
+    void compute(
+            KvCache cache,
+            int layer,
+            float[] q,
+            int n,
+            int firstPosition,
+            int heads,
+            float scale,
+            int valueWidth,
+            float[] out) {
         int width = cache.rowWidth();
         int capacity = cache.capacity();
         if (rows.length < pool.threads() || rows[0].length < Math.max(width, BLOCK * valueWidth)) {
@@ -123,7 +132,9 @@ final class CpuAttention implements WorkerPool.Task {
     /** Softmax of each head's scores in this share of the heads, in place, normalized. */
     private void softmax(int worker, int workers) {
         int capacity = cache.capacity();
-        for (int h = CpuBackend.shareStart(heads, worker, workers); h < CpuBackend.shareStart(heads, worker + 1, workers); h++) {
+        for (int h = CpuBackend.shareStart(heads, worker, workers);
+                h < CpuBackend.shareStart(heads, worker + 1, workers);
+                h++) {
             int base = h * capacity;
             float max = Float.NEGATIVE_INFINITY;
             for (int u = 0; u < length; u++) {
@@ -151,7 +162,9 @@ final class CpuAttention implements WorkerPool.Task {
         int capacity = cache.capacity();
         float[] block = rows[worker];
         int from = CpuBackend.shareStart(valueWidth / F.length(), worker, workers) * F.length();
-        int to = worker + 1 == workers ? valueWidth : CpuBackend.shareStart(valueWidth / F.length(), worker + 1, workers) * F.length();
+        int to = worker + 1 == workers
+                ? valueWidth
+                : CpuBackend.shareStart(valueWidth / F.length(), worker + 1, workers) * F.length();
         int count = to - from;
         for (int h = 0; h < heads; h++) {
             java.util.Arrays.fill(out, outOff + h * valueWidth + from, outOff + h * valueWidth + to, 0f);
@@ -170,7 +183,8 @@ final class CpuAttention implements WorkerPool.Task {
                     FloatVector acc = FloatVector.fromArray(F, out, o + i);
                     for (int j = 0; j < us; j++) {
                         // Multiply, then add (two roundings), as the scalar reference does.
-                        acc = acc.add(FloatVector.fromArray(F, block, j * count + i).mul(scores[p + j]));
+                        acc = acc.add(
+                                FloatVector.fromArray(F, block, j * count + i).mul(scores[p + j]));
                     }
                     acc.intoArray(out, o + i);
                 }

@@ -6,7 +6,6 @@ import dev.glimmer.engine.model.Backend;
 import dev.glimmer.engine.model.GlmWeights;
 import dev.glimmer.engine.model.WeightMatrix;
 import dev.glimmer.engine.tensor.Dequantizer;
-
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -41,6 +40,7 @@ public final class CpuBackend implements Backend {
     private final WorkerPool pool;
     /** The native kernel's variant Q4_0 weights go through ({@link NativeKernels}), or null for the Java kernels. */
     private final NativeKernels.Variant q4_0Kernel;
+
     private final ActivationRows inputs;
     private final ActivationRows hidden;
     private final MatmulTask matmul = new MatmulTask();
@@ -48,6 +48,7 @@ public final class CpuBackend implements Backend {
     private final CpuAttention attention;
     /** Per thread: 4 results of a {@link ActivationRows#dot4}, twice. */
     private final float[][] quads;
+
     private final float[][] quads2;
     /** Per thread: one output row's down-projection value for every slot of a batch (grown, never shrunk). */
     private final float[][] slotValues;
@@ -60,6 +61,7 @@ public final class CpuBackend implements Backend {
      * and small fixed chunks streamed a fifth slower than large ones. Reset before each operation.
      */
     private final AtomicInteger nextUnit = new AtomicInteger();
+
     private final CpuProfile profile = new CpuProfile();
 
     /** A backend using one thread per physical core. */
@@ -83,7 +85,8 @@ public final class CpuBackend implements Backend {
      */
     CpuBackend(int threads, NativeKernels.Variant q4_0Kernel) {
         if (q4_0Kernel != null && !NativeKernels.runs(q4_0Kernel)) {
-            throw new IllegalStateException("the native Q4_0 kernel's " + q4_0Kernel.setting + " variant cannot run here");
+            throw new IllegalStateException(
+                    "the native Q4_0 kernel's " + q4_0Kernel.setting + " variant cannot run here");
         }
         if (threads < 1) {
             throw new InvalidInputException("the number of threads must be at least 1, got " + threads);
@@ -129,13 +132,15 @@ public final class CpuBackend implements Backend {
     @Override
     public void embed(WeightMatrix table, int token, float[] out, int outOff) {
         if (token < 0 || token >= table.rows()) {
-            throw new InvalidInputException("token id " + token + " is outside the vocabulary (0.." + (table.rows() - 1) + ")");
+            throw new InvalidInputException(
+                    "token id " + token + " is outside the vocabulary (0.." + (table.rows() - 1) + ")");
         }
         Dequantizer.dequantizeRow(table.type(), table.data(), token * table.rowBytes(), out, outOff, table.cols());
     }
 
     @Override
-    public void matmul(WeightMatrix w, float[] x, int xOff, int xStride, int n, float[] out, int outOff, int outStride) {
+    public void matmul(
+            WeightMatrix w, float[] x, int xOff, int xStride, int n, float[] out, int outOff, int outStride) {
         long start = System.nanoTime();
         inputs.reserve(w.type(), n, w.cols());
         inputs.set(w.type(), 0, x, xOff, xStride, n, w.cols());
@@ -151,8 +156,17 @@ public final class CpuBackend implements Backend {
      * {@code h*n + t}), then the (head, row) pairs are split among the threads.
      */
     @Override
-    public void matmulHeads(WeightMatrix[] w, float[] x, int xOff, int xHeadStride, int xStride, int n,
-                            float[] out, int outOff, int outHeadStride, int outStride) {
+    public void matmulHeads(
+            WeightMatrix[] w,
+            float[] x,
+            int xOff,
+            int xHeadStride,
+            int xStride,
+            int n,
+            float[] out,
+            int outOff,
+            int outHeadStride,
+            int outStride) {
         long start = System.nanoTime();
         WeightMatrix first = w[0];
         inputs.reserve(first.type(), w.length * n, first.cols());
@@ -163,18 +177,30 @@ public final class CpuBackend implements Backend {
         start = System.nanoTime();
         matmul.set(null, w, n, out, outOff, outHeadStride, outStride);
         dispatch(matmul, (long) w.length * first.rows() * first.cols() * n);
-        profile.add(CpuProfile.Op.MATMUL_HEADS, start, w.length * first.rows() * first.rowBytes(), (long) w.length * first.rows() * first.cols() * n);
+        profile.add(
+                CpuProfile.Op.MATMUL_HEADS,
+                start,
+                w.length * first.rows() * first.rowBytes(),
+                (long) w.length * first.rows() * first.cols() * n);
     }
 
     @Override
-    public void expertFfn(GlmWeights.Ffn[] ffns, int[] chosen, float[] weights, int k, float[] x, int n,
-                          float[] act, float[] out) {
+    public void expertFfn(
+            GlmWeights.Ffn[] ffns, int[] chosen, float[] weights, int k, float[] x, int n, float[] act, float[] out) {
         experts.compute(ffns, chosen, weights, k, x, n, act, out);
     }
 
     @Override
-    public void attention(KvCache cache, int layer, float[] q, int n, int firstPosition, int heads, float scale,
-                          int valueWidth, float[] out) {
+    public void attention(
+            KvCache cache,
+            int layer,
+            float[] q,
+            int n,
+            int firstPosition,
+            int heads,
+            float scale,
+            int valueWidth,
+            float[] out) {
         long start = System.nanoTime();
         attention.compute(cache, layer, q, n, firstPosition, heads, scale, valueWidth, out);
         profile.add(CpuProfile.Op.ATTENTION, start, 0, 0);
@@ -232,7 +258,14 @@ public final class CpuBackend implements Backend {
         private int outHeadStride;
         private int outStride;
 
-        void set(WeightMatrix single, WeightMatrix[] heads, int n, float[] out, int outOff, int outHeadStride, int outStride) {
+        void set(
+                WeightMatrix single,
+                WeightMatrix[] heads,
+                int n,
+                float[] out,
+                int outOff,
+                int outHeadStride,
+                int outStride) {
             this.single = single;
             this.heads = heads;
             this.n = n;
@@ -314,6 +347,7 @@ public final class CpuBackend implements Backend {
         float[] values = new float[NATIVE_VALUES];
         /** The range of units this worker took last ({@link #takeUnits}). */
         final int[] range = new int[2];
+
         private MemorySegment xRowsSegment = MemorySegment.ofArray(xRows);
         private MemorySegment valuesSegment = MemorySegment.ofArray(values);
 
@@ -342,9 +376,21 @@ public final class CpuBackend implements Backend {
          * {@code values[offset]}.
          */
         void multiply(WeightMatrix w, int r0, int r1, ActivationRows x, int n, int offset) {
-            NativeKernels.q4_0Matmul(kernel, w.data(), w.rowBytes(), w.cols() / Kernels.QK, r0, r1,
-                    x.nativeQuantsSegment, x.nativeBiasesSegment, x.laneScalesSegment, xRowsSegment, n,
-                    valuesSegment, offset, r1 - r0);
+            NativeKernels.q4_0Matmul(
+                    kernel,
+                    w.data(),
+                    w.rowBytes(),
+                    w.cols() / Kernels.QK,
+                    r0,
+                    r1,
+                    x.nativeQuantsSegment,
+                    x.nativeBiasesSegment,
+                    x.laneScalesSegment,
+                    xRowsSegment,
+                    n,
+                    valuesSegment,
+                    offset,
+                    r1 - r0);
         }
     }
 
@@ -372,13 +418,22 @@ public final class CpuBackend implements Backend {
         private boolean down;
         /** The selected experts, and for each the slots (t*k + s) that chose it, in token order. */
         private int[] selected = new int[0];
+
         private int selectedCount;
         private int[][] slotsOf = new int[0][];
         private int[] slotCount = new int[0];
         /** For each slot, its place in the slots listed expert after expert (where the native down pass puts its value). */
         private int[] placeOf = new int[0];
 
-        void compute(GlmWeights.Ffn[] ffns, int[] chosen, float[] weights, int k, float[] x, int n, float[] act, float[] out) {
+        void compute(
+                GlmWeights.Ffn[] ffns,
+                int[] chosen,
+                float[] weights,
+                int k,
+                float[] x,
+                int n,
+                float[] act,
+                float[] out) {
             this.ffns = ffns;
             this.chosen = chosen;
             this.weights = weights;
@@ -397,7 +452,10 @@ public final class CpuBackend implements Backend {
             start = System.nanoTime();
             down = false;
             dispatch(this, 2L * n * k * hiddenWidth * width);
-            profile.add(CpuProfile.Op.EXPERTS_GATE_UP, start, 2L * selectedCount * hiddenWidth * any.gate().rowBytes(),
+            profile.add(
+                    CpuProfile.Op.EXPERTS_GATE_UP,
+                    start,
+                    2L * selectedCount * hiddenWidth * any.gate().rowBytes(),
                     2L * n * k * hiddenWidth * width);
             start = System.nanoTime();
             hidden.reserve(any.down().type(), n * k, hiddenWidth);
@@ -411,7 +469,10 @@ public final class CpuBackend implements Backend {
             }
             down = true;
             dispatch(this, (long) n * k * hiddenWidth * width);
-            profile.add(CpuProfile.Op.EXPERTS_DOWN, start, (long) selectedCount * width * any.down().rowBytes(),
+            profile.add(
+                    CpuProfile.Op.EXPERTS_DOWN,
+                    start,
+                    (long) selectedCount * width * any.down().rowBytes(),
                     (long) n * k * hiddenWidth * width);
             this.ffns = null;
             this.act = null;
@@ -502,12 +563,14 @@ public final class CpuBackend implements Backend {
         private void gateUpNative(int rows, NativeCall call) {
             call.tokens(n * k);
             call.values(2 * n * k);
-            while (takeUnits(selectedCount * rows, minUnits(2 * ffns[selected[0]].gate().rowBytes()), call.range)) {
+            while (takeUnits(
+                    selectedCount * rows, minUnits(2 * ffns[selected[0]].gate().rowBytes()), call.range)) {
                 for (int unit = call.range[0]; unit < call.range[1]; ) {
                     int e = selected[unit / rows];
                     int count = slotCount[e];
                     int r0 = unit % rows;
-                    int r1 = Math.min(Math.min(rows, r0 + Math.max(1, NATIVE_VALUES / (2 * count))), r0 + call.range[1] - unit);
+                    int r1 = Math.min(
+                            Math.min(rows, r0 + Math.max(1, NATIVE_VALUES / (2 * count))), r0 + call.range[1] - unit);
                     int len = r1 - r0;
                     int[] slots = slotsOf[e];
                     for (int i = 0; i < count; i++) {
@@ -518,7 +581,8 @@ public final class CpuBackend implements Backend {
                     for (int i = 0; i < count; i++) {
                         int at = slots[i] * rows;
                         for (int r = r0; r < r1; r++) {
-                            act[at + r] = Backend.silu(call.values[i * len + r - r0]) * call.values[(count + i) * len + r - r0];
+                            act[at + r] = Backend.silu(call.values[i * len + r - r0])
+                                    * call.values[(count + i) * len + r - r0];
                         }
                     }
                     unit += len;

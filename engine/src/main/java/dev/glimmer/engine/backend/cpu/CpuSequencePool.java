@@ -8,7 +8,6 @@ import dev.glimmer.engine.model.Backend;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.sampling.Sampler;
-
 import java.lang.foreign.MemorySegment;
 import java.util.Arrays;
 import java.util.List;
@@ -36,7 +35,8 @@ public final class CpuSequencePool implements SequencePool {
      * @param promptBatch tokens computed together at most: of a prompt, or rows of a decode step (more run in turns);
      *                    the forward pass's scratch is sized for them
      */
-    public CpuSequencePool(GlmModel model, Backend backend, int slots, int capacity, KvCacheType cacheType, int promptBatch) {
+    public CpuSequencePool(
+            GlmModel model, Backend backend, int slots, int capacity, KvCacheType cacheType, int promptBatch) {
         this.model = model;
         this.backend = backend;
         this.cacheType = cacheType;
@@ -113,8 +113,8 @@ public final class CpuSequencePool implements SequencePool {
     /** A host cache of the type's values, per layer then position. */
     @Override
     public String kvLayout() {
-        return "cpu-" + cacheType.name().toLowerCase(Locale.ROOT) + "-" + model.config().layers() + "x"
-                + model.config().kvRowWidth();
+        return "cpu-" + cacheType.name().toLowerCase(Locale.ROOT) + "-"
+                + model.config().layers() + "x" + model.config().kvRowWidth();
     }
 
     @Override
@@ -201,6 +201,5 @@ public final class CpuSequencePool implements SequencePool {
 
     /** The sequences' caches are freed as they close; the worker threads are shared by every CPU backend. */
     @Override
-    public void close() {
-    }
+    public void close() {}
 }

@@ -23,7 +23,8 @@ public final class FloatActivationBackend implements Backend {
     }
 
     @Override
-    public void matmul(WeightMatrix w, float[] x, int xOff, int xStride, int n, float[] out, int outOff, int outStride) {
+    public void matmul(
+            WeightMatrix w, float[] x, int xOff, int xStride, int n, float[] out, int outOff, int outStride) {
         if (row.length < w.cols()) {
             row = new float[w.cols()];
         }
@@ -41,8 +42,16 @@ public final class FloatActivationBackend implements Backend {
     }
 
     @Override
-    public void attention(KvCache cache, int layer, float[] q, int n, int firstPosition, int heads, float scale,
-                          int valueWidth, float[] out) {
+    public void attention(
+            KvCache cache,
+            int layer,
+            float[] q,
+            int n,
+            int firstPosition,
+            int heads,
+            float scale,
+            int valueWidth,
+            float[] out) {
         cpu.attention(cache, layer, q, n, firstPosition, heads, scale, valueWidth, out);
     }
 }

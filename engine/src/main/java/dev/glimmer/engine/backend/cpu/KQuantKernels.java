@@ -1,5 +1,11 @@
 package dev.glimmer.engine.backend.cpu;
 
+import dev.glimmer.engine.tensor.Q4_K;
+import dev.glimmer.engine.tensor.Q5_K;
+import dev.glimmer.engine.tensor.Q6_K;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
 import jdk.incubator.vector.ByteVector;
 import jdk.incubator.vector.IntVector;
 import jdk.incubator.vector.ShortVector;
@@ -7,14 +13,6 @@ import jdk.incubator.vector.VectorMask;
 import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorShape;
 import jdk.incubator.vector.VectorSpecies;
-
-import dev.glimmer.engine.tensor.Q4_K;
-import dev.glimmer.engine.tensor.Q5_K;
-import dev.glimmer.engine.tensor.Q6_K;
-
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.nio.ByteOrder;
 
 /**
  * Dot products of K-quant weight rows (Q4_K, Q5_K, Q6_K: super-blocks of 256 values), read in place
@@ -34,23 +32,27 @@ import java.nio.ByteOrder;
 final class KQuantKernels {
     private static final VectorSpecies<Short> SP = ShortVector.SPECIES_PREFERRED;
     /** As many bytes as {@link #SP} has lanes: one load widens into one vector of shorts. */
-    private static final VectorSpecies<Byte> BP = ByteVector.SPECIES_PREFERRED.withShape(VectorShape.forBitSize(SP.length() * 8));
+    private static final VectorSpecies<Byte> BP =
+            ByteVector.SPECIES_PREFERRED.withShape(VectorShape.forBitSize(SP.length() * 8));
+
     private static final VectorSpecies<Integer> IP = IntVector.SPECIES_PREFERRED.withShape(SP.vectorShape());
     /** The 32-bit lanes holding products of values 16..31 of a step (none when a step is 16 values). */
-    private static final VectorMask<Integer> SECOND_SIXTEEN = IntVector.zero(IP).addIndex(1).compare(VectorOperators.GE, 8);
+    private static final VectorMask<Integer> SECOND_SIXTEEN =
+            IntVector.zero(IP).addIndex(1).compare(VectorOperators.GE, 8);
+
     private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
     private static final ValueLayout.OfShort HALF = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(LE);
 
     static final int QK_K = Q4_K.BLOCK_SIZE;
 
-    private KQuantKernels() {
-    }
+    private KQuantKernels() {}
 
     /**
      * Q4_K weights (fp16 d, fp16 dmin, 12 bytes of packed 6-bit scales and minimums, 128 bytes of nibbles:
      * bytes 32p.. hold sub-block 2p in their low and 2p+1 in their high nibbles) · Q8_K activations.
      */
-    static float dotQ4_K(MemorySegment w, long offset, short[] xq, float[] xd, short[] xSums, int xOff, int superBlocks) {
+    static float dotQ4_K(
+            MemorySegment w, long offset, short[] xq, float[] xd, short[] xSums, int xOff, int superBlocks) {
         int step = SP.length();
         double sum = 0;
         for (int sb = 0; sb < superBlocks; sb++) {
@@ -70,10 +72,18 @@ final class KQuantKernels {
                 for (int c = 0; c < 32; c += step) {
                     ShortVector q = (ShortVector) ByteVector.fromMemorySegment(BP, w, wb + 16 + 32 * p + c, LE)
                             .convertShape(VectorOperators.ZERO_EXTEND_B2S, SP, 0);
-                    IntVector lo = q.and((short) 0xF).mul(ShortVector.fromArray(SP, xq, xb + 64 * p + c)).reinterpretAsInts();
-                    IntVector hi = q.lanewise(VectorOperators.LSHR, 4).mul(ShortVector.fromArray(SP, xq, xb + 64 * p + 32 + c)).reinterpretAsInts();
-                    acc = acc.add(lo.lanewise(VectorOperators.ASHR, 16).add(lo.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16)).mul(scLo))
-                            .add(hi.lanewise(VectorOperators.ASHR, 16).add(hi.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16)).mul(scHi));
+                    IntVector lo = q.and((short) 0xF)
+                            .mul(ShortVector.fromArray(SP, xq, xb + 64 * p + c))
+                            .reinterpretAsInts();
+                    IntVector hi = q.lanewise(VectorOperators.LSHR, 4)
+                            .mul(ShortVector.fromArray(SP, xq, xb + 64 * p + 32 + c))
+                            .reinterpretAsInts();
+                    acc = acc.add(lo.lanewise(VectorOperators.ASHR, 16)
+                                    .add(lo.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
+                                    .mul(scLo))
+                            .add(hi.lanewise(VectorOperators.ASHR, 16)
+                                    .add(hi.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
+                                    .mul(scHi));
                 }
             }
             int sumi = acc.reduceLanes(VectorOperators.ADD);
@@ -90,7 +100,8 @@ final class KQuantKernels {
      */
     // dotQ4_K's frame again (scales, minimums, the super-block's scaling): the vector code stays flat in each
     // kernel, see the class comment.
-    static float dotQ5_K(MemorySegment w, long offset, short[] xq, float[] xd, short[] xSums, int xOff, int superBlocks) {
+    static float dotQ5_K(
+            MemorySegment w, long offset, short[] xq, float[] xd, short[] xSums, int xOff, int superBlocks) {
         int step = SP.length();
         double sum = 0;
         for (int sb = 0; sb < superBlocks; sb++) {
@@ -112,12 +123,24 @@ final class KQuantKernels {
                             .convertShape(VectorOperators.ZERO_EXTEND_B2S, SP, 0);
                     ShortVector high = (ShortVector) ByteVector.fromMemorySegment(BP, w, wb + 16 + c, LE)
                             .convertShape(VectorOperators.ZERO_EXTEND_B2S, SP, 0);
-                    ShortVector q0 = q.and((short) 0xF).or(high.lanewise(VectorOperators.LSHR, s0).and((short) 1).lanewise(VectorOperators.LSHL, 4));
-                    ShortVector q1 = q.lanewise(VectorOperators.LSHR, 4).or(high.lanewise(VectorOperators.LSHR, s1).and((short) 1).lanewise(VectorOperators.LSHL, 4));
-                    IntVector lo = q0.mul(ShortVector.fromArray(SP, xq, xb + 64 * p + c)).reinterpretAsInts();
-                    IntVector hi = q1.mul(ShortVector.fromArray(SP, xq, xb + 64 * p + 32 + c)).reinterpretAsInts();
-                    acc = acc.add(lo.lanewise(VectorOperators.ASHR, 16).add(lo.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16)).mul(scLo))
-                            .add(hi.lanewise(VectorOperators.ASHR, 16).add(hi.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16)).mul(scHi));
+                    ShortVector q0 = q.and((short) 0xF)
+                            .or(high.lanewise(VectorOperators.LSHR, s0)
+                                    .and((short) 1)
+                                    .lanewise(VectorOperators.LSHL, 4));
+                    ShortVector q1 = q.lanewise(VectorOperators.LSHR, 4)
+                            .or(high.lanewise(VectorOperators.LSHR, s1)
+                                    .and((short) 1)
+                                    .lanewise(VectorOperators.LSHL, 4));
+                    IntVector lo = q0.mul(ShortVector.fromArray(SP, xq, xb + 64 * p + c))
+                            .reinterpretAsInts();
+                    IntVector hi = q1.mul(ShortVector.fromArray(SP, xq, xb + 64 * p + 32 + c))
+                            .reinterpretAsInts();
+                    acc = acc.add(lo.lanewise(VectorOperators.ASHR, 16)
+                                    .add(lo.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
+                                    .mul(scLo))
+                            .add(hi.lanewise(VectorOperators.ASHR, 16)
+                                    .add(hi.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
+                                    .mul(scHi));
                 }
             }
             int sumi = acc.reduceLanes(VectorOperators.ADD);
@@ -149,25 +172,52 @@ final class KQuantKernels {
                             .convertShape(VectorOperators.ZERO_EXTEND_B2S, SP, 0);
                     ShortVector high = (ShortVector) ByteVector.fromMemorySegment(BP, w, wb + 128 + 32 * h + c, LE)
                             .convertShape(VectorOperators.ZERO_EXTEND_B2S, SP, 0);
-                    ShortVector q0 = a.and((short) 0xF).or(high.and((short) 3).lanewise(VectorOperators.LSHL, 4)).sub((short) 32);
-                    ShortVector q1 = b.and((short) 0xF).or(high.lanewise(VectorOperators.LSHR, 2).and((short) 3).lanewise(VectorOperators.LSHL, 4)).sub((short) 32);
-                    ShortVector q2 = a.lanewise(VectorOperators.LSHR, 4).or(high.lanewise(VectorOperators.LSHR, 4).and((short) 3).lanewise(VectorOperators.LSHL, 4)).sub((short) 32);
-                    ShortVector q3 = b.lanewise(VectorOperators.LSHR, 4).or(high.lanewise(VectorOperators.LSHR, 6).lanewise(VectorOperators.LSHL, 4)).sub((short) 32);
+                    ShortVector q0 = a.and((short) 0xF)
+                            .or(high.and((short) 3).lanewise(VectorOperators.LSHL, 4))
+                            .sub((short) 32);
+                    ShortVector q1 = b.and((short) 0xF)
+                            .or(high.lanewise(VectorOperators.LSHR, 2)
+                                    .and((short) 3)
+                                    .lanewise(VectorOperators.LSHL, 4))
+                            .sub((short) 32);
+                    ShortVector q2 = a.lanewise(VectorOperators.LSHR, 4)
+                            .or(high.lanewise(VectorOperators.LSHR, 4)
+                                    .and((short) 3)
+                                    .lanewise(VectorOperators.LSHL, 4))
+                            .sub((short) 32);
+                    ShortVector q3 = b.lanewise(VectorOperators.LSHR, 4)
+                            .or(high.lanewise(VectorOperators.LSHR, 6).lanewise(VectorOperators.LSHL, 4))
+                            .sub((short) 32);
                     int v = 128 * h + c;
                     IntVector p0 = q0.mul(ShortVector.fromArray(SP, xq, xb + v)).reinterpretAsInts();
-                    IntVector p1 = q1.mul(ShortVector.fromArray(SP, xq, xb + v + 32)).reinterpretAsInts();
-                    IntVector p2 = q2.mul(ShortVector.fromArray(SP, xq, xb + v + 64)).reinterpretAsInts();
-                    IntVector p3 = q3.mul(ShortVector.fromArray(SP, xq, xb + v + 96)).reinterpretAsInts();
+                    IntVector p1 =
+                            q1.mul(ShortVector.fromArray(SP, xq, xb + v + 32)).reinterpretAsInts();
+                    IntVector p2 =
+                            q2.mul(ShortVector.fromArray(SP, xq, xb + v + 64)).reinterpretAsInts();
+                    IntVector p3 =
+                            q3.mul(ShortVector.fromArray(SP, xq, xb + v + 96)).reinterpretAsInts();
                     // Sub-block v/16 for the first 16 values of the step, the next one for the second 16.
                     long sc = wb + 192 + v / 16;
-                    IntVector sc0 = IntVector.broadcast(IP, w.get(ValueLayout.JAVA_BYTE, sc)).blend(w.get(ValueLayout.JAVA_BYTE, sc + 1), SECOND_SIXTEEN);
-                    IntVector sc1 = IntVector.broadcast(IP, w.get(ValueLayout.JAVA_BYTE, sc + 2)).blend(w.get(ValueLayout.JAVA_BYTE, sc + 3), SECOND_SIXTEEN);
-                    IntVector sc2 = IntVector.broadcast(IP, w.get(ValueLayout.JAVA_BYTE, sc + 4)).blend(w.get(ValueLayout.JAVA_BYTE, sc + 5), SECOND_SIXTEEN);
-                    IntVector sc3 = IntVector.broadcast(IP, w.get(ValueLayout.JAVA_BYTE, sc + 6)).blend(w.get(ValueLayout.JAVA_BYTE, sc + 7), SECOND_SIXTEEN);
-                    acc = acc.add(p0.lanewise(VectorOperators.ASHR, 16).add(p0.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16)).mul(sc0))
-                            .add(p1.lanewise(VectorOperators.ASHR, 16).add(p1.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16)).mul(sc1))
-                            .add(p2.lanewise(VectorOperators.ASHR, 16).add(p2.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16)).mul(sc2))
-                            .add(p3.lanewise(VectorOperators.ASHR, 16).add(p3.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16)).mul(sc3));
+                    IntVector sc0 = IntVector.broadcast(IP, w.get(ValueLayout.JAVA_BYTE, sc))
+                            .blend(w.get(ValueLayout.JAVA_BYTE, sc + 1), SECOND_SIXTEEN);
+                    IntVector sc1 = IntVector.broadcast(IP, w.get(ValueLayout.JAVA_BYTE, sc + 2))
+                            .blend(w.get(ValueLayout.JAVA_BYTE, sc + 3), SECOND_SIXTEEN);
+                    IntVector sc2 = IntVector.broadcast(IP, w.get(ValueLayout.JAVA_BYTE, sc + 4))
+                            .blend(w.get(ValueLayout.JAVA_BYTE, sc + 5), SECOND_SIXTEEN);
+                    IntVector sc3 = IntVector.broadcast(IP, w.get(ValueLayout.JAVA_BYTE, sc + 6))
+                            .blend(w.get(ValueLayout.JAVA_BYTE, sc + 7), SECOND_SIXTEEN);
+                    acc = acc.add(p0.lanewise(VectorOperators.ASHR, 16)
+                                    .add(p0.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
+                                    .mul(sc0))
+                            .add(p1.lanewise(VectorOperators.ASHR, 16)
+                                    .add(p1.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
+                                    .mul(sc1))
+                            .add(p2.lanewise(VectorOperators.ASHR, 16)
+                                    .add(p2.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
+                                    .mul(sc2))
+                            .add(p3.lanewise(VectorOperators.ASHR, 16)
+                                    .add(p3.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
+                                    .mul(sc3));
                 }
             }
             int sumi = acc.reduceLanes(VectorOperators.ADD);

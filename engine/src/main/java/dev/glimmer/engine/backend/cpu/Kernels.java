@@ -1,5 +1,12 @@
 package dev.glimmer.engine.backend.cpu;
 
+import dev.glimmer.engine.tensor.Q4_0;
+import dev.glimmer.engine.tensor.Q5_0;
+import dev.glimmer.engine.tensor.Q8_0;
+import dev.glimmer.engine.tensor.QuantizedVector;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
 import jdk.incubator.vector.ByteVector;
 import jdk.incubator.vector.DoubleVector;
 import jdk.incubator.vector.FloatVector;
@@ -8,15 +15,6 @@ import jdk.incubator.vector.ShortVector;
 import jdk.incubator.vector.VectorMask;
 import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
-
-import dev.glimmer.engine.tensor.Q4_0;
-import dev.glimmer.engine.tensor.Q5_0;
-import dev.glimmer.engine.tensor.Q8_0;
-import dev.glimmer.engine.tensor.QuantizedVector;
-
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.nio.ByteOrder;
 
 /**
  * Dot products of one weight row, read in place from the mapped file, with one activation row, with
@@ -46,13 +44,17 @@ final class Kernels {
     private static final VectorSpecies<Short> S = ShortVector.SPECIES_256;
     /** Double lanes of the widest vector (8 with AVX-512, 4 with AVX2); block sums are folded to as many lanes. */
     private static final VectorSpecies<Double> D = DoubleVector.SPECIES_PREFERRED;
-    private static final VectorSpecies<Float> HALF_D = D.length() == 8 ? FloatVector.SPECIES_256 : FloatVector.SPECIES_128;
+
+    private static final VectorSpecies<Float> HALF_D =
+            D.length() == 8 ? FloatVector.SPECIES_256 : FloatVector.SPECIES_128;
     private static final VectorSpecies<Byte> B = ByteVector.SPECIES_128;
     private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
     private static final ValueLayout.OfShort HALF = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(LE);
     private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(LE);
     /** Lane j: 1 &lt;&lt; j (16 lanes), to test bit j of a 16-bit field in lane j. */
-    private static final ShortVector BIT_OF_LANE = ShortVector.broadcast(S, (short) 1).lanewise(VectorOperators.LSHL, ShortVector.zero(S).addIndex(1));
+    private static final ShortVector BIT_OF_LANE = ShortVector.broadcast(S, (short) 1)
+            .lanewise(VectorOperators.LSHL, ShortVector.zero(S).addIndex(1));
+
     private static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(LE);
 
     /**
@@ -62,19 +64,23 @@ final class Kernels {
     private static final boolean WIDE = ShortVector.SPECIES_PREFERRED.length() >= 32;
     /** 32 shorts, 16 ints, 16 floats: the 512-bit vectors of the four-block Q4_0 kernels (null where they are not native). */
     private static final VectorSpecies<Short> S32 = WIDE ? ShortVector.SPECIES_512 : null;
+
     private static final VectorSpecies<Float> F16L = WIDE ? FloatVector.SPECIES_512 : null;
     /**
      * Gathers the 4 blocks' nibbles from two 64-byte loads at the first block and 8 bytes on (shorts
      * 0..31 and 4..35 of the 72 bytes): lane 8k+p is short 9k+1+p, the nibble bytes 2p, 2p+1 of block k.
      */
-    private static final ShortVector NIBBLE_LANES = WIDE ? lanes(i -> {
-        int source = 9 * (i / 8) + 1 + i % 8;
-        return source < 32 ? source : 32 + source - 4;
-    }) : null;
+    private static final ShortVector NIBBLE_LANES = WIDE
+            ? lanes(i -> {
+                int source = 9 * (i / 8) + 1 + i % 8;
+                return source < 32 ? source : 32 + source - 4;
+            })
+            : null;
     /** Puts block k's fp16 scale (short 9k) into both halves of 32-bit lanes 4k..4k+3. */
     private static final ShortVector SCALE_LANES = WIDE ? lanes(i -> 9 * (i / 8)) : null;
     /** The 256-bit half-group kernels: 32 bytes (two blocks' 16 nibble bytes), 4 doubles. */
     private static final VectorSpecies<Byte> B32 = ByteVector.SPECIES_256;
+
     private static final VectorSpecies<Double> D4 = DoubleVector.SPECIES_256;
     /** Bytes 16..31 of a half group: the second block's nibbles, from the second of two loads. */
     private static final VectorMask<Byte> SECOND_BLOCK = VectorMask.fromLong(B32, 0xFFFF0000L);
@@ -84,8 +90,7 @@ final class Kernels {
     static final int Q5_0_BLOCK_BYTES = Q5_0.BLOCK_BYTES;
     static final int QK = 32;
 
-    private Kernels() {
-    }
+    private Kernels() {}
 
     private static ShortVector lanes(java.util.function.IntUnaryOperator index) {
         short[] lanes = new short[S32.length()];
@@ -108,7 +113,8 @@ final class Kernels {
      * k: the value whose weight nibble the kernel finds in that lane. The lane's bias is 8 times the sum
      * of its 4 quants (Σ (q-8)·x = Σ q·x - 8·Σ x).
      */
-    static void groupQ4_0Quants(QuantizedVector x, int cols, short[] xq, short[] xBias, float[] xd4, float[] xd, int xOff) {
+    static void groupQ4_0Quants(
+            QuantizedVector x, int cols, short[] xq, short[] xBias, float[] xd4, float[] xd, int xOff) {
         int blocks = cols / QK;
         int grouped = groupedBlocks(blocks);
         for (int b = 0; b < grouped; b += 4) {
@@ -171,7 +177,8 @@ final class Kernels {
      * four 256-bit accumulators where 512-bit vectors are not native, and what the native kernels keep,
      * so every kernel gives the same bits on every machine.
      */
-    static float dotQ4_0(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd4, float[] xd, int xOff, int blocks) {
+    static float dotQ4_0(
+            MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd4, float[] xd, int xOff, int blocks) {
         if (!WIDE) {
             return dotQ4_0Halves(w, offset, xq, xBias, xd, xOff, blocks);
         }
@@ -194,39 +201,49 @@ final class Kernels {
                         .add(q3.mul(ShortVector.fromArray(S32, xq, xb + 96)))
                         .sub(ShortVector.fromArray(S32, xBias, xb / 4));
                 IntVector pairs = sums.reinterpretAsInts();
-                IntVector sumi = pairs.lanewise(VectorOperators.ASHR, 16).add(pairs.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+                IntVector sumi = pairs.lanewise(VectorOperators.ASHR, 16)
+                        .add(pairs.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
                 // Each 32-bit lane gets its block's fp16 scale in both halves; widened to float exactly:
                 // the magnitude bits moved into place and rescaled by 2^112 (exact for normal and subnormal
                 // halves), infinities and NaNs given the float exponent, the sign put back.
                 IntVector halves = SCALE_LANES.selectFrom(first).reinterpretAsInts();
                 IntVector magnitude = halves.and(0x7FFF);
                 IntVector bits = magnitude.lanewise(VectorOperators.LSHL, 13);
-                FloatVector d = bits.reinterpretAsFloats().mul(0x1p112f).reinterpretAsInts()
+                FloatVector d = bits.reinterpretAsFloats()
+                        .mul(0x1p112f)
+                        .reinterpretAsInts()
                         .blend(bits.or(0x7F800000), magnitude.compare(VectorOperators.GE, 0x7C00))
-                        .or(halves.and(0x80000000)).reinterpretAsFloats()
+                        .or(halves.and(0x80000000))
+                        .reinterpretAsFloats()
                         .mul(FloatVector.fromArray(F16L, xd4, xb / 8));
-                acc = ((DoubleVector) sumi.convertShape(VectorOperators.I2D, D, 0)).fma((DoubleVector) d.convertShape(VectorOperators.F2D, D, 0), acc);
-                acc1 = ((DoubleVector) sumi.convertShape(VectorOperators.I2D, D, 1)).fma((DoubleVector) d.convertShape(VectorOperators.F2D, D, 1), acc1);
+                acc = ((DoubleVector) sumi.convertShape(VectorOperators.I2D, D, 0))
+                        .fma((DoubleVector) d.convertShape(VectorOperators.F2D, D, 0), acc);
+                acc1 = ((DoubleVector) sumi.convertShape(VectorOperators.I2D, D, 1))
+                        .fma((DoubleVector) d.convertShape(VectorOperators.F2D, D, 1), acc1);
             }
             acc = acc.add(acc1);
         }
         for (int b = grouped; b < blocks; b++) {
             long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
             int xb = xOff + b * QK;
-            ShortVector packed = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 2, LE)
-                    .convertShape(VectorOperators.ZERO_EXTEND_B2S, S, 0);
+            ShortVector packed = (ShortVector)
+                    ByteVector.fromMemorySegment(B, w, wb + 2, LE).convertShape(VectorOperators.ZERO_EXTEND_B2S, S, 0);
             ShortVector lo = packed.and((short) 0x0F).sub((short) 8);
             ShortVector hi = packed.lanewise(VectorOperators.LSHR, 4).sub((short) 8);
-            ShortVector block = lo.mul(ShortVector.fromArray(S, xq, xb)).add(hi.mul(ShortVector.fromArray(S, xq, xb + QK / 2)));
+            ShortVector block =
+                    lo.mul(ShortVector.fromArray(S, xq, xb)).add(hi.mul(ShortVector.fromArray(S, xq, xb + QK / 2)));
             ShortVector folded = ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 0))
                     .add((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1));
             float d = Float.float16ToFloat(w.get(HALF, wb)) * xd[xOff / QK + b];
-            acc = ((DoubleVector) folded.convertShape(VectorOperators.S2D, D, 0)).fma(DoubleVector.broadcast(D, d), acc);
+            acc = ((DoubleVector) folded.convertShape(VectorOperators.S2D, D, 0))
+                    .fma(DoubleVector.broadcast(D, d), acc);
         }
         // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
         // once compiled than before, and a result must not depend on how warm the JVM is.
-        acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
-        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0))
+                .add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0))
+                .add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
         return (float) (pair.lane(0) + pair.lane(1));
     }
 
@@ -240,7 +257,8 @@ final class Kernels {
      * after the groups are folded to 8 lanes as there and scaled into {@code low} and {@code high} (its
      * lanes 0..3 and 4..7), and the lanes summed in its order.
      */
-    private static float dotQ4_0Halves(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd, int xOff, int blocks) {
+    private static float dotQ4_0Halves(
+            MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd, int xOff, int blocks) {
         int grouped = groupedBlocks(blocks);
         DoubleVector a0 = DoubleVector.zero(D4);
         DoubleVector a1 = DoubleVector.zero(D4);
@@ -251,38 +269,59 @@ final class Kernels {
             int xb = xOff + b * QK;
             // Blocks b and b+1: their nibbles at wb+2 and wb+20 (the second load's bytes 16..31).
             ShortVector n0 = ByteVector.fromMemorySegment(B32, w, wb + 2, LE)
-                    .blend(ByteVector.fromMemorySegment(B32, w, wb + 4, LE), SECOND_BLOCK).reinterpretAsShorts();
-            IntVector p0 = n0.and((short) 0xF).mul(ShortVector.fromArray(S, xq, xb))
-                    .add(n0.lanewise(VectorOperators.LSHR, 4).and((short) 0xF).mul(ShortVector.fromArray(S, xq, xb + 32)))
-                    .add(n0.lanewise(VectorOperators.LSHR, 8).and((short) 0xF).mul(ShortVector.fromArray(S, xq, xb + 64)))
+                    .blend(ByteVector.fromMemorySegment(B32, w, wb + 4, LE), SECOND_BLOCK)
+                    .reinterpretAsShorts();
+            IntVector p0 = n0.and((short) 0xF)
+                    .mul(ShortVector.fromArray(S, xq, xb))
+                    .add(n0.lanewise(VectorOperators.LSHR, 4)
+                            .and((short) 0xF)
+                            .mul(ShortVector.fromArray(S, xq, xb + 32)))
+                    .add(n0.lanewise(VectorOperators.LSHR, 8)
+                            .and((short) 0xF)
+                            .mul(ShortVector.fromArray(S, xq, xb + 64)))
                     .add(n0.lanewise(VectorOperators.LSHR, 12).mul(ShortVector.fromArray(S, xq, xb + 96)))
-                    .sub(ShortVector.fromArray(S, xBias, xb / 4)).reinterpretAsInts();
-            IntVector s0 = p0.lanewise(VectorOperators.ASHR, 16).add(p0.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+                    .sub(ShortVector.fromArray(S, xBias, xb / 4))
+                    .reinterpretAsInts();
+            IntVector s0 = p0.lanewise(VectorOperators.ASHR, 16)
+                    .add(p0.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
             // Blocks b+2 and b+3: nibbles at wb+38 and wb+56.
             ShortVector n1 = ByteVector.fromMemorySegment(B32, w, wb + 38, LE)
-                    .blend(ByteVector.fromMemorySegment(B32, w, wb + 40, LE), SECOND_BLOCK).reinterpretAsShorts();
-            IntVector p1 = n1.and((short) 0xF).mul(ShortVector.fromArray(S, xq, xb + 16))
-                    .add(n1.lanewise(VectorOperators.LSHR, 4).and((short) 0xF).mul(ShortVector.fromArray(S, xq, xb + 48)))
-                    .add(n1.lanewise(VectorOperators.LSHR, 8).and((short) 0xF).mul(ShortVector.fromArray(S, xq, xb + 80)))
+                    .blend(ByteVector.fromMemorySegment(B32, w, wb + 40, LE), SECOND_BLOCK)
+                    .reinterpretAsShorts();
+            IntVector p1 = n1.and((short) 0xF)
+                    .mul(ShortVector.fromArray(S, xq, xb + 16))
+                    .add(n1.lanewise(VectorOperators.LSHR, 4)
+                            .and((short) 0xF)
+                            .mul(ShortVector.fromArray(S, xq, xb + 48)))
+                    .add(n1.lanewise(VectorOperators.LSHR, 8)
+                            .and((short) 0xF)
+                            .mul(ShortVector.fromArray(S, xq, xb + 80)))
                     .add(n1.lanewise(VectorOperators.LSHR, 12).mul(ShortVector.fromArray(S, xq, xb + 112)))
-                    .sub(ShortVector.fromArray(S, xBias, xb / 4 + 16)).reinterpretAsInts();
-            IntVector s1 = p1.lanewise(VectorOperators.ASHR, 16).add(p1.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+                    .sub(ShortVector.fromArray(S, xBias, xb / 4 + 16))
+                    .reinterpretAsInts();
+            IntVector s1 = p1.lanewise(VectorOperators.ASHR, 16)
+                    .add(p1.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
             int xs = xOff / QK + b;
-            a0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D4, 0)).fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb)) * xd[xs]), a0);
-            a1 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D4, 1)).fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb + 18)) * xd[xs + 1]), a1);
-            a2 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D4, 0)).fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb + 36)) * xd[xs + 2]), a2);
-            a3 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D4, 1)).fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb + 54)) * xd[xs + 3]), a3);
+            a0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D4, 0))
+                    .fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb)) * xd[xs]), a0);
+            a1 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D4, 1))
+                    .fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb + 18)) * xd[xs + 1]), a1);
+            a2 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D4, 0))
+                    .fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb + 36)) * xd[xs + 2]), a2);
+            a3 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D4, 1))
+                    .fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb + 54)) * xd[xs + 3]), a3);
         }
         DoubleVector low = a0.add(a2);
         DoubleVector high = a1.add(a3);
         for (int b = grouped; b < blocks; b++) {
             long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
             int xb = xOff + b * QK;
-            ShortVector packed = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 2, LE)
-                    .convertShape(VectorOperators.ZERO_EXTEND_B2S, S, 0);
+            ShortVector packed = (ShortVector)
+                    ByteVector.fromMemorySegment(B, w, wb + 2, LE).convertShape(VectorOperators.ZERO_EXTEND_B2S, S, 0);
             ShortVector lo = packed.and((short) 0x0F).sub((short) 8);
             ShortVector hi = packed.lanewise(VectorOperators.LSHR, 4).sub((short) 8);
-            ShortVector block = lo.mul(ShortVector.fromArray(S, xq, xb)).add(hi.mul(ShortVector.fromArray(S, xq, xb + QK / 2)));
+            ShortVector block =
+                    lo.mul(ShortVector.fromArray(S, xq, xb)).add(hi.mul(ShortVector.fromArray(S, xq, xb + QK / 2)));
             ShortVector folded = ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 0))
                     .add((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1));
             DoubleVector d = DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb)) * xd[xOff / QK + b]);
@@ -290,7 +329,8 @@ final class Kernels {
             high = ((DoubleVector) folded.convertShape(VectorOperators.S2D, D4, 1)).fma(d, high);
         }
         DoubleVector acc = low.add(high);
-        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0))
+                .add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
         return (float) (pair.lane(0) + pair.lane(1));
     }
 
@@ -303,8 +343,18 @@ final class Kernels {
      * method that big is more than C1 can compile (out of virtual registers), and the failed compile
      * leaves it running for minutes as the Vector API's very slow Java fallbacks before C2 takes it.
      */
-    static void dotQ4_0x2Grouped(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd4, float[] xd, int blocks,
-                                 int x0, int x1, float[] result, int at) {
+    static void dotQ4_0x2Grouped(
+            MemorySegment w,
+            long offset,
+            short[] xq,
+            short[] xBias,
+            float[] xd4,
+            float[] xd,
+            int blocks,
+            int x0,
+            int x1,
+            float[] result,
+            int at) {
         if (!WIDE) {
             dotQ4_0x2Halves(w, offset, xq, xBias, xd, blocks, x0, x1, result, at);
             return;
@@ -328,32 +378,51 @@ final class Kernels {
             IntVector halves = SCALE_LANES.selectFrom(first).reinterpretAsInts();
             IntVector magnitude = halves.and(0x7FFF);
             IntVector bits = magnitude.lanewise(VectorOperators.LSHL, 13);
-            FloatVector dw = bits.reinterpretAsFloats().mul(0x1p112f).reinterpretAsInts()
+            FloatVector dw = bits.reinterpretAsFloats()
+                    .mul(0x1p112f)
+                    .reinterpretAsInts()
                     .blend(bits.or(0x7F800000), magnitude.compare(VectorOperators.GE, 0x7C00))
-                    .or(halves.and(0x80000000)).reinterpretAsFloats();
+                    .or(halves.and(0x80000000))
+                    .reinterpretAsFloats();
 
-            IntVector p0 = q0.mul(ShortVector.fromArray(S32, xq, o0 + xb)).add(q1.mul(ShortVector.fromArray(S32, xq, o0 + xb + 32)))
-                    .add(q2.mul(ShortVector.fromArray(S32, xq, o0 + xb + 64))).add(q3.mul(ShortVector.fromArray(S32, xq, o0 + xb + 96)))
-                    .sub(ShortVector.fromArray(S32, xBias, (o0 + xb) / 4)).reinterpretAsInts();
-            IntVector p1 = q0.mul(ShortVector.fromArray(S32, xq, o1 + xb)).add(q1.mul(ShortVector.fromArray(S32, xq, o1 + xb + 32)))
-                    .add(q2.mul(ShortVector.fromArray(S32, xq, o1 + xb + 64))).add(q3.mul(ShortVector.fromArray(S32, xq, o1 + xb + 96)))
-                    .sub(ShortVector.fromArray(S32, xBias, (o1 + xb) / 4)).reinterpretAsInts();
-            IntVector s0 = p0.lanewise(VectorOperators.ASHR, 16).add(p0.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
-            IntVector s1 = p1.lanewise(VectorOperators.ASHR, 16).add(p1.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            IntVector p0 = q0.mul(ShortVector.fromArray(S32, xq, o0 + xb))
+                    .add(q1.mul(ShortVector.fromArray(S32, xq, o0 + xb + 32)))
+                    .add(q2.mul(ShortVector.fromArray(S32, xq, o0 + xb + 64)))
+                    .add(q3.mul(ShortVector.fromArray(S32, xq, o0 + xb + 96)))
+                    .sub(ShortVector.fromArray(S32, xBias, (o0 + xb) / 4))
+                    .reinterpretAsInts();
+            IntVector p1 = q0.mul(ShortVector.fromArray(S32, xq, o1 + xb))
+                    .add(q1.mul(ShortVector.fromArray(S32, xq, o1 + xb + 32)))
+                    .add(q2.mul(ShortVector.fromArray(S32, xq, o1 + xb + 64)))
+                    .add(q3.mul(ShortVector.fromArray(S32, xq, o1 + xb + 96)))
+                    .sub(ShortVector.fromArray(S32, xBias, (o1 + xb) / 4))
+                    .reinterpretAsInts();
+            IntVector s0 = p0.lanewise(VectorOperators.ASHR, 16)
+                    .add(p0.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            IntVector s1 = p1.lanewise(VectorOperators.ASHR, 16)
+                    .add(p1.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
             FloatVector d0 = dw.mul(FloatVector.fromArray(F16L, xd4, (o0 + xb) / 8));
             FloatVector d1 = dw.mul(FloatVector.fromArray(F16L, xd4, (o1 + xb) / 8));
-            acc0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D, 0)).fma((DoubleVector) d0.convertShape(VectorOperators.F2D, D, 0), acc0);
-            acc1 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D, 0)).fma((DoubleVector) d1.convertShape(VectorOperators.F2D, D, 0), acc1);
-            high0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D, 1)).fma((DoubleVector) d0.convertShape(VectorOperators.F2D, D, 1), high0);
-            high1 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D, 1)).fma((DoubleVector) d1.convertShape(VectorOperators.F2D, D, 1), high1);
+            acc0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D, 0))
+                    .fma((DoubleVector) d0.convertShape(VectorOperators.F2D, D, 0), acc0);
+            acc1 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D, 0))
+                    .fma((DoubleVector) d1.convertShape(VectorOperators.F2D, D, 0), acc1);
+            high0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D, 1))
+                    .fma((DoubleVector) d0.convertShape(VectorOperators.F2D, D, 1), high0);
+            high1 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D, 1))
+                    .fma((DoubleVector) d1.convertShape(VectorOperators.F2D, D, 1), high1);
         }
         acc0 = acc0.add(high0);
         acc1 = acc1.add(high1);
         // The lanes of each summed in the fixed order of dotQ4_0.
-        acc0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 1));
-        acc1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 1));
-        DoubleVector s0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 1));
-        DoubleVector s1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        acc0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 0))
+                .add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 1));
+        acc1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 0))
+                .add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 1));
+        DoubleVector s0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 0))
+                .add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector s1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 0))
+                .add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 1));
         result[at] = (float) (s0.lane(0) + s0.lane(1));
         result[at + 1] = (float) (s1.lane(0) + s1.lane(1));
     }
@@ -362,8 +431,17 @@ final class Kernels {
      * {@link #dotQ4_0x2Grouped} with 256-bit vectors, as {@link #dotQ4_0Halves} computes each token:
      * each half group of weights is unpacked once for the 2 tokens.
      */
-    private static void dotQ4_0x2Halves(MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd, int blocks,
-                                        int x0, int x1, float[] result, int at) {
+    private static void dotQ4_0x2Halves(
+            MemorySegment w,
+            long offset,
+            short[] xq,
+            short[] xBias,
+            float[] xd,
+            int blocks,
+            int x0,
+            int x1,
+            float[] result,
+            int at) {
         int cols = blocks * QK;
         int o0 = x0 * cols;
         int o1 = x1 * cols;
@@ -383,48 +461,76 @@ final class Kernels {
             float w2 = Float.float16ToFloat(w.get(HALF, wb + 36));
             float w3 = Float.float16ToFloat(w.get(HALF, wb + 54));
             ShortVector n = ByteVector.fromMemorySegment(B32, w, wb + 2, LE)
-                    .blend(ByteVector.fromMemorySegment(B32, w, wb + 4, LE), SECOND_BLOCK).reinterpretAsShorts();
+                    .blend(ByteVector.fromMemorySegment(B32, w, wb + 4, LE), SECOND_BLOCK)
+                    .reinterpretAsShorts();
             ShortVector q0 = n.and((short) 0xF);
             ShortVector q1 = n.lanewise(VectorOperators.LSHR, 4).and((short) 0xF);
             ShortVector q2 = n.lanewise(VectorOperators.LSHR, 8).and((short) 0xF);
             ShortVector q3 = n.lanewise(VectorOperators.LSHR, 12);
-            IntVector p = q0.mul(ShortVector.fromArray(S, xq, o0 + xb)).add(q1.mul(ShortVector.fromArray(S, xq, o0 + xb + 32)))
-                    .add(q2.mul(ShortVector.fromArray(S, xq, o0 + xb + 64))).add(q3.mul(ShortVector.fromArray(S, xq, o0 + xb + 96)))
-                    .sub(ShortVector.fromArray(S, xBias, (o0 + xb) / 4)).reinterpretAsInts();
-            IntVector s = p.lanewise(VectorOperators.ASHR, 16).add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
-            a0 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0)).fma(DoubleVector.broadcast(D4, w0 * xd[(o0 + xb) / QK]), a0);
-            a1 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 1)).fma(DoubleVector.broadcast(D4, w1 * xd[(o0 + xb) / QK + 1]), a1);
-            p = q0.mul(ShortVector.fromArray(S, xq, o1 + xb)).add(q1.mul(ShortVector.fromArray(S, xq, o1 + xb + 32)))
-                    .add(q2.mul(ShortVector.fromArray(S, xq, o1 + xb + 64))).add(q3.mul(ShortVector.fromArray(S, xq, o1 + xb + 96)))
-                    .sub(ShortVector.fromArray(S, xBias, (o1 + xb) / 4)).reinterpretAsInts();
-            s = p.lanewise(VectorOperators.ASHR, 16).add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
-            c0 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0)).fma(DoubleVector.broadcast(D4, w0 * xd[(o1 + xb) / QK]), c0);
-            c1 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 1)).fma(DoubleVector.broadcast(D4, w1 * xd[(o1 + xb) / QK + 1]), c1);
+            IntVector p = q0.mul(ShortVector.fromArray(S, xq, o0 + xb))
+                    .add(q1.mul(ShortVector.fromArray(S, xq, o0 + xb + 32)))
+                    .add(q2.mul(ShortVector.fromArray(S, xq, o0 + xb + 64)))
+                    .add(q3.mul(ShortVector.fromArray(S, xq, o0 + xb + 96)))
+                    .sub(ShortVector.fromArray(S, xBias, (o0 + xb) / 4))
+                    .reinterpretAsInts();
+            IntVector s = p.lanewise(VectorOperators.ASHR, 16)
+                    .add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            a0 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0))
+                    .fma(DoubleVector.broadcast(D4, w0 * xd[(o0 + xb) / QK]), a0);
+            a1 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 1))
+                    .fma(DoubleVector.broadcast(D4, w1 * xd[(o0 + xb) / QK + 1]), a1);
+            p = q0.mul(ShortVector.fromArray(S, xq, o1 + xb))
+                    .add(q1.mul(ShortVector.fromArray(S, xq, o1 + xb + 32)))
+                    .add(q2.mul(ShortVector.fromArray(S, xq, o1 + xb + 64)))
+                    .add(q3.mul(ShortVector.fromArray(S, xq, o1 + xb + 96)))
+                    .sub(ShortVector.fromArray(S, xBias, (o1 + xb) / 4))
+                    .reinterpretAsInts();
+            s = p.lanewise(VectorOperators.ASHR, 16)
+                    .add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            c0 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0))
+                    .fma(DoubleVector.broadcast(D4, w0 * xd[(o1 + xb) / QK]), c0);
+            c1 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 1))
+                    .fma(DoubleVector.broadcast(D4, w1 * xd[(o1 + xb) / QK + 1]), c1);
 
             n = ByteVector.fromMemorySegment(B32, w, wb + 38, LE)
-                    .blend(ByteVector.fromMemorySegment(B32, w, wb + 40, LE), SECOND_BLOCK).reinterpretAsShorts();
+                    .blend(ByteVector.fromMemorySegment(B32, w, wb + 40, LE), SECOND_BLOCK)
+                    .reinterpretAsShorts();
             q0 = n.and((short) 0xF);
             q1 = n.lanewise(VectorOperators.LSHR, 4).and((short) 0xF);
             q2 = n.lanewise(VectorOperators.LSHR, 8).and((short) 0xF);
             q3 = n.lanewise(VectorOperators.LSHR, 12);
-            p = q0.mul(ShortVector.fromArray(S, xq, o0 + xb + 16)).add(q1.mul(ShortVector.fromArray(S, xq, o0 + xb + 48)))
-                    .add(q2.mul(ShortVector.fromArray(S, xq, o0 + xb + 80))).add(q3.mul(ShortVector.fromArray(S, xq, o0 + xb + 112)))
-                    .sub(ShortVector.fromArray(S, xBias, (o0 + xb) / 4 + 16)).reinterpretAsInts();
-            s = p.lanewise(VectorOperators.ASHR, 16).add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
-            a2 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0)).fma(DoubleVector.broadcast(D4, w2 * xd[(o0 + xb) / QK + 2]), a2);
-            a3 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 1)).fma(DoubleVector.broadcast(D4, w3 * xd[(o0 + xb) / QK + 3]), a3);
-            p = q0.mul(ShortVector.fromArray(S, xq, o1 + xb + 16)).add(q1.mul(ShortVector.fromArray(S, xq, o1 + xb + 48)))
-                    .add(q2.mul(ShortVector.fromArray(S, xq, o1 + xb + 80))).add(q3.mul(ShortVector.fromArray(S, xq, o1 + xb + 112)))
-                    .sub(ShortVector.fromArray(S, xBias, (o1 + xb) / 4 + 16)).reinterpretAsInts();
-            s = p.lanewise(VectorOperators.ASHR, 16).add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
-            c2 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0)).fma(DoubleVector.broadcast(D4, w2 * xd[(o1 + xb) / QK + 2]), c2);
-            c3 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 1)).fma(DoubleVector.broadcast(D4, w3 * xd[(o1 + xb) / QK + 3]), c3);
+            p = q0.mul(ShortVector.fromArray(S, xq, o0 + xb + 16))
+                    .add(q1.mul(ShortVector.fromArray(S, xq, o0 + xb + 48)))
+                    .add(q2.mul(ShortVector.fromArray(S, xq, o0 + xb + 80)))
+                    .add(q3.mul(ShortVector.fromArray(S, xq, o0 + xb + 112)))
+                    .sub(ShortVector.fromArray(S, xBias, (o0 + xb) / 4 + 16))
+                    .reinterpretAsInts();
+            s = p.lanewise(VectorOperators.ASHR, 16)
+                    .add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            a2 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0))
+                    .fma(DoubleVector.broadcast(D4, w2 * xd[(o0 + xb) / QK + 2]), a2);
+            a3 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 1))
+                    .fma(DoubleVector.broadcast(D4, w3 * xd[(o0 + xb) / QK + 3]), a3);
+            p = q0.mul(ShortVector.fromArray(S, xq, o1 + xb + 16))
+                    .add(q1.mul(ShortVector.fromArray(S, xq, o1 + xb + 48)))
+                    .add(q2.mul(ShortVector.fromArray(S, xq, o1 + xb + 80)))
+                    .add(q3.mul(ShortVector.fromArray(S, xq, o1 + xb + 112)))
+                    .sub(ShortVector.fromArray(S, xBias, (o1 + xb) / 4 + 16))
+                    .reinterpretAsInts();
+            s = p.lanewise(VectorOperators.ASHR, 16)
+                    .add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            c2 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0))
+                    .fma(DoubleVector.broadcast(D4, w2 * xd[(o1 + xb) / QK + 2]), c2);
+            c3 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 1))
+                    .fma(DoubleVector.broadcast(D4, w3 * xd[(o1 + xb) / QK + 3]), c3);
         }
         // The lanes of each summed in the fixed order of dotQ4_0Halves.
         DoubleVector acc0 = a0.add(a2).add(a1.add(a3));
         DoubleVector acc1 = c0.add(c2).add(c1.add(c3));
-        DoubleVector s0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 1));
-        DoubleVector s1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector s0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 0))
+                .add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector s1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 0))
+                .add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 1));
         result[at] = (float) (s0.lane(0) + s0.lane(1));
         result[at + 1] = (float) (s1.lane(0) + s1.lane(1));
     }
@@ -442,14 +548,27 @@ final class Kernels {
             long wb = offset + (long) b * Q5_0_BLOCK_BYTES;
             int xb = xOff + b * QK;
             int highBits = w.get(INT, wb + 2);
-            ShortVector packed = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 6, LE)
-                    .convertShape(VectorOperators.ZERO_EXTEND_B2S, S, 0);
+            ShortVector packed = (ShortVector)
+                    ByteVector.fromMemorySegment(B, w, wb + 6, LE).convertShape(VectorOperators.ZERO_EXTEND_B2S, S, 0);
             ShortVector lo = packed.and((short) 0x0F);
             ShortVector hi = packed.lanewise(VectorOperators.LSHR, 4);
-            lo = lo.sub((short) 16).blend(lo, ShortVector.broadcast(S, (short) highBits).and(BIT_OF_LANE).compare(VectorOperators.NE, 0));
-            hi = hi.sub((short) 16).blend(hi, ShortVector.broadcast(S, (short) (highBits >>> 16)).and(BIT_OF_LANE).compare(VectorOperators.NE, 0));
-            IntVector pairs = lo.mul(ShortVector.fromArray(S, xq, xb)).add(hi.mul(ShortVector.fromArray(S, xq, xb + QK / 2))).reinterpretAsInts();
-            int sumi = pairs.lanewise(VectorOperators.ASHR, 16).add(pairs.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
+            lo = lo.sub((short) 16)
+                    .blend(
+                            lo,
+                            ShortVector.broadcast(S, (short) highBits)
+                                    .and(BIT_OF_LANE)
+                                    .compare(VectorOperators.NE, 0));
+            hi = hi.sub((short) 16)
+                    .blend(
+                            hi,
+                            ShortVector.broadcast(S, (short) (highBits >>> 16))
+                                    .and(BIT_OF_LANE)
+                                    .compare(VectorOperators.NE, 0));
+            IntVector pairs = lo.mul(ShortVector.fromArray(S, xq, xb))
+                    .add(hi.mul(ShortVector.fromArray(S, xq, xb + QK / 2)))
+                    .reinterpretAsInts();
+            int sumi = pairs.lanewise(VectorOperators.ASHR, 16)
+                    .add(pairs.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
                     .reduceLanes(VectorOperators.ADD);
             sum += (double) (Float.float16ToFloat(w.get(HALF, wb)) * xd[xOff / QK + b]) * sumi;
         }
@@ -462,12 +581,15 @@ final class Kernels {
         for (int b = 0; b < blocks; b++) {
             long wb = offset + (long) b * Q8_0_BLOCK_BYTES;
             int xb = xOff + b * QK;
-            ShortVector first = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 2, LE).convertShape(VectorOperators.B2S, S, 0);
-            ShortVector second = (ShortVector) ByteVector.fromMemorySegment(B, w, wb + 2 + QK / 2, LE).convertShape(VectorOperators.B2S, S, 0);
-            ShortVector block = first.mul(ShortVector.fromArray(S, xq, xb)).add(second.mul(ShortVector.fromArray(S, xq, xb + QK / 2)));
+            ShortVector first = (ShortVector)
+                    ByteVector.fromMemorySegment(B, w, wb + 2, LE).convertShape(VectorOperators.B2S, S, 0);
+            ShortVector second = (ShortVector)
+                    ByteVector.fromMemorySegment(B, w, wb + 2 + QK / 2, LE).convertShape(VectorOperators.B2S, S, 0);
+            ShortVector block = first.mul(ShortVector.fromArray(S, xq, xb))
+                    .add(second.mul(ShortVector.fromArray(S, xq, xb + QK / 2)));
             // Products reach 127·127, so two fill a 16-bit lane: widen to 32 bits before folding.
             IntVector folded = ((IntVector) ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 0))
-                    .convertShape(VectorOperators.S2I, IntVector.SPECIES_256, 0))
+                            .convertShape(VectorOperators.S2I, IntVector.SPECIES_256, 0))
                     .add((IntVector) ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1))
                             .convertShape(VectorOperators.S2I, IntVector.SPECIES_256, 0));
             if (D.length() == 4) {
@@ -475,20 +597,26 @@ final class Kernels {
                         .add((IntVector) folded.reinterpretShape(IntVector.SPECIES_128, 1));
             }
             float d = Float.float16ToFloat(w.get(HALF, wb)) * xd[xdOff + b];
-            acc = ((DoubleVector) folded.convertShape(VectorOperators.I2D, D, 0)).fma(DoubleVector.broadcast(D, d), acc);
+            acc = ((DoubleVector) folded.convertShape(VectorOperators.I2D, D, 0))
+                    .fma(DoubleVector.broadcast(D, d), acc);
         }
         // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
         // once compiled than before, and a result must not depend on how warm the JVM is.
         if (D.length() == 8) {
-            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0))
+                    .add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
         }
-        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0))
+                .add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
         return (float) (pair.lane(0) + pair.lane(1));
     }
 
     /** Halves per step of {@link #dotF16}: as many as the double lanes. */
-    private static final VectorSpecies<Short> HALVES_D = D.length() == 8 ? ShortVector.SPECIES_128 : ShortVector.SPECIES_64;
-    private static final VectorSpecies<Integer> INTS_D = D.length() == 8 ? IntVector.SPECIES_256 : IntVector.SPECIES_128;
+    private static final VectorSpecies<Short> HALVES_D =
+            D.length() == 8 ? ShortVector.SPECIES_128 : ShortVector.SPECIES_64;
+
+    private static final VectorSpecies<Integer> INTS_D =
+            D.length() == 8 ? IntVector.SPECIES_256 : IntVector.SPECIES_128;
 
     /**
      * F16 weights · activations rounded to F16 and widened ({@code x}, exact floats), as the tensor package's
@@ -505,8 +633,10 @@ final class Kernels {
             IntVector h = (IntVector) ShortVector.fromMemorySegment(HALVES_D, w, offset + 2L * i, LE)
                     .convertShape(VectorOperators.ZERO_EXTEND_S2I, INTS_D, 0);
             IntVector magnitude = h.and(0x7fff);
-            IntVector finite = ((FloatVector) magnitude.lanewise(VectorOperators.LSHL, 13).reinterpretAsFloats())
-                    .mul(0x1p112f).reinterpretAsInts();
+            IntVector finite = ((FloatVector)
+                            magnitude.lanewise(VectorOperators.LSHL, 13).reinterpretAsFloats())
+                    .mul(0x1p112f)
+                    .reinterpretAsInts();
             IntVector special = magnitude.lanewise(VectorOperators.LSHL, 13).or(0x7f800000);
             IntVector bits = finite.blend(special, magnitude.compare(VectorOperators.GE, 0x7c00))
                     .or(h.and(0x8000).lanewise(VectorOperators.LSHL, 16));
@@ -515,9 +645,11 @@ final class Kernels {
         }
         // The lanes summed in a fixed order, as in dotF32.
         if (D.length() == 8) {
-            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0))
+                    .add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
         }
-        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0))
+                .add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
         double sum = pair.lane(0) + pair.lane(1);
         for (; i < n; i++) {
             sum += (double) Float.float16ToFloat(w.get(HALF, offset + 2L * i)) * x[xOff + i];
@@ -531,16 +663,20 @@ final class Kernels {
         int step = D.length();
         int i = 0;
         for (; i + step <= n; i += step) {
-            DoubleVector wv = (DoubleVector) FloatVector.fromMemorySegment(HALF_D, w, offset + 4L * i, LE).convertShape(VectorOperators.F2D, D, 0);
-            DoubleVector xv = (DoubleVector) FloatVector.fromArray(HALF_D, x, xOff + i).convertShape(VectorOperators.F2D, D, 0);
+            DoubleVector wv = (DoubleVector) FloatVector.fromMemorySegment(HALF_D, w, offset + 4L * i, LE)
+                    .convertShape(VectorOperators.F2D, D, 0);
+            DoubleVector xv =
+                    (DoubleVector) FloatVector.fromArray(HALF_D, x, xOff + i).convertShape(VectorOperators.F2D, D, 0);
             acc = wv.fma(xv, acc);
         }
         // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
         // once compiled than before, and a result must not depend on how warm the JVM is.
         if (D.length() == 8) {
-            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+            acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0))
+                    .add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
         }
-        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0)).add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0))
+                .add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
         double sum = pair.lane(0) + pair.lane(1);
         for (; i < n; i++) {
             sum += (double) w.get(FLOAT, offset + 4L * i) * x[xOff + i];

@@ -1,7 +1,6 @@
 package dev.glimmer.engine.backend.cpu;
 
 import dev.glimmer.engine.InvalidInputException;
-
 import java.io.IOException;
 import java.io.InputStream;
 import java.lang.foreign.Arena;
@@ -37,6 +36,7 @@ import java.util.Locale;
 final class NativeKernels {
     /** The environment variable, and the system property, that choose the kernels. */
     static final String SETTING_ENV = "GLIMMER_CPU_KERNELS";
+
     static final String SETTING_PROPERTY = "glimmer.cpu.kernels";
 
     /** The variants of the native Q4_0 kernel, best first; bit {@code ordinal()} of {@code glimmer_cpu_variants()}. */
@@ -67,15 +67,18 @@ final class NativeKernels {
 
     /** Each variant's downcall, where this processor runs it (null elsewhere). */
     private static final MethodHandle[] MATMUL = new MethodHandle[Variant.values().length];
+
     private static final MethodHandle Q4_0_ACTIVATIONS;
     /** The variant the setting chooses here, or null for the Java kernels. */
     private static final Variant CHOSEN;
     /** Why the Java kernels run by default (null when a variant is chosen), or why the setting is wrong. */
     private static final String WHY_JAVA;
+
     private static final boolean SETTING_VALID;
 
     static {
-        String setting = System.getProperty(SETTING_PROPERTY, System.getenv().getOrDefault(SETTING_ENV, "auto")).trim();
+        String setting = System.getProperty(SETTING_PROPERTY, System.getenv().getOrDefault(SETTING_ENV, "auto"))
+                .trim();
         MethodHandle activations = null;
         String whyNot = null;
         Variant chosen = null;
@@ -89,7 +92,9 @@ final class NativeKernels {
         if (named == null && !setting.equals("auto") && !setting.equals("java")) {
             valid = false;
             whyNot = SETTING_ENV + "=" + setting + " is not one of auto, java, "
-                    + String.join(", ", Arrays.stream(Variant.values()).map(v -> v.setting).toList());
+                    + String.join(
+                            ", ",
+                            Arrays.stream(Variant.values()).map(v -> v.setting).toList());
         } else if (setting.equals("java")) {
             whyNot = SETTING_ENV + "=java";
         } else {
@@ -99,32 +104,48 @@ final class NativeKernels {
                     Path library = extract();
                     SymbolLookup lookup = SymbolLookup.libraryLookup(library, Arena.global());
                     Linker linker = Linker.nativeLinker();
-                    MethodHandle variants = linker.downcallHandle(lookup.findOrThrow("glimmer_cpu_variants"),
-                            FunctionDescriptor.of(ValueLayout.JAVA_INT));
+                    MethodHandle variants = linker.downcallHandle(
+                            lookup.findOrThrow("glimmer_cpu_variants"), FunctionDescriptor.of(ValueLayout.JAVA_INT));
                     int runs = (int) variants.invokeExact();
                     for (Variant v : Variant.values()) {
                         var symbol = lookup.find(v.matmulSymbol());
                         if ((runs & 1 << v.ordinal()) != 0 && symbol.isPresent()) {
-                            MATMUL[v.ordinal()] = linker.downcallHandle(symbol.get(),
+                            MATMUL[v.ordinal()] = linker.downcallHandle(
+                                    symbol.get(),
                                     FunctionDescriptor.ofVoid(
-                                            ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.JAVA_INT,
-                                            ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.ADDRESS,
-                                            ValueLayout.ADDRESS, ValueLayout.JAVA_INT,
-                                            ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.JAVA_INT),
+                                            ValueLayout.ADDRESS,
+                                            ValueLayout.JAVA_LONG,
+                                            ValueLayout.JAVA_INT,
+                                            ValueLayout.JAVA_INT,
+                                            ValueLayout.JAVA_INT,
+                                            ValueLayout.ADDRESS,
+                                            ValueLayout.ADDRESS,
+                                            ValueLayout.ADDRESS,
+                                            ValueLayout.ADDRESS,
+                                            ValueLayout.JAVA_INT,
+                                            ValueLayout.ADDRESS,
+                                            ValueLayout.JAVA_LONG,
+                                            ValueLayout.JAVA_INT),
                                     Linker.Option.critical(true));
                         }
                     }
-                    activations = linker.downcallHandle(lookup.findOrThrow("glimmer_q4_0_activations"),
-                            FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.JAVA_INT,
-                                    ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG),
+                    activations = linker.downcallHandle(
+                            lookup.findOrThrow("glimmer_q4_0_activations"),
+                            FunctionDescriptor.ofVoid(
+                                    ValueLayout.ADDRESS,
+                                    ValueLayout.JAVA_INT,
+                                    ValueLayout.ADDRESS,
+                                    ValueLayout.ADDRESS,
+                                    ValueLayout.ADDRESS,
+                                    ValueLayout.JAVA_LONG),
                             Linker.Option.critical(true));
                     if (named != null) {
                         if (MATMUL[named.ordinal()] != null) {
                             chosen = named;
                         } else {
                             valid = false;
-                            whyNot = SETTING_ENV + "=" + setting + ": this processor does not run the " + named.instructions
-                                    + " kernel (it runs: " + runnableNames() + ")";
+                            whyNot = SETTING_ENV + "=" + setting + ": this processor does not run the "
+                                    + named.instructions + " kernel (it runs: " + runnableNames() + ")";
                         }
                     } else {
                         for (Variant v : Variant.values()) {
@@ -147,8 +168,7 @@ final class NativeKernels {
         SETTING_VALID = valid;
     }
 
-    private NativeKernels() {
-    }
+    private NativeKernels() {}
 
     /**
      * The variant the CPU backend uses by default here (the best this processor runs, or the one
@@ -175,7 +195,9 @@ final class NativeKernels {
 
     private static String runnableNames() {
         List<Variant> runnable = runnable();
-        return runnable.isEmpty() ? "none" : String.join(", ", runnable.stream().map(v -> v.setting).toList());
+        return runnable.isEmpty()
+                ? "none"
+                : String.join(", ", runnable.stream().map(v -> v.setting).toList());
     }
 
     /** Why the Java kernels run by default here (null when a native variant does). */
@@ -191,7 +213,8 @@ final class NativeKernels {
     /** Why the library is not even tried, or null when it is. */
     private static String unavailableReason() {
         String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
-        if (!os.contains("linux") || !(architecture().equals("x86_64") || architecture().equals("aarch64"))) {
+        if (!os.contains("linux")
+                || !(architecture().equals("x86_64") || architecture().equals("aarch64"))) {
             return "the native Q4_0 kernel is built for Linux x86-64 and aarch64 only";
         }
         if (NativeKernels.class.getResource(RESOURCE) == null) {
@@ -215,7 +238,8 @@ final class NativeKernels {
      * package's Q8_0 quantizer does and laid out as row {@code row} of {@link ActivationRows}' native
      * layout ({@code xq}, {@code bias}, {@code xd}).
      */
-    static void q4_0Activations(MemorySegment x, int cols, MemorySegment xq, MemorySegment bias, MemorySegment xd, long row) {
+    static void q4_0Activations(
+            MemorySegment x, int cols, MemorySegment xq, MemorySegment bias, MemorySegment xd, long row) {
         try {
             Q4_0_ACTIVATIONS.invokeExact(x, cols, xq, bias, xd, row);
         } catch (Throwable e) {
@@ -228,12 +252,24 @@ final class NativeKernels {
      * blocks each) times the activation rows {@code xRows[0..n)} (in {@link ActivationRows}'
      * native layout): {@code out[outOffset + j*outStride + (r - rowFrom)]}.
      */
-    static void q4_0Matmul(Variant variant, MemorySegment w, long rowBytes, int blocks, int rowFrom, int rowTo,
-                           MemorySegment xq, MemorySegment bias, MemorySegment xd,
-                           MemorySegment xRows, int n,
-                           MemorySegment out, long outOffset, int outStride) {
+    static void q4_0Matmul(
+            Variant variant,
+            MemorySegment w,
+            long rowBytes,
+            int blocks,
+            int rowFrom,
+            int rowTo,
+            MemorySegment xq,
+            MemorySegment bias,
+            MemorySegment xd,
+            MemorySegment xRows,
+            int n,
+            MemorySegment out,
+            long outOffset,
+            int outStride) {
         try {
-            MATMUL[variant.ordinal()].invokeExact(w, rowBytes, blocks, rowFrom, rowTo, xq, bias, xd, xRows, n, out, outOffset, outStride);
+            MATMUL[variant.ordinal()].invokeExact(
+                    w, rowBytes, blocks, rowFrom, rowTo, xq, bias, xd, xRows, n, out, outOffset, outStride);
         } catch (Throwable e) {
             throw new IllegalStateException("the native Q4_0 kernel failed", e);
         }

@@ -24,6 +24,7 @@ final class WorkerPool {
 
     /** How long an idle worker spins before parking (~50 µs at ~2 ns a spin). */
     private static final int SPINS = 25_000;
+
     private static final WorkerPool[] SHARED = new WorkerPool[256];
 
     private final int threads;
@@ -63,7 +64,8 @@ final class WorkerPool {
         int logical = Runtime.getRuntime().availableProcessors();
         int perCore = 1;
         try {
-            String siblings = Files.readString(Path.of("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list")).trim();
+            String siblings = Files.readString(Path.of("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list"))
+                    .trim();
             perCore = countCpus(siblings);
         } catch (Exception notLinux) {
             // keep one thread per logical CPU

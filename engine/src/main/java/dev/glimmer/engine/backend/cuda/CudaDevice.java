@@ -16,12 +16,18 @@ import java.util.Optional;
  * @param totalMemory  bytes
  * @param context      its primary context
  */
-public record CudaDevice(CudaDriver driver, int ordinal, String name, int major, int minor, int multiprocessors,
-                         long totalMemory, MemorySegment context) {
+public record CudaDevice(
+        CudaDriver driver,
+        int ordinal,
+        String name,
+        int major,
+        int minor,
+        int multiprocessors,
+        long totalMemory,
+        MemorySegment context) {
 
     /** Whether a device is usable and, if not, why. */
-    public record Probe(Optional<CudaDevice> device, String reason) {
-    }
+    public record Probe(Optional<CudaDevice> device, String reason) {}
 
     private static volatile Probe probe;
 
@@ -49,9 +55,17 @@ public record CudaDevice(CudaDriver driver, int ordinal, String name, int major,
             }
             int dev = driver.device(0);
             MemorySegment ctx = driver.usePrimaryContext(dev);
-            return new Probe(Optional.of(new CudaDevice(driver, dev, driver.deviceName(dev),
-                    driver.attribute(dev, CudaDriver.ATTRIBUTE_CC_MAJOR), driver.attribute(dev, CudaDriver.ATTRIBUTE_CC_MINOR),
-                    driver.attribute(dev, CudaDriver.ATTRIBUTE_MULTIPROCESSORS), driver.totalMemory(dev), ctx)), "");
+            return new Probe(
+                    Optional.of(new CudaDevice(
+                            driver,
+                            dev,
+                            driver.deviceName(dev),
+                            driver.attribute(dev, CudaDriver.ATTRIBUTE_CC_MAJOR),
+                            driver.attribute(dev, CudaDriver.ATTRIBUTE_CC_MINOR),
+                            driver.attribute(dev, CudaDriver.ATTRIBUTE_MULTIPROCESSORS),
+                            driver.totalMemory(dev),
+                            ctx)),
+                    "");
         } catch (CudaException e) {
             return new Probe(Optional.empty(), e.getMessage());
         }

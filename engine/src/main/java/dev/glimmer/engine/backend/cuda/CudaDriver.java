@@ -1,5 +1,11 @@
 package dev.glimmer.engine.backend.cuda;
 
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
@@ -8,12 +14,6 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.SymbolLookup;
 import java.lang.invoke.MethodHandle;
 import java.util.Optional;
-
-import static java.lang.foreign.ValueLayout.ADDRESS;
-import static java.lang.foreign.ValueLayout.JAVA_BYTE;
-import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
-import static java.lang.foreign.ValueLayout.JAVA_INT;
-import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 /**
  * FFM bindings to the CUDA driver API ({@code libcuda.so.1}): the calls Glimmer needs, each
@@ -27,21 +27,54 @@ public final class CudaDriver {
     public static final int ATTRIBUTE_MULTIPROCESSORS = 16;
     /** {@code CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR} and {@code _MINOR}. */
     public static final int ATTRIBUTE_CC_MAJOR = 75;
+
     public static final int ATTRIBUTE_CC_MINOR = 76;
     /** {@code CU_STREAM_CAPTURE_MODE_RELAXED}. */
     private static final int CAPTURE_RELAXED = 2;
+
     private static final int NO_SUCH_DEVICE = 100;
 
     private static final Linker LINKER = Linker.nativeLinker();
     private static volatile Optional<CudaDriver> instance;
 
     private final SymbolLookup lib;
-    private final MethodHandle cuInit, cuDriverGetVersion, cuDeviceGetCount, cuDeviceGet, cuDeviceGetName,
-            cuDeviceGetAttribute, cuDeviceTotalMem, cuDevicePrimaryCtxRetain, cuCtxSetCurrent, cuCtxSynchronize,
-            cuModuleLoadData, cuModuleGetFunction, cuMemAlloc, cuMemFree, cuMemcpyHtoD, cuMemcpyDtoH,
-            cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuMemcpyDtoDAsync, cuMemAllocHost, cuMemFreeHost, cuMemsetD8, cuMemGetInfo, cuStreamCreate, cuStreamSynchronize, cuLaunchKernel,
-            cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiateWithFlags, cuGraphLaunch, cuEventCreate,
-            cuEventRecord, cuEventSynchronize, cuEventElapsedTime, cuEventDestroy, cuStreamDestroy, cuGraphExecDestroy,
+    private final MethodHandle cuInit,
+            cuDriverGetVersion,
+            cuDeviceGetCount,
+            cuDeviceGet,
+            cuDeviceGetName,
+            cuDeviceGetAttribute,
+            cuDeviceTotalMem,
+            cuDevicePrimaryCtxRetain,
+            cuCtxSetCurrent,
+            cuCtxSynchronize,
+            cuModuleLoadData,
+            cuModuleGetFunction,
+            cuMemAlloc,
+            cuMemFree,
+            cuMemcpyHtoD,
+            cuMemcpyDtoH,
+            cuMemcpyHtoDAsync,
+            cuMemcpyDtoHAsync,
+            cuMemcpyDtoDAsync,
+            cuMemAllocHost,
+            cuMemFreeHost,
+            cuMemsetD8,
+            cuMemGetInfo,
+            cuStreamCreate,
+            cuStreamSynchronize,
+            cuLaunchKernel,
+            cuStreamBeginCapture,
+            cuStreamEndCapture,
+            cuGraphInstantiateWithFlags,
+            cuGraphLaunch,
+            cuEventCreate,
+            cuEventRecord,
+            cuEventSynchronize,
+            cuEventElapsedTime,
+            cuEventDestroy,
+            cuStreamDestroy,
+            cuGraphExecDestroy,
             cuGetErrorString;
 
     private CudaDriver(SymbolLookup lib) {
@@ -71,8 +104,19 @@ public final class CudaDriver {
         cuMemGetInfo = fn("cuMemGetInfo_v2", ADDRESS, ADDRESS);
         cuStreamCreate = fn("cuStreamCreate", ADDRESS, JAVA_INT);
         cuStreamSynchronize = fn("cuStreamSynchronize", ADDRESS);
-        cuLaunchKernel = fn("cuLaunchKernel", ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT,
-                JAVA_INT, ADDRESS, ADDRESS, ADDRESS);
+        cuLaunchKernel = fn(
+                "cuLaunchKernel",
+                ADDRESS,
+                JAVA_INT,
+                JAVA_INT,
+                JAVA_INT,
+                JAVA_INT,
+                JAVA_INT,
+                JAVA_INT,
+                JAVA_INT,
+                ADDRESS,
+                ADDRESS,
+                ADDRESS);
         cuStreamBeginCapture = fn("cuStreamBeginCapture_v2", ADDRESS, JAVA_INT);
         cuStreamEndCapture = fn("cuStreamEndCapture", ADDRESS, ADDRESS);
         cuGraphInstantiateWithFlags = fn("cuGraphInstantiateWithFlags", ADDRESS, ADDRESS, JAVA_LONG);
@@ -81,7 +125,8 @@ public final class CudaDriver {
         cuEventRecord = fn("cuEventRecord", ADDRESS, ADDRESS);
         cuEventSynchronize = fn("cuEventSynchronize", ADDRESS);
         cuEventElapsedTime = lib.find("cuEventElapsedTime_v2").isPresent()
-                ? fn("cuEventElapsedTime_v2", ADDRESS, ADDRESS, ADDRESS) : fn("cuEventElapsedTime", ADDRESS, ADDRESS, ADDRESS);
+                ? fn("cuEventElapsedTime_v2", ADDRESS, ADDRESS, ADDRESS)
+                : fn("cuEventElapsedTime", ADDRESS, ADDRESS, ADDRESS);
         cuEventDestroy = fn("cuEventDestroy_v2", ADDRESS);
         cuStreamDestroy = fn("cuStreamDestroy_v2", ADDRESS);
         cuGraphExecDestroy = fn("cuGraphExecDestroy", ADDRESS);
@@ -141,7 +186,9 @@ public final class CudaDriver {
                 return "unknown error";
             }
             MemorySegment s = p.get(ADDRESS, 0);
-            return s.equals(MemorySegment.NULL) ? "unknown error" : s.reinterpret(1024).getString(0);
+            return s.equals(MemorySegment.NULL)
+                    ? "unknown error"
+                    : s.reinterpret(1024).getString(0);
         }
     }
 
@@ -315,7 +362,7 @@ public final class CudaDriver {
     public MemorySegment newStream() {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment s = a.allocate(ADDRESS);
-            check("cuStreamCreate", call(cuStreamCreate, s, 1));  // CU_STREAM_NON_BLOCKING
+            check("cuStreamCreate", call(cuStreamCreate, s, 1)); // CU_STREAM_NON_BLOCKING
             return s.get(ADDRESS, 0);
         }
     }
@@ -325,10 +372,33 @@ public final class CudaDriver {
     }
 
     /** Launches {@code function}; {@code params} is the array of pointers to each argument's value. */
-    public void launch(MemorySegment function, int gx, int gy, int gz, int bx, int by, int bz, int sharedBytes,
-                       MemorySegment stream, MemorySegment params, String what) {
-        check("cuLaunchKernel(" + what + ")", call(cuLaunchKernel, function, gx, gy, gz, bx, by, bz, sharedBytes, stream,
-                params, MemorySegment.NULL));
+    public void launch(
+            MemorySegment function,
+            int gx,
+            int gy,
+            int gz,
+            int bx,
+            int by,
+            int bz,
+            int sharedBytes,
+            MemorySegment stream,
+            MemorySegment params,
+            String what) {
+        check(
+                "cuLaunchKernel(" + what + ")",
+                call(
+                        cuLaunchKernel,
+                        function,
+                        gx,
+                        gy,
+                        gz,
+                        bx,
+                        by,
+                        bz,
+                        sharedBytes,
+                        stream,
+                        params,
+                        MemorySegment.NULL));
     }
 
     public void beginCapture(MemorySegment stream) {

@@ -6,7 +6,6 @@ import dev.glimmer.kernels.ArgStruct;
 import dev.glimmer.kernels.decode.BufferSpec;
 import dev.glimmer.kernels.decode.CommandList;
 import dev.glimmer.kernels.decode.Dispatch;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -38,6 +37,7 @@ public final class CudaGraphRunner implements ListRunner {
     final MemorySegment stream;
     /** The KV cache buffers, shared by every graph of this runner. */
     private final Map<BufferSpec, Long> kv = new HashMap<>();
+
     private final List<Graph> graphs = new ArrayList<>();
     private final List<MemorySegment> pinned = new ArrayList<>();
 
@@ -59,9 +59,11 @@ public final class CudaGraphRunner implements ListRunner {
         final long[] buffers;
         /** Which buffers this graph allocated (the weights belong to {@link CudaWeights}, the KV pool to the runner). */
         final boolean[] owned;
+
         final long[][] bindings;
         /** Host staging of the StepArgs. */
         private final MemorySegment stepBytes;
+
         MemorySegment exec;
 
         Graph(CommandList list) {
@@ -79,7 +81,9 @@ public final class CudaGraphRunner implements ListRunner {
                         buffers[i] = driver.alloc(b.bytes());
                         owned[i] = true;
                         if (b.kind() == BufferSpec.Kind.ARGS) {
-                            driver.copyToDevice(buffers[i], arena.allocateFrom(ValueLayout.JAVA_BYTE, list.args()),
+                            driver.copyToDevice(
+                                    buffers[i],
+                                    arena.allocateFrom(ValueLayout.JAVA_BYTE, list.args()),
                                     list.args().length);
                         } else {
                             driver.memset(buffers[i], (byte) 0, Math.max(1, b.bytes()));
@@ -115,7 +119,12 @@ public final class CudaGraphRunner implements ListRunner {
         /** Dispatch {@code d} on the stream. */
         void enqueue(int d) {
             Dispatch dispatch = list.dispatches().get(d);
-            kernels.launch(dispatch.kernel(), stream, dispatch.grid(), dispatch.threads(), bindings[d],
+            kernels.launch(
+                    dispatch.kernel(),
+                    stream,
+                    dispatch.grid(),
+                    dispatch.threads(),
+                    bindings[d],
                     dispatch.threadgroupMemory());
         }
 
@@ -201,7 +210,9 @@ public final class CudaGraphRunner implements ListRunner {
 
     /** The graph {@code bound} is, one of this runner's. */
     Graph graph(Bound bound) {
-        return graphs.stream().filter(g -> g == bound).findFirst()
+        return graphs.stream()
+                .filter(g -> g == bound)
+                .findFirst()
                 .orElseThrow(() -> new IllegalArgumentException("a list of another runner"));
     }
 

@@ -1,9 +1,12 @@
 package dev.glimmer.engine.backend.cuda;
 
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
 import dev.glimmer.kernels.KernelLibrary;
 import dev.glimmer.kernels.KernelSignature;
 import dev.glimmer.kernels.Size3;
-
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -17,10 +20,6 @@ import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-
-import static java.lang.foreign.ValueLayout.ADDRESS;
-import static java.lang.foreign.ValueLayout.JAVA_INT;
-import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 /**
  * The project's kernels loaded on a CUDA device: the rewritten source ({@link CudaSourceRewriter})
@@ -58,8 +57,8 @@ public final class CudaKernels {
     public static CudaKernels load(CudaDevice device, KernelLibrary library, Path cache) {
         String source = CudaSourceRewriter.rewrite(library);
         List<String> options = List.of(device.architecture(), "-std=c++17");
-        String key = sha256(source + "\n" + options + "\n" + device.name() + "\n" + device.major() + "." + device.minor()
-                + "\n" + device.driver().driverVersion());
+        String key = sha256(source + "\n" + options + "\n" + device.name() + "\n" + device.major() + "."
+                + device.minor() + "\n" + device.driver().driverVersion());
         Path file = cache.resolve(key + ".cubin");
         if (Files.isRegularFile(file)) {
             try {
@@ -93,7 +92,8 @@ public final class CudaKernels {
 
     private static String sha256(String s) {
         try {
-            return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(s.getBytes(StandardCharsets.UTF_8)));
+            return HexFormat.of()
+                    .formatHex(MessageDigest.getInstance("SHA-256").digest(s.getBytes(StandardCharsets.UTF_8)));
         } catch (NoSuchAlgorithmException e) {
             throw new IllegalStateException(e);
         }
@@ -118,8 +118,8 @@ public final class CudaKernels {
      * @param buffers           the device address bound at each buffer index (offsets already added)
      * @param threadgroupMemory bytes of each threadgroup-memory binding; they are laid out one after another
      */
-    public void launch(String kernel, MemorySegment stream, Size3 grid, Size3 threads, long[] buffers,
-                       int[] threadgroupMemory) {
+    public void launch(
+            String kernel, MemorySegment stream, Size3 grid, Size3 threads, long[] buffers, int[] threadgroupMemory) {
         KernelSignature k = library.kernel(kernel);
         if (buffers.length != k.bufferCount() || threadgroupMemory.length < k.threadgroupMemoryCount()) {
             throw new IllegalArgumentException(kernel + " takes " + k.bufferCount() + " buffers and "
@@ -141,8 +141,19 @@ public final class CudaKernels {
                 params.setAtIndex(ADDRESS, buffers.length + i, value);
                 shared += threadgroupMemory[i];
             }
-            device.driver().launch(functions.get(kernel), grid.x(), grid.y(), grid.z(), threads.x(), threads.y(),
-                    threads.z(), shared, stream, params, kernel);
+            device.driver()
+                    .launch(
+                            functions.get(kernel),
+                            grid.x(),
+                            grid.y(),
+                            grid.z(),
+                            threads.x(),
+                            threads.y(),
+                            threads.z(),
+                            shared,
+                            stream,
+                            params,
+                            kernel);
         }
     }
 }

@@ -5,7 +5,6 @@ import dev.glimmer.engine.backend.KernelTimings.KernelTime;
 import dev.glimmer.engine.backend.KernelTimings.Profile;
 import dev.glimmer.engine.backend.commandlist.ListRunner;
 import dev.glimmer.kernels.decode.Dispatch;
-
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -120,18 +119,22 @@ final class CudaProfiler implements ListRunner.Profiler {
         Map<String, List<Integer>> byKind = new LinkedHashMap<>();
         List<Dispatch> dispatches = graph.list.dispatches();
         for (int d = 0; d < dispatches.size(); d++) {
-            byKind.computeIfAbsent(kind(dispatches.get(d)), k -> new ArrayList<>()).add(d);
+            byKind.computeIfAbsent(kind(dispatches.get(d)), k -> new ArrayList<>())
+                    .add(d);
         }
         return byKind;
     }
 
     /** The time of {@code kind}'s dispatches {@code ds} in a run of {@code rows} rows of {@code graph}. */
-    private static KernelTime kernelTime(CudaGraphRunner.Graph graph, String kind, List<Integer> ds, int rows, double millis) {
+    private static KernelTime kernelTime(
+            CudaGraphRunner.Graph graph, String kind, List<Integer> ds, int rows, double millis) {
         long bytes = 0;
         long multiplyAdds = 0;
         for (int d : ds) {
             Dispatch dispatch = graph.list.dispatches().get(d);
-            bytes += dispatch.weightReads().stream().mapToLong(Dispatch.WeightRead::bytes).sum();
+            bytes += dispatch.weightReads().stream()
+                    .mapToLong(Dispatch.WeightRead::bytes)
+                    .sum();
             // a dispatch's multiply-adds are those of a full list; a run of fewer rows does its rows' share
             // (all but a prompt list's output mat-vec of the last row, which is small)
             multiplyAdds += dispatch.multiplyAdds() * rows / graph.list.tokens();

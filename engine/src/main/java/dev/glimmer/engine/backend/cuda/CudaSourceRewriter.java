@@ -3,7 +3,6 @@ package dev.glimmer.engine.backend.cuda;
 import dev.glimmer.kernels.KernelLibrary;
 import dev.glimmer.kernels.KernelParam;
 import dev.glimmer.kernels.KernelSignature;
-
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -40,11 +39,11 @@ public final class CudaSourceRewriter {
      * block of 1024 threads can have (the launch then fails with "too many resources requested").
      */
     private static final String MAX_THREADS = "max_total_threads_per_threadgroup";
-    private static final Set<String> NOT_FUNCTIONS = Set.of("if", "for", "while", "switch", "catch", "return", "sizeof",
-            "else", "do");
 
-    private CudaSourceRewriter() {
-    }
+    private static final Set<String> NOT_FUNCTIONS =
+            Set.of("if", "for", "while", "switch", "catch", "return", "sizeof", "else", "do");
+
+    private CudaSourceRewriter() {}
 
     /** The CUDA source of {@code library}: prelude, rewritten sources, wrappers. */
     public static String rewrite(KernelLibrary library) {
@@ -80,7 +79,9 @@ public final class CudaSourceRewriter {
                     // [[max_total_threads_per_threadgroup(EXPR)]] kernel void NAME(
                     int open = nextSignificant(t, name + 1);
                     int close = previousSignificant(t, end - 2);
-                    maxThreads.put(t.get(nextSignificant(t, nextSignificant(t, kernel + 1) + 1)).text(),
+                    maxThreads.put(
+                            t.get(nextSignificant(t, nextSignificant(t, kernel + 1) + 1))
+                                    .text(),
                             text(t, open + 1, close - 1).trim());
                 }
                 i = end;
@@ -91,7 +92,10 @@ public final class CudaSourceRewriter {
             } else if (tok.is("kernel") && t.get(nextSignificant(t, i + 1)).is("void")) {
                 int name = nextSignificant(t, nextSignificant(t, i + 1) + 1);
                 int open = nextSignificant(t, name + 1);
-                sb.append("static __device__ __forceinline__ void ").append(BODY_PREFIX).append(t.get(name).text()).append('(');
+                sb.append("static __device__ __forceinline__ void ")
+                        .append(BODY_PREFIX)
+                        .append(t.get(name).text())
+                        .append('(');
                 i = open;
             } else {
                 if (helpers.contains(i)) {
@@ -139,13 +143,18 @@ public final class CudaSourceRewriter {
             }
             int open = matchingOpen(t, j);
             int name = open < 0 ? -1 : previousSignificant(t, open - 1);
-            if (name < 0 || t.get(name).kind() != MslTokens.Kind.IDENTIFIER || NOT_FUNCTIONS.contains(t.get(name).text())
+            if (name < 0
+                    || t.get(name).kind() != MslTokens.Kind.IDENTIFIER
+                    || NOT_FUNCTIONS.contains(t.get(name).text())
                     || kernels.contains(t.get(name).text())) {
                 continue;
             }
             int before = previousSignificant(t, name - 1);
-            if (before >= 0 && (t.get(before).kind() == MslTokens.Kind.IDENTIFIER || t.get(before).is("*")
-                    || t.get(before).is("&") || t.get(before).is(">"))) {
+            if (before >= 0
+                    && (t.get(before).kind() == MslTokens.Kind.IDENTIFIER
+                            || t.get(before).is("*")
+                            || t.get(before).is("&")
+                            || t.get(before).is(">"))) {
                 names.add(name);
             }
         }
@@ -168,11 +177,15 @@ public final class CudaSourceRewriter {
      * ({@code float device;}, {@code s.device}).
      */
     private static boolean isAddressSpace(List<MslTokens.Token> t, int i) {
-        if (t.get(i).kind() != MslTokens.Kind.IDENTIFIER || !ADDRESS_SPACES.contains(t.get(i).text())) {
+        if (t.get(i).kind() != MslTokens.Kind.IDENTIFIER
+                || !ADDRESS_SPACES.contains(t.get(i).text())) {
             return false;
         }
         int before = previousSignificant(t, i - 1);
-        boolean member = before >= 0 && (t.get(before).is(".") || t.get(before).is("->") || t.get(before).is("::"));
+        boolean member = before >= 0
+                && (t.get(before).is(".")
+                        || t.get(before).is("->")
+                        || t.get(before).is("::"));
         return !member && next(t, nextSignificant(t, i + 1), 0).kind() == MslTokens.Kind.IDENTIFIER;
     }
 
@@ -238,11 +251,12 @@ public final class CudaSourceRewriter {
     private static String argument(String kernel, KernelParam p) {
         String type = withoutAddressSpaces(p.type());
         return switch (p.binding()) {
-            case KernelParam.Buffer b -> p.isReference()
-                    ? "*(" + type.substring(0, type.length() - 1).trim() + " *) b" + b.index()
-                    : "(" + type + ") b" + b.index();
+            case KernelParam.Buffer b ->
+                p.isReference()
+                        ? "*(" + type.substring(0, type.length() - 1).trim() + " *) b" + b.index()
+                        : "(" + type + ") b" + b.index();
             case KernelParam.ThreadgroupMemory t ->
-                    "(" + type + ") ((unsigned char *) glimmer_threadgroup_memory + tg" + t.index() + ")";
+                "(" + type + ") ((unsigned char *) glimmer_threadgroup_memory + tg" + t.index() + ")";
             case KernelParam.Builtin b -> "(" + type + ") " + builtin(kernel, p.name(), b.attribute(), type);
         };
     }
@@ -254,15 +268,20 @@ public final class CudaSourceRewriter {
             case "threadgroups_per_grid" -> new String[] {"gridDim.x", "gridDim.y", "gridDim.z"};
             case "thread_position_in_threadgroup" -> new String[] {"threadIdx.x", "threadIdx.y", "threadIdx.z"};
             case "threads_per_threadgroup" -> new String[] {"blockDim.x", "blockDim.y", "blockDim.z"};
-            case "thread_position_in_grid" -> new String[] {"(blockIdx.x * blockDim.x + threadIdx.x)",
-                    "(blockIdx.y * blockDim.y + threadIdx.y)", "(blockIdx.z * blockDim.z + threadIdx.z)"};
+            case "thread_position_in_grid" ->
+                new String[] {
+                    "(blockIdx.x * blockDim.x + threadIdx.x)",
+                    "(blockIdx.y * blockDim.y + threadIdx.y)",
+                    "(blockIdx.z * blockDim.z + threadIdx.z)"
+                };
             case "thread_index_in_threadgroup" -> new String[] {"glimmer_tid"};
             case "thread_index_in_simdgroup" -> new String[] {"(glimmer_tid % 32)"};
             case "simdgroup_index_in_threadgroup" -> new String[] {"(glimmer_tid / 32)"};
             case "threads_per_simdgroup" -> new String[] {"32u"};
             case "simdgroups_per_threadgroup" -> new String[] {"((blockDim.x * blockDim.y * blockDim.z + 31) / 32)"};
-            default -> throw new IllegalArgumentException("kernel " + kernel + ": parameter " + name
-                    + " has the builtin [[" + attribute + "]], which the CUDA rewrite does not map");
+            default ->
+                throw new IllegalArgumentException("kernel " + kernel + ": parameter " + name + " has the builtin [["
+                        + attribute + "]], which the CUDA rewrite does not map");
         };
         if (type.endsWith("3") && v.length == 3) {
             return "glimmer_uint3(" + v[0] + ", " + v[1] + ", " + v[2] + ")";

@@ -5,7 +5,6 @@ import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.kernels.decode.BufferSpec;
 import dev.glimmer.kernels.decode.CommandList;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
-
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;

@@ -10,7 +10,14 @@ import java.util.List;
  */
 final class MslTokens {
 
-    enum Kind { IDENTIFIER, NUMBER, LITERAL, COMMENT, SPACE, PUNCTUATION }
+    enum Kind {
+        IDENTIFIER,
+        NUMBER,
+        LITERAL,
+        COMMENT,
+        SPACE,
+        PUNCTUATION
+    }
 
     record Token(Kind kind, String text) {
         /** Past the last token. */
@@ -22,8 +29,7 @@ final class MslTokens {
         }
     }
 
-    private MslTokens() {
-    }
+    private MslTokens() {}
 
     static List<Token> lex(String s) {
         List<Token> tokens = new ArrayList<>();

@@ -1,5 +1,10 @@
 package dev.glimmer.engine.backend.cuda;
 
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
@@ -14,19 +19,14 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.stream.Stream;
 
-import static java.lang.foreign.ValueLayout.ADDRESS;
-import static java.lang.foreign.ValueLayout.JAVA_BYTE;
-import static java.lang.foreign.ValueLayout.JAVA_INT;
-import static java.lang.foreign.ValueLayout.JAVA_LONG;
-
 /**
  * FFM bindings to NVRTC, CUDA's run-time compiler: CUDA C++ source in, a cubin for one GPU
  * architecture out. The library is found by its versioned name in the usual CUDA locations.
  */
 public final class Nvrtc {
 
-    private static final List<String> DIRECTORIES = List.of("/usr/local/cuda/lib64",
-            "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/lib/x86_64-linux-gnu");
+    private static final List<String> DIRECTORIES =
+            List.of("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/lib/x86_64-linux-gnu");
 
     private final MethodHandle create, compile, logSize, log, cubinSize, cubin, destroy, version, errorString;
 
@@ -39,8 +39,9 @@ public final class Nvrtc {
         cubin = fn(lib, "nvrtcGetCUBIN", ADDRESS, ADDRESS);
         destroy = fn(lib, "nvrtcDestroyProgram", ADDRESS);
         version = fn(lib, "nvrtcVersion", ADDRESS, ADDRESS);
-        errorString = Linker.nativeLinker().downcallHandle(lib.find("nvrtcGetErrorString").orElseThrow(),
-                FunctionDescriptor.of(ADDRESS, JAVA_INT));
+        errorString = Linker.nativeLinker()
+                .downcallHandle(
+                        lib.find("nvrtcGetErrorString").orElseThrow(), FunctionDescriptor.of(ADDRESS, JAVA_INT));
     }
 
     /** NVRTC from the first place it is found; a clear error when it is nowhere. */
@@ -80,9 +81,10 @@ public final class Nvrtc {
     }
 
     private static MethodHandle fn(SymbolLookup lib, String name, MemoryLayout... args) {
-        return Linker.nativeLinker().downcallHandle(lib.find(name)
-                        .orElseThrow(() -> new CudaException("libnvrtc has no " + name)),
-                FunctionDescriptor.of(JAVA_INT, args));
+        return Linker.nativeLinker()
+                .downcallHandle(
+                        lib.find(name).orElseThrow(() -> new CudaException("libnvrtc has no " + name)),
+                        FunctionDescriptor.of(JAVA_INT, args));
     }
 
     private static int call(MethodHandle h, Object... args) {
@@ -97,7 +99,9 @@ public final class Nvrtc {
         if (result != 0) {
             String text;
             try {
-                text = ((MemorySegment) errorString.invoke(result)).reinterpret(256).getString(0);
+                text = ((MemorySegment) errorString.invoke(result))
+                        .reinterpret(256)
+                        .getString(0);
             } catch (Throwable e) {
                 text = "error " + result;
             }
@@ -122,8 +126,16 @@ public final class Nvrtc {
     public byte[] compile(String source, String name, List<String> options) {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment prog = a.allocate(ADDRESS);
-            check("nvrtcCreateProgram", call(create, prog, a.allocateFrom(source), a.allocateFrom(name), 0,
-                    MemorySegment.NULL, MemorySegment.NULL));
+            check(
+                    "nvrtcCreateProgram",
+                    call(
+                            create,
+                            prog,
+                            a.allocateFrom(source),
+                            a.allocateFrom(name),
+                            0,
+                            MemorySegment.NULL,
+                            MemorySegment.NULL));
             MemorySegment p = prog.get(ADDRESS, 0);
             try {
                 MemorySegment opts = a.allocate(ADDRESS, Math.max(1, options.size()));

@@ -10,7 +10,6 @@ import dev.glimmer.kernels.decode.CommandList;
 import dev.glimmer.kernels.decode.Dispatch;
 import dev.glimmer.kernels.emulator.Emulator;
 import dev.glimmer.kernels.emulator.FiberOrder;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -48,7 +47,8 @@ public final class EmulatorRunner implements ListRunner {
 
     /** A pool of {@code slots} sequences of {@code capacity} positions on the emulator, fibers in order. */
     public static CommandListPool pool(GlmModel model, int slots, int capacity) {
-        return new CommandListPool(model, new EmulatorRunner(model, FiberOrder.inOrder()), slots, capacity, PROMPT_TOKENS);
+        return new CommandListPool(
+                model, new EmulatorRunner(model, FiberOrder.inOrder()), slots, capacity, PROMPT_TOKENS);
     }
 
     /** The emulator's pools of {@code model}, for a backend choice (tests, {@code --backend emulated}). */
@@ -71,12 +71,13 @@ public final class EmulatorRunner implements ListRunner {
         MemorySegment file = model.file().mapping();
         List<MemorySegment> buffers = new ArrayList<>();
         for (BufferSpec b : list.buffers()) {
-            buffers.add(switch (b.kind()) {
-                case WEIGHTS -> file.asSlice(b.fileOffset(), b.bytes());
-                case ARGS -> arena.allocateFrom(ValueLayout.JAVA_BYTE, list.args());
-                case KV_CACHE -> kv.computeIfAbsent(b, spec -> allocate(spec.bytes()));
-                default -> allocate(b.bytes());
-            });
+            buffers.add(
+                    switch (b.kind()) {
+                        case WEIGHTS -> file.asSlice(b.fileOffset(), b.bytes());
+                        case ARGS -> arena.allocateFrom(ValueLayout.JAVA_BYTE, list.args());
+                        case KV_CACHE -> kv.computeIfAbsent(b, spec -> allocate(spec.bytes()));
+                        default -> allocate(b.bytes());
+                    });
         }
         List<List<MemorySegment>> bindings = new ArrayList<>();
         for (Dispatch d : list.dispatches()) {
@@ -124,8 +125,7 @@ public final class EmulatorRunner implements ListRunner {
 
     /** Every run is done when it returns. */
     @Override
-    public void finish() {
-    }
+    public void finish() {}
 
     @Override
     public void close() {

@@ -1,7 +1,6 @@
 package dev.glimmer.engine.backend.metal;
 
 import dev.glimmer.kernels.Size3;
-
 import java.lang.foreign.MemorySegment;
 import java.util.List;
 

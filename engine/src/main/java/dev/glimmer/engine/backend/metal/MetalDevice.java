@@ -1,8 +1,10 @@
 package dev.glimmer.engine.backend.metal;
 
+import static dev.glimmer.engine.backend.metal.MetalException.Step.*;
+import static dev.glimmer.engine.backend.metal.MetalMethods.*;
+
 import dev.glimmer.kernels.KernelLibrary;
 import dev.glimmer.kernels.KernelSignature;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -11,9 +13,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-
-import static dev.glimmer.engine.backend.metal.MetalException.Step.*;
-import static dev.glimmer.engine.backend.metal.MetalMethods.*;
 
 /**
  * The system's Metal device with a command queue and a compute pipeline for every kernel,
@@ -59,16 +58,21 @@ public final class MetalDevice implements AutoCloseable {
         this.name = rt.string(rt.sendForObject(NAME, device));
         this.appleFamily = appleFamily(rt, device);
         if (appleFamily < OLDEST_APPLE_FAMILY) {
-            throw new MetalException(DEVICE, name + " is " + (appleFamily == 0 ? "of no Apple GPU family"
-                    : "of GPU family Apple" + appleFamily) + "; the kernels need Apple" + OLDEST_APPLE_FAMILY
-                    + " (M1) or later for their SIMD-group reductions" + (isVirtual(name)
-                    ? " (a macOS virtual machine's paravirtual GPU lacks them: run Glimmer on the Mac itself)" : ""));
+            throw new MetalException(
+                    DEVICE,
+                    name + " is " + (appleFamily == 0 ? "of no Apple GPU family" : "of GPU family Apple" + appleFamily)
+                            + "; the kernels need Apple" + OLDEST_APPLE_FAMILY
+                            + " (M1) or later for their SIMD-group reductions"
+                            + (isVirtual(name)
+                                    ? " (a macOS virtual machine's paravirtual GPU lacks them: run Glimmer on the Mac itself)"
+                                    : ""));
         }
         // M1/M2 need the empty-grid warm-up before an indirect command buffer, which Metal's API validation rejects,
         // and their drivers crash without it: with validation on they encode directly (slower, but what is validated
         // is the same command list).
         boolean needsWarmUp = appleFamily < NO_WORKAROUND_APPLE_FAMILY;
-        this.mode = isVirtual(name) || (needsWarmUp && apiValidation) ? StepEncoder.Mode.DIRECT
+        this.mode = isVirtual(name) || (needsWarmUp && apiValidation)
+                ? StepEncoder.Mode.DIRECT
                 : needsWarmUp ? StepEncoder.Mode.INDIRECT_WITH_EMPTY_DISPATCHES : StepEncoder.Mode.INDIRECT;
         this.maxThreadgroupMemory = (long) rt.send(MAX_THREADGROUP_MEMORY_LENGTH, device);
         this.recommendedMaxWorkingSetSize = (long) rt.send(RECOMMENDED_MAX_WORKING_SET_SIZE, device);
@@ -151,11 +155,13 @@ public final class MetalDevice implements AutoCloseable {
             // mathMode, but honoured on every macOS, which mathMode is not.
             rt.send(SET_FAST_MATH_ENABLED, options, false);
             MemorySegment error = ObjcRuntime.outPointer(a);
-            MemorySegment library = rt.sendForObject(NEW_LIBRARY_WITH_SOURCE, device, rt.nsString(kernels.metalSource()),
-                    options, error);
+            MemorySegment library = rt.sendForObject(
+                    NEW_LIBRARY_WITH_SOURCE, device, rt.nsString(kernels.metalSource()), options, error);
             if (library.equals(MemorySegment.NULL)) {
-                throw new MetalException(COMPILING, CompileErrors.describe(kernels,
-                        rt.errorMessage(error.get(ValueLayout.ADDRESS, 0), "no message from Metal")));
+                throw new MetalException(
+                        COMPILING,
+                        CompileErrors.describe(
+                                kernels, rt.errorMessage(error.get(ValueLayout.ADDRESS, 0), "no message from Metal")));
             }
             return library;
         } finally {
@@ -175,15 +181,19 @@ public final class MetalDevice implements AutoCloseable {
                 rt.send(SET_SUPPORT_ICB, descriptor, true);
             }
             MemorySegment error = ObjcRuntime.outPointer(a);
-            MemorySegment state = rt.sendForObject(NEW_PIPELINE_WITH_DESCRIPTOR, device, descriptor, 0L,
-                    MemorySegment.NULL, error);
+            MemorySegment state =
+                    rt.sendForObject(NEW_PIPELINE_WITH_DESCRIPTOR, device, descriptor, 0L, MemorySegment.NULL, error);
             if (state.equals(MemorySegment.NULL)) {
-                throw new MetalException(PIPELINES, "kernel " + kernel + ": "
-                        + rt.errorMessage(error.get(ValueLayout.ADDRESS, 0), "Metal made no pipeline and gave no message"));
+                throw new MetalException(
+                        PIPELINES,
+                        "kernel " + kernel + ": "
+                                + rt.errorMessage(
+                                        error.get(ValueLayout.ADDRESS, 0),
+                                        "Metal made no pipeline and gave no message"));
             }
             own(state);
-            return new Pipeline(state, (long) rt.send(MAX_TOTAL_THREADS_PER_THREADGROUP, state),
-                    (long) rt.send(STATIC_THREADGROUP_MEMORY_LENGTH, state));
+            return new Pipeline(state, (long) rt.send(MAX_TOTAL_THREADS_PER_THREADGROUP, state), (long)
+                    rt.send(STATIC_THREADGROUP_MEMORY_LENGTH, state));
         } finally {
             rt.release(descriptor);
             rt.release(function);
@@ -256,20 +266,26 @@ public final class MetalDevice implements AutoCloseable {
     MemorySegment wrap(long address, long bytes) {
         long page = rt.pageSize();
         if (address % page != 0) {
-            throw new MetalException(BUFFERS, "weight range at 0x" + Long.toHexString(address)
-                    + " is not page aligned");
+            throw new MetalException(
+                    BUFFERS, "weight range at 0x" + Long.toHexString(address) + " is not page aligned");
         }
         long length = (bytes + page - 1) / page * page;
         long max = (long) rt.send(MAX_BUFFER_LENGTH, device);
         if (length > max) {
-            throw new MetalException(BUFFERS, "a weight range of " + length
-                    + " bytes exceeds the device's buffer limit of " + max);
+            throw new MetalException(
+                    BUFFERS, "a weight range of " + length + " bytes exceeds the device's buffer limit of " + max);
         }
-        MemorySegment b = rt.sendForObject(NEW_BUFFER_NO_COPY, device, MemorySegment.ofAddress(address), length,
-                STORAGE_SHARED, MemorySegment.NULL);
+        MemorySegment b = rt.sendForObject(
+                NEW_BUFFER_NO_COPY,
+                device,
+                MemorySegment.ofAddress(address),
+                length,
+                STORAGE_SHARED,
+                MemorySegment.NULL);
         if (b.equals(MemorySegment.NULL)) {
-            throw new MetalException(BUFFERS, "Metal could not wrap " + length
-                    + " bytes of the model file at 0x" + Long.toHexString(address));
+            throw new MetalException(
+                    BUFFERS,
+                    "Metal could not wrap " + length + " bytes of the model file at 0x" + Long.toHexString(address));
         }
         return b;
     }
@@ -290,8 +306,10 @@ public final class MetalDevice implements AutoCloseable {
             MemorySegment error = ObjcRuntime.outPointer(a);
             set = rt.sendForObject(NEW_RESIDENCY_SET, device, descriptor, error);
             if (set.equals(MemorySegment.NULL)) {
-                throw new MetalException(BUFFERS, "Metal made no residency set: "
-                        + rt.errorMessage(error.get(ValueLayout.ADDRESS, 0), "no message from Metal"));
+                throw new MetalException(
+                        BUFFERS,
+                        "Metal made no residency set: "
+                                + rt.errorMessage(error.get(ValueLayout.ADDRESS, 0), "no message from Metal"));
             }
         } finally {
             rt.release(descriptor);

@@ -5,7 +5,6 @@ import dev.glimmer.engine.backend.commandlist.ListRunner;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.kernels.decode.BufferSpec;
 import dev.glimmer.kernels.decode.CommandList;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -32,6 +31,7 @@ public final class MetalIcbRunner implements ListRunner {
     private final List<MemorySegment> owned = new ArrayList<>();
     /** The weights and KV buffers, shared by every list. */
     private final Map<BufferSpec, MemorySegment> shared = new HashMap<>();
+
     private final List<StepEncoder> encoders = new ArrayList<>();
     private final Arena arena = Arena.ofShared();
     private MemorySegment residency = MemorySegment.NULL;
@@ -57,8 +57,11 @@ public final class MetalIcbRunner implements ListRunner {
                 boolean sharedKind = b.kind() == BufferSpec.Kind.WEIGHTS || b.kind() == BufferSpec.Kind.KV_CACHE;
                 MemorySegment buffer = sharedKind ? shared.get(b) : null;
                 if (buffer == null) {
-                    buffer = MetalException.during(MetalException.Step.BUFFERS, () -> b.kind() == BufferSpec.Kind.WEIGHTS
-                            ? device.wrap(fileBase + b.fileOffset(), b.bytes()) : device.newSharedBuffer(b.bytes()));
+                    buffer = MetalException.during(
+                            MetalException.Step.BUFFERS,
+                            () -> b.kind() == BufferSpec.Kind.WEIGHTS
+                                    ? device.wrap(fileBase + b.fileOffset(), b.bytes())
+                                    : device.newSharedBuffer(b.bytes()));
                     owned.add(buffer);
                     if (sharedKind) {
                         shared.put(b, buffer);
@@ -67,10 +70,22 @@ public final class MetalIcbRunner implements ListRunner {
                 buffers.add(buffer);
             }
             MemorySegment args = buffers.get(list.buffer(BufferSpec.Kind.ARGS));
-            MemorySegment.copy(list.args(), 0, device.contents(args, list.args().length), ValueLayout.JAVA_BYTE, 0,
+            MemorySegment.copy(
+                    list.args(),
+                    0,
+                    device.contents(args, list.args().length),
+                    ValueLayout.JAVA_BYTE,
+                    0,
                     list.args().length);
-            StepEncoder encoder = MetalException.during(MetalException.Step.ENCODING, () -> new StepEncoder(device.calls(),
-                    list, buffers, device.pipelines(), device.maxThreadgroupMemory(), device.mode()));
+            StepEncoder encoder = MetalException.during(
+                    MetalException.Step.ENCODING,
+                    () -> new StepEncoder(
+                            device.calls(),
+                            list,
+                            buffers,
+                            device.pipelines(),
+                            device.maxThreadgroupMemory(),
+                            device.mode()));
             encoders.add(encoder);
             if (encoders.size() == 1) {
                 List<MemorySegment> weights = new ArrayList<>();
@@ -85,7 +100,8 @@ public final class MetalIcbRunner implements ListRunner {
             return new Bound() {
                 @Override
                 public void writeSteps(byte[] steps) {
-                    MemorySegment.copy(steps, 0, device.contents(step, steps.length), ValueLayout.JAVA_BYTE, 0, steps.length);
+                    MemorySegment.copy(
+                            steps, 0, device.contents(step, steps.length), ValueLayout.JAVA_BYTE, 0, steps.length);
                 }
 
                 /** Executes the first dispatches in one command buffer and waits for it. */
@@ -101,14 +117,22 @@ public final class MetalIcbRunner implements ListRunner {
 
                 @Override
                 public void read(int buffer, long offset, MemorySegment into) {
-                    MemorySegment.copy(device.contents(buffers.get(buffer), offset + into.byteSize()), offset, into, 0,
+                    MemorySegment.copy(
+                            device.contents(buffers.get(buffer), offset + into.byteSize()),
+                            offset,
+                            into,
+                            0,
                             into.byteSize());
                 }
 
                 /** Shared memory: written here and now (every run has waited for its command buffer). */
                 @Override
                 public void write(int buffer, long offset, MemorySegment from) {
-                    MemorySegment.copy(from, 0, device.contents(buffers.get(buffer), offset + from.byteSize()), offset,
+                    MemorySegment.copy(
+                            from,
+                            0,
+                            device.contents(buffers.get(buffer), offset + from.byteSize()),
+                            offset,
                             from.byteSize());
                 }
             };
@@ -122,8 +146,7 @@ public final class MetalIcbRunner implements ListRunner {
 
     /** Every run has waited for its command buffer. */
     @Override
-    public void finish() {
-    }
+    public void finish() {}
 
     /** Frees the indirect command buffers and buffers; once. */
     @Override

@@ -5,8 +5,7 @@ import java.util.Locale;
 /** Whether this JVM runs where Metal can exist: macOS on arm64 (Apple Silicon). */
 public final class MetalPlatform {
 
-    private MetalPlatform() {
-    }
+    private MetalPlatform() {}
 
     public static boolean isMacArm64() {
         String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);

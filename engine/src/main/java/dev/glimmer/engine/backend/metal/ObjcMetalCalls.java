@@ -1,13 +1,12 @@
 package dev.glimmer.engine.backend.metal;
 
-import dev.glimmer.kernels.Size3;
+import static dev.glimmer.engine.backend.metal.MetalMethods.*;
 
+import dev.glimmer.kernels.Size3;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.List;
-
-import static dev.glimmer.engine.backend.metal.MetalMethods.*;
 
 /** {@link MetalCalls} as real Objective-C messages. */
 final class ObjcMetalCalls implements MetalCalls {
@@ -35,8 +34,9 @@ final class ObjcMetalCalls implements MetalCalls {
             rt.send(SET_MAX_KERNEL_BUFFER_BIND_COUNT, d, (long) maxBufferBindings);
             MemorySegment icb = rt.sendForObject(NEW_ICB, device, d, (long) maxCommands, 0L);
             if (icb.equals(MemorySegment.NULL)) {
-                throw new MetalException(MetalException.Step.ENCODING, "Metal could not create an indirect command buffer of "
-                        + maxCommands + " commands");
+                throw new MetalException(
+                        MetalException.Step.ENCODING,
+                        "Metal could not create an indirect command buffer of " + maxCommands + " commands");
             }
             return icb;
         } finally {
@@ -72,7 +72,10 @@ final class ObjcMetalCalls implements MetalCalls {
     @Override
     public void concurrentDispatchThreadgroups(MemorySegment command, Size3 grid, Size3 threads) {
         try (Arena a = Arena.ofConfined()) {
-            rt.send(CONCURRENT_DISPATCH, command, size(a, grid.x(), grid.y(), grid.z()),
+            rt.send(
+                    CONCURRENT_DISPATCH,
+                    command,
+                    size(a, grid.x(), grid.y(), grid.z()),
                     size(a, threads.x(), threads.y(), threads.z()));
         }
     }
@@ -112,7 +115,10 @@ final class ObjcMetalCalls implements MetalCalls {
     @Override
     public void dispatchThreadgroups(MemorySegment encoder, Size3 grid, Size3 threads) {
         try (Arena a = Arena.ofConfined()) {
-            rt.send(DISPATCH_THREADGROUPS, encoder, size(a, grid.x(), grid.y(), grid.z()),
+            rt.send(
+                    DISPATCH_THREADGROUPS,
+                    encoder,
+                    size(a, grid.x(), grid.y(), grid.z()),
                     size(a, threads.x(), threads.y(), threads.z()));
         }
     }
@@ -155,8 +161,10 @@ final class ObjcMetalCalls implements MetalCalls {
         rt.send(COMMIT, commandBuffer);
         rt.send(WAIT_UNTIL_COMPLETED, commandBuffer);
         if ((long) rt.send(STATUS, commandBuffer) == STATUS_ERROR) {
-            throw new MetalException(MetalException.Step.RUNNING, "the command buffer failed: "
-                    + rt.errorMessage(rt.sendForObject(ERROR, commandBuffer), "no message from Metal"));
+            throw new MetalException(
+                    MetalException.Step.RUNNING,
+                    "the command buffer failed: "
+                            + rt.errorMessage(rt.sendForObject(ERROR, commandBuffer), "no message from Metal"));
         }
     }
 

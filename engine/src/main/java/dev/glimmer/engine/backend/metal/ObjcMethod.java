@@ -22,7 +22,8 @@ public record ObjcMethod(String selector, Optional<MemoryLayout> returns, List<M
         args = List.copyOf(args);
         long colons = selector.chars().filter(c -> c == ':').count();
         if (colons != args.size()) {
-            throw new IllegalArgumentException(selector + " takes " + colons + " arguments, " + args.size() + " layouts given");
+            throw new IllegalArgumentException(
+                    selector + " takes " + colons + " arguments, " + args.size() + " layouts given");
         }
     }
 

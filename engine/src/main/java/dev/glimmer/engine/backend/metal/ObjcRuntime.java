@@ -1,5 +1,8 @@
 package dev.glimmer.engine.backend.metal;
 
+import static dev.glimmer.engine.backend.metal.MetalException.Step.LOADING;
+import static java.lang.foreign.ValueLayout.ADDRESS;
+
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
@@ -11,9 +14,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
-
-import static dev.glimmer.engine.backend.metal.MetalException.Step.LOADING;
-import static java.lang.foreign.ValueLayout.ADDRESS;
 
 /**
  * The Objective-C runtime through FFM (docs/KERNELS.md §5): libobjc, Foundation, CoreGraphics and Metal loaded by name
@@ -32,7 +32,8 @@ public final class ObjcRuntime {
      * these names finds them, so they are looked up by name, never as a {@link java.nio.file.Path}
      * (which is resolved on disk first and fails on every current Mac).
      */
-    static final List<String> LIBRARIES = List.of("/usr/lib/libobjc.A.dylib",
+    static final List<String> LIBRARIES = List.of(
+            "/usr/lib/libobjc.A.dylib",
             "/System/Library/Frameworks/Foundation.framework/Foundation",
             "/System/Library/Frameworks/CoreGraphics.framework/CoreGraphics",
             "/System/Library/Frameworks/Metal.framework/Metal");
@@ -60,8 +61,8 @@ public final class ObjcRuntime {
         this.poolPush = function("objc_autoreleasePoolPush", FunctionDescriptor.of(ADDRESS));
         this.poolPop = function("objc_autoreleasePoolPop", FunctionDescriptor.ofVoid(ADDRESS));
         this.createDevice = function("MTLCreateSystemDefaultDevice", FunctionDescriptor.of(ADDRESS));
-        MethodHandle getpagesize = linker.downcallHandle(linker.defaultLookup().find("getpagesize").orElseThrow(),
-                FunctionDescriptor.of(ValueLayout.JAVA_INT));
+        MethodHandle getpagesize = linker.downcallHandle(
+                linker.defaultLookup().find("getpagesize").orElseThrow(), FunctionDescriptor.of(ValueLayout.JAVA_INT));
         try {
             this.pageSize = (int) getpagesize.invokeExact();
         } catch (Throwable t) {
@@ -72,7 +73,8 @@ public final class ObjcRuntime {
     /** Loads the system's {@link #LIBRARIES}. */
     public static ObjcRuntime load() {
         if (!MetalPlatform.isMacArm64()) {
-            throw new MetalException(LOADING, "Metal needs macOS on Apple Silicon; this is " + MetalPlatform.describe());
+            throw new MetalException(
+                    LOADING, "Metal needs macOS on Apple Silicon; this is " + MetalPlatform.describe());
         }
         return load(LIBRARIES);
     }
@@ -106,7 +108,8 @@ public final class ObjcRuntime {
     }
 
     private MemorySegment symbol(String name) {
-        return lookup.find(name).orElseThrow(() -> new MetalException(LOADING, "symbol " + name + " not found in " + libraries));
+        return lookup.find(name)
+                .orElseThrow(() -> new MetalException(LOADING, "symbol " + name + " not found in " + libraries));
     }
 
     private MethodHandle function(String name, FunctionDescriptor descriptor) {

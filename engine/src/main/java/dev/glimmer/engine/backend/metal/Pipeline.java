@@ -12,5 +12,4 @@ import java.lang.foreign.MemorySegment;
  * @param maxThreads   its {@code maxTotalThreadsPerThreadgroup}
  * @param staticMemory its {@code staticThreadgroupMemoryLength} in bytes
  */
-public record Pipeline(MemorySegment state, long maxThreads, long staticMemory) {
-}
+public record Pipeline(MemorySegment state, long maxThreads, long staticMemory) {}

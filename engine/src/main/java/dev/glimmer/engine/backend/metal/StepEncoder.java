@@ -4,7 +4,6 @@ import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.decode.BufferSpec;
 import dev.glimmer.kernels.decode.CommandList;
 import dev.glimmer.kernels.decode.Dispatch;
-
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
@@ -58,10 +57,16 @@ public final class StepEncoder implements AutoCloseable {
      * @param maxThreadgroupMemory the device's {@code maxThreadgroupMemoryLength}
      * @throws MetalException when a dispatch exceeds its pipeline's or the device's limits, or Metal refuses a call
      */
-    public StepEncoder(MetalCalls calls, CommandList list, List<MemorySegment> buffers, Map<String, Pipeline> pipelines,
-                       long maxThreadgroupMemory, Mode mode) {
+    public StepEncoder(
+            MetalCalls calls,
+            CommandList list,
+            List<MemorySegment> buffers,
+            Map<String, Pipeline> pipelines,
+            long maxThreadgroupMemory,
+            Mode mode) {
         if (buffers.size() != list.buffers().size()) {
-            throw new IllegalArgumentException(list.buffers().size() + " buffers in the list, " + buffers.size() + " given");
+            throw new IllegalArgumentException(
+                    list.buffers().size() + " buffers in the list, " + buffers.size() + " given");
         }
         this.calls = calls;
         this.list = list;
@@ -81,7 +86,8 @@ public final class StepEncoder implements AutoCloseable {
         }
         this.distinctPipelines = List.copyOf(distinct);
         for (int i = 0; i < list.buffers().size(); i++) {
-            (list.buffers().get(i).kind() == BufferSpec.Kind.WEIGHTS ? weightBuffers : writableBuffers).add(buffers.get(i));
+            (list.buffers().get(i).kind() == BufferSpec.Kind.WEIGHTS ? weightBuffers : writableBuffers)
+                    .add(buffers.get(i));
         }
         this.icb = mode == Mode.DIRECT ? MemorySegment.NULL : encodeIndirect();
     }
@@ -92,13 +98,13 @@ public final class StepEncoder implements AutoCloseable {
 
     private static void check(Dispatch d) {
         if (d.bindings().size() > Geometry.MAX_BUFFER_BINDINGS) {
-            throw new IllegalArgumentException(d.kernel() + " binds " + d.bindings().size() + " buffers; an indirect command can bind "
-                    + Geometry.MAX_BUFFER_BINDINGS);
+            throw new IllegalArgumentException(d.kernel() + " binds "
+                    + d.bindings().size() + " buffers; an indirect command can bind " + Geometry.MAX_BUFFER_BINDINGS);
         }
         for (Dispatch.Binding b : d.bindings()) {
             if (b.offset() < 0 || b.offset() > MAX_BINDING_OFFSET) {
-                throw new IllegalArgumentException(d.kernel() + " binds buffer " + b.buffer() + " at offset " + b.offset()
-                        + ", beyond the 32-bit offsets of indirect commands");
+                throw new IllegalArgumentException(d.kernel() + " binds buffer " + b.buffer() + " at offset "
+                        + b.offset() + ", beyond the 32-bit offsets of indirect commands");
             }
         }
         for (int length : d.threadgroupMemory()) {
@@ -112,19 +118,28 @@ public final class StepEncoder implements AutoCloseable {
     private static void checkLimits(Dispatch d, Pipeline p, long maxThreadgroupMemory) {
         long threads = (long) d.threads().x() * d.threads().y() * d.threads().z();
         if (threads > p.maxThreads()) {
-            throw new MetalException(MetalException.Step.ENCODING, "kernel " + d.kernel() + " is dispatched with " + threads
-                    + " threads per threadgroup, but its pipeline allows at most " + p.maxThreads() + " on this GPU");
+            throw new MetalException(
+                    MetalException.Step.ENCODING,
+                    "kernel " + d.kernel() + " is dispatched with " + threads
+                            + " threads per threadgroup, but its pipeline allows at most " + p.maxThreads()
+                            + " on this GPU");
         }
         long memory = d.threadgroupMemoryBytes() + p.staticMemory();
         if (memory > maxThreadgroupMemory) {
-            throw new MetalException(MetalException.Step.ENCODING, "kernel " + d.kernel() + " needs " + memory
-                    + " bytes of threadgroup memory (" + p.staticMemory() + " of them static), but this GPU has "
-                    + maxThreadgroupMemory);
+            throw new MetalException(
+                    MetalException.Step.ENCODING,
+                    "kernel " + d.kernel() + " needs " + memory
+                            + " bytes of threadgroup memory (" + p.staticMemory()
+                            + " of them static), but this GPU has "
+                            + maxThreadgroupMemory);
         }
     }
 
     private MemorySegment encodeIndirect() {
-        int maxBindings = list.dispatches().stream().mapToInt(d -> d.bindings().size()).max().orElse(0);
+        int maxBindings = list.dispatches().stream()
+                .mapToInt(d -> d.bindings().size())
+                .max()
+                .orElse(0);
         MemorySegment buffer = calls.newIndirectCommandBuffer(list.dispatches().size(), Math.max(1, maxBindings));
         try {
             encodeCommands(buffer);
@@ -178,7 +193,8 @@ public final class StepEncoder implements AutoCloseable {
     /** Runs only the first {@code dispatches} dispatches of the step (diagnosis). */
     public void run(MemorySegment queue, int dispatches) {
         if (dispatches < 1 || dispatches > list.dispatches().size()) {
-            throw new IllegalArgumentException("a step has 1.." + list.dispatches().size() + " dispatches, not " + dispatches);
+            throw new IllegalArgumentException(
+                    "a step has 1.." + list.dispatches().size() + " dispatches, not " + dispatches);
         }
         MemorySegment commandBuffer = calls.commandBuffer(queue);
         MemorySegment encoder = calls.computeCommandEncoder(commandBuffer);

@@ -1,5 +1,8 @@
 package dev.glimmer.engine.backend.choice;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.cpu.FloatActivationBackend;
@@ -8,14 +11,10 @@ import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
+import java.io.IOException;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-
-import java.io.IOException;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * The CUDA backend as the rest of Glimmer sees it ({@code --backend cuda|auto}): chosen after its
@@ -35,7 +34,11 @@ class CudaBackendTest {
         assertTrue(report.passed(), report.text());
         // per built-in model: its decode steps, then its tokens as one prompt (the prompt command list)
         assertEquals(2 * SelfTest.CASES.size(), report.checks().size());
-        assertEquals(SelfTest.CASES.size(), report.checks().stream().filter(c -> c.name().endsWith(" prompt")).count());
+        assertEquals(
+                SelfTest.CASES.size(),
+                report.checks().stream()
+                        .filter(c -> c.name().endsWith(" prompt"))
+                        .count());
     }
 
     @Test
@@ -49,12 +52,17 @@ class CudaBackendTest {
                     assertTrue(choice.selfTest().orElseThrow().passed());
                     int[] prompt = Oracle.chatCase(name).promptTokens();
                     // two pools at once on the shared weights, each with its own KV pool
-                    try (SequencePool firstPool = choice.pool(1, 64); SequencePool secondPool = choice.pool(1, 32);
-                         SequencePool.Sequence first = firstPool.open(); SequencePool.Sequence second = secondPool.open();
-                         KvCache cache = model.newCache(64, KvCacheType.GPU)) {
+                    try (SequencePool firstPool = choice.pool(1, 64);
+                            SequencePool secondPool = choice.pool(1, 32);
+                            SequencePool.Sequence first = firstPool.open();
+                            SequencePool.Sequence second = secondPool.open();
+                            KvCache cache = model.newCache(64, KvCacheType.GPU)) {
                         float[] expected = new GlmForward(model, new FloatActivationBackend(), GlmForward.DEFAULT_BATCH)
-                                .forward(cache, prompt, 0, prompt.length, false).clone();
-                        float[] got = firstPool.prompt(first, prompt, 0, prompt.length, SequencePool.Readout.LOGITS).logits();
+                                .forward(cache, prompt, 0, prompt.length, false)
+                                .clone();
+                        float[] got = firstPool
+                                .prompt(first, prompt, 0, prompt.length, SequencePool.Readout.LOGITS)
+                                .logits();
                         secondPool.prompt(second, prompt, 0, 3, SequencePool.Readout.LOGITS);
                         float lo = Float.POSITIVE_INFINITY;
                         float hi = Float.NEGATIVE_INFINITY;
@@ -64,7 +72,9 @@ class CudaBackendTest {
                         }
                         float range = hi - lo;
                         float diff = Oracle.maxAbsDiff(got, 0, expected, expected.length);
-                        assertTrue(diff <= 1e-3 * range, requested + ": max |Δlogit| " + diff + " over a range of " + range);
+                        assertTrue(
+                                diff <= 1e-3 * range,
+                                requested + ": max |Δlogit| " + diff + " over a range of " + range);
                         assertEquals(prompt.length, first.position());
                         assertEquals(3, second.position());
                         assertEquals(64, first.capacity());

@@ -1,5 +1,9 @@
 package dev.glimmer.engine.backend.choice;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.SequenceSlots;
@@ -13,13 +17,11 @@ import dev.glimmer.engine.model.Backend;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
-import dev.glimmer.kernels.decode.CommandList;
 import dev.glimmer.kernels.Geometry;
+import dev.glimmer.kernels.decode.CommandList;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
 import dev.glimmer.kernels.decode.DecodeModel;
 import dev.glimmer.kernels.decode.Dispatch;
-import org.junit.jupiter.api.Test;
-
 import java.io.IOException;
 import java.util.Arrays;
 import java.util.List;
@@ -27,10 +29,7 @@ import java.util.Set;
 import java.util.TreeSet;
 import java.util.function.IntUnaryOperator;
 import java.util.stream.Collectors;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
 
 /**
  * The self-test on the emulated GPU path (the real kernels and command list on the CPU emulator),
@@ -42,7 +41,7 @@ class SelfTestTest {
     void theKernelsOnTheEmulatorPassOnTheBuiltInModels() {
         SelfTest.Report report = Backends.selfTest(BackendKind.EMULATED);
         assertTrue(report.passed(), report.text());
-        assertEquals(2 * SelfTest.CASES.size(), report.checks().size());  // the decode steps and the prompt of each
+        assertEquals(2 * SelfTest.CASES.size(), report.checks().size()); // the decode steps and the prompt of each
         for (SelfTest.Check c : report.checks()) {
             assertTrue(c.maxError() > 0 && c.maxError() <= c.limit(), c.line());
         }
@@ -56,9 +55,12 @@ class SelfTestTest {
         try (GlmModel model = GlmModel.open(Oracle.model("small-q4_k_m"))) {
             DecodeModel shape = DecodeModels.of(model.file(), model.config());
             DecodeCommandListBuilder.build(shape, 16).dispatches().forEach(d -> used.add(d.kernel()));
-            DecodeCommandListBuilder.build(shape, 16, Geometry.PROMPT_TOKENS).dispatches().forEach(d -> used.add(d.kernel()));
+            DecodeCommandListBuilder.build(shape, 16, Geometry.PROMPT_TOKENS)
+                    .dispatches()
+                    .forEach(d -> used.add(d.kernel()));
         }
-        SelfTest.Report report = SelfTest.run("stand-in", (model, capacity) -> new CpuAsGpu(model, capacity, i -> i, -1));
+        SelfTest.Report report =
+                SelfTest.run("stand-in", (model, capacity) -> new CpuAsGpu(model, capacity, i -> i, -1));
         assertEquals(used, report.kernels());
         assertTrue(report.text().contains("kernels exercised: " + String.join(", ", used) + "\n"), report.text());
     }
@@ -70,21 +72,30 @@ class SelfTestTest {
      */
     @Test
     void activationsRoundedToQ8AreReportedWithTheStepAndLogit() {
-        SelfTest.Report report = SelfTest.run("rounding", (model, capacity) -> new CpuAsGpu(model, capacity, i -> i, -1));
+        SelfTest.Report report =
+                SelfTest.run("rounding", (model, capacity) -> new CpuAsGpu(model, capacity, i -> i, -1));
         assertFalse(report.passed(), report.text());
         List<SelfTest.Check> checks = report.checks();
         // per case the decode steps, then the prompt: f32 and f16 pass, q8_0 and q4_0 fail both
-        assertEquals(List.of(true, true, true, true, false, false, false, false),
-                checks.stream().map(SelfTest.Check::passed).toList(), report.text());
+        assertEquals(
+                List.of(true, true, true, true, false, false, false, false),
+                checks.stream().map(SelfTest.Check::passed).toList(),
+                report.text());
         for (SelfTest.Check c : checks.subList(4, 8)) {
             assertTrue(c.maxError() > c.limit(), c.line());
         }
         for (int i : new int[] {4, 6}) {
-            assertTrue(checks.get(i).line().matches(
-                    "FAIL tiny-q[48]_0 decode step: max \\|Δlogit\\| .* at step \\d+, logit \\d+ \\(CPU .*, GPU .*\\)"),
+            assertTrue(
+                    checks.get(i)
+                            .line()
+                            .matches(
+                                    "FAIL tiny-q[48]_0 decode step: max \\|Δlogit\\| .* at step \\d+, logit \\d+ \\(CPU .*, GPU .*\\)"),
                     checks.get(i).line());
-            assertTrue(checks.get(i + 1).line().matches(
-                    "FAIL tiny-q[48]_0 prompt: max \\|Δlogit\\| .* after a prompt of 8 tokens, logit \\d+ \\(CPU .*, GPU .*\\)"),
+            assertTrue(
+                    checks.get(i + 1)
+                            .line()
+                            .matches(
+                                    "FAIL tiny-q[48]_0 prompt: max \\|Δlogit\\| .* after a prompt of 8 tokens, logit \\d+ \\(CPU .*, GPU .*\\)"),
                     checks.get(i + 1).line());
         }
         assertTrue(report.text().endsWith("rounding self-test FAILED\n"), report.text());
@@ -93,7 +104,8 @@ class SelfTestTest {
 
     @Test
     void anArgmaxThatMissesTheLargestLogitIsReported() {
-        SelfTest.Report report = SelfTest.run("bad-argmax",
+        SelfTest.Report report = SelfTest.run(
+                "bad-argmax",
                 (model, capacity) -> new CpuAsGpu(model, capacity, top -> (top + 1) % model.vocabSize(), -1));
         assertFalse(report.passed());
         assertTrue(report.checks().get(0).line().startsWith("FAIL tiny-f32 argmax"), report.text());
@@ -118,17 +130,28 @@ class SelfTestTest {
         assertFalse(report.passed(), report.text());
         String layerOne;
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"))) {
-            layerOne = DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), 8).dispatches().stream()
-                    .filter(d -> d.layer() == 1).map(Dispatch::kernel).distinct().collect(Collectors.joining(", "));
+            layerOne =
+                    DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), 8)
+                            .dispatches()
+                            .stream()
+                            .filter(d -> d.layer() == 1)
+                            .map(Dispatch::kernel)
+                            .distinct()
+                            .collect(Collectors.joining(", "));
         }
-        for (SelfTest.Check c : report.checks().stream().filter(c -> c.name().endsWith("decode step")).toList()) {
+        for (SelfTest.Check c : report.checks().stream()
+                .filter(c -> c.name().endsWith("decode step"))
+                .toList()) {
             assertFalse(c.passed(), c.line());
             assertTrue(c.where().startsWith("at step 0, logit "), c.line());
             assertTrue(c.where().contains("; first off after layer 1 (kernels " + layerOne + "): max |Δx| "), c.line());
         }
-        assertEquals("mat_vec_pair, mat_vec, mla_rope_cache, mla_attention, mla_merge_latent, moe_router, moe_gate_up, moe_down",
+        assertEquals(
+                "mat_vec_pair, mat_vec, mla_rope_cache, mla_attention, mla_merge_latent, moe_router, moe_gate_up, moe_down",
                 layerOne);
-        assertTrue(report.checks().stream().noneMatch(SelfTest.Check::passed), "the prompts fail as well: " + report.text());
+        assertTrue(
+                report.checks().stream().noneMatch(SelfTest.Check::passed),
+                "the prompts fail as well: " + report.text());
     }
 
     /**
@@ -236,8 +259,7 @@ class SelfTestTest {
         }
 
         @Override
-        public void close() {
-        }
+        public void close() {}
     }
 
     /** Scales the output of layer {@code bad} by 1.1 (the pass goes on with it); shows layer {@code capture}'s in {@code into}. */
@@ -276,13 +298,14 @@ class SelfTestTest {
         }
 
         @Override
-        public float[] partialStep(Sequence sequence, int token, int position, int dispatches, int buffer, long offset,
-                                   int count) {
+        public float[] partialStep(
+                Sequence sequence, int token, int position, int dispatches, int buffer, long offset, int count) {
             assertEquals(SelfTest.TOKENS[position], token);
             assertEquals(model.config().embedding(), count);
             float[][] capture = new float[1][];
             GlmForward again = new GlmForward(model, new FloatActivationBackend(), 1);
-            breakLayer(again, bad, capture, list.dispatches().get(dispatches - 1).layer());
+            breakLayer(
+                    again, bad, capture, list.dispatches().get(dispatches - 1).layer());
             try (KvCache c = model.newCache(position + 1, KvCacheType.GPU)) {
                 for (int t = 0; t <= position; t++) {
                     again.forward(c, SelfTest.TOKENS, t, 1, false);

@@ -1,17 +1,16 @@
 package dev.glimmer.engine.backend.cpu;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import dev.glimmer.engine.gguf.GgufFile;
+import dev.glimmer.engine.gguf.TensorInfo;
+import dev.glimmer.engine.model.Oracle;
 import dev.glimmer.engine.model.WeightMatrix;
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.engine.tensor.Q4_0;
 import dev.glimmer.engine.tensor.Q8_0;
 import dev.glimmer.engine.tensor.QuantizedVector;
 import dev.glimmer.engine.tensor.VecDot;
-import org.junit.jupiter.api.Test;
-
-import dev.glimmer.engine.gguf.GgufFile;
-import dev.glimmer.engine.gguf.TensorInfo;
-import dev.glimmer.engine.model.Oracle;
-
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -20,8 +19,7 @@ import java.nio.ByteOrder;
 import java.util.EnumSet;
 import java.util.Random;
 import java.util.Set;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
+import org.junit.jupiter.api.Test;
 
 /**
  * The SIMD, multi-threaded matmul against the tensor package's reference dot products (the numerics the
@@ -56,7 +54,8 @@ class CpuBackendMatmulTest {
         Random random = new Random(3);
         MemorySegment data = Arena.ofAuto().allocate(2 + (long) ROWS * COLS * 4).asSlice(2);
         for (long i = 0; i < (long) ROWS * COLS; i++) {
-            data.set(ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN), 4 * i, (float) random.nextGaussian());
+            data.set(ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN), 4 * i, (float)
+                    random.nextGaussian());
         }
         check(GgmlType.F32, data);
     }
@@ -91,12 +90,14 @@ class CpuBackendMatmulTest {
         MemorySegment data = Arena.ofAuto().allocate(2 + (long) ROWS * COLS * 2).asSlice(2);
         short[] special = {0x0001, (short) 0x8001, 0x03ff, 0x0000, (short) 0x8000, 0x7bff, (short) 0xfbff};
         for (long i = 0; i < (long) ROWS * COLS; i++) {
-            short h = i % 97 < special.length ? special[(int) (i % 97)]
+            short h = i % 97 < special.length
+                    ? special[(int) (i % 97)]
                     : Float.floatToFloat16((float) (random.nextGaussian() * Math.pow(10, random.nextInt(5) - 3)));
             data.set(ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN), 2 * i, h);
         }
         check(GgmlType.F16, data);
-        check(new WeightMatrix("odd", GgmlType.F16, data, ROWS, COLS - 61)); // a row length the vector steps leave a tail of
+        check(new WeightMatrix(
+                "odd", GgmlType.F16, data, ROWS, COLS - 61)); // a row length the vector steps leave a tail of
     }
 
     @Test
@@ -105,8 +106,8 @@ class CpuBackendMatmulTest {
         MemorySegment data = Arena.ofAuto().allocate((long) ROWS * COLS * 2);
         for (long i = 0; i < (long) ROWS * COLS; i++) {
             float v = (float) random.nextGaussian();
-            data.set(ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN), 2 * i,
-                    (short) (Float.floatToRawIntBits(v) >>> 16));
+            data.set(ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN), 2 * i, (short)
+                    (Float.floatToRawIntBits(v) >>> 16));
         }
         check(GgmlType.BF16, data);
     }
@@ -187,7 +188,10 @@ class CpuBackendMatmulTest {
                     xq.quantize(x, 1 + t * stride, cols);
                     for (int r = 0; r < rows; r++) {
                         float expected = VecDot.dot(type, w.data(), r * w.rowBytes(), xq, cols);
-                        assertEquals(expected, out[t * outStride + r], w.name() + " " + type + " row " + r + " token " + t + " threads " + threads);
+                        assertEquals(
+                                expected,
+                                out[t * outStride + r],
+                                w.name() + " " + type + " row " + r + " token " + t + " threads " + threads);
                     }
                 }
             }

@@ -1,18 +1,17 @@
 package dev.glimmer.engine.backend.cpu;
 
+import static org.junit.jupiter.api.Assertions.fail;
+
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
-import org.junit.jupiter.api.Test;
-
 import java.lang.management.ManagementFactory;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-
-import static org.junit.jupiter.api.Assertions.fail;
+import org.junit.jupiter.api.Test;
 
 /**
  * The decode path allocates (almost) nothing once warm, with the Java kernels and with every variant of
@@ -32,6 +31,7 @@ class DecodeAllocationTest {
     private static final int WINDOW = 100;
     /** How long the path may take to become quiet (the JIT is usually done within seconds). */
     private static final long DEADLINE_NANOS = 240_000_000_000L;
+
     private static final double LIMIT_BYTES_PER_TOKEN = 64;
 
     /** With the Java kernels, and with every variant of the native kernel this processor runs. */
@@ -52,33 +52,39 @@ class DecodeAllocationTest {
     private static void assertQuietOnceWarm(CpuBackend backend, int window) throws Exception {
         com.sun.management.ThreadMXBean threads = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
         try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
-             KvCache cache = model.newCache(64, KvCacheType.F16)) {
+                KvCache cache = model.newCache(64, KvCacheType.F16)) {
             GlmForward forward = new GlmForward(model, backend, 8);
             int[] tokens = {11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26};
             decode(forward, cache, tokens); // starts the pool's workers
             long[] ids = Thread.getAllStackTraces().keySet().stream()
                     .filter(t -> t == Thread.currentThread() || t.getName().startsWith("glimmer-cpu-"))
-                    .mapToLong(Thread::threadId).toArray();
+                    .mapToLong(Thread::threadId)
+                    .toArray();
             int quietWindows = 0;
             double perToken = Double.NaN;
             long start = System.nanoTime();
             int rounds = 0;
             while (System.nanoTime() - start < DEADLINE_NANOS) {
                 rounds += window;
-                long before = Arrays.stream(threads.getThreadAllocatedBytes(ids)).sum();
+                long before =
+                        Arrays.stream(threads.getThreadAllocatedBytes(ids)).sum();
                 for (int i = 0; i < window; i++) {
                     decode(forward, cache, tokens);
                 }
-                long allocated = Arrays.stream(threads.getThreadAllocatedBytes(ids)).sum() - before;
+                long allocated =
+                        Arrays.stream(threads.getThreadAllocatedBytes(ids)).sum() - before;
                 perToken = (double) allocated / (window * tokens.length);
                 quietWindows = perToken < LIMIT_BYTES_PER_TOKEN ? quietWindows + 1 : 0;
                 if (quietWindows == 2) {
-                    System.out.printf("%s: quiet after %d rounds (%.1f s)%n", backend.kernels(), rounds, (System.nanoTime() - start) / 1e9);
+                    System.out.printf(
+                            "%s: quiet after %d rounds (%.1f s)%n",
+                            backend.kernels(), rounds, (System.nanoTime() - start) / 1e9);
                     return;
                 }
             }
-            fail(backend.kernels() + ": after " + rounds + " rounds of " + tokens.length + " decode steps the last " + window
-                    + " rounds still allocated " + perToken + " bytes per token (limit " + LIMIT_BYTES_PER_TOKEN + ")");
+            fail(backend.kernels() + ": after " + rounds + " rounds of " + tokens.length + " decode steps the last "
+                    + window + " rounds still allocated " + perToken + " bytes per token (limit "
+                    + LIMIT_BYTES_PER_TOKEN + ")");
         }
     }
 

@@ -2,6 +2,8 @@ package dev.glimmer.engine.backend.cpu;
 
 import dev.glimmer.engine.model.WeightMatrix;
 import dev.glimmer.engine.tensor.GgmlType;
+import java.util.Random;
+import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.AuxCounters;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
@@ -16,9 +18,6 @@ import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.Warmup;
 
-import java.util.Random;
-import java.util.concurrent.TimeUnit;
-
 /**
  * Q4_0 matrix times several tokens, as a prompt multiplies: the multiply-adds per second (the
  * {@code gigaMacs} counter) to hold against what the kernel reaches (docs/BENCHMARKS.md gives the
@@ -30,7 +29,9 @@ import java.util.concurrent.TimeUnit;
  *
  * <pre>mvn -o -pl engine -am -Pbenchmark test -DskipTests -Dbenchmark=MatMatBenchmark</pre>
  */
-@Fork(value = 1, jvmArgsAppend = {"--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED", "-Xmx2g"})
+@Fork(
+        value = 1,
+        jvmArgsAppend = {"--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED", "-Xmx2g"})
 @Warmup(iterations = 3, time = 1)
 @Measurement(iterations = 5, time = 1)
 @BenchmarkMode(Mode.Throughput)
@@ -74,11 +75,15 @@ public class MatMatBenchmark {
             x[i] = (float) random.nextGaussian();
         }
         out = new float[tokens * rows];
-        backend = new CpuBackend(threads, switch (kernels) {
-            case "java" -> null;
-            case "native" -> NativeKernels.runnable().getFirst();
-            default -> NativeKernels.Variant.valueOf(kernels.toUpperCase(java.util.Locale.ROOT).replace('-', '_'));
-        });
+        backend = new CpuBackend(
+                threads,
+                switch (kernels) {
+                    case "java" -> null;
+                    case "native" -> NativeKernels.runnable().getFirst();
+                    default ->
+                        NativeKernels.Variant.valueOf(
+                                kernels.toUpperCase(java.util.Locale.ROOT).replace('-', '_'));
+                });
     }
 
     @Benchmark

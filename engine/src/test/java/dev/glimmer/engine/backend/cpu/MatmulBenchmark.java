@@ -2,6 +2,10 @@ package dev.glimmer.engine.backend.cpu;
 
 import dev.glimmer.engine.model.WeightMatrix;
 import dev.glimmer.engine.tensor.GgmlType;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.Random;
+import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.AuxCounters;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
@@ -16,11 +20,6 @@ import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.Warmup;
 
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
-import java.util.Random;
-import java.util.concurrent.TimeUnit;
-
 /**
  * Mat-vec (one token) of the CPU backend at the shapes of GLM-4.7-Flash, reporting the weights
  * streamed in GB/s (the {@code gigabytes} counter, per second) to hold against the machine's memory
@@ -31,7 +30,9 @@ import java.util.concurrent.TimeUnit;
  *
  * <pre>mvn -o -pl engine -am -Pbenchmark test -DskipTests -Dbenchmark=MatmulBenchmark</pre>
  */
-@Fork(value = 1, jvmArgsAppend = {"--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED", "-Xmx2g"})
+@Fork(
+        value = 1,
+        jvmArgsAppend = {"--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED", "-Xmx2g"})
 @Warmup(iterations = 3, time = 1)
 @Measurement(iterations = 5, time = 1)
 @BenchmarkMode(Mode.Throughput)
@@ -92,7 +93,8 @@ public class MatmulBenchmark {
         byte[] bytes = new byte[(int) Math.min(rows * rowBytes, 1 << 24)];
         random.nextBytes(bytes);
         for (long off = 0; off < rows * rowBytes; off += bytes.length) {
-            MemorySegment.copy(MemorySegment.ofArray(bytes), 0, data, off, Math.min(bytes.length, rows * rowBytes - off));
+            MemorySegment.copy(
+                    MemorySegment.ofArray(bytes), 0, data, off, Math.min(bytes.length, rows * rowBytes - off));
         }
         // d (and Q4_K/Q5_K's dmin) first in a block, Q6_K's d last.
         int[] scaleFields = switch (t) {

@@ -1,5 +1,10 @@
 package dev.glimmer.engine.backend.cpu;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
@@ -10,8 +15,6 @@ import dev.glimmer.engine.model.WeightMatrix;
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.engine.tensor.Q4_0;
 import dev.glimmer.engine.tensor.QuantizedVector;
-import org.junit.jupiter.api.Test;
-
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -20,11 +23,7 @@ import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
-
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
+import org.junit.jupiter.api.Test;
 
 /**
  * The native Q4_0 kernel ({@link NativeKernels}), every variant this processor runs, against the Java
@@ -43,11 +42,15 @@ class NativeKernelsTest {
         List<String> flags = processorFlags();
         assumeTrue(flags.contains("avx2"), "this processor lacks AVX2: the Java kernels run here");
         assertTrue(NativeKernels.runs(NativeKernels.Variant.AVX2), NativeKernels.whyJava());
-        NativeKernels.Variant best = flags.containsAll(List.of("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512vbmi"))
-                ? NativeKernels.Variant.AVX512_VNNI
-                : flags.contains("avx_vnni") ? NativeKernels.Variant.AVX_VNNI : NativeKernels.Variant.AVX2;
+        NativeKernels.Variant best =
+                flags.containsAll(List.of("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512vbmi"))
+                        ? NativeKernels.Variant.AVX512_VNNI
+                        : flags.contains("avx_vnni") ? NativeKernels.Variant.AVX_VNNI : NativeKernels.Variant.AVX2;
         assertEquals(best, NativeKernels.runnable().getFirst());
-        assertTrue(new CpuBackend(1).kernels().startsWith("native Q4_0 kernel (" + best.instructions + "), Java kernels on "),
+        assertTrue(
+                new CpuBackend(1)
+                        .kernels()
+                        .startsWith("native Q4_0 kernel (" + best.instructions + "), Java kernels on "),
                 new CpuBackend(1).kernels());
     }
 
@@ -55,7 +58,8 @@ class NativeKernelsTest {
     void matmulEqualsTheJavaKernelsBitForBit() {
         List<NativeKernels.Variant> variants = variants();
         Random random = new Random(11);
-        for (int cols : new int[] {64, 128, 192, 1536, 2048, 2048 + 96}) { // whole groups of 4 blocks, and 1 to 3 blocks more
+        for (int cols :
+                new int[] {64, 128, 192, 1536, 2048, 2048 + 96}) { // whole groups of 4 blocks, and 1 to 3 blocks more
             int rows = 150; // more than one native call's rows, and not a multiple of them
             WeightMatrix w = new WeightMatrix("w" + cols, GgmlType.Q4_0, quantizedRows(random, rows, cols), rows, cols);
             for (int threads = 1; threads <= 2; threads++) {
@@ -70,7 +74,8 @@ class NativeKernelsTest {
                         float[] actual = new float[n * outStride];
                         java.matmul(w, x, 2, stride, n, expected, 1, outStride);
                         nativeQ4_0.matmul(w, x, 2, stride, n, actual, 1, outStride);
-                        assertArrayEquals(expected, actual, v + ": " + cols + " cols, " + n + " tokens, " + threads + " threads");
+                        assertArrayEquals(
+                                expected, actual, v + ": " + cols + " cols, " + n + " tokens, " + threads + " threads");
                     }
                 }
             }
@@ -92,7 +97,8 @@ class NativeKernelsTest {
         float[] x = activations(random, heads * cols + n * heads * cols);
         float[] expected = new float[n * heads * rows];
         float[] actual = new float[n * heads * rows];
-        new CpuBackend(2, (NativeKernels.Variant) null).matmulHeads(w, x, 0, cols, heads * cols, n, expected, 0, rows, heads * rows);
+        new CpuBackend(2, (NativeKernels.Variant) null)
+                .matmulHeads(w, x, 0, cols, heads * cols, n, expected, 0, rows, heads * rows);
         for (NativeKernels.Variant v : variants) {
             new CpuBackend(2, v).matmulHeads(w, x, 0, cols, heads * cols, n, actual, 0, rows, heads * rows);
             assertArrayEquals(expected, actual, v.setting);
@@ -110,9 +116,12 @@ class NativeKernelsTest {
         GlmWeights.Ffn[] ffns = new GlmWeights.Ffn[experts];
         for (int e = 0; e < experts; e++) {
             ffns[e] = new GlmWeights.Ffn(
-                    new WeightMatrix("gate" + e, GgmlType.Q4_0, quantizedRows(random, hiddenWidth, width), hiddenWidth, width),
-                    new WeightMatrix("up" + e, GgmlType.Q4_0, quantizedRows(random, hiddenWidth, width), hiddenWidth, width),
-                    new WeightMatrix("down" + e, GgmlType.Q4_0, quantizedRows(random, width, hiddenWidth), width, hiddenWidth));
+                    new WeightMatrix(
+                            "gate" + e, GgmlType.Q4_0, quantizedRows(random, hiddenWidth, width), hiddenWidth, width),
+                    new WeightMatrix(
+                            "up" + e, GgmlType.Q4_0, quantizedRows(random, hiddenWidth, width), hiddenWidth, width),
+                    new WeightMatrix(
+                            "down" + e, GgmlType.Q4_0, quantizedRows(random, width, hiddenWidth), width, hiddenWidth));
         }
         int k = 3;
         for (int n : new int[] {1, 11}) {
@@ -129,7 +138,8 @@ class NativeKernelsTest {
             float[] actualAct = new float[n * k * hiddenWidth];
             float[] expected = new float[n * width];
             float[] actual = new float[n * width];
-            new CpuBackend(2, (NativeKernels.Variant) null).expertFfn(ffns, chosen, weights, k, x, n, expectedAct, expected);
+            new CpuBackend(2, (NativeKernels.Variant) null)
+                    .expertFfn(ffns, chosen, weights, k, x, n, expectedAct, expected);
             for (NativeKernels.Variant v : variants) {
                 new CpuBackend(2, v).expertFfn(ffns, chosen, weights, k, x, n, actualAct, actual);
                 assertArrayEquals(expectedAct, actualAct, v.setting + ", " + n + " tokens: gate and up");
@@ -194,12 +204,18 @@ class NativeKernelsTest {
                 int[] biases = new int[cols / 8];
                 float[] scales = new float[cols / 8];
                 referenceLayout(q, cols, quants, biases, scales);
-                assertArrayEquals(quants, Arrays.copyOfRange(native4_0.nativeQuants, row * cols, (row + 1) * cols), cols + " cols, row " + row);
+                assertArrayEquals(
+                        quants,
+                        Arrays.copyOfRange(native4_0.nativeQuants, row * cols, (row + 1) * cols),
+                        cols + " cols, row " + row);
                 int groupedLanes = cols / 128 * 16;
-                assertArrayEquals(Arrays.copyOf(biases, groupedLanes),
-                        Arrays.copyOfRange(native4_0.nativeBiases, row * cols / 8, row * cols / 8 + groupedLanes), "biases");
+                assertArrayEquals(
+                        Arrays.copyOf(biases, groupedLanes),
+                        Arrays.copyOfRange(native4_0.nativeBiases, row * cols / 8, row * cols / 8 + groupedLanes),
+                        "biases");
                 for (int lane = 0; lane < cols / 8; lane++) {
-                    if (lane < groupedLanes || lane % 4 == 0) { // a block after the groups has its scale in its first lane
+                    if (lane < groupedLanes
+                            || lane % 4 == 0) { // a block after the groups has its scale in its first lane
                         assertEquals(scales[lane], native4_0.laneScales[row * cols / 8 + lane], "scale lane " + lane);
                     }
                 }
@@ -261,7 +277,8 @@ class NativeKernelsTest {
             float[][] out = new float[tokens.length - prompt + 1][];
             out[0] = forward.forward(cache, tokens, 0, prompt, false).clone();
             for (int i = prompt; i < tokens.length; i++) {
-                out[i - prompt + 1] = forward.forward(cache, tokens, i, 1, false).clone();
+                out[i - prompt + 1] =
+                        forward.forward(cache, tokens, i, 1, false).clone();
             }
             return out;
         }
@@ -278,7 +295,10 @@ class NativeKernelsTest {
         if (!Files.exists(cpuinfo)) {
             return List.of();
         }
-        String flags = Files.readAllLines(cpuinfo).stream().filter(l -> l.startsWith("flags")).findFirst().orElse("");
+        String flags = Files.readAllLines(cpuinfo).stream()
+                .filter(l -> l.startsWith("flags"))
+                .findFirst()
+                .orElse("");
         return Arrays.asList(flags.split("\\s+"));
     }
 

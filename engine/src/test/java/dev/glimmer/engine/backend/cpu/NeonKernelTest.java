@@ -1,11 +1,13 @@
 package dev.glimmer.engine.backend.cpu;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
 import dev.glimmer.engine.model.WeightMatrix;
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.engine.tensor.Q4_0;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
-
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -18,11 +20,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
-
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The Arm variant of the native Q4_0 kernel ({@code q4_0_neon.c}, NEON with the dot-product instructions)
@@ -45,12 +44,23 @@ class NeonKernelTest {
     void neonKernelEqualsTheJavaKernelsBitForBit() throws Exception {
         String clang = firstOnPath("clang-19", "clang");
         String qemu = firstOnPath("qemu-aarch64", "qemu-aarch64-static");
-        assumeTrue(clang != null && qemu != null && Files.isDirectory(SYSROOT.resolve("lib")),
+        assumeTrue(
+                clang != null && qemu != null && Files.isDirectory(SYSROOT.resolve("lib")),
                 "no clang, qemu-aarch64 or arm64 cross libc here");
         Path program = dir.resolve("q4_0_kernel_main");
-        run(List.of(clang, "--target=aarch64-linux-gnu", "-O3", "-std=c11",
-                "-Wall", "-Werror", "-static", "-o", program.toString(),
-                "src/main/c/cpu_variants.c", "src/main/c/q4_0_activations.c", "src/main/c/q4_0_neon.c",
+        run(List.of(
+                clang,
+                "--target=aarch64-linux-gnu",
+                "-O3",
+                "-std=c11",
+                "-Wall",
+                "-Werror",
+                "-static",
+                "-o",
+                program.toString(),
+                "src/main/c/cpu_variants.c",
+                "src/main/c/q4_0_activations.c",
+                "src/main/c/q4_0_neon.c",
                 "src/test/c/q4_0_kernel_main.c"));
         Random random = new Random(31);
         CpuBackend java = new CpuBackend(1, (NativeKernels.Variant) null);
@@ -71,7 +81,8 @@ class NeonKernelTest {
     /** The kernel's results under the emulator. */
     private float[] neon(String qemu, Path program, WeightMatrix w, float[] x, int n) throws Exception {
         int cols = w.cols();
-        ByteBuffer in = ByteBuffer.allocate(12 + (int) (ROWS * w.rowBytes()) + 4 * x.length).order(ByteOrder.LITTLE_ENDIAN);
+        ByteBuffer in = ByteBuffer.allocate(12 + (int) (ROWS * w.rowBytes()) + 4 * x.length)
+                .order(ByteOrder.LITTLE_ENDIAN);
         in.putInt(ROWS).putInt(cols).putInt(n);
         in.put(w.data().asSlice(0, ROWS * w.rowBytes()).asByteBuffer());
         for (float v : x) {

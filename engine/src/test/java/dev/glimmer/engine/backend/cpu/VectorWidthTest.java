@@ -1,12 +1,12 @@
 package dev.glimmer.engine.backend.cpu;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
 import dev.glimmer.engine.model.WeightMatrix;
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.engine.tensor.Q4_0;
-import jdk.incubator.vector.ShortVector;
-import org.junit.jupiter.api.Test;
-
-import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.charset.StandardCharsets;
@@ -15,10 +15,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
+import jdk.incubator.vector.ShortVector;
+import org.junit.jupiter.api.Test;
 
 /**
  * The Java Q4_0 kernels give the same bits whatever vector width the CPU runs natively: this JVM (512-bit
@@ -35,10 +33,16 @@ class VectorWidthTest {
     void q4_0MatmulsAreTheSameWith256BitVectors() throws Exception {
         assumeTrue(ShortVector.SPECIES_PREFERRED.length() == 32, "this CPU has no 512-bit vectors to compare with");
         List<String> expected = results();
-        Process child = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "--add-modules", "jdk.incubator.vector", "-XX:UseAVX=2",
-                "-cp", System.getProperty("java.class.path"), VectorWidthTest.class.getName())
-                .redirectErrorStream(true).start();
+        Process child = new ProcessBuilder(
+                        Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                        "--add-modules",
+                        "jdk.incubator.vector",
+                        "-XX:UseAVX=2",
+                        "-cp",
+                        System.getProperty("java.class.path"),
+                        VectorWidthTest.class.getName())
+                .redirectErrorStream(true)
+                .start();
         String out = new String(child.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         assertTrue(child.waitFor(60, TimeUnit.SECONDS), "the AVX2 JVM did not finish");
         assertEquals(0, child.exitValue(), out);

@@ -1,27 +1,26 @@
 package dev.glimmer.engine.backend.cuda;
 
-import dev.glimmer.engine.backend.cpu.FloatActivationBackend;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+
 import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.commandlist.CommandListPool;
+import dev.glimmer.engine.backend.cpu.FloatActivationBackend;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
-
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
-
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertNotNull;
-import static org.junit.jupiter.api.Assertions.assertNull;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * The batch decode graphs on the device (EmulatedBatchDecodeTest's checks): conversations of one KV pool at
@@ -40,10 +39,10 @@ class CudaBatchDecodeTest {
     void batchedConversationsMatchEachRunAlone(String name) throws IOException {
         CudaKernels kernels = CudaTestSupport.kernels();
         try (GlmModel model = GlmModel.open(Oracle.model(name));
-             CudaWeights weights = new CudaWeights(model, kernels, bytes -> { })) {
+                CudaWeights weights = new CudaWeights(model, kernels, bytes -> {})) {
             int[] chat = Oracle.chatCase(name).promptTokens();
             int context = chat.length + STEPS + 1;
-            int conversations = 5;  // 5 rows run the 8-row graph, then 4, 3, 2 rows, then the decode step alone
+            int conversations = 5; // 5 rows run the 8-row graph, then 4, 3, 2 rows, then the decode step alone
             List<int[]> prompts = new ArrayList<>();
             for (int i = 0; i < conversations; i++) {
                 prompts.add(Arrays.copyOf(chat, chat.length - 2 * i));
@@ -53,7 +52,8 @@ class CudaBatchDecodeTest {
                 for (int[] p : prompts) {
                     try (SequencePool.Sequence q = single.open()) {
                         int[] run = new int[STEPS + 1];
-                        float[] logits = single.prompt(q, p, 0, p.length, SequencePool.Readout.LOGITS).logits();
+                        float[] logits = single.prompt(q, p, 0, p.length, SequencePool.Readout.LOGITS)
+                                .logits();
                         run[0] = Oracle.argmax(logits, 0, logits.length);
                         for (int k = 1; k < run.length; k++) {
                             logits = CudaTestSupport.step(single, q, run[k - 1]).logits();
@@ -65,7 +65,7 @@ class CudaBatchDecodeTest {
             }
             GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 1);
             try (CommandListPool pool = CudaTestSupport.pool(weights, conversations + 1, context)) {
-                try (SequencePool.Sequence gone = pool.open()) {  // leaves rows of another text in slot 0
+                try (SequencePool.Sequence gone = pool.open()) { // leaves rows of another text in slot 0
                     int[] other = Arrays.copyOfRange(chat, 3, chat.length);
                     pool.prompt(gone, other, 0, other.length, SequencePool.Readout.LOGITS);
                 }
@@ -80,7 +80,8 @@ class CudaBatchDecodeTest {
                     KvCache cache = model.newCache(context, KvCacheType.GPU);
                     reference.forward(cache, p, 0, p.length, false);
                     caches.add(cache);
-                    float[] logits = pool.prompt(q, p, 0, p.length, SequencePool.Readout.LOGITS).logits();
+                    float[] logits = pool.prompt(q, p, 0, p.length, SequencePool.Readout.LOGITS)
+                            .logits();
                     pending[i] = Oracle.argmax(logits, 0, logits.length);
                     got[i][0] = pending[i];
                 }
@@ -95,7 +96,9 @@ class CudaBatchDecodeTest {
                     float[][] expected = new float[rows.size()][];
                     SequencePool.Readout[] readouts = new SequencePool.Readout[rows.size()];
                     for (int r = 0; r < rows.size(); r++) {
-                        expected[r] = reference.forward(caches.get(rows.get(r)), new int[] {tokens[r]}, 0, 1, false).clone();
+                        expected[r] = reference
+                                .forward(caches.get(rows.get(r)), new int[] {tokens[r]}, 0, 1, false)
+                                .clone();
                         int first = Oracle.argmax(expected[r], 0, expected[r].length);
                         // even rows read back their logits, odd rows only their token; row 1 mod 4 bans a token
                         // that is not its greedy one, row 3 mod 4 bans its greedy token and so gets its logits
@@ -105,7 +108,8 @@ class CudaBatchDecodeTest {
                             default -> SequencePool.Readout.LOGITS;
                         };
                     }
-                    SequencePool.Next[] next = pool.step(rows.stream().map(running::get).toList(), tokens, readouts);
+                    SequencePool.Next[] next =
+                            pool.step(rows.stream().map(running::get).toList(), tokens, readouts);
                     for (int r = 0; r < rows.size(); r++) {
                         int i = rows.get(r);
                         String where = name + " conversation " + i + " step " + step + " of " + rows.size() + " rows";
@@ -124,7 +128,9 @@ class CudaBatchDecodeTest {
                 }
                 for (int i = 0; i < conversations; i++) {
                     int steps = STEPS - i;
-                    assertArrayEquals(Arrays.copyOf(alone.get(i), steps + 1), Arrays.copyOf(got[i], steps + 1),
+                    assertArrayEquals(
+                            Arrays.copyOf(alone.get(i), steps + 1),
+                            Arrays.copyOf(got[i], steps + 1),
                             name + " conversation " + i + ": batched greedy tokens differ from the request run alone");
                     running.get(i).close();
                 }
@@ -137,7 +143,7 @@ class CudaBatchDecodeTest {
         CudaKernels kernels = CudaTestSupport.kernels();
         String name = "tiny-q4_0";
         try (GlmModel model = GlmModel.open(Oracle.model(name));
-             CudaWeights weights = new CudaWeights(model, kernels, bytes -> { })) {
+                CudaWeights weights = new CudaWeights(model, kernels, bytes -> {})) {
             int[] chat = Oracle.chatCase(name).promptTokens();
             int context = chat.length + 40;
             CudaDevice device = kernels.device();
@@ -162,7 +168,8 @@ class CudaBatchDecodeTest {
                         SequencePool.Sequence q = pool.open();
                         int cut = random.nextInt(8);
                         int[] p = Arrays.copyOf(chat, chat.length - cut);
-                        float[] logits = pool.prompt(q, p, 0, p.length, SequencePool.Readout.LOGITS).logits();
+                        float[] logits = pool.prompt(q, p, 0, p.length, SequencePool.Readout.LOGITS)
+                                .logits();
                         // the greedy run this conversation must follow, from the CPU reference
                         KvCache cache = model.newCache(context, KvCacheType.GPU);
                         float[] ref = reference.forward(cache, p, 0, p.length, false);
@@ -172,7 +179,8 @@ class CudaBatchDecodeTest {
                             ref = reference.forward(cache, new int[] {run[k - 1]}, 0, 1, false);
                             run[k] = Oracle.argmax(ref, 0, ref.length);
                         }
-                        assertEquals(run[0], Oracle.argmax(logits, 0, logits.length), "first token of a new conversation");
+                        assertEquals(
+                                run[0], Oracle.argmax(logits, 0, logits.length), "first token of a new conversation");
                         open.add(q);
                         expected.add(run);
                         done.add(0);
@@ -187,7 +195,8 @@ class CudaBatchDecodeTest {
                     SequencePool.Next[] next = pool.launch(open, tokens, greedy).results();
                     for (int i = 0; i < tokens.length; i++) {
                         done.set(i, done.get(i) + 1);
-                        assertEquals(expected.get(i)[done.get(i)], next[i].greedyToken(), "round " + round + " row " + i);
+                        assertEquals(
+                                expected.get(i)[done.get(i)], next[i].greedyToken(), "round " + round + " row " + i);
                     }
                 }
                 open.forEach(SequencePool.Sequence::close);

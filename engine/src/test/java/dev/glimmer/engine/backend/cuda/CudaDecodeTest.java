@@ -1,5 +1,9 @@
 package dev.glimmer.engine.backend.cuda;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.commandlist.CommandListPool;
 import dev.glimmer.engine.backend.cpu.FloatActivationBackend;
@@ -10,17 +14,12 @@ import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
 import dev.glimmer.kernels.decode.BufferSpec;
 import dev.glimmer.kernels.decode.CommandList;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
-
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
-
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * The whole decode step as a CUDA graph against the engine's forward pass (with the kernels'
@@ -35,8 +34,7 @@ class CudaDecodeTest {
     private static final int GREEDY = 32;
     private static final double TOLERANCE = 1e-3;
 
-    private record Run(int[] greedy, List<float[]> logits) {
-    }
+    private record Run(int[] greedy, List<float[]> logits) {}
 
     // EmulatedDecodeTest's run on the device: the reference and the checks are the same, the decoder differs.
     private static Run run(String name) throws IOException {
@@ -48,9 +46,9 @@ class CudaDecodeTest {
             GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 1);
             int[] greedy = new int[GREEDY];
             List<float[]> all = new ArrayList<>();
-            try (CudaWeights weights = new CudaWeights(model, kernels, bytes -> { });
-                 CommandListPool pool = CudaTestSupport.pool(weights, 1, context);
-                 SequencePool.Sequence gpu = pool.open()) {
+            try (CudaWeights weights = new CudaWeights(model, kernels, bytes -> {});
+                    CommandListPool pool = CudaTestSupport.pool(weights, 1, context);
+                    SequencePool.Sequence gpu = pool.open()) {
                 int token = prompt[0];
                 for (int step = 0; step < prompt.length + GREEDY - 1; step++) {
                     float[] expected = reference.forward(cache, new int[] {token}, 0, 1, false);
@@ -59,8 +57,10 @@ class CudaDecodeTest {
                     all.add(got.clone()); // the pool reuses its logits array
                     float range = Oracle.range(expected);
                     float diff = Oracle.maxAbsDiff(got, 0, expected, expected.length);
-                    assertTrue(diff <= TOLERANCE * range, name + " step " + step + ": max |Δlogit| " + diff
-                            + " > " + TOLERANCE + " × range " + range);
+                    assertTrue(
+                            diff <= TOLERANCE * range,
+                            name + " step " + step + ": max |Δlogit| " + diff + " > " + TOLERANCE + " × range "
+                                    + range);
                     int next = Oracle.argmax(expected, 0, expected.length);
                     assertEquals(next, next1.greedyToken(), name + " step " + step + ": greedy token");
                     if (step >= prompt.length - 1) {
@@ -72,15 +72,17 @@ class CudaDecodeTest {
                 gpu.truncate(0);
                 token = prompt[0];
                 for (int step = 0; step < prompt.length + GREEDY - 1; step++) {
-                    assertArrayEquals(all.get(step), CudaTestSupport.step(pool, gpu, token).logits(),
+                    assertArrayEquals(
+                            all.get(step),
+                            CudaTestSupport.step(pool, gpu, token).logits(),
                             name + " step " + step + " differs between runs");
                     token = step + 1 < prompt.length ? prompt[step + 1] : greedy[step - prompt.length + 1];
                 }
                 // a step re-run at an earlier position (dispatch by dispatch, no graph) gives its logits again
                 CommandList list = pool.commandList();
                 int activations = list.buffer(BufferSpec.Kind.ACTIVATIONS);
-                float[] rerun = pool.partialStep(gpu, prompt[0], 0, list.dispatches().size(), activations, list.logits(),
-                        all.get(0).length);
+                float[] rerun = pool.partialStep(
+                        gpu, prompt[0], 0, list.dispatches().size(), activations, list.logits(), all.get(0).length);
                 assertArrayEquals(all.get(0), rerun, name + ": step 0 re-run");
             }
             return new Run(greedy, all);
@@ -96,6 +98,7 @@ class CudaDecodeTest {
     /** On the F32 model the float path is llama.cpp's: the greedy run is the oracle's. */
     @Test
     void tinyF32GreedyRunIsLlamaCpps() throws IOException {
-        assertArrayEquals(Oracle.chatCase("tiny-f32").greedyTokens(), run("tiny-f32").greedy());
+        assertArrayEquals(
+                Oracle.chatCase("tiny-f32").greedyTokens(), run("tiny-f32").greedy());
     }
 }

@@ -4,13 +4,12 @@ import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.commandlist.CommandListPool;
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.KernelLibrary;
-import org.junit.jupiter.api.Assumptions;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
 import java.util.List;
+import org.junit.jupiter.api.Assumptions;
 
 /**
  * The device for the GPU tests: they run where a CUDA device is present and are reported as
@@ -20,8 +19,7 @@ final class CudaTestSupport {
 
     private static CudaKernels kernels;
 
-    private CudaTestSupport() {
-    }
+    private CudaTestSupport() {}
 
     /** The kernels on the first device; skips the calling test when there is no device. */
     static synchronized CudaKernels kernels() {
@@ -36,13 +34,15 @@ final class CudaTestSupport {
 
     /** A pool of {@code slots} sequences of {@code capacity} positions over {@code weights}, as the server makes them. */
     static CommandListPool pool(CudaWeights weights, int slots, int capacity) {
-        return new CommandListPool(weights.model(), new CudaGraphRunner(weights, false), slots, capacity,
-                Geometry.PROMPT_TOKENS);
+        return new CommandListPool(
+                weights.model(), new CudaGraphRunner(weights, false), slots, capacity, Geometry.PROMPT_TOKENS);
     }
 
     /** One decode step of {@code sequence} alone, its logits and greedy token read back. */
     static SequencePool.Next step(SequencePool pool, SequencePool.Sequence sequence, int token) {
-        return pool.step(List.of(sequence), new int[] {token}, new SequencePool.Readout[] {SequencePool.Readout.LOGITS})[0];
+        return pool.step(
+                        List.of(sequence), new int[] {token}, new SequencePool.Readout[] {SequencePool.Readout.LOGITS})[
+                0];
     }
 
     /** Device memory holding {@code data}. */

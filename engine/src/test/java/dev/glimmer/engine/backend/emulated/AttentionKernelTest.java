@@ -1,11 +1,12 @@
 package dev.glimmer.engine.backend.emulated;
 
+import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.Size3;
 import dev.glimmer.kernels.emulator.FiberOrder;
-import org.junit.jupiter.api.Test;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -14,9 +15,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
-
-import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import org.junit.jupiter.api.Test;
 
 /**
  * The MLA attention kernels against the float reference of docs/MODEL.md §4. The KV cache holds halves: the cache row
@@ -31,6 +30,7 @@ class AttentionKernelTest {
     private static final double TOLERANCE = 1e-5;
     /** Of a cache value's magnitude: rounding to half loses up to 2^-11 of it. */
     private static final double HALF_TOLERANCE = 5e-4;
+
     private static final int WIDE_THREADS = Geometry.WIDE_SIMDGROUPS * 32;
     private static final int MV_THREADS = Geometry.MV_SIMDGROUPS * 32;
 
@@ -62,14 +62,37 @@ class AttentionKernelTest {
         float[] x = randomVector(cols, random);
         float[] normW = randomVector(cols, random);
         float[] h = rmsNorm(x, normW, EPS);
-        Map<String, Number> a = Map.of("cols", cols, "type1", type1.id, "rows1", rows1, "type2", type2.id,
-                "rows2", rows2, "eps", EPS, "split", Geometry.MV_FEW_ROWS_SPLIT);
+        Map<String, Number> a = Map.of(
+                "cols",
+                cols,
+                "type1",
+                type1.id,
+                "rows1",
+                rows1,
+                "type2",
+                type2.id,
+                "rows2",
+                rows2,
+                "eps",
+                EPS,
+                "split",
+                Geometry.MV_FEW_ROWS_SPLIT);
         int per = Geometry.mvRowsPerThreadgroup(Geometry.MV_FEW_ROWS_SPLIT);
-        List<float[]> out = runInBothOrders("mat_vec_pair", arena -> List.of(args(arena, "MatVecPairArgs", a),
-                        floats(arena, x), floats(arena, normW), copy(arena, w1), arena.allocate(4L * rows1),
-                        copy(arena, w2), arena.allocate(4L * rows2)),
-                new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, Size3.of((rows1 + per - 1) / per + (rows2 + per - 1) / per),
-                Size3.of(Geometry.MV_SIMDGROUPS * 32), 4, 6);
+        List<float[]> out = runInBothOrders(
+                "mat_vec_pair",
+                arena -> List.of(
+                        args(arena, "MatVecPairArgs", a),
+                        floats(arena, x),
+                        floats(arena, normW),
+                        copy(arena, w1),
+                        arena.allocate(4L * rows1),
+                        copy(arena, w2),
+                        arena.allocate(4L * rows2)),
+                new int[] {4 * Geometry.MV_SCRATCH_FLOATS},
+                Size3.of((rows1 + per - 1) / per + (rows2 + per - 1) / per),
+                Size3.of(Geometry.MV_SIMDGROUPS * 32),
+                4,
+                6);
         for (int k = 0; k < 2; k++) {
             MemorySegment w = k == 0 ? w1 : w2;
             GgmlType t = k == 0 ? type1 : type2;
@@ -99,8 +122,16 @@ class AttentionKernelTest {
 
     // ---- q heads + cache row ----
 
-    private static void checkQHeads(int heads, int qLora, int nope, int rope, int latent, GgmlType qbType,
-                                    GgmlType kbType, int pos, long seed) {
+    private static void checkQHeads(
+            int heads,
+            int qLora,
+            int nope,
+            int rope,
+            int latent,
+            GgmlType qbType,
+            GgmlType kbType,
+            int pos,
+            long seed) {
         Random random = new Random(seed);
         int perHead = nope + rope;
         int row = latent + rope;
@@ -163,24 +194,83 @@ class AttentionKernelTest {
                 MemorySegment qFull = arena.allocate(4L * heads * perHead);
                 MemorySegment q = arena.allocate(4L * heads * row);
                 float[] initialCache = new float[cacheRows * row];
-                Arrays.fill(initialCache, Float.NaN);  // only row pos may change
+                Arrays.fill(initialCache, Float.NaN); // only row pos may change
                 MemorySegment cache = halves(arena, initialCache);
                 MemorySegment qaSegment = floats(arena, qa);
                 int qbSplit = Geometry.mvSplit((long) heads * perHead);
-                emulator().dispatch("mat_vec", List.of(args(arena, "MatVecArgs", matVecArgs(qbType, qLora, heads * perHead,
-                                1, qbSplit, 0, 0, 0)), copy(arena, qb), qaSegment, qFull, floats(arena, qaNorm), qFull),
-                        new int[] {4 * Geometry.MV_SCRATCH_FLOATS},
-                        Size3.of(groups(heads * perHead, Geometry.mvRowsPerThreadgroup(qbSplit))), Size3.of(MV_THREADS), order);
-                emulator().dispatch("mla_rope_cache", List.of(args(arena, "RopeCacheArgs", Map.of("heads", heads, "nope", nope,
-                                "rope", rope, "latent", latent, "eps", EPS, "rope_base", ROPE_BASE)), step(arena, pos), qFull,
-                                floats(arena, kv), floats(arena, kvNorm), q, cache),
-                        new int[] {4 * (Geometry.WIDE_SIMDGROUPS + (row + 3) / 4 * 4)}, Size3.of(1, heads + 1),
-                        Size3.of(WIDE_THREADS), order);
+                emulator()
+                        .dispatch(
+                                "mat_vec",
+                                List.of(
+                                        args(
+                                                arena,
+                                                "MatVecArgs",
+                                                matVecArgs(qbType, qLora, heads * perHead, 1, qbSplit, 0, 0, 0)),
+                                        copy(arena, qb),
+                                        qaSegment,
+                                        qFull,
+                                        floats(arena, qaNorm),
+                                        qFull),
+                                new int[] {4 * Geometry.MV_SCRATCH_FLOATS},
+                                Size3.of(groups(heads * perHead, Geometry.mvRowsPerThreadgroup(qbSplit))),
+                                Size3.of(MV_THREADS),
+                                order);
+                emulator()
+                        .dispatch(
+                                "mla_rope_cache",
+                                List.of(
+                                        args(
+                                                arena,
+                                                "RopeCacheArgs",
+                                                Map.of(
+                                                        "heads",
+                                                        heads,
+                                                        "nope",
+                                                        nope,
+                                                        "rope",
+                                                        rope,
+                                                        "latent",
+                                                        latent,
+                                                        "eps",
+                                                        EPS,
+                                                        "rope_base",
+                                                        ROPE_BASE)),
+                                        step(arena, pos),
+                                        qFull,
+                                        floats(arena, kv),
+                                        floats(arena, kvNorm),
+                                        q,
+                                        cache),
+                                new int[] {4 * (Geometry.WIDE_SIMDGROUPS + (row + 3) / 4 * 4)},
+                                Size3.of(1, heads + 1),
+                                Size3.of(WIDE_THREADS),
+                                order);
                 int kbSplit = Geometry.mvSplit((long) heads * latent);
-                emulator().dispatch("mat_vec", List.of(args(arena, "MatVecArgs", matVecArgs(kbType, nope, latent, 0, kbSplit,
-                                kb.byteSize() / heads, perHead, row)), copy(arena, kb), qFull, q, qFull, q),
-                        new int[] {4 * Geometry.MV_SCRATCH_FLOATS},
-                        Size3.of(groups(latent, Geometry.mvRowsPerThreadgroup(kbSplit)), heads), Size3.of(MV_THREADS), order);
+                emulator()
+                        .dispatch(
+                                "mat_vec",
+                                List.of(
+                                        args(
+                                                arena,
+                                                "MatVecArgs",
+                                                matVecArgs(
+                                                        kbType,
+                                                        nope,
+                                                        latent,
+                                                        0,
+                                                        kbSplit,
+                                                        kb.byteSize() / heads,
+                                                        perHead,
+                                                        row)),
+                                        copy(arena, kb),
+                                        qFull,
+                                        q,
+                                        qFull,
+                                        q),
+                                new int[] {4 * Geometry.MV_SCRATCH_FLOATS},
+                                Size3.of(groups(latent, Geometry.mvRowsPerThreadgroup(kbSplit)), heads),
+                                Size3.of(MV_THREADS),
+                                order);
                 List<float[]> run = List.of(q.toArray(ValueLayout.JAVA_FLOAT), fromHalves(cache));
                 if (out == null) {
                     out = run;
@@ -215,9 +305,10 @@ class AttentionKernelTest {
     }
 
     /** MatVecArgs of a mat_vec without a residual: {@code norm} 1 folds the RMS norm into x. */
-    private static Map<String, Number> matVecArgs(GgmlType type, int cols, int rows, int norm, int split, long wStep,
-                                                  int xStep, int yStep) {
-        return Map.of("type", type.id, "cols", cols, "rows", rows, "norm", norm, "add", 0, "eps", EPS, "split", split,
+    private static Map<String, Number> matVecArgs(
+            GgmlType type, int cols, int rows, int norm, int split, long wStep, int xStep, int yStep) {
+        return Map.of(
+                "type", type.id, "cols", cols, "rows", rows, "norm", norm, "add", 0, "eps", EPS, "split", split,
                 "w_step", wStep, "x_step", xStep, "y_step", yStep);
     }
 
@@ -227,41 +318,76 @@ class AttentionKernelTest {
 
     // ---- attention + merge ----
 
-    private static void checkAttention(int heads, int latent, int rope, int kvLen, int splits, int vHead,
-                                       GgmlType vbType, long seed) {
+    private static void checkAttention(
+            int heads, int latent, int rope, int kvLen, int splits, int vHead, GgmlType vbType, long seed) {
         Random random = new Random(seed);
         int row = latent + rope;
         float[] q = randomVector(heads * row, random);
         float[] floatCache = randomVector(kvLen * row, random);
-        float[] cache = toHalves(floatCache);  // as the cache holds them
+        float[] cache = toHalves(floatCache); // as the cache holds them
         MemorySegment vb = randomWeights(vbType, heads * vHead, latent, random);
         float scale = (float) (1 / Math.sqrt(latent / 2.0));
 
         double[] magnitude = new double[heads * vHead];
         double[] expected = reference(heads, latent, rope, kvLen, vHead, vbType, q, cache, vb, scale, magnitude);
         double[] unrounded = reference(heads, latent, rope, kvLen, vHead, vbType, q, floatCache, vb, scale, magnitude);
-        Map<String, Number> attentionArgs = Map.of("heads", heads, "latent", latent, "rope", rope, "splits", splits,
-                "scale", scale);
-        Map<String, Number> mergeArgs = Map.of("heads", heads, "latent", latent, "splits", splits, "parts",
-                Geometry.MERGE_PARTS);
+        Map<String, Number> attentionArgs =
+                Map.of("heads", heads, "latent", latent, "rope", rope, "splits", splits, "scale", scale);
+        Map<String, Number> mergeArgs =
+                Map.of("heads", heads, "latent", latent, "splits", splits, "parts", Geometry.MERGE_PARTS);
         int vbSplit = Geometry.mvSplit((long) heads * vHead);
         List<float[]> results = new ArrayList<>();
         for (FiberOrder order : List.of(FiberOrder.inOrder(), FiberOrder.shuffled(9))) {
             try (Arena arena = Arena.ofConfined()) {
                 MemorySegment partials = arena.allocate(4L * splits * heads * (latent + 2));
                 MemorySegment o = arena.allocate(4L * heads * vHead);
-                emulator().dispatch("mla_attention", List.of(args(arena, "AttentionArgs", attentionArgs),
-                                step(arena, kvLen - 1), floats(arena, q), halves(arena, cache), partials), new int[0],
-                        Size3.of(1, splits), Size3.of(WIDE_THREADS), order);
+                emulator()
+                        .dispatch(
+                                "mla_attention",
+                                List.of(
+                                        args(arena, "AttentionArgs", attentionArgs),
+                                        step(arena, kvLen - 1),
+                                        floats(arena, q),
+                                        halves(arena, cache),
+                                        partials),
+                                new int[0],
+                                Size3.of(1, splits),
+                                Size3.of(WIDE_THREADS),
+                                order);
                 MemorySegment lat = arena.allocate(4L * heads * latent);
-                emulator().dispatch("mla_merge_latent", List.of(args(arena, "MergeArgs", mergeArgs), step(arena, kvLen - 1),
-                                partials, lat),
-                        new int[] {4 * (WIDE_THREADS + Geometry.WIDE_SIMDGROUPS + splits)},
-                        new Size3(1, heads, Geometry.MERGE_PARTS), Size3.of(WIDE_THREADS), order);
-                emulator().dispatch("mat_vec", List.of(args(arena, "MatVecArgs", matVecArgs(vbType, latent, vHead, 0, vbSplit,
-                                vb.byteSize() / heads, latent, vHead)), copy(arena, vb), lat, o, lat, o),
-                        new int[] {4 * Geometry.MV_SCRATCH_FLOATS},
-                        Size3.of(groups(vHead, Geometry.mvRowsPerThreadgroup(vbSplit)), heads), Size3.of(MV_THREADS), order);
+                emulator()
+                        .dispatch(
+                                "mla_merge_latent",
+                                List.of(args(arena, "MergeArgs", mergeArgs), step(arena, kvLen - 1), partials, lat),
+                                new int[] {4 * (WIDE_THREADS + Geometry.WIDE_SIMDGROUPS + splits)},
+                                new Size3(1, heads, Geometry.MERGE_PARTS),
+                                Size3.of(WIDE_THREADS),
+                                order);
+                emulator()
+                        .dispatch(
+                                "mat_vec",
+                                List.of(
+                                        args(
+                                                arena,
+                                                "MatVecArgs",
+                                                matVecArgs(
+                                                        vbType,
+                                                        latent,
+                                                        vHead,
+                                                        0,
+                                                        vbSplit,
+                                                        vb.byteSize() / heads,
+                                                        latent,
+                                                        vHead)),
+                                        copy(arena, vb),
+                                        lat,
+                                        o,
+                                        lat,
+                                        o),
+                                new int[] {4 * Geometry.MV_SCRATCH_FLOATS},
+                                Size3.of(groups(vHead, Geometry.mvRowsPerThreadgroup(vbSplit)), heads),
+                                Size3.of(MV_THREADS),
+                                order);
                 results.add(o.toArray(ValueLayout.JAVA_FLOAT));
             }
         }
@@ -271,8 +397,18 @@ class AttentionKernelTest {
     }
 
     /** The attention of {@code heads} queries over {@code cache} and v_b, in double; fills {@code magnitude}. */
-    private static double[] reference(int heads, int latent, int rope, int kvLen, int vHead, GgmlType vbType, float[] q,
-                                      float[] cache, MemorySegment vb, float scale, double[] magnitude) {
+    private static double[] reference(
+            int heads,
+            int latent,
+            int rope,
+            int kvLen,
+            int vHead,
+            GgmlType vbType,
+            float[] q,
+            float[] cache,
+            MemorySegment vb,
+            float scale,
+            double[] magnitude) {
         int row = latent + rope;
         double[] expected = new double[heads * vHead];
         for (int h = 0; h < heads; h++) {
@@ -305,7 +441,7 @@ class AttentionKernelTest {
                 expected[h * vHead + e] = d.value();
                 double m = 0;
                 for (float w : vRow) {
-                    m += Math.abs(w);  // the latent values are averages of values of magnitude ~1
+                    m += Math.abs(w); // the latent values are averages of values of magnitude ~1
                 }
                 magnitude[h * vHead + e] = d.magnitude() + m;
             }

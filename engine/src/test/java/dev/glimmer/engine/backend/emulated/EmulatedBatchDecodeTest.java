@@ -1,5 +1,9 @@
 package dev.glimmer.engine.backend.emulated;
 
+import static dev.glimmer.engine.backend.SequencePool.Readout.LOGITS;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
 import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.commandlist.CommandListPool;
 import dev.glimmer.engine.backend.cpu.FloatActivationBackend;
@@ -9,17 +13,12 @@ import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
 import dev.glimmer.kernels.emulator.FiberOrder;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
-
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-
-import static dev.glimmer.engine.backend.SequencePool.Readout.LOGITS;
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * The batch decode list on the emulator: several conversations of one KV pool, each at its own position in its
@@ -52,7 +51,8 @@ class EmulatedBatchDecodeTest {
             try (CommandListPool single = pool(model, context, 1, FiberOrder.inOrder())) {
                 for (int[] p : prompts) {
                     try (SequencePool.Sequence q = single.open()) {
-                        alone.add(greedyRun(single.prompt(q, p, 0, p.length, LOGITS).logits(), single, q, STEPS + 1));
+                        alone.add(greedyRun(
+                                single.prompt(q, p, 0, p.length, LOGITS).logits(), single, q, STEPS + 1));
                     }
                 }
             }
@@ -74,7 +74,8 @@ class EmulatedBatchDecodeTest {
                     KvCache cache = model.newCache(context, KvCacheType.GPU);
                     reference.forward(cache, p, 0, p.length - 1, false);
                     caches.add(cache);
-                    pending[i] = Oracle.argmax(pool.prompt(q, p, 0, p.length, LOGITS).logits(), 0, model.vocabSize());
+                    pending[i] =
+                            Oracle.argmax(pool.prompt(q, p, 0, p.length, LOGITS).logits(), 0, model.vocabSize());
                     got.add(new ArrayList<>(List.of(pending[i])));
                 }
                 // conversation i runs STEPS - i steps: rows drop out from the end of the batch
@@ -85,13 +86,17 @@ class EmulatedBatchDecodeTest {
                             rows.add(i);
                         }
                     }
-                    List<SequencePool.Sequence> batch = rows.stream().map(running::get).toList();
+                    List<SequencePool.Sequence> batch =
+                            rows.stream().map(running::get).toList();
                     int[] tokens = rows.stream().mapToInt(i -> pending[i]).toArray();
                     SequencePool.Readout[] readouts = new SequencePool.Readout[rows.size()];
                     Arrays.fill(readouts, LOGITS);
                     SequencePool.Next[] next = pool.step(batch, tokens, readouts);
-                    float[][] logits = Arrays.stream(next).map(SequencePool.Next::logits).toArray(float[][]::new);
-                    int[] greedy = Arrays.stream(next).mapToInt(SequencePool.Next::greedyToken).toArray();
+                    float[][] logits =
+                            Arrays.stream(next).map(SequencePool.Next::logits).toArray(float[][]::new);
+                    int[] greedy = Arrays.stream(next)
+                            .mapToInt(SequencePool.Next::greedyToken)
+                            .toArray();
                     for (int r = 0; r < rows.size(); r++) {
                         int i = rows.get(r);
                         int[] p = prompts.get(i);
@@ -101,14 +106,20 @@ class EmulatedBatchDecodeTest {
                         }
                         float[] expected = reference.forward(cache, new int[] {tokens[r]}, 0, 1, false);
                         String where = name + " conversation " + i + " step " + step + " of " + rows.size() + " rows";
-                        assertEquals(Oracle.assertGpuLogits(where, expected, logits[r], greedy[r], TOLERANCE), greedy[r], where);
+                        assertEquals(
+                                Oracle.assertGpuLogits(where, expected, logits[r], greedy[r], TOLERANCE),
+                                greedy[r],
+                                where);
                         pending[i] = greedy[r];
                         got.get(i).add(greedy[r]);
                     }
                 }
                 for (int i = 0; i < prompts.size(); i++) {
-                    int[] batched = got.get(i).stream().mapToInt(Integer::intValue).toArray();
-                    assertArrayEquals(Arrays.copyOf(alone.get(i), batched.length), batched,
+                    int[] batched =
+                            got.get(i).stream().mapToInt(Integer::intValue).toArray();
+                    assertArrayEquals(
+                            Arrays.copyOf(alone.get(i), batched.length),
+                            batched,
                             name + " conversation " + i + ": batched greedy tokens differ from the request run alone");
                     running.get(i).close();
                 }
@@ -126,7 +137,8 @@ class EmulatedBatchDecodeTest {
         int[] out = new int[count];
         out[0] = Oracle.argmax(logits, 0, logits.length);
         for (int k = 1; k < count; k++) {
-            float[] next = pool.step(List.of(q), new int[] {out[k - 1]}, new SequencePool.Readout[] {LOGITS})[0].logits();
+            float[] next =
+                    pool.step(List.of(q), new int[] {out[k - 1]}, new SequencePool.Readout[] {LOGITS})[0].logits();
             out[k] = Oracle.argmax(next, 0, next.length);
         }
         return out;

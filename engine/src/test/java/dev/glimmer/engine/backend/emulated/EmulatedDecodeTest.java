@@ -1,5 +1,8 @@
 package dev.glimmer.engine.backend.emulated;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.commandlist.CommandListPool;
 import dev.glimmer.engine.backend.cpu.FloatActivationBackend;
@@ -14,18 +17,14 @@ import dev.glimmer.engine.synth.SynthPreset;
 import dev.glimmer.engine.synth.SynthWeightType;
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.emulator.FiberOrder;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
-
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Random;
-
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * The GPU command lists on the emulator against the engine's forward pass (float activations and an F16 KV cache, as
@@ -53,24 +52,28 @@ class EmulatedDecodeTest {
             KvCache cache = model.newCache(context, KvCacheType.GPU);
             GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 1);
             int[] greedy = new int[GREEDY];
-            try (CommandListPool pool = new CommandListPool(model, new EmulatorRunner(model, order), 1, context, BATCH);
-                 SequencePool.Sequence gpu = pool.open()) {
+            try (CommandListPool pool =
+                            new CommandListPool(model, new EmulatorRunner(model, order), 1, context, BATCH);
+                    SequencePool.Sequence gpu = pool.open()) {
                 int first = 0;
                 if (batchedPrompt) {
                     int n = prompt.length - 1;
-                    assertTrue(n > BATCH && n % BATCH != 0, "the prompt must span batches and end in a partial one: " + n);
+                    assertTrue(
+                            n > BATCH && n % BATCH != 0, "the prompt must span batches and end in a partial one: " + n);
                     float[] expected = reference.forward(cache, prompt, 0, n, false);
                     SequencePool.Next got = pool.prompt(gpu, prompt, 0, n, SequencePool.Readout.LOGITS);
-                    Oracle.assertGpuLogits(name + " prompt batches", expected, got.logits(), got.greedyToken(), TOLERANCE);
+                    Oracle.assertGpuLogits(
+                            name + " prompt batches", expected, got.logits(), got.greedyToken(), TOLERANCE);
                     first = n;
                 }
                 int token = prompt[first];
                 for (int step = first; step < prompt.length + GREEDY - 1; step++) {
                     float[] expected = reference.forward(cache, new int[] {token}, 0, 1, false);
-                    SequencePool.Next got = pool.step(List.of(gpu), new int[] {token},
-                            new SequencePool.Readout[] {SequencePool.Readout.LOGITS})[0];
-                    int next = Oracle.assertGpuLogits(name + " step " + step, expected, got.logits(), got.greedyToken(),
-                            TOLERANCE);
+                    SequencePool.Next got = pool.step(List.of(gpu), new int[] {token}, new SequencePool.Readout[] {
+                        SequencePool.Readout.LOGITS
+                    })[0];
+                    int next = Oracle.assertGpuLogits(
+                            name + " step " + step, expected, got.logits(), got.greedyToken(), TOLERANCE);
                     if (step >= prompt.length - 1) {
                         greedy[step - prompt.length + 1] = next;
                     }
@@ -92,19 +95,20 @@ class EmulatedDecodeTest {
      */
     @Test
     void widePromptMatchesTheForwardPass(@TempDir Path dir) throws IOException {
-        SynthPreset wide = new SynthPreset("wide", 2, 1, 512, 512, 256, 4, 512, 128, 64, 32, 128, 8, 2, 1, 4096, 2048,
-                1984, 1038, false);
+        SynthPreset wide = new SynthPreset(
+                "wide", 2, 1, 512, 512, 256, 4, 512, 128, 64, 32, 128, 8, 2, 1, 4096, 2048, 1984, 1038, false);
         int batch = Geometry.MM_TOKENS;
         int n = batch - 19;
         assertTrue(Geometry.mmParts(batch, wide.qLoraRank(), wide.embd()) > 1, "the model must take the column parts");
         Path file = dir.resolve("wide-q4_0.gguf");
-        ModelSynthesizer.write(SynthModel.of(wide, SynthWeightType.Q4_0, 3), file, (written, total) -> { });
+        ModelSynthesizer.write(SynthModel.of(wide, SynthWeightType.Q4_0, 3), file, (written, total) -> {});
         try (GlmModel model = GlmModel.open(file)) {
             int[] prompt = new Random(11).ints(n, 0, model.vocabSize()).toArray();
             KvCache cache = model.newCache(n, KvCacheType.GPU);
             GlmForward reference = new GlmForward(model, new FloatActivationBackend(), 64);
-            try (CommandListPool pool = new CommandListPool(model, new EmulatorRunner(model, FiberOrder.inOrder()), 1, n, batch);
-                 SequencePool.Sequence gpu = pool.open()) {
+            try (CommandListPool pool =
+                            new CommandListPool(model, new EmulatorRunner(model, FiberOrder.inOrder()), 1, n, batch);
+                    SequencePool.Sequence gpu = pool.open()) {
                 float[] expected = reference.forward(cache, prompt, 0, n, false);
                 SequencePool.Next got = pool.prompt(gpu, prompt, 0, n, SequencePool.Readout.LOGITS);
                 Oracle.assertGpuLogits("wide prompt", expected, got.logits(), got.greedyToken(), TOLERANCE);

@@ -1,5 +1,12 @@
 package dev.glimmer.engine.backend.emulated;
 
+import static dev.glimmer.engine.model.VariantModels.OTHER;
+import static dev.glimmer.engine.model.VariantModels.P;
+import static dev.glimmer.engine.model.VariantModels.TOKENS;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.commandlist.CommandListPool;
@@ -15,21 +22,13 @@ import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
 import dev.glimmer.engine.model.VariantModels;
 import dev.glimmer.kernels.emulator.FiberOrder;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
-
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.function.Consumer;
-
-import static dev.glimmer.engine.model.VariantModels.OTHER;
-import static dev.glimmer.engine.model.VariantModels.P;
-import static dev.glimmer.engine.model.VariantModels.TOKENS;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The emulated decode step on variants of the architecture (F32 weights, so the CPU backend's numerics
@@ -42,11 +41,15 @@ class EmulatedVariantsTest {
 
     @Test
     void softmaxNoBiasTiedOutputUnnormalizedWeightsTwoSharedExperts() throws Exception {
-        try (GlmModel model = write("softmax", m -> {
-            m.remove(P + "expert_gating_func");
-            m.put(P + "expert_weights_scale", GgufValue.float32(2.5f));
-            m.put(P + "expert_weights_norm", GgufValue.bool(false));
-        }, t -> t.removeIf(s -> s.name().endsWith("exp_probs_b.bias") || s.name().equals("output.weight")))) {
+        try (GlmModel model = write(
+                "softmax",
+                m -> {
+                    m.remove(P + "expert_gating_func");
+                    m.put(P + "expert_weights_scale", GgufValue.float32(2.5f));
+                    m.put(P + "expert_weights_norm", GgufValue.bool(false));
+                },
+                t -> t.removeIf(
+                        s -> s.name().endsWith("exp_probs_b.bias") || s.name().equals("output.weight")))) {
             assertEquals(GlmConfig.GatingFunction.SOFTMAX, model.config().gating());
             assertDecodeAgrees(model);
         }
@@ -54,8 +57,7 @@ class EmulatedVariantsTest {
 
     @Test
     void mtpBlockIsNotRun() throws Exception {
-        try (GlmModel model = write("mtp", m -> m.put(P + "nextn_predict_layers", GgufValue.uint32(1)), t -> {
-        })) {
+        try (GlmModel model = write("mtp", m -> m.put(P + "nextn_predict_layers", GgufValue.uint32(1)), t -> {})) {
             assertEquals(3, model.config().layers());
             assertDecodeAgrees(model);
         }
@@ -63,13 +65,14 @@ class EmulatedVariantsTest {
 
     @Test
     void mergedGateUpExpertsAreRefusedWithAMessage() throws Exception {
-        try (GlmModel model = write("merged", m -> {
-        }, t -> {
+        try (GlmModel model = write("merged", m -> {}, t -> {
             List<TensorSpec> edited = new ArrayList<>();
             for (TensorSpec s : t) {
                 if (s.name().endsWith("ffn_gate_exps.weight")) {
-                    edited.add(new TensorSpec(s.name().replace("ffn_gate_exps", "ffn_gate_up_exps"),
-                            new long[] {OTHER.embd(), 2L * OTHER.ffExpert(), OTHER.experts()}, s.type()));
+                    edited.add(new TensorSpec(
+                            s.name().replace("ffn_gate_exps", "ffn_gate_up_exps"),
+                            new long[] {OTHER.embd(), 2L * OTHER.ffExpert(), OTHER.experts()},
+                            s.type()));
                 } else if (!s.name().endsWith("ffn_up_exps.weight")) {
                     edited.add(s);
                 }
@@ -77,23 +80,24 @@ class EmulatedVariantsTest {
             t.clear();
             t.addAll(edited);
         })) {
-            InvalidInputException e = assertThrows(InvalidInputException.class,
-                    () -> DecodeModels.of(model.file(), model.config()));
+            InvalidInputException e =
+                    assertThrows(InvalidInputException.class, () -> DecodeModels.of(model.file(), model.config()));
             assertTrue(e.getMessage().contains("merged.gguf stores merged ffn_gate_up_exps tensors"), e.getMessage());
         }
     }
 
     private static void assertDecodeAgrees(GlmModel model) {
         try (KvCache cache = model.newCache(TOKENS.length, KvCacheType.GPU);
-             CommandListPool pool = new CommandListPool(model, new EmulatorRunner(model, FiberOrder.shuffled(3)), 1,
-                     TOKENS.length, 4);
-             SequencePool.Sequence gpu = pool.open()) {
+                CommandListPool pool = new CommandListPool(
+                        model, new EmulatorRunner(model, FiberOrder.shuffled(3)), 1, TOKENS.length, 4);
+                SequencePool.Sequence gpu = pool.open()) {
             GlmForward cpu = new GlmForward(model, new CpuBackend(), 1);
             float[] expected = null;
             for (int t : TOKENS) {
                 expected = cpu.forward(cache, new int[] {t}, 0, 1, false).clone();
-                SequencePool.Next got = pool.step(List.of(gpu), new int[] {t},
-                        new SequencePool.Readout[] {SequencePool.Readout.LOGITS})[0];
+                SequencePool.Next got = pool.step(
+                                List.of(gpu), new int[] {t}, new SequencePool.Readout[] {SequencePool.Readout.LOGITS})[
+                        0];
                 assertAgrees(expected, got.logits(), got.greedyToken(), "position " + gpu.position());
             }
             // the same tokens through the prompt command list (batches of 4, the last one partly used)

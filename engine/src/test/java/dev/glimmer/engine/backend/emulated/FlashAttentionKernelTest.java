@@ -1,9 +1,9 @@
 package dev.glimmer.engine.backend.emulated;
 
+import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
+
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.Size3;
-import org.junit.jupiter.api.Test;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -11,8 +11,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
-
-import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
+import org.junit.jupiter.api.Test;
 
 /**
  * The prompt list's attention on the matrix units (mla_flash_attention) against the attention of docs/MODEL.md §4
@@ -38,34 +37,54 @@ class FlashAttentionKernelTest {
         float[] q = randomVector(tokens * heads * row, random);
         int rows = KV_ROW + prefix + tokens + 2;
         float[] floatCache = new float[rows * row];
-        Arrays.fill(floatCache, Float.NaN);  // only the rows of the prefix and of the active tokens may be read
+        Arrays.fill(floatCache, Float.NaN); // only the rows of the prefix and of the active tokens may be read
         float[] written = randomVector((prefix + active) * row, random);
         System.arraycopy(written, 0, floatCache, KV_ROW * row, written.length);
         double[] unrounded = reference(heads, latent, rope, tokens, active, prefix, q, floatCache, scale);
-        float[] cache = toHalves(floatCache);  // as the cache holds them
+        float[] cache = toHalves(floatCache); // as the cache holds them
         double[] expected = reference(heads, latent, rope, tokens, active, prefix, q, cache, scale);
         double[] magnitude = new double[expected.length];
         Arrays.fill(magnitude, 1);
 
-        Map<String, Number> flashArgs = Map.of("heads", heads, "latent", latent, "rope", rope, "tokens", tokens,
-                "scale", scale);
+        Map<String, Number> flashArgs =
+                Map.of("heads", heads, "latent", latent, "rope", rope, "tokens", tokens, "scale", scale);
         float[] noOutput = new float[tokens * heads * latent];
-        Arrays.fill(noOutput, -7);  // the unused tokens' rows stay as they are
+        Arrays.fill(noOutput, -7); // the unused tokens' rows stay as they are
         int blocks = (tokens * heads + Geometry.FA_QUERIES - 1) / Geometry.FA_QUERIES;
         float[] noPartials = new float[Geometry.FA_SPLITS * tokens * heads * (latent + 2)];
-        List<float[]> attended = runInBothOrders("mla_flash_attention", arena -> List.of(args(arena, "FlashAttentionArgs",
-                                flashArgs), steps(arena, tokens, active, prefix), floats(arena, q), halves(arena, cache),
-                        floats(arena, noOutput), floats(arena, noPartials)),
-                new int[] {4 * Geometry.faMemoryFloats()}, new Size3(blocks, Geometry.FA_SPLITS, 1),
-                Size3.of(Geometry.FA_SIMDGROUPS * 32), 4, 5);
+        List<float[]> attended = runInBothOrders(
+                "mla_flash_attention",
+                arena -> List.of(
+                        args(arena, "FlashAttentionArgs", flashArgs),
+                        steps(arena, tokens, active, prefix),
+                        floats(arena, q),
+                        halves(arena, cache),
+                        floats(arena, noOutput),
+                        floats(arena, noPartials)),
+                new int[] {4 * Geometry.faMemoryFloats()},
+                new Size3(blocks, Geometry.FA_SPLITS, 1),
+                Size3.of(Geometry.FA_SIMDGROUPS * 32),
+                4,
+                5);
         // the blocks of rows whose keys were split into parts: the parts merged
-        float[] tiles = runInBothOrders("mla_flash_merge", arena -> List.of(args(arena, "FlashAttentionArgs", flashArgs),
-                        steps(arena, tokens, active, prefix), floats(arena, attended.get(1)), floats(arena, attended.get(0))),
-                3, new int[0], new Size3(blocks, Geometry.FA_QUERIES / Geometry.WIDE_SIMDGROUPS, 1),
+        float[] tiles = runInBothOrders(
+                "mla_flash_merge",
+                arena -> List.of(
+                        args(arena, "FlashAttentionArgs", flashArgs),
+                        steps(arena, tokens, active, prefix),
+                        floats(arena, attended.get(1)),
+                        floats(arena, attended.get(0))),
+                3,
+                new int[0],
+                new Size3(blocks, Geometry.FA_QUERIES / Geometry.WIDE_SIMDGROUPS, 1),
                 Size3.of(Geometry.WIDE_SIMDGROUPS * 32));
         int used = active * heads * latent;
-        assertClose(Arrays.copyOf(expected, used), magnitude, Arrays.copyOf(tiles, used), TOLERANCE, "attention on tiles");
-        assertNmse(Arrays.copyOf(unrounded, used), Arrays.copyOf(tiles, used), "attention on tiles against the float cache");
+        assertClose(
+                Arrays.copyOf(expected, used), magnitude, Arrays.copyOf(tiles, used), TOLERANCE, "attention on tiles");
+        assertNmse(
+                Arrays.copyOf(unrounded, used),
+                Arrays.copyOf(tiles, used),
+                "attention on tiles against the float cache");
         for (int i = used; i < tiles.length; i++) {
             if (tiles[i] != -7) {
                 throw new AssertionError("value " + i + " of an unused token was written: " + tiles[i]);
@@ -79,15 +98,39 @@ class FlashAttentionKernelTest {
             MemorySegment stepArgs = steps(arena, tokens, active, prefix);
             MemorySegment partials = arena.allocate(4L * tokens * splits * heads * (latent + 2), 16);
             MemorySegment lat = floats(arena, noOutput);
-            emulator().dispatch("mla_attention", List.of(args(arena, "AttentionArgs", Map.of("heads", heads, "latent", latent,
-                            "rope", rope, "splits", splits, "scale", scale)), stepArgs, floats(arena, q), halves(arena, cache),
-                            partials), new int[0], Size3.of(tokens, splits), Size3.of(Geometry.WIDE_SIMDGROUPS * 32),
-                    dev.glimmer.kernels.emulator.FiberOrder.inOrder());
-            emulator().dispatch("mla_merge_latent", List.of(args(arena, "MergeArgs", Map.of("heads", heads, "latent", latent,
-                            "splits", splits, "parts", 1)), stepArgs, partials, lat),
-                    new int[] {4 * (Geometry.WIDE_SIMDGROUPS * 32 + Geometry.WIDE_SIMDGROUPS + splits)},
-                    new Size3(tokens, heads, 1), Size3.of(Geometry.WIDE_SIMDGROUPS * 32),
-                    dev.glimmer.kernels.emulator.FiberOrder.inOrder());
+            emulator()
+                    .dispatch(
+                            "mla_attention",
+                            List.of(
+                                    args(
+                                            arena,
+                                            "AttentionArgs",
+                                            Map.of(
+                                                    "heads", heads, "latent", latent, "rope", rope, "splits", splits,
+                                                    "scale", scale)),
+                                    stepArgs,
+                                    floats(arena, q),
+                                    halves(arena, cache),
+                                    partials),
+                            new int[0],
+                            Size3.of(tokens, splits),
+                            Size3.of(Geometry.WIDE_SIMDGROUPS * 32),
+                            dev.glimmer.kernels.emulator.FiberOrder.inOrder());
+            emulator()
+                    .dispatch(
+                            "mla_merge_latent",
+                            List.of(
+                                    args(
+                                            arena,
+                                            "MergeArgs",
+                                            Map.of("heads", heads, "latent", latent, "splits", splits, "parts", 1)),
+                                    stepArgs,
+                                    partials,
+                                    lat),
+                            new int[] {4 * (Geometry.WIDE_SIMDGROUPS * 32 + Geometry.WIDE_SIMDGROUPS + splits)},
+                            new Size3(tokens, heads, 1),
+                            Size3.of(Geometry.WIDE_SIMDGROUPS * 32),
+                            dev.glimmer.kernels.emulator.FiberOrder.inOrder());
             split = lat.toArray(ValueLayout.JAVA_FLOAT);
         }
         double[] splitValues = new double[split.length];
@@ -98,8 +141,16 @@ class FlashAttentionKernelTest {
     }
 
     /** The attention of the active tokens' query rows over the cache rows they see, in double (KV_ROW on). */
-    private static double[] reference(int heads, int latent, int rope, int tokens, int active, int prefix, float[] q,
-                                      float[] cache, float scale) {
+    private static double[] reference(
+            int heads,
+            int latent,
+            int rope,
+            int tokens,
+            int active,
+            int prefix,
+            float[] q,
+            float[] cache,
+            float scale) {
         int row = latent + rope;
         double[] expected = new double[tokens * heads * latent];
         for (int t = 0; t < active; t++) {
@@ -138,8 +189,8 @@ class FlashAttentionKernelTest {
         var struct = emulator().library().struct("StepArgs");
         MemorySegment s = arena.allocate((long) struct.size() * tokens, 16);
         for (int t = 0; t < tokens; t++) {
-            byte[] b = struct.pack(Map.of("token", 0, "pos", prefix + t, "kv_len", t < active ? prefix + t + 1 : 0,
-                    "kv_row", KV_ROW));
+            byte[] b = struct.pack(
+                    Map.of("token", 0, "pos", prefix + t, "kv_len", t < active ? prefix + t + 1 : 0, "kv_row", KV_ROW));
             MemorySegment.copy(b, 0, s, ValueLayout.JAVA_BYTE, (long) t * struct.size(), b.length);
         }
         return s;

@@ -1,5 +1,8 @@
 package dev.glimmer.engine.backend.emulated;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.engine.tensor.Dequantizer;
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.engine.tensor.Q4_0;
@@ -8,7 +11,6 @@ import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.Size3;
 import dev.glimmer.kernels.emulator.Emulator;
 import dev.glimmer.kernels.emulator.FiberOrder;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -19,22 +21,25 @@ import java.util.Map;
 import java.util.Random;
 import java.util.function.Function;
 
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
-
 /**
  * Random weights of every kernel type, the float reference (ggml's dequantization times float
  * activations, in double) and running a kernel in two fiber orders that must agree bit for bit.
  */
 public final class KernelTestSupport {
 
-    static final List<GgmlType> TYPES = List.of(GgmlType.F32, GgmlType.F16, GgmlType.Q4_0, GgmlType.Q5_0,
-            GgmlType.Q8_0, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K);
+    static final List<GgmlType> TYPES = List.of(
+            GgmlType.F32,
+            GgmlType.F16,
+            GgmlType.Q4_0,
+            GgmlType.Q5_0,
+            GgmlType.Q8_0,
+            GgmlType.Q4_K,
+            GgmlType.Q5_K,
+            GgmlType.Q6_K);
 
     static final ValueLayout.OfShort HALF = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
 
-    private KernelTestSupport() {
-    }
+    private KernelTestSupport() {}
 
     private static Emulator emulator;
 
@@ -113,8 +118,7 @@ public final class KernelTestSupport {
     }
 
     /** The dot of a dequantized row with x, in double, and the sum of |w_i x_i| (the scale of its rounding error). */
-    record Dot(double value, double magnitude) {
-    }
+    record Dot(double value, double magnitude) {}
 
     static Dot dot(float[] w, float[] x) {
         double s = 0;
@@ -214,8 +218,10 @@ public final class KernelTestSupport {
         for (int i = 0; i < expected.length; i++) {
             double err = Math.abs(got[i] - expected[i]);
             double allowed = tolerance * magnitude[i] + 1e-6;
-            assertTrue(err <= allowed, what + ": element " + i + " is " + got[i] + ", expected " + expected[i]
-                    + " (error " + err + " > " + allowed + ")");
+            assertTrue(
+                    err <= allowed,
+                    what + ": element " + i + " is " + got[i] + ", expected " + expected[i] + " (error " + err + " > "
+                            + allowed + ")");
         }
     }
 
@@ -264,8 +270,13 @@ public final class KernelTestSupport {
      * buffers from {@code setup}; asserts that the {@code outputs} buffers end bit-identical and
      * returns them (as floats; int buffers through {@link Float#floatToRawIntBits}).
      */
-    static List<float[]> runInBothOrders(String kernel, Function<Arena, List<MemorySegment>> setup,
-                                         int[] threadgroupMemory, Size3 grid, Size3 threads, int... outputs) {
+    static List<float[]> runInBothOrders(
+            String kernel,
+            Function<Arena, List<MemorySegment>> setup,
+            int[] threadgroupMemory,
+            Size3 grid,
+            Size3 threads,
+            int... outputs) {
         List<List<float[]>> runs = new ArrayList<>();
         for (FiberOrder order : List.of(FiberOrder.inOrder(), FiberOrder.shuffled(42))) {
             try (Arena arena = Arena.ofConfined()) {
@@ -279,23 +290,31 @@ public final class KernelTestSupport {
             }
         }
         for (int i = 0; i < outputs.length; i++) {
-            assertArrayEquals(runs.get(0).get(i), runs.get(1).get(i),
+            assertArrayEquals(
+                    runs.get(0).get(i),
+                    runs.get(1).get(i),
                     kernel + ": buffer " + outputs[i] + " differs between in-order and shuffled runs");
         }
         return runs.get(0);
     }
 
-    static float[] runInBothOrders(String kernel, Function<Arena, List<MemorySegment>> setup, int output,
-                                   int[] threadgroupMemory, Size3 grid, Size3 threads) {
-        return runInBothOrders(kernel, setup, threadgroupMemory, grid, threads, output).getFirst();
+    static float[] runInBothOrders(
+            String kernel,
+            Function<Arena, List<MemorySegment>> setup,
+            int output,
+            int[] threadgroupMemory,
+            Size3 grid,
+            Size3 threads) {
+        return runInBothOrders(kernel, setup, threadgroupMemory, grid, threads, output)
+                .getFirst();
     }
 
     /**
      * A stacked expert tensor [experts][rows][cols] in native memory: the given experts hold their
      * data, every other expert is zero (so reading a wrong expert shows).
      */
-    static MemorySegment stackedExperts(Arena arena, GgmlType type, int experts, int rows, int cols,
-                                        Map<Integer, MemorySegment> data) {
+    static MemorySegment stackedExperts(
+            Arena arena, GgmlType type, int experts, int rows, int cols, Map<Integer, MemorySegment> data) {
         long expertBytes = type.rowBytes(cols) * rows;
         MemorySegment s = arena.allocate(expertBytes * experts, 16);
         data.forEach((e, d) -> MemorySegment.copy(d, 0, s, expertBytes * e, expertBytes));

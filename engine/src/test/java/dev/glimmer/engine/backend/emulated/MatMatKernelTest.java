@@ -1,23 +1,21 @@
 package dev.glimmer.engine.backend.emulated;
 
+import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.Size3;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.EnumSource;
-import org.junit.jupiter.params.provider.FieldSource;
-
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
-
-import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+import org.junit.jupiter.params.provider.FieldSource;
 
 /**
  * The prompt command list's mat_mat against dequantized weights rounded to half times activations as two
@@ -78,8 +76,8 @@ class MatMatKernelTest {
         check(kernel, type, cols, rows, add, split, 1, seed);
     }
 
-    private static void check(String kernel, GgmlType type, int cols, int rows, boolean add, int split, int parts,
-                              long seed) {
+    private static void check(
+            String kernel, GgmlType type, int cols, int rows, boolean add, int split, int parts, long seed) {
         boolean tiles = kernel.equals("mat_mat");
         int tokensPerGroup = tiles ? Geometry.MM_TOKENS : Geometry.MM_FLOAT_TOKENS;
         int rowsPerGroup = tiles ? Geometry.MM_ROWS : Geometry.mmFloatRowsPerThreadgroup(split);
@@ -111,33 +109,87 @@ class MatMatKernelTest {
                 }
             }
         }
-        Map<String, Number> a = new HashMap<>(Map.of("type", type.id, "cols", cols, "rows", rows, "tokens", tokens,
-                "x_stride", xStride, "y_stride", yStride, "w_step", type.rowBytes(cols) * rows, "x_step", cols,
-                "y_step", rows, "add", add ? 1 : 0));
+        Map<String, Number> a = new HashMap<>(Map.of(
+                "type",
+                type.id,
+                "cols",
+                cols,
+                "rows",
+                rows,
+                "tokens",
+                tokens,
+                "x_stride",
+                xStride,
+                "y_stride",
+                yStride,
+                "w_step",
+                type.rowBytes(cols) * rows,
+                "x_step",
+                cols,
+                "y_step",
+                rows,
+                "add",
+                add ? 1 : 0));
         a.put("split", split);
         a.put("parts", parts);
         float[] noPartials = new float[matrices * parts * tokens * rows];
-        Size3 grid = new Size3((tokens + tokensPerGroup - 1) / tokensPerGroup * parts,
-                (rows + rowsPerGroup - 1) / rowsPerGroup, matrices);
+        Size3 grid = new Size3(
+                (tokens + tokensPerGroup - 1) / tokensPerGroup * parts,
+                (rows + rowsPerGroup - 1) / rowsPerGroup,
+                matrices);
         float[] got;
         if (tiles) {
-            List<float[]> out = runInBothOrders(kernel, arena -> List.of(args(arena, "MatMatArgs", a), copy(arena, w),
-                            floats(arena, x), floats(arena, y0), steps(arena, tokens, active), floats(arena, noPartials)),
-                    tileMemory(Geometry.MM_ROWS, Geometry.MM_TOKENS), grid, Size3.of(Geometry.MM_SIMDGROUPS * 32), 3, 5);
+            List<float[]> out = runInBothOrders(
+                    kernel,
+                    arena -> List.of(
+                            args(arena, "MatMatArgs", a),
+                            copy(arena, w),
+                            floats(arena, x),
+                            floats(arena, y0),
+                            steps(arena, tokens, active),
+                            floats(arena, noPartials)),
+                    tileMemory(Geometry.MM_ROWS, Geometry.MM_TOKENS),
+                    grid,
+                    Size3.of(Geometry.MM_SIMDGROUPS * 32),
+                    3,
+                    5);
             got = out.get(0);
             if (parts > 1) {
-                got = runInBothOrders("mat_mat_parts", arena -> List.of(args(arena, "MatMatArgs", a),
-                                floats(arena, out.get(1)), floats(arena, y0), steps(arena, tokens, active)), 2, new int[0],
-                        new Size3(tokens, (rows + Geometry.WIDE_SIMDGROUPS * 32 - 1) / (Geometry.WIDE_SIMDGROUPS * 32),
-                                matrices), Size3.of(Geometry.WIDE_SIMDGROUPS * 32));
+                got = runInBothOrders(
+                        "mat_mat_parts",
+                        arena -> List.of(
+                                args(arena, "MatMatArgs", a),
+                                floats(arena, out.get(1)),
+                                floats(arena, y0),
+                                steps(arena, tokens, active)),
+                        2,
+                        new int[0],
+                        new Size3(
+                                tokens,
+                                (rows + Geometry.WIDE_SIMDGROUPS * 32 - 1) / (Geometry.WIDE_SIMDGROUPS * 32),
+                                matrices),
+                        Size3.of(Geometry.WIDE_SIMDGROUPS * 32));
             }
         } else {
-            got = runInBothOrders(kernel, arena -> List.of(args(arena, "MatMatArgs", a), copy(arena, w),
-                            floats(arena, x), floats(arena, y0), steps(arena, tokens, active)), 3,
-                    new int[] {4 * Geometry.MM_FLOAT_PARTIALS}, grid, Size3.of(Geometry.MM_SIMDGROUPS * 32));
+            got = runInBothOrders(
+                    kernel,
+                    arena -> List.of(
+                            args(arena, "MatMatArgs", a),
+                            copy(arena, w),
+                            floats(arena, x),
+                            floats(arena, y0),
+                            steps(arena, tokens, active)),
+                    3,
+                    new int[] {4 * Geometry.MM_FLOAT_PARTIALS},
+                    grid,
+                    Size3.of(Geometry.MM_SIMDGROUPS * 32));
         }
-        assertClose(expected, magnitude, got, TOLERANCE, kernel + " " + type + (add ? " + residual" : "") + " split " + split
-                + " parts " + parts);
+        assertClose(
+                expected,
+                magnitude,
+                got,
+                TOLERANCE,
+                kernel + " " + type + (add ? " + residual" : "") + " split " + split + " parts " + parts);
         for (int i = (tokens - 1) * yStride; i < tokens * yStride; i++) {
             assertTrue(got[i] == y0[i], "the unused token's row was written at " + i);
         }

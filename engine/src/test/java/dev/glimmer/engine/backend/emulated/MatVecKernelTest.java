@@ -1,21 +1,20 @@
 package dev.glimmer.engine.backend.emulated;
 
+import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
+
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.Size3;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.Arguments;
-import org.junit.jupiter.params.provider.MethodSource;
-
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.stream.Stream;
-
-import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
 
 /** The mat_vec kernel against dequantized weights times float activations, for every weight type. */
 class MatVecKernelTest {
@@ -33,7 +32,7 @@ class MatVecKernelTest {
                 }
             }
             cases.add(Arguments.of(t, 256, 19, true, true, 2));
-            cases.add(Arguments.of(t, 512, 21, true, false, 8));  // every SIMD-group on one row set
+            cases.add(Arguments.of(t, 512, 21, true, false, 8)); // every SIMD-group on one row set
         }
         return cases.stream();
     }
@@ -68,16 +67,42 @@ class MatVecKernelTest {
             expected[r] = d.value() + (add ? residual[r] : 0);
             magnitude[r] = d.magnitude() + (add ? Math.abs(residual[r]) : 0);
         }
-        Map<String, Number> a = Map.of("type", type.id, "cols", cols, "rows", rows, "norm", norm ? 1 : 0,
-                "add", add ? 1 : 0, "eps", EPS, "split", split, "w_step", 0, "x_step", 0, "y_step", 0);
+        Map<String, Number> a = Map.of(
+                "type",
+                type.id,
+                "cols",
+                cols,
+                "rows",
+                rows,
+                "norm",
+                norm ? 1 : 0,
+                "add",
+                add ? 1 : 0,
+                "eps",
+                EPS,
+                "split",
+                split,
+                "w_step",
+                0,
+                "x_step",
+                0,
+                "y_step",
+                0);
         int per = Geometry.mvRowsPerThreadgroup(split);
         int groups = (rows + per - 1) / per;
-        float[] got = runInBothOrders("mat_vec", arena -> {
-            // with the residual added, y is the residual buffer itself: the in-place update the decode step uses
-            MemorySegment y = add ? floats(arena, residual) : arena.allocate(4L * rows, 16);
-            return List.of(args(arena, "MatVecArgs", a), copy(arena, w), floats(arena, x), y,
-                    floats(arena, normW), y);
-        }, 3, new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, Size3.of(groups), Size3.of(Geometry.MV_SIMDGROUPS * 32));
+        float[] got = runInBothOrders(
+                "mat_vec",
+                arena -> {
+                    // with the residual added, y is the residual buffer itself: the in-place update the decode step
+                    // uses
+                    MemorySegment y = add ? floats(arena, residual) : arena.allocate(4L * rows, 16);
+                    return List.of(
+                            args(arena, "MatVecArgs", a), copy(arena, w), floats(arena, x), y, floats(arena, normW), y);
+                },
+                3,
+                new int[] {4 * Geometry.MV_SCRATCH_FLOATS},
+                Size3.of(groups),
+                Size3.of(Geometry.MV_SIMDGROUPS * 32));
         assertClose(expected, magnitude, got, TOLERANCE, "mat_vec " + type + " " + cols + "x" + rows);
     }
 }

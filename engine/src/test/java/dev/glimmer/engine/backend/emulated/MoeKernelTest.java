@@ -1,21 +1,20 @@
 package dev.glimmer.engine.backend.emulated;
 
+import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.Size3;
-import org.junit.jupiter.api.Test;
-
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
-
-import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
 
 /** The MoE kernels (router, gate+up, down) against the float reference of docs/MODEL.md §4. */
 class MoeKernelTest {
@@ -27,8 +26,7 @@ class MoeKernelTest {
     // ---- router ----
 
     /** The reference selection: ids and final weights, and the relative gap between the last chosen and the first rejected selection score. */
-    record Routing(int[] ids, double[] weights, double gap) {
-    }
+    record Routing(int[] ids, double[] weights, double gap) {}
 
     static Routing routerReference(float[] logits, float[] bias, int used, int gating, boolean normalize, float scale) {
         int n = logits.length;
@@ -89,7 +87,7 @@ class MoeKernelTest {
         float[] normW = randomVector(cols, random);
         float[] bias = randomVector(experts, random);
         for (int e = 0; e < experts; e++) {
-            bias[e] *= 0.05f;  // like exp_probs_b: small enough that probabilities still matter
+            bias[e] *= 0.05f; // like exp_probs_b: small enough that probabilities still matter
         }
         float[] h = rmsNorm(x, normW, EPS);
         float[] logits = new float[experts];
@@ -106,16 +104,39 @@ class MoeKernelTest {
 
         int split = Geometry.mvSplit(experts);
         int per = Geometry.mvRowsPerThreadgroup(split);
-        Map<String, Number> a = Map.of("type", GgmlType.F32.id, "cols", cols, "experts", experts, "eps", EPS,
-                "split", split);
-        float[] got = runInBothOrders("moe_router", arena -> List.of(args(arena, "RouterArgs", a), copy(arena, w),
-                        floats(arena, x), floats(arena, normW), arena.allocate(4L * experts), steps(arena, 1, 1)), 4,
-                new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, Size3.of((experts + per - 1) / per), Size3.of(MV_THREADS));
+        Map<String, Number> a =
+                Map.of("type", GgmlType.F32.id, "cols", cols, "experts", experts, "eps", EPS, "split", split);
+        float[] got = runInBothOrders(
+                "moe_router",
+                arena -> List.of(
+                        args(arena, "RouterArgs", a),
+                        copy(arena, w),
+                        floats(arena, x),
+                        floats(arena, normW),
+                        arena.allocate(4L * experts),
+                        steps(arena, 1, 1)),
+                4,
+                new int[] {4 * Geometry.MV_SCRATCH_FLOATS},
+                Size3.of((experts + per - 1) / per),
+                Size3.of(MV_THREADS));
         assertClose(expected, magnitude, got, TOLERANCE, "router logits");
 
         // the selection gate+up makes from the kernel's logits is the reference's from the exact ones
-        Selection s = runGateUp(experts, java.util.stream.IntStream.range(0, experts).toArray(), got, withBias ? bias : null, gating, used, 256, 8, GgmlType.Q8_0, GgmlType.Q8_0,
-                0, GgmlType.F32, GgmlType.F32, seed);
+        Selection s = runGateUp(
+                experts,
+                java.util.stream.IntStream.range(0, experts).toArray(),
+                got,
+                withBias ? bias : null,
+                gating,
+                used,
+                256,
+                8,
+                GgmlType.Q8_0,
+                GgmlType.Q8_0,
+                0,
+                GgmlType.F32,
+                GgmlType.F32,
+                seed);
         assertArrayEquals(ref.ids(), s.ids(), "selected experts");
         for (int k = 0; k < used; k++) {
             assertEquals(ref.weights()[k], s.weights()[k], 1e-5 * Math.abs(ref.weights()[k]) + 1e-7, "weight " + k);
@@ -141,17 +162,28 @@ class MoeKernelTest {
     // ---- gate+up (with the expert selection) ----
 
     /** What moe_gate_up wrote: the selection for down (ids, weights) and act (rows a slot does not have zeroed). */
-    record Selection(int[] ids, float[] weights, float[] act) {
-    }
+    record Selection(int[] ids, float[] weights, float[] act) {}
 
     /**
      * Runs moe_gate_up with the router's {@code logits} over stacked experts of which {@code stocked}
      * hold random data (the others zeros); checks act against the float reference for the experts the
      * kernel selected, and that rows a slot does not have stay untouched.
      */
-    private static Selection runGateUp(int experts, int[] stocked, float[] logits, float[] bias, int gating, int routed, int cols,
-                                       int rows, GgmlType gateType, GgmlType upType, int sharedRows,
-                                       GgmlType sharedGateType, GgmlType sharedUpType, long seed) {
+    private static Selection runGateUp(
+            int experts,
+            int[] stocked,
+            float[] logits,
+            float[] bias,
+            int gating,
+            int routed,
+            int cols,
+            int rows,
+            GgmlType gateType,
+            GgmlType upType,
+            int sharedRows,
+            GgmlType sharedGateType,
+            GgmlType sharedUpType,
+            long seed) {
         Random random = new Random(seed);
         Map<Integer, MemorySegment> gates = new HashMap<>();
         Map<Integer, MemorySegment> ups = new HashMap<>();
@@ -167,9 +199,25 @@ class MoeKernelTest {
         int stride = Math.max(rows, sharedRows);
         int slots = routed + 1;
 
-        Map<String, Number> a = new HashMap<>(Map.of("cols", cols, "routed", routed, "rows", rows,
-                "gate_type", gateType.id, "up_type", upType.id, "shared_rows", sharedRows,
-                "shared_gate_type", sharedGateType.id, "shared_up_type", sharedUpType.id, "act_stride", stride));
+        Map<String, Number> a = new HashMap<>(Map.of(
+                "cols",
+                cols,
+                "routed",
+                routed,
+                "rows",
+                rows,
+                "gate_type",
+                gateType.id,
+                "up_type",
+                upType.id,
+                "shared_rows",
+                sharedRows,
+                "shared_gate_type",
+                sharedGateType.id,
+                "shared_up_type",
+                sharedUpType.id,
+                "act_stride",
+                stride));
         a.put("eps", EPS);
         int split = Geometry.mvSplit((long) stride * slots);
         a.put("split", split);
@@ -181,26 +229,34 @@ class MoeKernelTest {
         a.put("tokens", 1);
         int per = Geometry.mvRowsPerThreadgroup(split);
         int groups = (stride + per - 1) / per;
-        List<float[]> out = runInBothOrders("moe_gate_up", arena -> {
-            List<MemorySegment> b = new ArrayList<>();
-            b.add(args(arena, "GateUpArgs", a));
-            b.add(floats(arena, x));
-            b.add(floats(arena, normW));
-            b.add(routed > 0 ? stackedExperts(arena, gateType, experts, rows, cols, gates) : null);
-            b.add(routed > 0 ? stackedExperts(arena, upType, experts, rows, cols, ups) : null);
-            b.add(gateShared != null ? copy(arena, gateShared) : null);
-            b.add(upShared != null ? copy(arena, upShared) : null);
-            b.add(floats(arena, logits));
-            b.add(bias != null ? floats(arena, bias) : null);
-            // rows a slot does not have stay untouched: NaN marks them
-            float[] init = new float[slots * stride];
-            java.util.Arrays.fill(init, Float.NaN);
-            b.add(floats(arena, init));
-            b.add(arena.allocate(4L * Math.max(1, routed)));
-            b.add(arena.allocate(4L * Math.max(1, routed)));
-            b.add(steps(arena, 1, 1));
-            return b;
-        }, new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, new Size3(1, slots, groups), Size3.of(MV_THREADS), 9, 10, 11);
+        List<float[]> out = runInBothOrders(
+                "moe_gate_up",
+                arena -> {
+                    List<MemorySegment> b = new ArrayList<>();
+                    b.add(args(arena, "GateUpArgs", a));
+                    b.add(floats(arena, x));
+                    b.add(floats(arena, normW));
+                    b.add(routed > 0 ? stackedExperts(arena, gateType, experts, rows, cols, gates) : null);
+                    b.add(routed > 0 ? stackedExperts(arena, upType, experts, rows, cols, ups) : null);
+                    b.add(gateShared != null ? copy(arena, gateShared) : null);
+                    b.add(upShared != null ? copy(arena, upShared) : null);
+                    b.add(floats(arena, logits));
+                    b.add(bias != null ? floats(arena, bias) : null);
+                    // rows a slot does not have stay untouched: NaN marks them
+                    float[] init = new float[slots * stride];
+                    java.util.Arrays.fill(init, Float.NaN);
+                    b.add(floats(arena, init));
+                    b.add(arena.allocate(4L * Math.max(1, routed)));
+                    b.add(arena.allocate(4L * Math.max(1, routed)));
+                    b.add(steps(arena, 1, 1));
+                    return b;
+                },
+                new int[] {4 * Geometry.MV_SCRATCH_FLOATS},
+                new Size3(1, slots, groups),
+                Size3.of(MV_THREADS),
+                9,
+                10,
+                11);
         float[] act = out.get(0);
         int[] ids = new int[routed];
         float[] weights = new float[routed];
@@ -237,8 +293,17 @@ class MoeKernelTest {
      * gate+up for the experts {@code ids}, picked in this order by sigmoid gating from logits that
      * rank them first: the selection written for down must be the reference's.
      */
-    private static void checkGateUp(int experts, int[] ids, int cols, int rows, GgmlType gateType, GgmlType upType,
-                                    int sharedRows, GgmlType sharedGateType, GgmlType sharedUpType, long seed) {
+    private static void checkGateUp(
+            int experts,
+            int[] ids,
+            int cols,
+            int rows,
+            GgmlType gateType,
+            GgmlType upType,
+            int sharedRows,
+            GgmlType sharedGateType,
+            GgmlType sharedUpType,
+            long seed) {
         Random random = new Random(seed);
         float[] logits = new float[experts];
         for (int e = 0; e < experts; e++) {
@@ -247,8 +312,21 @@ class MoeKernelTest {
         for (int k = 0; k < ids.length; k++) {
             logits[ids[k]] = 3 - 0.5f * k;
         }
-        Selection s = runGateUp(experts, ids, logits, null, 2, ids.length, cols, rows, gateType, upType, sharedRows,
-                sharedGateType, sharedUpType, seed);
+        Selection s = runGateUp(
+                experts,
+                ids,
+                logits,
+                null,
+                2,
+                ids.length,
+                cols,
+                rows,
+                gateType,
+                upType,
+                sharedRows,
+                sharedGateType,
+                sharedUpType,
+                seed);
         assertArrayEquals(ids, s.ids(), "selected experts");
         if (ids.length > 0) {
             Routing ref = routerReference(logits, null, ids.length, 2, true, 1.8f);
@@ -273,14 +351,23 @@ class MoeKernelTest {
     /** 64 experts, top-4, 2048 -> 1536, shared expert in another quant type (as in real Q4_0 files). */
     @Test
     void gateUpRealShape() {
-        checkGateUp(64, new int[] {63, 0, 17, 42}, 2048, 1536, GgmlType.Q4_0, GgmlType.Q4_0, 1536, GgmlType.Q5_K,
-                GgmlType.Q5_K, 24);
+        checkGateUp(
+                64,
+                new int[] {63, 0, 17, 42},
+                2048,
+                1536,
+                GgmlType.Q4_0,
+                GgmlType.Q4_0,
+                1536,
+                GgmlType.Q5_K,
+                GgmlType.Q5_K,
+                24);
     }
 
     // ---- down ----
 
-    private static void checkDown(int experts, int[] ids, int cols, int rows, GgmlType type, int sharedCols,
-                                  GgmlType sharedType, long seed) {
+    private static void checkDown(
+            int experts, int[] ids, int cols, int rows, GgmlType type, int sharedCols, GgmlType sharedType, long seed) {
         Random random = new Random(seed);
         int routed = ids.length;
         Map<Integer, MemorySegment> downs = new HashMap<>();
@@ -299,35 +386,61 @@ class MoeKernelTest {
             expected[r] = x[r];
             magnitude[r] = Math.abs(x[r]);
             for (int s = 0; s < routed; s++) {
-                Dot d = dot(dequantizedRow(downs.get(ids[s]), type, r, cols),
+                Dot d = dot(
+                        dequantizedRow(downs.get(ids[s]), type, r, cols),
                         java.util.Arrays.copyOfRange(act, s * stride, s * stride + cols));
                 expected[r] += weights[s] * d.value();
                 magnitude[r] += Math.abs(weights[s]) * d.magnitude();
             }
             if (shared != null) {
-                Dot d = dot(dequantizedRow(shared, sharedType, r, sharedCols),
+                Dot d = dot(
+                        dequantizedRow(shared, sharedType, r, sharedCols),
                         java.util.Arrays.copyOfRange(act, routed * stride, routed * stride + sharedCols));
                 expected[r] += d.value();
                 magnitude[r] += d.magnitude();
             }
         }
-        Map<String, Number> a = Map.of("cols", cols, "rows", rows, "routed", routed, "type", type.id,
-                "shared_cols", sharedCols, "shared_type", sharedType.id, "act_stride", stride,
-                "split", Geometry.MV_FEW_ROWS_SPLIT, "experts", experts, "tokens", 1);
+        Map<String, Number> a = Map.of(
+                "cols",
+                cols,
+                "rows",
+                rows,
+                "routed",
+                routed,
+                "type",
+                type.id,
+                "shared_cols",
+                sharedCols,
+                "shared_type",
+                sharedType.id,
+                "act_stride",
+                stride,
+                "split",
+                Geometry.MV_FEW_ROWS_SPLIT,
+                "experts",
+                experts,
+                "tokens",
+                1);
         int per = Geometry.mvRowsPerThreadgroup(Geometry.MV_FEW_ROWS_SPLIT);
         int groups = (rows + per - 1) / per;
-        float[] got = runInBothOrders("moe_down", arena -> {
-            List<MemorySegment> b = new ArrayList<>();
-            b.add(args(arena, "DownArgs", a));
-            b.add(stackedExperts(arena, type, experts, rows, cols, downs));
-            b.add(shared != null ? copy(arena, shared) : null);
-            b.add(floats(arena, act));
-            b.add(ints(arena, ids));
-            b.add(floats(arena, weights));
-            b.add(floats(arena, x));
-            b.add(steps(arena, 1, 1));
-            return b;
-        }, 6, new int[] {4 * Geometry.MV_SCRATCH_FLOATS}, Size3.of(1, groups), Size3.of(MV_THREADS));
+        float[] got = runInBothOrders(
+                "moe_down",
+                arena -> {
+                    List<MemorySegment> b = new ArrayList<>();
+                    b.add(args(arena, "DownArgs", a));
+                    b.add(stackedExperts(arena, type, experts, rows, cols, downs));
+                    b.add(shared != null ? copy(arena, shared) : null);
+                    b.add(floats(arena, act));
+                    b.add(ints(arena, ids));
+                    b.add(floats(arena, weights));
+                    b.add(floats(arena, x));
+                    b.add(steps(arena, 1, 1));
+                    return b;
+                },
+                6,
+                new int[] {4 * Geometry.MV_SCRATCH_FLOATS},
+                Size3.of(1, groups),
+                Size3.of(MV_THREADS));
         assertClose(expected, magnitude, got, TOLERANCE, "moe_down");
     }
 

@@ -1,10 +1,11 @@
 package dev.glimmer.engine.backend.emulated;
 
+import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.Size3;
-import org.junit.jupiter.api.Test;
-
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -12,9 +13,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
-
-import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.Test;
 
 /**
  * The prompt command list's grouped experts (moe_experts_gate_up, moe_experts_down) against dequantized
@@ -103,10 +102,14 @@ class PromptExpertsKernelTest {
                 int rows = shared ? SHARED : FFN;
                 for (int r = 0; r < rows; r++) {
                     int row = shared ? r : expert(t, k) * FFN + r;
-                    Dot g = dot(toHalves(dequantizedRow(shared ? sharedGate : gate, shared ? sharedGateType : gateType,
-                            row, HIDDEN)), in);
-                    Dot u = dot(toHalves(dequantizedRow(shared ? sharedUp : up, shared ? sharedUpType : upType, row,
-                            HIDDEN)), in);
+                    Dot g = dot(
+                            toHalves(dequantizedRow(
+                                    shared ? sharedGate : gate, shared ? sharedGateType : gateType, row, HIDDEN)),
+                            in);
+                    Dot u = dot(
+                            toHalves(dequantizedRow(
+                                    shared ? sharedUp : up, shared ? sharedUpType : upType, row, HIDDEN)),
+                            in);
                     int i = (t * SLOTS + k) * ACT_STRIDE + r;
                     double silu = silu(g.value());
                     expected[i] = silu * u.value();
@@ -116,16 +119,58 @@ class PromptExpertsKernelTest {
             }
         }
         Routes routes = Routes.of();
-        Map<String, Number> a = new HashMap<>(Map.of("cols", HIDDEN, "routed", ROUTED, "rows", FFN,
-                "gate_type", gateType.id, "up_type", upType.id, "shared_rows", SHARED,
-                "shared_gate_type", sharedGateType.id, "shared_up_type", sharedUpType.id, "act_stride", ACT_STRIDE));
+        Map<String, Number> a = new HashMap<>(Map.of(
+                "cols",
+                HIDDEN,
+                "routed",
+                ROUTED,
+                "rows",
+                FFN,
+                "gate_type",
+                gateType.id,
+                "up_type",
+                upType.id,
+                "shared_rows",
+                SHARED,
+                "shared_gate_type",
+                sharedGateType.id,
+                "shared_up_type",
+                sharedUpType.id,
+                "act_stride",
+                ACT_STRIDE));
         // the selection's fields, which the expert kernels do not read
-        a.putAll(Map.of("experts", EXPERTS, "tokens", TOKENS, "eps", 1e-5f, "split", 1, "gating", 1, "has_bias", 0,
-                "normalize", 0, "scale", 1f));
-        float[] got = runInBothOrders("moe_experts_gate_up", arena -> List.of(args(arena, "GateUpArgs", a),
-                        floats(arena, x), copy(arena, gate), copy(arena, up), copy(arena, sharedGate),
-                        copy(arena, sharedUp), ints(arena, routes.routes()), ints(arena, routes.counts()),
-                        ints(arena, routes.blocks()), floats(arena, act0), steps(arena, TOKENS, ACTIVE)), 9,
+        a.putAll(Map.of(
+                "experts",
+                EXPERTS,
+                "tokens",
+                TOKENS,
+                "eps",
+                1e-5f,
+                "split",
+                1,
+                "gating",
+                1,
+                "has_bias",
+                0,
+                "normalize",
+                0,
+                "scale",
+                1f));
+        float[] got = runInBothOrders(
+                "moe_experts_gate_up",
+                arena -> List.of(
+                        args(arena, "GateUpArgs", a),
+                        floats(arena, x),
+                        copy(arena, gate),
+                        copy(arena, up),
+                        copy(arena, sharedGate),
+                        copy(arena, sharedUp),
+                        ints(arena, routes.routes()),
+                        ints(arena, routes.counts()),
+                        ints(arena, routes.blocks()),
+                        floats(arena, act0),
+                        steps(arena, TOKENS, ACTIVE)),
+                9,
                 tileMemory(Geometry.EXPERT_ROWS, Geometry.EXPERT_TOKENS),
                 Size3.of(blockColumns(), groups(SHARED, Geometry.EXPERT_ROWS / 2)),
                 Size3.of(Geometry.MM_SIMDGROUPS * 32));
@@ -154,7 +199,8 @@ class PromptExpertsKernelTest {
                 int from = (t * SLOTS + k) * ACT_STRIDE;
                 float[] in = toHalfPairs(Arrays.copyOfRange(act, from, from + cols));
                 for (int r = 0; r < HIDDEN; r++) {
-                    Dot d = shared ? dot(toHalves(dequantizedRow(sharedDown, sharedType, r, SHARED)), in)
+                    Dot d = shared
+                            ? dot(toHalves(dequantizedRow(sharedDown, sharedType, r, SHARED)), in)
                             : dot(toHalves(dequantizedRow(down, type, expert(t, k) * HIDDEN + r, FFN)), in);
                     int i = (t * SLOTS + k) * HIDDEN + r;
                     expected[i] = d.value();
@@ -163,13 +209,40 @@ class PromptExpertsKernelTest {
             }
         }
         Routes routes = Routes.of();
-        Map<String, Number> a = Map.of("cols", FFN, "rows", HIDDEN, "routed", ROUTED, "type", type.id,
-                "shared_cols", SHARED, "shared_type", sharedType.id, "act_stride", ACT_STRIDE, "experts", EXPERTS,
-                "tokens", TOKENS, "split", 1);
-        float[] got = runInBothOrders("moe_experts_down", arena -> List.of(args(arena, "DownArgs", a),
-                        copy(arena, down), copy(arena, sharedDown), floats(arena, act), ints(arena, routes.routes()),
-                        ints(arena, routes.counts()), ints(arena, routes.blocks()), floats(arena, y0),
-                        steps(arena, TOKENS, ACTIVE)), 7,
+        Map<String, Number> a = Map.of(
+                "cols",
+                FFN,
+                "rows",
+                HIDDEN,
+                "routed",
+                ROUTED,
+                "type",
+                type.id,
+                "shared_cols",
+                SHARED,
+                "shared_type",
+                sharedType.id,
+                "act_stride",
+                ACT_STRIDE,
+                "experts",
+                EXPERTS,
+                "tokens",
+                TOKENS,
+                "split",
+                1);
+        float[] got = runInBothOrders(
+                "moe_experts_down",
+                arena -> List.of(
+                        args(arena, "DownArgs", a),
+                        copy(arena, down),
+                        copy(arena, sharedDown),
+                        floats(arena, act),
+                        ints(arena, routes.routes()),
+                        ints(arena, routes.counts()),
+                        ints(arena, routes.blocks()),
+                        floats(arena, y0),
+                        steps(arena, TOKENS, ACTIVE)),
+                7,
                 tileMemory(Geometry.EXPERT_ROWS, Geometry.EXPERT_TOKENS),
                 Size3.of(blockColumns(), groups(HIDDEN, Geometry.EXPERT_ROWS)),
                 Size3.of(Geometry.MM_SIMDGROUPS * 32));

@@ -1,18 +1,17 @@
 package dev.glimmer.engine.backend.emulated;
 
+import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.Size3;
-import org.junit.jupiter.api.Test;
-
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
-
-import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
+import org.junit.jupiter.api.Test;
 
 /**
  * The prompt command list's routing: moe_select picks each token's experts from its router logits as the
@@ -41,20 +40,61 @@ class PromptRoutingKernelTest {
         }
         bias[EVERYONES] = 2;
         bias[NOBODYS] = -2;
-        Map<String, Number> a = new HashMap<>(Map.of("cols", 1, "routed", ROUTED, "rows", 1, "experts", EXPERTS,
-                "tokens", TOKENS, "gating", 2, "has_bias", 1, "normalize", 1, "scale", SCALE));
+        Map<String, Number> a = new HashMap<>(Map.of(
+                "cols",
+                1,
+                "routed",
+                ROUTED,
+                "rows",
+                1,
+                "experts",
+                EXPERTS,
+                "tokens",
+                TOKENS,
+                "gating",
+                2,
+                "has_bias",
+                1,
+                "normalize",
+                1,
+                "scale",
+                SCALE));
         // the expert multiplies' fields, which the routing does not read
-        a.putAll(Map.of("gate_type", 0, "up_type", 0, "shared_rows", 0, "shared_gate_type", 0, "shared_up_type", 0,
-                "act_stride", 1, "eps", 1e-5f, "split", 1));
+        a.putAll(Map.of(
+                "gate_type",
+                0,
+                "up_type",
+                0,
+                "shared_rows",
+                0,
+                "shared_gate_type",
+                0,
+                "shared_up_type",
+                0,
+                "act_stride",
+                1,
+                "eps",
+                1e-5f,
+                "split",
+                1));
 
         // moe_select against the selection computed here
         int[] noIds = new int[TOKENS * ROUTED];
         Arrays.fill(noIds, 12345);
-        List<float[]> selected = runInBothOrders("moe_select", arena -> List.of(args(arena, "GateUpArgs", a),
-                        floats(arena, logits), floats(arena, bias), ints(arena, noIds), floats(arena, new float[TOKENS * ROUTED]),
-                        steps(arena, TOKENS, ACTIVE)), new int[0],
+        List<float[]> selected = runInBothOrders(
+                "moe_select",
+                arena -> List.of(
+                        args(arena, "GateUpArgs", a),
+                        floats(arena, logits),
+                        floats(arena, bias),
+                        ints(arena, noIds),
+                        floats(arena, new float[TOKENS * ROUTED]),
+                        steps(arena, TOKENS, ACTIVE)),
+                new int[0],
                 Size3.of((TOKENS + Geometry.WIDE_SIMDGROUPS - 1) / Geometry.WIDE_SIMDGROUPS),
-                Size3.of(Geometry.WIDE_SIMDGROUPS * 32), 3, 4);
+                Size3.of(Geometry.WIDE_SIMDGROUPS * 32),
+                3,
+                4);
         int[] ids = bits(selected.get(0));
         for (int t = 0; t < TOKENS; t++) {
             int[] want = new int[ROUTED];
@@ -91,9 +131,20 @@ class PromptRoutingKernelTest {
         }
         int threads = Geometry.HEAD_SIMDGROUPS * 32;
         int[] memory = {4 * (TOKENS * ROUTED + threads + Geometry.HEAD_SIMDGROUPS + EXPERTS)};
-        List<float[]> listed = runInBothOrders("moe_route", arena -> List.of(args(arena, "GateUpArgs", a),
-                        ints(arena, ids), ints(arena, new int[EXPERTS * TOKENS]), ints(arena, new int[EXPERTS]),
-                        ints(arena, new int[blocks.length])), memory, Size3.of(EXPERTS), Size3.of(threads), 2, 3, 4);
+        List<float[]> listed = runInBothOrders(
+                "moe_route",
+                arena -> List.of(
+                        args(arena, "GateUpArgs", a),
+                        ints(arena, ids),
+                        ints(arena, new int[EXPERTS * TOKENS]),
+                        ints(arena, new int[EXPERTS]),
+                        ints(arena, new int[blocks.length])),
+                memory,
+                Size3.of(EXPERTS),
+                Size3.of(threads),
+                2,
+                3,
+                4);
         assertArrayEquals(routes, bits(listed.get(0)), "routes");
         assertArrayEquals(counts, bits(listed.get(1)), "counts");
         assertArrayEquals(blocks, bits(listed.get(2)), "blocks");

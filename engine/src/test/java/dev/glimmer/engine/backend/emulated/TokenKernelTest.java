@@ -1,22 +1,21 @@
 package dev.glimmer.engine.backend.emulated;
 
+import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.kernels.Geometry;
 import dev.glimmer.kernels.Size3;
 import dev.glimmer.kernels.emulator.FiberOrder;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.FieldSource;
-import org.junit.jupiter.api.Test;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
-
-import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
-import static org.junit.jupiter.api.Assertions.assertEquals;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.FieldSource;
 
 /** Embedding row lookup and greedy argmax. */
 class TokenKernelTest {
@@ -32,10 +31,17 @@ class TokenKernelTest {
         int token = 5;
         MemorySegment table = randomWeights(type, vocab, cols, new Random(type.id));
         float[] expected = dequantizedRow(table, type, token, cols);
-        float[] got = runInBothOrders("embed_row", arena -> List.of(args(arena, "EmbedArgs", Map.of("type", type.id, "cols", cols)),
-                        args(arena, "StepArgs", Map.of("token", token, "pos", 0, "kv_len", 1, "kv_row", 0)), copy(arena, table),
+        float[] got = runInBothOrders(
+                "embed_row",
+                arena -> List.of(
+                        args(arena, "EmbedArgs", Map.of("type", type.id, "cols", cols)),
+                        args(arena, "StepArgs", Map.of("token", token, "pos", 0, "kv_len", 1, "kv_row", 0)),
+                        copy(arena, table),
                         arena.allocate(4L * cols)),
-                3, new int[0], Size3.of(1), Size3.of(WIDE_THREADS));
+                3,
+                new int[0],
+                Size3.of(1),
+                Size3.of(WIDE_THREADS));
         for (int i = 0; i < cols; i++) {
             // one rounding of difference at most: the kernel may fuse d * q - m into one multiply-add
             assertEquals(expected[i], got[i], Math.ulp(expected[i]) * 2 + 1e-7f, type + " value " + i);
@@ -54,10 +60,22 @@ class TokenKernelTest {
                 MemorySegment index = arena.allocate(4L * parts);
                 MemorySegment result = arena.allocate(4);
                 int[] scratch = {8 * Geometry.WIDE_SIMDGROUPS};
-                emulator().dispatch("argmax_parts", List.of(args, floats(arena, v), best, index), scratch, Size3.of(parts),
-                        Size3.of(WIDE_THREADS), orders.get(o));
-                emulator().dispatch("argmax", List.of(args, best, index, result), scratch, Size3.of(1),
-                        Size3.of(WIDE_THREADS), orders.get(o));
+                emulator()
+                        .dispatch(
+                                "argmax_parts",
+                                List.of(args, floats(arena, v), best, index),
+                                scratch,
+                                Size3.of(parts),
+                                Size3.of(WIDE_THREADS),
+                                orders.get(o));
+                emulator()
+                        .dispatch(
+                                "argmax",
+                                List.of(args, best, index, result),
+                                scratch,
+                                Size3.of(1),
+                                Size3.of(WIDE_THREADS),
+                                orders.get(o));
                 results[o] = result.get(ValueLayout.JAVA_INT, 0);
             }
         }
@@ -72,7 +90,7 @@ class TokenKernelTest {
         v[123] = 50f;
         v[777] = 50f;
         v[900] = 49.99f;
-        for (int parts : new int[] {1, 3, 8, 128}) {  // ties within a slice and across slices; slices left empty
+        for (int parts : new int[] {1, 3, 8, 128}) { // ties within a slice and across slices; slices left empty
             assertEquals(123, argmax(v, parts), parts + " parts");
         }
         v[5] = 50f;

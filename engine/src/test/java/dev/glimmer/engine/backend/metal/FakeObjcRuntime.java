@@ -38,18 +38,24 @@ public final class FakeObjcRuntime {
     private FakeObjcRuntime() {
         Linker linker = Linker.nativeLinker();
         log = linker.downcallHandle(lookup.find("fake_log").orElseThrow(), FunctionDescriptor.of(ValueLayout.ADDRESS));
-        liveOwned = linker.downcallHandle(lookup.find("fake_live_owned").orElseThrow(), FunctionDescriptor.of(ValueLayout.JAVA_LONG));
-        poolDepth = linker.downcallHandle(lookup.find("fake_pool_depth").orElseThrow(), FunctionDescriptor.of(ValueLayout.JAVA_LONG));
-        configure = linker.downcallHandle(lookup.find("fake_configure").orElseThrow(),
+        liveOwned = linker.downcallHandle(
+                lookup.find("fake_live_owned").orElseThrow(), FunctionDescriptor.of(ValueLayout.JAVA_LONG));
+        poolDepth = linker.downcallHandle(
+                lookup.find("fake_pool_depth").orElseThrow(), FunctionDescriptor.of(ValueLayout.JAVA_LONG));
+        configure = linker.downcallHandle(
+                lookup.find("fake_configure").orElseThrow(),
                 FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.ADDRESS));
-        fail = linker.downcallHandle(lookup.find("fake_fail").orElseThrow(),
+        fail = linker.downcallHandle(
+                lookup.find("fake_fail").orElseThrow(),
                 FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.JAVA_LONG));
-        limit = linker.downcallHandle(lookup.find("fake_limit").orElseThrow(),
+        limit = linker.downcallHandle(
+                lookup.find("fake_limit").orElseThrow(),
                 FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG));
-        boundContents = linker.downcallHandle(lookup.find("fake_bound_contents").orElseThrow(),
+        boundContents = linker.downcallHandle(
+                lookup.find("fake_bound_contents").orElseThrow(),
                 FunctionDescriptor.of(ValueLayout.ADDRESS, ValueLayout.JAVA_LONG));
-        residencySets = linker.downcallHandle(lookup.find("fake_set_residency_sets").orElseThrow(),
-                FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
+        residencySets = linker.downcallHandle(
+                lookup.find("fake_set_residency_sets").orElseThrow(), FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
     }
 
     /** Whether the device answers to {@code newResidencySetWithDescriptor:error:} (macOS 15); no by default. */
@@ -78,7 +84,8 @@ public final class FakeObjcRuntime {
      * The fake, reset to a device called {@code name} of GPU family Apple{@code appleFamily} (7: M1, 8: M2,
      * 9: M3) whose compiler answers {@code compileError} (null: no error).
      */
-    public static synchronized FakeObjcRuntime configure(String name, int appleFamily, String compileError) throws Throwable {
+    public static synchronized FakeObjcRuntime configure(String name, int appleFamily, String compileError)
+            throws Throwable {
         if (lookup == null) {
             lookup = SymbolLookup.libraryLookup(build(), Arena.global());
         }
@@ -102,8 +109,18 @@ public final class FakeObjcRuntime {
             Files.write(source, in.readAllBytes());
         }
         Path library = dir.resolve(SONAME).toAbsolutePath();
-        Process p = new ProcessBuilder("clang-19", "-shared", "-fPIC", "-O1", "-Wall", "-Wl,-soname," + SONAME, "-o",
-                library.toString(), source.toString()).redirectErrorStream(true).start();
+        Process p = new ProcessBuilder(
+                        "clang-19",
+                        "-shared",
+                        "-fPIC",
+                        "-O1",
+                        "-Wall",
+                        "-Wl,-soname," + SONAME,
+                        "-o",
+                        library.toString(),
+                        source.toString())
+                .redirectErrorStream(true)
+                .start();
         String out = new String(p.getInputStream().readAllBytes());
         if (p.waitFor() != 0) {
             throw new IllegalStateException("fake_objc.c does not compile:\n" + out);
@@ -117,7 +134,8 @@ public final class FakeObjcRuntime {
 
     /** The logged messages, one per line. */
     List<String> log() throws Throwable {
-        String text = ((MemorySegment) log.invokeExact()).reinterpret(Long.MAX_VALUE).getString(0);
+        String text =
+                ((MemorySegment) log.invokeExact()).reinterpret(Long.MAX_VALUE).getString(0);
         return text.isEmpty() ? List.of() : Arrays.asList(text.split("\n"));
     }
 

@@ -1,6 +1,7 @@
 package dev.glimmer.engine.backend.metal;
 
-import org.junit.jupiter.api.Test;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import java.lang.foreign.AddressLayout;
 import java.lang.foreign.FunctionDescriptor;
@@ -15,9 +16,7 @@ import java.util.TreeSet;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Collectors;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertThrows;
+import org.junit.jupiter.api.Test;
 
 /**
  * The method table against Apple's declarations: every method the backend sends, written down here
@@ -107,14 +106,27 @@ class MetalMethodsTest {
         String t = objcType.replaceAll("\\s+", " ").trim();
         return switch (t) {
             case "void", "oneway void" -> "void";
-            case "NSUInteger", "NSInteger", "uint64_t", "MTLResourceOptions", "MTLPipelineOption", "MTLIndirectCommandType",
-                 "MTLResourceUsage", "MTLCommandBufferStatus", "MTLGPUFamily" -> "i64";
+            case "NSUInteger",
+                    "NSInteger",
+                    "uint64_t",
+                    "MTLResourceOptions",
+                    "MTLPipelineOption",
+                    "MTLIndirectCommandType",
+                    "MTLResourceUsage",
+                    "MTLCommandBufferStatus",
+                    "MTLGPUFamily" -> "i64";
             case "BOOL" -> "bool";
             case "MTLSize" -> "{i64,i64,i64}";
             case "NSRange" -> "{i64,i64}";
             default -> {
-                // Objects (id, id<P>, instancetype, C *), selectors, C pointers, arrays of ids and blocks are all one pointer.
-                if (t.equals("id") || t.equals("instancetype") || t.equals("SEL") || t.startsWith("id<") || t.contains("*") || t.contains("[]")
+                // Objects (id, id<P>, instancetype, C *), selectors, C pointers, arrays of ids and blocks are all one
+                // pointer.
+                if (t.equals("id")
+                        || t.equals("instancetype")
+                        || t.equals("SEL")
+                        || t.startsWith("id<")
+                        || t.contains("*")
+                        || t.contains("[]")
                         || t.contains("(^)")) {
                     yield "ptr";
                 }
@@ -140,8 +152,7 @@ class MetalMethodsTest {
         throw new IllegalArgumentException("unexpected layout " + l);
     }
 
-    private record Declared(String selector, String returns, List<String> args) {
-    }
+    private record Declared(String selector, String returns, List<String> args) {}
 
     private static final Pattern HEAD = Pattern.compile("^[+-]\\s*\\(([^)]*)\\)\\s*(\\w+)(.*)$");
     private static final Pattern PART = Pattern.compile("\\s*(\\w*):\\((.*?)\\)(\\w+)");
@@ -195,24 +206,37 @@ class MetalMethodsTest {
             Declared p = parse(d);
             declared.put(p.selector(), p);
         }
-        assertEquals(new TreeSet<>(declared.keySet()),
+        assertEquals(
+                new TreeSet<>(declared.keySet()),
                 MetalMethods.ALL.stream().map(ObjcMethod::selector).collect(Collectors.toCollection(TreeSet::new)),
                 "the table and the declarations name the same selectors");
         for (ObjcMethod m : MetalMethods.ALL) {
             Declared d = declared.get(m.selector());
-            assertEquals(d.returns(), m.returns().map(MetalMethodsTest::layout).orElse("void"), m.selector() + " result");
-            assertEquals(d.args(), m.args().stream().map(MetalMethodsTest::layout).toList(), m.selector() + " arguments");
+            assertEquals(
+                    d.returns(), m.returns().map(MetalMethodsTest::layout).orElse("void"), m.selector() + " result");
+            assertEquals(
+                    d.args(), m.args().stream().map(MetalMethodsTest::layout).toList(), m.selector() + " arguments");
         }
     }
 
     @Test
     void theParserReadsBlocksArraysAndStructs() {
-        Declared d = parse(DECLARATIONS.stream().filter(s -> s.contains("NoCopy")).findFirst().orElseThrow());
-        assertEquals(new Declared("newBufferWithBytesNoCopy:length:options:deallocator:", "ptr",
-                List.of("ptr", "i64", "i64", "ptr")), d);
-        assertEquals(new Declared("useResources:count:usage:", "void", List.of("ptr", "i64", "i64")),
-                parse("- (void)useResources:(const id<MTLResource> [])resources count:(NSUInteger)count usage:(MTLResourceUsage)usage"));
-        assertEquals(new Declared("executeCommandsInBuffer:withRange:", "void", List.of("ptr", "{i64,i64}")),
+        Declared d = parse(DECLARATIONS.stream()
+                .filter(s -> s.contains("NoCopy"))
+                .findFirst()
+                .orElseThrow());
+        assertEquals(
+                new Declared(
+                        "newBufferWithBytesNoCopy:length:options:deallocator:",
+                        "ptr",
+                        List.of("ptr", "i64", "i64", "ptr")),
+                d);
+        assertEquals(
+                new Declared("useResources:count:usage:", "void", List.of("ptr", "i64", "i64")),
+                parse(
+                        "- (void)useResources:(const id<MTLResource> [])resources count:(NSUInteger)count usage:(MTLResourceUsage)usage"));
+        assertEquals(
+                new Declared("executeCommandsInBuffer:withRange:", "void", List.of("ptr", "{i64,i64}")),
                 parse("- (void)executeCommandsInBuffer:(id<MTLIndirectCommandBuffer>)b withRange:(NSRange)r"));
         assertThrows(IllegalArgumentException.class, () -> parse("- (void)setFoo:(MTLUnknownType)x"));
     }
@@ -220,16 +244,26 @@ class MetalMethodsTest {
     @Test
     void messagesAreSentWithReceiverAndSelectorFirstAndNeverVariadic() {
         FunctionDescriptor d = MetalMethods.SET_KERNEL_BUFFER.descriptor();
-        assertEquals(FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.ADDRESS,
-                ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG), d);
-        assertEquals(FunctionDescriptor.of(ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.ADDRESS,
-                ValueLayout.JAVA_LONG), MetalMethods.INDIRECT_COMPUTE_COMMAND.descriptor());
+        assertEquals(
+                FunctionDescriptor.ofVoid(
+                        ValueLayout.ADDRESS,
+                        ValueLayout.ADDRESS,
+                        ValueLayout.ADDRESS,
+                        ValueLayout.JAVA_LONG,
+                        ValueLayout.JAVA_LONG),
+                d);
+        assertEquals(
+                FunctionDescriptor.of(
+                        ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG),
+                MetalMethods.INDIRECT_COMPUTE_COMMAND.descriptor());
         assertEquals(24, MetalMethods.MTL_SIZE.byteSize());
         assertEquals(16, MetalMethods.NS_RANGE.byteSize());
     }
 
     @Test
     void aMethodMustHaveOneLayoutPerColon() {
-        assertThrows(IllegalArgumentException.class, () -> ObjcMethod.ofVoid("setBuffer:offset:atIndex:", ValueLayout.ADDRESS));
+        assertThrows(
+                IllegalArgumentException.class,
+                () -> ObjcMethod.ofVoid("setBuffer:offset:atIndex:", ValueLayout.ADDRESS));
     }
 }

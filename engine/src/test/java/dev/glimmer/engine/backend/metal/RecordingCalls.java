@@ -1,7 +1,6 @@
 package dev.glimmer.engine.backend.metal;
 
 import dev.glimmer.kernels.Size3;
-
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
@@ -38,7 +37,8 @@ final class RecordingCalls implements MetalCalls {
 
     private MemorySegment record(MemorySegment result, String method, Object... args) {
         calls.add(new Call(method, args));
-        if (method.equals(failing) && calls.stream().filter(c -> c.method().equals(method)).count() == failAt) {
+        if (method.equals(failing)
+                && calls.stream().filter(c -> c.method().equals(method)).count() == failAt) {
             throw new MetalException(method + " failed");
         }
         return result;
@@ -122,7 +122,12 @@ final class RecordingCalls implements MetalCalls {
 
     @Override
     public void useResources(MemorySegment encoder, List<MemorySegment> resources, long usage) {
-        record(null, "useResources", encoder.address(), resources.stream().map(MemorySegment::address).toList(), usage);
+        record(
+                null,
+                "useResources",
+                encoder.address(),
+                resources.stream().map(MemorySegment::address).toList(),
+                usage);
     }
 
     @Override

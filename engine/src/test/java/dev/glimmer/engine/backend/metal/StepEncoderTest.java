@@ -1,5 +1,10 @@
 package dev.glimmer.engine.backend.metal;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.glimmer.engine.backend.commandlist.DecodeModels;
 import dev.glimmer.engine.backend.metal.RecordingCalls.Call;
 import dev.glimmer.engine.model.GlmModel;
@@ -12,9 +17,6 @@ import dev.glimmer.kernels.decode.BufferSpec;
 import dev.glimmer.kernels.decode.CommandList;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
 import dev.glimmer.kernels.decode.Dispatch;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
-
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -24,11 +26,8 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 
 /**
  * The calls the step encoder makes for the decode command list of the oracle's tiny Q4_0 model,
@@ -78,7 +77,10 @@ class StepEncoderTest {
         RecordingCalls rec = new RecordingCalls();
         encoder(rec, StepEncoder.Mode.INDIRECT);
         int n = list.dispatches().size();
-        int maxBindings = list.dispatches().stream().mapToInt(d -> d.bindings().size()).max().orElseThrow();
+        int maxBindings = list.dispatches().stream()
+                .mapToInt(d -> d.bindings().size())
+                .max()
+                .orElseThrow();
         assertTrue(maxBindings <= Geometry.MAX_BUFFER_BINDINGS);
         assertEquals(new Call("newIndirectCommandBuffer", n, maxBindings), rec.calls.getFirst());
 
@@ -87,7 +89,8 @@ class StepEncoderTest {
         List<Long> order = new ArrayList<>();
         for (Call c : rec.calls.subList(1, rec.calls.size())) {
             long command = c.method().equals("indirectComputeCommand")
-                    ? RecordingCalls.COMMANDS + (int) c.args().get(1) : (long) c.args().getFirst();
+                    ? RecordingCalls.COMMANDS + (int) c.args().get(1)
+                    : (long) c.args().getFirst();
             if (c.method().equals("indirectComputeCommand")) {
                 assertEquals(RecordingCalls.ICB, c.args().getFirst());
                 order.add(command);
@@ -104,7 +107,10 @@ class StepEncoderTest {
             long cmd = RecordingCalls.COMMANDS + i;
             String at = "dispatch " + i + " (" + d.kernel() + ")";
             assertEquals(new Call("indirectComputeCommand", RecordingCalls.ICB, i), calls.getFirst(), at);
-            assertEquals(List.of(new Call("setComputePipelineState", cmd, pipeline(d))), only(calls, "setComputePipelineState"), at);
+            assertEquals(
+                    List.of(new Call("setComputePipelineState", cmd, pipeline(d))),
+                    only(calls, "setComputePipelineState"),
+                    at);
 
             List<Call> expectedBindings = new ArrayList<>();
             for (Dispatch.Binding b : d.bindings()) {
@@ -118,7 +124,10 @@ class StepEncoderTest {
                 assertTrue((long) b.args().get(2) < (1L << 32), at + ": offset under 4 GiB");
                 indices.add((int) b.args().get(3));
             }
-            assertEquals(library.kernel(d.kernel()).bufferCount(), indices.size(), at + ": every buffer index of the kernel bound once");
+            assertEquals(
+                    library.kernel(d.kernel()).bufferCount(),
+                    indices.size(),
+                    at + ": every buffer index of the kernel bound once");
 
             List<Call> expectedMemory = new ArrayList<>();
             for (int m = 0; m < d.threadgroupMemory().length; m++) {
@@ -126,11 +135,15 @@ class StepEncoderTest {
                 assertEquals(0, d.threadgroupMemory()[m] % 16, at);
             }
             assertEquals(expectedMemory, only(calls, "setThreadgroupMemoryLength"), at);
-            assertEquals(List.of(new Call("concurrentDispatchThreadgroups", cmd, d.grid(), d.threads())),
-                    only(calls, "concurrentDispatchThreadgroups"), at);
+            assertEquals(
+                    List.of(new Call("concurrentDispatchThreadgroups", cmd, d.grid(), d.threads())),
+                    only(calls, "concurrentDispatchThreadgroups"),
+                    at);
             assertEquals(d.barrier() ? List.of(new Call("setBarrier", cmd)) : List.of(), only(calls, "setBarrier"), at);
             assertEquals(i > 0, d.barrier(), at + ": every dispatch after the first waits for the earlier ones");
-            assertEquals(2 + expectedBindings.size() + expectedMemory.size() + 1 + (d.barrier() ? 1 : 0), calls.size(),
+            assertEquals(
+                    2 + expectedBindings.size() + expectedMemory.size() + 1 + (d.barrier() ? 1 : 0),
+                    calls.size(),
                     at + ": no other calls");
         }
     }
@@ -149,14 +162,21 @@ class StepEncoderTest {
             (list.buffers().get(i).kind() == BufferSpec.Kind.WEIGHTS ? weights : writable).add(BUFFERS + i);
         }
         long enc = RecordingCalls.ENCODER;
-        assertEquals(List.of(
-                new Call("commandBuffer", QUEUE.address()),
-                new Call("computeCommandEncoder", RecordingCalls.COMMAND_BUFFER),
-                new Call("useResources", enc, weights, MetalCalls.USAGE_READ),
-                new Call("useResources", enc, writable, MetalCalls.USAGE_READ_WRITE),
-                new Call("executeCommandsInBuffer", enc, RecordingCalls.ICB, 0, list.dispatches().size()),
-                new Call("endEncoding", enc),
-                new Call("commitAndWait", RecordingCalls.COMMAND_BUFFER)), rec.calls);
+        assertEquals(
+                List.of(
+                        new Call("commandBuffer", QUEUE.address()),
+                        new Call("computeCommandEncoder", RecordingCalls.COMMAND_BUFFER),
+                        new Call("useResources", enc, weights, MetalCalls.USAGE_READ),
+                        new Call("useResources", enc, writable, MetalCalls.USAGE_READ_WRITE),
+                        new Call(
+                                "executeCommandsInBuffer",
+                                enc,
+                                RecordingCalls.ICB,
+                                0,
+                                list.dispatches().size()),
+                        new Call("endEncoding", enc),
+                        new Call("commitAndWait", RecordingCalls.COMMAND_BUFFER)),
+                rec.calls);
 
         Set<Long> declared = new HashSet<>(weights);
         declared.addAll(writable);
@@ -188,7 +208,13 @@ class StepEncoderTest {
         }
         assertEquals(expected, rec.calls.subList(2, 2 + expected.size()));
         assertEquals("useResources", rec.calls.get(2 + expected.size()).method());
-        assertEquals(new Call("executeCommandsInBuffer", enc, RecordingCalls.ICB, 0, list.dispatches().size()),
+        assertEquals(
+                new Call(
+                        "executeCommandsInBuffer",
+                        enc,
+                        RecordingCalls.ICB,
+                        0,
+                        list.dispatches().size()),
                 rec.calls.get(4 + expected.size()));
     }
 
@@ -225,16 +251,21 @@ class StepEncoderTest {
         StepEncoder indirect = encoder(rec, StepEncoder.Mode.INDIRECT);
         rec.calls.clear();
         indirect.run(QUEUE, 5);
-        assertEquals(new Call("executeCommandsInBuffer", RecordingCalls.ENCODER, RecordingCalls.ICB, 0, 5), rec.calls.get(4));
+        assertEquals(
+                new Call("executeCommandsInBuffer", RecordingCalls.ENCODER, RecordingCalls.ICB, 0, 5),
+                rec.calls.get(4));
 
         RecordingCalls direct = new RecordingCalls();
         encoder(direct, StepEncoder.Mode.DIRECT).run(QUEUE, 5);
         List<Call> dispatched = only(direct.calls, "dispatchThreadgroups");
         assertEquals(5, dispatched.size());
         for (int i = 0; i < 5; i++) {
-            assertEquals(list.dispatches().get(i).grid(), dispatched.get(i).args().get(1));
+            assertEquals(
+                    list.dispatches().get(i).grid(), dispatched.get(i).args().get(1));
         }
-        assertThrows(IllegalArgumentException.class, () -> indirect.run(QUEUE, list.dispatches().size() + 1));
+        assertThrows(
+                IllegalArgumentException.class,
+                () -> indirect.run(QUEUE, list.dispatches().size() + 1));
         assertThrows(IllegalArgumentException.class, () -> indirect.run(QUEUE, 0));
     }
 
@@ -242,11 +273,24 @@ class StepEncoderTest {
     void refusesOffsetsBeyond32BitsAndMoreThan31Bindings() {
         List<BufferSpec> specs = List.of(new BufferSpec("weights.0", BufferSpec.Kind.WEIGHTS, 1L << 33, 0));
         List<MemorySegment> one = List.of(MemorySegment.ofAddress(BUFFERS));
-        Dispatch far = new Dispatch("mat_vec", 0, List.of(new Dispatch.Binding(0, 0, 1L << 32)), Size3.of(1), Size3.of(64),
-                new int[0], false, List.of());
-        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> new StepEncoder(new RecordingCalls(),
-                new CommandList(specs, new byte[0], List.of(far), 0, 0, 1, 1), one, pipelines, MAX_THREADGROUP_MEMORY,
-                StepEncoder.Mode.INDIRECT));
+        Dispatch far = new Dispatch(
+                "mat_vec",
+                0,
+                List.of(new Dispatch.Binding(0, 0, 1L << 32)),
+                Size3.of(1),
+                Size3.of(64),
+                new int[0],
+                false,
+                List.of());
+        IllegalArgumentException e = assertThrows(
+                IllegalArgumentException.class,
+                () -> new StepEncoder(
+                        new RecordingCalls(),
+                        new CommandList(specs, new byte[0], List.of(far), 0, 0, 1, 1),
+                        one,
+                        pipelines,
+                        MAX_THREADGROUP_MEMORY,
+                        StepEncoder.Mode.INDIRECT));
         assertTrue(e.getMessage().contains("32-bit"), e.getMessage());
 
         List<Dispatch.Binding> many = new ArrayList<>();
@@ -254,30 +298,44 @@ class StepEncoderTest {
             many.add(new Dispatch.Binding(i, 0, 0));
         }
         Dispatch wide = new Dispatch("mat_vec", 0, many, Size3.of(1), Size3.of(64), new int[0], false, List.of());
-        e = assertThrows(IllegalArgumentException.class, () -> new StepEncoder(new RecordingCalls(),
-                new CommandList(specs, new byte[0], List.of(wide), 0, 0, 1, 1), one, pipelines, MAX_THREADGROUP_MEMORY,
-                StepEncoder.Mode.INDIRECT));
+        e = assertThrows(
+                IllegalArgumentException.class,
+                () -> new StepEncoder(
+                        new RecordingCalls(),
+                        new CommandList(specs, new byte[0], List.of(wide), 0, 0, 1, 1),
+                        one,
+                        pipelines,
+                        MAX_THREADGROUP_MEMORY,
+                        StepEncoder.Mode.INDIRECT));
         assertTrue(e.getMessage().contains("31"), e.getMessage());
     }
 
     @Test
     void aDispatchBeyondItsPipelinesThreadsOrTheDevicesThreadgroupMemoryIsRefusedBeforeAnythingIsEncoded() {
         Dispatch widest = list.dispatches().stream()
-                .max(java.util.Comparator.comparingInt(d -> d.threads().x() * d.threads().y() * d.threads().z())).orElseThrow();
-        int threads = widest.threads().x() * widest.threads().y() * widest.threads().z();
+                .max(java.util.Comparator.comparingInt(
+                        d -> d.threads().x() * d.threads().y() * d.threads().z()))
+                .orElseThrow();
+        int threads =
+                widest.threads().x() * widest.threads().y() * widest.threads().z();
         Map<String, Pipeline> narrow = new HashMap<>(pipelines);
         narrow.put(widest.kernel(), new Pipeline(pipelines.get(widest.kernel()).state(), threads - 32, 0));
         RecordingCalls rec = new RecordingCalls();
-        MetalException e = assertThrows(MetalException.class,
+        MetalException e = assertThrows(
+                MetalException.class,
                 () -> new StepEncoder(rec, list, buffers, narrow, MAX_THREADGROUP_MEMORY, StepEncoder.Mode.INDIRECT));
-        assertEquals("encoding the command lists: kernel " + widest.kernel() + " is dispatched with " + threads
-                + " threads per threadgroup, but its pipeline allows at most " + (threads - 32) + " on this GPU", e.getMessage());
+        assertEquals(
+                "encoding the command lists: kernel " + widest.kernel() + " is dispatched with " + threads
+                        + " threads per threadgroup, but its pipeline allows at most " + (threads - 32)
+                        + " on this GPU",
+                e.getMessage());
         assertEquals(List.of(), rec.calls);
         // Exactly at the limit is fine.
         narrow.put(widest.kernel(), new Pipeline(pipelines.get(widest.kernel()).state(), threads, 0));
         new StepEncoder(new RecordingCalls(), list, buffers, narrow, MAX_THREADGROUP_MEMORY, StepEncoder.Mode.INDIRECT);
 
-        Dispatch most = list.dispatches().stream().max(java.util.Comparator.comparingInt(Dispatch::threadgroupMemoryBytes))
+        Dispatch most = list.dispatches().stream()
+                .max(java.util.Comparator.comparingInt(Dispatch::threadgroupMemoryBytes))
                 .orElseThrow();
         assertTrue(most.threadgroupMemoryBytes() > 0);
         long fits = MAX_THREADGROUP_MEMORY - most.threadgroupMemoryBytes();
@@ -285,11 +343,15 @@ class StepEncoderTest {
         heavy.put(most.kernel(), new Pipeline(pipelines.get(most.kernel()).state(), 1024, fits));
         new StepEncoder(new RecordingCalls(), list, buffers, heavy, MAX_THREADGROUP_MEMORY, StepEncoder.Mode.DIRECT);
         heavy.put(most.kernel(), new Pipeline(pipelines.get(most.kernel()).state(), 1024, fits + 16));
-        e = assertThrows(MetalException.class,
-                () -> new StepEncoder(new RecordingCalls(), list, buffers, heavy, MAX_THREADGROUP_MEMORY, StepEncoder.Mode.DIRECT));
-        assertEquals("encoding the command lists: kernel " + most.kernel() + " needs " + (MAX_THREADGROUP_MEMORY + 16)
-                + " bytes of threadgroup memory (" + (fits + 16) + " of them static), but this GPU has "
-                + MAX_THREADGROUP_MEMORY, e.getMessage());
+        e = assertThrows(
+                MetalException.class,
+                () -> new StepEncoder(
+                        new RecordingCalls(), list, buffers, heavy, MAX_THREADGROUP_MEMORY, StepEncoder.Mode.DIRECT));
+        assertEquals(
+                "encoding the command lists: kernel " + most.kernel() + " needs " + (MAX_THREADGROUP_MEMORY + 16)
+                        + " bytes of threadgroup memory (" + (fits + 16) + " of them static), but this GPU has "
+                        + MAX_THREADGROUP_MEMORY,
+                e.getMessage());
     }
 
     @Test
@@ -301,8 +363,7 @@ class StepEncoderTest {
         assertEquals(List.of(new Call("release", RecordingCalls.ICB)), only(rec.calls, "release"));
 
         RecordingCalls failing = new RecordingCalls().failAt("setKernelBuffer", 7);
-        assertThrows(MetalException.class,
-                () -> encoder(failing, StepEncoder.Mode.INDIRECT));
+        assertThrows(MetalException.class, () -> encoder(failing, StepEncoder.Mode.INDIRECT));
         assertEquals(new Call("release", RecordingCalls.ICB), failing.calls.getLast());
         assertEquals(1, only(failing.calls, "release").size());
 
