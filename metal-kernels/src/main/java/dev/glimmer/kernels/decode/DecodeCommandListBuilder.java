@@ -160,13 +160,14 @@ public final class DecodeCommandListBuilder {
 
     /**
      * The command lists a pool of {@code slots} sequences over KV buffers of {@code kvRows} rows runs, all binding
-     * the same KV buffers: the decode step, the prompt list (batches of {@link Geometry#PROMPT_TOKENS}) and a batch
-     * decode list per {@link Geometry#batchSizes} (none for one slot), in that order.
+     * the same KV buffers: the decode step, the prompt list (batches of {@code promptTokens}; a server's are
+     * {@link Geometry#PROMPT_TOKENS}) and a batch decode list per {@link Geometry#batchSizes} (none for one slot), in
+     * that order. The one home of that list: the pools make it, and MemoryBudget counts it.
      */
-    public static List<CommandList> pool(DecodeModel model, long kvRows, int slots) {
+    public static List<CommandList> pool(DecodeModel model, long kvRows, int slots, int promptTokens) {
         List<CommandList> lists = new ArrayList<>();
         lists.add(build(model, kvRows));
-        lists.add(build(model, kvRows, Geometry.PROMPT_TOKENS));
+        lists.add(build(model, kvRows, promptTokens));
         for (int rows : Geometry.batchSizes(slots)) {
             lists.add(batch(model, kvRows, rows));
         }

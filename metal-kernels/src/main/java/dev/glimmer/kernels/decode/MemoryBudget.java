@@ -1,5 +1,6 @@
 package dev.glimmer.kernels.decode;
 
+import dev.glimmer.kernels.Geometry;
 import java.util.List;
 import java.util.Locale;
 
@@ -48,7 +49,7 @@ public record MemoryBudget(long weights, long kvPool, long activations, int slot
                     "a pool holds at least one sequence of one position, not " + slots + " x " + context);
         }
         long kvRows = (long) slots * context;
-        List<CommandList> lists = DecodeCommandListBuilder.pool(model, kvRows, slots);
+        List<CommandList> lists = DecodeCommandListBuilder.pool(model, kvRows, slots, Geometry.PROMPT_TOKENS);
         long weights = 0;
         for (BufferSpec b : lists.getFirst().buffers()) {
             if (b.kind() == BufferSpec.Kind.WEIGHTS) {

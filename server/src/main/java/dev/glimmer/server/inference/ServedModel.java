@@ -149,20 +149,21 @@ public final class ServedModel implements AutoCloseable {
     private static int slots(BackendChoice choice, GlmModel model, int ctx, ServerConfig config) {
         long budgetBytes = config.kvBudgetMb() << 20;
         int parallel = config.parallel();
+        // what --kv-budget holds, at least parallel; 0 without a budget
+        int budgeted = budgetBytes == 0
+                ? 0
+                : Math.toIntExact(Math.min(
+                        Math.max(parallel, budgetBytes / choice.pools().bytesPerSequence(ctx)), Integer.MAX_VALUE));
         Optional<SequencePools.DeviceMemory> memory = choice.deviceMemory();
         if (memory.isEmpty()) {
-            long slots = budgetBytes > 0
-                    ? Math.max(parallel, budgetBytes / choice.pools().bytesPerSequence(ctx))
-                    : MemoryBudget.poolSlots(parallel);
-            return Math.toIntExact(Math.min(slots, Integer.MAX_VALUE));
+            return budgeted > 0 ? budgeted : MemoryBudget.poolSlots(parallel);
         }
         long available = memory.get().available();
         boolean weightsThere = memory.get().weightsThere();
         DecodeModel decodeModel = DecodeModels.of(model.file(), model.config());
         MemoryBudget budget;
-        if (budgetBytes > 0) {
-            long slots = Math.max(parallel, budgetBytes / choice.pools().bytesPerSequence(ctx));
-            budget = MemoryBudget.of(decodeModel, ctx, Math.toIntExact(Math.min(slots, Integer.MAX_VALUE)));
+        if (budgeted > 0) {
+            budget = MemoryBudget.of(decodeModel, ctx, budgeted);
         } else {
             budget = MemoryBudget.forServing(decodeModel, ctx, parallel, available, weightsThere);
         }

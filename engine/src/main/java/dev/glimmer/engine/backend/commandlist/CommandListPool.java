@@ -11,7 +11,6 @@ import dev.glimmer.kernels.KernelLibrary;
 import dev.glimmer.kernels.decode.BufferSpec;
 import dev.glimmer.kernels.decode.CommandList;
 import dev.glimmer.kernels.decode.DecodeCommandListBuilder;
-import dev.glimmer.kernels.decode.DecodeModel;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
@@ -104,15 +103,8 @@ public final class CommandListPool implements SequencePool, LayerProbe {
     /** The decode list, the prompt list, then the batch lists. */
     private static List<CommandList> lists(GlmModel model, int slots, int capacity, int promptTokens) {
         try {
-            DecodeModel shape = DecodeModels.of(model.file(), model.config());
-            long kvRows = (long) slots * capacity;
-            List<CommandList> lists = new ArrayList<>();
-            lists.add(DecodeCommandListBuilder.build(shape, kvRows));
-            lists.add(DecodeCommandListBuilder.build(shape, kvRows, promptTokens));
-            for (int rows : Geometry.batchSizes(slots)) {
-                lists.add(DecodeCommandListBuilder.batch(shape, kvRows, rows));
-            }
-            return lists;
+            return DecodeCommandListBuilder.pool(
+                    DecodeModels.of(model.file(), model.config()), (long) slots * capacity, slots, promptTokens);
         } catch (IllegalArgumentException e) {
             throw new InvalidInputException(model.file().path().getFileName() + ": " + e.getMessage());
         }
