@@ -7,10 +7,19 @@ import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
+import java.io.IOException;
 import java.lang.management.ManagementFactory;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.stream.Collectors;
+import jdk.jfr.Recording;
+import jdk.jfr.consumer.RecordedEvent;
+import jdk.jfr.consumer.RecordingFile;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -84,7 +93,52 @@ class DecodeAllocationTest {
             }
             fail(backend.kernels() + ": after " + rounds + " rounds of " + tokens.length + " decode steps the last "
                     + window + " rounds still allocated " + perToken + " bytes per token (limit "
-                    + LIMIT_BYTES_PER_TOKEN + ")");
+                    + LIMIT_BYTES_PER_TOKEN + "); where, sampled by JFR:\n"
+                    + allocationSites(() -> {
+                        for (int i = 0; i < window; i++) {
+                            decode(forward, cache, tokens);
+                        }
+                    }));
+        }
+    }
+
+    /**
+     * The heaviest allocation sites while {@code work} runs, from JFR's allocation samples: the bytes each
+     * stack (its top frames) stands for, most first. A failure names the code that allocates, whatever
+     * the JIT did in this JVM (an earlier test's calls can leave a vector operation uncompiled here).
+     */
+    private static String allocationSites(Runnable work) throws IOException {
+        Path file = Files.createTempFile("decode-allocation", ".jfr");
+        try (Recording recording = new Recording()) {
+            recording
+                    .enable("jdk.ObjectAllocationSample")
+                    .with("throttle", "10000/s")
+                    .withStackTrace();
+            recording.start();
+            work.run();
+            recording.stop();
+            recording.dump(file);
+            Map<String, Long> bytesBySite = new HashMap<>();
+            for (RecordedEvent event : RecordingFile.readAllEvents(file)) {
+                if (event.getStackTrace() == null) {
+                    continue;
+                }
+                String site = event.getStackTrace().getFrames().stream()
+                        .limit(8)
+                        .map(f -> f.getMethod().getType().getName() + "."
+                                + f.getMethod().getName() + ":" + f.getLineNumber() + " (" + f.getType() + ")")
+                        .collect(Collectors.joining(
+                                "\n    ", event.getClass("objectClass").getName() + " at\n    ", ""));
+                bytesBySite.merge(site, event.getLong("weight"), Long::sum);
+            }
+            return bytesBySite.entrySet().stream()
+                    .sorted(Map.Entry.<String, Long>comparingByValue().reversed())
+                    .limit(5)
+                    .map(e -> e.getValue() + " bytes: " + e.getKey())
+                    .collect(Collectors.collectingAndThen(
+                            Collectors.joining("\n"), sites -> sites.isEmpty() ? "(no allocation sampled)" : sites));
+        } finally {
+            Files.deleteIfExists(file);
         }
     }
 
