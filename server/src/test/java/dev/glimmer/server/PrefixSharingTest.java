@@ -36,8 +36,9 @@ class PrefixSharingTest {
         app.close();
     }
 
-    static List<Integer> tokenize(String text) {
-        return given().port(app.port())
+    /** The tokens of {@code text} by the server on {@code port} ({@code POST /tokenize}). */
+    static List<Integer> tokenize(int port, String text) {
+        return given().port(port)
                 .contentType("application/json")
                 .body(Map.of("content", text))
                 .post("/tokenize")
@@ -52,12 +53,13 @@ class PrefixSharingTest {
     void aSecondConversationCopiesTheSharedPrefixOfARunningOne() throws Exception {
         List<Integer> system = new ArrayList<>();
         while (system.size() < 600) {
-            system.addAll(tokenize("You are a careful coding agent. Read the files before you change them. "));
+            system.addAll(
+                    tokenize(app.port(), "You are a careful coding agent. Read the files before you change them. "));
         }
         List<Integer> first = new ArrayList<>(system);
-        first.addAll(tokenize("<|user|>Fix the parser.<|assistant|>"));
+        first.addAll(tokenize(app.port(), "<|user|>Fix the parser.<|assistant|>"));
         List<Integer> second = new ArrayList<>(system);
-        second.addAll(tokenize("<|user|>Write the docs.<|assistant|>"));
+        second.addAll(tokenize(app.port(), "<|user|>Write the docs.<|assistant|>"));
         int shared = 0;
         while (first.get(shared).equals(second.get(shared))) {
             shared++;

@@ -13,7 +13,11 @@ import java.util.Arrays;
  */
 final class ActiveSequence {
     final InferenceJob job;
-    final SessionManager.Lease lease;
+    /** Its session and what its cache held when admitted; replaced once by {@link #started}. */
+    SessionManager.Lease lease;
+    /** Whether its prompt's computing has begun ({@link #started}): until then it may take more of a shared prefix. */
+    private boolean started;
+
     private final Vocabulary vocabulary;
     private final Decoding decoding;
     private int prefilled;
@@ -66,6 +70,24 @@ final class ActiveSequence {
 
     int prefilled() {
         return prefilled;
+    }
+
+    /** Whether {@link #started} was called. */
+    boolean hasStarted() {
+        return started;
+    }
+
+    /**
+     * Its prompt's computing begins, from what {@code lease} (its own session) holds now: the admission's lease, or
+     * one that took a longer shared prefix since ({@link SessionManager#catchUp}).
+     */
+    void started(SessionManager.Lease lease) {
+        if (lease.session() != this.lease.session()) {
+            throw new IllegalArgumentException("another session's lease");
+        }
+        this.lease = lease;
+        this.prefilled = lease.reused();
+        this.started = true;
     }
 
     void prefilledUpTo(int n) {

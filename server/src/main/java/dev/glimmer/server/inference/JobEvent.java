@@ -7,8 +7,9 @@ import dev.glimmer.engine.sampling.TokenLogprobs;
 public sealed interface JobEvent {
 
     /**
-     * The job got a slot and its KV cache: the first event of every job that starts. The cached share
-     * of the prompt is known from here on (the Anthropic stream's {@code message_start} reports it).
+     * The job has its slot and KV cache and its prompt's computing begins: the first event of every job that
+     * starts. The cached share of the prompt is known from here on (the Anthropic stream's {@code message_start}
+     * reports it); it includes a prefix that a job admitted with it computed meanwhile.
      *
      * @param promptTokens the prompt's tokens in all
      * @param cachedTokens of which come from a cached KV prefix and are not processed again

@@ -271,7 +271,6 @@ public final class Scheduler {
             }
             try {
                 active.add(new ActiveSequence(job, lease, vocabulary, vocabSize));
-                job.emit(new JobEvent.Admitted(job.prompt().length, lease.reused()));
             } catch (RuntimeException e) {
                 // The handler checks requests before submitting them; this only guards the other jobs.
                 LOG.log(Level.SEVERE, "a request could not start", e);
@@ -291,6 +290,9 @@ public final class Scheduler {
             return;
         }
         int[] prompt = s.job.prompt();
+        if (!s.hasStarted()) {
+            start(s);
+        }
         int from = s.prefilled();
         int n = Math.min(promptChunk, prompt.length - from);
         SequencePool.Next logits = pool.prompt(s.cache(), prompt, from, n, SequencePool.Readout.LOGITS);
@@ -308,6 +310,19 @@ public final class Scheduler {
         if (finish != null) {
             end(s, finish, null);
         }
+    }
+
+    /**
+     * Begins a sequence's prompt: first takes the part of it that another cache computed since it was admitted (the
+     * prefix its neighbours share is computed once), then tells the job how much of its prompt is cached.
+     */
+    private void start(ActiveSequence s) {
+        SessionManager.Lease lease = sessions.catchUp(s.lease, s.job.prompt());
+        if (lease != s.lease) {
+            metrics.prefixHit(lease.from(), lease.reused() - s.lease.reused());
+        }
+        s.started(lease);
+        s.job.emit(new JobEvent.Admitted(s.job.prompt().length, lease.reused()));
     }
 
     /** Launches one decode step that feeds the pending token of every generating sequence. */

@@ -137,6 +137,40 @@ public final class SessionManager implements AutoCloseable {
         return take(fresh, prompt, 0, null);
     }
 
+    /**
+     * Gives a request's cache, before its prompt is computed, the longer start of its prompt that another cache
+     * holds by now: requests admitted together whose prompts share a start (agents with one system prompt) find
+     * nothing computed when they are admitted, but the scheduler computes prompts one after another, so by the
+     * time a request's own turn comes the first one has computed the shared part. It is copied
+     * ({@link SequencePool#copyPrefix}), so that the prefix is computed once. Returns the lease with the tokens its
+     * cache now holds, or {@code lease} when no other cache holds more.
+     */
+    public synchronized Lease catchUp(Lease lease, int[] prompt) {
+        Session mine = lease.session();
+        int held = mine.cache.position();
+        Session donor = null;
+        int donorShared = held;
+        for (Session s : sessions) {
+            int shared = s == mine ? 0 : Math.min(s.sharedWith(prompt), prompt.length - 1);
+            if (shared > donorShared) {
+                donor = s;
+                donorShared = shared;
+            }
+        }
+        if (donor == null) {
+            return lease;
+        }
+        try {
+            pool.copyPrefix(donor.cache, mine.cache, donorShared);
+        } catch (RuntimeException e) {
+            LOG.log(Level.WARNING, "could not copy a cached prefix; computing it", e);
+            mine.cache.truncate(Math.min(held, mine.cache.position()));
+            return lease;
+        }
+        mine.tokens = Arrays.copyOf(prompt, donorShared);
+        return new Lease(mine, donorShared, donorShared, "conversation");
+    }
+
     /** A new session, after evicting idle ones for it (not {@code keep}, the donor of its prefix, when not null). */
     private Session newSession(Session keep) {
         boolean kept = keep != null && !keep.inUse;

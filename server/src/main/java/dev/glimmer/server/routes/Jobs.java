@@ -71,7 +71,7 @@ final class Jobs {
         return follow(job, keepAlive, admitted -> {}, onToken);
     }
 
-    /** {@link #follow}, telling {@code onAdmitted} when the job got its slot (before its first token). */
+    /** {@link #follow}, telling {@code onAdmitted} when the job's prompt begins (before its first token). */
     static JobEvent.Finished follow(
             InferenceJob job,
             Runnable keepAlive,
