@@ -11,8 +11,10 @@ import dev.glimmer.engine.backend.choice.BackendChoice;
 import dev.glimmer.engine.backend.choice.Backends;
 import dev.glimmer.engine.backend.emulated.EmulatorRunner;
 import dev.glimmer.server.inference.BackendChooser;
+import java.util.HashMap;
 import java.util.Map;
 import java.util.Optional;
+import java.util.OptionalLong;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.Test;
 
@@ -30,6 +32,11 @@ class GpuMemoryFallbackTest {
      * which the server falls back to, is the real one.
      */
     private static BackendChooser posing(Optional<SequencePools.DeviceMemory> memory, boolean poolFails) {
+        return posing(memory, poolFails, 0);
+    }
+
+    /** {@link #posing}, the process holding {@code held} bytes of the device already (its weights). */
+    private static BackendChooser posing(Optional<SequencePools.DeviceMemory> memory, boolean poolFails, long held) {
         AtomicBoolean chosen = new AtomicBoolean();
         // the server's first choice is the posing GPU; the one it falls back to, the real CPU
         return (requested, model, cpu) -> chosen.getAndSet(true)
@@ -38,11 +45,17 @@ class GpuMemoryFallbackTest {
                         BackendKind.EMULATED,
                         "a GPU",
                         Optional.empty(),
-                        new PosingPools(EmulatorRunner.pools(model), memory, poolFails));
+                        new PosingPools(EmulatorRunner.pools(model), memory, poolFails, held));
     }
 
-    private record PosingPools(SequencePools real, Optional<SequencePools.DeviceMemory> memory, boolean poolFails)
+    private record PosingPools(
+            SequencePools real, Optional<SequencePools.DeviceMemory> memory, boolean poolFails, long held)
             implements SequencePools {
+        @Override
+        public OptionalLong gpuMemoryUsed() {
+            return OptionalLong.of(held);
+        }
+
         @Override
         public SequencePool pool(int slots, int capacity) {
             if (poolFails) {
@@ -63,7 +76,12 @@ class GpuMemoryFallbackTest {
     }
 
     private static void assertServesOnTheCpuBecause(BackendChooser chooser, String reasonStart) {
-        GlimmerApp app = TestServer.start(CONFIG, chooser);
+        assertServesOnTheCpuBecause(CONFIG, chooser, reasonStart);
+    }
+
+    private static void assertServesOnTheCpuBecause(
+            Map<String, String> config, BackendChooser chooser, String reasonStart) {
+        GlimmerApp app = TestServer.start(config, chooser);
         try {
             given().port(app.port())
                     .get("/v1/models")
@@ -94,5 +112,18 @@ class GpuMemoryFallbackTest {
         assertServesOnTheCpuBecause(
                 posing(Optional.empty(), true),
                 "emulated not used: its KV pool could not be made: out of device memory allocating kv.0");
+    }
+
+    @Test
+    void theGpuMemoryCapCountsTheWeightsAlreadyThere() {
+        Map<String, String> capped = new HashMap<>(CONFIG);
+        capped.put("inference.gpu-memory-gb", "1");
+        assertServesOnTheCpuBecause(
+                capped,
+                posing(
+                        Optional.of(new SequencePools.DeviceMemory("a 100 GB GPU", 100_000_000_000L, true)),
+                        false,
+                        999_000_000L),
+                "emulated not used: --gpu-memory 1 (999 MB already taken) offers 1.0 MB, but 2 conversations");
     }
 }

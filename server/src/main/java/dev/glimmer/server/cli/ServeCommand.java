@@ -71,6 +71,11 @@ final class ServeCommand implements Subcommand {
                     "inference.kv-budget-mb",
                     "memory for cached conversations (default: from the context)"),
             new Setting(
+                    "--gpu-memory",
+                    "GB",
+                    "inference.gpu-memory-gb",
+                    "GPU memory the server may take, weights included (default: all the device has free)"),
+            new Setting(
                     "--cache-ram",
                     "MB",
                     "inference.cache-ram-mb",

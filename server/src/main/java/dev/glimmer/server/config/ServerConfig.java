@@ -28,6 +28,7 @@ import java.util.Optional;
  * @param promptChunk  prompt tokens processed per forward step (a client that left is noticed within one)
  * @param queue        requests that may wait for a slot
  * @param kvBudgetMb   memory for cached KV caches in MB; 0 = sized from the context
+ * @param gpuMemoryGb  GPU memory the server may take in GB, weights included; 0 = what the device has free
  * @param cacheTiers   where conversations evicted from the KV budget go
  * @param sampling     defaults for requests that do not say
  * @param drainSeconds how long SIGTERM lets running requests finish before the server stops
@@ -47,6 +48,7 @@ public record ServerConfig(
         int promptChunk,
         int queue,
         long kvBudgetMb,
+        long gpuMemoryGb,
         SamplingDefaults sampling,
         CacheTiers cacheTiers,
         int drainSeconds) {

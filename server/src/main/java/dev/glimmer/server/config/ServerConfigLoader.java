@@ -114,6 +114,7 @@ public final class ServerConfigLoader {
                 (int) integer("inference.prompt-chunk", 512, 1, 8192),
                 (int) integer("inference.queue", 16, 0, 1 << 20),
                 integer("inference.kv-budget-mb", 0, 0, 1L << 30),
+                integer("inference.gpu-memory-gb", 0, 0, 1L << 20),
                 sampling,
                 new ServerConfig.CacheTiers(
                         integer("inference.cache-ram-mb", 0, 0, 1L << 30),

@@ -158,8 +158,9 @@ public final class ServedModel implements AutoCloseable {
         if (memory.isEmpty()) {
             return budgeted > 0 ? budgeted : MemoryBudget.poolSlots(parallel);
         }
-        long available = memory.get().available();
-        boolean weightsThere = memory.get().weightsThere();
+        SequencePools.DeviceMemory device = capped(memory.get(), choice, config.gpuMemoryGb());
+        long available = device.available();
+        boolean weightsThere = device.weightsThere();
         DecodeModel decodeModel = DecodeModels.of(model.file(), model.config());
         MemoryBudget budget;
         if (budgeted > 0) {
@@ -168,9 +169,26 @@ public final class ServedModel implements AutoCloseable {
             budget = MemoryBudget.forServing(decodeModel, ctx, parallel, available, weightsThere);
         }
         if (!budget.fits(available, weightsThere)) {
-            throw new PoolDoesNotFitException(budget.doesNotFit(memory.get().device(), available, weightsThere));
+            throw new PoolDoesNotFitException(budget.doesNotFit(device.device(), available, weightsThere));
         }
         return budget.slots();
+    }
+
+    /**
+     * The device memory the pool may take under {@code --gpu-memory} ({@code capGb}, 0 = no cap): the cap less what
+     * this process holds there already where the weights are uploaded, when that is less than the device offers.
+     */
+    private static SequencePools.DeviceMemory capped(
+            SequencePools.DeviceMemory memory, BackendChoice choice, long capGb) {
+        long held = memory.weightsThere() ? choice.gpuMemoryUsed().orElse(0) : 0;
+        long allowed = capGb * 1_000_000_000L - held;
+        if (capGb == 0 || allowed >= memory.available()) {
+            return memory;
+        }
+        return new SequencePools.DeviceMemory(
+                "--gpu-memory " + capGb + " (" + held / 1_000_000 + " MB already taken)",
+                Math.max(0, allowed),
+                memory.weightsThere());
     }
 
     /**
