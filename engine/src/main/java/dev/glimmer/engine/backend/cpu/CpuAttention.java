@@ -115,11 +115,11 @@ final class CpuAttention implements WorkerPool.Task {
                 // Lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another
                 // order once compiled than before, and results must not depend on how warm the JVM is.
                 if (F.length() == 16) {
-                    acc = ((FloatVector) acc.reinterpretShape(FloatVector.SPECIES_256, 0))
-                            .add((FloatVector) acc.reinterpretShape(FloatVector.SPECIES_256, 1));
+                    acc = ((FloatVector) acc.reinterpretShape(FloatVector.SPECIES_256, 0)).add((FloatVector)
+                            acc.rearrange(UpperHalves.F512).reinterpretShape(FloatVector.SPECIES_256, 0));
                 }
-                FloatVector quad = ((FloatVector) acc.reinterpretShape(FloatVector.SPECIES_128, 0))
-                        .add((FloatVector) acc.reinterpretShape(FloatVector.SPECIES_128, 1));
+                FloatVector quad = ((FloatVector) acc.reinterpretShape(FloatVector.SPECIES_128, 0)).add((FloatVector)
+                        acc.rearrange(UpperHalves.F256).reinterpretShape(FloatVector.SPECIES_128, 0));
                 float sum = quad.lane(0) + quad.lane(1) + quad.lane(2) + quad.lane(3);
                 for (; i < width; i++) {
                     sum += q[qo + i] * row[i];

@@ -218,8 +218,10 @@ final class Kernels {
                         .mul(FloatVector.fromArray(F16L, xd4, xb / 8));
                 acc = ((DoubleVector) sumi.convertShape(VectorOperators.I2D, D, 0))
                         .fma((DoubleVector) d.convertShape(VectorOperators.F2D, D, 0), acc);
-                acc1 = ((DoubleVector) sumi.convertShape(VectorOperators.I2D, D, 1))
-                        .fma((DoubleVector) d.convertShape(VectorOperators.F2D, D, 1), acc1);
+                acc1 = ((DoubleVector) sumi.rearrange(UpperHalves.I512).convertShape(VectorOperators.I2D, D, 0))
+                        .fma(
+                                (DoubleVector) d.rearrange(UpperHalves.F512).convertShape(VectorOperators.F2D, D, 0),
+                                acc1);
             }
             acc = acc.add(acc1);
         }
@@ -233,7 +235,7 @@ final class Kernels {
             ShortVector block =
                     lo.mul(ShortVector.fromArray(S, xq, xb)).add(hi.mul(ShortVector.fromArray(S, xq, xb + QK / 2)));
             ShortVector folded = ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 0))
-                    .add((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1));
+                    .add((ShortVector) block.rearrange(UpperHalves.S256).reinterpretShape(ShortVector.SPECIES_128, 0));
             float d = Float.float16ToFloat(w.get(HALF, wb)) * xd[xOff / QK + b];
             acc = ((DoubleVector) folded.convertShape(VectorOperators.S2D, D, 0))
                     .fma(DoubleVector.broadcast(D, d), acc);
@@ -241,9 +243,9 @@ final class Kernels {
         // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
         // once compiled than before, and a result must not depend on how warm the JVM is.
         acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0))
-                .add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+                .add((DoubleVector) acc.rearrange(UpperHalves.D512).reinterpretShape(DoubleVector.SPECIES_256, 0));
         DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0))
-                .add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+                .add((DoubleVector) acc.rearrange(UpperHalves.D256).reinterpretShape(DoubleVector.SPECIES_128, 0));
         return (float) (pair.lane(0) + pair.lane(1));
     }
 
@@ -304,11 +306,11 @@ final class Kernels {
             int xs = xOff / QK + b;
             a0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D4, 0))
                     .fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb)) * xd[xs]), a0);
-            a1 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D4, 1))
+            a1 = ((DoubleVector) s0.rearrange(UpperHalves.I256).convertShape(VectorOperators.I2D, D4, 0))
                     .fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb + 18)) * xd[xs + 1]), a1);
             a2 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D4, 0))
                     .fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb + 36)) * xd[xs + 2]), a2);
-            a3 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D4, 1))
+            a3 = ((DoubleVector) s1.rearrange(UpperHalves.I256).convertShape(VectorOperators.I2D, D4, 0))
                     .fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb + 54)) * xd[xs + 3]), a3);
         }
         DoubleVector low = a0.add(a2);
@@ -323,14 +325,15 @@ final class Kernels {
             ShortVector block =
                     lo.mul(ShortVector.fromArray(S, xq, xb)).add(hi.mul(ShortVector.fromArray(S, xq, xb + QK / 2)));
             ShortVector folded = ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 0))
-                    .add((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1));
+                    .add((ShortVector) block.rearrange(UpperHalves.S256).reinterpretShape(ShortVector.SPECIES_128, 0));
             DoubleVector d = DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb)) * xd[xOff / QK + b]);
             low = ((DoubleVector) folded.convertShape(VectorOperators.S2D, D4, 0)).fma(d, low);
-            high = ((DoubleVector) folded.convertShape(VectorOperators.S2D, D4, 1)).fma(d, high);
+            high = ((DoubleVector) folded.rearrange(UpperHalves.S128).convertShape(VectorOperators.S2D, D4, 0))
+                    .fma(d, high);
         }
         DoubleVector acc = low.add(high);
         DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0))
-                .add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+                .add((DoubleVector) acc.rearrange(UpperHalves.D256).reinterpretShape(DoubleVector.SPECIES_128, 0));
         return (float) (pair.lane(0) + pair.lane(1));
     }
 
@@ -407,22 +410,22 @@ final class Kernels {
                     .fma((DoubleVector) d0.convertShape(VectorOperators.F2D, D, 0), acc0);
             acc1 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D, 0))
                     .fma((DoubleVector) d1.convertShape(VectorOperators.F2D, D, 0), acc1);
-            high0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D, 1))
-                    .fma((DoubleVector) d0.convertShape(VectorOperators.F2D, D, 1), high0);
-            high1 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D, 1))
-                    .fma((DoubleVector) d1.convertShape(VectorOperators.F2D, D, 1), high1);
+            high0 = ((DoubleVector) s0.rearrange(UpperHalves.I512).convertShape(VectorOperators.I2D, D, 0))
+                    .fma((DoubleVector) d0.rearrange(UpperHalves.F512).convertShape(VectorOperators.F2D, D, 0), high0);
+            high1 = ((DoubleVector) s1.rearrange(UpperHalves.I512).convertShape(VectorOperators.I2D, D, 0))
+                    .fma((DoubleVector) d1.rearrange(UpperHalves.F512).convertShape(VectorOperators.F2D, D, 0), high1);
         }
         acc0 = acc0.add(high0);
         acc1 = acc1.add(high1);
         // The lanes of each summed in the fixed order of dotQ4_0.
         acc0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 0))
-                .add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 1));
+                .add((DoubleVector) acc0.rearrange(UpperHalves.D512).reinterpretShape(DoubleVector.SPECIES_256, 0));
         acc1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 0))
-                .add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_256, 1));
+                .add((DoubleVector) acc1.rearrange(UpperHalves.D512).reinterpretShape(DoubleVector.SPECIES_256, 0));
         DoubleVector s0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 0))
-                .add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 1));
+                .add((DoubleVector) acc0.rearrange(UpperHalves.D256).reinterpretShape(DoubleVector.SPECIES_128, 0));
         DoubleVector s1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 0))
-                .add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 1));
+                .add((DoubleVector) acc1.rearrange(UpperHalves.D256).reinterpretShape(DoubleVector.SPECIES_128, 0));
         result[at] = (float) (s0.lane(0) + s0.lane(1));
         result[at + 1] = (float) (s1.lane(0) + s1.lane(1));
     }
@@ -477,7 +480,7 @@ final class Kernels {
                     .add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
             a0 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0))
                     .fma(DoubleVector.broadcast(D4, w0 * xd[(o0 + xb) / QK]), a0);
-            a1 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 1))
+            a1 = ((DoubleVector) s.rearrange(UpperHalves.I256).convertShape(VectorOperators.I2D, D4, 0))
                     .fma(DoubleVector.broadcast(D4, w1 * xd[(o0 + xb) / QK + 1]), a1);
             p = q0.mul(ShortVector.fromArray(S, xq, o1 + xb))
                     .add(q1.mul(ShortVector.fromArray(S, xq, o1 + xb + 32)))
@@ -489,7 +492,7 @@ final class Kernels {
                     .add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
             c0 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0))
                     .fma(DoubleVector.broadcast(D4, w0 * xd[(o1 + xb) / QK]), c0);
-            c1 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 1))
+            c1 = ((DoubleVector) s.rearrange(UpperHalves.I256).convertShape(VectorOperators.I2D, D4, 0))
                     .fma(DoubleVector.broadcast(D4, w1 * xd[(o1 + xb) / QK + 1]), c1);
 
             n = ByteVector.fromMemorySegment(B32, w, wb + 38, LE)
@@ -509,7 +512,7 @@ final class Kernels {
                     .add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
             a2 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0))
                     .fma(DoubleVector.broadcast(D4, w2 * xd[(o0 + xb) / QK + 2]), a2);
-            a3 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 1))
+            a3 = ((DoubleVector) s.rearrange(UpperHalves.I256).convertShape(VectorOperators.I2D, D4, 0))
                     .fma(DoubleVector.broadcast(D4, w3 * xd[(o0 + xb) / QK + 3]), a3);
             p = q0.mul(ShortVector.fromArray(S, xq, o1 + xb + 16))
                     .add(q1.mul(ShortVector.fromArray(S, xq, o1 + xb + 48)))
@@ -521,16 +524,16 @@ final class Kernels {
                     .add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
             c2 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0))
                     .fma(DoubleVector.broadcast(D4, w2 * xd[(o1 + xb) / QK + 2]), c2);
-            c3 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 1))
+            c3 = ((DoubleVector) s.rearrange(UpperHalves.I256).convertShape(VectorOperators.I2D, D4, 0))
                     .fma(DoubleVector.broadcast(D4, w3 * xd[(o1 + xb) / QK + 3]), c3);
         }
         // The lanes of each summed in the fixed order of dotQ4_0Halves.
         DoubleVector acc0 = a0.add(a2).add(a1.add(a3));
         DoubleVector acc1 = c0.add(c2).add(c1.add(c3));
         DoubleVector s0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 0))
-                .add((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 1));
+                .add((DoubleVector) acc0.rearrange(UpperHalves.D256).reinterpretShape(DoubleVector.SPECIES_128, 0));
         DoubleVector s1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 0))
-                .add((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 1));
+                .add((DoubleVector) acc1.rearrange(UpperHalves.D256).reinterpretShape(DoubleVector.SPECIES_128, 0));
         result[at] = (float) (s0.lane(0) + s0.lane(1));
         result[at + 1] = (float) (s1.lane(0) + s1.lane(1));
     }
@@ -590,11 +593,12 @@ final class Kernels {
             // Products reach 127·127, so two fill a 16-bit lane: widen to 32 bits before folding.
             IntVector folded = ((IntVector) ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 0))
                             .convertShape(VectorOperators.S2I, IntVector.SPECIES_256, 0))
-                    .add((IntVector) ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 1))
+                    .add((IntVector) ((ShortVector)
+                                    block.rearrange(UpperHalves.S256).reinterpretShape(ShortVector.SPECIES_128, 0))
                             .convertShape(VectorOperators.S2I, IntVector.SPECIES_256, 0));
             if (D.length() == 4) {
                 folded = ((IntVector) folded.reinterpretShape(IntVector.SPECIES_128, 0))
-                        .add((IntVector) folded.reinterpretShape(IntVector.SPECIES_128, 1));
+                        .add((IntVector) folded.rearrange(UpperHalves.I256).reinterpretShape(IntVector.SPECIES_128, 0));
             }
             float d = Float.float16ToFloat(w.get(HALF, wb)) * xd[xdOff + b];
             acc = ((DoubleVector) folded.convertShape(VectorOperators.I2D, D, 0))
@@ -604,10 +608,10 @@ final class Kernels {
         // once compiled than before, and a result must not depend on how warm the JVM is.
         if (D.length() == 8) {
             acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0))
-                    .add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+                    .add((DoubleVector) acc.rearrange(UpperHalves.D512).reinterpretShape(DoubleVector.SPECIES_256, 0));
         }
         DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0))
-                .add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+                .add((DoubleVector) acc.rearrange(UpperHalves.D256).reinterpretShape(DoubleVector.SPECIES_128, 0));
         return (float) (pair.lane(0) + pair.lane(1));
     }
 
@@ -646,10 +650,10 @@ final class Kernels {
         // The lanes summed in a fixed order, as in dotF32.
         if (D.length() == 8) {
             acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0))
-                    .add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+                    .add((DoubleVector) acc.rearrange(UpperHalves.D512).reinterpretShape(DoubleVector.SPECIES_256, 0));
         }
         DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0))
-                .add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+                .add((DoubleVector) acc.rearrange(UpperHalves.D256).reinterpretShape(DoubleVector.SPECIES_128, 0));
         double sum = pair.lane(0) + pair.lane(1);
         for (; i < n; i++) {
             sum += (double) Float.float16ToFloat(w.get(HALF, offset + 2L * i)) * x[xOff + i];
@@ -673,10 +677,10 @@ final class Kernels {
         // once compiled than before, and a result must not depend on how warm the JVM is.
         if (D.length() == 8) {
             acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0))
-                    .add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 1));
+                    .add((DoubleVector) acc.rearrange(UpperHalves.D512).reinterpretShape(DoubleVector.SPECIES_256, 0));
         }
         DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0))
-                .add((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 1));
+                .add((DoubleVector) acc.rearrange(UpperHalves.D256).reinterpretShape(DoubleVector.SPECIES_128, 0));
         double sum = pair.lane(0) + pair.lane(1);
         for (; i < n; i++) {
             sum += (double) w.get(FLOAT, offset + 4L * i) * x[xOff + i];
