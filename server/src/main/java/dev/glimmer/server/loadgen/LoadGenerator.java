@@ -24,6 +24,8 @@ public final class LoadGenerator {
      * have the client's own reading code compiled before anything is timed.
      */
     static final int WARMUP_MAX_TOKENS = 64;
+    /** The warm-up prompt's words at most: the sample that calibrates the measured prompts' length. */
+    static final int WARMUP_WORDS = 256;
     /** The {@link PromptText} index of the text every prompt starts with under {@code --shared-prefix} (the warm-up is -1). */
     static final int SHARED_PREFIX = -2;
     /** The model name sent when the server lists none (llama-server and vLLM accept any). */
@@ -45,9 +47,10 @@ public final class LoadGenerator {
             StreamedCompletion completion = new StreamedCompletion(client, settings, watchdog);
 
             progress.accept("warm-up: one request to " + model);
-            // Half as many words as tokens asked for: the prompt fits wherever the measured ones do, unless a
-            // word is more than two tokens.
-            int warmupWords = Math.max(1, settings.promptTokens() / 2);
+            // A short sample of the text: enough words to tell how many tokens a word is in the server's tokenizer
+            // (one or two in a real vocabulary, five in a random one), few enough to fit any context the measured
+            // prompts fit in, and quick to compute.
+            int warmupWords = Math.max(1, Math.min(settings.promptTokens() / 8, WARMUP_WORDS));
             RequestResult warmup = completion.run(
                     model,
                     PromptText.of(settings.seed(), -1, warmupWords),
