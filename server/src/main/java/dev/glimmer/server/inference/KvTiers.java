@@ -4,6 +4,9 @@ import dev.glimmer.engine.gguf.GgufFile;
 import java.io.DataInputStream;
 import java.io.IOException;
 import java.io.InputStream;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
@@ -57,6 +60,11 @@ final class KvTiers implements AutoCloseable {
     private static final String TEMP = ".tmp";
     /** A temporary file this old is left from a writer that died, not one still writing. */
     private static final Duration STALE = Duration.ofMinutes(10);
+    /** The CRC of a mapped file is taken this much at a time (a byte buffer holds less than 2 GB). */
+    private static final long CRC_CHUNK = 1L << 30;
+
+    private static final ValueLayout.OfLong LONG_LE =
+            ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
 
     /** A prefix found in a tier: {@code shared} prompt tokens, from an entry of {@code positions} rows. */
     record Hit(String source, int positions, int shared, Entry entry) {}
@@ -159,23 +167,46 @@ final class KvTiers implements AutoCloseable {
         return Optional.ofNullable(best);
     }
 
-    /** The rows of {@code hit}'s entry (a disk entry read and checked now), or empty when they cannot be had. */
-    Optional<byte[]> rows(Hit hit) {
+    /**
+     * The rows of {@code hit}'s entry, or empty when they cannot be had: a RAM entry's array, or a disk entry's file
+     * mapped in {@code arena} and checked against its CRC now, in place (no copy on the heap: the rows go from the
+     * page cache to the pool, a conversation of 4,096 positions of the full model in 0.2 GB).
+     */
+    Optional<MemorySegment> rows(Hit hit, Arena arena) {
         Entry e = hit.entry();
         String key = key(e.tokens);
         if (e.rows != null) {
             ram.get(key); // most recently used now
-            return Optional.of(e.rows);
+            return Optional.of(MemorySegment.ofArray(e.rows));
         }
         disk.get(key);
         try {
-            byte[] rows = read(e.file, true).rows;
+            MemorySegment rows = mappedRows(e.file, arena);
             Files.setLastModifiedTime(e.file, FileTime.from(Instant.now()));
             return Optional.of(rows);
         } catch (IOException | RuntimeException ex) {
             LOG.warning("KV cache file " + e.file.getFileName() + " ignored: " + why(ex));
             forget(key, e);
             return Optional.empty();
+        }
+    }
+
+    /** A file's rows, mapped in {@code arena}, after its header ({@link #read}) and its CRC over everything are checked. */
+    private MemorySegment mappedRows(Path f, Arena arena) throws IOException {
+        Read header = read(f);
+        try (FileChannel in = FileChannel.open(f, StandardOpenOption.READ)) {
+            MemorySegment file = in.map(FileChannel.MapMode.READ_ONLY, 0, in.size(), arena);
+            long body = file.byteSize() - 8;
+            CRC32C crc = new CRC32C();
+            for (long at = 0; at < body; at += CRC_CHUNK) {
+                crc.update(file.asSlice(at, Math.min(CRC_CHUNK, body - at)).asByteBuffer());
+            }
+            if (file.get(LONG_LE, body) != crc.getValue()) {
+                throw new IOException("checksum mismatch");
+            }
+            return file.asSlice(body - header.rowBytes(), header.rowBytes());
+        } catch (NoSuchFileException e) {
+            throw new IOException("removed meanwhile (another server sharing the directory)");
         }
     }
 
@@ -273,7 +304,7 @@ final class KvTiers implements AutoCloseable {
                 continue;
             }
             try {
-                Read r = read(f, false);
+                Read r = read(f);
                 String key = key(r.tokens);
                 if (!name.equals(key + SUFFIX)) {
                     throw new IOException("its name is not its tokens' key");
@@ -340,8 +371,8 @@ final class KvTiers implements AutoCloseable {
         }
     }
 
-    /** A file's tokens and (when {@code withRows}, checked against its CRC) its rows. */
-    private record Read(int[] tokens, long rowBytes, byte[] rows) {}
+    /** A file's header, checked: its tokens and the length of its rows ({@link #mappedRows} checks the rows). */
+    private record Read(int[] tokens, long rowBytes) {}
 
     /** The file is whole but of another model or layout: not an error of this server's. */
     private static final class ForeignException extends IOException {
@@ -350,7 +381,7 @@ final class KvTiers implements AutoCloseable {
         }
     }
 
-    private Read read(Path f, boolean withRows) throws IOException {
+    private Read read(Path f) throws IOException {
         long size = Files.size(f);
         try (InputStream raw = Files.newInputStream(f);
                 DataInputStream in = new DataInputStream(new java.io.BufferedInputStream(raw, 1 << 16))) {
@@ -394,17 +425,7 @@ final class KvTiers implements AutoCloseable {
             if (rowBytes != n * bytesPerPosition || size != headerBytes(n) + rowBytes + 8) {
                 throw new IOException("truncated or corrupt: " + size + " bytes for " + n + " positions");
             }
-            if (!withRows) {
-                return new Read(tokens, rowBytes, null);
-            }
-            byte[] rows = readFully(in, Math.toIntExact(rowBytes), crc);
-            long expected = ByteBuffer.wrap(in.readNBytes(8))
-                    .order(ByteOrder.LITTLE_ENDIAN)
-                    .getLong();
-            if (expected != crc.getValue()) {
-                throw new IOException("checksum mismatch");
-            }
-            return new Read(tokens, rowBytes, rows);
+            return new Read(tokens, rowBytes);
         } catch (NoSuchFileException e) {
             throw new IOException("removed meanwhile (another server sharing the directory)");
         }

@@ -1,6 +1,7 @@
 package dev.glimmer.server.inference;
 
 import dev.glimmer.engine.backend.SequencePool;
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -121,10 +122,12 @@ public final class SessionManager implements AutoCloseable {
         Session fresh = newSession(donor);
         try {
             if (kept != null) {
-                byte[] rows = tiers.rows(kept).orElse(null);
-                if (rows != null) {
-                    pool.importPrefix(fresh.cache, MemorySegment.ofArray(rows), kept.positions());
-                    return take(fresh, prompt, kept.shared(), kept.source());
+                try (Arena mapped = Arena.ofConfined()) {
+                    MemorySegment rows = tiers.rows(kept, mapped).orElse(null);
+                    if (rows != null) {
+                        pool.importPrefix(fresh.cache, rows, kept.positions());
+                        return take(fresh, prompt, kept.shared(), kept.source());
+                    }
                 }
             }
             if (donor != null) {

@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
 import java.io.RandomAccessFile;
+import java.lang.foreign.Arena;
+import java.lang.foreign.ValueLayout;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -66,14 +68,14 @@ class KvTiersTest {
             KvTiers.Hit hit = t.longest(tokens(100, 60), 59).orElseThrow();
             assertEquals("disk", hit.source());
             assertEquals(50, hit.shared());
-            assertArrayEquals(rows(50, 1), t.rows(hit).orElseThrow());
+            assertArrayEquals(rows(50, 1), rowsOf(t, hit).orElseThrow());
             assertEquals("ram", t.longest(tokens(200, 30), 29).orElseThrow().source());
         } // close: b to disk as well
         try (KvTiers restarted = tiers(MODEL, 0, dir, 1 << 20)) {
             assertEquals(2, restarted.diskEntries());
             KvTiers.Hit hit = restarted.longest(tokens(200, 80), 79).orElseThrow();
             assertEquals(50, hit.shared());
-            assertArrayEquals(rows(50, 2), restarted.rows(hit).orElseThrow());
+            assertArrayEquals(rows(50, 2), rowsOf(restarted, hit).orElseThrow());
         }
     }
 
@@ -105,12 +107,11 @@ class KvTiersTest {
             assertTrue(restarted.longest(tokens(100, 41), 40).isEmpty(), "a truncated file is not even indexed");
             assertTrue(restarted.longest(tokens(400, 41), 40).isEmpty(), "another model's file is ignored");
             KvTiers.Hit hit = restarted.longest(tokens(200, 41), 40).orElseThrow();
-            assertTrue(restarted.rows(hit).isEmpty(), "a corrupt file's rows are not loaded");
+            assertTrue(rowsOf(restarted, hit).isEmpty(), "a corrupt file's rows are not loaded");
             assertTrue(restarted.longest(tokens(200, 41), 40).isEmpty(), "nor looked at again");
             assertArrayEquals(
                     rows(40, 3),
-                    restarted
-                            .rows(restarted.longest(tokens(300, 41), 40).orElseThrow())
+                    rowsOf(restarted, restarted.longest(tokens(300, 41), 40).orElseThrow())
                             .orElseThrow());
         }
     }
@@ -145,7 +146,7 @@ class KvTiersTest {
                 if (i == 0) {
                     continue;
                 }
-                t.rows(t.longest(tokens(1000, 50), 49).orElseThrow()); // the first stays in use
+                rowsOf(t, t.longest(tokens(1000, 50), 49).orElseThrow()); // the first stays in use
                 long used = 0;
                 for (Path f : files(dir, ".kv")) {
                     used += Files.size(f);
@@ -176,7 +177,8 @@ class KvTiersTest {
                     var hit = third.longest(tokens(first, 50), 49);
                     if (hit.isPresent()) {
                         long seed = first % 1000 == 0 ? i : 100 + i;
-                        assertArrayEquals(rows(50, seed), third.rows(hit.get()).orElseThrow());
+                        assertArrayEquals(
+                                rows(50, seed), rowsOf(third, hit.get()).orElseThrow());
                     }
                 }
             }
@@ -206,8 +208,10 @@ class KvTiersTest {
                 for (int i = 0; i < 3; i++) {
                     assertArrayEquals(
                             rows(1000, i),
-                            after.rows(after.longest(tokens(1000 * (i + 1), 1000), 999)
-                                            .orElseThrow())
+                            rowsOf(
+                                            after,
+                                            after.longest(tokens(1000 * (i + 1), 1000), 999)
+                                                    .orElseThrow())
                                     .orElseThrow());
                 }
             }
@@ -240,9 +244,16 @@ class KvTiersTest {
             for (int i = 0; i < 1000; i++) {
                 var hit = after.longest(tokens(1000 * (i + 1), 2000), 1999);
                 if (hit.isPresent()) {
-                    assertArrayEquals(rows(2000, i), after.rows(hit.get()).orElseThrow());
+                    assertArrayEquals(rows(2000, i), rowsOf(after, hit.get()).orElseThrow());
                 }
             }
+        }
+    }
+
+    /** The rows of {@code hit} in {@code tiers}, copied out of their mapping. */
+    static Optional<byte[]> rowsOf(KvTiers tiers, KvTiers.Hit hit) {
+        try (Arena arena = Arena.ofConfined()) {
+            return tiers.rows(hit, arena).map(rows -> rows.toArray(ValueLayout.JAVA_BYTE));
         }
     }
 }
