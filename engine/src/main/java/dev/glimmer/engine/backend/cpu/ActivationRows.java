@@ -193,7 +193,8 @@ final class ActivationRows {
                 KQuantKernels.dotQ4_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
             case Q5_K ->
                 KQuantKernels.dotQ5_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
-            case Q6_K -> KQuantKernels.dotQ6_K(w.data(), row, quants, scales, i * cols, cols / KQuantKernels.QK_K);
+            case Q6_K ->
+                KQuantKernels.dotQ6_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
             case F16 -> Kernels.dotF16(w.data(), row, floats, i * cols, cols);
             default -> Kernels.dotF32(w.data(), row, floats, i * cols, cols);
         };
