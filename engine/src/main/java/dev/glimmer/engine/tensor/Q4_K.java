@@ -97,16 +97,4 @@ public final class Q4_K {
         }
         return acc - accMin;
     }
-
-    /**
-     * llama.cpp's horizontal sum of the 8 float lanes of its AVX2 K-quant dot products ({@code hsum_float_8}):
-     * lanes i and i+4 added, then (0+2) + (1+3) of those. Shared with {@link Q5_K} and {@link Q6_K}.
-     */
-    static float sumLanes(float[] lanes) {
-        float r0 = lanes[4] + lanes[0];
-        float r1 = lanes[5] + lanes[1];
-        float r2 = lanes[6] + lanes[2];
-        float r3 = lanes[7] + lanes[3];
-        return (r0 + r2) + (r1 + r3);
-    }
 }

@@ -52,7 +52,7 @@ public final class Q5_K {
      * Σ_s scale(s)·Σ q·x over values 4p..4p+3 of every sub-block, each converted to float and fused
      * multiply-added with {@code fl(d·dx)} into that lane's float accumulator; the minimums' exact sum
      * Σ_s min(s)·Σ x fused multiply-added with {@code fl(-dmin·dx)} into one more float; at the end the lanes
-     * summed as {@link Q4_K#sumLanes} does, plus that float.
+     * summed as {@link Blocks#sumLanes} does, plus that float.
      */
     static float dot(MemorySegment w, long offset, QuantizedVector x, int n) {
         byte[] xq = x.quants;
@@ -80,6 +80,6 @@ public final class Q5_K {
             }
             mins = Math.fma(-x.scales[b] * Blocks.half(w, wb + Q4_K.DMIN), (float) summ, mins);
         }
-        return Q4_K.sumLanes(lanes) + mins;
+        return Blocks.sumLanes(lanes) + mins;
     }
 }

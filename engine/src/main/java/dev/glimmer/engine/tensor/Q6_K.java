@@ -55,7 +55,7 @@ public final class Q6_K {
      * Σ scale·Σ q·x over values 4p..4p+3 of every run of 32 (q unsigned, 0..63) minus 32·(scale·Σ x) of
      * sub-blocks 2p and 2p+1 (the -32 offset of all quants, applied through the activation's 16-value sums),
      * each converted to float and fused multiply-added with {@code fl(d·dx)} into that lane's float
-     * accumulator; at the end the lanes summed as {@link Q4_K#sumLanes} does.
+     * accumulator; at the end the lanes summed as {@link Blocks#sumLanes} does.
      */
     static float dot(MemorySegment w, long offset, QuantizedVector x, int n) {
         byte[] xq = x.quants;
@@ -79,6 +79,6 @@ public final class Q6_K {
                 lanes[p] = Math.fma(d, (float) sumi, lanes[p]);
             }
         }
-        return Q4_K.sumLanes(lanes);
+        return Blocks.sumLanes(lanes);
     }
 }
