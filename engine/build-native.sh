@@ -10,7 +10,8 @@ dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/src/main/c"
 # Every variant for the machine's architecture goes into the one library (each function compiled for its
 # own instruction sets; glimmer_cpu_variants says at run time which this processor runs).
 case "$(uname -s)/$(uname -m)" in
-    Linux/x86_64) src=("$dir/cpu_variants.c" "$dir/q4_0_activations.c" "$dir/q4_0_avx512.c" "$dir/q4_0_avx2.c") ;;
+    Linux/x86_64) src=("$dir/cpu_variants.c" "$dir/q4_0_activations.c" "$dir/q4_0_avx512.c" "$dir/q4_0_avx2.c"
+                           "$dir/kquant_x86.c") ;;
     Linux/aarch64) src=("$dir/cpu_variants.c" "$dir/q4_0_activations.c" "$dir/q4_0_neon.c") ;;
     *) echo "build-native: not Linux x86-64 or aarch64; the CPU backend will use its Java kernels"
        exit 0 ;;

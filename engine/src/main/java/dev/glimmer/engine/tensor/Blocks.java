@@ -96,6 +96,18 @@ final class Blocks {
         return (float) sum;
     }
 
+    /**
+     * llama.cpp's horizontal sum of the 8 float lanes of its x86 dot products ({@code hsum_float_8}, llamafile's
+     * {@code hsum}): lanes i and i+4 added, then (0+2) + (1+3) of those.
+     */
+    static float sumLanes(float[] lanes) {
+        float r0 = lanes[4] + lanes[0];
+        float r1 = lanes[5] + lanes[1];
+        float r2 = lanes[6] + lanes[2];
+        float r3 = lanes[7] + lanes[3];
+        return (r0 + r2) + (r1 + r3);
+    }
+
     /** Checks that {@code n} values form whole blocks of {@code type}. */
     static void requireWholeBlocks(GgmlType type, int n) {
         if (n % type.blockSize != 0) {

@@ -66,26 +66,35 @@ public final class Q4_K {
     }
 
     /**
-     * Weight block · Q8_K activations. Per super-block, two exact integer sums:
-     * Σ_s scale(s)·Σ q·x and Σ_s min(s)·Σ x (the latter from the activation's 16-value sums),
-     * scaled by {@code dx*d} and {@code -dx*dmin} as ggml does.
+     * A row of {@code n} values at {@code offset} · Q8_K activations, as llama.cpp's CPU backend computes it on
+     * x86 (Q4_K weights are repacked there and multiplied by its {@code gemv/gemm_q4_K_8x8_q8_K} kernels, which
+     * keep one float lane per output). Per super-block two exact integer sums, Σ_s scale(s)·Σ q·x and
+     * Σ_s min(s)·Σ x (the latter from the activation's 16-value sums), each converted to float and fused
+     * multiply-added into its own float accumulator with {@code fl(d·dx)} and {@code fl(dmin·dx)}; the result is
+     * the first accumulator minus the second. Rounding each accumulator on its own matters: the two nearly
+     * cancel, and a sum rounded once (in double) differs from llama.cpp's by more than one float step of the
+     * result.
      */
-    static double addDot(double sum, MemorySegment w, long wb, QuantizedVector x, int b) {
+    static float dot(MemorySegment w, long offset, QuantizedVector x, int n) {
         byte[] xq = x.quants;
-        int xb = b * BLOCK_SIZE;
-        int sumi = 0;
-        int summ = 0;
-        for (int s = 0; s < 8; s++) {
-            int subSum = 0;
-            for (int l = 0; l < 32; l++) {
-                subSum += quant(w, wb, s * 32 + l) * xq[xb + s * 32 + l];
+        float acc = 0f;
+        float accMin = 0f;
+        for (int b = 0; b < n / BLOCK_SIZE; b++) {
+            long wb = offset + (long) b * BLOCK_BYTES;
+            int xb = b * BLOCK_SIZE;
+            int sumi = 0;
+            int summ = 0;
+            for (int s = 0; s < 8; s++) {
+                int subSum = 0;
+                for (int l = 0; l < 32; l++) {
+                    subSum += quant(w, wb, s * 32 + l) * xq[xb + s * 32 + l];
+                }
+                sumi += scale(w, wb + SCALES, s) * subSum;
+                summ += min(w, wb + SCALES, s) * (x.blockSums[b * 16 + 2 * s] + x.blockSums[b * 16 + 2 * s + 1]);
             }
-            sumi += scale(w, wb + SCALES, s) * subSum;
-            summ += min(w, wb + SCALES, s) * (x.blockSums[b * 16 + 2 * s] + x.blockSums[b * 16 + 2 * s + 1]);
+            acc = Math.fma((float) sumi, Blocks.half(w, wb) * x.scales[b], acc);
+            accMin = Math.fma((float) summ, Blocks.half(w, wb + DMIN) * x.scales[b], accMin);
         }
-        float d = x.scales[b] * Blocks.half(w, wb);
-        float dmin = -x.scales[b] * Blocks.half(w, wb + DMIN);
-        sum += (double) d * sumi + (double) dmin * summ;
-        return sum;
+        return acc - accMin;
     }
 }

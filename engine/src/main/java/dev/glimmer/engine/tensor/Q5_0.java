@@ -29,16 +29,29 @@ public final class Q5_0 {
         }
     }
 
-    /** Weight block · Q8_0 activations: an exact integer sum per block, scaled by d_w * d_x. */
-    static double addDot(double sum, MemorySegment w, long wb, QuantizedVector x, int b) {
+    /**
+     * A row of {@code n} values at {@code offset} · Q8_0 activations, as llama.cpp's CPU backend computes it on
+     * x86 (ggml_vec_dot_q5_0_q8_0 with AVX2 for one token, llamafile's tinyBLAS_Q0_AVX for several: the same
+     * arithmetic): per block, 8 exact integer lane sums, lane p of values 4p..4p+3, each converted to float and
+     * fused multiply-added with {@code fl(d_w·d_x)} into that lane's float accumulator; at the end the lanes
+     * summed as {@link Blocks#sumLanes} does.
+     */
+    static float dot(MemorySegment w, long offset, QuantizedVector x, int n) {
         byte[] xq = x.quants;
-        int xb = b * BLOCK_SIZE;
-        int qh = w.get(Blocks.INT_LE, wb + QH);
-        int sumi = 0;
-        for (int j = 0; j < BLOCK_SIZE; j++) {
-            sumi += (Blocks.quant5(w, wb + QS, qh, j) - 16) * xq[xb + j];
+        float[] lanes = new float[8];
+        for (int b = 0; b < n / BLOCK_SIZE; b++) {
+            long wb = offset + (long) b * BLOCK_BYTES;
+            int xb = b * BLOCK_SIZE;
+            int qh = w.get(Blocks.INT_LE, wb + QH);
+            float d = Blocks.half(w, wb) * x.scales[b];
+            for (int p = 0; p < 8; p++) {
+                int sumi = 0;
+                for (int j = 4 * p; j < 4 * p + 4; j++) {
+                    sumi += (Blocks.quant5(w, wb + QS, qh, j) - 16) * xq[xb + j];
+                }
+                lanes[p] = Math.fma(d, (float) sumi, lanes[p]);
+            }
         }
-        sum += (double) (Blocks.half(w, wb) * x.scales[b]) * sumi;
-        return sum;
+        return Blocks.sumLanes(lanes);
     }
 }

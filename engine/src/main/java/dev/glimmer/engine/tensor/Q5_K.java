@@ -33,7 +33,7 @@ public final class Q5_K {
     }
 
     /** The values of the block at {@code xb}, into {@code dst[yb ..]}. */
-    // Q4_K's dequantizeBlock and addDot with 5-bit quants: the quant reader is what differs.
+    // Q4_K's dequantizeBlock with 5-bit quants: the quant reader is what differs.
     static void dequantizeBlock(MemorySegment src, long xb, float[] dst, int yb) {
         float d = Blocks.half(src, xb);
         float dmin = Blocks.half(src, xb + Q4_K.DMIN);
@@ -46,23 +46,40 @@ public final class Q5_K {
         }
     }
 
-    /** Weight block · Q8_K activations, as {@link Q4_K#dot} with 5-bit quants. */
-    static double addDot(double sum, MemorySegment w, long wb, QuantizedVector x, int b) {
+    /**
+     * A row of {@code n} values at {@code offset} · Q8_K activations, as llama.cpp's CPU backend computes it on
+     * x86 ({@code ggml_vec_dot_q5_K_q8_K}, AVX2): per super-block, 8 exact integer lane sums, lane p holding
+     * Σ_s scale(s)·Σ q·x over values 4p..4p+3 of every sub-block, each converted to float and fused
+     * multiply-added with {@code fl(d·dx)} into that lane's float accumulator; the minimums' exact sum
+     * Σ_s min(s)·Σ x fused multiply-added with {@code fl(-dmin·dx)} into one more float; at the end the lanes
+     * summed as {@link Blocks#sumLanes} does, plus that float.
+     */
+    static float dot(MemorySegment w, long offset, QuantizedVector x, int n) {
         byte[] xq = x.quants;
-        int xb = b * BLOCK_SIZE;
-        int sumi = 0;
-        int summ = 0;
-        for (int s = 0; s < 8; s++) {
-            int subSum = 0;
-            for (int l = 0; l < 32; l++) {
-                subSum += quant(w, wb, s * 32 + l) * xq[xb + s * 32 + l];
+        float[] lanes = new float[8];
+        float mins = 0f;
+        for (int b = 0; b < n / BLOCK_SIZE; b++) {
+            long wb = offset + (long) b * BLOCK_BYTES;
+            int xb = b * BLOCK_SIZE;
+            float d = x.scales[b] * Blocks.half(w, wb);
+            for (int p = 0; p < 8; p++) {
+                int sumi = 0;
+                for (int s = 0; s < 8; s++) {
+                    int laneSum = 0;
+                    for (int l = 4 * p; l < 4 * p + 4; l++) {
+                        laneSum += quant(w, wb, s * 32 + l) * xq[xb + s * 32 + l];
+                    }
+                    sumi += Q4_K.scale(w, wb + Q4_K.SCALES, s) * laneSum;
+                }
+                lanes[p] = Math.fma(d, (float) sumi, lanes[p]);
             }
-            sumi += Q4_K.scale(w, wb + Q4_K.SCALES, s) * subSum;
-            summ += Q4_K.min(w, wb + Q4_K.SCALES, s) * (x.blockSums[b * 16 + 2 * s] + x.blockSums[b * 16 + 2 * s + 1]);
+            int summ = 0;
+            for (int s = 0; s < 8; s++) {
+                summ += Q4_K.min(w, wb + Q4_K.SCALES, s)
+                        * (x.blockSums[b * 16 + 2 * s] + x.blockSums[b * 16 + 2 * s + 1]);
+            }
+            mins = Math.fma(-x.scales[b] * Blocks.half(w, wb + Q4_K.DMIN), (float) summ, mins);
         }
-        float d = x.scales[b] * Blocks.half(w, wb);
-        float dmin = -x.scales[b] * Blocks.half(w, wb + Q4_K.DMIN);
-        sum += (double) d * sumi + (double) dmin * summ;
-        return sum;
+        return Blocks.sumLanes(lanes) + mins;
     }
 }

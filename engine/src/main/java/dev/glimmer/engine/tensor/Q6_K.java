@@ -49,21 +49,36 @@ public final class Q6_K {
         }
     }
 
-    /** Weight block · Q8_K activations: Σ_sub scale·Σ (q-32)·x exactly per super-block, times dx·d. */
-    static double addDot(double sum, MemorySegment w, long wb, QuantizedVector x, int b) {
+    /**
+     * A row of {@code n} values at {@code offset} · Q8_K activations, as llama.cpp's CPU backend computes it on
+     * x86 ({@code ggml_vec_dot_q6_K_q8_K}, AVX2): per super-block, 8 exact integer lane sums, lane p holding
+     * Σ scale·Σ q·x over values 4p..4p+3 of every run of 32 (q unsigned, 0..63) minus 32·(scale·Σ x) of
+     * sub-blocks 2p and 2p+1 (the -32 offset of all quants, applied through the activation's 16-value sums),
+     * each converted to float and fused multiply-added with {@code fl(d·dx)} into that lane's float
+     * accumulator; at the end the lanes summed as {@link Blocks#sumLanes} does.
+     */
+    static float dot(MemorySegment w, long offset, QuantizedVector x, int n) {
         byte[] xq = x.quants;
-        int xb = b * BLOCK_SIZE;
-        int sumi = 0;
-        for (int sub = 0; sub < 16; sub++) {
-            int subSum = 0;
-            for (int l = 0; l < 16; l++) {
-                int i = sub * 16 + l;
-                subSum += quant(w, wb, i) * xq[xb + i];
+        float[] lanes = new float[8];
+        for (int b = 0; b < n / BLOCK_SIZE; b++) {
+            long wb = offset + (long) b * BLOCK_BYTES;
+            int xb = b * BLOCK_SIZE;
+            float d = x.scales[b] * Blocks.half(w, wb + D);
+            for (int p = 0; p < 8; p++) {
+                int sumi = 0;
+                for (int run = 0; run < 8; run++) {
+                    int laneSum = 0;
+                    for (int i = 32 * run + 4 * p; i < 32 * run + 4 * p + 4; i++) {
+                        laneSum += (quant(w, wb, i) + 32) * xq[xb + i];
+                    }
+                    sumi += scale(w, wb, 32 * run + 4 * p) * laneSum;
+                }
+                for (int sub = 2 * p; sub < 2 * p + 2; sub++) {
+                    sumi -= 32 * Blocks.i8(w, wb + SCALES + sub) * x.blockSums[b * 16 + sub];
+                }
+                lanes[p] = Math.fma(d, (float) sumi, lanes[p]);
             }
-            sumi += Blocks.i8(w, wb + SCALES + sub) * subSum;
         }
-        float d = x.scales[b] * Blocks.half(w, wb + D);
-        sum += (double) d * sumi;
-        return sum;
+        return Blocks.sumLanes(lanes);
     }
 }

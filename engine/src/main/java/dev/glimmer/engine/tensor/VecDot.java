@@ -9,10 +9,12 @@ import java.lang.foreign.MemorySegment;
  * exactly in integers and only the block sums are scaled and added in floating point.
  *
  * <p>Each block's float factors are formed as ggml forms them (e.g. {@code fp16(d_w) * d_x}
- * rounded to float). ggml then adds the scaled block sums in 8 float lanes (AVX2 vec_dot),
- * in other lane layouts (repacked Q4_0/Q4_K weights, llamafile's sgemm) or in other orders
- * on other CPUs; here they are added in double and rounded once, which is within float
- * rounding of every one of those orders.
+ * rounded to float). For the K-quants and Q5_0 the scaled sums are then added exactly as llama.cpp's x86
+ * kernels add them (float accumulators and fused multiply-adds, see {@link Q4_K#dot}, {@link Q5_K#dot},
+ * {@link Q6_K#dot}, {@link Q5_0#dot}): their sums of nearly cancelling terms differ from the exact sum by more than a
+ * float step, and matching them keeps K-quant models' logits with llama.cpp's. For the other types
+ * the scaled block sums are added in double and rounded once, which is within float rounding of
+ * every order ggml adds them in (8 float lanes of AVX2 vec_dot, repacked Q4_0 weights, llamafile's sgemm).
  */
 public final class VecDot {
 
@@ -51,12 +53,12 @@ public final class VecDot {
             case BF16 -> BF16.dot(weights, rowByteOffset, x, n);
             case Q4_0 -> Blocks.dot(weightType, weights, rowByteOffset, x, n, Q4_0::addDot);
             case Q4_1 -> Blocks.dot(weightType, weights, rowByteOffset, x, n, Q4_1::addDot);
-            case Q5_0 -> Blocks.dot(weightType, weights, rowByteOffset, x, n, Q5_0::addDot);
+            case Q5_0 -> Q5_0.dot(weights, rowByteOffset, x, n);
             case Q5_1 -> Blocks.dot(weightType, weights, rowByteOffset, x, n, Q5_1::addDot);
             case Q8_0 -> Blocks.dot(weightType, weights, rowByteOffset, x, n, Q8_0::addDot);
-            case Q4_K -> Blocks.dot(weightType, weights, rowByteOffset, x, n, Q4_K::addDot);
-            case Q5_K -> Blocks.dot(weightType, weights, rowByteOffset, x, n, Q5_K::addDot);
-            case Q6_K -> Blocks.dot(weightType, weights, rowByteOffset, x, n, Q6_K::addDot);
+            case Q4_K -> Q4_K.dot(weights, rowByteOffset, x, n);
+            case Q5_K -> Q5_K.dot(weights, rowByteOffset, x, n);
+            case Q6_K -> Q6_K.dot(weights, rowByteOffset, x, n);
             default -> throw new AssertionError(weightType);
         };
     }

@@ -29,8 +29,9 @@ import java.lang.foreign.MemorySegment;
  * is -8 times the sum of block k's values 4j..4j+3 and 4j+16..4j+19, the quants whose products the
  * kernel sums in that lane); the lane scales are {@code laneScales}. The blocks after the last whole
  * group keep their 32 quants in the order j, j+8, j+16, j+24 for j = 0..7 (the values of the Java
- * kernel's 8 lanes, 4 adjacent bytes each), each block's scale the first of its 4 lane scales. Each
- * array has a memory segment over it, made when the array is, for the downcalls.
+ * kernel's 8 lanes, 4 adjacent bytes each), each block's scale the first of its 4 lane scales. With the
+ * native K-quant dots, Q8_K rows also keep their quants as bytes ({@code kQuants[i*cols ..]}). Each array a
+ * downcall reads has a memory segment over it, made when the array is.
  */
 final class ActivationRows {
     short[] quants = new short[0];
@@ -42,6 +43,12 @@ final class ActivationRows {
     QuantizedVector[] vectors = new QuantizedVector[0];
     byte[] nativeQuants = new byte[0];
     int[] nativeBiases = new int[0];
+    /** Q8_K quants as bytes, for the native K-quant dots (kept beside {@code quants} when those run). */
+    byte[] kQuants = new byte[0];
+
+    MemorySegment kQuantsSegment = MemorySegment.ofArray(kQuants);
+    MemorySegment scalesSegment = MemorySegment.ofArray(scales);
+    MemorySegment blockSumsSegment = MemorySegment.ofArray(blockSums);
     MemorySegment nativeQuantsSegment = MemorySegment.ofArray(nativeQuants);
     MemorySegment nativeBiasesSegment = MemorySegment.ofArray(nativeBiases);
     MemorySegment laneScalesSegment = MemorySegment.ofArray(laneScales);
@@ -55,9 +62,17 @@ final class ActivationRows {
     private final QuantizedVector scratch = new QuantizedVector(GgmlType.Q8_0);
     private final QuantizedVector scratchK = new QuantizedVector(GgmlType.Q8_K);
 
-    /** Rows whose Q4_0 activations are for the Java kernels ({@code nativeQ4_0} false) or for the native kernel. */
-    ActivationRows(boolean nativeQ4_0) {
+    /** The native kernels' variant whose Q4_K and Q6_K dots these rows feed, or null for the Java kernels. */
+    private final NativeKernels.Variant kQuantKernel;
+
+    /**
+     * Rows whose Q4_0 activations are for the Java kernels ({@code nativeQ4_0} false) or for the native kernel,
+     * and whose Q4_K and Q6_K dots are the native {@code kQuantKernel}'s (one with {@link NativeKernels#hasKQuantDots})
+     * or, when null, the Java kernels'.
+     */
+    ActivationRows(boolean nativeQ4_0, NativeKernels.Variant kQuantKernel) {
         this.nativeQ4_0 = nativeQ4_0;
+        this.kQuantKernel = kQuantKernel;
     }
 
     /** Whether {@link Kernels} or {@link KQuantKernels} has a dot product for weights of {@code type}. */
@@ -91,6 +106,12 @@ final class ActivationRows {
                 laneScales = new float[rows * cols / 8];
                 blockSums = new short[rows * cols / 16];
                 laneScalesSegment = MemorySegment.ofArray(laneScales);
+                scalesSegment = MemorySegment.ofArray(scales);
+                blockSumsSegment = MemorySegment.ofArray(blockSums);
+            }
+            if (kQuantKernel != null && type == GgmlType.Q8_K && kQuants.length < quants.length) {
+                kQuants = new byte[quants.length];
+                kQuantsSegment = MemorySegment.ofArray(kQuants);
             }
             if (nativeQ4_0 && weightType == GgmlType.Q4_0 && staging.length < cols) {
                 staging = new float[cols];
@@ -129,6 +150,11 @@ final class ActivationRows {
                 int at = row * cols;
                 for (int i = 0; i < cols; i++) {
                     quants[at + i] = q.quant(i);
+                }
+                if (kQuantKernel != null && type == GgmlType.Q8_K) {
+                    for (int i = 0; i < cols; i++) {
+                        kQuants[at + i] = (byte) q.quant(i);
+                    }
                 }
                 int blockSize = type.blockSize;
                 for (int b = 0; b < cols / blockSize; b++) {
@@ -190,10 +216,33 @@ final class ActivationRows {
             case Q8_0 ->
                 Kernels.dotQ8_0(w.data(), row, quants, i * cols, scales, i * cols / Kernels.QK, cols / Kernels.QK);
             case Q4_K ->
-                KQuantKernels.dotQ4_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
+                kQuantKernel != null
+                        ? NativeKernels.q4_KDot(
+                                kQuantKernel,
+                                w.data(),
+                                row,
+                                kQuantsSegment,
+                                scalesSegment,
+                                blockSumsSegment,
+                                (long) i * cols,
+                                cols / KQuantKernels.QK_K)
+                        : KQuantKernels.dotQ4_K(
+                                w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
             case Q5_K ->
                 KQuantKernels.dotQ5_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
-            case Q6_K -> KQuantKernels.dotQ6_K(w.data(), row, quants, scales, i * cols, cols / KQuantKernels.QK_K);
+            case Q6_K ->
+                kQuantKernel != null
+                        ? NativeKernels.q6_KDot(
+                                kQuantKernel,
+                                w.data(),
+                                row,
+                                kQuantsSegment,
+                                scalesSegment,
+                                blockSumsSegment,
+                                (long) i * cols,
+                                cols / KQuantKernels.QK_K)
+                        : KQuantKernels.dotQ6_K(
+                                w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
             case F16 -> Kernels.dotF16(w.data(), row, floats, i * cols, cols);
             default -> Kernels.dotF32(w.data(), row, floats, i * cols, cols);
         };

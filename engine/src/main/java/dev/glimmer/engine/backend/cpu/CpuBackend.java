@@ -97,8 +97,10 @@ public final class CpuBackend implements Backend {
         this.quads2 = new float[threads][4];
         this.slotValues = new float[threads][0];
         this.q4_0Kernel = q4_0Kernel;
-        this.inputs = new ActivationRows(q4_0Kernel != null);
-        this.hidden = new ActivationRows(q4_0Kernel != null);
+        NativeKernels.Variant kQuantKernel =
+                q4_0Kernel != null && NativeKernels.hasKQuantDots(q4_0Kernel) ? q4_0Kernel : null;
+        this.inputs = new ActivationRows(q4_0Kernel != null, kQuantKernel);
+        this.hidden = new ActivationRows(q4_0Kernel != null, kQuantKernel);
         this.nativeCalls = new NativeCall[threads];
         for (int i = 0; i < threads; i++) {
             nativeCalls[i] = new NativeCall(q4_0Kernel);
@@ -114,7 +116,8 @@ public final class CpuBackend implements Backend {
     public String kernels() {
         String java = "Java kernels on " + Kernels.vectorBits() + "-bit vectors";
         if (q4_0Kernel != null) {
-            return "native Q4_0 kernel (" + q4_0Kernel.instructions + "), " + java;
+            String types = NativeKernels.hasKQuantDots(q4_0Kernel) ? "Q4_0, Q4_K and Q6_K kernels" : "Q4_0 kernel";
+            return "native " + types + " (" + q4_0Kernel.instructions + "), " + java;
         }
         return NativeKernels.whyJava() == null ? java : java + " (" + NativeKernels.whyJava() + ")";
     }

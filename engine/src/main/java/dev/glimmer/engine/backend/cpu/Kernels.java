@@ -14,6 +14,7 @@ import jdk.incubator.vector.IntVector;
 import jdk.incubator.vector.ShortVector;
 import jdk.incubator.vector.VectorMask;
 import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorShuffle;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
@@ -33,6 +34,7 @@ import jdk.incubator.vector.VectorSpecies;
  * tiny-q4_0's chat case differently from llama.cpp (position 24; greedy decoding then leaves llama.cpp's
  * tokens after 14 of 32), where the double sums agree with llama.cpp at every position. The conformance
  * test tolerates that (the tie is explained), but the exact agreement is worth more. So double it stays.
+ * Q5_0 is the exception: its reference adds in llama.cpp's float lanes, and {@link #dotQ5_0} with it.
  *
  * <p>The code is written out flat in each kernel (no helper calls): C2 intrinsifies a Vector API
  * operation only when it can inline the whole chain of library methods behind it, and a kernel inlined
@@ -56,6 +58,11 @@ final class Kernels {
             .lanewise(VectorOperators.LSHL, ShortVector.zero(S).addIndex(1));
 
     private static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(LE);
+    /** Q5_0's 8 int lanes (pairs of 16-bit products) and the 8 float lanes it accumulates in. */
+    private static final VectorSpecies<Float> F8 = FloatVector.SPECIES_256;
+    /** Swaps lanes 2p and 2p+1: a vector plus itself so rearranged holds each lane pair's sum in both lanes. */
+    private static final VectorShuffle<Integer> PAIR_SWAP =
+            VectorShuffle.fromValues(IntVector.SPECIES_256, 1, 0, 3, 2, 5, 4, 7, 6);
 
     /**
      * Whether the four-block Q4_0 kernels take a group in one 512-bit vector (where the CPU runs 512-bit
@@ -541,12 +548,17 @@ final class Kernels {
     /**
      * Q5_0 weights (22-byte blocks: fp16 d, 32 fifth bits, 16 bytes of low nibbles laid out as Q4_0's,
      * each value minus 16) · Q8_0 activations in natural order ({@code xq[xOff ..]}, {@code xd[xOff/32 ..]}).
-     * Each block's exact integer sum is scaled and added in double as the tensor package's reference
-     * does, so the result equals it bit for bit. A fifth bit of 0 is the same as subtracting 16 from the
-     * nibble, of 1 as keeping it: 16 bits of the bit field per half block, tested lane by lane.
+     * A fifth bit of 0 is the same as subtracting 16 from the nibble, of 1 as keeping it: 16 bits of the bit
+     * field per half block, tested lane by lane. The float part is the tensor package's reference's (llama.cpp's
+     * AVX2 lanes, see {@link dev.glimmer.engine.tensor.Q5_0}), so the result equals it bit for bit: the products
+     * of values 0..15 and of 16..31 are each added in pairs into 8 int lanes, then lane pairs 2p, 2p+1 added
+     * (both lanes then hold the sum of values 4p..4p+3, the reference's lane p, or p+4 for the second half),
+     * converted to float and fused multiply-added into {@code accLo} and {@code accHi}, whose lanes 2i are the
+     * reference's lanes i and i+4.
      */
     static float dotQ5_0(MemorySegment w, long offset, short[] xq, float[] xd, int xOff, int blocks) {
-        double sum = 0;
+        FloatVector accLo = FloatVector.zero(F8);
+        FloatVector accHi = FloatVector.zero(F8);
         for (int b = 0; b < blocks; b++) {
             long wb = offset + (long) b * Q5_0_BLOCK_BYTES;
             int xb = xOff + b * QK;
@@ -567,15 +579,23 @@ final class Kernels {
                             ShortVector.broadcast(S, (short) (highBits >>> 16))
                                     .and(BIT_OF_LANE)
                                     .compare(VectorOperators.NE, 0));
-            IntVector pairs = lo.mul(ShortVector.fromArray(S, xq, xb))
-                    .add(hi.mul(ShortVector.fromArray(S, xq, xb + QK / 2)))
-                    .reinterpretAsInts();
-            int sumi = pairs.lanewise(VectorOperators.ASHR, 16)
-                    .add(pairs.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
-                    .reduceLanes(VectorOperators.ADD);
-            sum += (double) (Float.float16ToFloat(w.get(HALF, wb)) * xd[xOff / QK + b]) * sumi;
+            IntVector pLo = lo.mul(ShortVector.fromArray(S, xq, xb)).reinterpretAsInts();
+            IntVector pHi = hi.mul(ShortVector.fromArray(S, xq, xb + QK / 2)).reinterpretAsInts();
+            IntVector sLo = pLo.lanewise(VectorOperators.ASHR, 16)
+                    .add(pLo.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            IntVector sHi = pHi.lanewise(VectorOperators.ASHR, 16)
+                    .add(pHi.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
+            FloatVector d = FloatVector.broadcast(F8, Float.float16ToFloat(w.get(HALF, wb)) * xd[xOff / QK + b]);
+            accLo = ((FloatVector) sLo.lanewise(VectorOperators.ADD, sLo.rearrange(PAIR_SWAP))
+                            .convertShape(VectorOperators.I2F, F8, 0))
+                    .fma(d, accLo);
+            accHi = ((FloatVector) sHi.lanewise(VectorOperators.ADD, sHi.rearrange(PAIR_SWAP))
+                            .convertShape(VectorOperators.I2F, F8, 0))
+                    .fma(d, accHi);
         }
-        return (float) sum;
+        // The reference's lane sum: r_i = lane i + lane i+4 (lanes 2i here), then (r0 + r2) + (r1 + r3).
+        FloatVector r = accLo.lanewise(VectorOperators.ADD, accHi);
+        return (r.lane(0) + r.lane(4)) + (r.lane(2) + r.lane(6));
     }
 
     /** Q8_0 weights (34-byte blocks: fp16 d, 32 signed quants) · Q8_0 activations, as {@link #dotQ4_0}. */

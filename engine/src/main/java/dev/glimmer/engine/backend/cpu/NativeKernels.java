@@ -18,8 +18,8 @@ import java.util.List;
 import java.util.Locale;
 
 /**
- * The optional native CPU kernel ({@code engine/src/main/c}): Q4_0 weight rows times Q8_0 activation
- * rows with integer dot products, which the Vector API cannot emit (it has no integer dot product),
+ * The optional native CPU kernels ({@code engine/src/main/c}): Q4_0 weight rows times Q8_0 activation
+ * rows, and on x86-64 Q4_K and Q6_K weight rows times Q8_K activation rows, with integer dot products, which the Vector API cannot emit (it has no integer dot product),
  * called through the FFM API. One library holds a {@link Variant} per instruction set; the best one this
  * processor runs is chosen at start-up, unless {@code GLIMMER_CPU_KERNELS} (or the system property
  * {@code glimmer.cpu.kernels}) says {@code java} or names a variant ({@code auto}, the default, chooses).
@@ -60,6 +60,11 @@ final class NativeKernels {
         String matmulSymbol() {
             return "glimmer_q4_0_matmul_" + setting.replace('-', '_');
         }
+
+        /** The library's K-quant dot of this variant: {@code glimmer_q4_K_dot_avx2} and so on (x86-64 only). */
+        String kQuantSymbol(String type) {
+            return "glimmer_" + type + "_dot_" + setting.replace('-', '_');
+        }
     }
 
     /** Where the build puts the library inside the engine's classes, for this machine's architecture. */
@@ -67,6 +72,14 @@ final class NativeKernels {
 
     /** Each variant's downcall, where this processor runs it (null elsewhere). */
     private static final MethodHandle[] MATMUL = new MethodHandle[Variant.values().length];
+
+    /**
+     * Each variant's Q4_K and Q6_K dots (one weight row · one Q8_K activation row), where this processor runs
+     * the variant and the library has them (null elsewhere: the Java kernels compute those).
+     */
+    private static final MethodHandle[] Q4_K_DOT = new MethodHandle[Variant.values().length];
+
+    private static final MethodHandle[] Q6_K_DOT = new MethodHandle[Variant.values().length];
 
     private static final MethodHandle Q4_0_ACTIVATIONS;
     /** The variant the setting chooses here, or null for the Java kernels. */
@@ -127,6 +140,23 @@ final class NativeKernels {
                                             ValueLayout.JAVA_LONG,
                                             ValueLayout.JAVA_INT),
                                     Linker.Option.critical(true));
+                            FunctionDescriptor kQuantDot = FunctionDescriptor.of(
+                                    ValueLayout.JAVA_FLOAT,
+                                    ValueLayout.ADDRESS,
+                                    ValueLayout.JAVA_LONG,
+                                    ValueLayout.ADDRESS,
+                                    ValueLayout.ADDRESS,
+                                    ValueLayout.ADDRESS,
+                                    ValueLayout.JAVA_LONG,
+                                    ValueLayout.JAVA_INT);
+                            var q4_K = lookup.find(v.kQuantSymbol("q4_K"));
+                            var q6_K = lookup.find(v.kQuantSymbol("q6_K"));
+                            if (q4_K.isPresent() && q6_K.isPresent()) {
+                                Q4_K_DOT[v.ordinal()] =
+                                        linker.downcallHandle(q4_K.get(), kQuantDot, Linker.Option.critical(true));
+                                Q6_K_DOT[v.ordinal()] =
+                                        linker.downcallHandle(q6_K.get(), kQuantDot, Linker.Option.critical(true));
+                            }
                         }
                     }
                     activations = linker.downcallHandle(
@@ -186,6 +216,11 @@ final class NativeKernels {
     /** Whether {@code variant} can run here. */
     static boolean runs(Variant variant) {
         return MATMUL[variant.ordinal()] != null;
+    }
+
+    /** Whether {@code variant} (one that {@link #runs} here) has Q4_K and Q6_K dots ({@link #q4_KDot}, {@link #q6_KDot}). */
+    static boolean hasKQuantDots(Variant variant) {
+        return Q4_K_DOT[variant.ordinal()] != null;
     }
 
     /** The variants that run here, best first. */
@@ -272,6 +307,45 @@ final class NativeKernels {
                     w, rowBytes, blocks, rowFrom, rowTo, xq, bias, xd, xRows, n, out, outOffset, outStride);
         } catch (Throwable e) {
             throw new IllegalStateException("the native Q4_0 kernel failed", e);
+        }
+    }
+
+    /**
+     * With the kernel's {@code variant} (one that {@link #hasKQuantDots}): Q4_K weight row at byte {@code offset}
+     * of {@code w} ({@code superBlocks} super-blocks) · the Q8_K activation row at {@code xOff} of {@code xq}
+     * (int8 quants), {@code xd} (scales from {@code xOff/256}) and {@code xSums} (sums of 16 from {@code xOff/16});
+     * bit for bit {@link KQuantKernels#dotQ4_K}.
+     */
+    static float q4_KDot(
+            Variant variant,
+            MemorySegment w,
+            long offset,
+            MemorySegment xq,
+            MemorySegment xd,
+            MemorySegment xSums,
+            long xOff,
+            int superBlocks) {
+        try {
+            return (float) Q4_K_DOT[variant.ordinal()].invokeExact(w, offset, xq, xd, xSums, xOff, superBlocks);
+        } catch (Throwable e) {
+            throw new IllegalStateException("the native Q4_K kernel failed", e);
+        }
+    }
+
+    /** {@link #q4_KDot} for Q6_K weights: bit for bit {@link KQuantKernels#dotQ6_K}. */
+    static float q6_KDot(
+            Variant variant,
+            MemorySegment w,
+            long offset,
+            MemorySegment xq,
+            MemorySegment xd,
+            MemorySegment xSums,
+            long xOff,
+            int superBlocks) {
+        try {
+            return (float) Q6_K_DOT[variant.ordinal()].invokeExact(w, offset, xq, xd, xSums, xOff, superBlocks);
+        } catch (Throwable e) {
+            throw new IllegalStateException("the native Q6_K kernel failed", e);
         }
     }
 }

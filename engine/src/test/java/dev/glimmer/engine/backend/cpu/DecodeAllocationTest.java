@@ -28,7 +28,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The decode path allocates (almost) nothing once warm, with the Java kernels and with every variant of
- * the native kernel that runs here: token steps of the tiny Q4_0 oracle model, on
+ * the native kernel that runs here: token steps of the tiny Q4_0 oracle model (and of the small Q4_K_M one with
+ * the Java and the best native kernels), on
  * the calling thread and on the pool's workers (the JVM's per-thread allocation counters), allocate
  * less than 64 bytes per token on average; one new activation or score buffer per step would be
  * kilobytes. Not exactly zero while warming up: some Vector API code (the tiny model's attention over
@@ -68,8 +69,12 @@ class DecodeAllocationTest {
         // windows tell (a buffer allocated per step would still be kilobytes a token).
         int window = WINDOW;
         for (NativeKernels.Variant kernel : kernels) {
-            assertQuietOnceWarm(new CpuBackend(2, kernel), window);
+            assertQuietOnceWarm(new CpuBackend(2, kernel), window, "tiny-q4_0");
             window = WINDOW / 4;
+        }
+        // The K-quant kernels (Q4_K, Q5_K, Q6_K and Q5_0 weights): the default's and another variant's.
+        for (NativeKernels.Variant kernel : kernels.subList(0, Math.min(2, kernels.size()))) {
+            assertQuietOnceWarm(new CpuBackend(2, kernel), window, "small-q4_k_m");
         }
     }
 
@@ -92,7 +97,8 @@ class DecodeAllocationTest {
     /** The child JVM of {@link #javaKernelsAllocateNothingOnceWarmInAJvmOfTheirOwn}: exit 1 with the failure. */
     public static void main(String[] args) throws Exception {
         try {
-            assertQuietOnceWarm(new CpuBackend(2, (NativeKernels.Variant) null), WINDOW);
+            assertQuietOnceWarm(new CpuBackend(2, (NativeKernels.Variant) null), WINDOW, "tiny-q4_0");
+            assertQuietOnceWarm(new CpuBackend(2, (NativeKernels.Variant) null), WINDOW / 4, "small-q4_k_m");
         } catch (AssertionError e) {
             System.out.println(e.getMessage());
             System.exit(1);
@@ -100,9 +106,9 @@ class DecodeAllocationTest {
         System.exit(0);
     }
 
-    private static void assertQuietOnceWarm(CpuBackend backend, int window) throws Exception {
+    private static void assertQuietOnceWarm(CpuBackend backend, int window, String modelName) throws Exception {
         com.sun.management.ThreadMXBean threads = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
-        try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"));
+        try (GlmModel model = GlmModel.open(Oracle.model(modelName));
                 KvCache cache = model.newCache(64, KvCacheType.F16)) {
             GlmForward forward = new GlmForward(model, backend, 8);
             int[] tokens = {11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26};
@@ -128,12 +134,13 @@ class DecodeAllocationTest {
                 quietWindows = perToken < LIMIT_BYTES_PER_TOKEN ? quietWindows + 1 : 0;
                 if (quietWindows == 2) {
                     System.out.printf(
-                            "%s: quiet after %d rounds (%.1f s)%n",
-                            backend.kernels(), rounds, (System.nanoTime() - start) / 1e9);
+                            "%s, %s: quiet after %d rounds (%.1f s)%n",
+                            modelName, backend.kernels(), rounds, (System.nanoTime() - start) / 1e9);
                     return;
                 }
             }
-            fail(backend.kernels() + ": after " + rounds + " rounds of " + tokens.length + " decode steps the last "
+            fail(modelName + ", " + backend.kernels() + ": after " + rounds + " rounds of " + tokens.length
+                    + " decode steps the last "
                     + window + " rounds still allocated " + perToken + " bytes per token (limit "
                     + LIMIT_BYTES_PER_TOKEN + "); where, sampled by JFR:\n"
                     + allocationSites(() -> {

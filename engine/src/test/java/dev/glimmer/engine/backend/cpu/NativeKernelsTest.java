@@ -5,6 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import dev.glimmer.engine.gguf.GgufFile;
+import dev.glimmer.engine.gguf.TensorInfo;
 import dev.glimmer.engine.kv.KvCache;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
@@ -24,12 +26,14 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * The native Q4_0 kernel ({@link NativeKernels}), every variant this processor runs, against the Java
- * kernels: every result equal bit for bit, in matmuls (1 to 9 tokens, more rows than one native call
- * takes, 1 and 2 threads), per-head matmuls, the experts' FFN of a batch, and whole forward passes of the
- * tiny Q4_0 oracle model.
+ * The native kernels ({@link NativeKernels}), every variant this processor runs, against the Java
+ * kernels: every result equal bit for bit, in Q4_0 matmuls (1 to 9 tokens, more rows than one native call
+ * takes, 1 and 2 threads), per-head matmuls, the experts' FFN of a batch, Q4_K and Q6_K matmuls, and whole
+ * forward passes of the tiny Q4_0 and the small Q4_K_M oracle models.
  *
  * <p>On an x86-64 processor with AVX2 the kernel must be there: the build compiles it with the C compiler
  * that {@code ./glimmer test} makes sure of. Elsewhere these tests have nothing to compare and are skipped
@@ -50,7 +54,7 @@ class NativeKernelsTest {
         assertTrue(
                 new CpuBackend(1)
                         .kernels()
-                        .startsWith("native Q4_0 kernel (" + best.instructions + "), Java kernels on "),
+                        .startsWith("native Q4_0, Q4_K and Q6_K kernels (" + best.instructions + "), Java kernels on "),
                 new CpuBackend(1).kernels());
     }
 
@@ -194,7 +198,7 @@ class NativeKernelsTest {
                 x[i] = i - 96 - 15.5f; // with amax 127 the quants are these values, all halves: rounded to even
             }
             x[127] = 127f;
-            ActivationRows native4_0 = new ActivationRows(true);
+            ActivationRows native4_0 = new ActivationRows(true, null);
             native4_0.reserve(GgmlType.Q4_0, rows, cols);
             native4_0.set(GgmlType.Q4_0, 0, x, 0, cols, rows, cols);
             for (int row = 0; row < rows; row++) {
@@ -253,12 +257,64 @@ class NativeKernelsTest {
         }
     }
 
-    /** A prompt and then decode steps of the tiny Q4_0 oracle model: the same logits with either kernel. */
+    /**
+     * The native Q4_K and Q6_K dots against the Java kernels, bit for bit: the real rows of every Q4_K and Q6_K
+     * tensor of the small Q4_K_M oracle model (1 to 5 tokens, 1 and 2 threads), and random bytes with valid
+     * scales over rows of 1 to 9 super-blocks (quants and scales of every value, sums of all magnitudes).
+     */
     @Test
-    void tinyModelLogitsAreTheSameWithEitherKernel() throws IOException {
+    void kQuantDotsEqualTheJavaKernelsBitForBit() throws IOException {
+        List<NativeKernels.Variant> variants =
+                variants().stream().filter(NativeKernels::hasKQuantDots).toList();
+        assumeTrue(!variants.isEmpty(), "no native K-quant dots here");
+        Random random = new Random(14);
+        List<WeightMatrix> matrices = new java.util.ArrayList<>();
+        try (GgufFile file = GgufFile.open(Oracle.model("small-q4_k_m"))) {
+            for (TensorInfo t : file.tensors()) {
+                if ((t.type() == GgmlType.Q4_K || t.type() == GgmlType.Q6_K) && t.shape().length > 1) {
+                    int rows = (int) Math.min(t.rows(), 40);
+                    matrices.add(new WeightMatrix(t.name(), t.type(), file.data(t), rows, (int) t.ne(0)));
+                }
+            }
+            for (GgmlType type : new GgmlType[] {GgmlType.Q4_K, GgmlType.Q6_K}) {
+                for (int superBlocks : new int[] {1, 2, 9}) {
+                    int cols = 256 * superBlocks;
+                    matrices.add(MatmulBenchmark.randomWeights(type + "x" + cols, type, 33, cols, random));
+                }
+            }
+            for (WeightMatrix w : matrices) {
+                for (int threads = 1; threads <= 2; threads++) {
+                    CpuBackend java = new CpuBackend(threads, (NativeKernels.Variant) null);
+                    for (NativeKernels.Variant v : variants) {
+                        CpuBackend nativeKernels = new CpuBackend(threads, v);
+                        for (int n : new int[] {1, 5}) {
+                            int stride = w.cols() + 3;
+                            float[] x = activations(random, 1 + n * stride);
+                            float[] expected = new float[n * w.rows()];
+                            float[] actual = new float[n * w.rows()];
+                            java.matmul(w, x, 1, stride, n, expected, 0, w.rows());
+                            nativeKernels.matmul(w, x, 1, stride, n, actual, 0, w.rows());
+                            assertArrayEquals(
+                                    expected,
+                                    actual,
+                                    v + ": " + w.name() + ", " + n + " tokens, " + threads + " threads");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /**
+     * A prompt and then decode steps of the tiny Q4_0 and the small Q4_K_M oracle models: the same logits with
+     * either kernel.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"tiny-q4_0", "small-q4_k_m"})
+    void modelLogitsAreTheSameWithEitherKernel(String name) throws IOException {
         List<NativeKernels.Variant> variants = variants();
         int[] tokens = {11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
-        try (GlmModel model = GlmModel.open(Oracle.model("tiny-q4_0"))) {
+        try (GlmModel model = GlmModel.open(Oracle.model(name))) {
             float[][] java = logits(model, new CpuBackend(2, (NativeKernels.Variant) null), tokens);
             for (NativeKernels.Variant v : variants) {
                 float[][] nativeQ4_0 = logits(model, new CpuBackend(2, v), tokens);

@@ -19,7 +19,7 @@ import jdk.incubator.vector.ShortVector;
 import org.junit.jupiter.api.Test;
 
 /**
- * The Java Q4_0 kernels give the same bits whatever vector width the CPU runs natively: this JVM (512-bit
+ * The Java Q4_0, K-quant and Q5_0 kernels give the same bits whatever vector width the CPU runs natively: this JVM (512-bit
  * vectors on an AVX-512 machine) against a child JVM limited to AVX2 ({@code -XX:UseAVX=2}, so its
  * preferred vectors are 256 bits and the kernels take a group of four blocks in two halves), on matrix
  * products of 1, 2 and 5 tokens over rows of whole groups and of 1 to 3 blocks more. That is what lets one
@@ -62,8 +62,18 @@ class VectorWidthTest {
         Random random = new Random(21);
         List<String> lines = new ArrayList<>();
         CpuBackend backend = new CpuBackend(1, (NativeKernels.Variant) null);
+        List<WeightMatrix> matrices = new ArrayList<>();
         for (int cols : COLS) {
-            WeightMatrix w = new WeightMatrix("w", GgmlType.Q4_0, rows(random, cols), ROWS, cols);
+            matrices.add(new WeightMatrix("w", GgmlType.Q4_0, rows(random, cols), ROWS, cols));
+        }
+        // The K-quant and Q5_0 kernels: random bytes with valid scales, rows of 1 and 3 super-blocks.
+        for (GgmlType type : new GgmlType[] {GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.Q5_0}) {
+            for (int cols : new int[] {256, 768}) {
+                matrices.add(MatmulBenchmark.randomWeights(type.toString(), type, ROWS, cols, random));
+            }
+        }
+        for (WeightMatrix w : matrices) {
+            int cols = w.cols();
             for (int n : new int[] {1, 2, 5}) { // one token, two, and a pass of four with one more
                 float[] x = new float[n * cols];
                 for (int i = 0; i < x.length; i++) {
@@ -71,7 +81,7 @@ class VectorWidthTest {
                 }
                 float[] out = new float[n * ROWS];
                 backend.matmul(w, x, 0, cols, n, out, 0, ROWS);
-                StringBuilder line = new StringBuilder(cols + "x" + n);
+                StringBuilder line = new StringBuilder(w.type() + " " + cols + "x" + n);
                 for (float v : out) {
                     line.append(' ').append(Integer.toHexString(Float.floatToRawIntBits(v)));
                 }
