@@ -12,6 +12,10 @@ import java.util.function.Consumer;
  * or a full context ({@link Decoding}). Cancellation is checked between prompt chunks and between tokens; each token
  * is reported as it is produced.
  *
+ * <p>With drafts ({@link SequencePool#maxDrafts} of a pool made for them), each decode step is a speculative step of
+ * the token and up to that many drafted tokens, verified by {@link Decoding#verify}: the same tokens, often more than
+ * one per step.
+ *
  * <p>The prompt is processed after what the sequence already holds, so a caller that keeps a conversation's
  * sequence passes only the new tokens (after {@link SequencePool.Sequence#truncate} to the shared prefix).
  */
@@ -22,14 +26,38 @@ public final class Generator {
     private final int vocabSize;
     /** Prompt tokens per chunk: a cancellation is noticed within one. */
     private final int promptChunk;
+    /** Tokens each decode step drafts; 0: plain decode steps. */
+    private final int drafts;
+
+    private final SequencePool.DraftFilter draftFilter;
 
     public Generator(
             SequencePool pool, SequencePool.Sequence sequence, Vocabulary vocabulary, int vocabSize, int promptChunk) {
+        this(pool, sequence, vocabulary, vocabSize, promptChunk, 0, SequencePool.DraftFilter.NONE);
+    }
+
+    /**
+     * @param drafts      tokens each decode step drafts (at most the pool's {@link SequencePool#maxDrafts}); 0: none
+     * @param draftFilter changes the drafts before they are verified ({@code bench --draft-accept}); NONE otherwise
+     */
+    public Generator(
+            SequencePool pool,
+            SequencePool.Sequence sequence,
+            Vocabulary vocabulary,
+            int vocabSize,
+            int promptChunk,
+            int drafts,
+            SequencePool.DraftFilter draftFilter) {
+        if (drafts < 0 || drafts > pool.maxDrafts()) {
+            throw new IllegalArgumentException(drafts + " drafts: the pool drafts at most " + pool.maxDrafts());
+        }
         this.promptChunk = promptChunk;
         this.pool = pool;
         this.sequence = sequence;
         this.vocabulary = vocabulary;
         this.vocabSize = vocabSize;
+        this.drafts = drafts;
+        this.draftFilter = draftFilter;
     }
 
     /**
@@ -72,28 +100,53 @@ public final class Generator {
                 0,
                 null);
         StringBuilder text = new StringBuilder();
-        FinishReason finish;
-        while (true) {
+        FinishReason finish = null;
+        int drafted = 0;
+        int accepted = 0;
+        List<Decoding.Step> picks = null;
+        while (finish == null) {
             if (cancelled.getAsBoolean()) {
                 finish = FinishReason.CANCELLED;
                 break;
             }
-            Decoding.Step step = decoding.next(next.logits(), next.greedyToken(), remaining());
-            text.append(step.text());
-            onToken.accept(
-                    new TokenEvent(step.token(), step.text(), step.logprobs().logprob()));
-            if (step.finish() != null) {
-                finish = step.finish();
-                break;
+            if (picks == null) {
+                picks = List.of(decoding.next(next.logits(), next.greedyToken(), remaining()));
+            } else if (drafts > 0) {
+                int before = sequence.position();
+                SequencePool.Speculation speculation =
+                        pool.speculate(sequence, picks.getLast().token(), drafts, decoding.readout(), draftFilter);
+                picks = decoding.verify(speculation, sequence.capacity() - before - 1);
+                // Keep the token and the accepted drafts; the rows of the rejected ones are overwritten later.
+                sequence.truncate(before + picks.size());
+                drafted += speculation.drafts().length;
+                accepted += accepted(speculation.drafts(), picks);
+            } else {
+                int[] token = {picks.getLast().token()};
+                next = pool.step(List.of(sequence), token, new SequencePool.Readout[] {decoding.readout()})[0];
+                picks = List.of(decoding.next(next.logits(), next.greedyToken(), remaining()));
             }
-            next = pool.step(List.of(sequence), new int[] {step.token()}, new SequencePool.Readout[] {decoding.readout()
-            })[0];
+            for (Decoding.Step step : picks) {
+                text.append(step.text());
+                onToken.accept(new TokenEvent(
+                        step.token(), step.text(), step.logprobs().logprob()));
+                finish = step.finish();
+            }
         }
         return new GenerationResult(
                 text.toString(),
                 decoding.tokens(),
                 finish,
-                new Timings(prompt.length, promptMillis, decoding.count(), millisSince(decodeStart)));
+                new Timings(prompt.length, promptMillis, decoding.count(), millisSince(decodeStart)),
+                new GenerationResult.Drafts(drafted, accepted));
+    }
+
+    /** How many of the picks took their draft. */
+    private static int accepted(int[] drafts, List<Decoding.Step> picks) {
+        int n = 0;
+        while (n < drafts.length && n < picks.size() && picks.get(n).token() == drafts[n]) {
+            n++;
+        }
+        return n;
     }
 
     private int remaining() {
