@@ -12,9 +12,10 @@ import java.util.function.Consumer;
  * or a full context ({@link Decoding}). Cancellation is checked between prompt chunks and between tokens; each token
  * is reported as it is produced.
  *
- * <p>With drafts ({@link SequencePool#maxDrafts} of a pool made for them), each decode step is a speculative step of
+ * <p>With drafts ({@link SequencePool#maxDrafts} of a pool made for them), a decode step is a speculative step of
  * the token and up to that many drafted tokens, verified by {@link Decoding#verify}: the same tokens, often more than
- * one per step.
+ * one per step; with {@link DraftUse#WHILE_FASTER}, while plain steps give more tokens per second they run instead
+ * ({@link DraftSwitch}).
  *
  * <p>The prompt is processed after what the sequence already holds, so a caller that keeps a conversation's
  * sequence passes only the new tokens (after {@link SequencePool.Sequence#truncate} to the shared prefix).
@@ -30,15 +31,25 @@ public final class Generator {
     private final int drafts;
 
     private final SequencePool.DraftFilter draftFilter;
+    private final DraftUse draftUse;
+
+    /** When a generator with drafts drafts. */
+    public enum DraftUse {
+        /** Every decode step (tests, and benchmarks of the speculative step itself). */
+        ALWAYS,
+        /** While speculative steps give more tokens per second than plain ones ({@link DraftSwitch}). */
+        WHILE_FASTER
+    }
 
     public Generator(
             SequencePool pool, SequencePool.Sequence sequence, Vocabulary vocabulary, int vocabSize, int promptChunk) {
-        this(pool, sequence, vocabulary, vocabSize, promptChunk, 0, SequencePool.DraftFilter.NONE);
+        this(pool, sequence, vocabulary, vocabSize, promptChunk, 0, SequencePool.DraftFilter.NONE, DraftUse.ALWAYS);
     }
 
     /**
      * @param drafts      tokens each decode step drafts (at most the pool's {@link SequencePool#maxDrafts}); 0: none
      * @param draftFilter changes the drafts before they are verified ({@code bench --draft-accept}); NONE otherwise
+     * @param draftUse    whether every step drafts, or only while that is faster
      */
     public Generator(
             SequencePool pool,
@@ -47,7 +58,8 @@ public final class Generator {
             int vocabSize,
             int promptChunk,
             int drafts,
-            SequencePool.DraftFilter draftFilter) {
+            SequencePool.DraftFilter draftFilter,
+            DraftUse draftUse) {
         if (drafts < 0 || drafts > pool.maxDrafts()) {
             throw new IllegalArgumentException(drafts + " drafts: the pool drafts at most " + pool.maxDrafts());
         }
@@ -58,6 +70,7 @@ public final class Generator {
         this.vocabSize = vocabSize;
         this.drafts = drafts;
         this.draftFilter = draftFilter;
+        this.draftUse = draftUse;
     }
 
     /**
@@ -104,6 +117,7 @@ public final class Generator {
         int drafted = 0;
         int accepted = 0;
         List<Decoding.Step> picks = null;
+        DraftSwitch draftSwitch = new DraftSwitch();
         while (finish == null) {
             if (cancelled.getAsBoolean()) {
                 finish = FinishReason.CANCELLED;
@@ -111,7 +125,8 @@ public final class Generator {
             }
             if (picks == null) {
                 picks = List.of(decoding.next(next.logits(), next.greedyToken(), remaining()));
-            } else if (drafts > 0) {
+            } else if (drafts > 0 && (draftUse == DraftUse.ALWAYS || draftSwitch.draftNext())) {
+                long stepStart = System.nanoTime();
                 int before = sequence.position();
                 SequencePool.Speculation speculation =
                         pool.speculate(sequence, picks.getLast().token(), drafts, decoding.readout(), draftFilter);
@@ -120,10 +135,13 @@ public final class Generator {
                 sequence.truncate(before + picks.size());
                 drafted += speculation.drafts().length;
                 accepted += accepted(speculation.drafts(), picks);
+                draftSwitch.record(true, System.nanoTime() - stepStart, picks.size());
             } else {
+                long stepStart = System.nanoTime();
                 int[] token = {picks.getLast().token()};
                 next = pool.step(List.of(sequence), token, new SequencePool.Readout[] {decoding.readout()})[0];
                 picks = List.of(decoding.next(next.logits(), next.greedyToken(), remaining()));
+                draftSwitch.record(false, System.nanoTime() - stepStart, 1);
             }
             for (Decoding.Step step : picks) {
                 text.append(step.text());

@@ -94,7 +94,8 @@ class SpeculativeDecodingTest {
                     model.vocabSize(),
                     batch,
                     drafts,
-                    filter);
+                    filter,
+                    Generator.DraftUse.ALWAYS);
             return generator.generate(
                     new GenerationRequest(prompt, SamplingParams.greedy(), GENERATED, List.of()), e -> {}, () -> false);
         }

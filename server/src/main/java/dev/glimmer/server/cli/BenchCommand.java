@@ -74,7 +74,8 @@ import picocli.CommandLine.Option;
                 generations of --tg tokens with --draft-tokens drafts per step against the same without drafts,
                 alternating within each of --reps repetitions; at each --draft-accept A every draft is replaced by
                 the right token with probability A (by a wrong one otherwise), so that drafting, verification and
-                rollback run at a chosen acceptance on random weights, and the tokens are checked to be the same.
+                rollback run at a chosen acceptance on random weights, and the tokens are checked to be the same;
+                every step drafts, except in the last row (A = 0, drafting only while faster, as generate does).
                 The last line is for scripts: pp_tok_s=… tg_tok_s=…
                 --batch: N conversations of one KV pool, each after a 16-token prompt (and --ctx), decode --tg tokens
                 each in steps that advance all N at once; reported as aggregate tok/s (N x tg / time), as
@@ -751,18 +752,25 @@ final class BenchCommand implements Subcommand {
                     SequencePool drafting = draftingChoice.pool(1, contextSize)) {
                 DraftOptions.requireDrafting(drafting, drafts, draftingChoice.name());
                 // Warm-up (and the reference tokens): one plain run, one run with drafts.
-                generate(plain, 0, -1);
-                generate(drafting, drafts, 0.5);
+                generate(plain, 0, -1, Generator.DraftUse.ALWAYS);
+                generate(drafting, drafts, 0.5, Generator.DraftUse.ALWAYS);
                 double[] plainRates = new double[reps];
-                double[][] rates = new double[accepts.size() + 1][reps];
-                double[][] acceptance = new double[accepts.size() + 1][reps];
+                // The rows: each A, the drafter's own drafts (on random weights rarely right), and A = 0 with the
+                // generator drafting only while that is faster (generate's way: it should stop drafting).
+                int rows = accepts.size() + 2;
+                double[][] rates = new double[rows][reps];
+                double[][] acceptance = new double[rows][reps];
                 for (int r = 0; r < reps; r++) {
-                    plainRates[r] = generate(plain, 0, -1).tokensPerSecond();
-                    for (int a = 0; a <= accepts.size(); a++) {
-                        // The last row: the drafter's own drafts (on random weights they are rarely right).
-                        Run run = generate(drafting, drafts, a < accepts.size() ? accepts.get(a) : -1);
-                        rates[a][r] = run.tokensPerSecond();
-                        acceptance[a][r] = run.drafts().acceptance();
+                    plainRates[r] =
+                            generate(plain, 0, -1, Generator.DraftUse.ALWAYS).tokensPerSecond();
+                    for (int row = 0; row < rows; row++) {
+                        Run run = row < accepts.size()
+                                ? generate(drafting, drafts, accepts.get(row), Generator.DraftUse.ALWAYS)
+                                : row == accepts.size()
+                                        ? generate(drafting, drafts, -1, Generator.DraftUse.ALWAYS)
+                                        : generate(drafting, drafts, 0, Generator.DraftUse.WHILE_FASTER);
+                        rates[row][r] = run.tokensPerSecond();
+                        acceptance[row][r] = run.drafts().acceptance();
                     }
                 }
                 io.out()
@@ -775,29 +783,30 @@ final class BenchCommand implements Subcommand {
                                 depth > 0 ? " @ ctx " + depth : "",
                                 reps);
                 double base = median(plainRates);
-                io.out().printf(Locale.ROOT, "  %-24s %8.2f tok/s%n", "no drafts", base);
-                for (int a = 0; a <= accepts.size(); a++) {
-                    double rate = median(rates[a]);
-                    String label = a < accepts.size()
-                            ? String.format(Locale.ROOT, "A = %.2f", accepts.get(a))
-                            : "the drafter's own drafts";
+                io.out().printf(Locale.ROOT, "  %-28s %8.2f tok/s%n", "no drafts", base);
+                for (int row = 0; row < rows; row++) {
+                    double rate = median(rates[row]);
+                    String label = row < accepts.size()
+                            ? String.format(Locale.ROOT, "A = %.2f", accepts.get(row))
+                            : row == accepts.size() ? "the drafter's own drafts" : "A = 0.00, drafts while faster";
                     io.out()
                             .printf(
                                     Locale.ROOT,
-                                    "  %-24s %8.2f tok/s  %.2fx  (accepted %.0f %%)%n",
+                                    "  %-28s %8.2f tok/s  %.2fx  (accepted %.0f %%)%n",
                                     label,
                                     rate,
                                     rate / base,
-                                    100 * median(acceptance[a]));
+                                    100 * median(acceptance[row]));
                 }
             }
         }
 
         /**
          * One generation of {@code tg} tokens after the context; with drafts, each replaced by the reference token
-         * with probability {@code accept} ({@code -1}: the drafter's own). The first plain run sets the reference.
+         * with probability {@code accept} ({@code -1}: the drafter's own), drafting as {@code use} says. The first
+         * plain run sets the reference.
          */
-        private Run generate(SequencePool pool, int drafts, double accept) {
+        private Run generate(SequencePool pool, int drafts, double accept, Generator.DraftUse use) {
             try (SequencePool.Sequence sequence = pool.open()) {
                 if (pool instanceof CpuSequencePool cpu) {
                     cpu.fillRandom(sequence, depth, new Random(42));
@@ -810,7 +819,8 @@ final class BenchCommand implements Subcommand {
                             SequencePool.Readout.GREEDY);
                 }
                 SequencePool.DraftFilter filter = accept < 0 ? SequencePool.DraftFilter.NONE : towards(accept);
-                Generator generator = new Generator(pool, sequence, ANY_TOKEN, model.vocabSize(), 1, drafts, filter);
+                Generator generator =
+                        new Generator(pool, sequence, ANY_TOKEN, model.vocabSize(), 1, drafts, filter, use);
                 GenerationResult result = generator.generate(
                         new GenerationRequest(new int[] {first}, SamplingParams.greedy(), tg, List.of()),
                         event -> {},

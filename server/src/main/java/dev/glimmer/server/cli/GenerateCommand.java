@@ -36,7 +36,8 @@ import picocli.CommandLine.Option;
                 Text is streamed to stdout as it is generated; prompt size, speed and the finish reason go to
                 stderr. With --json, stdout gets {"text","tokens","finish_reason","prompt_tokens","timings","drafts"}.
                 --draft mtp (a file with the NextN block; the CPU only): each step drafts --draft-tokens tokens and
-                verifies them with the token in one pass; the output is the same, the acceptance goes to stderr.
+                verifies them with the token in one pass, while that gives more tokens per second than plain steps
+                (it tries now and then); the output is the same, the drafts and their acceptance go to stderr.
                 Generation stops at an end-of-generation token, after --max-tokens, or when the context is full.
                 --backend runs the model where the server would (cuda, metal and auto after the GPU self-test;
                 emulated: the GPU command lists on the CPU kernel emulator, slow, needs clang-19); a GPU keeps its
@@ -150,7 +151,8 @@ final class GenerateCommand implements Subcommand {
                         model.vocabSize(),
                         GlmForward.DEFAULT_BATCH,
                         drafts,
-                        SequencePool.DraftFilter.NONE);
+                        SequencePool.DraftFilter.NONE,
+                        Generator.DraftUse.WHILE_FASTER);
                 GenerationResult result = generator.generate(
                         new GenerationRequest(promptTokens, sampling, maxTokens, List.of()),
                         event -> {
