@@ -310,14 +310,12 @@ public final class CpuSequencePool implements SequencePool {
         KvCache cache = cache(slot);
         KvCache[] one = {cache};
         int e = model.config().embedding();
-        float[] hiddenBefore = new float[e];
-        outputs[slot.index()].get(start - 1, hiddenBefore, 0);
-
         // Draft: the NextN row of the token's position (final: its inputs are known), then a row per further draft
         // from the block's own output (provisional: redone below from the trunk's outputs).
+        float[] hiddenIn = new float[e];
+        outputs[slot.index()].get(start - 1, hiddenIn, 0);
         int[] drafted = new int[k];
         int input = token;
-        float[] hiddenIn = hiddenBefore.clone();
         for (int i = 0; i < Math.max(k, 1); i++) {
             float[] draftLogits = forward.nextn(one, new int[] {start + i}, new int[] {input}, hiddenIn, 1, k > 0);
             if (k == 0) {
