@@ -183,6 +183,30 @@ public final class GlmForward {
         return all;
     }
 
+    /**
+     * Runs {@code tokens[0 .. n)} at the positions after what {@code cache} holds, each row attending on its own as a
+     * decode step's row does (the batched attention of a prompt chunk costs several times more for so few rows), and
+     * gives back every row's logits ({@code n × vocab} values, a new array): a speculative step's verification, its
+     * rows those of {@code n} decode steps.
+     */
+    public float[] verify(KvCache cache, int[] tokens, int n) {
+        if (n <= 0 || n > maxBatch) {
+            throw new IllegalArgumentException("a verification takes 1.." + maxBatch + " rows, got " + n);
+        }
+        if (n > cache.remaining()) {
+            throw new InvalidInputException(n + " tokens do not fit in the context: " + cache.size() + " of "
+                    + cache.capacity() + " positions are used");
+        }
+        for (int t = 0; t < n; t++) {
+            rowCache[t] = cache;
+            rowPosition[t] = cache.size() + t;
+        }
+        forwardRows(tokens, 0, n, false);
+        float[] all = new float[n * vocab];
+        logits(0, n, all, 0);
+        return all;
+    }
+
     /** Whether the model has a NextN block, so that {@link #nextn} can run. */
     public boolean hasNextN() {
         return hidden != null;

@@ -331,7 +331,7 @@ public final class CpuSequencePool implements SequencePool {
         int[] rowTokens = new int[k + 1];
         rowTokens[0] = token;
         System.arraycopy(drafted, 0, rowTokens, 1, k);
-        float[] logits = forward.forward(cache, rowTokens, 0, k + 1, true);
+        float[] logits = forward.verify(cache, rowTokens, k + 1);
         TrunkOutputs kept = outputs[slot.index()];
         if (k > 0) {
             int[] positions = new int[k];
