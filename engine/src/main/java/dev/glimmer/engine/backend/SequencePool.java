@@ -135,6 +135,44 @@ public interface SequencePool extends AutoCloseable {
     }
 
     /**
+     * Tokens a {@link #speculate} step drafts at most: 0 when the pool does not draft (the model has no NextN block,
+     * or the pool was made without drafting).
+     */
+    default int maxDrafts() {
+        return 0;
+    }
+
+    /**
+     * A speculative decode step of one sequence (docs/SPECULATIVE.md): the pool drafts up to {@code drafts} tokens
+     * ({@code ≤ maxDrafts()}, fewer where the context ends) after {@code token} with the model's NextN block, each the
+     * first maximum of the block's logits, lets {@code filter} change them (benchmarks only: {@link DraftFilter#NONE}
+     * otherwise), then runs {@code token} and the drafts at the sequence's next positions as rows of one pass and gives
+     * back what {@code readout} asks of every row. The position advances past all of them; the caller keeps
+     * {@code token} and the drafts it accepts with {@link Sequence#truncate} ({@code position before + 1 + accepted}):
+     * the rows after that are overwritten by the next run, nothing is copied.
+     *
+     * <p>The pool keeps what drafting needs of a sequence through all its runs ({@link #prompt}, {@link #step} and
+     * this): the NextN block's own KV rows and the trunk's last outputs.
+     */
+    default Speculation speculate(Sequence sequence, int token, int drafts, Readout readout, DraftFilter filter) {
+        throw new UnsupportedOperationException("this pool does not draft");
+    }
+
+    /**
+     * What a {@link #speculate} step gave: the drafted tokens (after the filter), and one readout per row: row 0 after
+     * the token fed, row i after draft i-1, so row i's pick is what draft i is checked against.
+     */
+    record Speculation(int[] drafts, Next[] rows) {}
+
+    /** Changes the drafted tokens before they are verified: {@code drafts[i]} is the token for {@code position + i}. */
+    @FunctionalInterface
+    interface DraftFilter {
+        DraftFilter NONE = (position, drafts) -> {};
+
+        void replace(int position, int[] drafts);
+    }
+
+    /**
      * Bytes of one position's KV rows in every layer, as {@link #exportPrefix} writes them (the pool's own row size and
      * element type: opaque to everything above it).
      */

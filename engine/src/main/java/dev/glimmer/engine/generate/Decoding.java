@@ -5,6 +5,7 @@ import dev.glimmer.engine.grammar.TokenConstraint;
 import dev.glimmer.engine.sampling.Sampler;
 import dev.glimmer.engine.sampling.SamplingParams;
 import dev.glimmer.engine.sampling.TokenLogprobs;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 
@@ -96,13 +97,41 @@ public final class Decoding {
      * @param contextRoom positions the context has left: with none, the picked token is the last
      */
     public Step next(float[] logits, int greedyToken, int contextRoom) {
+        return next(logits, greedyToken, contextRoom, -1);
+    }
+
+    /**
+     * Picks the tokens after a speculative step ({@link SequencePool#speculate}): row i's pick, made as {@link #next}
+     * makes it with draft i as the sampler's proposal ({@link Sampler#sample(float[], long[], int)}), is the next
+     * token, and while it equals draft i and does not end the sequence, row i + 1's pick follows. Every pick goes
+     * through {@link #next}, so the grammar, the logit bias, the penalties, the stop strings and the limits apply to
+     * each accepted token, and the tokens are those (greedy) or distributed as those (sampled) of decoding without
+     * drafts.
+     *
+     * @param contextRoom positions the context has left after row 0 (each further row has one fewer)
+     * @return the picks: the accepted drafts, then the pick that differs or ends the sequence (at least one)
+     */
+    public List<Step> verify(SequencePool.Speculation speculation, int contextRoom) {
+        int[] drafts = speculation.drafts();
+        List<Step> picks = new ArrayList<>(drafts.length + 1);
+        for (int i = 0; ; i++) {
+            SequencePool.Next row = speculation.rows()[i];
+            int draft = i < drafts.length ? drafts[i] : -1;
+            Step step = next(row.logits(), row.greedyToken(), contextRoom - i, draft);
+            picks.add(step);
+            if (step.finish() != null || step.token() != draft) {
+                return picks;
+            }
+        }
+    }
+
+    private Step next(float[] logits, int greedyToken, int contextRoom, int draft) {
         int token;
         if (logits == null) {
             token = greedyToken;
-        } else if (constraint == null) {
-            token = sampler.sample(logits);
         } else {
-            token = sampler.sample(logits, constraint.allowed(tokensLeft(contextRoom)));
+            long[] allowed = constraint == null ? null : constraint.allowed(tokensLeft(contextRoom));
+            token = sampler.sample(logits, allowed, draft);
         }
         if (constraint != null) {
             constraint.accept(token);

@@ -12,6 +12,11 @@ import java.util.function.Consumer;
  * or a full context ({@link Decoding}). Cancellation is checked between prompt chunks and between tokens; each token
  * is reported as it is produced.
  *
+ * <p>With drafts ({@link SequencePool#maxDrafts} of a pool made for them), a decode step is a speculative step of
+ * the token and up to that many drafted tokens, verified by {@link Decoding#verify}: the same tokens, often more than
+ * one per step; with {@link DraftUse#WHILE_FASTER}, while plain steps give more tokens per second they run instead
+ * ({@link DraftSwitch}).
+ *
  * <p>The prompt is processed after what the sequence already holds, so a caller that keeps a conversation's
  * sequence passes only the new tokens (after {@link SequencePool.Sequence#truncate} to the shared prefix).
  */
@@ -22,14 +27,50 @@ public final class Generator {
     private final int vocabSize;
     /** Prompt tokens per chunk: a cancellation is noticed within one. */
     private final int promptChunk;
+    /** Tokens each decode step drafts; 0: plain decode steps. */
+    private final int drafts;
+
+    private final SequencePool.DraftFilter draftFilter;
+    private final DraftUse draftUse;
+
+    /** When a generator with drafts drafts. */
+    public enum DraftUse {
+        /** Every decode step (tests, and benchmarks of the speculative step itself). */
+        ALWAYS,
+        /** While speculative steps give more tokens per second than plain ones ({@link DraftSwitch}). */
+        WHILE_FASTER
+    }
 
     public Generator(
             SequencePool pool, SequencePool.Sequence sequence, Vocabulary vocabulary, int vocabSize, int promptChunk) {
+        this(pool, sequence, vocabulary, vocabSize, promptChunk, 0, SequencePool.DraftFilter.NONE, DraftUse.ALWAYS);
+    }
+
+    /**
+     * @param drafts      tokens each decode step drafts (at most the pool's {@link SequencePool#maxDrafts}); 0: none
+     * @param draftFilter changes the drafts before they are verified ({@code bench --draft-accept}); NONE otherwise
+     * @param draftUse    whether every step drafts, or only while that is faster
+     */
+    public Generator(
+            SequencePool pool,
+            SequencePool.Sequence sequence,
+            Vocabulary vocabulary,
+            int vocabSize,
+            int promptChunk,
+            int drafts,
+            SequencePool.DraftFilter draftFilter,
+            DraftUse draftUse) {
+        if (drafts < 0 || drafts > pool.maxDrafts()) {
+            throw new IllegalArgumentException(drafts + " drafts: the pool drafts at most " + pool.maxDrafts());
+        }
         this.promptChunk = promptChunk;
         this.pool = pool;
         this.sequence = sequence;
         this.vocabulary = vocabulary;
         this.vocabSize = vocabSize;
+        this.drafts = drafts;
+        this.draftFilter = draftFilter;
+        this.draftUse = draftUse;
     }
 
     /**
@@ -72,28 +113,58 @@ public final class Generator {
                 0,
                 null);
         StringBuilder text = new StringBuilder();
-        FinishReason finish;
-        while (true) {
+        FinishReason finish = null;
+        int drafted = 0;
+        int accepted = 0;
+        List<Decoding.Step> picks = null;
+        DraftSwitch draftSwitch = new DraftSwitch();
+        while (finish == null) {
             if (cancelled.getAsBoolean()) {
                 finish = FinishReason.CANCELLED;
                 break;
             }
-            Decoding.Step step = decoding.next(next.logits(), next.greedyToken(), remaining());
-            text.append(step.text());
-            onToken.accept(
-                    new TokenEvent(step.token(), step.text(), step.logprobs().logprob()));
-            if (step.finish() != null) {
-                finish = step.finish();
-                break;
+            if (picks == null) {
+                picks = List.of(decoding.next(next.logits(), next.greedyToken(), remaining()));
+            } else if (drafts > 0 && (draftUse == DraftUse.ALWAYS || draftSwitch.draftNext())) {
+                long stepStart = System.nanoTime();
+                int before = sequence.position();
+                SequencePool.Speculation speculation =
+                        pool.speculate(sequence, picks.getLast().token(), drafts, decoding.readout(), draftFilter);
+                picks = decoding.verify(speculation, sequence.capacity() - before - 1);
+                // Keep the token and the accepted drafts; the rows of the rejected ones are overwritten later.
+                sequence.truncate(before + picks.size());
+                drafted += speculation.drafts().length;
+                accepted += accepted(speculation.drafts(), picks);
+                draftSwitch.record(true, System.nanoTime() - stepStart, picks.size());
+            } else {
+                long stepStart = System.nanoTime();
+                int[] token = {picks.getLast().token()};
+                next = pool.step(List.of(sequence), token, new SequencePool.Readout[] {decoding.readout()})[0];
+                picks = List.of(decoding.next(next.logits(), next.greedyToken(), remaining()));
+                draftSwitch.record(false, System.nanoTime() - stepStart, 1);
             }
-            next = pool.step(List.of(sequence), new int[] {step.token()}, new SequencePool.Readout[] {decoding.readout()
-            })[0];
+            for (Decoding.Step step : picks) {
+                text.append(step.text());
+                onToken.accept(new TokenEvent(
+                        step.token(), step.text(), step.logprobs().logprob()));
+                finish = step.finish();
+            }
         }
         return new GenerationResult(
                 text.toString(),
                 decoding.tokens(),
                 finish,
-                new Timings(prompt.length, promptMillis, decoding.count(), millisSince(decodeStart)));
+                new Timings(prompt.length, promptMillis, decoding.count(), millisSince(decodeStart)),
+                new GenerationResult.Drafts(drafted, accepted));
+    }
+
+    /** How many of the picks took their draft. */
+    private static int accepted(int[] drafts, List<Decoding.Step> picks) {
+        int n = 0;
+        while (n < drafts.length && n < picks.size() && picks.get(n).token() == drafts[n]) {
+            n++;
+        }
+        return n;
     }
 
     private int remaining() {

@@ -58,6 +58,11 @@ public final class GlmForward {
     private final int[] rowPosition;
     private final float[] qOne; // one row of qFull, for the attention of a lone row
     private final float[] oOne; // one row of oLatent
+    // The hand-over to the NextN block (null without one): the trunk's output rows, normed; the block's input.
+    private final float[] hidden; // rms(x, output_norm) of the last pass's rows [E]
+    private final float[] nextnInput; // concat(rms(embedding, enorm), rms(hidden, hnorm)) [2E]
+    private final float[] nextnHidden; // the block's output, rms(x, shared_head_norm) [E]
+    private final float[] nextnLogits;
 
     public GlmForward(GlmModel model, Backend backend, int maxBatch) {
         if (maxBatch <= 0) {
@@ -102,6 +107,11 @@ public final class GlmForward {
         rowPosition = new int[b];
         qOne = new float[c.heads() * width];
         oOne = new float[c.heads() * c.kvLoraRank()];
+        boolean nextn = w.nextn() != null;
+        hidden = nextn ? new float[b * e] : null;
+        nextnInput = nextn ? new float[b * 2 * e] : null;
+        nextnHidden = nextn ? new float[b * e] : null;
+        nextnLogits = nextn ? new float[vocab] : null;
     }
 
     /** Sends every intermediate to {@code listener} (null: none, the normal case). */
@@ -173,6 +183,102 @@ public final class GlmForward {
         return all;
     }
 
+    /**
+     * Runs {@code tokens[0 .. n)} at the positions after what {@code cache} holds, each row attending on its own as a
+     * decode step's row does (the batched attention of a prompt chunk costs several times more for so few rows), and
+     * gives back every row's logits ({@code n × vocab} values, a new array): a speculative step's verification, its
+     * rows those of {@code n} decode steps.
+     */
+    public float[] verify(KvCache cache, int[] tokens, int n) {
+        if (n <= 0 || n > maxBatch) {
+            throw new IllegalArgumentException("a verification takes 1.." + maxBatch + " rows, got " + n);
+        }
+        if (n > cache.remaining()) {
+            throw new InvalidInputException(n + " tokens do not fit in the context: " + cache.size() + " of "
+                    + cache.capacity() + " positions are used");
+        }
+        for (int t = 0; t < n; t++) {
+            rowCache[t] = cache;
+            rowPosition[t] = cache.size() + t;
+        }
+        forwardRows(tokens, 0, n, false);
+        float[] all = new float[n * vocab];
+        logits(0, n, all, 0);
+        return all;
+    }
+
+    /** Whether the model has a NextN block, so that {@link #nextn} can run. */
+    public boolean hasNextN() {
+        return hidden != null;
+    }
+
+    /**
+     * The trunk's output of row {@code row} of the last {@link #forward} chunk or {@link #decode} step: the final
+     * hidden state normed by {@code output_norm}, which the NextN block takes for the position after it (E values into
+     * {@code dst[dstOff ..]}). A {@link #forward} of more than {@code maxBatch} tokens keeps only its last chunk's.
+     */
+    public void hiddenState(int row, float[] dst, int dstOff) {
+        int e = c.embedding();
+        System.arraycopy(hidden, row * e, dst, dstOff, e);
+    }
+
+    /**
+     * The NextN block (docs/MODEL.md §4b) for {@code n} rows: row t takes {@code tokens[t]} at {@code positions[t]} of
+     * {@code caches[t]} and {@code hiddens[t·E ..]}, the trunk's output at the position before ({@link #hiddenState};
+     * zeros where it is not known), writes its KV row into the cache's NextN layer (layer {@code layers}, which the
+     * cache must have: {@link GlmModel#newCache(int, dev.glimmer.engine.kv.KvCacheType, boolean)}) and leaves the
+     * block's own output (normed by the shared head norm: the hidden state a further draft takes) for
+     * {@link #nextnHiddenState}. The caches' sizes are not changed: the trunk's rows of these positions make them count.
+     *
+     * @param logits whether to compute the last row's logits through the shared head (the draft)
+     * @return the last row's logits ({@code vocab} values in a buffer the next call reuses), or null
+     */
+    public float[] nextn(KvCache[] caches, int[] positions, int[] tokens, float[] hiddens, int n, boolean logits) {
+        GlmWeights.NextN m = w.nextn();
+        if (m == null) {
+            throw new IllegalStateException("the model has no NextN block");
+        }
+        if (n <= 0 || n > maxBatch) {
+            throw new IllegalArgumentException("a NextN pass takes 1.." + maxBatch + " rows, got " + n);
+        }
+        int e = c.embedding();
+        boolean oneSequence = true;
+        for (int t = 0; t < n; t++) {
+            if (caches[t].layers() <= c.layers()) {
+                throw new IllegalArgumentException("the cache has no NextN layer");
+            }
+            rowCache[t] = caches[t];
+            rowPosition[t] = positions[t];
+            oneSequence &= caches[t] == caches[0] && positions[t] == positions[0] + t;
+        }
+        // x = eh_proj · concat(rms(embedding, enorm), rms(hidden, hnorm)): the embedding first, as llama.cpp's graph.
+        for (int t = 0; t < n; t++) {
+            backend.embed(m.embedding(), tokens[t], h, t * e);
+            rmsNorm(h, t * e, e, m.enorm(), nextnInput, 2 * t * e);
+            rmsNorm(hiddens, t * e, e, m.hnorm(), nextnInput, 2 * t * e + e);
+        }
+        int il = c.layers();
+        emit("nextn_input", il, nextnInput, n, 2 * e);
+        backend.matmul(m.ehProj(), nextnInput, 0, 2 * e, n, x, 0, e);
+        emit("nextn_eh_proj", il, x, n, e);
+        ropeAngles(n);
+        block(il, m.layer(), n, oneSequence);
+        rmsNormRows(x, m.headNorm(), nextnHidden, n, e);
+        emit("nextn_hidden", il, nextnHidden, n, e);
+        if (!logits) {
+            return null;
+        }
+        backend.matmul(m.head(), nextnHidden, (n - 1) * e, e, 1, nextnLogits, 0, vocab);
+        emit("nextn_logits", il, nextnLogits, 1, vocab);
+        return nextnLogits;
+    }
+
+    /** The NextN block's output of row {@code row} of the last {@link #nextn} pass (E values into {@code dst}). */
+    public void nextnHiddenState(int row, float[] dst, int dstOff) {
+        int e = c.embedding();
+        System.arraycopy(nextnHidden, row * e, dst, dstOff, e);
+    }
+
     /** One chunk of {@code n} tokens of one sequence, at the positions after what {@code cache} holds. */
     private void forwardChunk(KvCache cache, int[] tokens, int from, int n) {
         int start = cache.size();
@@ -198,26 +304,10 @@ public final class GlmForward {
         ropeAngles(n);
         // 2. The layers.
         for (int il = 0; il < c.layers(); il++) {
-            GlmWeights.Layer layer = w.layers().get(il);
-            rmsNormRows(x, layer.attnNorm(), h, n, e);
-            emit("attn_norm", il, h, n, e);
-            attention(il, layer, n, oneSequence);
-            for (int i = 0; i < n * e; i++) {
-                x[i] += sub[i];
-            }
-            emit("ffn_inp", il, x, n, e);
-            rmsNormRows(x, layer.ffnNorm(), h, n, e);
-            emit("ffn_norm", il, h, n, e);
-            if (layer.dense() != null) {
-                ffn(layer.dense(), h, n, sub, "ffn_swiglu", il);
-            } else {
-                moe(il, layer.moe(), n);
-            }
-            emit("ffn_out", il, sub, n, e);
-            for (int i = 0; i < n * e; i++) {
-                x[i] += sub[i];
-            }
-            emit("l_out", il, x, n, e);
+            block(il, w.layers().get(il), n, oneSequence);
+        }
+        if (hidden != null) {
+            rmsNormRows(x, w.outputNorm(), hidden, n, e);
         }
         if (oneSequence) {
             rowCache[0].advance(n);
@@ -226,6 +316,33 @@ public final class GlmForward {
                 rowCache[t].advance(1);
             }
         }
+    }
+
+    /**
+     * One transformer block on the rows in {@code x} (a trunk layer, or the NextN block's): attention over the KV rows
+     * of cache layer {@code il}, then the dense FFN or the MoE, each added to the residual stream.
+     */
+    private void block(int il, GlmWeights.Layer layer, int n, boolean oneSequence) {
+        int e = c.embedding();
+        rmsNormRows(x, layer.attnNorm(), h, n, e);
+        emit("attn_norm", il, h, n, e);
+        attention(il, layer, n, oneSequence);
+        for (int i = 0; i < n * e; i++) {
+            x[i] += sub[i];
+        }
+        emit("ffn_inp", il, x, n, e);
+        rmsNormRows(x, layer.ffnNorm(), h, n, e);
+        emit("ffn_norm", il, h, n, e);
+        if (layer.dense() != null) {
+            ffn(layer.dense(), h, n, sub, "ffn_swiglu", il);
+        } else {
+            moe(il, layer.moe(), n);
+        }
+        emit("ffn_out", il, sub, n, e);
+        for (int i = 0; i < n * e; i++) {
+            x[i] += sub[i];
+        }
+        emit("l_out", il, x, n, e);
     }
 
     /** MLA attention of the batch: writes the batch's latent rows to the cache, leaves the output in {@code sub}. */

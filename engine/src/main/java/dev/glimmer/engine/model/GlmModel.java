@@ -49,11 +49,27 @@ public record GlmModel(GgufFile file, GlmConfig config, GlmWeights weights) impl
      * @throws InvalidInputException when the size is not positive or exceeds the model's context length
      */
     public KvCache newCache(int contextSize, KvCacheType type) {
+        return newCache(contextSize, type, false);
+    }
+
+    /**
+     * A new, empty KV cache, with one more layer for the NextN block's rows when {@code withNextN} (the model must
+     * have the block).
+     */
+    public KvCache newCache(int contextSize, KvCacheType type, boolean withNextN) {
+        if (withNextN && weights.nextn() == null) {
+            throw new IllegalArgumentException("the model has no NextN block");
+        }
         if (contextSize <= 0 || contextSize > config.contextLength()) {
             throw new InvalidInputException("context size " + contextSize + " is outside 1.." + config.contextLength()
                     + " (the model's context length)");
         }
-        return new KvCache(config.layers(), config.kvRowWidth(), contextSize, type);
+        return new KvCache(cacheLayers(withNextN), config.kvRowWidth(), contextSize, type);
+    }
+
+    /** Layers of KV rows a sequence's cache holds: the trunk's, and the NextN block's when it drafts. */
+    public int cacheLayers(boolean withNextN) {
+        return config.layers() + (withNextN ? 1 : 0);
     }
 
     @Override

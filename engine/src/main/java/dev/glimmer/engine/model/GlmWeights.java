@@ -20,8 +20,32 @@ import java.util.List;
  * @param outputNorm     {@code output_norm.weight}
  * @param output         {@code output.weight}, or the token embedding when the file has none (tied embeddings)
  * @param layers         the trunk layers (an MTP/NextN block is not included)
+ * @param nextn          the multi-token-prediction block after the trunk, or null when the file has none
  */
-public record GlmWeights(WeightMatrix tokenEmbedding, float[] outputNorm, WeightMatrix output, List<Layer> layers) {
+public record GlmWeights(
+        WeightMatrix tokenEmbedding, float[] outputNorm, WeightMatrix output, List<Layer> layers, NextN nextn) {
+
+    /**
+     * The NextN (MTP) block (docs/MODEL.md §4b): from the trunk's hidden state at one position and the embedding of
+     * the token at the next, one more transformer block predicts the token after that.
+     *
+     * @param ehProj         {@code nextn.eh_proj} (2E → E), applied to {@code concat(rms(embedding, enorm),
+     *                       rms(hidden, hnorm))}
+     * @param enorm          {@code nextn.enorm}
+     * @param hnorm          {@code nextn.hnorm}
+     * @param layer          the block's attention and MoE ({@code blk.<trunk layers>.*}), with its own KV rows
+     * @param embedding      {@code nextn.embed_tokens}, or the trunk's token embedding when the file has none
+     * @param headNorm       {@code nextn.shared_head_norm}, or the trunk's output norm
+     * @param head           {@code nextn.shared_head_head}, or the trunk's output matrix
+     */
+    public record NextN(
+            WeightMatrix ehProj,
+            float[] enorm,
+            float[] hnorm,
+            Layer layer,
+            WeightMatrix embedding,
+            float[] headNorm,
+            WeightMatrix head) {}
 
     /**
      * One transformer block.
@@ -76,6 +100,43 @@ public record GlmWeights(WeightMatrix tokenEmbedding, float[] outputNorm, Weight
         WeightMatrix output =
                 file.findTensor("output.weight").isPresent() ? l.matrix("output.weight", e, vocab) : tokenEmbedding;
 
+        List<Layer> layers = new ArrayList<>();
+        for (int i = 0; i < c.layers(); i++) {
+            layers.add(layer(file, l, c, e, i));
+        }
+        NextN nextn = null;
+        if (c.nextnLayers() > 0
+                && file.findTensor("blk." + c.layers() + ".nextn.eh_proj.weight")
+                        .isPresent()) {
+            int i = c.layers();
+            String b = "blk." + i + ".nextn.";
+            if (c.isDense(i)) {
+                throw new InvalidInputException(
+                        file.path().getFileName() + ": the NextN block " + i
+                                + " has a dense FFN (leading_dense_block_count covers it); only a MoE NextN block is supported");
+            }
+            nextn = new NextN(
+                    l.matrix(b + "eh_proj.weight", new Dim(2L * c.embedding(), "2 × " + P + "embedding_length"), e),
+                    l.vector(b + "enorm.weight", e),
+                    l.vector(b + "hnorm.weight", e),
+                    layer(file, l, c, e, i),
+                    file.findTensor(b + "embed_tokens.weight").isPresent()
+                            ? l.matrix(b + "embed_tokens.weight", e, vocab)
+                            : tokenEmbedding,
+                    file.findTensor(b + "shared_head_norm.weight").isPresent()
+                            ? l.vector(b + "shared_head_norm.weight", e)
+                            : outputNorm,
+                    file.findTensor(b + "shared_head_head.weight").isPresent()
+                            ? l.matrix(b + "shared_head_head.weight", e, vocab)
+                            : output);
+        }
+        return new GlmWeights(tokenEmbedding, outputNorm, output, List.copyOf(layers), nextn);
+    }
+
+    /** Block {@code i}: attention, then a dense FFN or the MoE (a trunk layer, or the NextN block's). */
+    private static Layer layer(GgufFile file, Loader l, GlmConfig c, Dim e, int i) {
+        String P = GlmConfig.P;
+        Dim x = new Dim(c.experts(), P + "expert_count");
         Dim qr = new Dim(c.qLoraRank(), P + "attention.q_lora_rank");
         Dim kvr = new Dim(c.kvLoraRank(), P + "attention.kv_lora_rank");
         Dim qAll = new Dim(
@@ -92,84 +153,77 @@ public record GlmWeights(WeightMatrix tokenEmbedding, float[] outputNorm, Weight
         Dim fsh = new Dim(
                 (long) c.expertFfn() * c.sharedExperts(),
                 P + "expert_feed_forward_length × " + P + "expert_shared_count");
-        Dim x = new Dim(c.experts(), P + "expert_count");
-
-        List<Layer> layers = new ArrayList<>();
-        for (int i = 0; i < c.layers(); i++) {
-            String b = "blk." + i + ".";
-            if (file.findTensor(b + "attn_kv_b.weight").isPresent()
-                    && file.findTensor(b + "attn_k_b.weight").isEmpty()) {
-                throw new InvalidInputException(file.path().getFileName() + " stores the unsplit " + b
-                        + "attn_kv_b.weight of old conversions; convert the model again with a current llama.cpp");
-            }
-            WeightMatrix qA = null;
-            float[] qANorm = null;
-            WeightMatrix q;
-            if (c.qLoraRank() > 0) {
-                qA = l.matrix(b + "attn_q_a.weight", e, qr);
-                qANorm = l.vector(b + "attn_q_a_norm.weight", qr);
-                q = l.matrix(b + "attn_q_b.weight", qr, qAll);
-            } else {
-                q = l.matrix(b + "attn_q.weight", e, qAll);
-            }
-            Ffn dense = null;
-            Moe moe = null;
-            if (c.isDense(i)) {
-                dense = new Ffn(
-                        l.matrix(b + "ffn_gate.weight", e, ff),
-                        l.matrix(b + "ffn_up.weight", e, ff),
-                        l.matrix(b + "ffn_down.weight", ff, e));
-            } else {
-                WeightMatrix[] gates;
-                WeightMatrix[] ups;
-                if (file.findTensor(b + "ffn_gate_up_exps.weight").isPresent()) {
-                    // Merged variant: each expert's matrix holds the gate rows, then the up rows.
-                    WeightMatrix[] merged = l.stack(
-                            b + "ffn_gate_up_exps.weight",
-                            e,
-                            new Dim(2L * c.expertFfn(), "2 × " + P + "expert_feed_forward_length"),
-                            x);
-                    gates = new WeightMatrix[c.experts()];
-                    ups = new WeightMatrix[c.experts()];
-                    for (int k = 0; k < c.experts(); k++) {
-                        gates[k] = merged[k].rows(0, c.expertFfn());
-                        ups[k] = merged[k].rows(c.expertFfn(), c.expertFfn());
-                    }
-                } else {
-                    gates = l.stack(b + "ffn_gate_exps.weight", e, fe, x);
-                    ups = l.stack(b + "ffn_up_exps.weight", e, fe, x);
-                }
-                WeightMatrix[] downs = l.stack(b + "ffn_down_exps.weight", fe, e, x);
-                Ffn[] experts = new Ffn[c.experts()];
-                for (int k = 0; k < c.experts(); k++) {
-                    experts[k] = new Ffn(gates[k], ups[k], downs[k]);
-                }
-                Ffn shared = c.sharedExperts() == 0
-                        ? null
-                        : new Ffn(
-                                l.matrix(b + "ffn_gate_shexp.weight", e, fsh),
-                                l.matrix(b + "ffn_up_shexp.weight", e, fsh),
-                                l.matrix(b + "ffn_down_shexp.weight", fsh, e));
-                float[] bias = file.findTensor(b + "exp_probs_b.bias").isPresent()
-                        ? l.vector(b + "exp_probs_b.bias", x)
-                        : null;
-                moe = new Moe(l.matrix(b + "ffn_gate_inp.weight", e, x), bias, experts, shared);
-            }
-            layers.add(new Layer(
-                    l.vector(b + "attn_norm.weight", e),
-                    qA,
-                    qANorm,
-                    q,
-                    l.matrix(b + "attn_kv_a_mqa.weight", e, kvRow),
-                    l.vector(b + "attn_kv_a_norm.weight", kvr),
-                    l.stack(b + "attn_k_b.weight", nope, kvr, heads),
-                    l.stack(b + "attn_v_b.weight", kvr, vh, heads),
-                    l.matrix(b + "attn_output.weight", vAll, e),
-                    l.vector(b + "ffn_norm.weight", e),
-                    dense,
-                    moe));
+        String b = "blk." + i + ".";
+        if (file.findTensor(b + "attn_kv_b.weight").isPresent()
+                && file.findTensor(b + "attn_k_b.weight").isEmpty()) {
+            throw new InvalidInputException(file.path().getFileName() + " stores the unsplit " + b
+                    + "attn_kv_b.weight of old conversions; convert the model again with a current llama.cpp");
         }
-        return new GlmWeights(tokenEmbedding, outputNorm, output, List.copyOf(layers));
+        WeightMatrix qA = null;
+        float[] qANorm = null;
+        WeightMatrix q;
+        if (c.qLoraRank() > 0) {
+            qA = l.matrix(b + "attn_q_a.weight", e, qr);
+            qANorm = l.vector(b + "attn_q_a_norm.weight", qr);
+            q = l.matrix(b + "attn_q_b.weight", qr, qAll);
+        } else {
+            q = l.matrix(b + "attn_q.weight", e, qAll);
+        }
+        Ffn dense = null;
+        Moe moe = null;
+        if (c.isDense(i)) {
+            dense = new Ffn(
+                    l.matrix(b + "ffn_gate.weight", e, ff),
+                    l.matrix(b + "ffn_up.weight", e, ff),
+                    l.matrix(b + "ffn_down.weight", ff, e));
+        } else {
+            WeightMatrix[] gates;
+            WeightMatrix[] ups;
+            if (file.findTensor(b + "ffn_gate_up_exps.weight").isPresent()) {
+                // Merged variant: each expert's matrix holds the gate rows, then the up rows.
+                WeightMatrix[] merged = l.stack(
+                        b + "ffn_gate_up_exps.weight",
+                        e,
+                        new Dim(2L * c.expertFfn(), "2 × " + P + "expert_feed_forward_length"),
+                        x);
+                gates = new WeightMatrix[c.experts()];
+                ups = new WeightMatrix[c.experts()];
+                for (int k = 0; k < c.experts(); k++) {
+                    gates[k] = merged[k].rows(0, c.expertFfn());
+                    ups[k] = merged[k].rows(c.expertFfn(), c.expertFfn());
+                }
+            } else {
+                gates = l.stack(b + "ffn_gate_exps.weight", e, fe, x);
+                ups = l.stack(b + "ffn_up_exps.weight", e, fe, x);
+            }
+            WeightMatrix[] downs = l.stack(b + "ffn_down_exps.weight", fe, e, x);
+            Ffn[] experts = new Ffn[c.experts()];
+            for (int k = 0; k < c.experts(); k++) {
+                experts[k] = new Ffn(gates[k], ups[k], downs[k]);
+            }
+            Ffn shared = c.sharedExperts() == 0
+                    ? null
+                    : new Ffn(
+                            l.matrix(b + "ffn_gate_shexp.weight", e, fsh),
+                            l.matrix(b + "ffn_up_shexp.weight", e, fsh),
+                            l.matrix(b + "ffn_down_shexp.weight", fsh, e));
+            float[] bias =
+                    file.findTensor(b + "exp_probs_b.bias").isPresent() ? l.vector(b + "exp_probs_b.bias", x) : null;
+            moe = new Moe(l.matrix(b + "ffn_gate_inp.weight", e, x), bias, experts, shared);
+        }
+        return new Layer(
+                l.vector(b + "attn_norm.weight", e),
+                qA,
+                qANorm,
+                q,
+                l.matrix(b + "attn_kv_a_mqa.weight", e, kvRow),
+                l.vector(b + "attn_kv_a_norm.weight", kvr),
+                l.stack(b + "attn_k_b.weight", nope, kvr, heads),
+                l.stack(b + "attn_v_b.weight", kvr, vh, heads),
+                l.matrix(b + "attn_output.weight", vAll, e),
+                l.vector(b + "ffn_norm.weight", e),
+                dense,
+                moe);
     }
 
     /** The size a tensor dimension must have, and the metadata that says so (for the error message). */

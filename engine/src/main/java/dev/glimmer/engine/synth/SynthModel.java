@@ -20,26 +20,41 @@ public record SynthModel(
         SynthPreset preset,
         SynthWeightType weightType,
         long seed,
+        boolean nextn,
         Map<String, GgufValue> metadata,
         List<TensorSpec> tensors) {
 
     private static final String ARCH = "deepseek2";
 
+    /** A model of the preset's trunk alone (the layout of the oracle files). */
     public static SynthModel of(SynthPreset preset, SynthWeightType weightType, long seed) {
+        return of(preset, weightType, seed, false);
+    }
+
+    /**
+     * @param nextn whether the file also carries the multi-token-prediction (NextN) block after the trunk, as newer
+     *              GLM-4.7-Flash conversions do: {@code block_count} one more, {@code nextn_predict_layers} 1, and
+     *              {@code blk.<layers>.*}, a MoE block with the {@code nextn.*} tensors (docs/MODEL.md §4b)
+     */
+    public static SynthModel of(SynthPreset preset, SynthWeightType weightType, long seed, boolean nextn) {
         return new SynthModel(
                 preset,
                 weightType,
                 seed,
-                metadata(preset, weightType, SynthVocab.build(preset, seed)),
-                tensors(preset, weightType));
+                nextn,
+                metadata(preset, weightType, SynthVocab.build(preset, seed), nextn),
+                tensors(preset, weightType, nextn));
     }
 
-    private static Map<String, GgufValue> metadata(SynthPreset p, SynthWeightType w, SynthVocab vocab) {
+    private static Map<String, GgufValue> metadata(SynthPreset p, SynthWeightType w, SynthVocab vocab, boolean nextn) {
         Map<String, GgufValue> m = new LinkedHashMap<>();
         m.put("general.architecture", GgufValue.of(ARCH));
         m.put("general.type", GgufValue.of("model"));
         m.put("general.name", GgufValue.of(p.modelName()));
-        u32(m, "block_count", p.layers());
+        u32(m, "block_count", p.layers() + (nextn ? 1 : 0));
+        if (nextn) {
+            u32(m, "nextn_predict_layers", 1);
+        }
         u32(m, "context_length", p.contextLength());
         u32(m, "embedding_length", p.embd());
         u32(m, "feed_forward_length", p.ff());
@@ -90,7 +105,7 @@ public record SynthModel(
     }
 
     /** The tensors of a model of preset {@code p} with {@code w} weights, in file order. */
-    static List<TensorSpec> tensors(SynthPreset p, SynthWeightType w) {
+    static List<TensorSpec> tensors(SynthPreset p, SynthWeightType w, boolean nextn) {
         long e = p.embd();
         long v = p.vocabSize();
         long h = p.heads();
@@ -98,7 +113,8 @@ public record SynthModel(
         List<TensorSpec> t = new ArrayList<>();
         Tensors add = new Tensors(t, w, p);
         add.matrix("token_embd.weight", e, v);
-        for (int i = 0; i < p.layers(); i++) {
+        int blocks = p.layers() + (nextn ? 1 : 0);
+        for (int i = 0; i < blocks; i++) {
             String b = "blk." + i + ".";
             add.f32(b + "attn_norm.weight", e);
             add.f32(b + "attn_q_a_norm.weight", p.qLoraRank());
@@ -124,6 +140,14 @@ public record SynthModel(
                 add.matrix(b + "ffn_up_shexp.weight", e, ffShared);
                 add.matrix(b + "ffn_down_shexp.weight", ffShared, e);
             }
+            if (i == p.layers()) {
+                // The NextN block's own tensors, as llama.cpp's converter names them (the embedding and the head
+                // are the trunk's: the optional nextn.embed_tokens and nextn.shared_head_head are not written).
+                add.matrix(b + "nextn.eh_proj.weight", 2 * e, e);
+                add.f32(b + "nextn.enorm.weight", e);
+                add.f32(b + "nextn.hnorm.weight", e);
+                add.f32(b + "nextn.shared_head_norm.weight", e);
+            }
         }
         add.f32("output_norm.weight", e);
         add.matrix("output.weight", e, v);
@@ -147,7 +171,7 @@ public record SynthModel(
      * other tensor (matrices, router, expert bias) around 0 with standard deviation 0.02.
      */
     static float mean(String tensorName) {
-        return tensorName.endsWith("_norm.weight") ? 1f : 0f;
+        return tensorName.endsWith("norm.weight") ? 1f : 0f;
     }
 
     static final float STDDEV = 0.02f;

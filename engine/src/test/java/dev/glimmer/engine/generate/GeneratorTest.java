@@ -42,7 +42,7 @@ class GeneratorTest {
     }
 
     /** Ids as text; {@code endOfGeneration} plays the role of the vocabulary's EOG set. */
-    private record BracketVocabulary(Set<Integer> endOfGeneration) implements Vocabulary {
+    record BracketVocabulary(Set<Integer> endOfGeneration) implements Vocabulary {
         @Override
         public boolean isEndOfGeneration(int token) {
             return endOfGeneration.contains(token);

@@ -39,7 +39,8 @@ public final class VariantModels {
         List<TensorSpec> t = new ArrayList<>(base.tensors());
         tensors.accept(t);
         Path file = dir.resolve(name + ".gguf");
-        ModelSynthesizer.write(new SynthModel(OTHER, SynthWeightType.F32, 7, m, t), file, (written, total) -> {});
+        ModelSynthesizer.write(
+                new SynthModel(OTHER, SynthWeightType.F32, 7, false, m, t), file, (written, total) -> {});
         return GlmModel.open(file);
     }
 }

@@ -4,6 +4,9 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -16,6 +19,8 @@ import dev.glimmer.engine.gguf.GgufValue;
 import dev.glimmer.engine.gguf.GgufValue.GgufArray;
 import dev.glimmer.engine.gguf.GgufWriter.TensorSpec;
 import dev.glimmer.engine.gguf.TensorInfo;
+import dev.glimmer.engine.model.GlmModel;
+import dev.glimmer.engine.model.GlmWeights;
 import dev.glimmer.engine.model.ModelFacts;
 import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.engine.tensor.Q4_0;
@@ -160,8 +165,8 @@ class SynthTest {
                     ((Number) s.metadata().entries().get("general.file_type").value()).longValue());
         }
         // The full preset: Q6_K output and ffn_down of layers 0-4, 41-46 and every third between, Q5_0 key heads.
-        List<TensorSpec> full =
-                SynthModel.tensors(SynthPreset.FULL, SynthWeightType.Q4_K_M); // without the (slow) full vocabulary
+        List<TensorSpec> full = SynthModel.tensors(
+                SynthPreset.FULL, SynthWeightType.Q4_K_M, false); // without the (slow) full vocabulary
         Map<String, GgmlType> types = new java.util.HashMap<>();
         full.forEach(t -> types.put(t.name(), t.type()));
         assertEquals(GgmlType.Q6_K, types.get("output.weight"));
@@ -177,6 +182,45 @@ class SynthTest {
         assertEquals(GgmlType.Q5_0, types.get("blk.7.attn_k_b.weight"));
         assertEquals(GgmlType.Q4_K, types.get("blk.7.attn_v_b.weight"));
         assertEquals(281, full.stream().filter(t -> t.type() == GgmlType.F32).count());
+    }
+
+    @Test
+    void theMtpBlockIsWrittenAfterTheTrunkAndLoads() throws Exception {
+        Path trunkOnly = synth(SynthPreset.TINY, SynthWeightType.F32, 5, "tiny.gguf");
+        Path withMtp = dir.resolve("tiny-mtp.gguf");
+        ModelSynthesizer.write(
+                SynthModel.of(SynthPreset.TINY, SynthWeightType.F32, 5, true), withMtp, (written, total) -> {});
+        try (GlmModel a = GlmModel.open(trunkOnly);
+                GlmModel b = GlmModel.open(withMtp)) {
+            assertEquals(3, b.config().layers(), "the trunk");
+            assertEquals(1, b.config().nextnLayers());
+            assertEquals(4L, b.file().metadata().integer("deepseek2.block_count"));
+            assertNull(a.weights().nextn());
+            GlmWeights.NextN nextn = b.weights().nextn();
+            assertEquals("blk.3.nextn.eh_proj.weight", nextn.ehProj().name());
+            assertEquals(256, nextn.ehProj().cols(), "embedding and hidden state, concatenated");
+            assertEquals(128, nextn.ehProj().rows());
+            assertEquals("blk.3.attn_q_a.weight", nextn.layer().qA().name());
+            assertNotNull(nextn.layer().moe(), "a MoE block");
+            // Norm gains around 1 as the trunk's; embedding and head are the trunk's (no nextn.embed_tokens and
+            // nextn.shared_head_head in the file), the head norm its own.
+            assertEquals(1.0, mean(nextn.enorm()), 0.01);
+            assertEquals(1.0, mean(nextn.hnorm()), 0.01);
+            assertSame(b.weights().tokenEmbedding(), nextn.embedding());
+            assertSame(b.weights().output(), nextn.head());
+            assertEquals(1.0, mean(nextn.headNorm()), 0.01);
+            // Each tensor's values come from a stream of its own name: the trunk is the same bytes with or without.
+            for (TensorInfo t : a.file().tensors()) {
+                TensorInfo u = b.file().tensor(t.name());
+                assertEquals(-1L, a.file().data(t).mismatch(b.file().data(u)), t.name());
+            }
+        }
+        // The full preset with the block: 48 blocks, the 47th's 18 tensors and the 4 of nextn after the trunk's 844.
+        List<TensorSpec> full = SynthModel.tensors(SynthPreset.FULL, SynthWeightType.Q4_0, true);
+        assertEquals(844 + 18 + 4, full.size());
+        assertTrue(full.stream()
+                .anyMatch(t -> t.name().equals("blk.47.nextn.eh_proj.weight")
+                        && Arrays.equals(t.shape(), new long[] {4096, 2048})));
     }
 
     @Test

@@ -9,11 +9,17 @@ import dev.glimmer.engine.backend.choice.Backends;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.backend.cpu.CpuProfile;
 import dev.glimmer.engine.backend.cpu.CpuSequencePool;
+import dev.glimmer.engine.generate.GenerationRequest;
+import dev.glimmer.engine.generate.GenerationResult;
+import dev.glimmer.engine.generate.Generator;
+import dev.glimmer.engine.generate.TextDecoder;
+import dev.glimmer.engine.generate.Vocabulary;
 import dev.glimmer.engine.gguf.TensorInfo;
 import dev.glimmer.engine.kv.KvCacheType;
 import dev.glimmer.engine.model.GlmForward;
 import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.ModelFacts;
+import dev.glimmer.engine.sampling.SamplingParams;
 import dev.glimmer.server.inference.BackendChooser;
 import java.io.IOException;
 import java.lang.foreign.FunctionDescriptor;
@@ -64,6 +70,12 @@ import picocli.CommandLine.Option;
                 (ms, share, calls, weight GB/s, GMAC/s); on CUDA also the GPU memory used and the GPU time per
                 kernel of one decode step and of one prompt batch.
                 The GPU self-test is not run (./glimmer selftest runs it).
+                --draft mtp (a file with the NextN block, e.g. from synth --mtp; the CPU only): also greedy
+                generations of --tg tokens with --draft-tokens drafts per step against the same without drafts,
+                alternating within each of --reps repetitions; at each --draft-accept A every draft is replaced by
+                the right token with probability A (by a wrong one otherwise), so that drafting, verification and
+                rollback run at a chosen acceptance on random weights, and the tokens are checked to be the same;
+                every step drafts, except in the last row (A = 0, drafting only while faster, as generate does).
                 The last line is for scripts: pp_tok_s=… tg_tok_s=…
                 --batch: N conversations of one KV pool, each after a 16-token prompt (and --ctx), decode --tg tokens
                 each in steps that advance all N at once; reported as aggregate tok/s (N x tg / time), as
@@ -141,6 +153,17 @@ final class BenchCommand implements Subcommand {
             description = "also decode N conversations together (their aggregate tok/s)")
     List<Integer> batches = new ArrayList<>();
 
+    @Mixin
+    DraftOptions draftOptions;
+
+    @Option(
+            names = "--draft-accept",
+            paramLabel = "A[,A...]",
+            split = ",",
+            description = "with --draft mtp: acceptances to measure decode at (default 0,0.4,0.6,0.8,1): each draft is"
+                    + " replaced by the right token with probability A, by a wrong one otherwise")
+    List<Double> draftAccepts = new ArrayList<>(List.of(0.0, 0.4, 0.6, 0.8, 1.0));
+
     @Option(
             names = "--mlock",
             description = "lock the mapped file in RAM first (as llama-bench -lm mmap+mlock), so that"
@@ -170,11 +193,18 @@ final class BenchCommand implements Subcommand {
         if (reps < 1 || depth < 0 || threads < 1 || bandwidth < 0) {
             throw new UsageException("--reps and --threads must be ≥ 1, --ctx and --bandwidth ≥ 0");
         }
+        if (draftAccepts.stream().anyMatch(a -> !(a >= 0 && a <= 1))) {
+            throw new UsageException("--draft-accept values must be within 0..1, got " + draftAccepts);
+        }
         Path file = modelFile.path(io);
         MemoryPeak memory = MemoryPeak.begin();
 
         long loadStart = System.nanoTime();
         try (GlmModel model = GlmModel.open(file)) {
+            int drafts = draftOptions.drafts(model);
+            if (drafts > 0 && tg == 0) {
+                throw new UsageException("--draft mtp measures decode: it needs --tg > 0");
+            }
             int contextSize = Math.max(pp, depth + tg);
             // on the CPU a prompt is one batch of the forward pass, and so is a --batch step of all its conversations
             int rows = Math.max(
@@ -325,6 +355,16 @@ final class BenchCommand implements Subcommand {
                 }
                 if (!batches.isEmpty()) {
                     batchDecode(io, choice, batches, tg, depth, reps, tokens);
+                }
+                if (drafts > 0) {
+                    BackendChoice drafting = backends.choose(
+                            requested,
+                            model,
+                            new Backends.CpuOptions(threads, KvCacheType.DEFAULT, cpuOptions.promptBatch(), drafts));
+                    try (drafting) {
+                        new DraftBench(io, model, choice, drafting, drafts, depth, tg, tokens[0])
+                                .run(reps, draftAccepts);
+                    }
                 }
                 io.out().printf(Locale.ROOT, "pp_tok_s=%.2f tg_tok_s=%.2f%n", ppRate, tgRate);
             } finally {
@@ -665,4 +705,179 @@ final class BenchCommand implements Subcommand {
             return 0;
         }
     }
+
+    /**
+     * Greedy decode with drafts against decode without, in one run ({@code --draft mtp}): generations of {@code tg}
+     * tokens from one token after {@code depth} positions of context, through {@link Generator} as {@code generate}
+     * runs them, alternating a plain run and a run per acceptance A in every repetition (the medians then compare
+     * runs that saw the same load). A run at A replaces each draft by the token the plain run put there with
+     * probability A, by another otherwise; its output must be the plain run's, which each run checks.
+     */
+    private static final class DraftBench {
+        private final Terminal io;
+        private final GlmModel model;
+        private final BackendChoice plainChoice;
+        private final BackendChoice draftingChoice;
+        private final int drafts;
+        private final int depth;
+        private final int tg;
+        private final int first;
+        private int[] reference;
+
+        DraftBench(
+                Terminal io,
+                GlmModel model,
+                BackendChoice plainChoice,
+                BackendChoice draftingChoice,
+                int drafts,
+                int depth,
+                int tg,
+                int first) {
+            this.io = io;
+            this.model = model;
+            this.plainChoice = plainChoice;
+            this.draftingChoice = draftingChoice;
+            this.drafts = drafts;
+            this.depth = depth;
+            this.tg = tg;
+            this.first = first;
+        }
+
+        /** What one generation gave: its speed and its drafts. */
+        private record Run(double tokensPerSecond, GenerationResult.Drafts drafts) {}
+
+        void run(int reps, List<Double> accepts) {
+            int contextSize = depth + tg + 1 + drafts;
+            try (SequencePool plain = plainChoice.pool(1, contextSize);
+                    SequencePool drafting = draftingChoice.pool(1, contextSize)) {
+                DraftOptions.requireDrafting(drafting, drafts, draftingChoice.name());
+                // Warm-up (and the reference tokens): one plain run, one run with drafts.
+                generate(plain, 0, -1, Generator.DraftUse.ALWAYS);
+                generate(drafting, drafts, 0.5, Generator.DraftUse.ALWAYS);
+                double[] plainRates = new double[reps];
+                // The rows: each A, the drafter's own drafts (on random weights rarely right), and A = 0 with the
+                // generator drafting only while that is faster (generate's way: it should stop drafting).
+                int rows = accepts.size() + 2;
+                double[][] rates = new double[rows][reps];
+                double[][] acceptance = new double[rows][reps];
+                for (int r = 0; r < reps; r++) {
+                    plainRates[r] =
+                            generate(plain, 0, -1, Generator.DraftUse.ALWAYS).tokensPerSecond();
+                    for (int row = 0; row < rows; row++) {
+                        Run run = row < accepts.size()
+                                ? generate(drafting, drafts, accepts.get(row), Generator.DraftUse.ALWAYS)
+                                : row == accepts.size()
+                                        ? generate(drafting, drafts, -1, Generator.DraftUse.ALWAYS)
+                                        : generate(drafting, drafts, 0, Generator.DraftUse.WHILE_FASTER);
+                        rates[row][r] = run.tokensPerSecond();
+                        acceptance[row][r] = run.drafts().acceptance();
+                    }
+                }
+                io.out()
+                        .printf(
+                                Locale.ROOT,
+                                "draft mtp, %d per step: tg%d%s, greedy, as generate runs it; median of %d runs,"
+                                        + " alternating%n",
+                                drafts,
+                                tg,
+                                depth > 0 ? " @ ctx " + depth : "",
+                                reps);
+                double base = median(plainRates);
+                io.out().printf(Locale.ROOT, "  %-28s %8.2f tok/s%n", "no drafts", base);
+                for (int row = 0; row < rows; row++) {
+                    double rate = median(rates[row]);
+                    String label = row < accepts.size()
+                            ? String.format(Locale.ROOT, "A = %.2f", accepts.get(row))
+                            : row == accepts.size() ? "the drafter's own drafts" : "A = 0.00, drafts while faster";
+                    io.out()
+                            .printf(
+                                    Locale.ROOT,
+                                    "  %-28s %8.2f tok/s  %.2fx  (accepted %.0f %%)%n",
+                                    label,
+                                    rate,
+                                    rate / base,
+                                    100 * median(acceptance[row]));
+                }
+            }
+        }
+
+        /**
+         * One generation of {@code tg} tokens after the context; with drafts, each replaced by the reference token
+         * with probability {@code accept} ({@code -1}: the drafter's own), drafting as {@code use} says. The first
+         * plain run sets the reference.
+         */
+        private Run generate(SequencePool pool, int drafts, double accept, Generator.DraftUse use) {
+            try (SequencePool.Sequence sequence = pool.open()) {
+                if (pool instanceof CpuSequencePool cpu) {
+                    cpu.fillRandom(sequence, depth, new Random(42));
+                } else if (depth > 0) {
+                    pool.prompt(
+                            sequence,
+                            new Random(42).ints(depth, 0, model.vocabSize()).toArray(),
+                            0,
+                            depth,
+                            SequencePool.Readout.GREEDY);
+                }
+                SequencePool.DraftFilter filter = accept < 0 ? SequencePool.DraftFilter.NONE : towards(accept);
+                Generator generator =
+                        new Generator(pool, sequence, ANY_TOKEN, model.vocabSize(), 1, drafts, filter, use);
+                GenerationResult result = generator.generate(
+                        new GenerationRequest(new int[] {first}, SamplingParams.greedy(), tg, List.of()),
+                        event -> {},
+                        () -> false);
+                if (reference == null) {
+                    reference = result.tokens();
+                } else if (!Arrays.equals(reference, result.tokens())) {
+                    throw new IllegalStateException("decode with " + drafts + " drafts gave other tokens than"
+                            + " without: " + Arrays.toString(result.tokens()) + " vs " + Arrays.toString(reference));
+                }
+                return new Run(result.timings().tokensPerSecond(), result.drafts());
+            }
+        }
+
+        /** Drafts replaced by the reference's token with probability {@code accept}, else by the token after it. */
+        private SequencePool.DraftFilter towards(double accept) {
+            Random random = new Random(7);
+            int firstGenerated = depth + 1; // the position of the first generated token
+            return (position, drafted) -> {
+                for (int i = 0; i < drafted.length; i++) {
+                    int index = position + i - firstGenerated;
+                    if (index >= 0 && index < reference.length) {
+                        int right = reference[index];
+                        drafted[i] = random.nextDouble() < accept ? right : (right + 1) % model.vocabSize();
+                    }
+                }
+            };
+        }
+
+        private static double median(double[] values) {
+            double[] sorted = values.clone();
+            Arrays.sort(sorted);
+            int n = sorted.length;
+            return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+        }
+    }
+
+    /** Tokens without text that never end a generation: a bench decodes exactly --tg tokens. */
+    private static final Vocabulary ANY_TOKEN = new Vocabulary() {
+        @Override
+        public boolean isEndOfGeneration(int token) {
+            return false;
+        }
+
+        @Override
+        public TextDecoder newDecoder() {
+            return new TextDecoder() {
+                @Override
+                public String next(int id) {
+                    return "";
+                }
+
+                @Override
+                public String finish() {
+                    return "";
+                }
+            };
+        }
+    };
 }

@@ -47,6 +47,13 @@ final class SynthCommand implements Subcommand {
     long seed = 1;
 
     @Option(
+            names = "--mtp",
+            description = "also write the multi-token-prediction (NextN) block after the trunk, as newer"
+                    + " GLM-4.7-Flash files carry it (block_count + 1, nextn_predict_layers 1): the drafter of"
+                    + " --draft mtp")
+    boolean mtp;
+
+    @Option(
             names = {"-o", "--output"},
             paramLabel = "F",
             required = true,
@@ -57,7 +64,7 @@ final class SynthCommand implements Subcommand {
     public int run(Terminal io) throws Exception {
         SynthPreset preset = SynthPreset.byName(presetName);
         SynthWeightType weightType = SynthWeightType.byName(weightTypeName);
-        SynthModel model = SynthModel.of(preset, weightType, seed);
+        SynthModel model = SynthModel.of(preset, weightType, seed, mtp);
         ProgressLine progress = new ProgressLine(io.err());
         // Ctrl-C ends the JVM without unwinding this thread: remove the unfinished file on the way out.
         Path partial = GgufWriter.partialPath(out);
@@ -78,9 +85,10 @@ final class SynthCommand implements Subcommand {
         io.err()
                 .printf(
                         Locale.ROOT,
-                        "wrote %s: preset %s, %s weights, seed %d, %d tensors, %d bytes in %.1f s%n",
+                        "wrote %s: preset %s%s, %s weights, seed %d, %d tensors, %d bytes in %.1f s%n",
                         out,
                         preset.name(),
+                        mtp ? " with the MTP block" : "",
                         weightType.name().toLowerCase(Locale.ROOT),
                         seed,
                         model.tensors().size(),

@@ -9,15 +9,21 @@ import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.backend.cuda.CudaDevice;
 import dev.glimmer.engine.backend.emulated.EmulatorRunner;
 import dev.glimmer.engine.backend.metal.MetalPlatform;
+import dev.glimmer.engine.synth.ModelSynthesizer;
+import dev.glimmer.engine.synth.SynthModel;
+import dev.glimmer.engine.synth.SynthPreset;
+import dev.glimmer.engine.synth.SynthWeightType;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.Optional;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * {@code ./glimmer bench} on the tiny Q4_0 oracle model: the report and its last line for scripts, on
@@ -117,6 +123,51 @@ class BenchCommandTest {
         assertEquals(
                 "glimmer bench: --backend cuda: " + CudaDevice.probe().reason(),
                 r.err().strip());
+    }
+
+    /**
+     * --draft mtp on a tiny model with the NextN block: greedy decode with drafts at each chosen acceptance (and the
+     * drafter's own) against decode without, the tokens checked to be the same.
+     */
+    @Test
+    void draftMtpMeasuresDecodeAtEachAcceptance(@TempDir Path dir) throws Exception {
+        Path model = dir.resolve("tiny-mtp.gguf");
+        ModelSynthesizer.write(SynthModel.of(SynthPreset.TINY, SynthWeightType.Q4_0, 3, true), model, (w, t) -> {});
+        MainTest.Result r = MainTest.run(
+                "bench",
+                "--model",
+                model.toString(),
+                "--pp",
+                "0",
+                "--tg",
+                "12",
+                "--reps",
+                "1",
+                "--draft",
+                "mtp",
+                "--draft-tokens",
+                "2",
+                "--draft-accept",
+                "0,1");
+        assertEquals(0, r.code(), r.err());
+        assertTrue(r.out().contains("draft mtp, 2 per step: tg12"), r.out());
+        assertTrue(
+                Pattern.compile("no drafts +\\d+\\.\\d+ tok/s").matcher(r.out()).find(), r.out());
+        assertTrue(
+                Pattern.compile("A = 0\\.00 +\\d+\\.\\d+ tok/s +\\d+\\.\\d+x +\\(accepted 0 %\\)")
+                        .matcher(r.out())
+                        .find(),
+                r.out());
+        assertTrue(r.out().contains("(accepted 100 %)"), r.out());
+        assertTrue(r.out().contains("the drafter's own drafts"), r.out());
+
+        MainTest.Result noBlock = MainTest.run("bench", "--model", MODEL, "--pp", "0", "--tg", "2", "--draft", "mtp");
+        assertEquals(2, noBlock.code());
+        assertTrue(noBlock.err().contains("has no NextN (MTP) block"), noBlock.err());
+        MainTest.Result badAccept = MainTest.run(
+                "bench", "--model", model.toString(), "--tg", "2", "--draft", "mtp", "--draft-accept", "1.5");
+        assertEquals(2, badAccept.code());
+        assertTrue(badAccept.err().contains("--draft-accept"), badAccept.err());
     }
 
     /** --batch on the CPU: the conversations step together through one batched forward pass, as the server runs them. */

@@ -6,7 +6,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.glimmer.engine.synth.ModelSynthesizer;
+import dev.glimmer.engine.synth.SynthModel;
+import dev.glimmer.engine.synth.SynthPreset;
+import dev.glimmer.engine.synth.SynthWeightType;
+import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -134,6 +140,51 @@ class GenerateCommandTest {
         assertEquals(0, text.code(), text.err());
         assertEquals(JSON.readTree(json.out()).get("text").asText() + System.lineSeparator(), text.out());
         assertTrue(text.err().contains("24 prompt tokens") && text.err().contains("finish: length"), text.err());
+    }
+
+    /** --draft mtp on a tiny model with the NextN block: the same tokens as without, and the drafts reported. */
+    @Test
+    void draftMtpGivesTheSameTokensAndReportsTheDrafts(@TempDir Path dir) throws Exception {
+        Path model = dir.resolve("tiny-mtp.gguf");
+        ModelSynthesizer.write(SynthModel.of(SynthPreset.TINY, SynthWeightType.Q4_0, 3, true), model, (w, t) -> {});
+        String[] common = {
+            "generate",
+            "--model",
+            model.toString(),
+            "--prompt",
+            "a story",
+            "--max-tokens",
+            "24",
+            "--temperature",
+            "0",
+            "--json"
+        };
+        MainTest.Result plain = MainTest.run(common);
+        assertEquals(0, plain.code(), plain.err());
+        for (String drafts : new String[] {"1", "2"}) {
+            String[] args = java.util.Arrays.copyOf(common, common.length + 4);
+            System.arraycopy(new String[] {"--draft", "mtp", "--draft-tokens", drafts}, 0, args, common.length, 4);
+            MainTest.Result drafted = MainTest.run(args);
+            assertEquals(0, drafted.code(), drafted.err());
+            JsonNode out = JSON.readTree(drafted.out());
+            assertEquals(JSON.readTree(plain.out()).get("tokens"), out.get("tokens"), drafts + " drafts");
+            assertTrue(out.get("drafts").get("drafted").asInt() > 0, drafted.out());
+        }
+        MainTest.Result text = MainTest.run(
+                "generate", "--model", model.toString(), "--prompt", "a", "--max-tokens", "4", "--draft", "mtp");
+        assertTrue(text.err().contains("; drafts: "), text.err());
+
+        String oracle = ORACLE.resolve("tiny-f32.gguf").toString();
+        MainTest.Result noBlock = MainTest.run("generate", "--model", oracle, "--prompt", "a", "--draft", "mtp");
+        assertEquals(2, noBlock.code());
+        assertTrue(noBlock.err().contains("has no NextN (MTP) block"), noBlock.err());
+        MainTest.Result bad = MainTest.run("generate", "--model", oracle, "--prompt", "a", "--draft", "eagle");
+        assertEquals(2, bad.code());
+        assertTrue(bad.err().contains("--draft must be mtp or none"), bad.err());
+        MainTest.Result three = MainTest.run(
+                "generate", "--model", model.toString(), "--prompt", "a", "--draft", "mtp", "--draft-tokens", "3");
+        assertEquals(2, three.code());
+        assertTrue(three.err().contains("--draft-tokens must be 1 or 2"), three.err());
     }
 
     @Test

@@ -26,13 +26,19 @@ public final class Backends {
     private Backends() {}
 
     /**
-     * How the CPU computes where it is chosen: its worker threads, its KV cache type, and the rows one forward pass
-     * computes together at most (tokens of a prompt, or sequences of a decode step; more run in turns).
+     * How the CPU computes where it is chosen: its worker threads, its KV cache type, the rows one forward pass
+     * computes together at most (tokens of a prompt, or sequences of a decode step; more run in turns), and the tokens
+     * a speculative step drafts at most with the model's NextN block (0: the pools do not draft).
      */
-    public record CpuOptions(int threads, KvCacheType cacheType, int promptBatch) {
+    public record CpuOptions(int threads, KvCacheType cacheType, int promptBatch, int maxDrafts) {
         /** One thread per physical core, the default cache type, prompts in batches of {@link GlmForward#DEFAULT_BATCH}. */
         public static final CpuOptions DEFAULT =
                 new CpuOptions(CpuBackend.defaultThreads(), KvCacheType.DEFAULT, GlmForward.DEFAULT_BATCH);
+
+        /** Without drafting. */
+        public CpuOptions(int threads, KvCacheType cacheType, int promptBatch) {
+            this(threads, cacheType, promptBatch, 0);
+        }
     }
 
     /** {@link #choose(BackendKind, GlmModel, boolean, CpuOptions)} with the self-test and the default CPU options. */
@@ -121,12 +127,19 @@ public final class Backends {
             @Override
             public SequencePool pool(int slots, int capacity) {
                 return new CpuSequencePool(
-                        model, new CpuBackend(cpu.threads()), slots, capacity, cpu.cacheType(), cpu.promptBatch());
+                        model,
+                        new CpuBackend(cpu.threads()),
+                        slots,
+                        capacity,
+                        cpu.cacheType(),
+                        cpu.promptBatch(),
+                        cpu.maxDrafts());
             }
 
             @Override
             public long bytesPerSequence(int capacity) {
-                return KvCache.bytes(model.config().layers(), model.config().kvRowWidth(), capacity, cpu.cacheType());
+                return KvCache.bytes(
+                        model.cacheLayers(cpu.maxDrafts() > 0), model.config().kvRowWidth(), capacity, cpu.cacheType());
             }
         });
     }
