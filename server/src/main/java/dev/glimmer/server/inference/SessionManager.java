@@ -64,6 +64,8 @@ public final class SessionManager implements AutoCloseable {
     public record Lease(Session session, int reused, int copied, String from) {}
 
     private static final Logger LOG = Logger.getLogger(SessionManager.class.getName());
+    /** {@link #catchUp} copies a prefix only when it saves at least 1/COPY_GAIN of the positions it copies. */
+    private static final int COPY_GAIN = 16;
 
     private final SequencePool pool;
     /** Where evicted conversations go; none when both budgets are 0. */
@@ -160,7 +162,9 @@ public final class SessionManager implements AutoCloseable {
                 donorShared = shared;
             }
         }
-        if (donor == null) {
+        // The copy rewrites all donorShared positions to save donorShared - held: worth it only for a real gain (a
+        // position copied through host memory costs about a sixtieth of one computed on the H200).
+        if (donor == null || (donorShared - held) * COPY_GAIN < donorShared) {
             return lease;
         }
         try {
