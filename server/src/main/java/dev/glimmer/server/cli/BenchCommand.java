@@ -634,12 +634,18 @@ final class BenchCommand implements Subcommand {
         }
     }
 
+    /** The middle value of {@code values} (the mean of the two middle ones for an even count). */
+    private static double median(double[] values) {
+        double[] sorted = values.clone();
+        Arrays.sort(sorted);
+        int n = sorted.length;
+        return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    }
+
     private static double report(Terminal io, String test, double[] rates) {
         double[] sorted = rates.clone();
         Arrays.sort(sorted);
-        double median = sorted.length % 2 == 1
-                ? sorted[sorted.length / 2]
-                : (sorted[sorted.length / 2 - 1] + sorted[sorted.length / 2]) / 2;
+        double median = median(rates);
         io.out()
                 .printf(
                         Locale.ROOT,
@@ -848,13 +854,6 @@ final class BenchCommand implements Subcommand {
                     }
                 }
             };
-        }
-
-        private static double median(double[] values) {
-            double[] sorted = values.clone();
-            Arrays.sort(sorted);
-            int n = sorted.length;
-            return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
         }
     }
 
