@@ -100,20 +100,16 @@ public final class SessionManager implements AutoCloseable {
     public synchronized Lease acquire(int[] prompt) {
         // At least the last prompt token is processed again: its logits choose the first new token.
         int most = prompt.length - 1;
-        Session donor = null;
-        int donorShared = 0;
         for (Session s : sessions) {
             int held = s.sharedWith(prompt);
             if (!s.inUse && held == s.tokens.length && held > 0) {
                 // the same conversation continued: its own cache, nothing to copy
                 return take(s, prompt, Math.min(held, most), null);
             }
-            int shared = Math.min(held, most);
-            if (shared > donorShared) {
-                donor = s;
-                donorShared = shared;
-            }
         }
+        Donor best = longestHolder(prompt, null, 0);
+        Session donor = best == null ? null : best.session();
+        int donorShared = best == null ? 0 : best.shared();
         int fromConversation = donorShared;
         KvTiers.Hit kept = tiers == null
                 ? null
@@ -153,22 +149,15 @@ public final class SessionManager implements AutoCloseable {
     public synchronized Lease catchUp(Lease lease, int[] prompt) {
         Session mine = lease.session();
         int held = mine.cache.position();
-        Session donor = null;
-        int donorShared = held;
-        for (Session s : sessions) {
-            int shared = s == mine ? 0 : Math.min(s.sharedWith(prompt), prompt.length - 1);
-            if (shared > donorShared) {
-                donor = s;
-                donorShared = shared;
-            }
-        }
-        // The copy rewrites all donorShared positions to save donorShared - held: worth it only for a real gain (a
-        // position copied through host memory costs about a sixtieth of one computed on the H200).
-        if (donor == null || (donorShared - held) * COPY_GAIN < donorShared) {
+        Donor best = longestHolder(prompt, mine, held);
+        // The copy rewrites all best.shared() positions to save best.shared() - held: worth it only for a real gain
+        // (a position copied through host memory costs about a sixtieth of one computed on the H200).
+        if (best == null || (best.shared() - held) * COPY_GAIN < best.shared()) {
             return lease;
         }
+        int donorShared = best.shared();
         try {
-            pool.copyPrefix(donor.cache, mine.cache, donorShared);
+            pool.copyPrefix(best.session().cache, mine.cache, donorShared);
         } catch (RuntimeException e) {
             LOG.log(Level.WARNING, "could not copy a cached prefix; computing it", e);
             mine.cache.truncate(Math.min(held, mine.cache.position()));
@@ -176,6 +165,25 @@ public final class SessionManager implements AutoCloseable {
         }
         mine.tokens = Arrays.copyOf(prompt, donorShared);
         return new Lease(mine, donorShared, donorShared, "conversation");
+    }
+
+    /** A session whose cache holds the first {@code shared} tokens of a prompt. */
+    private record Donor(Session session, int shared) {}
+
+    /**
+     * The session other than {@code except} (null: none excepted) whose cache holds the longest start of
+     * {@code prompt}, up to its last token but one (that one is always computed again), or null when none holds
+     * more than {@code moreThan} tokens of it.
+     */
+    private Donor longestHolder(int[] prompt, Session except, int moreThan) {
+        Donor best = null;
+        for (Session s : sessions) {
+            int shared = s == except ? 0 : Math.min(s.sharedWith(prompt), prompt.length - 1);
+            if (shared > (best == null ? moreThan : best.shared())) {
+                best = new Donor(s, shared);
+            }
+        }
+        return best;
     }
 
     /** A new session, after evicting idle ones for it (not {@code keep}, the donor of its prefix, when not null). */
