@@ -1,7 +1,5 @@
 package dev.glimmer.engine.backend.cpu;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import dev.glimmer.engine.kv.KvCache;
@@ -11,15 +9,14 @@ import dev.glimmer.engine.model.GlmModel;
 import dev.glimmer.engine.model.Oracle;
 import java.io.IOException;
 import java.lang.management.ManagementFactory;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 import jdk.jfr.Recording;
 import jdk.jfr.consumer.RecordedEvent;
@@ -81,17 +78,13 @@ class DecodeAllocationTest {
     /** The Java kernels, in a JVM of their own (see the class comment for why). */
     @Test
     void javaKernelsAllocateNothingOnceWarmInAJvmOfTheirOwn() throws Exception {
-        List<String> command = new ArrayList<>();
-        command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        command.addAll(ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
-                .filter(a -> a.startsWith("--") || a.startsWith("-X"))
-                .toList());
-        command.addAll(List.of("-cp", System.getProperty("java.class.path"), DecodeAllocationTest.class.getName()));
-        Process child = new ProcessBuilder(command).redirectErrorStream(true).start();
-        String out = new String(child.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertTrue(child.waitFor(DEADLINE_NANOS + 60_000_000_000L, TimeUnit.NANOSECONDS), "the child JVM did not end");
+        String out = ChildJvm.run(
+                DecodeAllocationTest.class,
+                Duration.ofNanos(DEADLINE_NANOS).plusSeconds(60),
+                ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
+                        .filter(a -> a.startsWith("--") || a.startsWith("-X"))
+                        .toList());
         System.out.print(out);
-        assertEquals(0, child.exitValue(), out);
     }
 
     /** The child JVM of {@link #javaKernelsAllocateNothingOnceWarmInAJvmOfTheirOwn}: exit 1 with the failure. */

@@ -1,7 +1,6 @@
 package dev.glimmer.engine.backend.cpu;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.glimmer.engine.model.WeightMatrix;
@@ -9,12 +8,10 @@ import dev.glimmer.engine.tensor.GgmlType;
 import dev.glimmer.engine.tensor.Q4_0;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
-import java.util.concurrent.TimeUnit;
 import jdk.incubator.vector.ShortVector;
 import org.junit.jupiter.api.Test;
 
@@ -33,19 +30,10 @@ class VectorWidthTest {
     void q4_0MatmulsAreTheSameWith256BitVectors() throws Exception {
         assumeTrue(ShortVector.SPECIES_PREFERRED.length() == 32, "this CPU has no 512-bit vectors to compare with");
         List<String> expected = results();
-        Process child = new ProcessBuilder(
-                        Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                        "--add-modules",
-                        "jdk.incubator.vector",
-                        "-XX:UseAVX=2",
-                        "-cp",
-                        System.getProperty("java.class.path"),
-                        VectorWidthTest.class.getName())
-                .redirectErrorStream(true)
-                .start();
-        String out = new String(child.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertTrue(child.waitFor(60, TimeUnit.SECONDS), "the AVX2 JVM did not finish");
-        assertEquals(0, child.exitValue(), out);
+        String out = ChildJvm.run(
+                VectorWidthTest.class,
+                Duration.ofSeconds(60),
+                List.of("--add-modules", "jdk.incubator.vector", "-XX:UseAVX=2"));
         List<String> actual = out.lines().filter(l -> !l.startsWith("WARNING")).toList();
         assertEquals("preferred shorts 16", actual.getFirst(), "the child JVM runs 256-bit vectors");
         assertEquals(expected, actual.subList(1, actual.size()));
