@@ -33,6 +33,16 @@ public record ArgStruct(String name, List<Field> fields) {
         return fields.size() * 4;
     }
 
+    /** Where field {@code field} lies in the struct, in bytes. */
+    public int offset(String field) {
+        for (int i = 0; i < fields.size(); i++) {
+            if (fields.get(i).name().equals(field)) {
+                return 4 * i;
+            }
+        }
+        throw new IllegalArgumentException(name + " has no field " + field);
+    }
+
     /** The struct's bytes (little-endian) with every field set from {@code values}, which must name each field exactly once. */
     public byte[] pack(Map<String, ? extends Number> values) {
         Set<String> unknown = new HashSet<>(values.keySet());

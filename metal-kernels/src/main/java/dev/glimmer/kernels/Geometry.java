@@ -12,6 +12,12 @@ public final class Geometry {
 
     /** Threads per SIMD-group on Apple GPUs (and per warp on NVIDIA). */
     public static final int SIMD_WIDTH = 32;
+
+    /**
+     * A {@code StepArgs} token (as a uint: 0xFFFFFFFF) that stands for its sequence's latest greedy token, which the
+     * argmax of the sequence's previous run left on the device: a chained step, queued before that token is read.
+     */
+    public static final int PREVIOUS_GREEDY = -1;
     /** Rows of a weight matrix that one SIMD-group of a mat-vec computes together (activations are loaded once for them). */
     public static final int MV_ROWS_PER_SIMDGROUP = 4;
     /**
@@ -304,6 +310,7 @@ public final class Geometry {
     public static Map<String, Integer> defines() {
         Map<String, Integer> d = new LinkedHashMap<>();
         d.put("GLIMMER_SIMD_WIDTH", SIMD_WIDTH);
+        d.put("GLIMMER_PREVIOUS_GREEDY", PREVIOUS_GREEDY);
         d.put("GLIMMER_MV_ROWS_PER_SIMDGROUP", MV_ROWS_PER_SIMDGROUP);
         d.put("GLIMMER_MV_SIMDGROUPS", MV_SIMDGROUPS);
         d.put("GLIMMER_WIDE_SIMDGROUPS", WIDE_SIMDGROUPS);

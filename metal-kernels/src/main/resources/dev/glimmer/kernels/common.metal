@@ -12,11 +12,15 @@
 // ends in entries with kv_len 0, whose threadgroups return at once. The tokens of a batch may belong to
 // different sequences (a decode step of several conversations): each sequence's cache is a range of rows of
 // the layer's KV buffer (the KV pool), starting at kv_row.
+// A StepArgs token that stands for the sequence's latest greedy token (a chained step: embed_row).
+#define PREVIOUS_GREEDY ((uint) GLIMMER_PREVIOUS_GREEDY)
+
 struct StepArgs {
-    uint token;    // input token id
+    uint token;    // input token id, or PREVIOUS_GREEDY
     uint pos;      // its position
     uint kv_len;   // cached rows after this token's row is written (pos + 1); 0: no token here
     uint kv_row;   // the KV buffer row of its sequence's position 0
+    uint slot;     // its sequence's slot of the pool: where the sequence's latest greedy token is kept
 };
 
 // ggml type ids (GGUF tensor types) the kernels read; the ids and block sizes are

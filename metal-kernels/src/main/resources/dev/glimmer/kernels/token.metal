@@ -6,19 +6,22 @@ struct EmbedArgs {
     uint cols;    // hidden size
 };
 
-// x + t * cols = token_embd[steps[t].token], dequantized. Grid: (tokens, 1) threadgroups of
-// GLIMMER_WIDE_SIMDGROUPS SIMD-groups.
+// x + t * cols = token_embd[steps[t].token], dequantized; a token of PREVIOUS_GREEDY (a chained step) is the
+// sequence's latest greedy token, greedy[steps[t].slot], which the argmax of its previous run wrote: the host queues
+// the step without waiting for that token. Grid: (tokens, 1) threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups.
 kernel void embed_row(constant EmbedArgs & a [[buffer(0)]],
                       constant StepArgs * steps [[buffer(1)]],
                       device const char * table [[buffer(2)]],
                       device float * x [[buffer(3)]],
+                      device const uint * greedy [[buffer(4)]],
                       uint3 tgpig [[threadgroup_position_in_grid]],
                       ushort tiitg [[thread_index_in_threadgroup]]) {
     const uint threads = GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH;
     constant StepArgs & step = steps[tgpig.x];
     if (step.kv_len == 0) return;
     x += tgpig.x * a.cols;
-    device const uchar * row = (device const uchar *) table + step.token * row_bytes(a.type, a.cols);
+    uint token = step.token == PREVIOUS_GREEDY ? greedy[step.slot] : step.token;
+    device const uchar * row = (device const uchar *) table + token * row_bytes(a.type, a.cols);
     float v[CH];
     for (uint c = tiitg; c < a.cols / CH; c += threads) {
         switch (a.type) {
@@ -121,12 +124,16 @@ kernel void argmax_parts(constant ArgmaxArgs & a [[buffer(0)]],
 }
 
 // Stage 2: result[row] = the index of the largest of the row's values[0..n), the first one on ties, from
-// argmax_parts' pairs (slices in order, so the first slice's index wins a tie). Grid: (1, rows) threadgroups
-// of GLIMMER_WIDE_SIMDGROUPS SIMD-groups; scratch: 2 * GLIMMER_WIDE_SIMDGROUPS floats.
+// argmax_parts' pairs (slices in order, so the first slice's index wins a tie); also kept as its sequence's latest
+// greedy token, greedy[steps[row].slot], for a chained next step (embed_row). Output row r is token r's (a
+// batch), or the run's one output (row 0: every token of a prompt run is of one sequence). Grid: (1, rows)
+// threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups; scratch: 2 * GLIMMER_WIDE_SIMDGROUPS floats.
 kernel void argmax(constant ArgmaxArgs & a [[buffer(0)]],
                    device const float * best [[buffer(1)]],
                    device const uint * index [[buffer(2)]],
                    device uint * result [[buffer(3)]],
+                   constant StepArgs * steps [[buffer(4)]],
+                   device uint * greedy [[buffer(5)]],
                    threadgroup float * scratch TG_MEM(0),
                    uint3 tgpig [[threadgroup_position_in_grid]],
                    ushort tiitg [[thread_index_in_threadgroup]],
@@ -145,5 +152,8 @@ kernel void argmax(constant ArgmaxArgs & a [[buffer(0)]],
     }
     float winner;
     uint w = threadgroup_argmax(b, k, scratch, tiitg, tiisg, sgitg, GLIMMER_WIDE_SIMDGROUPS, winner);
-    if (tiitg == 0) result[tgpig.y] = w;
+    if (tiitg == 0) {
+        result[tgpig.y] = w;
+        if (steps[tgpig.y].kv_len != 0) greedy[steps[tgpig.y].slot] = w;
+    }
 }

@@ -1,9 +1,13 @@
 package dev.glimmer.engine.backend;
 
+import dev.glimmer.engine.InvalidInputException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Optional;
+import java.util.stream.IntStream;
 
 /**
  * The one contract between a backend and everything above it (the server, {@code generate}, {@code logits},
@@ -83,6 +87,57 @@ public interface SequencePool extends AutoCloseable {
      * for it. Until then the caller must not use this pool or its sequences. Elsewhere the step runs here and now.
      */
     Launched launch(List<Sequence> sequences, int[] tokens, Readout[] readouts);
+
+    /**
+     * Decode steps of {@code sequences} (distinct, open, of this pool) until every row has stopped: {@code tokens[i]}
+     * goes into {@code sequences.get(i)}, and after each step of a row {@code picker} gets what the row's readout
+     * ({@code readouts[i]}, the same at every step) gave and picks the row's next token, or {@link #STOP}. When the
+     * picker hears of a row's step its sequence holds that step's token ({@link Sequence#position} counts it), and a row
+     * that stops holds exactly the tokens fed to it, whatever the pool ran ahead.
+     *
+     * <p>The tokens are those of {@link #step}s one after the other (this is the default); a GPU pool chains greedy
+     * steps on the device instead, queueing each row's next step on the greedy token its step leaves there before the
+     * host has read it, so that the device goes from step to step without waiting for the host.
+     *
+     * @throws InvalidInputException when a token is outside the vocabulary or a sequence is full (the picker must stop
+     *     a row whose sequence has no room left)
+     */
+    default void decode(List<Sequence> sequences, int[] tokens, Readout[] readouts, Picker picker) {
+        List<Sequence> rows = new ArrayList<>(sequences);
+        int[] feed = tokens.clone();
+        Readout[] asks = readouts.clone();
+        int[] index = IntStream.range(0, rows.size()).toArray();
+        while (!rows.isEmpty()) {
+            Next[] next = step(rows, feed, asks);
+            int kept = 0;
+            for (int i = 0; i < next.length; i++) {
+                int token = picker.pick(index[i], next[i]);
+                if (token != STOP) {
+                    rows.set(kept, rows.get(i));
+                    feed[kept] = token;
+                    asks[kept] = asks[i];
+                    index[kept] = index[i];
+                    kept++;
+                }
+            }
+            rows.subList(kept, rows.size()).clear();
+            feed = Arrays.copyOf(feed, kept);
+            asks = Arrays.copyOf(asks, kept);
+        }
+    }
+
+    /** What a {@link Picker} gives for a row that ends. */
+    int STOP = -1;
+
+    /** Picks each row's next token in {@link #decode}. */
+    @FunctionalInterface
+    interface Picker {
+        /**
+         * The token row {@code row} (its index in the sequences given to {@link #decode}) feeds next, picked from what
+         * its step gave ({@code next}, as {@link #step} gives it), or {@link #STOP} to end the row.
+         */
+        int pick(int row, Next next);
+    }
 
     /** A decode step under way ({@link #launch}). */
     @FunctionalInterface

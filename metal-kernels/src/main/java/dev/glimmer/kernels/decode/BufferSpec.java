@@ -20,6 +20,16 @@ public record BufferSpec(String name, Kind kind, long bytes, long fileOffset) {
         /** Activations and scratch of one step. */
         ACTIVATIONS,
         /** The latent KV cache of one layer. */
-        KV_CACHE
+        KV_CACHE,
+        /**
+         * Each sequence's latest greedy token, a uint per slot of the pool ({@code StepArgs.slot}): the argmax writes
+         * it, the embedding of a chained step reads it ({@code Geometry.PREVIOUS_GREEDY}).
+         */
+        GREEDY_TOKENS;
+
+        /** One buffer for every list of a pool (bound over one KV pool): the state a sequence carries between runs. */
+        public boolean pooled() {
+            return this == KV_CACHE || this == GREEDY_TOKENS;
+        }
     }
 }

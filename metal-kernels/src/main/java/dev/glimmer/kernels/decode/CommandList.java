@@ -1,6 +1,9 @@
 package dev.glimmer.kernels.decode;
 
 import dev.glimmer.kernels.ArgStruct;
+import dev.glimmer.kernels.Geometry;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -30,8 +33,11 @@ public record CommandList(
         int tokens,
         int outputs) {
 
-    /** One token of a run: its id, its position, and the KV buffer row of its sequence's position 0. */
-    public record StepRow(int token, int pos, int kvRow) {}
+    /**
+     * One token of a run: its id (or {@link Geometry#PREVIOUS_GREEDY}), its position, the KV buffer row of its
+     * sequence's position 0, and its sequence's slot of the pool (where the sequence's latest greedy token is kept).
+     */
+    public record StepRow(int token, int pos, int kvRow, int slot) {}
 
     public CommandList {
         buffers = List.copyOf(buffers);
@@ -55,43 +61,40 @@ public record CommandList(
         return found;
     }
 
-    /**
-     * The content of the STEP buffer for a run of {@code count} consecutive tokens of one sequence,
-     * {@code ids[from ..]}, from position {@code at}, its KV rows from {@code kvRow}: see {@link #steps(ArgStruct, List)}.
-     */
-    public byte[] steps(ArgStruct stepArgs, int[] ids, int from, int count, int at, int kvRow) {
-        return steps(stepArgs, consecutive(ids, from, count, at, kvRow));
-    }
-
     /** The rows of {@code count} consecutive tokens of one sequence, {@code ids[from ..]}, from position {@code at}. */
-    public static List<StepRow> consecutive(int[] ids, int from, int count, int at, int kvRow) {
+    public static List<StepRow> consecutive(int[] ids, int from, int count, int at, int kvRow, int slot) {
         List<StepRow> rows = new ArrayList<>(count);
         for (int t = 0; t < count; t++) {
-            rows.add(new StepRow(ids[from + t], at + t, kvRow));
+            rows.add(new StepRow(ids[from + t], at + t, kvRow, slot));
         }
         return rows;
     }
 
     /**
      * The content of the STEP buffer for a run of {@code rows}: a {@code StepArgs} each ({@code stepArgs}, the
-     * library's struct), then empty ones (kv_len 0: no token there) up to {@link #tokens}.
+     * library's struct), then empty ones (all zero, kv_len 0: no token there) up to {@link #tokens}. A row's token may
+     * be {@link Geometry#PREVIOUS_GREEDY}: its sequence's greedy token, which its previous run left on the device.
      */
     public byte[] steps(ArgStruct stepArgs, List<StepRow> rows) {
         if (rows.isEmpty() || rows.size() > tokens) {
             throw new IllegalArgumentException("a run of this list takes 1.." + tokens + " tokens, not " + rows.size());
         }
-        byte[] all = new byte[tokens * stepArgs.size()];
+        ByteBuffer all = ByteBuffer.allocate(tokens * stepArgs.size()).order(ByteOrder.LITTLE_ENDIAN);
+        int token = stepArgs.offset("token");
+        int pos = stepArgs.offset("pos");
+        int kvLen = stepArgs.offset("kv_len");
+        int kvRow = stepArgs.offset("kv_row");
+        int slot = stepArgs.offset("slot");
         for (int t = 0; t < rows.size(); t++) {
             StepRow r = rows.get(t);
-            byte[] b = stepArgs.pack(
-                    Map.of("token", r.token(), "pos", r.pos(), "kv_len", r.pos() + 1, "kv_row", r.kvRow()));
-            System.arraycopy(b, 0, all, t * stepArgs.size(), b.length);
+            int at = t * stepArgs.size();
+            all.putInt(at + token, r.token());
+            all.putInt(at + pos, r.pos());
+            all.putInt(at + kvLen, r.pos() + 1);
+            all.putInt(at + kvRow, r.kvRow());
+            all.putInt(at + slot, r.slot());
         }
-        byte[] none = stepArgs.pack(Map.of("token", 0, "pos", 0, "kv_len", 0, "kv_row", 0));
-        for (int t = rows.size(); t < tokens; t++) {
-            System.arraycopy(none, 0, all, t * stepArgs.size(), none.length);
-        }
-        return all;
+        return all.array();
     }
 
     /** Weight bytes one step reads: each tensor counted once, with the largest share any dispatch reads. */

@@ -70,8 +70,11 @@ public final class DecodeCommandListBuilder {
     private final int stepBuffer;
     private final int activationsBuffer;
     private final int[] kvBuffers;
+    private final int greedyBuffer;
     /** Tokens of a run: 1 for the decode step, more for the prompt and batch decode lists. */
     private final int tokens;
+    /** Sequences of the KV pool: the greedy tokens kept, one per slot. */
+    private final int slots;
     /** Rows that get logits and a greedy token: 1 (the decode step; a prompt's last token) or every row (a batch). */
     private final int outputs;
     /** mla_attention's threadgroups per token. */
@@ -93,7 +96,7 @@ public final class DecodeCommandListBuilder {
     private record Ref(int buffer, long offset) {}
 
     private DecodeCommandListBuilder(
-            DecodeModel model, long kvRows, int tokens, boolean everyRow, KernelLibrary library) {
+            DecodeModel model, long kvRows, int slots, int tokens, boolean everyRow, KernelLibrary library) {
         this.model = model;
         this.s = model.shape();
         this.library = library;
@@ -105,7 +108,11 @@ public final class DecodeCommandListBuilder {
             throw new IllegalArgumentException(
                     "a KV buffer holds 1.." + 0xFFFF_FFFFL / s.kvRow() + " rows, not " + kvRows);
         }
+        if (slots < 1) {
+            throw new IllegalArgumentException("a pool holds at least one sequence, not " + slots);
+        }
         this.tokens = tokens;
+        this.slots = slots;
         this.outputs = everyRow ? tokens : 1;
         // A batch of sequences at long contexts needs splits along the KV length as the decode step does (the
         // prompt list's attention on tiles splits its keys its own way: Geometry.FA_SPLITS)
@@ -126,6 +133,7 @@ public final class DecodeCommandListBuilder {
         for (int l = 0; l < s.layers(); l++) {
             kvBuffers[l] = add(new BufferSpec("kv." + l, BufferSpec.Kind.KV_CACHE, kvBytes(s, kvRows) / s.layers(), 0));
         }
+        greedyBuffer = add(new BufferSpec("greedy", BufferSpec.Kind.GREEDY_TOKENS, 4L * slots, 0));
     }
 
     /** Bytes of the KV buffers of all layers of a model of {@code shape} with {@code kvRows} rows per layer. */
@@ -141,21 +149,22 @@ public final class DecodeCommandListBuilder {
     /**
      * The command list that runs up to {@code tokens} consecutive tokens of one sequence at once (1: the decode
      * step) and gives the last one's logits; its KV cache buffers have the same names and sizes as the decode
-     * step's, so that both can share them.
+     * step's, so that both can share them. Its KV rows are one sequence's ({@link #pool} makes the lists of several).
      */
     public static CommandList build(DecodeModel model, long kvRows, int tokens) {
-        return new DecodeCommandListBuilder(model, kvRows, tokens, false, KernelLibrary.load()).build();
+        return new DecodeCommandListBuilder(model, kvRows, 1, tokens, false, KernelLibrary.load()).build();
     }
 
     /**
      * The batch decode list: up to {@code rows} tokens, each of its own sequence (position and KV rows from its
-     * {@code StepArgs}), each with its own logits and greedy token; KV buffers as {@link #build}'s.
+     * {@code StepArgs}), each with its own logits and greedy token; KV buffers as {@link #build}'s. Its greedy token
+     * buffer holds one sequence's ({@link #pool} makes the lists of several, each with its own).
      */
     public static CommandList batch(DecodeModel model, long kvRows, int rows) {
         if (rows < 2) {
             throw new IllegalArgumentException("a batch decode list runs at least 2 rows, not " + rows);
         }
-        return new DecodeCommandListBuilder(model, kvRows, rows, true, KernelLibrary.load()).build();
+        return new DecodeCommandListBuilder(model, kvRows, 1, rows, true, KernelLibrary.load()).build();
     }
 
     /**
@@ -165,11 +174,12 @@ public final class DecodeCommandListBuilder {
      * that order. The one home of that list: the pools make it, and MemoryBudget counts it.
      */
     public static List<CommandList> pool(DecodeModel model, long kvRows, int slots, int promptTokens) {
+        KernelLibrary library = KernelLibrary.load();
         List<CommandList> lists = new ArrayList<>();
-        lists.add(build(model, kvRows));
-        lists.add(build(model, kvRows, promptTokens));
+        lists.add(new DecodeCommandListBuilder(model, kvRows, slots, 1, false, library).build());
+        lists.add(new DecodeCommandListBuilder(model, kvRows, slots, promptTokens, false, library).build());
         for (int rows : Geometry.batchSizes(slots)) {
-            lists.add(batch(model, kvRows, rows));
+            lists.add(new DecodeCommandListBuilder(model, kvRows, slots, rows, true, library).build());
         }
         return lists;
     }
@@ -328,6 +338,7 @@ public final class DecodeCommandListBuilder {
 
     private CommandList build() {
         Ref step = new Ref(stepBuffer, 0);
+        Ref greedy = new Ref(greedyBuffer, 0);
         Ref x = perToken(s.embedding());
         String embd = "token_embd.weight";
         dispatch(
@@ -341,7 +352,8 @@ public final class DecodeCommandListBuilder {
                 args("EmbedArgs", Map.of("type", type(embd), "cols", s.embedding())),
                 step,
                 weight(embd),
-                x);
+                x,
+                greedy);
         if (tokens == 1) {
             decodeLayers(step, x);
         } else {
@@ -398,7 +410,9 @@ public final class DecodeCommandListBuilder {
                 argmaxArgs,
                 bestValues,
                 bestIndices,
-                token);
+                token,
+                step,
+                greedy);
 
         List<BufferSpec> finalBuffers = new ArrayList<>(buffers);
         finalBuffers.set(argsBuffer, new BufferSpec("args", BufferSpec.Kind.ARGS, args.size(), 0));

@@ -57,6 +57,11 @@ public record MemoryBudget(long weights, long kvPool, long activations, int slot
             }
         }
         long own = 0;
+        for (BufferSpec b : lists.getFirst().buffers()) {
+            if (b.kind() == BufferSpec.Kind.GREEDY_TOKENS) {
+                own += b.bytes(); // one for every list, as the KV pool
+            }
+        }
         for (CommandList list : lists) {
             own += list.args().length;
             for (BufferSpec b : list.buffers()) {

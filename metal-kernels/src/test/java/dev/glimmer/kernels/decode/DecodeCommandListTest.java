@@ -348,9 +348,9 @@ class DecodeCommandListTest {
                 .toList()) {
             assertTrue(prompt.buffers().contains(kv), kv.name());
         }
-        // StepArgs: token, pos, kv_len, kv_row
+        // StepArgs: token, pos, kv_len, kv_row, slot
         assertEquals(
-                tokens * 16L,
+                tokens * 20L,
                 prompt.buffers().get(prompt.buffer(BufferSpec.Kind.STEP)).bytes());
         // per token: x, q (heads x 576), the experts' slots, the attention's parts (FA_SPLITS x heads x 514 floats,
         // 0.16 MB), ...: under 0.6 MB (the decode step's split attention would take 0.33 MB a token for its partials)

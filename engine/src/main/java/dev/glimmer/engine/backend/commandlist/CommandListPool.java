@@ -52,10 +52,19 @@ public final class CommandListPool implements SequencePool, LayerProbe {
     private final int vocab;
     /** Rows of the token embedding table: the token ids a run may hold. */
     private final int embeddingRows;
-    /** Host memory the reads land in: every output row's logits, then their greedy tokens. */
+    /**
+     * Host memory the reads land in: every output row's logits, then {@link #AREAS} areas of their greedy tokens, so
+     * that one step's tokens are read while the next step's reads are queued ({@link #decode}).
+     */
     private final MemorySegment readBack;
 
+    private static final int AREAS = 2;
+    /** Where the greedy token areas start in the read-back, and each one's bytes. */
     private final long tokensAt;
+
+    private final long areaBytes;
+    /** Per token area: the point after its step's reads, waited for before they are read. */
+    private final ListRunner.Fence[] fences = new ListRunner.Fence[AREAS];
     /** Each slot's logits as handed out, reused from run to run. */
     private final float[][] logits;
     /** The decode list's KV buffers (one per layer, or more), in list order: a slot's rows are a range of each. */
@@ -85,8 +94,12 @@ public final class CommandListPool implements SequencePool, LayerProbe {
             }
             int outputs = made.stream().mapToInt(e -> e.list().outputs()).max().orElseThrow();
             tokensAt = 4L * vocab * outputs;
+            areaBytes = 4L * outputs;
             readBack = runner.hostBuffer(
-                    Math.max(tokensAt + 4L * outputs, 4L * model.config().embedding()));
+                    Math.max(tokensAt + AREAS * areaBytes, 4L * model.config().embedding()));
+            for (int a = 0; a < AREAS; a++) {
+                fences[a] = runner.fence();
+            }
         } catch (RuntimeException | OutOfMemoryError e) {
             runner.close();
             throw e;
@@ -262,10 +275,12 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         int batch = prompt.list().tokens();
         for (int done = 0; done < count; ) {
             int n = Math.min(batch, count - done);
-            writeAndRun(prompt, CommandList.consecutive(tokens, from + done, n, slot.position(), kvRow(slot)));
+            writeAndRun(
+                    prompt,
+                    CommandList.consecutive(tokens, from + done, n, slot.position(), kvRow(slot), slot.index()));
             done += n;
             if (done == count) {
-                queueReads(prompt, 1, new Readout[] {readout});
+                queueReads(prompt, 1, new Readout[] {readout}, 0);
             }
             runner.finish();
             slot.advance(n);
@@ -308,6 +323,191 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         return () -> out;
     }
 
+    /**
+     * Chains the steps where it can: while one step of the rows runs, the next one is queued with each row's token
+     * being the greedy token the running step leaves on the device ({@link Geometry#PREVIOUS_GREEDY}), and the host
+     * reads the running step's tokens meanwhile, one step behind; so the device goes from step to step without waiting
+     * for the host. A step is chained when every row is greedy and has room for it. A row whose pick turns out not to be
+     * the greedy token it was chained on (it stops, or bans that token) has its chained step discarded: its position is
+     * not advanced, so the step after, fed the pick, writes the same KV row again. More rows than one list holds run as
+     * {@link #step}s.
+     */
+    @Override
+    public void decode(List<Sequence> sequences, int[] tokens, Readout[] readouts, Picker picker) {
+        if (sequences.size() > maxRows()) {
+            SequencePool.super.decode(sequences, tokens, readouts, picker);
+            return;
+        }
+        new ChainedDecode(slots.own(sequences), tokens, readouts, picker).run();
+    }
+
+    /** One {@link #decode}: its rows, their readouts and picks, and the steps it has queued. */
+    private final class ChainedDecode {
+        private final List<SequenceSlots.Slot> own;
+        private final Readout[] readouts;
+        private final Picker picker;
+        /** Each row's next token, once picked. */
+        private final int[] feed;
+
+        private final boolean[] stopped;
+        /** Steps queued so far: they take the token areas in turn. */
+        private int runs;
+        /** The step whose logits the lists' activations hold: the last one run. */
+        private Queued latest;
+
+        /**
+         * A queued step: its rows (indices into {@link #own}), each one's token (a chained row's is the greedy token of
+         * the step before once that is known) and position, and whether it still counts (a chained row whose pick was
+         * another token does not: its sequence does not take it).
+         */
+        private record Queued(Encoded list, int run, int[] rows, int[] inputs, int[] positions, boolean[] counts) {
+            int area() {
+                return run % AREAS;
+            }
+
+            boolean allCount() {
+                for (boolean c : counts) {
+                    if (!c) {
+                        return false;
+                    }
+                }
+                return true;
+            }
+        }
+
+        ChainedDecode(List<SequenceSlots.Slot> own, int[] tokens, Readout[] readouts, Picker picker) {
+            this.own = own;
+            this.readouts = readouts.clone();
+            this.picker = picker;
+            this.feed = Arrays.copyOf(tokens, own.size());
+            this.stopped = new boolean[own.size()];
+        }
+
+        void run() {
+            Queued current = queueActive();
+            while (current != null) {
+                Queued next = chainable(current) ? queue(current.rows(), true) : null;
+                collect(current, next);
+                // A chained step whose rows did not all take the token it ran on is discarded whole (it wrote KV rows
+                // past its rows' positions only): the rows still going run again fed their picks, through the list a
+                // step of just them runs, as steps one after the other would.
+                current = next != null && next.allCount() ? next : queueActive();
+            }
+        }
+
+        /** Every row of {@code q} is greedy and has room for a step after it. */
+        private boolean chainable(Queued q) {
+            for (int r : q.rows()) {
+                if (!readouts[r].greedy()
+                        || own.get(r).position() + 2 > own.get(r).capacity()) {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        /** A step of every row that has not stopped, fed its pick; null when none is left. */
+        private Queued queueActive() {
+            int[] rows = IntStream.range(0, own.size()).filter(r -> !stopped[r]).toArray();
+            if (rows.length == 0) {
+                return null;
+            }
+            for (int r : rows) {
+                SequenceSlots.checkRun(own.get(r), feed, r, 1, embeddingRows);
+            }
+            return queue(rows, false);
+        }
+
+        /**
+         * Queues a step of {@code rows}: fed their picks at their positions, or {@code chained} on the step queued last
+         * (one position further, their tokens its greedy ones); then the reads of its greedy tokens (and the logits of
+         * the rows that ask, only in a step that is not chained) and its fence.
+         */
+        private Queued queue(int[] rows, boolean chained) {
+            Encoded list = listFor(rows.length);
+            List<CommandList.StepRow> steps = new ArrayList<>(rows.length);
+            int[] inputs = new int[rows.length];
+            int[] positions = new int[rows.length];
+            Readout[] asks = new Readout[rows.length];
+            for (int k = 0; k < rows.length; k++) {
+                SequenceSlots.Slot slot = own.get(rows[k]);
+                inputs[k] = chained ? Geometry.PREVIOUS_GREEDY : feed[rows[k]];
+                positions[k] = slot.position() + (chained ? 1 : 0);
+                asks[k] = readouts[rows[k]];
+                steps.add(stepRow(inputs[k], positions[k], slot));
+            }
+            writeAndRun(list, steps);
+            int run = runs++;
+            queueReads(list, rows.length, asks, run % AREAS);
+            fences[run % AREAS].set();
+            boolean[] counts = new boolean[rows.length];
+            Arrays.fill(counts, true);
+            latest = new Queued(list, run, rows, inputs, positions, counts);
+            return latest;
+        }
+
+        /**
+         * Waits for {@code q}'s reads and gives the picker each counting row's readout, its sequence one position
+         * further; {@code next}, the step chained on {@code q} if one is queued, learns each row's token, or that the
+         * row does not count there.
+         */
+        private void collect(Queued q, Queued next) {
+            fences[q.area()].await();
+            int[] greedy = new int[q.rows().length];
+            for (int k = 0; k < greedy.length; k++) {
+                greedy[k] = readBack.get(ValueLayout.JAVA_INT, tokenAt(q.area(), k));
+            }
+            for (int k = 0; k < greedy.length; k++) {
+                if (!q.counts()[k]) {
+                    if (next != null) {
+                        next.counts()[k] = false;
+                    }
+                    continue;
+                }
+                int r = q.rows()[k];
+                SequenceSlots.Slot slot = own.get(r);
+                Next got;
+                if (!readouts[r].greedy()) {
+                    got = new Next(logits(slot, 4L * vocab * k), greedy[k]);
+                } else if (readouts[r].takes(greedy[k])) {
+                    got = Next.greedy(greedy[k]);
+                } else {
+                    // the rare greedy row whose first maximum it bans: its logits
+                    if (latest != q) {
+                        rerun(q);
+                    }
+                    got = new Next(outputLogits(q.list(), k, slot), greedy[k]);
+                }
+                slot.advance(1);
+                int token = picker.pick(r, got);
+                if (token == STOP) {
+                    stopped[r] = true;
+                } else {
+                    feed[r] = token;
+                }
+                if (next != null) {
+                    // chained on the same rows in the same order
+                    next.inputs()[k] = token;
+                    next.counts()[k] = token == greedy[k];
+                }
+            }
+        }
+
+        /**
+         * Step {@code q} once more, after the step chained on it has overwritten its logits: it writes the same KV rows
+         * again, and the greedy tokens it leaves do not matter, since the chained step is discarded (a row of it does
+         * not count: the one whose greedy token is banned) and the next step is fed the picks.
+         */
+        private void rerun(Queued q) {
+            List<CommandList.StepRow> steps = new ArrayList<>(q.rows().length);
+            for (int k = 0; k < q.rows().length; k++) {
+                steps.add(stepRow(q.inputs()[k], q.positions()[k], own.get(q.rows()[k])));
+            }
+            writeAndRun(q.list(), steps);
+            latest = q;
+        }
+    }
+
     /** Rows one list runs at most: the largest batch list's, or the decode list's one where the pool has no batch. */
     private int maxRows() {
         return batches.isEmpty() ? 1 : batches.getLast().list().tokens();
@@ -330,7 +530,7 @@ public final class CommandListPool implements SequencePool, LayerProbe {
     private Launched launchRows(List<SequenceSlots.Slot> own, int[] tokens, Readout[] readouts) {
         Encoded list = listFor(own.size());
         writeAndRun(list, rows(own, tokens));
-        queueReads(list, own.size(), readouts);
+        queueReads(list, own.size(), readouts, 0);
         return () -> {
             runner.finish();
             own.forEach(s -> s.advance(1));
@@ -341,9 +541,14 @@ public final class CommandListPool implements SequencePool, LayerProbe {
     private List<CommandList.StepRow> rows(List<SequenceSlots.Slot> own, int[] tokens) {
         List<CommandList.StepRow> rows = new ArrayList<>(own.size());
         for (int i = 0; i < own.size(); i++) {
-            rows.add(new CommandList.StepRow(tokens[i], own.get(i).position(), kvRow(own.get(i))));
+            rows.add(stepRow(tokens[i], own.get(i).position(), own.get(i)));
         }
         return rows;
+    }
+
+    /** Token {@code token} of {@code slot}'s sequence at position {@code pos}. */
+    private CommandList.StepRow stepRow(int token, int pos, SequenceSlots.Slot slot) {
+        return new CommandList.StepRow(token, pos, kvRow(slot), slot.index());
     }
 
     /** The KV buffer row of {@code slot}'s position 0. */
@@ -357,9 +562,12 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         list.bound().run(list.list().dispatches().size());
     }
 
-    /** Queues the reads of the first {@code rows} output rows' greedy tokens, and of the logits of those that ask. */
-    private void queueReads(Encoded list, int rows, Readout[] readouts) {
-        list.bound().read(list.activations(), list.list().token(), readBack.asSlice(tokensAt, 4L * rows));
+    /**
+     * Queues the reads of the first {@code rows} output rows' greedy tokens into token area {@code area}, and of the
+     * logits of those that ask.
+     */
+    private void queueReads(Encoded list, int rows, Readout[] readouts, int area) {
+        list.bound().read(list.activations(), list.list().token(), readBack.asSlice(tokenAt(area, 0), 4L * rows));
         for (int i = 0; i < rows; i++) {
             if (!readouts[i].greedy()) {
                 list.bound()
@@ -371,11 +579,16 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         }
     }
 
+    /** Where output row {@code row}'s greedy token lies in token area {@code area} of the read-back. */
+    private long tokenAt(int area, int row) {
+        return tokensAt + area * areaBytes + 4L * row;
+    }
+
     /** What each row asked for, after its reads are done; a greedy row whose token it bans gets its logits now. */
     private Next[] results(Encoded list, List<SequenceSlots.Slot> own, Readout[] readouts) {
         Next[] out = new Next[own.size()];
         for (int i = 0; i < out.length; i++) {
-            int greedy = readBack.get(ValueLayout.JAVA_INT, tokensAt + 4L * i);
+            int greedy = readBack.get(ValueLayout.JAVA_INT, tokenAt(0, i));
             if (!readouts[i].greedy()) {
                 out[i] = new Next(logits(own.get(i), 4L * vocab * i), greedy);
             } else if (readouts[i].takes(greedy)) {
@@ -385,17 +598,21 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         // the rare greedy row whose first maximum is a banned token: its logits (the read-back's first row is free now)
         for (int i = 0; i < out.length; i++) {
             if (out[i] == null) {
-                int greedy = readBack.get(ValueLayout.JAVA_INT, tokensAt + 4L * i);
-                list.bound()
-                        .read(
-                                list.activations(),
-                                list.list().logits() + 4L * vocab * i,
-                                readBack.asSlice(0, 4L * vocab));
-                runner.finish();
-                out[i] = new Next(logits(own.get(i), 0), greedy);
+                int greedy = readBack.get(ValueLayout.JAVA_INT, tokenAt(0, i));
+                out[i] = new Next(outputLogits(list, i, own.get(i)), greedy);
             }
         }
         return out;
+    }
+
+    /**
+     * Output row {@code row}'s logits of the last run of {@code list} (no run since), read now into the first row of
+     * the read-back (free once the rows that asked have theirs) and handed out in {@code slot}'s array.
+     */
+    private float[] outputLogits(Encoded list, int row, SequenceSlots.Slot slot) {
+        list.bound().read(list.activations(), list.list().logits() + 4L * vocab * row, readBack.asSlice(0, 4L * vocab));
+        runner.finish();
+        return logits(slot, 0);
     }
 
     /** The logits at {@code offset} of the read-back, in the array {@code slot} reuses. */
@@ -416,8 +633,7 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         if (at >= slot.position()) {
             throw new IllegalArgumentException("position " + at + " has not been decoded yet");
         }
-        decode.bound()
-                .writeSteps(decode.list().steps(stepArgs, List.of(new CommandList.StepRow(token, at, kvRow(slot)))));
+        decode.bound().writeSteps(decode.list().steps(stepArgs, List.of(stepRow(token, at, slot))));
         decode.bound().run(Math.min(dispatches, decode.list().dispatches().size()));
         MemorySegment into = readBack.asSlice(0, 4L * count);
         decode.bound().read(buffer, offset, into);
@@ -467,7 +683,8 @@ public final class CommandListPool implements SequencePool, LayerProbe {
                     .writeSteps(prompt.list()
                             .steps(
                                     stepArgs,
-                                    CommandList.consecutive(tokens, from, count, slot.position(), kvRow(slot))));
+                                    CommandList.consecutive(
+                                            tokens, from, count, slot.position(), kvRow(slot), slot.index())));
             Profile p = profiler.byDispatch(prompt.bound(), count);
             slot.advance(count);
             return p;

@@ -26,6 +26,30 @@ public interface ListRunner extends AutoCloseable {
     /** Waits until every run and read queued so far is done (CUDA queues them on a stream; elsewhere they are done already). */
     void finish();
 
+    /** A new {@link Fence} (freed with the runner). */
+    Fence fence();
+
+    /**
+     * A point in the queue of runs and reads that the host can wait for without waiting for what was queued after it:
+     * the results of one step while the next one runs. Made once, set again and again.
+     */
+    interface Fence {
+        /** The fence of a runner whose runs and reads are done when they return (the emulator, Metal). */
+        Fence DONE = new Fence() {
+            @Override
+            public void set() {}
+
+            @Override
+            public void await() {}
+        };
+
+        /** Marks the end of what is queued now. */
+        void set();
+
+        /** Waits until everything queued before the last {@link #set} is done. */
+        void await();
+    }
+
     /** Times lists kernel by kernel, where the device can. */
     default Optional<Profiler> profiler() {
         return Optional.empty();

@@ -421,11 +421,21 @@ public final class CudaDriver {
     }
 
     public MemorySegment newEvent() {
+        return newEvent(true);
+    }
+
+    /** An event that can time ({@link #elapsedMillis}), or only be waited for (CU_EVENT_DISABLE_TIMING: cheaper). */
+    public MemorySegment newEvent(boolean timing) {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment e = a.allocate(ADDRESS);
-            check("cuEventCreate", call(cuEventCreate, e, 0));
+            check("cuEventCreate", call(cuEventCreate, e, timing ? 0 : 2));
             return e.get(ADDRESS, 0);
         }
+    }
+
+    /** Waits until the work queued before {@code event}'s last record is done. */
+    public void synchronizeEvent(MemorySegment event) {
+        check("cuEventSynchronize", call(cuEventSynchronize, event));
     }
 
     public void record(MemorySegment event, MemorySegment stream) {

@@ -35,11 +35,12 @@ public final class CudaGraphRunner implements ListRunner {
     private final ArgStruct stepArgs;
     private final Arena arena = Arena.ofShared();
     final MemorySegment stream;
-    /** The KV cache buffers, shared by every graph of this runner. */
-    private final Map<BufferSpec, Long> kv = new HashMap<>();
+    /** The KV cache and greedy token buffers, shared by every graph of this runner. */
+    private final Map<BufferSpec, Long> pooled = new HashMap<>();
 
     private final List<Graph> graphs = new ArrayList<>();
     private final List<MemorySegment> pinned = new ArrayList<>();
+    private final List<MemorySegment> events = new ArrayList<>();
 
     /** Graphs over {@code weights}; closing the runner closes them too where it {@code ownsWeights} (the self-test's). */
     public CudaGraphRunner(CudaWeights weights, boolean ownsWeights) {
@@ -57,7 +58,7 @@ public final class CudaGraphRunner implements ListRunner {
     final class Graph implements Bound {
         final CommandList list;
         final long[] buffers;
-        /** Which buffers this graph allocated (the weights belong to {@link CudaWeights}, the KV pool to the runner). */
+        /** Which buffers this graph allocated (the weights belong to {@link CudaWeights}, the pooled ones to the runner). */
         final boolean[] owned;
 
         final long[][] bindings;
@@ -75,8 +76,8 @@ public final class CudaGraphRunner implements ListRunner {
                     BufferSpec b = list.buffers().get(i);
                     if (b.kind() == BufferSpec.Kind.WEIGHTS) {
                         buffers[i] = weights.pointer(b);
-                    } else if (b.kind() == BufferSpec.Kind.KV_CACHE) {
-                        buffers[i] = kv.computeIfAbsent(b, spec -> zeroed(spec.bytes()));
+                    } else if (b.kind().pooled()) {
+                        buffers[i] = pooled.computeIfAbsent(b, spec -> zeroed(spec.bytes()));
                     } else {
                         buffers[i] = driver.alloc(b.bytes());
                         owned[i] = true;
@@ -203,6 +204,26 @@ public final class CudaGraphRunner implements ListRunner {
         driver.synchronize(stream);
     }
 
+    /** An event on the runner's stream (without timing, the cheaper kind). */
+    @Override
+    public Fence fence() {
+        device.makeCurrent();
+        MemorySegment event = driver.newEvent(false);
+        events.add(event);
+        return new Fence() {
+            @Override
+            public void set() {
+                device.makeCurrent();
+                driver.record(event, stream);
+            }
+
+            @Override
+            public void await() {
+                driver.synchronizeEvent(event);
+            }
+        };
+    }
+
     @Override
     public Optional<Profiler> profiler() {
         return Optional.of(new CudaProfiler(this));
@@ -223,9 +244,10 @@ public final class CudaGraphRunner implements ListRunner {
         for (Graph g : graphs) {
             g.free();
         }
-        for (long b : kv.values()) {
+        for (long b : pooled.values()) {
             driver.free(b);
         }
+        events.forEach(driver::destroyEvent);
         driver.destroyStream(stream);
         for (MemorySegment host : pinned) {
             driver.freeHost(host);

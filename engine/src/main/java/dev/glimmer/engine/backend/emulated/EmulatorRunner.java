@@ -36,8 +36,8 @@ public final class EmulatorRunner implements ListRunner {
     private final Emulator emulator = Emulator.load();
     private final FiberOrder order;
     private final Arena arena = Arena.ofShared();
-    /** The KV cache buffers, shared by every list this runner binds. */
-    private final Map<BufferSpec, MemorySegment> kv = new HashMap<>();
+    /** The KV cache and greedy token buffers, shared by every list this runner binds. */
+    private final Map<BufferSpec, MemorySegment> pooled = new HashMap<>();
 
     /** Replays {@code model}'s lists, running each threadgroup's fibers in {@code order}. */
     public EmulatorRunner(GlmModel model, FiberOrder order) {
@@ -75,7 +75,7 @@ public final class EmulatorRunner implements ListRunner {
                     switch (b.kind()) {
                         case WEIGHTS -> file.asSlice(b.fileOffset(), b.bytes());
                         case ARGS -> arena.allocateFrom(ValueLayout.JAVA_BYTE, list.args());
-                        case KV_CACHE -> kv.computeIfAbsent(b, spec -> allocate(spec.bytes()));
+                        case KV_CACHE, GREEDY_TOKENS -> pooled.computeIfAbsent(b, spec -> allocate(spec.bytes()));
                         default -> allocate(b.bytes());
                     });
         }
@@ -126,6 +126,12 @@ public final class EmulatorRunner implements ListRunner {
     /** Every run is done when it returns. */
     @Override
     public void finish() {}
+
+    /** Every run and read is done when it returns: nothing to wait for. */
+    @Override
+    public Fence fence() {
+        return Fence.DONE;
+    }
 
     @Override
     public void close() {

@@ -54,7 +54,8 @@ public final class MetalIcbRunner implements ListRunner {
         try (ObjcRuntime.AutoreleasePool pool = rt.autoreleasePool()) {
             List<MemorySegment> buffers = new ArrayList<>();
             for (BufferSpec b : list.buffers()) {
-                boolean sharedKind = b.kind() == BufferSpec.Kind.WEIGHTS || b.kind() == BufferSpec.Kind.KV_CACHE;
+                boolean sharedKind =
+                        b.kind() == BufferSpec.Kind.WEIGHTS || b.kind().pooled();
                 MemorySegment buffer = sharedKind ? shared.get(b) : null;
                 if (buffer == null) {
                     buffer = MetalException.during(
@@ -147,6 +148,12 @@ public final class MetalIcbRunner implements ListRunner {
     /** Every run has waited for its command buffer. */
     @Override
     public void finish() {}
+
+    /** Every run has waited for its command buffer: nothing to wait for. */
+    @Override
+    public Fence fence() {
+        return Fence.DONE;
+    }
 
     /** Frees the indirect command buffers and buffers; once. */
     @Override

@@ -126,6 +126,10 @@ class CudaKernelTest {
         int parts = Geometry.ARGMAX_PARTS;
         long args =
                 CudaTestSupport.uploadBytes(d, k.library().struct("ArgmaxArgs").pack(Map.of("n", n, "parts", parts)));
+        long step = CudaTestSupport.uploadBytes(
+                d,
+                k.library().struct("StepArgs").pack(Map.of("token", 0, "pos", 0, "kv_len", 1, "kv_row", 0, "slot", 0)));
+        long greedy = d.alloc(4);
         long values = CudaTestSupport.upload(d, v);
         long best = d.alloc(4L * parts);
         long index = d.alloc(4L * parts);
@@ -144,11 +148,12 @@ class CudaKernelTest {
                     MemorySegment.NULL,
                     Size3.of(1),
                     Size3.of(Geometry.WIDE_SIMDGROUPS * 32),
-                    new long[] {args, best, index, result},
+                    new long[] {args, best, index, result, step, greedy},
                     new int[] {8 * Geometry.WIDE_SIMDGROUPS});
             assertEquals(12_345, Float.floatToRawIntBits(CudaTestSupport.download(d, result, 1)[0]));
+            assertEquals(12_345, Float.floatToRawIntBits(CudaTestSupport.download(d, greedy, 1)[0]));
         }
-        for (long p : new long[] {args, values, best, index, result}) {
+        for (long p : new long[] {args, values, best, index, result, step, greedy}) {
             d.free(p);
         }
     }
@@ -357,7 +362,8 @@ class CudaKernelTest {
         var struct = k.library().struct("StepArgs");
         byte[] out = new byte[struct.size() * tokens];
         for (int t = 0; t < tokens; t++) {
-            byte[] b = struct.pack(Map.of("token", 0, "pos", t, "kv_len", t < active ? t + 1 : 0, "kv_row", 0));
+            byte[] b =
+                    struct.pack(Map.of("token", 0, "pos", t, "kv_len", t < active ? t + 1 : 0, "kv_row", 0, "slot", 0));
             System.arraycopy(b, 0, out, t * struct.size(), b.length);
         }
         return out;

@@ -50,7 +50,7 @@ class AttentionKernelTest {
     }
 
     private static MemorySegment step(Arena arena, int pos) {
-        return args(arena, "StepArgs", Map.of("token", 0, "pos", pos, "kv_len", pos + 1, "kv_row", 0));
+        return args(arena, "StepArgs", Map.of("token", 0, "pos", pos, "kv_len", pos + 1, "kv_row", 0, "slot", 0));
     }
 
     // ---- mat_vec_pair ----

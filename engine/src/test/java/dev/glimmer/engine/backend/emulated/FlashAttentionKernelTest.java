@@ -189,8 +189,17 @@ class FlashAttentionKernelTest {
         var struct = emulator().library().struct("StepArgs");
         MemorySegment s = arena.allocate((long) struct.size() * tokens, 16);
         for (int t = 0; t < tokens; t++) {
-            byte[] b = struct.pack(
-                    Map.of("token", 0, "pos", prefix + t, "kv_len", t < active ? prefix + t + 1 : 0, "kv_row", KV_ROW));
+            byte[] b = struct.pack(Map.of(
+                    "token",
+                    0,
+                    "pos",
+                    prefix + t,
+                    "kv_len",
+                    t < active ? prefix + t + 1 : 0,
+                    "kv_row",
+                    KV_ROW,
+                    "slot",
+                    0));
             MemorySegment.copy(b, 0, s, ValueLayout.JAVA_BYTE, (long) t * struct.size(), b.length);
         }
         return s;

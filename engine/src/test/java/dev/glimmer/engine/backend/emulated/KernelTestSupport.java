@@ -259,7 +259,8 @@ public final class KernelTestSupport {
         var struct = emulator().library().struct("StepArgs");
         MemorySegment s = arena.allocate((long) struct.size() * tokens, 16);
         for (int t = 0; t < tokens; t++) {
-            byte[] b = struct.pack(Map.of("token", 0, "pos", t, "kv_len", t < active ? t + 1 : 0, "kv_row", 0));
+            byte[] b =
+                    struct.pack(Map.of("token", 0, "pos", t, "kv_len", t < active ? t + 1 : 0, "kv_row", 0, "slot", 0));
             MemorySegment.copy(b, 0, s, ValueLayout.JAVA_BYTE, (long) t * struct.size(), b.length);
         }
         return s;

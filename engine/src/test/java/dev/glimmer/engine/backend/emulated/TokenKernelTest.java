@@ -1,6 +1,7 @@
 package dev.glimmer.engine.backend.emulated;
 
 import static dev.glimmer.engine.backend.emulated.KernelTestSupport.*;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import dev.glimmer.engine.tensor.GgmlType;
@@ -31,21 +32,56 @@ class TokenKernelTest {
         int token = 5;
         MemorySegment table = randomWeights(type, vocab, cols, new Random(type.id));
         float[] expected = dequantizedRow(table, type, token, cols);
-        float[] got = runInBothOrders(
-                "embed_row",
-                arena -> List.of(
-                        args(arena, "EmbedArgs", Map.of("type", type.id, "cols", cols)),
-                        args(arena, "StepArgs", Map.of("token", token, "pos", 0, "kv_len", 1, "kv_row", 0)),
-                        copy(arena, table),
-                        arena.allocate(4L * cols)),
-                3,
-                new int[0],
-                Size3.of(1),
-                Size3.of(WIDE_THREADS));
+        float[] got = embed(type, table, cols, token, 0, 3);
         for (int i = 0; i < cols; i++) {
             // one rounding of difference at most: the kernel may fuse d * q - m into one multiply-add
             assertEquals(expected[i], got[i], Math.ulp(expected[i]) * 2 + 1e-7f, type + " value " + i);
         }
+    }
+
+    /**
+     * A chained step's token (PREVIOUS_GREEDY) is its sequence's greedy token, kept at its slot: the row of token 4
+     * (kept for slot 2), not of the token the other slots hold.
+     */
+    @Test
+    void aChainedTokenIsItsSequencesGreedyToken() {
+        int cols = 256;
+        MemorySegment table = randomWeights(GgmlType.Q8_0, 7, cols, new Random(8));
+        assertArrayEquals(
+                embed(GgmlType.Q8_0, table, cols, 4, 0, 0),
+                embed(GgmlType.Q8_0, table, cols, Geometry.PREVIOUS_GREEDY, 2, 4));
+    }
+
+    /**
+     * embed_row of one token ({@code token}, its sequence in slot {@code slot}) over a greedy token buffer that holds
+     * {@code greedy} for slot 2 and 6 for the others.
+     */
+    private static float[] embed(GgmlType type, MemorySegment table, int cols, int token, int slot, int greedy) {
+        return runInBothOrders(
+                "embed_row",
+                arena -> List.of(
+                        args(arena, "EmbedArgs", Map.of("type", type.id, "cols", cols)),
+                        args(
+                                arena,
+                                "StepArgs",
+                                Map.of(
+                                        "token",
+                                        token & 0xFFFF_FFFFL,
+                                        "pos",
+                                        0,
+                                        "kv_len",
+                                        1,
+                                        "kv_row",
+                                        0,
+                                        "slot",
+                                        slot)),
+                        copy(arena, table),
+                        arena.allocate(4L * cols),
+                        arena.allocateFrom(ValueLayout.JAVA_INT, 6, 6, greedy, 6)),
+                3,
+                new int[0],
+                Size3.of(1),
+                Size3.of(WIDE_THREADS));
     }
 
     /** The two-stage argmax of the decode step (argmax_parts, then argmax) over {@code v}, in order and shuffled. */
@@ -59,6 +95,9 @@ class TokenKernelTest {
                 MemorySegment best = arena.allocate(4L * parts);
                 MemorySegment index = arena.allocate(4L * parts);
                 MemorySegment result = arena.allocate(4);
+                MemorySegment step =
+                        args(arena, "StepArgs", Map.of("token", 1, "pos", 9, "kv_len", 10, "kv_row", 30, "slot", 3));
+                MemorySegment greedy = arena.allocate(4L * 5);
                 int[] scratch = {8 * Geometry.WIDE_SIMDGROUPS};
                 emulator()
                         .dispatch(
@@ -71,12 +110,14 @@ class TokenKernelTest {
                 emulator()
                         .dispatch(
                                 "argmax",
-                                List.of(args, best, index, result),
+                                List.of(args, best, index, result, step, greedy),
                                 scratch,
                                 Size3.of(1),
                                 Size3.of(WIDE_THREADS),
                                 orders.get(o));
                 results[o] = result.get(ValueLayout.JAVA_INT, 0);
+                // kept for the next step of the sequence in slot 3, for a chained step to read
+                assertArrayEquals(new int[] {0, 0, 0, results[o], 0}, greedy.toArray(ValueLayout.JAVA_INT));
             }
         }
         assertEquals(results[0], results[1], "in-order and shuffled runs differ");

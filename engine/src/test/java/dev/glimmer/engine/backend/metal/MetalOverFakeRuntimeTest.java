@@ -175,7 +175,7 @@ class MetalOverFakeRuntimeTest {
             assertEquals("(nil)", f[4], w);
         }
         long promptOwn = prompt.buffers().stream()
-                .filter(b -> b.kind() != BufferSpec.Kind.WEIGHTS && b.kind() != BufferSpec.Kind.KV_CACHE)
+                .filter(b -> b.kind() != BufferSpec.Kind.WEIGHTS && !b.kind().pooled())
                 .count();
         assertEquals(
                 list.buffers().size() - weights + promptOwn,
@@ -251,7 +251,7 @@ class MetalOverFakeRuntimeTest {
         FakeObjcRuntime fake = FakeObjcRuntime.configure("Fake Apple M3", 9, null);
         ArgStruct stepArgs = KernelLibrary.load().struct("StepArgs");
         assertEquals(
-                List.of("token", "pos", "kv_len", "kv_row"),
+                List.of("token", "pos", "kv_len", "kv_row", "slot"),
                 stepArgs.fields().stream().map(ArgStruct.Field::name).toList(),
                 "the layout this test reads");
         int slots = 4;
@@ -288,7 +288,8 @@ class MetalOverFakeRuntimeTest {
                 long made = decode.buffers().size() - weights;
                 for (CommandList l : lists.subList(1, lists.size())) {
                     made += l.buffers().stream()
-                            .filter(b -> b.kind() != BufferSpec.Kind.WEIGHTS && b.kind() != BufferSpec.Kind.KV_CACHE)
+                            .filter(b -> b.kind() != BufferSpec.Kind.WEIGHTS
+                                    && !b.kind().pooled())
                             .count();
                 }
                 assertEquals(made, starting(log, "newBufferWithLength:options:").size());
@@ -331,10 +332,10 @@ class MetalOverFakeRuntimeTest {
                         "one run of the 4-row list");
                 assertEquals(
                         List.of(
-                                List.of(11, 3, 4, 0),
-                                List.of(12, 1, 2, capacity),
-                                List.of(13, 2, 3, 2 * capacity),
-                                List.of(0, 0, 0, 0)),
+                                List.of(11, 3, 4, 0, 0),
+                                List.of(12, 1, 2, capacity, 1),
+                                List.of(13, 2, 3, 2 * capacity, 2),
+                                List.of(0, 0, 0, 0, 0)),
                         stepRows(fake, lists, 3, stepArgs));
                 assertEquals(model.vocabSize(), next[0].logits().length);
                 assertEquals(null, next[1].logits(), "a greedy-only row reads no logits");
@@ -362,12 +363,12 @@ class MetalOverFakeRuntimeTest {
                         () -> pool.step(List.of(a, a), new int[] {1, 2}, new SequencePool.Readout[] {LOGITS, LOGITS}));
                 pool.step(List.of(e, a), new int[] {14, 15}, new SequencePool.Readout[] {GREEDY, GREEDY});
                 assertEquals(
-                        List.of(List.of(14, 0, 1, capacity), List.of(15, 4, 5, 0)),
+                        List.of(List.of(14, 0, 1, capacity, 1), List.of(15, 4, 5, 0, 0)),
                         stepRows(fake, lists, 2, stepArgs),
                         "two rows run the 2-row list");
                 pool.prompt(e, new int[] {16}, 0, 1, LOGITS);
                 assertEquals(
-                        List.of(List.of(16, 1, 2, capacity)),
+                        List.of(List.of(16, 1, 2, capacity, 1)),
                         stepRows(fake, lists, 0, stepArgs),
                         "one runs the decode step");
                 for (SequencePool.Sequence q : List.of(a, c, d, e)) {
@@ -428,7 +429,7 @@ class MetalOverFakeRuntimeTest {
         List<List<Integer>> rows = new ArrayList<>();
         for (int t = 0; t < l.tokens(); t++) {
             List<Integer> row = new ArrayList<>();
-            for (int f = 0; f < 4; f++) {
+            for (int f = 0; f < stepArgs.fields().size(); f++) {
                 row.add(step.get(ValueLayout.JAVA_INT, (long) t * stepArgs.size() + 4L * f));
             }
             rows.add(row);
