@@ -11,8 +11,11 @@ import java.util.List;
  * @param sampling  how to pick tokens
  * @param maxTokens the most tokens to generate
  * @param stop      stop strings: generation ends where one appears, and it is not returned
+ * @param logprobs  whether each token comes with its log-probability ({@link TokenEvent#logprob}); that needs every
+ *                  step's logits, where a greedy generation otherwise reads only its tokens back from a GPU
  */
-public record GenerationRequest(int[] prompt, SamplingParams sampling, int maxTokens, List<String> stop) {
+public record GenerationRequest(
+        int[] prompt, SamplingParams sampling, int maxTokens, List<String> stop, boolean logprobs) {
 
     public GenerationRequest {
         if (prompt.length == 0) {

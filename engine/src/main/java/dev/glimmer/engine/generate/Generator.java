@@ -8,8 +8,9 @@ import java.util.function.Consumer;
 
 /**
  * Generates a completion of one sequence of a {@link SequencePool}, on whatever backend the pool runs: prefill the
- * prompt in chunks, then decode one token at a time until an end-of-generation token, a stop string, the token limit
- * or a full context ({@link Decoding}). Cancellation is checked between prompt chunks and between tokens; each token
+ * prompt in chunks, then decode one token at a time ({@link SequencePool#decode}: on a GPU a greedy request's steps
+ * are chained on the device) until an end-of-generation token, a stop string, the token limit or a full context
+ * ({@link Decoding}). Cancellation is checked between prompt chunks and between tokens; each token
  * is reported as it is produced.
  *
  * <p>With drafts ({@link SequencePool#maxDrafts} of a pool made for them), a decode step is a speculative step of
@@ -109,45 +110,65 @@ public final class Generator {
                 request.stop(),
                 request.maxTokens(),
                 remaining(),
-                true,
+                request.logprobs(),
                 0,
                 null);
         StringBuilder text = new StringBuilder();
         FinishReason finish = null;
         int drafted = 0;
         int accepted = 0;
-        List<Decoding.Step> picks = null;
-        DraftSwitch draftSwitch = new DraftSwitch();
-        while (finish == null) {
-            if (cancelled.getAsBoolean()) {
-                finish = FinishReason.CANCELLED;
-                break;
+        if (drafts == 0) {
+            // Plain decode: the pool's loop (on a GPU a greedy request's steps are chained on the device).
+            FinishReason[] finished = {null};
+            SequencePool.Picker picker = (row, given) -> {
+                if (cancelled.getAsBoolean()) {
+                    finished[0] = FinishReason.CANCELLED;
+                    return SequencePool.STOP;
+                }
+                Decoding.Step step = decoding.next(given.logits(), given.greedyToken(), remaining());
+                report(step, request, text, onToken);
+                finished[0] = step.finish();
+                return step.finish() != null ? SequencePool.STOP : step.token();
+            };
+            int first = picker.pick(0, next);
+            if (first != SequencePool.STOP) {
+                pool.decode(
+                        List.of(sequence), new int[] {first}, new SequencePool.Readout[] {decoding.readout()}, picker);
             }
-            if (picks == null) {
-                picks = List.of(decoding.next(next.logits(), next.greedyToken(), remaining()));
-            } else if (drafts > 0 && (draftUse == DraftUse.ALWAYS || draftSwitch.draftNext())) {
-                long stepStart = System.nanoTime();
-                int before = sequence.position();
-                SequencePool.Speculation speculation =
-                        pool.speculate(sequence, picks.getLast().token(), drafts, decoding.readout(), draftFilter);
-                picks = decoding.verify(speculation, sequence.capacity() - before - 1);
-                // Keep the token and the accepted drafts; the rows of the rejected ones are overwritten later.
-                sequence.truncate(before + picks.size());
-                drafted += speculation.drafts().length;
-                accepted += accepted(speculation.drafts(), picks);
-                draftSwitch.record(true, System.nanoTime() - stepStart, picks.size());
-            } else {
-                long stepStart = System.nanoTime();
-                int[] token = {picks.getLast().token()};
-                next = pool.step(List.of(sequence), token, new SequencePool.Readout[] {decoding.readout()})[0];
-                picks = List.of(decoding.next(next.logits(), next.greedyToken(), remaining()));
-                draftSwitch.record(false, System.nanoTime() - stepStart, 1);
-            }
-            for (Decoding.Step step : picks) {
-                text.append(step.text());
-                onToken.accept(new TokenEvent(
-                        step.token(), step.text(), step.logprobs().logprob()));
-                finish = step.finish();
+            finish = finished[0];
+        } else {
+            // Speculative steps, with plain ones between them while those give more tokens per second.
+            List<Decoding.Step> picks = null;
+            DraftSwitch draftSwitch = new DraftSwitch();
+            while (finish == null) {
+                if (cancelled.getAsBoolean()) {
+                    finish = FinishReason.CANCELLED;
+                    break;
+                }
+                if (picks == null) {
+                    picks = List.of(decoding.next(next.logits(), next.greedyToken(), remaining()));
+                } else if (draftUse == DraftUse.ALWAYS || draftSwitch.draftNext()) {
+                    long stepStart = System.nanoTime();
+                    int before = sequence.position();
+                    SequencePool.Speculation speculation =
+                            pool.speculate(sequence, picks.getLast().token(), drafts, decoding.readout(), draftFilter);
+                    picks = decoding.verify(speculation, sequence.capacity() - before - 1);
+                    // Keep the token and the accepted drafts; the rows of the rejected ones are overwritten later.
+                    sequence.truncate(before + picks.size());
+                    drafted += speculation.drafts().length;
+                    accepted += accepted(speculation.drafts(), picks);
+                    draftSwitch.record(true, System.nanoTime() - stepStart, picks.size());
+                } else {
+                    long stepStart = System.nanoTime();
+                    int[] token = {picks.getLast().token()};
+                    next = pool.step(List.of(sequence), token, new SequencePool.Readout[] {decoding.readout()})[0];
+                    picks = List.of(decoding.next(next.logits(), next.greedyToken(), remaining()));
+                    draftSwitch.record(false, System.nanoTime() - stepStart, 1);
+                }
+                for (Decoding.Step step : picks) {
+                    report(step, request, text, onToken);
+                    finish = step.finish();
+                }
             }
         }
         return new GenerationResult(
@@ -156,6 +177,14 @@ public final class Generator {
                 finish,
                 new Timings(prompt.length, promptMillis, decoding.count(), millisSince(decodeStart)),
                 new GenerationResult.Drafts(drafted, accepted));
+    }
+
+    /** Sends a picked token to the caller (its log-probability only when the request asked for them). */
+    private static void report(
+            Decoding.Step step, GenerationRequest request, StringBuilder text, Consumer<TokenEvent> onToken) {
+        text.append(step.text());
+        float logprob = request.logprobs() ? step.logprobs().logprob() : Float.NaN;
+        onToken.accept(new TokenEvent(step.token(), step.text(), logprob));
     }
 
     /** How many of the picks took their draft. */

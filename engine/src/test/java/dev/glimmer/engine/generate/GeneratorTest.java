@@ -84,7 +84,7 @@ class GeneratorTest {
             Generator generator = new Generator(pool, sequence, new BracketVocabulary(eog), model.vocabSize(), batch);
             List<TokenEvent> events = new ArrayList<>();
             GenerationResult result = generator.generate(
-                    new GenerationRequest(chat.promptTokens(), SamplingParams.greedy(), maxTokens, stop),
+                    new GenerationRequest(chat.promptTokens(), SamplingParams.greedy(), maxTokens, stop, true),
                     events::add,
                     cancelled);
             return new Run(result, events);

@@ -57,8 +57,9 @@ import picocli.CommandLine.Option;
                 pp: a prompt of N random token ids is run into an empty cache (on the CPU as one batch; on a GPU
                 through the backend's pool, as the server runs it: prompts through its prompt command list, in
                 batches of up to 512 tokens).
-                tg: N tokens are decoded one at a time after --ctx positions of context (on a GPU as a greedy
-                request is served: only the chosen token is read back, not the logits). On the CPU those
+                tg: N tokens are decoded greedily after --ctx positions of context (on a GPU as a greedy request
+                is served: each step chained on the device on the one before's greedy token, which is read back
+                one step behind, without the logits). On the CPU those
                 positions are random cache rows rather than computed (the cost of attention depends only on
                 their number), so a long context is quick to set up; on a GPU they are computed once.
                 Reported: model facts and weight bytes read per decode token, the backend (with --backend auto
@@ -458,13 +459,14 @@ final class BenchCommand implements Subcommand {
                         for (int i = 0; i < n; i++) {
                             tokens[i] = seed[i % seed.length];
                         }
+                        int[] left = new int[n];
+                        Arrays.fill(left, r < 0 ? 2 : tg);
                         long t0 = System.nanoTime();
-                        for (int k = 0; k < (r < 0 ? 2 : tg); k++) {
-                            SequencePool.Next[] next = pool.step(running, tokens, greedy);
-                            for (int i = 0; i < n; i++) {
-                                tokens[i] = next[i].greedyToken();
-                            }
-                        }
+                        pool.decode(
+                                running,
+                                tokens,
+                                greedy,
+                                (row, next) -> --left[row] > 0 ? next.greedyToken() : SequencePool.STOP);
                         if (r >= 0) {
                             rates[r] = (double) n * tg / ((System.nanoTime() - t0) / 1e9);
                         }
@@ -529,14 +531,20 @@ final class BenchCommand implements Subcommand {
             }
         }
 
-        /** Tokens per second of {@code n} single-token steps after the first {@code depth} positions. */
+        /**
+         * Tokens per second of {@code n} greedy decode steps after the first {@code depth} positions, from
+         * {@code tokens[0]} on: each step fed the one before's greedy token, as a greedy request decodes (chained on the
+         * device on a GPU).
+         */
         double decode(int[] tokens, int n, int depth) {
             sequence.truncate(depth);
-            List<SequencePool.Sequence> one = List.of(sequence);
+            int[] left = {n};
             long start = System.nanoTime();
-            for (int i = 0; i < n; i++) {
-                pool.step(one, new int[] {tokens[i]}, GREEDY);
-            }
+            pool.decode(
+                    List.of(sequence),
+                    new int[] {tokens[0]},
+                    GREEDY,
+                    (row, next) -> --left[0] > 0 ? next.greedyToken() : SequencePool.STOP);
             return n / ((System.nanoTime() - start) / 1e9);
         }
 

@@ -154,7 +154,7 @@ final class GenerateCommand implements Subcommand {
                         SequencePool.DraftFilter.NONE,
                         Generator.DraftUse.WHILE_FASTER);
                 GenerationResult result = generator.generate(
-                        new GenerationRequest(promptTokens, sampling, maxTokens, List.of()),
+                        new GenerationRequest(promptTokens, sampling, maxTokens, List.of(), false),
                         event -> {
                             if (!json) {
                                 io.out().print(event.text());
