@@ -25,27 +25,178 @@ import org.junit.jupiter.api.Test;
  * tokens it was fed (its step run ahead discarded), so that going on from there gives the tokens of a run that never
  * stopped.
  */
-class ChainedDecodeTest {
+public class ChainedDecodeTest {
 
     private static final String MODEL = "tiny-q4_0";
+    /** Greedy steps of a run. */
     private static final int STEPS = 5;
 
     private static GlmModel model;
-    /** One batch of the emulator's prompt list. */
-    private static int[] prompt;
-    /** One sequence's greedy run of {@link #STEPS} from the prompt, step by step: what the tests compare with. */
-    private static List<Recorder.Heard> free;
+    private static Chains chains;
 
     @BeforeAll
     static void open() throws IOException {
         model = GlmModel.open(Oracle.model(MODEL));
-        prompt = Arrays.copyOf(Oracle.chatCase(MODEL).promptTokens(), EmulatorRunner.PROMPT_TOKENS);
-        free = runOne(false, Readout.GREEDY, STEPS);
+        // one batch of the emulator's prompt list
+        chains = new Chains(
+                (slots, capacity) -> EmulatorRunner.pool(model, slots, capacity),
+                Arrays.copyOf(Oracle.chatCase(MODEL).promptTokens(), EmulatorRunner.PROMPT_TOKENS));
     }
 
     @AfterAll
     static void close() {
         model.close();
+    }
+
+    @Test
+    void oneSequenceChainedHearsWhatStepsOneAtATimeGive() {
+        chains.oneSequence();
+    }
+
+    @Test
+    void aBannedGreedyTokenInTheMiddleOfAChainGivesItsLogits() {
+        chains.aBannedGreedyTokenInTheMiddle();
+    }
+
+    @Test
+    void aStoppedRowGoesOnFromWhatItWasFed() {
+        chains.aStoppedRowGoesOn();
+    }
+
+    @Test
+    void twoSequencesChainedHearWhatStepsOneAtATimeGive() {
+        chains.twoSequences();
+    }
+
+    /** Pools of a backend: {@code slots} sequences of {@code capacity} positions. */
+    @FunctionalInterface
+    public interface Pools {
+        SequencePool pool(int slots, int capacity);
+    }
+
+    /** The checks, on the pools of any backend (the emulator here, CUDA in {@code CudaChainedDecodeTest}). */
+    public static final class Chains {
+        private final Pools pools;
+        private final int[] prompt;
+        /** One sequence's greedy run of {@link #STEPS} from the prompt, step by step: what the checks compare with. */
+        private final List<Recorder.Heard> free;
+
+        /** Checks of {@code pools}' runs after {@code prompt} (at least 2 tokens). */
+        public Chains(Pools pools, int[] prompt) {
+            this.pools = pools;
+            this.prompt = prompt.clone();
+            this.free = runOne(false, Readout.GREEDY);
+        }
+
+        /**
+         * The prompt's first {@code cut} tokens into a new sequence of {@code pool}, greedy; gives the first token (the
+         * prompt's greedy one).
+         */
+        private int prompted(SequencePool pool, SequencePool.Sequence sequence, int cut) {
+            return pool.prompt(sequence, prompt, 0, cut, Readout.GREEDY).greedyToken();
+        }
+
+        /** One run of one sequence from the prompt, {@link #STEPS} picks: chained or step by step; what the picker heard. */
+        private List<Recorder.Heard> runOne(boolean chained, Readout readout) {
+            try (SequencePool pool = pools.pool(1, prompt.length + STEPS + 2);
+                    SequencePool.Sequence q = pool.open()) {
+                int first = prompted(pool, q, prompt.length);
+                List<SequencePool.Sequence> one = List.of(q);
+                Readout[] readouts = {readout};
+                Recorder recorder = new Recorder(one, readouts, STEPS);
+                if (chained) {
+                    pool.decode(one, new int[] {first}, readouts, recorder);
+                } else {
+                    stepByStep(pool, one, new int[] {first}, readouts, recorder);
+                }
+                assertEquals(prompt.length + STEPS, q.position(), "the sequence holds the prompt and the tokens fed");
+                return recorder.heard;
+            }
+        }
+
+        private void assertSame(List<Recorder.Heard> expected, List<Recorder.Heard> got) {
+            assertEquals(expected.toString(), got.toString(), "what the picker heard, in order");
+            for (int i = 0; i < expected.size(); i++) {
+                if (expected.get(i).logits() != null) {
+                    assertTrue(
+                            Arrays.equals(expected.get(i).logits(), got.get(i).logits()),
+                            "logits of " + expected.get(i));
+                }
+            }
+        }
+
+        /** One sequence: chained, it hears what steps one at a time give. */
+        public void oneSequence() {
+            assertSame(free, runOne(true, Readout.GREEDY));
+            assertTrue(free.stream().allMatch(h -> h.logits() == null));
+        }
+
+        /**
+         * A token that is greedy in the middle of the run, banned: the chained step run ahead on it is discarded, the row
+         * gets that step's logits (computed again: the step ahead has overwritten them) and goes on from its pick.
+         */
+        public void aBannedGreedyTokenInTheMiddle() {
+            int banned = free.get(STEPS / 2).greedy();
+            Readout banning = Readout.greedyBanning(new int[] {banned});
+            List<Recorder.Heard> expected = runOne(false, banning);
+            assertTrue(expected.stream().anyMatch(h -> h.logits() != null), "the ban changes the run: " + expected);
+            assertSame(expected, runOne(true, banning));
+        }
+
+        /**
+         * A row stopped after 3 picks holds the prompt and the 3 tokens fed (not the step run ahead of its stop); decoding
+         * on from its last pick gives the tokens of a run that never stopped.
+         */
+        public void aStoppedRowGoesOn() {
+            int[] whole = free.stream().mapToInt(Recorder.Heard::greedy).toArray();
+            try (SequencePool pool = pools.pool(1, prompt.length + STEPS + 2);
+                    SequencePool.Sequence q = pool.open()) {
+                int first = prompted(pool, q, prompt.length);
+                List<SequencePool.Sequence> one = List.of(q);
+                Readout[] greedy = {Readout.GREEDY};
+                Recorder head = new Recorder(one, greedy, 3);
+                pool.decode(one, new int[] {first}, greedy, head);
+                assertEquals(prompt.length + 3, q.position());
+                Recorder tail = new Recorder(one, greedy, STEPS - 3);
+                pool.decode(one, new int[] {head.picks(0)[2]}, greedy, tail);
+                int[] got = new int[STEPS];
+                System.arraycopy(head.picks(0), 0, got, 0, 3);
+                System.arraycopy(tail.picks(0), 0, got, 3, STEPS - 3);
+                assertEquals(Arrays.toString(whole), Arrays.toString(got));
+            }
+        }
+
+        /**
+         * Two sequences at different positions stepping together (the 2-row batch list): the second bans the greedy token
+         * of its second step (as the sequence alone meets it), so that the two-row step chained on that one is discarded
+         * and the step runs again for its logits; the first stops there, and the second goes on alone (the decode list).
+         */
+        public void twoSequences() {
+            int banned = free.get(1).greedy();
+            Readout banning = Readout.greedyBanning(new int[] {banned});
+            List<Recorder.Heard> expected = twoRows(false, banning);
+            assertTrue(expected.stream().anyMatch(h -> h.logits() != null), "the ban changes the run: " + expected);
+            assertSame(expected, twoRows(true, banning));
+        }
+
+        private List<Recorder.Heard> twoRows(boolean chained, Readout second) {
+            try (SequencePool pool = pools.pool(2, prompt.length + STEPS + 2);
+                    SequencePool.Sequence a = pool.open();
+                    SequencePool.Sequence b = pool.open()) {
+                int[] first = {prompted(pool, a, prompt.length - 1), prompted(pool, b, prompt.length)};
+                List<SequencePool.Sequence> both = List.of(a, b);
+                Readout[] readouts = {Readout.GREEDY, second};
+                Recorder recorder = new Recorder(both, readouts, 2, STEPS);
+                if (chained) {
+                    pool.decode(both, first, readouts, recorder);
+                } else {
+                    stepByStep(pool, both, first, readouts, recorder);
+                }
+                assertEquals(prompt.length - 1 + 2, a.position());
+                assertEquals(prompt.length + STEPS, b.position());
+                return recorder.heard;
+            }
+        }
     }
 
     /**
@@ -137,118 +288,6 @@ class ChainedDecodeTest {
                 }
             }
             rows = going;
-        }
-    }
-
-    /**
-     * The prompt's first {@code cut} tokens into a new sequence of {@code pool}, greedy; gives the first token (the
-     * prompt's greedy one).
-     */
-    private static int prompted(SequencePool pool, SequencePool.Sequence sequence, int cut) {
-        return pool.prompt(sequence, prompt, 0, cut, Readout.GREEDY).greedyToken();
-    }
-
-    /** One run of one sequence from the prompt: chained or step by step; what the picker heard. */
-    private static List<Recorder.Heard> runOne(boolean chained, Readout readout, int steps) {
-        try (SequencePool pool = EmulatorRunner.pool(model, 1, prompt.length + steps + 2);
-                SequencePool.Sequence q = pool.open()) {
-            int first = prompted(pool, q, prompt.length);
-            List<SequencePool.Sequence> one = List.of(q);
-            Readout[] readouts = {readout};
-            Recorder recorder = new Recorder(one, readouts, steps);
-            if (chained) {
-                pool.decode(one, new int[] {first}, readouts, recorder);
-            } else {
-                stepByStep(pool, one, new int[] {first}, readouts, recorder);
-            }
-            assertEquals(prompt.length + steps, q.position(), "the sequence holds the prompt and the tokens fed");
-            return recorder.heard;
-        }
-    }
-
-    private static void assertSame(List<Recorder.Heard> expected, List<Recorder.Heard> got) {
-        assertEquals(expected.toString(), got.toString(), "what the picker heard, in order");
-        for (int i = 0; i < expected.size(); i++) {
-            if (expected.get(i).logits() != null) {
-                assertTrue(
-                        Arrays.equals(expected.get(i).logits(), got.get(i).logits()), "logits of " + expected.get(i));
-            }
-        }
-    }
-
-    @Test
-    void oneSequenceChainedHearsWhatStepsOneAtATimeGive() {
-        assertSame(free, runOne(true, Readout.GREEDY, STEPS));
-        assertTrue(free.stream().allMatch(h -> h.logits() == null));
-    }
-
-    /**
-     * A token that is greedy in the middle of the run, banned: the chained step run ahead on it is discarded, the row
-     * gets that step's logits (computed again: the step ahead has overwritten them) and goes on from its pick.
-     */
-    @Test
-    void aBannedGreedyTokenInTheMiddleOfAChainGivesItsLogits() {
-        int banned = free.get(STEPS / 2).greedy();
-        Readout banning = Readout.greedyBanning(new int[] {banned});
-        List<Recorder.Heard> expected = runOne(false, banning, STEPS);
-        assertTrue(expected.stream().anyMatch(h -> h.logits() != null), "the ban changes the run: " + expected);
-        assertSame(expected, runOne(true, banning, STEPS));
-    }
-
-    /**
-     * A row stopped after 3 picks holds the prompt and the 3 tokens fed (not the step run ahead of its stop); decoding
-     * on from its last pick gives the tokens of a run that never stopped.
-     */
-    @Test
-    void aStoppedRowGoesOnFromWhatItWasFed() {
-        int[] whole = free.stream().mapToInt(Recorder.Heard::greedy).toArray();
-        try (SequencePool pool = EmulatorRunner.pool(model, 1, prompt.length + STEPS + 2);
-                SequencePool.Sequence q = pool.open()) {
-            int first = prompted(pool, q, prompt.length);
-            List<SequencePool.Sequence> one = List.of(q);
-            Readout[] greedy = {Readout.GREEDY};
-            Recorder head = new Recorder(one, greedy, 3);
-            pool.decode(one, new int[] {first}, greedy, head);
-            assertEquals(prompt.length + 3, q.position());
-            Recorder tail = new Recorder(one, greedy, STEPS - 3);
-            pool.decode(one, new int[] {head.picks(0)[2]}, greedy, tail);
-            int[] got = new int[STEPS];
-            System.arraycopy(head.picks(0), 0, got, 0, 3);
-            System.arraycopy(tail.picks(0), 0, got, 3, STEPS - 3);
-            assertEquals(Arrays.toString(whole), Arrays.toString(got));
-        }
-    }
-
-    /**
-     * Two sequences at different positions stepping together (the 2-row batch list): the second bans the greedy token
-     * of its second step (as the sequence alone meets it), so that the two-row step chained on that one is discarded
-     * and the step runs again for its logits; the first stops there, and the second goes on alone (the decode list).
-     */
-    @Test
-    void twoSequencesChainedHearWhatStepsOneAtATimeGive() {
-        int banned = free.get(1).greedy();
-        Readout banning = Readout.greedyBanning(new int[] {banned});
-        List<Recorder.Heard> expected = twoRows(false, banning);
-        assertTrue(expected.stream().anyMatch(h -> h.logits() != null), "the ban changes the run: " + expected);
-        assertSame(expected, twoRows(true, banning));
-    }
-
-    private static List<Recorder.Heard> twoRows(boolean chained, Readout second) {
-        try (SequencePool pool = EmulatorRunner.pool(model, 2, prompt.length + STEPS + 2);
-                SequencePool.Sequence a = pool.open();
-                SequencePool.Sequence b = pool.open()) {
-            int[] first = {prompted(pool, a, prompt.length - 1), prompted(pool, b, prompt.length)};
-            List<SequencePool.Sequence> both = List.of(a, b);
-            Readout[] readouts = {Readout.GREEDY, second};
-            Recorder recorder = new Recorder(both, readouts, 2, STEPS);
-            if (chained) {
-                pool.decode(both, first, readouts, recorder);
-            } else {
-                stepByStep(pool, both, first, readouts, recorder);
-            }
-            assertEquals(prompt.length - 1 + 2, a.position());
-            assertEquals(prompt.length + STEPS, b.position());
-            return recorder.heard;
         }
     }
 }
