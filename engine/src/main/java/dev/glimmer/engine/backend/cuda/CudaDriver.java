@@ -319,7 +319,11 @@ public final class CudaDriver {
         check("cuMemcpyDtoH", call(cuMemcpyDtoH, host, device, bytes));
     }
 
-    /** Ordered on {@code stream}; the host bytes may be reused when the call returns (pageable memory is staged). */
+    /**
+     * Ordered on {@code stream}. From {@link #allocHost pinned} memory the bytes are read when the copy runs (leave them
+     * alone until then); from pageable memory the driver stages them, may wait for the stream to do so, and they may be
+     * reused when the call returns.
+     */
     public void copyToDeviceAsync(long device, MemorySegment host, long bytes, MemorySegment stream) {
         check("cuMemcpyHtoDAsync", call(cuMemcpyHtoDAsync, device, host, bytes, stream));
     }

@@ -18,9 +18,10 @@ import java.util.Optional;
 /**
  * The command lists of a {@link CommandListPool} as CUDA graphs: each list is captured once into a graph over the
  * model's {@link CudaWeights}, the KV pool every list shares and the list's own activations and argument structs in
- * device memory. A run writes the {@code StepArgs} with an ordered copy on the runner's stream, launches the graph
- * (or, for the self-test's partial steps, the first dispatches one by one) and queues the reads after it into pinned
- * host memory; {@link #finish} waits for the stream, so that the host can work while the device computes.
+ * device memory. A run writes the {@code StepArgs} with an ordered copy from pinned memory on the runner's stream,
+ * launches the graph (or, for the self-test's partial steps, the first dispatches one by one) and queues the reads
+ * after it into pinned host memory; {@link #finish} waits for the stream and a {@link Fence} for what was queued before
+ * it, so that the host can work while the device computes.
  *
  * <p>Not thread-safe: one caller at a time (it makes the device's context current on whatever thread writes a step or
  * waits).
@@ -62,8 +63,15 @@ public final class CudaGraphRunner implements ListRunner {
         final boolean[] owned;
 
         final long[][] bindings;
-        /** Host staging of the StepArgs. */
-        private final MemorySegment stepBytes;
+        /**
+         * Pinned host staging of the StepArgs, two used in turn: a copy from pageable memory may wait for the stream
+         * (the driver stages it), which would keep the host from queueing a step while the one before runs. A buffer is
+         * written again two writes later: by then the host has waited for the step that copied it (a chained decode
+         * queues one step ahead of the one it waits for; everything else waits for each step).
+         */
+        private final MemorySegment[] stepBytes = new MemorySegment[2];
+
+        private int stepWrites;
 
         MemorySegment exec;
 
@@ -103,7 +111,9 @@ public final class CudaGraphRunner implements ListRunner {
                     bindings[d][b.index()] = buffers[b.buffer()] + b.offset();
                 }
             }
-            stepBytes = arena.allocate((long) list.tokens() * stepArgs.size());
+            for (int i = 0; i < stepBytes.length; i++) {
+                stepBytes[i] = hostBuffer((long) list.tokens() * stepArgs.size());
+            }
         }
 
         /** A graph of the list's dispatches but those marked in {@code skip} (the profiler's); the caller destroys it. */
@@ -132,8 +142,9 @@ public final class CudaGraphRunner implements ListRunner {
         @Override
         public void writeSteps(byte[] steps) {
             device.makeCurrent();
-            MemorySegment.copy(steps, 0, stepBytes, ValueLayout.JAVA_BYTE, 0, steps.length);
-            driver.copyToDeviceAsync(buffers[list.buffer(BufferSpec.Kind.STEP)], stepBytes, steps.length, stream);
+            MemorySegment staging = stepBytes[stepWrites++ % stepBytes.length];
+            MemorySegment.copy(steps, 0, staging, ValueLayout.JAVA_BYTE, 0, steps.length);
+            driver.copyToDeviceAsync(buffers[list.buffer(BufferSpec.Kind.STEP)], staging, steps.length, stream);
         }
 
         /** The captured graph for the whole list, else its first dispatches one by one. */
