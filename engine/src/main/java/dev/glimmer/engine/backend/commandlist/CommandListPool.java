@@ -334,6 +334,10 @@ public final class CommandListPool implements SequencePool, LayerProbe {
      */
     @Override
     public void decode(List<Sequence> sequences, int[] tokens, Readout[] readouts, Picker picker) {
+        if (tokens.length != sequences.size() || readouts.length != sequences.size()) {
+            throw new IllegalArgumentException(
+                    sequences.size() + " sequences, " + tokens.length + " tokens and " + readouts.length + " readouts");
+        }
         if (sequences.size() > maxRows()) {
             SequencePool.super.decode(sequences, tokens, readouts, picker);
             return;
