@@ -97,7 +97,9 @@ class SpeculativeDecodingTest {
                     filter,
                     Generator.DraftUse.ALWAYS);
             return generator.generate(
-                    new GenerationRequest(prompt, SamplingParams.greedy(), GENERATED, List.of()), e -> {}, () -> false);
+                    new GenerationRequest(prompt, SamplingParams.greedy(), GENERATED, List.of(), false),
+                    e -> {},
+                    () -> false);
         }
     }
 

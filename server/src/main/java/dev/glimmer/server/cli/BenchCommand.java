@@ -836,7 +836,7 @@ final class BenchCommand implements Subcommand {
                 Generator generator =
                         new Generator(pool, sequence, ANY_TOKEN, model.vocabSize(), 1, drafts, filter, use);
                 GenerationResult result = generator.generate(
-                        new GenerationRequest(new int[] {first}, SamplingParams.greedy(), tg, List.of()),
+                        new GenerationRequest(new int[] {first}, SamplingParams.greedy(), tg, List.of(), false),
                         event -> {},
                         () -> false);
                 if (reference == null) {
