@@ -36,9 +36,12 @@ public interface KernelTimings {
     /**
      * A step's profile: its measured time as one graph, the time of each kind of dispatch (largest first), and
      * the device's measured copy bandwidth (bytes read and written per second by a device-to-device copy, GB/s),
-     * the yardstick for the kernels' GB/s.
+     * the yardstick for the kernels' GB/s; for a decode step also its time with the copies a decode queues between
+     * graphs ({@code stepWithCopiesMillis}: the StepArgs in, the greedy tokens out, a fence; NaN where not measured),
+     * so that what the device spends between graphs is told apart from what the host keeps it waiting.
      */
-    record Profile(double stepMillis, List<KernelTime> kernels, double copyGigabytesPerSecond) {
+    record Profile(
+            double stepMillis, List<KernelTime> kernels, double copyGigabytesPerSecond, double stepWithCopiesMillis) {
         public Profile {
             kernels = List.copyOf(kernels);
         }

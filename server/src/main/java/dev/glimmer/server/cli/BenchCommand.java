@@ -622,6 +622,17 @@ final class BenchCommand implements Subcommand {
                         "",
                         step,
                         1000 * tokens / step);
+        if (!Double.isNaN(profile.stepWithCopiesMillis())) {
+            double withCopies = profile.stepWithCopiesMillis();
+            io.out()
+                    .printf(
+                            Locale.ROOT,
+                            "  %-28s %10s %9.3f (%.0f tok/s: the device's part of a decode step)%n",
+                            "with the copies between",
+                            "",
+                            withCopies,
+                            1000 * tokens / withCopies);
+        }
     }
 
     /** mlock(2) on the mapping: reads it all in and keeps it resident until the process ends. */

@@ -4,6 +4,7 @@ import dev.glimmer.engine.backend.KernelTimings;
 import dev.glimmer.engine.backend.KernelTimings.KernelTime;
 import dev.glimmer.engine.backend.KernelTimings.Profile;
 import dev.glimmer.engine.backend.commandlist.ListRunner;
+import dev.glimmer.kernels.decode.BufferSpec;
 import dev.glimmer.kernels.decode.Dispatch;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -53,7 +54,7 @@ final class CudaProfiler implements ListRunner.Profiler {
             // Below the timer's noise a kind can measure a hair negative; it took no measurable time.
             out.add(kernelTime(graph, kind.getKey(), kind.getValue(), rows, Math.max(0, step - rest)));
         }
-        return profiled(step, out);
+        return profiled(step, out, timeWithCopies(graph));
     }
 
     /**
@@ -103,7 +104,7 @@ final class CudaProfiler implements ListRunner.Profiler {
             Arrays.sort(runs);
             out.add(kernelTime(graph, kind.getKey(), kind.getValue(), rows, runs[PROFILE_RUNS / 2]));
         }
-        return profiled(step, out);
+        return profiled(step, out, Double.NaN);
     }
 
     /** Runs {@code graph} once for real with the StepArgs written; returns its time as {@link #timeGraph}. */
@@ -143,9 +144,51 @@ final class CudaProfiler implements ListRunner.Profiler {
     }
 
     /** The profile of a step of {@code step} ms from its kinds' times. */
-    private Profile profiled(double step, List<KernelTime> kinds) {
+    private Profile profiled(double step, List<KernelTime> kinds, double withCopies) {
         kinds.sort((a, b) -> Double.compare(b.millis(), a.millis()));
-        return new Profile(step, kinds, copyBandwidth());
+        return new Profile(step, kinds, copyBandwidth(), withCopies);
+    }
+
+    /**
+     * Milliseconds of one replay of {@code graph} with what a decode queues around each step: the StepArgs copied in
+     * from pinned memory before it, a greedy token copied out to pinned memory and a fence recorded after it; still
+     * back to back (the host waits for none), so the difference from {@link #timeGraph} is what those cost the device.
+     */
+    private double timeWithCopies(CudaGraphRunner.Graph graph) {
+        int stepBuffer = graph.list.buffer(BufferSpec.Kind.STEP);
+        long stepBytes = graph.list.buffers().get(stepBuffer).bytes();
+        long step = graph.buffers[stepBuffer];
+        MemorySegment args = driver.allocHost(stepBytes);
+        MemorySegment token = driver.allocHost(4);
+        MemorySegment fence = driver.newEvent(false);
+        MemorySegment start = driver.newEvent();
+        MemorySegment end = driver.newEvent();
+        try {
+            // the StepArgs the graph runs with, copied back in unchanged before each replay
+            driver.copyToHostAsync(args, step, stepBytes, stream);
+            driver.synchronize(stream);
+            double[] times = new double[5];
+            for (int t = 0; t < times.length; t++) {
+                driver.record(start, stream);
+                for (int r = 0; r < PROFILE_REPLAYS; r++) {
+                    driver.copyToDeviceAsync(step, args, stepBytes, stream);
+                    driver.launchGraph(graph.exec, stream);
+                    driver.copyToHostAsync(token, step, 4, stream);
+                    driver.record(fence, stream);
+                }
+                driver.record(end, stream);
+                driver.synchronize(stream);
+                times[t] = driver.elapsedMillis(start, end) / PROFILE_REPLAYS;
+            }
+            Arrays.sort(times);
+            return times[times.length / 2];
+        } finally {
+            driver.destroyEvent(start);
+            driver.destroyEvent(end);
+            driver.destroyEvent(fence);
+            driver.freeHost(token);
+            driver.freeHost(args);
+        }
     }
 
     /** Milliseconds of one replay of {@code exec}: the median of five timings of {@link #PROFILE_REPLAYS} back-to-back replays. */
