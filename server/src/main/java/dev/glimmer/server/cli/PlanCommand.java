@@ -78,8 +78,9 @@ final class PlanCommand implements Subcommand {
             DecodeModel model = DecodeModels.of(file, config);
             CommandList list = DecodeCommandListBuilder.build(model, ctx);
             PlanSummary p = PlanSummary.of(model, list);
-            MemoryBudget budget = MemoryBudget.of(model, ctx, MemoryBudget.poolSlots(parallel));
             long gpuMemory = gpuMemoryGb == null ? 0 : Math.round(gpuMemoryGb * 1e9);
+            // the pool serve would make: with --gpu-memory, its spare cached conversations only where they fit
+            MemoryBudget budget = MemoryBudget.forServing(model, ctx, parallel, gpuMemoryGb == null ? -1 : gpuMemory, false);
             Map<String, Boolean> checks = checks(p);
             if (gpuMemoryGb != null) {
                 checks.put("pool_within_gpu_memory", budget.fits(gpuMemory, false));
@@ -123,7 +124,7 @@ final class PlanCommand implements Subcommand {
                                 .writeValueAsString(json));
             } else {
                 text(io.out(), file, ctx, p, checks);
-                memoryText(io.out(), budget, gpuMemoryGb == null ? -1 : gpuMemory);
+                memoryText(io.out(), budget, parallel, gpuMemoryGb == null ? -1 : gpuMemory);
             }
             io.out().flush();
             return checks.containsValue(false) ? 1 : 0;
@@ -168,12 +169,14 @@ final class PlanCommand implements Subcommand {
     }
 
     /** The pool's memory per part, and against {@code gpuMemory} bytes where given (else -1). */
-    private static void memoryText(PrintStream out, MemoryBudget b, long gpuMemory) {
+    private static void memoryText(PrintStream out, MemoryBudget b, int parallel, long gpuMemory) {
         out.printf(
                 Locale.ROOT,
-                "GPU memory of a KV pool of %d conversations of %,d tokens (--parallel + 2):%n",
+                "GPU memory of a KV pool of %d conversations of %,d tokens (--parallel %d, %d more kept cached):%n",
                 b.slots(),
-                b.context());
+                b.context(),
+                parallel,
+                b.slots() - parallel);
         out.printf(Locale.ROOT, "  weights      %,17d bytes%n", b.weights());
         out.printf(
                 Locale.ROOT,

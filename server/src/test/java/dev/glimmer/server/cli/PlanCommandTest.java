@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.glimmer.server.EngineTestData;
 import java.nio.file.Path;
+import java.util.Locale;
 import org.junit.jupiter.api.Test;
 
 /** {@code ./glimmer plan} on the oracle models. */
@@ -63,11 +64,31 @@ class PlanCommandTest {
         MainTest.Result small = MainTest.run("plan", "--model", tiny, "--ctx", "100", "--gpu-memory", "0.001");
         assertEquals(1, small.code(), small.err());
         assertTrue(small.out().contains("FAILED pool_within_gpu_memory"), small.out());
-        assertTrue(small.out().contains("the GPU offers 1.0 MB, but 4 conversations of 100 tokens need"), small.out());
+        // (the pool serve would make there: the --parallel 2 conversations, no cached ones beside them)
+        assertTrue(small.out().contains("the GPU offers 1.0 MB, but 2 conversations of 100 tokens need"), small.out());
         MainTest.Result big = MainTest.run("plan", "--model", tiny, "--ctx", "100", "--gpu-memory", "24");
         assertEquals(0, big.code(), big.err());
         assertTrue(big.out().contains("fits in 24,000,000,000 bytes of GPU memory"), big.out());
         assertTrue(big.out().contains("ok     pool_within_gpu_memory"), big.out());
+
+        // room for --parallel 3 but not for the two cached conversations beside them: serve makes the 3, so it fits
+        long perConversation = m.get("kv_pool_bytes").asLong() / 5;
+        long tight = m.get("total_bytes").asLong() - 3 * perConversation / 2;
+        MainTest.Result justParallel = MainTest.run(
+                "plan",
+                "--model",
+                tiny,
+                "--ctx",
+                "100",
+                "--parallel",
+                "3",
+                "--gpu-memory",
+                String.format(Locale.ROOT, "%.9f", tight / 1e9),
+                "--json");
+        assertEquals(0, justParallel.code(), justParallel.out());
+        JsonNode fitted = new ObjectMapper().readTree(justParallel.out()).get("gpu_memory");
+        assertEquals(3, fitted.get("conversations").asInt());
+        assertTrue(fitted.get("total_bytes").asLong() <= tight, justParallel.out());
 
         assertEquals(2, MainTest.run("plan", "--model", tiny, "--parallel", "0").code());
         assertEquals(
