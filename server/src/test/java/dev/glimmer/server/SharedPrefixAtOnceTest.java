@@ -20,14 +20,15 @@ import org.junit.jupiter.api.Test;
  * Three conversations with one long system prompt sent at the same moment (an agent starting its sub-agents): none
  * finds the prefix computed when it is admitted, but prompts are computed one after another, so the first computes
  * the shared prefix and the other two copy it when their turn comes. The prefix is computed once: the cached tokens
- * add up to twice the shared prefix, and the answers are those the prompts get one at a time.
+ * add up to twice the shared prefix, and the answers are those the prompts get one at a time. The other two's own
+ * parts (a few tokens each) are computed together, in one prompt pass.
  */
 class SharedPrefixAtOnceTest {
     static GlimmerApp app;
 
     @BeforeAll
     static void start() {
-        app = TestServer.start(Map.of("model.ctx", "2048", "inference.prompt-chunk", "128", "inference.parallel", "3"));
+        app = TestServer.start(Map.of("model.ctx", "2048", "inference.prompt-chunk", "32", "inference.parallel", "3"));
     }
 
     @AfterAll
@@ -71,6 +72,7 @@ class SharedPrefixAtOnceTest {
                 .sum();
         assertEquals(2 * shared, cached, "the shared prefix is computed by one request and copied by two");
         assertEquals(2.0 * shared, savedTokens() - savedBefore, "glimmer_prefix_tokens_saved_total");
+        assertEquals(2.0, metric("glimmer_prompt_batch_size_max"), "the two followers' own parts in one pass");
         for (int i = 0; i < prompts.size(); i++) {
             assertEquals(
                     complete(prompts.get(i)).getString("choices[0].text"),
@@ -88,6 +90,17 @@ class SharedPrefixAtOnceTest {
                 .statusCode(200)
                 .extract()
                 .jsonPath();
+    }
+
+    /** A metric without labels from {@code /metrics}. */
+    private static double metric(String name) {
+        String metrics =
+                given().port(app.port()).get("/metrics").then().extract().asString();
+        Matcher m = Pattern.compile("(?m)^" + name + " ([0-9.E]+)$").matcher(metrics);
+        if (!m.find()) {
+            throw new AssertionError(name + " is not in /metrics");
+        }
+        return Double.parseDouble(m.group(1));
     }
 
     /** Prompt tokens copied from other conversations' caches so far ({@code /metrics}). */

@@ -67,6 +67,23 @@ public interface SequencePool extends AutoCloseable {
     Next prompt(Sequence sequence, int[] tokens, int from, int count, Readout readout);
 
     /**
+     * Runs the next part of several sequences' prompts: {@code counts[i]} tokens of {@code tokens.get(i)} from
+     * {@code from[i]} into {@code sequences.get(i)} (distinct, open, of this pool) after its positions, and gives back
+     * what {@code readouts[i]} asks of each one's last token, each as {@link #prompt} would. A pool that can puts them
+     * through its forward pass as rows of one batch (the weights read once for all); this one runs them one after
+     * another.
+     */
+    default Next[] prompts(List<Sequence> sequences, List<int[]> tokens, int[] from, int[] counts, Readout[] readouts) {
+        Next[] next = new Next[sequences.size()];
+        for (int i = 0; i < next.length; i++) {
+            Next one = prompt(sequences.get(i), tokens.get(i), from[i], counts[i], readouts[i]);
+            // prompt's logits may live in a buffer the next run reuses.
+            next[i] = one.logits() == null ? one : new Next(one.logits().clone(), one.greedyToken());
+        }
+        return next;
+    }
+
+    /**
      * Runs the tokens as {@link #prompt} does and gives back the logits after every one of them ({@code count ×
      * vocabulary} values, a new array), for comparing with other implementations ({@code ./glimmer logits --all}).
      */

@@ -52,12 +52,15 @@ public final class GlmForward {
     private final float[] ropeCos; // [rope/2] per token
     private final float[] ropeSin;
     private final float[] lastLogits;
-    // Where each row of the batch goes: its sequence's cache and position. All rows belong to one
-    // sequence while a prompt is processed; a decode step of several sequences has one row each.
+    // Where each row of the batch goes: its sequence's cache and position. The rows form runs: run r is rows
+    // runFirst[r] .. runFirst[r+1]-1, consecutive positions of one cache that attend together (a prompt chunk of one
+    // sequence is one run, a prompt pass of several sequences one run each; a decode step's rows are one run each).
     private final KvCache[] rowCache;
     private final int[] rowPosition;
-    private final float[] qOne; // one row of qFull, for the attention of a lone row
-    private final float[] oOne; // one row of oLatent
+    private final int[] runFirst;
+    private int runs;
+    private float[] qRun; // the rows of qFull of one run, for the attention of a run that is not the whole batch
+    private float[] oRun; // their rows of oLatent
     // The hand-over to the NextN block (null without one): the trunk's output rows, normed; the block's input.
     private final float[] hidden; // rms(x, output_norm) of the last pass's rows [E]
     private final float[] nextnInput; // concat(rms(embedding, enorm), rms(hidden, hnorm)) [2E]
@@ -105,8 +108,9 @@ public final class GlmForward {
         lastLogits = new float[vocab];
         rowCache = new KvCache[b];
         rowPosition = new int[b];
-        qOne = new float[c.heads() * width];
-        oOne = new float[c.heads() * c.kvLoraRank()];
+        runFirst = new int[b + 1];
+        qRun = new float[c.heads() * width];
+        oRun = new float[c.heads() * c.kvLoraRank()];
         boolean nextn = w.nextn() != null;
         hidden = nextn ? new float[b * e] : null;
         nextnInput = nextn ? new float[b * 2 * e] : null;
@@ -177,10 +181,72 @@ public final class GlmForward {
             rowCache[t] = caches[t];
             rowPosition[t] = caches[t].size();
         }
-        forwardRows(tokens, 0, n, false);
+        rowsAlone(n);
+        forwardRows(tokens, 0, n);
         float[] all = new float[n * vocab];
         logits(0, n, all, 0);
         return all;
+    }
+
+    /**
+     * The prompts of several sequences as rows of one pass: {@code counts[r]} tokens of {@code tokens} (after those of
+     * the runs before it) go into {@code caches[r]} (distinct) at the positions after what it holds, and every cache
+     * advances by its count. Each run's rows are computed as {@link #forward} computes them in a chunk of their own
+     * (attention per run over its own cache); the weight matrices are read once for all runs.
+     *
+     * @return the logits of each run's last token, {@code runs × vocab} values (a new array)
+     */
+    public float[] prompts(KvCache[] caches, int[] tokens, int[] counts, int runs) {
+        int total = 0;
+        for (int r = 0; r < runs; r++) {
+            if (counts[r] <= 0) {
+                throw new IllegalArgumentException("nothing to compute in run " + r + ": " + counts[r] + " tokens");
+            }
+            if (counts[r] > caches[r].remaining()) {
+                throw new InvalidInputException(counts[r] + " tokens do not fit in the context: " + caches[r].size()
+                        + " of " + caches[r].capacity() + " positions are used");
+            }
+            for (int u = 0; u < r; u++) {
+                if (caches[u] == caches[r]) {
+                    throw new IllegalArgumentException("runs " + u + " and " + r + " share a cache");
+                }
+            }
+            total += counts[r];
+        }
+        if (runs <= 0 || total > maxBatch) {
+            throw new IllegalArgumentException("a prompt pass takes 1.." + maxBatch + " rows, got " + total);
+        }
+        int row = 0;
+        for (int r = 0; r < runs; r++) {
+            runFirst[r] = row;
+            for (int t = 0; t < counts[r]; t++, row++) {
+                rowCache[row] = caches[r];
+                rowPosition[row] = caches[r].size() + t;
+            }
+        }
+        runFirst[runs] = row;
+        this.runs = runs;
+        forwardRows(tokens, 0, total);
+        float[] last = new float[runs * vocab];
+        for (int r = 0; r < runs; r++) {
+            logits(runFirst[r + 1] - 1, 1, last, r * vocab);
+        }
+        return last;
+    }
+
+    /** Makes each of the {@code n} rows placed in {@link #rowCache} a run of its own. */
+    private void rowsAlone(int n) {
+        for (int t = 0; t <= n; t++) {
+            runFirst[t] = t;
+        }
+        runs = n;
+    }
+
+    /** Makes the {@code n} rows placed in {@link #rowCache} one run (consecutive positions of one cache). */
+    private void rowsTogether(int n) {
+        runFirst[0] = 0;
+        runFirst[1] = n;
+        runs = 1;
     }
 
     /**
@@ -201,7 +267,8 @@ public final class GlmForward {
             rowCache[t] = cache;
             rowPosition[t] = cache.size() + t;
         }
-        forwardRows(tokens, 0, n, false);
+        rowsAlone(n);
+        forwardRows(tokens, 0, n);
         float[] all = new float[n * vocab];
         logits(0, n, all, 0);
         return all;
@@ -262,7 +329,12 @@ public final class GlmForward {
         backend.matmul(m.ehProj(), nextnInput, 0, 2 * e, n, x, 0, e);
         emit("nextn_eh_proj", il, x, n, e);
         ropeAngles(n);
-        block(il, m.layer(), n, oneSequence);
+        if (oneSequence) {
+            rowsTogether(n);
+        } else {
+            rowsAlone(n);
+        }
+        block(il, m.layer(), n);
         rmsNormRows(x, m.headNorm(), nextnHidden, n, e);
         emit("nextn_hidden", il, nextnHidden, n, e);
         if (!logits) {
@@ -286,16 +358,15 @@ public final class GlmForward {
             rowCache[t] = cache;
             rowPosition[t] = start + t;
         }
-        forwardRows(tokens, from, n, true);
+        rowsTogether(n);
+        forwardRows(tokens, from, n);
     }
 
     /**
-     * The layers for {@code n} rows placed by {@link #rowCache} and {@link #rowPosition}; leaves the final
-     * hidden states in {@code x}.
-     *
-     * @param oneSequence true when the rows are consecutive positions of one cache (a prompt chunk)
+     * The layers for {@code n} rows placed by {@link #rowCache}, {@link #rowPosition} and {@link #runFirst}; leaves
+     * the final hidden states in {@code x} and advances each run's cache by its rows.
      */
-    private void forwardRows(int[] tokens, int from, int n, boolean oneSequence) {
+    private void forwardRows(int[] tokens, int from, int n) {
         int e = c.embedding();
         // 1. Token embeddings (no scaling).
         for (int t = 0; t < n; t++) {
@@ -304,17 +375,13 @@ public final class GlmForward {
         ropeAngles(n);
         // 2. The layers.
         for (int il = 0; il < c.layers(); il++) {
-            block(il, w.layers().get(il), n, oneSequence);
+            block(il, w.layers().get(il), n);
         }
         if (hidden != null) {
             rmsNormRows(x, w.outputNorm(), hidden, n, e);
         }
-        if (oneSequence) {
-            rowCache[0].advance(n);
-        } else {
-            for (int t = 0; t < n; t++) {
-                rowCache[t].advance(1);
-            }
+        for (int r = 0; r < runs; r++) {
+            rowCache[runFirst[r]].advance(runFirst[r + 1] - runFirst[r]);
         }
     }
 
@@ -322,11 +389,11 @@ public final class GlmForward {
      * One transformer block on the rows in {@code x} (a trunk layer, or the NextN block's): attention over the KV rows
      * of cache layer {@code il}, then the dense FFN or the MoE, each added to the residual stream.
      */
-    private void block(int il, GlmWeights.Layer layer, int n, boolean oneSequence) {
+    private void block(int il, GlmWeights.Layer layer, int n) {
         int e = c.embedding();
         rmsNormRows(x, layer.attnNorm(), h, n, e);
         emit("attn_norm", il, h, n, e);
-        attention(il, layer, n, oneSequence);
+        attention(il, layer, n);
         for (int i = 0; i < n * e; i++) {
             x[i] += sub[i];
         }
@@ -346,7 +413,7 @@ public final class GlmForward {
     }
 
     /** MLA attention of the batch: writes the batch's latent rows to the cache, leaves the output in {@code sub}. */
-    private void attention(int il, GlmWeights.Layer layer, int n, boolean oneSequence) {
+    private void attention(int il, GlmWeights.Layer layer, int n) {
         int e = c.embedding();
         int heads = c.heads();
         int kmla = c.keyLengthMla();
@@ -397,14 +464,20 @@ public final class GlmForward {
         emit("Qcur", il, qFull, n, heads * width);
 
         // Softmax(Q·K · kq_scale) over the causal window, weighted sum of the latent values.
-        if (oneSequence) {
+        if (runs == 1) {
             backend.attention(rowCache[0], il, qFull, n, rowPosition[0], heads, c.kqScale(), kvr, oLatent);
         } else {
-            // Each row attends over its own sequence's cache.
-            for (int t = 0; t < n; t++) {
-                System.arraycopy(qFull, t * heads * width, qOne, 0, heads * width);
-                backend.attention(rowCache[t], il, qOne, 1, rowPosition[t], heads, c.kqScale(), kvr, oOne);
-                System.arraycopy(oOne, 0, oLatent, t * heads * kvr, heads * kvr);
+            // Each run attends over its own sequence's cache.
+            for (int r = 0; r < runs; r++) {
+                int first = runFirst[r];
+                int rows = runFirst[r + 1] - first;
+                if (qRun.length < rows * heads * width) {
+                    qRun = new float[rows * heads * width];
+                    oRun = new float[rows * heads * kvr];
+                }
+                System.arraycopy(qFull, first * heads * width, qRun, 0, rows * heads * width);
+                backend.attention(rowCache[first], il, qRun, rows, rowPosition[first], heads, c.kqScale(), kvr, oRun);
+                System.arraycopy(oRun, 0, oLatent, first * heads * kvr, rows * heads * kvr);
             }
         }
         emit("kqv_latent", il, oLatent, n, heads * kvr);

@@ -122,6 +122,53 @@ public class SequencePoolTest {
         }
     }
 
+    /**
+     * The next parts of three prompts, at different depths, run as rows of one pass ({@link SequencePool#prompts}) give
+     * each sequence the logits and the cache it gets from its own prompt call: the same last-token logits, and the same
+     * logits after one more token (a pass of one row each).
+     */
+    @Test
+    void theCpuPoolRunsSeveralPromptsInOnePassAsEachAlone() throws IOException {
+        try (GlmModel model = GlmModel.open(Oracle.model(MODEL));
+                SequencePool pool = pool("cpu", model, 3, 64);
+                SequencePool other = pool("cpu", model, 1, 64)) {
+            int[] prompt = Oracle.chatCase(MODEL).promptTokens();
+            assertTrue(prompt.length >= 14, "the chat case's prompt has " + prompt.length + " tokens");
+            int[] start = {5, 0, 2};
+            int[] counts = {8, 10, 3};
+            List<SequencePool.Sequence> sequences = List.of(pool.open(), pool.open(), pool.open());
+            for (int i = 0; i < 3; i++) {
+                if (start[i] > 0) {
+                    pool.prompt(sequences.get(i), prompt, 0, start[i], LOGITS);
+                }
+            }
+            SequencePool.Readout[] readouts = {LOGITS, LOGITS, LOGITS};
+            SequencePool.Next[] together =
+                    pool.prompts(sequences, List.of(prompt, prompt, prompt), start, counts, readouts);
+            int[] ends = {13, 10, 5};
+            SequencePool.Next[] after =
+                    pool.prompts(sequences, List.of(prompt, prompt, prompt), ends, new int[] {1, 1, 1}, readouts);
+            try (SequencePool.Sequence alone = other.open()) {
+                for (int i = 0; i < 3; i++) {
+                    alone.truncate(0);
+                    int end = ends[i];
+                    if (start[i] > 0) {
+                        other.prompt(alone, prompt, 0, start[i], LOGITS);
+                    }
+                    float[] logits = other.prompt(alone, prompt, start[i], counts[i], LOGITS)
+                            .logits();
+                    assertArrayEquals(logits, together[i].logits(), "sequence " + i + "'s prompt");
+                    assertEquals(end + 1, sequences.get(i).position());
+                    assertArrayEquals(
+                            other.prompt(alone, prompt, end, 1, LOGITS).logits(),
+                            after[i].logits(),
+                            "sequence " + i + "'s next token");
+                }
+            }
+            sequences.forEach(SequencePool.Sequence::close);
+        }
+    }
+
     @ParameterizedTest
     @ValueSource(strings = {"cpu", "emulated"})
     void aTruncatedSequenceContinuesAsAFreshOneWouldWithTheSamePrefix(String backend) throws IOException {

@@ -150,9 +150,7 @@ public final class SessionManager implements AutoCloseable {
         Session mine = lease.session();
         int held = mine.cache.position();
         Donor best = longestHolder(prompt, mine, held);
-        // The copy rewrites all best.shared() positions to save best.shared() - held: worth it only for a real gain
-        // (a position copied through host memory costs about a sixtieth of one computed on the H200).
-        if (best == null || (best.shared() - held) * COPY_GAIN < best.shared()) {
+        if (best == null || !worthCopying(held, best.shared())) {
             return lease;
         }
         int donorShared = best.shared();
@@ -165,6 +163,15 @@ public final class SessionManager implements AutoCloseable {
         }
         mine.tokens = Arrays.copyOf(prompt, donorShared);
         return new Lease(mine, donorShared, donorShared, "conversation");
+    }
+
+    /**
+     * Whether a cache holding {@code held} tokens of a prompt should take the first {@code shared} from another cache:
+     * the copy rewrites all {@code shared} positions to save {@code shared - held}, worth it only for a real gain (a
+     * position copied through host memory costs about a sixtieth of one computed on the H200).
+     */
+    static boolean worthCopying(int held, int shared) {
+        return shared > held && (long) (shared - held) * COPY_GAIN >= shared;
     }
 
     /** A session whose cache holds the first {@code shared} tokens of a prompt. */

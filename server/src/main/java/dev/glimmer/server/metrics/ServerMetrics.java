@@ -37,6 +37,7 @@ public final class ServerMetrics implements AutoCloseable {
     private final DistributionSummary promptSpeed;
     private final DistributionSummary generationSpeed;
     private final DistributionSummary decodeBatch;
+    private final DistributionSummary promptBatch;
     private final Timer decodeStep;
     private final Timer decodeGap;
 
@@ -84,6 +85,9 @@ public final class ServerMetrics implements AutoCloseable {
         decodeBatch = DistributionSummary.builder("glimmer.decode.batch.size")
                 .description("sequences decoded together per forward step")
                 .register(registry);
+        promptBatch = DistributionSummary.builder("glimmer.prompt.batch.size")
+                .description("sequences whose prompts ran together per prompt pass")
+                .register(registry);
         decodeStep = Timer.builder("glimmer.decode.step")
                 .description("decode steps, from launch to results")
                 .register(registry);
@@ -117,6 +121,11 @@ public final class ServerMetrics implements AutoCloseable {
     /** A chunk of {@code tokens} prompt tokens was processed (counted even if the request is cancelled later). */
     public void promptChunk(int tokens) {
         promptTokens.increment(tokens);
+    }
+
+    /** A prompt pass ran the prompts of {@code sequences} sequences together. */
+    public void promptPass(int sequences) {
+        promptBatch.record(sequences);
     }
 
     /**

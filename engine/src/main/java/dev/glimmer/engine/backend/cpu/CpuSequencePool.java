@@ -196,6 +196,34 @@ public final class CpuSequencePool implements SequencePool {
         return withGreedy(run(slots.own(sequence), tokens, from, count, false));
     }
 
+    /**
+     * One pass of {@link GlmForward#prompts} when the rows fit in a batch and the pool does not draft (drafting keeps
+     * the NextN rows of each sequence's chunk); one prompt after another otherwise.
+     */
+    @Override
+    public Next[] prompts(List<Sequence> sequences, List<int[]> tokens, int[] from, int[] counts, Readout[] readouts) {
+        int runs = sequences.size();
+        int total = Arrays.stream(counts, 0, runs).sum();
+        if (drafting() || runs == 1 || total > forward.maxBatch()) {
+            return SequencePool.super.prompts(sequences, tokens, from, counts, readouts);
+        }
+        List<SequenceSlots.Slot> own = slots.own(sequences);
+        KvCache[] kv = new KvCache[runs];
+        int[] rows = new int[total];
+        for (int i = 0, row = 0; i < runs; row += counts[i], i++) {
+            kv[i] = cache(own.get(i));
+            System.arraycopy(tokens.get(i), from[i], rows, row, counts[i]);
+        }
+        float[] logits = forward.prompts(kv, rows, counts, runs);
+        int vocab = model.vocabSize();
+        Next[] next = new Next[runs];
+        for (int i = 0; i < runs; i++) {
+            own.get(i).advance(counts[i]);
+            next[i] = withGreedy(Arrays.copyOfRange(logits, i * vocab, (i + 1) * vocab));
+        }
+        return next;
+    }
+
     @Override
     public float[] promptLogits(Sequence sequence, int[] tokens, int from, int count) {
         return run(slots.own(sequence), tokens, from, count, true);
