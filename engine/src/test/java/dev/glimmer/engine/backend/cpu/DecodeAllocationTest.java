@@ -90,11 +90,9 @@ class DecodeAllocationTest {
     /** The child JVM of {@link #javaKernelsAllocateNothingOnceWarmInAJvmOfTheirOwn}: exit 1 with the failure. */
     public static void main(String[] args) throws Exception {
         try {
-            // Not yet small-q4_k_m: its Java K-quant kernels once kept allocating 6.5 MB a token here (JFR: the
-            // IntVector.add of dotQ4_K's loop-carried accumulator left to the library's fallback), a JIT state in
-            // which C2 no longer knew the accumulator's class; open in docs/STATUS.md until they carry no vector
-            // from one iteration to the next.
+            // The Q4_0 kernels and attention, then the K-quant kernels (Q4_K, Q5_K, Q6_K and Q5_0 weights).
             assertQuietOnceWarm(new CpuBackend(2, (NativeKernels.Variant) null), WINDOW, "tiny-q4_0");
+            assertQuietOnceWarm(new CpuBackend(2, (NativeKernels.Variant) null), WINDOW / 4, "small-q4_k_m");
         } catch (AssertionError e) {
             System.out.println(e.getMessage());
             System.exit(1);
