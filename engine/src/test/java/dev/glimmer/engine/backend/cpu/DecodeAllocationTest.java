@@ -25,8 +25,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The decode path allocates (almost) nothing once warm, with the Java kernels and with every variant of
- * the native kernel that runs here: token steps of the tiny Q4_0 oracle model (and of the small Q4_K_M one with
- * the default and another native kernel), on
+ * the native kernel that runs here: token steps of the tiny Q4_0 oracle model and of the small Q4_K_M one (with
+ * the default kernels, another native variant and the Java kernels), on
  * the calling thread and on the pool's workers (the JVM's per-thread allocation counters), allocate
  * less than 64 bytes per token on average; one new activation or score buffer per step would be
  * kilobytes. Not exactly zero while warming up: some Vector API code (the tiny model's attention over
@@ -42,7 +42,11 @@ import org.junit.jupiter.api.Test;
  * default, in a JVM of their own. After the whole engine suite on CI's AVX-512 machine (2026-11-28) the Java
  * kernels' decode kept allocating 576,000 bytes a token for 240 s: C2 had left something uncompiled in that
  * JVM, never here, not with the suite in CI's order nor with the shape-changing library code run on every shape
- * first; the part-1 shape changes the kernels used are gone since ({@code UpperHalves}). A failure names the
+ * first; the part-1 shape changes the kernels used are gone since ({@code UpperHalves}). In a fresh JVM the Java
+ * K-quant kernels once kept allocating 6.5 MB a token (a loop-carried accumulator boxed); the kernels carry no vector
+ * across loop iterations since ({@code Accumulators}). They still rely on C2's type speculation: with it off
+ * ({@code -XX:-UseTypeSpeculation}) they allocate on every step, old code and new, so this check runs with the
+ * default flags (see docs/STATUS.md). A failure names the
  * allocating code (JFR's samples), so the next one says where.
  */
 class DecodeAllocationTest {
