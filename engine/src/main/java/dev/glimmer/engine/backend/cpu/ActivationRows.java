@@ -184,27 +184,26 @@ final class ActivationRows {
     /**
      * Weight row {@code r} of {@code w} · activation rows {@code i0..i3}, into {@code result[at .. at+3]}:
      * for Q4_0 the weight row is unpacked once for each two (what makes a batch cheaper per token than
-     * decode) when its blocks all go four at a time, otherwise four {@link #dot}s. {@code lanes}: the calling
-     * thread's.
+     * decode) when its blocks all go four at a time, otherwise four {@link #dot}s.
      */
-    void dot4(WeightMatrix w, int r, int i0, int i1, int i2, int i3, float[] result, Accumulators lanes) {
+    void dot4(WeightMatrix w, int r, int i0, int i1, int i2, int i3, float[] result) {
         int blocks = w.cols() / Kernels.QK;
         boolean q4_0 = w.type() == GgmlType.Q4_0 && hasKernel(w.type());
         if (q4_0 && Kernels.groupedBlocks(blocks) == blocks) {
             Kernels.dotQ4_0x2Grouped(
-                    w.data(), r * w.rowBytes(), quants, biases, laneScales, scales, blocks, i0, i1, result, 0, lanes);
+                    w.data(), r * w.rowBytes(), quants, biases, laneScales, scales, blocks, i0, i1, result, 0);
             Kernels.dotQ4_0x2Grouped(
-                    w.data(), r * w.rowBytes(), quants, biases, laneScales, scales, blocks, i2, i3, result, 2, lanes);
+                    w.data(), r * w.rowBytes(), quants, biases, laneScales, scales, blocks, i2, i3, result, 2);
         } else {
-            result[0] = dot(w, r, i0, lanes);
-            result[1] = dot(w, r, i1, lanes);
-            result[2] = dot(w, r, i2, lanes);
-            result[3] = dot(w, r, i3, lanes);
+            result[0] = dot(w, r, i0);
+            result[1] = dot(w, r, i1);
+            result[2] = dot(w, r, i2);
+            result[3] = dot(w, r, i3);
         }
     }
 
-    /** Weight row {@code r} of {@code w} · activation row {@code i}; {@code lanes}: the calling thread's. */
-    float dot(WeightMatrix w, int r, int i, Accumulators lanes) {
+    /** Weight row {@code r} of {@code w} · activation row {@code i}. */
+    float dot(WeightMatrix w, int r, int i) {
         int cols = w.cols();
         long row = r * w.rowBytes();
         if (!hasKernel(w.type())) {
@@ -212,11 +211,10 @@ final class ActivationRows {
         }
         return switch (w.type()) {
             case Q4_0 ->
-                Kernels.dotQ4_0(w.data(), row, quants, biases, laneScales, scales, i * cols, cols / Kernels.QK, lanes);
-            case Q5_0 -> Kernels.dotQ5_0(w.data(), row, quants, scales, i * cols, cols / Kernels.QK, lanes);
+                Kernels.dotQ4_0(w.data(), row, quants, biases, laneScales, scales, i * cols, cols / Kernels.QK);
+            case Q5_0 -> Kernels.dotQ5_0(w.data(), row, quants, scales, i * cols, cols / Kernels.QK);
             case Q8_0 ->
-                Kernels.dotQ8_0(
-                        w.data(), row, quants, i * cols, scales, i * cols / Kernels.QK, cols / Kernels.QK, lanes);
+                Kernels.dotQ8_0(w.data(), row, quants, i * cols, scales, i * cols / Kernels.QK, cols / Kernels.QK);
             case Q4_K ->
                 kQuantKernel != null
                         ? NativeKernels.q4_KDot(
@@ -229,10 +227,9 @@ final class ActivationRows {
                                 (long) i * cols,
                                 cols / KQuantKernels.QK_K)
                         : KQuantKernels.dotQ4_K(
-                                w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K, lanes);
+                                w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
             case Q5_K ->
-                KQuantKernels.dotQ5_K(
-                        w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K, lanes);
+                KQuantKernels.dotQ5_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
             case Q6_K ->
                 kQuantKernel != null
                         ? NativeKernels.q6_KDot(
@@ -245,9 +242,9 @@ final class ActivationRows {
                                 (long) i * cols,
                                 cols / KQuantKernels.QK_K)
                         : KQuantKernels.dotQ6_K(
-                                w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K, lanes);
-            case F16 -> Kernels.dotF16(w.data(), row, floats, i * cols, cols, lanes);
-            default -> Kernels.dotF32(w.data(), row, floats, i * cols, cols, lanes);
+                                w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
+            case F16 -> Kernels.dotF16(w.data(), row, floats, i * cols, cols);
+            default -> Kernels.dotF32(w.data(), row, floats, i * cols, cols);
         };
     }
 }

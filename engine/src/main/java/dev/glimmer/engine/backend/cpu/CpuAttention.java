@@ -14,9 +14,7 @@ import jdk.incubator.vector.VectorSpecies;
  *       it, weighted, to every head's output, position after position (per value, the order of the
  *       scalar reference, so the sums are the same).</li>
  * </ol>
- * Buffers grow with the context and are reused: nothing is allocated once they have. No vector is carried from
- * one loop iteration to the next (see {@link Accumulators} for why): the score accumulator goes through
- * {@code lanes[worker]}, the value sums through {@code out}.
+ * Buffers grow with the context and are reused: nothing is allocated once they have.
  */
 final class CpuAttention implements WorkerPool.Task {
     private static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
@@ -26,9 +24,6 @@ final class CpuAttention implements WorkerPool.Task {
     private final WorkerPool pool;
     private float[][] rows = new float[0][];
     private short[][] halves = new short[0][];
-    /** Per worker: the lanes of a score's accumulator. */
-    private float[][] lanes = new float[0][];
-
     private float[] scores = new float[0];
 
     private KvCache cache;
@@ -62,7 +57,6 @@ final class CpuAttention implements WorkerPool.Task {
         if (rows.length < pool.threads() || rows[0].length < Math.max(width, BLOCK * valueWidth)) {
             rows = new float[pool.threads()][Math.max(width, BLOCK * valueWidth)];
             halves = new short[pool.threads()][width];
-            lanes = new float[pool.threads()][F.length()];
         }
         if (scores.length < heads * capacity) {
             scores = new float[heads * capacity];
@@ -109,27 +103,23 @@ final class CpuAttention implements WorkerPool.Task {
         int from = CpuBackend.shareStart(length, worker, workers);
         int to = CpuBackend.shareStart(length, worker + 1, workers);
         int vectorEnd = F.loopBound(width);
-        float[] acc = lanes[worker];
         for (int u = from; u < to; u++) {
             cache.read(layer, u, 0, width, row, 0, halves[worker]);
             for (int h = 0; h < heads; h++) {
                 int qo = qOff + h * width;
-                FloatVector.zero(F).intoArray(acc, 0);
+                FloatVector acc = FloatVector.zero(F);
                 int i = 0;
                 for (; i < vectorEnd; i += F.length()) {
-                    FloatVector.fromArray(F, q, qo + i)
-                            .fma(FloatVector.fromArray(F, row, i), FloatVector.fromArray(F, acc, 0))
-                            .intoArray(acc, 0);
+                    acc = FloatVector.fromArray(F, q, qo + i).fma(FloatVector.fromArray(F, row, i), acc);
                 }
                 // Lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another
                 // order once compiled than before, and results must not depend on how warm the JVM is.
-                FloatVector all = FloatVector.fromArray(F, acc, 0);
                 if (F.length() == 16) {
-                    all = ((FloatVector) all.reinterpretShape(FloatVector.SPECIES_256, 0)).add((FloatVector)
-                            all.rearrange(UpperHalves.F512).reinterpretShape(FloatVector.SPECIES_256, 0));
+                    acc = ((FloatVector) acc.reinterpretShape(FloatVector.SPECIES_256, 0)).add((FloatVector)
+                            acc.rearrange(UpperHalves.F512).reinterpretShape(FloatVector.SPECIES_256, 0));
                 }
-                FloatVector quad = ((FloatVector) all.reinterpretShape(FloatVector.SPECIES_128, 0)).add((FloatVector)
-                        all.rearrange(UpperHalves.F256).reinterpretShape(FloatVector.SPECIES_128, 0));
+                FloatVector quad = ((FloatVector) acc.reinterpretShape(FloatVector.SPECIES_128, 0)).add((FloatVector)
+                        acc.rearrange(UpperHalves.F256).reinterpretShape(FloatVector.SPECIES_128, 0));
                 float sum = quad.lane(0) + quad.lane(1) + quad.lane(2) + quad.lane(3);
                 for (; i < width; i++) {
                     sum += q[qo + i] * row[i];
@@ -165,8 +155,8 @@ final class CpuAttention implements WorkerPool.Task {
 
     /**
      * {@code out[h][i] = Σ_u p_h[u] · V_u[i]} for this share of the values i, every head. Positions go in
-     * blocks of {@link #BLOCK}: their values are read once into {@code rows[worker]}, then the block's terms
-     * are added to each head's outputs in position order (the outputs stay in the cache between positions).
+     * blocks of {@link #BLOCK}: their values are read once into {@code rows[worker]}, then each head's
+     * outputs are loaded once per block and the block's terms added to them in position order.
      */
     private void values(int worker, int workers) {
         int capacity = cache.capacity();
@@ -188,19 +178,22 @@ final class CpuAttention implements WorkerPool.Task {
             for (int h = 0; h < heads; h++) {
                 int o = outOff + h * valueWidth + from;
                 int p = h * capacity + u0;
-                for (int j = 0; j < us; j++) {
-                    float weight = scores[p + j];
-                    int v = j * count;
-                    int i = 0;
-                    for (; i < vectorEnd; i += F.length()) {
+                int i = 0;
+                for (; i < vectorEnd; i += F.length()) {
+                    FloatVector acc = FloatVector.fromArray(F, out, o + i);
+                    for (int j = 0; j < us; j++) {
                         // Multiply, then add (two roundings), as the scalar reference does.
-                        FloatVector.fromArray(F, out, o + i)
-                                .add(FloatVector.fromArray(F, block, v + i).mul(weight))
-                                .intoArray(out, o + i);
+                        acc = acc.add(
+                                FloatVector.fromArray(F, block, j * count + i).mul(scores[p + j]));
                     }
-                    for (; i < count; i++) {
-                        out[o + i] += weight * block[v + i];
+                    acc.intoArray(out, o + i);
+                }
+                for (; i < count; i++) {
+                    float acc = out[o + i];
+                    for (int j = 0; j < us; j++) {
+                        acc += scores[p + j] * block[j * count + i];
                     }
+                    out[o + i] = acc;
                 }
             }
         }

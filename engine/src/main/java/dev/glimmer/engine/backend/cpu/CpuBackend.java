@@ -50,8 +50,6 @@ public final class CpuBackend implements Backend {
     private final float[][] quads;
 
     private final float[][] quads2;
-    /** Per thread: the Java kernels' accumulator lanes. */
-    private final Accumulators[] accumulators;
     /** Per thread: one output row's down-projection value for every slot of a batch (grown, never shrunk). */
     private final float[][] slotValues;
     /** Per thread: the index list and output buffer of its native kernel calls. */
@@ -97,10 +95,6 @@ public final class CpuBackend implements Backend {
         this.attention = new CpuAttention(pool);
         this.quads = new float[threads][4];
         this.quads2 = new float[threads][4];
-        this.accumulators = new Accumulators[threads];
-        for (int t = 0; t < threads; t++) {
-            accumulators[t] = new Accumulators();
-        }
         this.slotValues = new float[threads][0];
         this.q4_0Kernel = q4_0Kernel;
         NativeKernels.Variant kQuantKernel =
@@ -303,13 +297,13 @@ public final class CpuBackend implements Backend {
                 float[] four = quads[worker];
                 for (; t + 4 <= n; t += 4) {
                     int i = h * n + t;
-                    inputs.dot4(w, r, i, i + 1, i + 2, i + 3, four, accumulators[worker]);
+                    inputs.dot4(w, r, i, i + 1, i + 2, i + 3, four);
                     for (int j = 0; j < 4; j++) {
                         out[o + (t + j) * outStride] = four[j];
                     }
                 }
                 for (; t < n; t++) {
-                    out[o + t * outStride] = inputs.dot(w, r, h * n + t, accumulators[worker]);
+                    out[o + t * outStride] = inputs.dot(w, r, h * n + t);
                 }
             }
         }
@@ -547,8 +541,8 @@ public final class CpuBackend implements Backend {
                     int s1 = slots[i + 1];
                     int s2 = slots[i + 2];
                     int s3 = slots[i + 3];
-                    inputs.dot4(f.gate(), r, s0 / k, s1 / k, s2 / k, s3 / k, g4, accumulators[worker]);
-                    inputs.dot4(f.up(), r, s0 / k, s1 / k, s2 / k, s3 / k, u4, accumulators[worker]);
+                    inputs.dot4(f.gate(), r, s0 / k, s1 / k, s2 / k, s3 / k, g4);
+                    inputs.dot4(f.up(), r, s0 / k, s1 / k, s2 / k, s3 / k, u4);
                     act[s0 * rows + r] = Backend.silu(g4[0]) * u4[0];
                     act[s1 * rows + r] = Backend.silu(g4[1]) * u4[1];
                     act[s2 * rows + r] = Backend.silu(g4[2]) * u4[2];
@@ -557,8 +551,8 @@ public final class CpuBackend implements Backend {
                 for (; i < slotCount[e]; i++) {
                     int slot = slots[i];
                     int t = slot / k;
-                    float g = inputs.dot(f.gate(), r, t, accumulators[worker]);
-                    float u = inputs.dot(f.up(), r, t, accumulators[worker]);
+                    float g = inputs.dot(f.gate(), r, t);
+                    float u = inputs.dot(f.up(), r, t);
                     act[slot * rows + r] = Backend.silu(g) * u;
                 }
             }
@@ -653,22 +647,14 @@ public final class CpuBackend implements Backend {
                     int[] slots = slotsOf[e];
                     int i = 0;
                     for (; i + 4 <= slotCount[e]; i += 4) {
-                        hidden.dot4(
-                                down,
-                                r,
-                                slots[i],
-                                slots[i + 1],
-                                slots[i + 2],
-                                slots[i + 3],
-                                four,
-                                accumulators[worker]);
+                        hidden.dot4(down, r, slots[i], slots[i + 1], slots[i + 2], slots[i + 3], four);
                         values[slots[i]] = four[0];
                         values[slots[i + 1]] = four[1];
                         values[slots[i + 2]] = four[2];
                         values[slots[i + 3]] = four[3];
                     }
                     for (; i < slotCount[e]; i++) {
-                        values[slots[i]] = hidden.dot(down, r, slots[i], accumulators[worker]);
+                        values[slots[i]] = hidden.dot(down, r, slots[i]);
                     }
                 }
                 for (int t = 0; t < n; t++) {

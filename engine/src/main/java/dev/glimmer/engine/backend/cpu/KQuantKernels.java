@@ -29,8 +29,7 @@ import jdk.incubator.vector.VectorSpecies;
  * kernel's vectors are the widest available (16 or 32 shorts; a sub-block of 32 values takes one or two
  * steps); Q5_K and Q6_K take 16 values per step, whose 8 int lanes are the reference's lanes. As in
  * {@link Kernels}, the vector code is written out flat in each kernel; the scalar unpacking of a block's
- * scales is {@link Q4_K}'s own (a plain call outside the vector chains). The integer and float accumulators go
- * through the calling thread's {@link Accumulators} in each iteration, never carried in a vector across one.
+ * scales is {@link Q4_K}'s own (a plain call outside the vector chains).
  *
  * <p>Activation row layout (see {@link ActivationRows}): {@code xq[xOff ..]} the quants as shorts,
  * {@code xd[xOff/256 ..]} the super-block scales, {@code xSums[xOff/16 ..]} the sums of each 16 quants.
@@ -71,23 +70,15 @@ final class KQuantKernels {
      * bytes 32p.. hold sub-block 2p in their low and 2p+1 in their high nibbles) · Q8_K activations.
      */
     static float dotQ4_K(
-            MemorySegment w,
-            long offset,
-            short[] xq,
-            float[] xd,
-            short[] xSums,
-            int xOff,
-            int superBlocks,
-            Accumulators lanes) {
+            MemorySegment w, long offset, short[] xq, float[] xd, short[] xSums, int xOff, int superBlocks) {
         int step = SP.length();
-        int[] acc = lanes.ints;
         float sum = 0f;
         float sumMin = 0f;
         for (int sb = 0; sb < superBlocks; sb++) {
             long wb = offset + (long) sb * Q4_K.BLOCK_BYTES;
             int xb = xOff + sb * QK_K;
             int sg = xOff / 16 + sb * 16;
-            IntVector.zero(IP).intoArray(acc, 0);
+            IntVector acc = IntVector.zero(IP);
             int summ = 0;
             for (int p = 0; p < 4; p++) {
                 // The 6-bit scales and minimums of sub-blocks 2p (lo) and 2p+1 (hi).
@@ -106,17 +97,15 @@ final class KQuantKernels {
                     IntVector hi = q.lanewise(VectorOperators.LSHR, 4)
                             .mul(ShortVector.fromArray(SP, xq, xb + 64 * p + 32 + c))
                             .reinterpretAsInts();
-                    IntVector.fromArray(IP, acc, 0)
-                            .add(lo.lanewise(VectorOperators.ASHR, 16)
+                    acc = acc.add(lo.lanewise(VectorOperators.ASHR, 16)
                                     .add(lo.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
                                     .mul(scLo))
                             .add(hi.lanewise(VectorOperators.ASHR, 16)
                                     .add(hi.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
-                                    .mul(scHi))
-                            .intoArray(acc, 0);
+                                    .mul(scHi));
                 }
             }
-            int sumi = IntVector.fromArray(IP, acc, 0).reduceLanes(VectorOperators.ADD);
+            int sumi = acc.reduceLanes(VectorOperators.ADD);
             float dx = xd[xOff / QK_K + sb];
             sum = Math.fma((float) sumi, Float.float16ToFloat(w.get(HALF, wb)) * dx, sum);
             sumMin = Math.fma((float) summ, Float.float16ToFloat(w.get(HALF, wb + Q4_K.DMIN)) * dx, sumMin);
@@ -137,26 +126,16 @@ final class KQuantKernels {
     // dotQ4_K's frame again (scales, minimums), then the lane scheme shared with dotQ6_K: the vector code stays
     // flat in each kernel, see the class comment.
     static float dotQ5_K(
-            MemorySegment w,
-            long offset,
-            short[] xq,
-            float[] xd,
-            short[] xSums,
-            int xOff,
-            int superBlocks,
-            Accumulators lanes) {
-        // Lanes 0..7 of ints: the first halves' integer sums (lo), 8..15 the second halves' (hi); floats likewise.
-        int[] sums = lanes.ints;
-        float[] acc = lanes.floats;
-        FloatVector.zero(F8).intoArray(acc, 0);
-        FloatVector.zero(F8).intoArray(acc, 8);
+            MemorySegment w, long offset, short[] xq, float[] xd, short[] xSums, int xOff, int superBlocks) {
+        FloatVector accLo = FloatVector.zero(F8);
+        FloatVector accHi = FloatVector.zero(F8);
         float mins = 0f;
         for (int sb = 0; sb < superBlocks; sb++) {
             long wb = offset + (long) sb * Q5_K.BLOCK_BYTES;
             int xb = xOff + sb * QK_K;
             int sg = xOff / 16 + sb * 16;
-            IntVector.zero(I8).intoArray(sums, 0);
-            IntVector.zero(I8).intoArray(sums, 8);
+            IntVector lo = IntVector.zero(I8);
+            IntVector hi = IntVector.zero(I8);
             int summ = 0;
             for (int p = 0; p < 4; p++) {
                 // Scales and minimums packed as Q4_K's.
@@ -183,34 +162,31 @@ final class KQuantKernels {
                             .reinterpretAsInts();
                     IntVector p1 = q1.mul(ShortVector.fromArray(S16, xq, xb + 64 * p + 32 + c))
                             .reinterpretAsInts();
-                    // The first half's sums (c = 0) to lanes 0..7, the second's to 8..15.
-                    IntVector.fromArray(I8, sums, c / 2)
-                            .add(p0.lanewise(VectorOperators.ASHR, 16)
-                                    .add(p0.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
-                                    .mul(scLo))
+                    IntVector sums = p0.lanewise(VectorOperators.ASHR, 16)
+                            .add(p0.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
+                            .mul(scLo)
                             .add(p1.lanewise(VectorOperators.ASHR, 16)
                                     .add(p1.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
-                                    .mul(scHi))
-                            .intoArray(sums, c / 2);
+                                    .mul(scHi));
+                    if (c == 0) {
+                        lo = lo.add(sums);
+                    } else {
+                        hi = hi.add(sums);
+                    }
                 }
             }
             float dx = xd[xOff / QK_K + sb];
             FloatVector d = FloatVector.broadcast(F8, dx * Float.float16ToFloat(w.get(HALF, wb)));
-            IntVector lo = IntVector.fromArray(I8, sums, 0);
-            IntVector hi = IntVector.fromArray(I8, sums, 8);
-            ((FloatVector) lo.lanewise(VectorOperators.ADD, lo.rearrange(PAIR_SWAP))
+            accLo = ((FloatVector) lo.lanewise(VectorOperators.ADD, lo.rearrange(PAIR_SWAP))
                             .convertShape(VectorOperators.I2F, F8, 0))
-                    .fma(d, FloatVector.fromArray(F8, acc, 0))
-                    .intoArray(acc, 0);
-            ((FloatVector) hi.lanewise(VectorOperators.ADD, hi.rearrange(PAIR_SWAP))
+                    .fma(d, accLo);
+            accHi = ((FloatVector) hi.lanewise(VectorOperators.ADD, hi.rearrange(PAIR_SWAP))
                             .convertShape(VectorOperators.I2F, F8, 0))
-                    .fma(d, FloatVector.fromArray(F8, acc, 8))
-                    .intoArray(acc, 8);
+                    .fma(d, accHi);
             mins = Math.fma(-dx * Float.float16ToFloat(w.get(HALF, wb + Q4_K.DMIN)), (float) summ, mins);
         }
         // The reference's lane sum: r_i = lane i + lane i+4 (lanes 2i here), then (r0 + r2) + (r1 + r3).
-        FloatVector r =
-                FloatVector.fromArray(F8, acc, 0).lanewise(VectorOperators.ADD, FloatVector.fromArray(F8, acc, 8));
+        FloatVector r = accLo.lanewise(VectorOperators.ADD, accHi);
         return (r.lane(0) + r.lane(4)) + (r.lane(2) + r.lane(6)) + mins;
     }
 
@@ -225,25 +201,15 @@ final class KQuantKernels {
      * with runs of 32 values in place of sub-blocks.
      */
     static float dotQ6_K(
-            MemorySegment w,
-            long offset,
-            short[] xq,
-            float[] xd,
-            short[] xSums,
-            int xOff,
-            int superBlocks,
-            Accumulators lanes) {
-        // Lanes 0..7 of ints: the first halves' integer sums (lo), 8..15 the second halves' (hi); floats likewise.
-        int[] sums = lanes.ints;
-        float[] acc = lanes.floats;
-        FloatVector.zero(F8).intoArray(acc, 0);
-        FloatVector.zero(F8).intoArray(acc, 8);
+            MemorySegment w, long offset, short[] xq, float[] xd, short[] xSums, int xOff, int superBlocks) {
+        FloatVector accLo = FloatVector.zero(F8);
+        FloatVector accHi = FloatVector.zero(F8);
         for (int sb = 0; sb < superBlocks; sb++) {
             long wb = offset + (long) sb * Q6_K.BLOCK_BYTES;
             int xb = xOff + sb * QK_K;
             int sg = xOff / 16 + sb * 16;
-            IntVector.zero(I8).intoArray(sums, 0);
-            IntVector.zero(I8).intoArray(sums, 8);
+            IntVector lo = IntVector.zero(I8);
+            IntVector hi = IntVector.zero(I8);
             for (int h = 0; h < 2; h++) {
                 for (int c = 0; c < 32; c += 16) {
                     ShortVector a = (ShortVector) ByteVector.fromMemorySegment(B16, w, wb + 64 * h + c, LE)
@@ -274,10 +240,9 @@ final class KQuantKernels {
                             q3.mul(ShortVector.fromArray(S16, xq, xb + v + 96)).reinterpretAsInts();
                     // Run k's 16 values here are all of sub-block (v + 32k) / 16.
                     long sc = wb + 192 + v / 16;
-                    IntVector.fromArray(I8, sums, c / 2)
-                            .add(p0.lanewise(VectorOperators.ASHR, 16)
-                                    .add(p0.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
-                                    .mul(w.get(ValueLayout.JAVA_BYTE, sc)))
+                    IntVector sums = p0.lanewise(VectorOperators.ASHR, 16)
+                            .add(p0.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
+                            .mul(w.get(ValueLayout.JAVA_BYTE, sc))
                             .add(p1.lanewise(VectorOperators.ASHR, 16)
                                     .add(p1.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
                                     .mul(w.get(ValueLayout.JAVA_BYTE, sc + 2)))
@@ -286,34 +251,33 @@ final class KQuantKernels {
                                     .mul(w.get(ValueLayout.JAVA_BYTE, sc + 4)))
                             .add(p3.lanewise(VectorOperators.ASHR, 16)
                                     .add(p3.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16))
-                                    .mul(w.get(ValueLayout.JAVA_BYTE, sc + 6)))
-                            .intoArray(sums, c / 2);
+                                    .mul(w.get(ValueLayout.JAVA_BYTE, sc + 6)));
+                    if (c == 0) {
+                        lo = lo.add(sums);
+                    } else {
+                        hi = hi.add(sums);
+                    }
                 }
             }
             // The offset: 32·scale·Σx of sub-block j from lane j of lo (j < 8) or lane j-8 of hi.
-            IntVector lo = IntVector.fromArray(I8, sums, 0)
-                    .sub(((IntVector) ShortVector.fromArray(S8, xSums, sg).convertShape(VectorOperators.S2I, I8, 0))
-                            .mul((IntVector) ByteVector.fromMemorySegment(B8, w, wb + 192, LE)
-                                    .convertShape(VectorOperators.B2I, I8, 0))
-                            .lanewise(VectorOperators.LSHL, 5));
-            IntVector hi = IntVector.fromArray(I8, sums, 8)
-                    .sub(((IntVector) ShortVector.fromArray(S8, xSums, sg + 8).convertShape(VectorOperators.S2I, I8, 0))
-                            .mul((IntVector) ByteVector.fromMemorySegment(B8, w, wb + 200, LE)
-                                    .convertShape(VectorOperators.B2I, I8, 0))
-                            .lanewise(VectorOperators.LSHL, 5));
+            lo = lo.sub(((IntVector) ShortVector.fromArray(S8, xSums, sg).convertShape(VectorOperators.S2I, I8, 0))
+                    .mul((IntVector)
+                            ByteVector.fromMemorySegment(B8, w, wb + 192, LE).convertShape(VectorOperators.B2I, I8, 0))
+                    .lanewise(VectorOperators.LSHL, 5));
+            hi = hi.sub(((IntVector) ShortVector.fromArray(S8, xSums, sg + 8).convertShape(VectorOperators.S2I, I8, 0))
+                    .mul((IntVector)
+                            ByteVector.fromMemorySegment(B8, w, wb + 200, LE).convertShape(VectorOperators.B2I, I8, 0))
+                    .lanewise(VectorOperators.LSHL, 5));
             FloatVector d =
                     FloatVector.broadcast(F8, xd[xOff / QK_K + sb] * Float.float16ToFloat(w.get(HALF, wb + Q6_K.D)));
-            ((FloatVector) lo.lanewise(VectorOperators.ADD, lo.rearrange(PAIR_SWAP))
+            accLo = ((FloatVector) lo.lanewise(VectorOperators.ADD, lo.rearrange(PAIR_SWAP))
                             .convertShape(VectorOperators.I2F, F8, 0))
-                    .fma(d, FloatVector.fromArray(F8, acc, 0))
-                    .intoArray(acc, 0);
-            ((FloatVector) hi.lanewise(VectorOperators.ADD, hi.rearrange(PAIR_SWAP))
+                    .fma(d, accLo);
+            accHi = ((FloatVector) hi.lanewise(VectorOperators.ADD, hi.rearrange(PAIR_SWAP))
                             .convertShape(VectorOperators.I2F, F8, 0))
-                    .fma(d, FloatVector.fromArray(F8, acc, 8))
-                    .intoArray(acc, 8);
+                    .fma(d, accHi);
         }
-        FloatVector r =
-                FloatVector.fromArray(F8, acc, 0).lanewise(VectorOperators.ADD, FloatVector.fromArray(F8, acc, 8));
+        FloatVector r = accLo.lanewise(VectorOperators.ADD, accHi);
         return (r.lane(0) + r.lane(4)) + (r.lane(2) + r.lane(6));
     }
 }

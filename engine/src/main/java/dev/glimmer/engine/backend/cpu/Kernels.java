@@ -39,8 +39,7 @@ import jdk.incubator.vector.VectorSpecies;
  * <p>The code is written out flat in each kernel (no helper calls): C2 intrinsifies a Vector API
  * operation only when it can inline the whole chain of library methods behind it, and a kernel inlined
  * into its caller with helpers of its own runs past the inlining depth limit, leaving some operations as
- * (very slow) Java fallbacks. Nor is a vector carried from one loop iteration to the next: the accumulators
- * are loaded from the calling thread's {@link Accumulators} and stored back in each iteration (see there why).
+ * (very slow) Java fallbacks.
  */
 final class Kernels {
     /** 16 shorts: the 16 packed bytes of a Q4_0 block, or half of a Q8_0 block. */
@@ -186,24 +185,14 @@ final class Kernels {
      * so every kernel gives the same bits on every machine.
      */
     static float dotQ4_0(
-            MemorySegment w,
-            long offset,
-            short[] xq,
-            short[] xBias,
-            float[] xd4,
-            float[] xd,
-            int xOff,
-            int blocks,
-            Accumulators lanes) {
+            MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd4, float[] xd, int xOff, int blocks) {
         if (!WIDE) {
-            return dotQ4_0Halves(w, offset, xq, xBias, xd, xOff, blocks, lanes);
+            return dotQ4_0Halves(w, offset, xq, xBias, xd, xOff, blocks);
         }
         int grouped = groupedBlocks(blocks);
-        // acc (lanes 0..7) and acc1 (8..15) loaded and stored in each iteration, see Accumulators.
-        double[] acc = lanes.doubles;
-        DoubleVector.zero(D).intoArray(acc, 0);
+        DoubleVector acc = DoubleVector.zero(D);
         if (grouped > 0) {
-            DoubleVector.zero(D).intoArray(acc, 8);
+            DoubleVector acc1 = DoubleVector.zero(D);
             for (int b = 0; b < grouped; b += 4) {
                 long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
                 int xb = xOff + b * QK;
@@ -234,20 +223,14 @@ final class Kernels {
                         .or(halves.and(0x80000000))
                         .reinterpretAsFloats()
                         .mul(FloatVector.fromArray(F16L, xd4, xb / 8));
-                ((DoubleVector) sumi.convertShape(VectorOperators.I2D, D, 0))
-                        .fma(
-                                (DoubleVector) d.convertShape(VectorOperators.F2D, D, 0),
-                                DoubleVector.fromArray(D, acc, 0))
-                        .intoArray(acc, 0);
-                ((DoubleVector) sumi.rearrange(UpperHalves.I512).convertShape(VectorOperators.I2D, D, 0))
+                acc = ((DoubleVector) sumi.convertShape(VectorOperators.I2D, D, 0))
+                        .fma((DoubleVector) d.convertShape(VectorOperators.F2D, D, 0), acc);
+                acc1 = ((DoubleVector) sumi.rearrange(UpperHalves.I512).convertShape(VectorOperators.I2D, D, 0))
                         .fma(
                                 (DoubleVector) d.rearrange(UpperHalves.F512).convertShape(VectorOperators.F2D, D, 0),
-                                DoubleVector.fromArray(D, acc, 8))
-                        .intoArray(acc, 8);
+                                acc1);
             }
-            DoubleVector.fromArray(D, acc, 0)
-                    .add(DoubleVector.fromArray(D, acc, 8))
-                    .intoArray(acc, 0);
+            acc = acc.add(acc1);
         }
         for (int b = grouped; b < blocks; b++) {
             long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
@@ -261,17 +244,15 @@ final class Kernels {
             ShortVector folded = ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 0))
                     .add((ShortVector) block.rearrange(UpperHalves.S256).reinterpretShape(ShortVector.SPECIES_128, 0));
             float d = Float.float16ToFloat(w.get(HALF, wb)) * xd[xOff / QK + b];
-            ((DoubleVector) folded.convertShape(VectorOperators.S2D, D, 0))
-                    .fma(DoubleVector.broadcast(D, d), DoubleVector.fromArray(D, acc, 0))
-                    .intoArray(acc, 0);
+            acc = ((DoubleVector) folded.convertShape(VectorOperators.S2D, D, 0))
+                    .fma(DoubleVector.broadcast(D, d), acc);
         }
         // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
         // once compiled than before, and a result must not depend on how warm the JVM is.
-        DoubleVector all = DoubleVector.fromArray(D, acc, 0);
-        DoubleVector quad = ((DoubleVector) all.reinterpretShape(DoubleVector.SPECIES_256, 0))
-                .add((DoubleVector) all.rearrange(UpperHalves.D512).reinterpretShape(DoubleVector.SPECIES_256, 0));
-        DoubleVector pair = ((DoubleVector) quad.reinterpretShape(DoubleVector.SPECIES_128, 0))
-                .add((DoubleVector) quad.rearrange(UpperHalves.D256).reinterpretShape(DoubleVector.SPECIES_128, 0));
+        acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0))
+                .add((DoubleVector) acc.rearrange(UpperHalves.D512).reinterpretShape(DoubleVector.SPECIES_256, 0));
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0))
+                .add((DoubleVector) acc.rearrange(UpperHalves.D256).reinterpretShape(DoubleVector.SPECIES_128, 0));
         return (float) (pair.lane(0) + pair.lane(1));
     }
 
@@ -286,20 +267,12 @@ final class Kernels {
      * lanes 0..3 and 4..7), and the lanes summed in its order.
      */
     private static float dotQ4_0Halves(
-            MemorySegment w,
-            long offset,
-            short[] xq,
-            short[] xBias,
-            float[] xd,
-            int xOff,
-            int blocks,
-            Accumulators lanes) {
+            MemorySegment w, long offset, short[] xq, short[] xBias, float[] xd, int xOff, int blocks) {
         int grouped = groupedBlocks(blocks);
-        // a0..a3 in lanes 0, 4, 8, 12 (4 each), loaded and stored in each iteration, see Accumulators.
-        double[] acc = lanes.doubles;
-        for (int k = 0; k < 16; k += 4) {
-            DoubleVector.zero(D4).intoArray(acc, k);
-        }
+        DoubleVector a0 = DoubleVector.zero(D4);
+        DoubleVector a1 = DoubleVector.zero(D4);
+        DoubleVector a2 = DoubleVector.zero(D4);
+        DoubleVector a3 = DoubleVector.zero(D4);
         for (int b = 0; b < grouped; b += 4) {
             long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
             int xb = xOff + b * QK;
@@ -338,34 +311,17 @@ final class Kernels {
             IntVector s1 = p1.lanewise(VectorOperators.ASHR, 16)
                     .add(p1.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
             int xs = xOff / QK + b;
-            ((DoubleVector) s0.convertShape(VectorOperators.I2D, D4, 0))
-                    .fma(
-                            DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb)) * xd[xs]),
-                            DoubleVector.fromArray(D4, acc, 0))
-                    .intoArray(acc, 0);
-            ((DoubleVector) s0.rearrange(UpperHalves.I256).convertShape(VectorOperators.I2D, D4, 0))
-                    .fma(
-                            DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb + 18)) * xd[xs + 1]),
-                            DoubleVector.fromArray(D4, acc, 4))
-                    .intoArray(acc, 4);
-            ((DoubleVector) s1.convertShape(VectorOperators.I2D, D4, 0))
-                    .fma(
-                            DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb + 36)) * xd[xs + 2]),
-                            DoubleVector.fromArray(D4, acc, 8))
-                    .intoArray(acc, 8);
-            ((DoubleVector) s1.rearrange(UpperHalves.I256).convertShape(VectorOperators.I2D, D4, 0))
-                    .fma(
-                            DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb + 54)) * xd[xs + 3]),
-                            DoubleVector.fromArray(D4, acc, 12))
-                    .intoArray(acc, 12);
+            a0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D4, 0))
+                    .fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb)) * xd[xs]), a0);
+            a1 = ((DoubleVector) s0.rearrange(UpperHalves.I256).convertShape(VectorOperators.I2D, D4, 0))
+                    .fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb + 18)) * xd[xs + 1]), a1);
+            a2 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D4, 0))
+                    .fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb + 36)) * xd[xs + 2]), a2);
+            a3 = ((DoubleVector) s1.rearrange(UpperHalves.I256).convertShape(VectorOperators.I2D, D4, 0))
+                    .fma(DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb + 54)) * xd[xs + 3]), a3);
         }
-        // low (a0 + a2) in lanes 0..3, high (a1 + a3) in 4..7.
-        DoubleVector.fromArray(D4, acc, 0)
-                .add(DoubleVector.fromArray(D4, acc, 8))
-                .intoArray(acc, 0);
-        DoubleVector.fromArray(D4, acc, 4)
-                .add(DoubleVector.fromArray(D4, acc, 12))
-                .intoArray(acc, 4);
+        DoubleVector low = a0.add(a2);
+        DoubleVector high = a1.add(a3);
         for (int b = grouped; b < blocks; b++) {
             long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
             int xb = xOff + b * QK;
@@ -378,16 +334,13 @@ final class Kernels {
             ShortVector folded = ((ShortVector) block.reinterpretShape(ShortVector.SPECIES_128, 0))
                     .add((ShortVector) block.rearrange(UpperHalves.S256).reinterpretShape(ShortVector.SPECIES_128, 0));
             DoubleVector d = DoubleVector.broadcast(D4, Float.float16ToFloat(w.get(HALF, wb)) * xd[xOff / QK + b]);
-            ((DoubleVector) folded.convertShape(VectorOperators.S2D, D4, 0))
-                    .fma(d, DoubleVector.fromArray(D4, acc, 0))
-                    .intoArray(acc, 0);
-            ((DoubleVector) folded.rearrange(UpperHalves.S128).convertShape(VectorOperators.S2D, D4, 0))
-                    .fma(d, DoubleVector.fromArray(D4, acc, 4))
-                    .intoArray(acc, 4);
+            low = ((DoubleVector) folded.convertShape(VectorOperators.S2D, D4, 0)).fma(d, low);
+            high = ((DoubleVector) folded.rearrange(UpperHalves.S128).convertShape(VectorOperators.S2D, D4, 0))
+                    .fma(d, high);
         }
-        DoubleVector quad = DoubleVector.fromArray(D4, acc, 0).add(DoubleVector.fromArray(D4, acc, 4));
-        DoubleVector pair = ((DoubleVector) quad.reinterpretShape(DoubleVector.SPECIES_128, 0))
-                .add((DoubleVector) quad.rearrange(UpperHalves.D256).reinterpretShape(DoubleVector.SPECIES_128, 0));
+        DoubleVector acc = low.add(high);
+        DoubleVector pair = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_128, 0))
+                .add((DoubleVector) acc.rearrange(UpperHalves.D256).reinterpretShape(DoubleVector.SPECIES_128, 0));
         return (float) (pair.lane(0) + pair.lane(1));
     }
 
@@ -411,20 +364,18 @@ final class Kernels {
             int x0,
             int x1,
             float[] result,
-            int at,
-            Accumulators lanes) {
+            int at) {
         if (!WIDE) {
-            dotQ4_0x2Halves(w, offset, xq, xBias, xd, blocks, x0, x1, result, at, lanes);
+            dotQ4_0x2Halves(w, offset, xq, xBias, xd, blocks, x0, x1, result, at);
             return;
         }
         int cols = blocks * QK;
         int o0 = x0 * cols;
         int o1 = x1 * cols;
-        // acc0, acc1, high0, high1 in lanes 0, 8, 16, 24, loaded and stored in each iteration, see Accumulators.
-        double[] acc = lanes.doubles;
-        for (int k = 0; k < 32; k += 8) {
-            DoubleVector.zero(D).intoArray(acc, k);
-        }
+        DoubleVector acc0 = DoubleVector.zero(D);
+        DoubleVector acc1 = DoubleVector.zero(D);
+        DoubleVector high0 = DoubleVector.zero(D);
+        DoubleVector high1 = DoubleVector.zero(D);
         for (int b = 0; b < blocks; b += 4) {
             long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
             int xb = b * QK;
@@ -462,25 +413,17 @@ final class Kernels {
                     .add(p1.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
             FloatVector d0 = dw.mul(FloatVector.fromArray(F16L, xd4, (o0 + xb) / 8));
             FloatVector d1 = dw.mul(FloatVector.fromArray(F16L, xd4, (o1 + xb) / 8));
-            ((DoubleVector) s0.convertShape(VectorOperators.I2D, D, 0))
-                    .fma((DoubleVector) d0.convertShape(VectorOperators.F2D, D, 0), DoubleVector.fromArray(D, acc, 0))
-                    .intoArray(acc, 0);
-            ((DoubleVector) s1.convertShape(VectorOperators.I2D, D, 0))
-                    .fma((DoubleVector) d1.convertShape(VectorOperators.F2D, D, 0), DoubleVector.fromArray(D, acc, 8))
-                    .intoArray(acc, 8);
-            ((DoubleVector) s0.rearrange(UpperHalves.I512).convertShape(VectorOperators.I2D, D, 0))
-                    .fma(
-                            (DoubleVector) d0.rearrange(UpperHalves.F512).convertShape(VectorOperators.F2D, D, 0),
-                            DoubleVector.fromArray(D, acc, 16))
-                    .intoArray(acc, 16);
-            ((DoubleVector) s1.rearrange(UpperHalves.I512).convertShape(VectorOperators.I2D, D, 0))
-                    .fma(
-                            (DoubleVector) d1.rearrange(UpperHalves.F512).convertShape(VectorOperators.F2D, D, 0),
-                            DoubleVector.fromArray(D, acc, 24))
-                    .intoArray(acc, 24);
+            acc0 = ((DoubleVector) s0.convertShape(VectorOperators.I2D, D, 0))
+                    .fma((DoubleVector) d0.convertShape(VectorOperators.F2D, D, 0), acc0);
+            acc1 = ((DoubleVector) s1.convertShape(VectorOperators.I2D, D, 0))
+                    .fma((DoubleVector) d1.convertShape(VectorOperators.F2D, D, 0), acc1);
+            high0 = ((DoubleVector) s0.rearrange(UpperHalves.I512).convertShape(VectorOperators.I2D, D, 0))
+                    .fma((DoubleVector) d0.rearrange(UpperHalves.F512).convertShape(VectorOperators.F2D, D, 0), high0);
+            high1 = ((DoubleVector) s1.rearrange(UpperHalves.I512).convertShape(VectorOperators.I2D, D, 0))
+                    .fma((DoubleVector) d1.rearrange(UpperHalves.F512).convertShape(VectorOperators.F2D, D, 0), high1);
         }
-        DoubleVector acc0 = DoubleVector.fromArray(D, acc, 0).add(DoubleVector.fromArray(D, acc, 16));
-        DoubleVector acc1 = DoubleVector.fromArray(D, acc, 8).add(DoubleVector.fromArray(D, acc, 24));
+        acc0 = acc0.add(high0);
+        acc1 = acc1.add(high1);
         // The lanes of each summed in the fixed order of dotQ4_0.
         acc0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_256, 0))
                 .add((DoubleVector) acc0.rearrange(UpperHalves.D512).reinterpretShape(DoubleVector.SPECIES_256, 0));
@@ -508,17 +451,18 @@ final class Kernels {
             int x0,
             int x1,
             float[] result,
-            int at,
-            Accumulators lanes) {
+            int at) {
         int cols = blocks * QK;
         int o0 = x0 * cols;
         int o1 = x1 * cols;
-        // a0..a3 (token x0) in lanes 0, 4, 8, 12 and c0..c3 (token x1) in 16, 20, 24, 28, loaded and stored in
-        // each iteration, see Accumulators.
-        double[] acc = lanes.doubles;
-        for (int k = 0; k < 32; k += 4) {
-            DoubleVector.zero(D4).intoArray(acc, k);
-        }
+        DoubleVector a0 = DoubleVector.zero(D4);
+        DoubleVector a1 = DoubleVector.zero(D4);
+        DoubleVector a2 = DoubleVector.zero(D4);
+        DoubleVector a3 = DoubleVector.zero(D4);
+        DoubleVector c0 = DoubleVector.zero(D4);
+        DoubleVector c1 = DoubleVector.zero(D4);
+        DoubleVector c2 = DoubleVector.zero(D4);
+        DoubleVector c3 = DoubleVector.zero(D4);
         for (int b = 0; b < blocks; b += 4) {
             long wb = offset + (long) b * Q4_0_BLOCK_BYTES;
             int xb = b * QK;
@@ -541,12 +485,10 @@ final class Kernels {
                     .reinterpretAsInts();
             IntVector s = p.lanewise(VectorOperators.ASHR, 16)
                     .add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
-            ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0))
-                    .fma(DoubleVector.broadcast(D4, w0 * xd[(o0 + xb) / QK]), DoubleVector.fromArray(D4, acc, 0))
-                    .intoArray(acc, 0);
-            ((DoubleVector) s.rearrange(UpperHalves.I256).convertShape(VectorOperators.I2D, D4, 0))
-                    .fma(DoubleVector.broadcast(D4, w1 * xd[(o0 + xb) / QK + 1]), DoubleVector.fromArray(D4, acc, 4))
-                    .intoArray(acc, 4);
+            a0 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0))
+                    .fma(DoubleVector.broadcast(D4, w0 * xd[(o0 + xb) / QK]), a0);
+            a1 = ((DoubleVector) s.rearrange(UpperHalves.I256).convertShape(VectorOperators.I2D, D4, 0))
+                    .fma(DoubleVector.broadcast(D4, w1 * xd[(o0 + xb) / QK + 1]), a1);
             p = q0.mul(ShortVector.fromArray(S, xq, o1 + xb))
                     .add(q1.mul(ShortVector.fromArray(S, xq, o1 + xb + 32)))
                     .add(q2.mul(ShortVector.fromArray(S, xq, o1 + xb + 64)))
@@ -555,12 +497,10 @@ final class Kernels {
                     .reinterpretAsInts();
             s = p.lanewise(VectorOperators.ASHR, 16)
                     .add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
-            ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0))
-                    .fma(DoubleVector.broadcast(D4, w0 * xd[(o1 + xb) / QK]), DoubleVector.fromArray(D4, acc, 16))
-                    .intoArray(acc, 16);
-            ((DoubleVector) s.rearrange(UpperHalves.I256).convertShape(VectorOperators.I2D, D4, 0))
-                    .fma(DoubleVector.broadcast(D4, w1 * xd[(o1 + xb) / QK + 1]), DoubleVector.fromArray(D4, acc, 20))
-                    .intoArray(acc, 20);
+            c0 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0))
+                    .fma(DoubleVector.broadcast(D4, w0 * xd[(o1 + xb) / QK]), c0);
+            c1 = ((DoubleVector) s.rearrange(UpperHalves.I256).convertShape(VectorOperators.I2D, D4, 0))
+                    .fma(DoubleVector.broadcast(D4, w1 * xd[(o1 + xb) / QK + 1]), c1);
 
             n = ByteVector.fromMemorySegment(B32, w, wb + 38, LE)
                     .blend(ByteVector.fromMemorySegment(B32, w, wb + 40, LE), SECOND_BLOCK)
@@ -577,12 +517,10 @@ final class Kernels {
                     .reinterpretAsInts();
             s = p.lanewise(VectorOperators.ASHR, 16)
                     .add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
-            ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0))
-                    .fma(DoubleVector.broadcast(D4, w2 * xd[(o0 + xb) / QK + 2]), DoubleVector.fromArray(D4, acc, 8))
-                    .intoArray(acc, 8);
-            ((DoubleVector) s.rearrange(UpperHalves.I256).convertShape(VectorOperators.I2D, D4, 0))
-                    .fma(DoubleVector.broadcast(D4, w3 * xd[(o0 + xb) / QK + 3]), DoubleVector.fromArray(D4, acc, 12))
-                    .intoArray(acc, 12);
+            a2 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0))
+                    .fma(DoubleVector.broadcast(D4, w2 * xd[(o0 + xb) / QK + 2]), a2);
+            a3 = ((DoubleVector) s.rearrange(UpperHalves.I256).convertShape(VectorOperators.I2D, D4, 0))
+                    .fma(DoubleVector.broadcast(D4, w3 * xd[(o0 + xb) / QK + 3]), a3);
             p = q0.mul(ShortVector.fromArray(S, xq, o1 + xb + 16))
                     .add(q1.mul(ShortVector.fromArray(S, xq, o1 + xb + 48)))
                     .add(q2.mul(ShortVector.fromArray(S, xq, o1 + xb + 80)))
@@ -591,20 +529,14 @@ final class Kernels {
                     .reinterpretAsInts();
             s = p.lanewise(VectorOperators.ASHR, 16)
                     .add(p.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
-            ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0))
-                    .fma(DoubleVector.broadcast(D4, w2 * xd[(o1 + xb) / QK + 2]), DoubleVector.fromArray(D4, acc, 24))
-                    .intoArray(acc, 24);
-            ((DoubleVector) s.rearrange(UpperHalves.I256).convertShape(VectorOperators.I2D, D4, 0))
-                    .fma(DoubleVector.broadcast(D4, w3 * xd[(o1 + xb) / QK + 3]), DoubleVector.fromArray(D4, acc, 28))
-                    .intoArray(acc, 28);
+            c2 = ((DoubleVector) s.convertShape(VectorOperators.I2D, D4, 0))
+                    .fma(DoubleVector.broadcast(D4, w2 * xd[(o1 + xb) / QK + 2]), c2);
+            c3 = ((DoubleVector) s.rearrange(UpperHalves.I256).convertShape(VectorOperators.I2D, D4, 0))
+                    .fma(DoubleVector.broadcast(D4, w3 * xd[(o1 + xb) / QK + 3]), c3);
         }
         // The lanes of each summed in the fixed order of dotQ4_0Halves.
-        DoubleVector acc0 = DoubleVector.fromArray(D4, acc, 0)
-                .add(DoubleVector.fromArray(D4, acc, 8))
-                .add(DoubleVector.fromArray(D4, acc, 4).add(DoubleVector.fromArray(D4, acc, 12)));
-        DoubleVector acc1 = DoubleVector.fromArray(D4, acc, 16)
-                .add(DoubleVector.fromArray(D4, acc, 24))
-                .add(DoubleVector.fromArray(D4, acc, 20).add(DoubleVector.fromArray(D4, acc, 28)));
+        DoubleVector acc0 = a0.add(a2).add(a1.add(a3));
+        DoubleVector acc1 = c0.add(c2).add(c1.add(c3));
         DoubleVector s0 = ((DoubleVector) acc0.reinterpretShape(DoubleVector.SPECIES_128, 0))
                 .add((DoubleVector) acc0.rearrange(UpperHalves.D256).reinterpretShape(DoubleVector.SPECIES_128, 0));
         DoubleVector s1 = ((DoubleVector) acc1.reinterpretShape(DoubleVector.SPECIES_128, 0))
@@ -624,12 +556,9 @@ final class Kernels {
      * converted to float and fused multiply-added into {@code accLo} and {@code accHi}, whose lanes 2i are the
      * reference's lanes i and i+4.
      */
-    static float dotQ5_0(
-            MemorySegment w, long offset, short[] xq, float[] xd, int xOff, int blocks, Accumulators lanes) {
-        // accLo in lanes 0..7, accHi in 8..15, loaded and stored in each iteration, see Accumulators.
-        float[] acc = lanes.floats;
-        FloatVector.zero(F8).intoArray(acc, 0);
-        FloatVector.zero(F8).intoArray(acc, 8);
+    static float dotQ5_0(MemorySegment w, long offset, short[] xq, float[] xd, int xOff, int blocks) {
+        FloatVector accLo = FloatVector.zero(F8);
+        FloatVector accHi = FloatVector.zero(F8);
         for (int b = 0; b < blocks; b++) {
             long wb = offset + (long) b * Q5_0_BLOCK_BYTES;
             int xb = xOff + b * QK;
@@ -657,27 +586,21 @@ final class Kernels {
             IntVector sHi = pHi.lanewise(VectorOperators.ASHR, 16)
                     .add(pHi.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16));
             FloatVector d = FloatVector.broadcast(F8, Float.float16ToFloat(w.get(HALF, wb)) * xd[xOff / QK + b]);
-            ((FloatVector) sLo.lanewise(VectorOperators.ADD, sLo.rearrange(PAIR_SWAP))
+            accLo = ((FloatVector) sLo.lanewise(VectorOperators.ADD, sLo.rearrange(PAIR_SWAP))
                             .convertShape(VectorOperators.I2F, F8, 0))
-                    .fma(d, FloatVector.fromArray(F8, acc, 0))
-                    .intoArray(acc, 0);
-            ((FloatVector) sHi.lanewise(VectorOperators.ADD, sHi.rearrange(PAIR_SWAP))
+                    .fma(d, accLo);
+            accHi = ((FloatVector) sHi.lanewise(VectorOperators.ADD, sHi.rearrange(PAIR_SWAP))
                             .convertShape(VectorOperators.I2F, F8, 0))
-                    .fma(d, FloatVector.fromArray(F8, acc, 8))
-                    .intoArray(acc, 8);
+                    .fma(d, accHi);
         }
         // The reference's lane sum: r_i = lane i + lane i+4 (lanes 2i here), then (r0 + r2) + (r1 + r3).
-        FloatVector r =
-                FloatVector.fromArray(F8, acc, 0).lanewise(VectorOperators.ADD, FloatVector.fromArray(F8, acc, 8));
+        FloatVector r = accLo.lanewise(VectorOperators.ADD, accHi);
         return (r.lane(0) + r.lane(4)) + (r.lane(2) + r.lane(6));
     }
 
     /** Q8_0 weights (34-byte blocks: fp16 d, 32 signed quants) · Q8_0 activations, as {@link #dotQ4_0}. */
-    static float dotQ8_0(
-            MemorySegment w, long offset, short[] xq, int xOff, float[] xd, int xdOff, int blocks, Accumulators lanes) {
-        // The accumulator's lanes, loaded and stored in each iteration, see Accumulators.
-        double[] lanesD = lanes.doubles;
-        DoubleVector.zero(D).intoArray(lanesD, 0);
+    static float dotQ8_0(MemorySegment w, long offset, short[] xq, int xOff, float[] xd, int xdOff, int blocks) {
+        DoubleVector acc = DoubleVector.zero(D);
         for (int b = 0; b < blocks; b++) {
             long wb = offset + (long) b * Q8_0_BLOCK_BYTES;
             int xb = xOff + b * QK;
@@ -698,11 +621,9 @@ final class Kernels {
                         .add((IntVector) folded.rearrange(UpperHalves.I256).reinterpretShape(IntVector.SPECIES_128, 0));
             }
             float d = Float.float16ToFloat(w.get(HALF, wb)) * xd[xdOff + b];
-            ((DoubleVector) folded.convertShape(VectorOperators.I2D, D, 0))
-                    .fma(DoubleVector.broadcast(D, d), DoubleVector.fromArray(D, lanesD, 0))
-                    .intoArray(lanesD, 0);
+            acc = ((DoubleVector) folded.convertShape(VectorOperators.I2D, D, 0))
+                    .fma(DoubleVector.broadcast(D, d), acc);
         }
-        DoubleVector acc = DoubleVector.fromArray(D, lanesD, 0);
         // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
         // once compiled than before, and a result must not depend on how warm the JVM is.
         if (D.length() == 8) {
@@ -728,10 +649,8 @@ final class Kernels {
      * vector lanes: the magnitude's bits shifted into float position and scaled by 2^112 (exact for normal
      * and subnormal halves), infinities and NaNs given the float exponent directly, then the sign.
      */
-    static float dotF16(MemorySegment w, long offset, float[] x, int xOff, int n, Accumulators lanes) {
-        // The accumulator's lanes, loaded and stored in each iteration, see Accumulators.
-        double[] lanesD = lanes.doubles;
-        DoubleVector.zero(D).intoArray(lanesD, 0);
+    static float dotF16(MemorySegment w, long offset, float[] x, int xOff, int n) {
+        DoubleVector acc = DoubleVector.zero(D);
         int step = D.length();
         int i = 0;
         for (; i + step <= n; i += step) {
@@ -746,11 +665,8 @@ final class Kernels {
             IntVector bits = finite.blend(special, magnitude.compare(VectorOperators.GE, 0x7c00))
                     .or(h.and(0x8000).lanewise(VectorOperators.LSHL, 16));
             FloatVector product = bits.reinterpretAsFloats().mul(FloatVector.fromArray(HALF_D, x, xOff + i));
-            DoubleVector.fromArray(D, lanesD, 0)
-                    .add(product.convertShape(VectorOperators.F2D, D, 0))
-                    .intoArray(lanesD, 0);
+            acc = acc.add(product.convertShape(VectorOperators.F2D, D, 0));
         }
-        DoubleVector acc = DoubleVector.fromArray(D, lanesD, 0);
         // The lanes summed in a fixed order, as in dotF32.
         if (D.length() == 8) {
             acc = ((DoubleVector) acc.reinterpretShape(DoubleVector.SPECIES_256, 0))
@@ -766,10 +682,8 @@ final class Kernels {
     }
 
     /** F32 weights · F32 activations: each product exact in double, summed in double lanes; {@code n} any length. */
-    static float dotF32(MemorySegment w, long offset, float[] x, int xOff, int n, Accumulators lanes) {
-        // The accumulator's lanes, loaded and stored in each iteration, see Accumulators.
-        double[] lanesD = lanes.doubles;
-        DoubleVector.zero(D).intoArray(lanesD, 0);
+    static float dotF32(MemorySegment w, long offset, float[] x, int xOff, int n) {
+        DoubleVector acc = DoubleVector.zero(D);
         int step = D.length();
         int i = 0;
         for (; i + step <= n; i += step) {
@@ -777,9 +691,8 @@ final class Kernels {
                     .convertShape(VectorOperators.F2D, D, 0);
             DoubleVector xv =
                     (DoubleVector) FloatVector.fromArray(HALF_D, x, xOff + i).convertShape(VectorOperators.F2D, D, 0);
-            wv.fma(xv, DoubleVector.fromArray(D, lanesD, 0)).intoArray(lanesD, 0);
+            acc = wv.fma(xv, acc);
         }
-        DoubleVector acc = DoubleVector.fromArray(D, lanesD, 0);
         // The lanes summed in a fixed order (halves added lane-wise): reduceLanes may add in another order
         // once compiled than before, and a result must not depend on how warm the JVM is.
         if (D.length() == 8) {
