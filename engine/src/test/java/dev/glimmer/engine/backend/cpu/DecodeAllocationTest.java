@@ -90,10 +90,9 @@ class DecodeAllocationTest {
     /** The child JVM of {@link #javaKernelsAllocateNothingOnceWarmInAJvmOfTheirOwn}: exit 1 with the failure. */
     public static void main(String[] args) throws Exception {
         try {
-            // Not yet small-q4_k_m: its Java K-quant kernels once kept allocating 6.5 MB a token here (JFR: the
-            // IntVector.add of dotQ4_K's loop-carried accumulator left to the library's fallback), a JIT state in
-            // which C2 no longer knew the accumulator's class; open in docs/STATUS.md until they carry no vector
-            // from one iteration to the next.
+            // Not small-q4_k_m: in a JVM of their own the Java K-quant kernels sometimes keep allocating 6.5-10 MB a
+            // token (dotQ4_K's vector adds boxed, C2 having given up its type speculation there), also with their
+            // accumulators kept in arrays rather than carried across iterations; open in docs/STATUS.md.
             assertQuietOnceWarm(new CpuBackend(2, (NativeKernels.Variant) null), WINDOW, "tiny-q4_0");
         } catch (AssertionError e) {
             System.out.println(e.getMessage());
