@@ -22,6 +22,7 @@ import dev.glimmer.engine.model.ModelFacts;
 import dev.glimmer.engine.sampling.SamplingParams;
 import dev.glimmer.server.inference.BackendChooser;
 import java.io.IOException;
+import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
@@ -277,7 +278,7 @@ final class BenchCommand implements Subcommand {
                 }
                 if (tg > 0) {
                     double[] rates = new double[reps];
-                    sequence.fillContext(depth, tokens, random);
+                    sequence.fillContext(depth, random);
                     // Warm-up: one whole repetition, so that the JIT has compiled the decode step's Java side
                     // before the timed ones (one token left it compiling through the first repetitions).
                     sequence.decode(tokens, tg, depth);
@@ -520,15 +521,8 @@ final class BenchCommand implements Subcommand {
         }
 
         /** Puts {@code depth} positions of context in the cache, for {@link #decode}. */
-        void fillContext(int depth, int[] tokens, Random random) {
-            if (pool instanceof CpuSequencePool cpu) {
-                cpu.fillRandom(sequence, depth, random);
-                return;
-            }
-            sequence.truncate(0);
-            if (depth > 0) {
-                pool.prompt(sequence, tokens, 0, depth, SequencePool.Readout.GREEDY);
-            }
+        void fillContext(int depth, Random random) {
+            fillRandom(pool, sequence, depth, random);
         }
 
         /**
@@ -564,6 +558,37 @@ final class BenchCommand implements Subcommand {
         public void close() {
             sequence.close();
             pool.close();
+        }
+    }
+
+    /**
+     * Gives {@code sequence} {@code depth} positions of random KV rows, as llama-bench's {@code -d} decodes after a
+     * context it does not compute: a decode step's cost does not depend on the values, and computing a long context
+     * (202,752 positions on a GPU) would take longer than the bench. The CPU's cache is filled in place; other pools
+     * import the rows as the KV tiers do ({@link SequencePool#importPrefix}), random halves in every two bytes (valid
+     * numbers in any of the KV layouts: F16, F32 and Q8_0 read them as finite values).
+     */
+    static void fillRandom(SequencePool pool, SequencePool.Sequence sequence, int depth, Random random) {
+        if (pool instanceof CpuSequencePool cpu) {
+            cpu.fillRandom(sequence, depth, random);
+            return;
+        }
+        sequence.truncate(0);
+        if (depth == 0) {
+            return;
+        }
+        long bytes = depth * pool.bytesPerPosition();
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment rows = arena.allocate(bytes, 8);
+            // one block of random halves, repeated: filling gigabytes value by value would outlast the bench
+            long block = Math.min(bytes, 16L << 20) & ~1L;
+            for (long at = 0; at < block; at += 2) {
+                rows.set(ValueLayout.JAVA_SHORT_UNALIGNED, at, Float.floatToFloat16((float) random.nextGaussian()));
+            }
+            for (long at = block; at < bytes; at += block) {
+                MemorySegment.copy(rows, 0, rows, at, Math.min(block, bytes - at));
+            }
+            pool.importPrefix(sequence, rows, depth);
         }
     }
 
@@ -833,16 +858,7 @@ final class BenchCommand implements Subcommand {
          */
         private Run generate(SequencePool pool, int drafts, double accept, Generator.DraftUse use) {
             try (SequencePool.Sequence sequence = pool.open()) {
-                if (pool instanceof CpuSequencePool cpu) {
-                    cpu.fillRandom(sequence, depth, new Random(42));
-                } else if (depth > 0) {
-                    pool.prompt(
-                            sequence,
-                            new Random(42).ints(depth, 0, model.vocabSize()).toArray(),
-                            0,
-                            depth,
-                            SequencePool.Readout.GREEDY);
-                }
+                fillRandom(pool, sequence, depth, new Random(42));
                 SequencePool.DraftFilter filter = accept < 0 ? SequencePool.DraftFilter.NONE : towards(accept);
                 Generator generator =
                         new Generator(pool, sequence, ANY_TOKEN, model.vocabSize(), 1, drafts, filter, use);

@@ -80,7 +80,8 @@ final class PlanCommand implements Subcommand {
             PlanSummary p = PlanSummary.of(model, list);
             long gpuMemory = gpuMemoryGb == null ? 0 : Math.round(gpuMemoryGb * 1e9);
             // the pool serve would make: with --gpu-memory, its spare cached conversations only where they fit
-            MemoryBudget budget = MemoryBudget.forServing(model, ctx, parallel, gpuMemoryGb == null ? -1 : gpuMemory, false);
+            MemoryBudget budget =
+                    MemoryBudget.forServing(model, ctx, parallel, gpuMemoryGb == null ? -1 : gpuMemory, false);
             Map<String, Boolean> checks = checks(p);
             if (gpuMemoryGb != null) {
                 checks.put("pool_within_gpu_memory", budget.fits(gpuMemory, false));
