@@ -161,47 +161,42 @@ final class CudaProfiler implements ListRunner.Profiler {
         MemorySegment args = driver.allocHost(stepBytes);
         MemorySegment token = driver.allocHost(4);
         MemorySegment fence = driver.newEvent(false);
-        MemorySegment start = driver.newEvent();
-        MemorySegment end = driver.newEvent();
         try {
             // the StepArgs the graph runs with, copied back in unchanged before each replay
             driver.copyToHostAsync(args, step, stepBytes, stream);
             driver.synchronize(stream);
-            double[] times = new double[5];
-            for (int t = 0; t < times.length; t++) {
-                driver.record(start, stream);
-                for (int r = 0; r < PROFILE_REPLAYS; r++) {
-                    driver.copyToDeviceAsync(step, args, stepBytes, stream);
-                    driver.launchGraph(graph.exec, stream);
-                    driver.copyToHostAsync(token, step, 4, stream);
-                    driver.record(fence, stream);
-                }
-                driver.record(end, stream);
-                driver.synchronize(stream);
-                times[t] = driver.elapsedMillis(start, end) / PROFILE_REPLAYS;
-            }
-            Arrays.sort(times);
-            return times[times.length / 2];
+            return timeReplays(() -> {
+                driver.copyToDeviceAsync(step, args, stepBytes, stream);
+                driver.launchGraph(graph.exec, stream);
+                driver.copyToHostAsync(token, step, 4, stream);
+                driver.record(fence, stream);
+            });
         } finally {
-            driver.destroyEvent(start);
-            driver.destroyEvent(end);
             driver.destroyEvent(fence);
             driver.freeHost(token);
             driver.freeHost(args);
         }
     }
 
-    /** Milliseconds of one replay of {@code exec}: the median of five timings of {@link #PROFILE_REPLAYS} back-to-back replays. */
+    /** Milliseconds of one replay of {@code exec}, as {@link #timeReplays} times it. */
     private double timeGraph(MemorySegment exec) {
+        driver.launchGraph(exec, stream);
+        return timeReplays(() -> driver.launchGraph(exec, stream));
+    }
+
+    /**
+     * Milliseconds of one {@code replay} (work it queues on the stream): the median of five timings of
+     * {@link #PROFILE_REPLAYS} back-to-back replays.
+     */
+    private double timeReplays(Runnable replay) {
         MemorySegment start = driver.newEvent();
         MemorySegment end = driver.newEvent();
         try {
-            driver.launchGraph(exec, stream);
             double[] times = new double[5];
             for (int t = 0; t < times.length; t++) {
                 driver.record(start, stream);
                 for (int r = 0; r < PROFILE_REPLAYS; r++) {
-                    driver.launchGraph(exec, stream);
+                    replay.run();
                 }
                 driver.record(end, stream);
                 driver.synchronize(stream);
