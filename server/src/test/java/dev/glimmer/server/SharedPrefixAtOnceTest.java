@@ -7,6 +7,7 @@ import io.restassured.path.json.JsonPath;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -39,7 +40,8 @@ class SharedPrefixAtOnceTest {
     @Test
     void conversationsSentTogetherComputeTheirSharedPrefixOnce() throws Exception {
         List<Integer> system = new ArrayList<>();
-        while (system.size() < 600) {
+        // long enough that the first keeps computing it (38 passes of 32) well after the other two have arrived
+        while (system.size() < 1200) {
             system.addAll(
                     PrefixSharingTest.tokenize(app.port(), "You are a careful coding agent. Read the files first. "));
         }
@@ -58,9 +60,15 @@ class SharedPrefixAtOnceTest {
 
         List<JsonPath> together = new ArrayList<>();
         try (ExecutorService clients = Executors.newFixedThreadPool(prompts.size())) {
+            CountDownLatch ready = new CountDownLatch(prompts.size());
             List<Future<JsonPath>> answers = new ArrayList<>();
             for (List<Integer> prompt : prompts) {
-                answers.add(clients.submit(() -> complete(prompt)));
+                answers.add(clients.submit(() -> {
+                    // the three requests leave together, not as their threads happen to start
+                    ready.countDown();
+                    ready.await();
+                    return complete(prompt);
+                }));
             }
             for (Future<JsonPath> answer : answers) {
                 together.add(answer.get());
