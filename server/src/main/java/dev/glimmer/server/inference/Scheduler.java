@@ -293,6 +293,7 @@ public final class Scheduler {
      */
     private void prefillChunk() {
         List<ActiveSequence> batch = new ArrayList<>();
+        List<Integer> takes = new ArrayList<>(); // each one's tokens of this pass
         List<ActiveSequence> ahead = new ArrayList<>();
         int budget = promptChunk;
         for (ActiveSequence s : active) {
@@ -313,7 +314,8 @@ public final class Scheduler {
             int rest = s.job.prompt().length - s.prefilled();
             if (batch.isEmpty() || rest <= budget) {
                 batch.add(s);
-                budget -= Math.min(budget, rest);
+                takes.add(Math.min(budget, rest));
+                budget -= takes.getLast();
             }
         }
         if (batch.isEmpty()) {
@@ -325,14 +327,12 @@ public final class Scheduler {
         int[] from = new int[n];
         int[] counts = new int[n];
         SequencePool.Readout[] readouts = new SequencePool.Readout[n];
-        int left = promptChunk;
         for (int i = 0; i < n; i++) {
             ActiveSequence s = batch.get(i);
             caches.add(s.cache());
             prompts.add(s.job.prompt());
             from[i] = s.prefilled();
-            counts[i] = Math.min(left, s.job.prompt().length - from[i]);
-            left -= counts[i];
+            counts[i] = takes.get(i);
             readouts[i] = SequencePool.Readout.LOGITS;
         }
         SequencePool.Next[] logits = pool.prompts(caches, prompts, from, counts, readouts);
