@@ -145,7 +145,8 @@ final class BenchCommand implements Subcommand {
     @Option(
             names = "--ctx",
             paramLabel = "N",
-            description = "tokens already in the context when decoding starts (default 0)")
+            description =
+                    "tokens already in the context when decoding starts: random cache rows (a prompt for --batch); default 0")
     int depth;
 
     @Option(
@@ -542,7 +543,7 @@ final class BenchCommand implements Subcommand {
             return n / ((System.nanoTime() - start) / 1e9);
         }
 
-        /** One profiled step after the first {@code depth} positions (which {@link #fillContext} computed). */
+        /** One profiled step after the first {@code depth} positions (which {@link #fillContext} filled). */
         KernelTimings.Profile profile(KernelTimings timings, int depth) {
             sequence.truncate(depth);
             return timings.profileStep(List.of(sequence), new int[] {1});
@@ -562,9 +563,9 @@ final class BenchCommand implements Subcommand {
     }
 
     /**
-     * Gives {@code sequence} {@code depth} positions of random KV rows, as llama-bench's {@code -d} decodes after a
-     * context it does not compute: a decode step's cost does not depend on the values, and computing a long context
-     * (202,752 positions on a GPU) would take longer than the bench. The CPU's cache is filled in place; other pools
+     * Gives {@code sequence} {@code depth} positions of random KV rows rather than computing them (llama-bench's
+     * {@code -d} computes its context): a decode step's cost does not depend on the values, and computing a long
+     * context (202,752 positions on a GPU) would take longer than the bench. The CPU's cache is filled in place; other pools
      * import the rows as the KV tiers do ({@link SequencePool#importPrefix}), random halves in every two bytes (valid
      * numbers in any of the KV layouts: F16, F32 and Q8_0 read them as finite values).
      */
