@@ -161,6 +161,14 @@ public final class Geometry {
      * batch's activations (about 0.5 MB per token) belong to the model's pool, not to each sequence.
      */
     public static final int PROMPT_TOKENS = 512;
+
+    /**
+     * Tokens a speculative step of the command lists drafts at most with the model's NextN block (docs/SPECULATIVE.md):
+     * the draft list drafts one, the verification runs it with the token before as two rows of a batch list. Each
+     * sequence keeps its trunk's last {@code MAX_DRAFTS + 1} outputs on the device, the block's input after any
+     * verification.
+     */
+    public static final int MAX_DRAFTS = 1;
     /**
      * Most rows of a batch decode list (one token of each of that many sequences per step); a pool of more
      * sequences steps them in turns of this many.

@@ -157,3 +157,75 @@ kernel void argmax(constant ArgmaxArgs & a [[buffer(0)]],
         if (steps[tgpig.y].kv_len != 0) greedy[steps[tgpig.y].slot] = w;
     }
 }
+
+// ---- the NextN (MTP) block's input and the trunk outputs it keeps (docs/MODEL.md §4b) ----
+//
+// The block's row at position p reads the token at p and the trunk's output at p - 1 (the final hidden state
+// normed by output_norm, the row the output head reads). Within a run the output at p - 1 is the row before
+// when that row is the same sequence's position before; the first row of a sequence in a run reads the output
+// its sequence kept from the run before: each sequence keeps its last `ring` outputs in the pooled buffer
+// kept[slot][pos % ring] (ring = the drafts a step verifies at most + 1, so that after a speculative step
+// whose drafts were rejected the output before the next position is still there).
+
+struct NextnInputArgs {
+    uint cols;    // hidden size E
+    float eps;    // of the RMS norms
+    uint ring;    // trunk outputs each sequence keeps
+    uint tokens;  // rows of the run (the command list's batch)
+};
+
+// y[t] = concat(emb[t] * enorm / rms(emb[t]), h * hnorm / rms(h)) (2E values), h the trunk output at the
+// position before row t's: trunk[t - 1] when row t - 1 is that position of the same sequence, else
+// kept[slot][(pos - 1) % ring], zeros at position 0. Grid: (tokens) threadgroups of GLIMMER_WIDE_SIMDGROUPS
+// SIMD-groups; scratch: GLIMMER_WIDE_SIMDGROUPS floats.
+kernel void nextn_input(constant NextnInputArgs & a [[buffer(0)]],
+                        constant StepArgs * steps [[buffer(1)]],
+                        device const float * emb [[buffer(2)]],
+                        device const float * trunk [[buffer(3)]],
+                        device const float * kept [[buffer(4)]],
+                        device const float * enorm [[buffer(5)]],
+                        device const float * hnorm [[buffer(6)]],
+                        device float * y [[buffer(7)]],
+                        threadgroup float * scratch TG_MEM(0),
+                        uint3 tgpig [[threadgroup_position_in_grid]],
+                        ushort tiitg [[thread_index_in_threadgroup]],
+                        ushort tiisg [[thread_index_in_simdgroup]],
+                        ushort sgitg [[simdgroup_index_in_threadgroup]]) {
+    const uint threads = GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH;
+    uint t = tgpig.x;
+    constant StepArgs & step = steps[t];
+    if (step.kv_len == 0) return;
+    emb += t * a.cols;
+    y += t * 2 * a.cols;
+    float scale = rms_scale(emb, a.cols, a.eps, scratch, tiitg, tiisg, sgitg, threads);
+    for (uint i = tiitg; i < a.cols; i += threads) y[i] = emb[i] * scale * enorm[i];
+    if (step.pos == 0) {
+        for (uint i = tiitg; i < a.cols; i += threads) y[a.cols + i] = 0.0f;
+        return;
+    }
+    bool inRun = t > 0 && steps[t - 1].kv_len != 0 && steps[t - 1].slot == step.slot && steps[t - 1].pos + 1 == step.pos;
+    device const float * h = inRun ? trunk + (t - 1) * a.cols
+                                   : kept + ((ulong) step.slot * a.ring + (step.pos - 1) % a.ring) * a.cols;
+    float hscale = rms_scale(h, a.cols, a.eps, scratch, tiitg, tiisg, sgitg, threads);
+    for (uint i = tiitg; i < a.cols; i += threads) y[a.cols + i] = h[i] * hscale * hnorm[i];
+}
+
+// kept[slot][pos % ring] = trunk[t] for the rows among the last `ring` positions of their sequence in this run (a
+// sequence's rows in a run are consecutive, at consecutive positions: row t + ring, when it is the same sequence's,
+// would take the same place). Grid: (tokens) threadgroups of GLIMMER_WIDE_SIMDGROUPS SIMD-groups.
+kernel void keep_outputs(constant NextnInputArgs & a [[buffer(0)]],
+                         constant StepArgs * steps [[buffer(1)]],
+                         device const float * trunk [[buffer(2)]],
+                         device float * kept [[buffer(3)]],
+                         uint3 tgpig [[threadgroup_position_in_grid]],
+                         ushort tiitg [[thread_index_in_threadgroup]]) {
+    const uint threads = GLIMMER_WIDE_SIMDGROUPS * SIMD_WIDTH;
+    uint t = tgpig.x;
+    constant StepArgs & step = steps[t];
+    if (step.kv_len == 0) return;
+    uint later = t + a.ring;
+    if (later < a.tokens && steps[later].kv_len != 0 && steps[later].slot == step.slot) return;
+    device float * to = kept + ((ulong) step.slot * a.ring + step.pos % a.ring) * a.cols;
+    trunk += t * a.cols;
+    for (uint i = tiitg; i < a.cols; i += threads) to[i] = trunk[i];
+}

@@ -25,11 +25,16 @@ public record BufferSpec(String name, Kind kind, long bytes, long fileOffset) {
          * Each sequence's latest greedy token, a uint per slot of the pool ({@code StepArgs.slot}): the argmax writes
          * it, the embedding of a chained step reads it ({@code Geometry.PREVIOUS_GREEDY}).
          */
-        GREEDY_TOKENS;
+        GREEDY_TOKENS,
+        /**
+         * A drafting pool's trunk outputs: each sequence's last {@code Geometry.MAX_DRAFTS + 1}, the NextN block's input
+         * at the position after each (token.metal's nextn_input and keep_outputs).
+         */
+        TRUNK_OUTPUTS;
 
         /** One buffer for every list of a pool (bound over one KV pool): the state a sequence carries between runs. */
         public boolean pooled() {
-            return this == KV_CACHE || this == GREEDY_TOKENS;
+            return this == KV_CACHE || this == GREEDY_TOKENS || this == TRUNK_OUTPUTS;
         }
     }
 }

@@ -71,6 +71,16 @@ public final class DecodeCommandListBuilder {
     private final int activationsBuffer;
     private final int[] kvBuffers;
     private final int greedyBuffer;
+    /**
+     * Whether the model carries the NextN block (its tensors {@code blk.<layers>.*}, in the {@link DecodeModel} only
+     * when the pool drafts): every list then also computes the block's rows of its positions (its KV rows, one more
+     * KV buffer) from the trunk's outputs, which each sequence keeps in {@link #trunkOutputsBuffer}.
+     */
+    private final boolean drafting;
+    /** Whether this is the draft list: the NextN block alone on one token, its logits and greedy token the draft. */
+    private final boolean draft;
+    /** The pooled trunk outputs of a drafting pool (-1: none). */
+    private final int trunkOutputsBuffer;
     /** Tokens of a run: 1 for the decode step, more for the prompt and batch decode lists. */
     private final int tokens;
     /** Sequences of the KV pool: the greedy tokens kept, one per slot. */
@@ -91,15 +101,28 @@ public final class DecodeCommandListBuilder {
     private Ref matMatParts;
 
     private long matMatPartFloats = 1;
+    /** The NextN block's rows (its input, then its output after its layer): the draft list's head reads them. */
+    private Ref nextnOutput;
 
     /** A place in a buffer. */
     private record Ref(int buffer, long offset) {}
 
     private DecodeCommandListBuilder(
-            DecodeModel model, long kvRows, int slots, int tokens, boolean everyRow, KernelLibrary library) {
+            DecodeModel model,
+            long kvRows,
+            int slots,
+            int tokens,
+            boolean everyRow,
+            boolean draft,
+            KernelLibrary library) {
         this.model = model;
         this.s = model.shape();
         this.library = library;
+        this.drafting = drafts(model);
+        this.draft = draft;
+        if (draft && (!drafting || tokens != 1)) {
+            throw new IllegalArgumentException("the draft list runs one token of a model with a NextN block");
+        }
         if (tokens < 1) {
             throw new IllegalArgumentException("a command list runs at least one token, not " + tokens);
         }
@@ -129,16 +152,32 @@ public final class DecodeCommandListBuilder {
                 (long) tokens * library.struct("StepArgs").size(),
                 0));
         activationsBuffer = add(new BufferSpec("activations", BufferSpec.Kind.ACTIVATIONS, 0, 0));
-        kvBuffers = new int[s.layers()];
-        for (int l = 0; l < s.layers(); l++) {
-            kvBuffers[l] = add(new BufferSpec("kv." + l, BufferSpec.Kind.KV_CACHE, kvBytes(s, kvRows) / s.layers(), 0));
+        kvBuffers = new int[s.layers() + (drafting ? 1 : 0)];
+        for (int l = 0; l < kvBuffers.length; l++) {
+            kvBuffers[l] = add(
+                    new BufferSpec("kv." + l, BufferSpec.Kind.KV_CACHE, (long) KV_VALUE_BYTES * kvRows * s.kvRow(), 0));
         }
         greedyBuffer = add(new BufferSpec("greedy", BufferSpec.Kind.GREEDY_TOKENS, 4L * slots, 0));
+        trunkOutputsBuffer = drafting
+                ? add(new BufferSpec(
+                        "trunk_outputs",
+                        BufferSpec.Kind.TRUNK_OUTPUTS,
+                        4L * slots * (Geometry.MAX_DRAFTS + 1) * s.embedding(),
+                        0))
+                : -1;
     }
 
-    /** Bytes of the KV buffers of all layers of a model of {@code shape} with {@code kvRows} rows per layer. */
-    public static long kvBytes(ModelShape shape, long kvRows) {
-        return (long) KV_VALUE_BYTES * shape.layers() * kvRows * shape.kvRow();
+    /**
+     * Whether {@code model} holds the NextN block's tensors (DecodeModels puts them in for a drafting pool): then the
+     * pool's lists compute its rows and {@link #pool} makes the draft list.
+     */
+    public static boolean drafts(DecodeModel model) {
+        return model.has(nextn(model.shape()) + "eh_proj.weight");
+    }
+
+    /** The prefix of the NextN block's own tensors: {@code blk.<layers>.nextn.} (its layer's are {@code blk.<layers>.}). */
+    private static String nextn(ModelShape s) {
+        return "blk." + s.layers() + ".nextn.";
     }
 
     /** The decode step of {@code model} with KV buffers of {@code kvRows} rows per layer. */
@@ -152,7 +191,7 @@ public final class DecodeCommandListBuilder {
      * step's, so that both can share them. Its KV rows are one sequence's ({@link #pool} makes the lists of several).
      */
     public static CommandList build(DecodeModel model, long kvRows, int tokens) {
-        return new DecodeCommandListBuilder(model, kvRows, 1, tokens, false, KernelLibrary.load()).build();
+        return new DecodeCommandListBuilder(model, kvRows, 1, tokens, false, false, KernelLibrary.load()).build();
     }
 
     /**
@@ -164,22 +203,28 @@ public final class DecodeCommandListBuilder {
         if (rows < 2) {
             throw new IllegalArgumentException("a batch decode list runs at least 2 rows, not " + rows);
         }
-        return new DecodeCommandListBuilder(model, kvRows, 1, rows, true, KernelLibrary.load()).build();
+        return new DecodeCommandListBuilder(model, kvRows, 1, rows, true, false, KernelLibrary.load()).build();
     }
 
     /**
      * The command lists a pool of {@code slots} sequences over KV buffers of {@code kvRows} rows runs, all binding
      * the same KV buffers: the decode step, the prompt list (batches of {@code promptTokens}; a server's are
      * {@link Geometry#PROMPT_TOKENS}) and a batch decode list per {@link Geometry#batchSizes} (none for one slot), in
-     * that order. The one home of that list: the pools make it, and MemoryBudget counts it.
+     * that order; a model with the NextN block ({@link #drafts}) also batch lists that hold a speculative step's rows
+     * (the token and {@link Geometry#MAX_DRAFTS} drafts of one sequence) and, last, the draft list. The one home of that
+     * list: the pools make it, and MemoryBudget counts it.
      */
     public static List<CommandList> pool(DecodeModel model, long kvRows, int slots, int promptTokens) {
         KernelLibrary library = KernelLibrary.load();
+        boolean drafting = drafts(model);
         List<CommandList> lists = new ArrayList<>();
-        lists.add(new DecodeCommandListBuilder(model, kvRows, slots, 1, false, library).build());
-        lists.add(new DecodeCommandListBuilder(model, kvRows, slots, promptTokens, false, library).build());
-        for (int rows : Geometry.batchSizes(slots)) {
-            lists.add(new DecodeCommandListBuilder(model, kvRows, slots, rows, true, library).build());
+        lists.add(new DecodeCommandListBuilder(model, kvRows, slots, 1, false, false, library).build());
+        lists.add(new DecodeCommandListBuilder(model, kvRows, slots, promptTokens, false, false, library).build());
+        for (int rows : Geometry.batchSizes(drafting ? Math.max(slots, Geometry.MAX_DRAFTS + 1) : slots)) {
+            lists.add(new DecodeCommandListBuilder(model, kvRows, slots, rows, true, false, library).build());
+        }
+        if (drafting) {
+            lists.add(new DecodeCommandListBuilder(model, kvRows, slots, 1, false, true, library).build());
         }
         return lists;
     }
@@ -341,19 +386,9 @@ public final class DecodeCommandListBuilder {
         Ref greedy = new Ref(greedyBuffer, 0);
         Ref x = perToken(s.embedding());
         String embd = "token_embd.weight";
-        dispatch(
-                "embed_row",
-                -1,
-                Size3.of(tokens, 1),
-                WIDE_THREADS,
-                new int[0],
-                List.of(new Dispatch.WeightRead(
-                        embd, (long) tokens * model.tensor(embd).bytes() / s.vocab())),
-                args("EmbedArgs", Map.of("type", type(embd), "cols", s.embedding())),
-                step,
-                weight(embd),
-                x,
-                greedy);
+        if (!draft) {
+            embed(embd, step, x);
+        }
         if (tokens == 1) {
             decodeLayers(step, x);
         } else {
@@ -362,10 +397,17 @@ public final class DecodeCommandListBuilder {
         Ref logits = activation((long) outputs * s.vocab());
         Ref token = activation(outputs);
         String out = model.has("output.weight") ? "output.weight" : embd;
+        String outNorm = "output_norm.weight";
+        if (draft) {
+            // the block's own head where the file has one (docs/MODEL.md §4b), on the block's output
+            x = nextnOutput;
+            out = model.has(nextn(s) + "shared_head_head.weight") ? nextn(s) + "shared_head_head.weight" : out;
+            outNorm = model.has(nextn(s) + "shared_head_norm.weight") ? nextn(s) + "shared_head_norm.weight" : outNorm;
+        }
         if (outputs > 1) {
             // every row of the batch: output norm, the vocabulary projection as mat_mat
             Ref xn = perToken(s.embedding());
-            normRows(-1, "output_norm.weight", s.embedding(), x, xn);
+            normRows(-1, outNorm, s.embedding(), x, xn);
             matMat(-1, out, s.embedding(), s.vocab(), xn, logits, false);
         } else {
             Ref last = x;
@@ -383,8 +425,8 @@ public final class DecodeCommandListBuilder {
                         x,
                         last);
             }
-            matVec(-1, out, s.embedding(), s.vocab(), last, logits, weight("output_norm.weight"), null);
-            dispatches.set(dispatches.size() - 1, withRead(dispatches.getLast(), all("output_norm.weight")));
+            matVec(-1, out, s.embedding(), s.vocab(), last, logits, weight(outNorm), null);
+            dispatches.set(dispatches.size() - 1, withRead(dispatches.getLast(), all(outNorm)));
         }
         Ref bestValues = activation((long) outputs * Geometry.ARGMAX_PARTS);
         Ref bestIndices = activation((long) outputs * Geometry.ARGMAX_PARTS);
@@ -420,6 +462,83 @@ public final class DecodeCommandListBuilder {
                 activationsBuffer, new BufferSpec("activations", BufferSpec.Kind.ACTIVATIONS, activationBytes, 0));
         return new CommandList(
                 finalBuffers, args.toByteArray(), dispatches, logits.offset(), token.offset(), tokens, outputs);
+    }
+
+    /** x[t] = row steps[t].token of the embedding table {@code table} (embed_row). */
+    private void embed(String table, Ref step, Ref x) {
+        dispatch(
+                "embed_row",
+                -1,
+                Size3.of(tokens, 1),
+                WIDE_THREADS,
+                new int[0],
+                List.of(new Dispatch.WeightRead(
+                        table, (long) tokens * model.tensor(table).bytes() / s.vocab())),
+                args("EmbedArgs", Map.of("type", type(table), "cols", s.embedding())),
+                step,
+                weight(table),
+                x,
+                new Ref(greedyBuffer, 0));
+    }
+
+    /**
+     * The NextN block's input rows (docs/MODEL.md §4b): each token's embedding and the trunk's output at the position
+     * before it ({@code trunk}, the final hidden state of the trunk's layers, normed here as the output head norms it;
+     * the draft list's one row reads the output its sequence kept), both RMS-normed, through eh_proj. The trunk's
+     * lists keep each sequence's last outputs for the runs after. Returns the block's input x.
+     */
+    private Ref nextnInput(Ref step, Ref trunk) {
+        int e = s.embedding();
+        int l = s.layers();
+        String table =
+                model.has(nextn(s) + "embed_tokens.weight") ? nextn(s) + "embed_tokens.weight" : "token_embd.weight";
+        Ref emb = perToken(e);
+        embed(table, step, emb);
+        Ref outputs = emb; // unread by the draft list's row, which takes its sequence's kept output
+        if (!draft) {
+            outputs = perToken(e);
+            normRows(l, "output_norm.weight", e, trunk, outputs);
+        }
+        Ref kept = new Ref(trunkOutputsBuffer, 0);
+        Map<String, Number> a = Map.of("cols", e, "eps", s.eps(), "ring", Geometry.MAX_DRAFTS + 1, "tokens", tokens);
+        Ref inputArgs = args("NextnInputArgs", a);
+        Ref input = perToken(2L * e);
+        dispatch(
+                "nextn_input",
+                l,
+                Size3.of(tokens),
+                WIDE_THREADS,
+                memory(Geometry.WIDE_SIMDGROUPS),
+                List.of(all(nextn(s) + "enorm.weight"), all(nextn(s) + "hnorm.weight")),
+                inputArgs,
+                step,
+                emb,
+                outputs,
+                kept,
+                weight(nextn(s) + "enorm.weight"),
+                weight(nextn(s) + "hnorm.weight"),
+                input);
+        if (!draft) {
+            dispatch(
+                    "keep_outputs",
+                    l,
+                    Size3.of(tokens),
+                    WIDE_THREADS,
+                    new int[0],
+                    List.of(),
+                    inputArgs,
+                    step,
+                    outputs,
+                    kept);
+        }
+        nextnOutput = perToken(e);
+        String proj = nextn(s) + "eh_proj.weight";
+        if (tokens == 1) {
+            matVec(l, proj, 2 * e, e, input, nextnOutput, null, null);
+        } else {
+            matMat(l, proj, 2 * e, e, input, nextnOutput, false);
+        }
+        return nextnOutput;
     }
 
     /**
@@ -462,7 +581,10 @@ public final class DecodeCommandListBuilder {
     private void decodeLayers(Ref step, Ref x) {
         int perHead = s.nope() + s.rope();
         Regions r = regions();
-        for (int l = 0; l < s.layers(); l++) {
+        for (int l = draft ? s.layers() : 0; l < kvBuffers.length; l++) {
+            if (l == s.layers()) {
+                x = nextnInput(step, x); // the NextN block's row of each position, after the trunk's layers
+            }
             String b = "blk." + l + ".";
             Ref cache = new Ref(kvBuffers[l], 0);
             // 1. attn_norm + q_a and kv_a
@@ -556,14 +678,18 @@ public final class DecodeCommandListBuilder {
                 {s.embedding(), s.kvRow()},
                 {s.qLora(), s.heads() * perHead},
                 {s.heads() * s.vHead(), s.embedding()},
-                {s.embedding(), s.experts()}
+                {s.embedding(), s.experts()},
+                {2 * s.embedding(), s.embedding()}
             }) {
                 matMatPartFloats = Math.max(
                         matMatPartFloats, (long) Geometry.mmParts(tokens, colsRows[1], colsRows[0]) * colsRows[1]);
             }
             matMatParts = perToken(matMatPartFloats);
         }
-        for (int l = 0; l < s.layers(); l++) {
+        for (int l = 0; l < kvBuffers.length; l++) {
+            if (l == s.layers()) {
+                x = nextnInput(step, x); // the NextN block's rows of the run's positions, after the trunk's layers
+            }
             String b = "blk." + l + ".";
             Ref cache = new Ref(kvBuffers[l], 0);
             normRows(l, b + "attn_norm.weight", s.embedding(), x, xn);

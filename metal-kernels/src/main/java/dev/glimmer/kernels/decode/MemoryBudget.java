@@ -56,9 +56,12 @@ public record MemoryBudget(long weights, long kvPool, long activations, int slot
                 weights += b.bytes();
             }
         }
+        long kv = 0;
         long own = 0;
         for (BufferSpec b : lists.getFirst().buffers()) {
-            if (b.kind() == BufferSpec.Kind.GREEDY_TOKENS) {
+            if (b.kind() == BufferSpec.Kind.KV_CACHE) {
+                kv += b.bytes();
+            } else if (b.kind().pooled()) {
                 own += b.bytes(); // one for every list, as the KV pool
             }
         }
@@ -70,7 +73,7 @@ public record MemoryBudget(long weights, long kvPool, long activations, int slot
                 }
             }
         }
-        return new MemoryBudget(weights, DecodeCommandListBuilder.kvBytes(model.shape(), kvRows), own, slots, context);
+        return new MemoryBudget(weights, kv, own, slots, context);
     }
 
     /** Everything the pool needs on the device. */

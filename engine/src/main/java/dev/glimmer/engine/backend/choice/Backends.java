@@ -76,7 +76,7 @@ public final class Backends {
                         BackendKind.EMULATED,
                         "asked for with --backend emulated: the GPU command" + " lists on the CPU kernel emulator",
                         Optional.empty(),
-                        EmulatorRunner.pools(model));
+                        EmulatorRunner.pools(model, cpu.maxDrafts()));
         };
     }
 

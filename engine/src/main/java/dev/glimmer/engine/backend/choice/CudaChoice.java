@@ -48,7 +48,7 @@ final class CudaChoice {
     /** A pool of one sequence for one built-in self-test model: its own (tiny) weights on the device, freed with it. */
     private static CommandListPool selfTestPool(GlmModel model, int capacity) {
         CudaDevice device = CudaDevice.probe().device().orElseThrow();
-        CudaWeights weights = new CudaWeights(model, CudaKernels.load(device), bytes -> {});
+        CudaWeights weights = new CudaWeights(model, CudaKernels.load(device), false, bytes -> {});
         CudaGraphRunner runner;
         try {
             runner = new CudaGraphRunner(weights, true);
@@ -92,12 +92,13 @@ final class CudaChoice {
         } catch (RuntimeException e) {
             return Backends.cpu(model, cpu, what + " failed its self-test: " + e.getMessage());
         }
+        int drafts = CommandListPool.drafts(model, cpu.maxDrafts());
         long total = model.file().mapping().byteSize();
         long[] next = {0};
         long usedBefore = device.memoryUsed();
         CudaWeights weights;
         try {
-            weights = new CudaWeights(model, CudaKernels.load(device), bytes -> {
+            weights = new CudaWeights(model, CudaKernels.load(device), drafts > 0, bytes -> {
                 if (bytes >= next[0]) {
                     log.printf(
                             Locale.ROOT,
@@ -120,13 +121,18 @@ final class CudaChoice {
                     @Override
                     public SequencePool pool(int slots, int capacity) {
                         return new CommandListPool(
-                                model, new CudaGraphRunner(weights, false), slots, capacity, Geometry.PROMPT_TOKENS);
+                                model,
+                                new CudaGraphRunner(weights, false),
+                                slots,
+                                capacity,
+                                Geometry.PROMPT_TOKENS,
+                                drafts);
                     }
 
                     /** A slot of the KV pool (activations belong to the pool). */
                     @Override
                     public long bytesPerSequence(int capacity) {
-                        return CommandListPool.bytesPerSequence(model, capacity);
+                        return CommandListPool.bytesPerSequence(model, capacity, drafts > 0);
                     }
 
                     /** Free device memory, read after the weights' upload. */

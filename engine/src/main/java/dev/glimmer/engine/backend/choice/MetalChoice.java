@@ -43,15 +43,19 @@ final class MetalChoice {
         }
         String what = "metal on " + device.describe();
         try (device) {
-            return SelfTest.run(what, (m, capacity) -> pool(device, m, 1, capacity));
+            return SelfTest.run(what, (m, capacity) -> pool(device, m, 1, capacity, 0));
         } catch (RuntimeException e) {
             return SelfTest.stopped(what, step(e, DECODING), detail(e));
         }
     }
 
-    /** {@code slots} sequences of {@code capacity} positions of {@code model} on {@code device}. */
-    private static CommandListPool pool(MetalDevice device, GlmModel model, int slots, int capacity) {
-        return new CommandListPool(model, new MetalIcbRunner(device, model), slots, capacity, Geometry.PROMPT_TOKENS);
+    /**
+     * {@code slots} sequences of {@code capacity} positions of {@code model} on {@code device}, drafting up to
+     * {@code drafts} tokens a step.
+     */
+    private static CommandListPool pool(MetalDevice device, GlmModel model, int slots, int capacity, int drafts) {
+        return new CommandListPool(
+                model, new MetalIcbRunner(device, model), slots, capacity, Geometry.PROMPT_TOKENS, drafts);
     }
 
     static BackendChoice choose(GlmModel model, boolean selfTest, Backends.CpuOptions cpu) {
@@ -71,11 +75,12 @@ final class MetalChoice {
             return Backends.cpu(model, cpu, "Metal is not usable: " + oneLine(step(e, OPENING) + ": " + detail(e)));
         }
         String what = "Metal on " + device.describe();
+        int drafts = CommandListPool.drafts(model, cpu.maxDrafts());
         Optional<SelfTest.Report> report = Optional.empty();
         if (selfTest) {
             SelfTest.Report r;
             try {
-                r = SelfTest.run("metal", (m, capacity) -> pool(device, m, 1, capacity));
+                r = SelfTest.run("metal", (m, capacity) -> pool(device, m, 1, capacity, 0));
             } catch (RuntimeException e) {
                 device.close();
                 return Backends.cpu(
@@ -96,13 +101,13 @@ final class MetalChoice {
                     /** Sequences in one KV pool, stepping together through the batch decode lists. */
                     @Override
                     public SequencePool pool(int slots, int capacity) {
-                        return MetalChoice.pool(device, model, slots, capacity);
+                        return MetalChoice.pool(device, model, slots, capacity, drafts);
                     }
 
                     /** A slot of the KV pool (activations belong to the pool). */
                     @Override
                     public long bytesPerSequence(int capacity) {
-                        return CommandListPool.bytesPerSequence(model, capacity);
+                        return CommandListPool.bytesPerSequence(model, capacity, drafts > 0);
                     }
 
                     /** Metal's recommendedMaxWorkingSetSize: beyond it a command buffer may fail for memory. */

@@ -29,6 +29,11 @@ import java.util.stream.IntStream;
  * a batch at a time, a decode step of several sequences the smallest batch list that holds them (one pass over the
  * weights for all of them; more rows than the largest list: in turns of it).
  *
+ * <p>A pool made with drafts (a model with the NextN block) also runs the draft list: every list then computes the
+ * block's rows of its positions as well (one more KV buffer), and a {@link #speculate} step is the draft list on the
+ * token (the block's greedy token is the draft), then a batch list of the token and the draft as two rows of the
+ * sequence (docs/SPECULATIVE.md).
+ *
  * <p>The KV buffers' sizes, and so a row's bytes and element type, are the builder's ({@link BufferSpec.Kind#KV_CACHE});
  * the pool only hands out row ranges. Not thread-safe: one caller at a time.
  */
@@ -45,8 +50,12 @@ public final class CommandListPool implements SequencePool, LayerProbe {
     private final ArgStruct stepArgs = KernelLibrary.load().struct("StepArgs");
     private final Encoded decode;
     private final Encoded prompt;
-    /** Batch decode lists of 2, 4, 8, ... rows, up to the slots (none for a pool of one). */
+    /** Batch decode lists of 2, 4, 8, ... rows, up to the slots (none for a pool of one that does not draft). */
     private final List<Encoded> batches;
+    /** The NextN block on one token, its greedy token the draft; null when the pool does not draft. */
+    private final Encoded draft;
+    /** Tokens a speculative step drafts at most: 0, or up to {@link Geometry#MAX_DRAFTS}. */
+    private final int maxDrafts;
 
     private final SequenceSlots slots;
     private final int vocab;
@@ -81,6 +90,23 @@ public final class CommandListPool implements SequencePool, LayerProbe {
      * @throws InvalidInputException when the model's shape is one the GPU command lists do not handle
      */
     public CommandListPool(GlmModel model, ListRunner runner, int slots, int capacity, int promptTokens) {
+        this(model, runner, slots, capacity, promptTokens, 0);
+    }
+
+    /**
+     * As {@link #CommandListPool(GlmModel, ListRunner, int, int, int)}, drafting up to {@code maxDrafts} tokens a
+     * speculative step (at most {@link Geometry#MAX_DRAFTS}; more than 0 needs a model with the NextN block).
+     */
+    public CommandListPool(
+            GlmModel model, ListRunner runner, int slots, int capacity, int promptTokens, int maxDrafts) {
+        if (maxDrafts < 0
+                || maxDrafts > Geometry.MAX_DRAFTS
+                || maxDrafts > 0 && model.weights().nextn() == null) {
+            runner.close();
+            throw new IllegalArgumentException(maxDrafts + " drafts: the GPU command lists draft 0 to "
+                    + Geometry.MAX_DRAFTS + " tokens, with a model that has a NextN block");
+        }
+        this.maxDrafts = maxDrafts;
         this.runner = runner;
         this.slots = new SequenceSlots(slots, capacity, freed -> {});
         this.vocab = model.vocabSize();
@@ -88,7 +114,7 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         this.logits = new float[slots][];
         List<Encoded> made = new ArrayList<>();
         try {
-            List<CommandList> lists = lists(model, slots, capacity, promptTokens);
+            List<CommandList> lists = lists(model, slots, capacity, promptTokens, maxDrafts > 0);
             for (CommandList list : lists) {
                 made.add(new Encoded(list, runner.bind(list)));
             }
@@ -106,26 +132,47 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         }
         this.decode = made.get(0);
         this.prompt = made.get(1);
-        this.batches = List.copyOf(made.subList(2, made.size()));
+        this.draft = maxDrafts > 0 ? made.getLast() : null;
+        this.batches = List.copyOf(made.subList(2, made.size() - (maxDrafts > 0 ? 1 : 0)));
         List<BufferSpec> buffers = decode.list().buffers();
         this.kvBuffers = IntStream.range(0, buffers.size())
                 .filter(i -> buffers.get(i).kind() == BufferSpec.Kind.KV_CACHE)
                 .toArray();
     }
 
-    /** The decode list, the prompt list, then the batch lists. */
-    private static List<CommandList> lists(GlmModel model, int slots, int capacity, int promptTokens) {
+    /** The decode list, the prompt list, then the batch lists, and the draft list last where the pool drafts. */
+    private static List<CommandList> lists(
+            GlmModel model, int slots, int capacity, int promptTokens, boolean drafting) {
         try {
             return DecodeCommandListBuilder.pool(
-                    DecodeModels.of(model.file(), model.config()), (long) slots * capacity, slots, promptTokens);
+                    DecodeModels.of(model.file(), model.config(), drafting),
+                    (long) slots * capacity,
+                    slots,
+                    promptTokens);
         } catch (IllegalArgumentException e) {
             throw new InvalidInputException(model.file().path().getFileName() + ": " + e.getMessage());
         }
     }
 
-    /** The KV bytes of one sequence of {@code capacity} positions, without making a pool: its rows of every layer. */
+    /**
+     * The KV bytes of one sequence of {@code capacity} positions, without making a pool: its rows of every layer, the
+     * NextN block's too with {@code nextn} (a drafting pool).
+     */
     public static long bytesPerSequence(GlmModel model, int capacity) {
-        return kvBytes(DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), capacity));
+        return bytesPerSequence(model, capacity, false);
+    }
+
+    /** As {@link #bytesPerSequence(GlmModel, int)}, with the NextN block's rows too with {@code nextn}. */
+    public static long bytesPerSequence(GlmModel model, int capacity, boolean nextn) {
+        return kvBytes(DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config(), nextn), capacity));
+    }
+
+    /**
+     * The tokens a GPU pool of {@code model} drafts a step when {@code asked} are: none without a NextN block, else
+     * at most {@link Geometry#MAX_DRAFTS}.
+     */
+    public static int drafts(GlmModel model, int asked) {
+        return model.weights().nextn() == null ? 0 : Math.min(Math.max(asked, 0), Geometry.MAX_DRAFTS);
     }
 
     private static long kvBytes(CommandList list) {
@@ -164,10 +211,14 @@ public final class CommandListPool implements SequencePool, LayerProbe {
     /** The KV pool, counted once, and every list's working buffers (the weights are the model's). */
     @Override
     public long bytes() {
-        long total = kvBytes(decode.list());
+        long total = decode.list().buffers().stream()
+                .filter(b -> b.kind().pooled())
+                .mapToLong(BufferSpec::bytes)
+                .sum();
         for (Encoded r : all()) {
             total += r.list().buffers().stream()
-                    .filter(b -> b.kind() != BufferSpec.Kind.WEIGHTS && b.kind() != BufferSpec.Kind.KV_CACHE)
+                    .filter(b ->
+                            b.kind() != BufferSpec.Kind.WEIGHTS && !b.kind().pooled())
                     .mapToLong(BufferSpec::bytes)
                     .sum();
         }
@@ -177,6 +228,9 @@ public final class CommandListPool implements SequencePool, LayerProbe {
     private List<Encoded> all() {
         List<Encoded> all = new ArrayList<>(List.of(decode, prompt));
         all.addAll(batches);
+        if (draft != null) {
+            all.add(draft);
+        }
         return all;
     }
 
@@ -510,6 +564,79 @@ public final class CommandListPool implements SequencePool, LayerProbe {
             writeAndRun(q.list(), steps);
             latest = q;
         }
+    }
+
+    @Override
+    public int maxDrafts() {
+        return maxDrafts;
+    }
+
+    /**
+     * The draft list on {@code token} at the sequence's position (the NextN block's row there, from the token and the
+     * trunk output the sequence kept), its greedy token read back as the draft and handed to {@code filter}; then the
+     * token and the draft as two rows of the sequence through a batch list, which also computes the block's rows of
+     * both positions from the trunk's outputs. The draft is read back before the verification is queued, so that the
+     * filter sees it (a step of about a tenth of a millisecond of device time the host waits through).
+     */
+    @Override
+    public Speculation speculate(Sequence sequence, int token, int drafts, Readout readout, DraftFilter filter) {
+        if (maxDrafts == 0) {
+            throw new UnsupportedOperationException("this pool does not draft");
+        }
+        SequenceSlots.Slot slot = slots.own(sequence);
+        SequenceSlots.checkRun(slot, new int[] {token}, 0, 1, embeddingRows);
+        int start = slot.position();
+        int k = Math.max(0, Math.min(Math.min(drafts, maxDrafts), slot.capacity() - start - 1));
+        if (k == 0) {
+            Next only = launchRows(List.of(slot), new int[] {token}, new Readout[] {readout})
+                    .results()[0];
+            return new Speculation(new int[0], new Next[] {own(only)});
+        }
+        // k is 1 here (Geometry.MAX_DRAFTS): the draft list drafts one token
+        writeAndRun(draft, List.of(stepRow(token, start, slot)));
+        draft.bound().read(draft.activations(), draft.list().token(), readBack.asSlice(tokenAt(0, 0), 4));
+        runner.finish();
+        int[] drafted = {readBack.get(ValueLayout.JAVA_INT, tokenAt(0, 0))};
+        filter.replace(start + 1, drafted);
+        int[] rowTokens = new int[k + 1];
+        rowTokens[0] = token;
+        System.arraycopy(drafted, 0, rowTokens, 1, k);
+        SequenceSlots.checkRun(slot, rowTokens, 0, k + 1, embeddingRows);
+        List<CommandList.StepRow> rows = new ArrayList<>(k + 1);
+        for (int i = 0; i <= k; i++) {
+            rows.add(stepRow(rowTokens[i], start + i, slot));
+        }
+        Readout[] asks = new Readout[k + 1];
+        Arrays.fill(asks, readout);
+        Encoded list = listFor(k + 1);
+        writeAndRun(list, rows);
+        queueReads(list, k + 1, asks, 0);
+        runner.finish();
+        slot.advance(k + 1);
+        // as results() reads them, each row's logits in an array of its own (the rows share a slot)
+        Next[] out = new Next[k + 1];
+        for (int i = 0; i <= k; i++) {
+            int greedy = readBack.get(ValueLayout.JAVA_INT, tokenAt(0, i));
+            if (!readout.greedy()) {
+                float[] row = new float[vocab];
+                MemorySegment.copy(readBack, ValueLayout.JAVA_FLOAT, 4L * vocab * i, row, 0, vocab);
+                out[i] = new Next(row, greedy);
+            } else if (readout.takes(greedy)) {
+                out[i] = Next.greedy(greedy);
+            }
+        }
+        for (int i = 0; i <= k; i++) {
+            if (out[i] == null) {
+                int greedy = readBack.get(ValueLayout.JAVA_INT, tokenAt(0, i));
+                out[i] = new Next(outputLogits(list, i, slot).clone(), greedy);
+            }
+        }
+        return new Speculation(drafted, out);
+    }
+
+    /** {@code next} with logits of its own: rows of one sequence would share the slot's reused array. */
+    private static Next own(Next next) {
+        return next.logits() == null ? next : new Next(next.logits().clone(), next.greedyToken());
     }
 
     /** Rows one list runs at most: the largest batch list's, or the decode list's one where the pool has no batch. */

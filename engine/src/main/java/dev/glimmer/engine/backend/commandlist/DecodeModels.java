@@ -21,6 +21,14 @@ public final class DecodeModels {
      *                               merged gate/up experts, more heads or wider cache rows than the attention kernel holds)
      */
     public static DecodeModel of(GgufFile file, GlmConfig c) {
+        return of(file, c, false);
+    }
+
+    /**
+     * As {@link #of(GgufFile, GlmConfig)}, with the NextN block's tensors ({@code blk.<layers>.*}) when {@code nextn}
+     * and the file has the block: the lists of a drafting pool read them.
+     */
+    public static DecodeModel of(GgufFile file, GlmConfig c, boolean nextn) {
         String name = String.valueOf(file.path().getFileName());
         if (file.findTensor("blk." + c.leadingDenseBlocks() + ".ffn_gate_up_exps.weight")
                 .isPresent()) {
@@ -81,11 +89,16 @@ public final class DecodeModels {
                 c.expertWeightsNorm());
         Map<String, WeightTensor> tensors = new LinkedHashMap<>();
         for (TensorInfo t : file.tensors()) {
-            if (isTrunk(t.name(), c.layers())) {
+            if (isTrunk(t.name(), c.layers()) || nextn && isNextn(t.name(), c)) {
                 tensors.put(t.name(), new WeightTensor(t.name(), t.type().id, file.fileOffset(t), t.size()));
             }
         }
         return new DecodeModel(shape, tensors);
+    }
+
+    /** A tensor of the NextN block a file with {@code nextn_predict_layers} carries after the trunk. */
+    private static boolean isNextn(String name, GlmConfig c) {
+        return c.nextnLayers() > 0 && name.startsWith("blk." + c.layers() + ".");
     }
 
     /** The tensors one trunk step reads: not those of an MTP (NextN) block. */

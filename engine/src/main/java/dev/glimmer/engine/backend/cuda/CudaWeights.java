@@ -27,16 +27,24 @@ public final class CudaWeights implements AutoCloseable {
     private final long bytes;
 
     /**
-     * Copies the weights of {@code model} to {@code kernels}' device.
+     * Copies the weights of {@code model}'s trunk to {@code kernels}' device.
      *
      * @param progress told the bytes copied so far after each chunk
      */
     public CudaWeights(GlmModel model, CudaKernels kernels, LongConsumer progress) {
+        this(model, kernels, false, progress);
+    }
+
+    /**
+     * As {@link #CudaWeights(GlmModel, CudaKernels, LongConsumer)}, the NextN block's too with {@code nextn} (for the
+     * lists of a drafting pool).
+     */
+    public CudaWeights(GlmModel model, CudaKernels kernels, boolean nextn, LongConsumer progress) {
         this.model = model;
         this.kernels = kernels;
         CudaDriver driver = kernels.device().driver();
         kernels.device().makeCurrent();
-        CommandList list = DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config()), 1);
+        CommandList list = DecodeCommandListBuilder.build(DecodeModels.of(model.file(), model.config(), nextn), 1);
         MemorySegment file = model.file().mapping();
         long uploaded = 0;
         try {

@@ -47,21 +47,37 @@ public final class EmulatorRunner implements ListRunner {
 
     /** A pool of {@code slots} sequences of {@code capacity} positions on the emulator, fibers in order. */
     public static CommandListPool pool(GlmModel model, int slots, int capacity) {
+        return pool(model, slots, capacity, 0);
+    }
+
+    /** As {@link #pool(GlmModel, int, int)}, drafting up to {@code drafts} tokens a step (CommandListPool#drafts). */
+    public static CommandListPool pool(GlmModel model, int slots, int capacity, int drafts) {
         return new CommandListPool(
-                model, new EmulatorRunner(model, FiberOrder.inOrder()), slots, capacity, PROMPT_TOKENS);
+                model,
+                new EmulatorRunner(model, FiberOrder.inOrder()),
+                slots,
+                capacity,
+                PROMPT_TOKENS,
+                CommandListPool.drafts(model, drafts));
     }
 
     /** The emulator's pools of {@code model}, for a backend choice (tests, {@code --backend emulated}). */
     public static SequencePools pools(GlmModel model) {
+        return pools(model, 0);
+    }
+
+    /** As {@link #pools(GlmModel)}, drafting up to {@code drafts} tokens a step where the model can. */
+    public static SequencePools pools(GlmModel model, int drafts) {
+        int made = CommandListPool.drafts(model, drafts);
         return new SequencePools() {
             @Override
             public SequencePool pool(int slots, int capacity) {
-                return EmulatorRunner.pool(model, slots, capacity);
+                return EmulatorRunner.pool(model, slots, capacity, made);
             }
 
             @Override
             public long bytesPerSequence(int capacity) {
-                return CommandListPool.bytesPerSequence(model, capacity);
+                return CommandListPool.bytesPerSequence(model, capacity, made > 0);
             }
         };
     }
@@ -75,7 +91,8 @@ public final class EmulatorRunner implements ListRunner {
                     switch (b.kind()) {
                         case WEIGHTS -> file.asSlice(b.fileOffset(), b.bytes());
                         case ARGS -> arena.allocateFrom(ValueLayout.JAVA_BYTE, list.args());
-                        case KV_CACHE, GREEDY_TOKENS -> pooled.computeIfAbsent(b, spec -> allocate(spec.bytes()));
+                        case KV_CACHE, GREEDY_TOKENS, TRUNK_OUTPUTS ->
+                            pooled.computeIfAbsent(b, spec -> allocate(spec.bytes()));
                         default -> allocate(b.bytes());
                     });
         }
