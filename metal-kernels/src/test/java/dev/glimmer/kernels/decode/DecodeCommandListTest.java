@@ -40,6 +40,11 @@ class DecodeCommandListTest {
 
     /** Tensors in GGUF order with 32-byte aligned offsets after a 6 MB header, as a real file. */
     static DecodeModel fullSizeModel() {
+        return fullSizeModel(false);
+    }
+
+    /** With {@code nextn}, the NextN block after the trunk ({@code blk.47.*}), as llama.cpp's converter writes it. */
+    static DecodeModel fullSizeModel(boolean nextn) {
         Map<String, WeightTensor> t = new LinkedHashMap<>();
         long[] offset = {6_000_000};
         java.util.function.BiConsumer<String, long[]> add = (name, typeAndElements) -> {
@@ -49,7 +54,7 @@ class DecodeCommandListTest {
         };
         ModelShape s = GLM;
         add.accept("token_embd.weight", new long[] {2, (long) s.embedding() * s.vocab()});
-        for (int l = 0; l < s.layers(); l++) {
+        for (int l = 0; l < s.layers() + (nextn ? 1 : 0); l++) {
             String b = "blk." + l + ".";
             add.accept(b + "attn_norm.weight", new long[] {0, s.embedding()});
             add.accept(b + "attn_q_a.weight", new long[] {2, (long) s.embedding() * s.qLora()});
@@ -77,9 +82,57 @@ class DecodeCommandListTest {
                 add.accept(b + "ffn_down_shexp.weight", new long[] {13, (long) s.sharedFfn() * s.embedding()});
             }
         }
+        if (nextn) {
+            String b = "blk." + s.layers() + ".nextn.";
+            add.accept(b + "eh_proj.weight", new long[] {2, 2L * s.embedding() * s.embedding()});
+            add.accept(b + "enorm.weight", new long[] {0, s.embedding()});
+            add.accept(b + "hnorm.weight", new long[] {0, s.embedding()});
+            add.accept(b + "shared_head_norm.weight", new long[] {0, s.embedding()});
+        }
         add.accept("output_norm.weight", new long[] {0, s.embedding()});
         add.accept("output.weight", new long[] {14, (long) s.embedding() * s.vocab()});
         return new DecodeModel(s, t);
+    }
+
+    /**
+     * A model with the NextN block: every list of the pool computes the block's rows too (one more KV buffer, the
+     * trunk outputs each sequence keeps), a pool of one sequence still gets the batch list of a speculative step's two
+     * rows, and the draft list, last, runs the block alone on one token through its own head norm.
+     */
+    @Test
+    void theNextNBlockRunsInEveryListAndAloneInTheDraftList() {
+        DecodeModel m = fullSizeModel(true);
+        assertTrue(DecodeCommandListBuilder.drafts(m));
+        assertTrue(!DecodeCommandListBuilder.drafts(fullSizeModel()));
+        List<CommandList> lists = DecodeCommandListBuilder.pool(m, 4096, 1, Geometry.PROMPT_TOKENS);
+        assertEquals(
+                List.of(1, Geometry.PROMPT_TOKENS, 2, 1),
+                lists.stream().map(CommandList::tokens).toList());
+        int nextn = GLM.layers();
+        for (CommandList list : lists) {
+            long kv = list.buffers().stream()
+                    .filter(b -> b.kind() == BufferSpec.Kind.KV_CACHE)
+                    .count();
+            assertEquals(GLM.layers() + 1, kv);
+            BufferSpec kept = list.buffers().get(list.buffer(BufferSpec.Kind.TRUNK_OUTPUTS));
+            assertEquals(4L * (Geometry.MAX_DRAFTS + 1) * GLM.embedding(), kept.bytes());
+            assertTrue(list.dispatches().stream()
+                    .anyMatch(d -> d.layer() == nextn && d.kernel().equals("nextn_input")));
+        }
+        CommandList decode = lists.getFirst();
+        assertTrue(decode.dispatches().stream().anyMatch(d -> d.kernel().equals("keep_outputs")));
+        CommandList draft = lists.getLast();
+        assertTrue(draft.dispatches().stream().allMatch(d -> d.layer() == nextn || d.layer() == -1));
+        assertTrue(draft.dispatches().stream().noneMatch(d -> d.kernel().equals("keep_outputs")));
+        Set<String> read = new HashSet<>();
+        draft.dispatches().forEach(d -> d.weightReads().forEach(r -> read.add(r.tensor())));
+        assertTrue(read.contains("blk.47.nextn.shared_head_norm.weight"), read.toString());
+        assertTrue(!read.contains("output_norm.weight"), "the block's own head norm, not the trunk's");
+        // the memory the pool needs counts the block's KV rows
+        long plain = MemoryBudget.of(fullSizeModel(), 4096, 1).kvPool();
+        assertEquals(
+                plain * (GLM.layers() + 1) / GLM.layers(),
+                MemoryBudget.of(m, 4096, 1).kvPool());
     }
 
     @Test

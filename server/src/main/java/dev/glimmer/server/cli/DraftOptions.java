@@ -15,7 +15,7 @@ final class DraftOptions {
             names = "--draft",
             paramLabel = "D",
             description = "mtp: draft tokens with the model's NextN (MTP) block and verify them in one pass (the same"
-                    + " output; the CPU only for now); none: plain decode steps (default)")
+                    + " output); none: plain decode steps (default)")
     String draft = "none";
 
     @Option(
@@ -48,11 +48,11 @@ final class DraftOptions {
         };
     }
 
-    /** Refuses a pool that cannot draft {@code drafts} tokens per step (a GPU pool, for now). */
+    /** Refuses a pool that cannot draft {@code drafts} tokens per step (the GPU command lists draft one). */
     static void requireDrafting(SequencePool pool, int drafts, String backendName) {
         if (drafts > pool.maxDrafts()) {
-            throw new UsageException(
-                    "--draft mtp runs on the CPU only for now; the " + backendName + " backend does not draft");
+            throw new UsageException("--draft-tokens " + drafts + ": the " + backendName + " backend drafts at most "
+                    + pool.maxDrafts() + " token" + (pool.maxDrafts() == 1 ? "" : "s") + " a step");
         }
     }
 }

@@ -575,8 +575,9 @@ public final class CommandListPool implements SequencePool, LayerProbe {
      * The draft list on {@code token} at the sequence's position (the NextN block's row there, from the token and the
      * trunk output the sequence kept), its greedy token read back as the draft and handed to {@code filter}; then the
      * token and the draft as two rows of the sequence through a batch list, which also computes the block's rows of
-     * both positions from the trunk's outputs. The draft is read back before the verification is queued, so that the
-     * filter sees it (a step of about a tenth of a millisecond of device time the host waits through).
+     * both positions from the trunk's outputs. Without a filter the verification reads the draft where the draft
+     * list's argmax leaves it ({@link Geometry#PREVIOUS_GREEDY}), queued behind it with no wait; a filter (benchmarks)
+     * needs the draft read back before the verification is queued.
      */
     @Override
     public Speculation speculate(Sequence sequence, int token, int drafts, Readout readout, DraftFilter filter) {
@@ -592,16 +593,20 @@ public final class CommandListPool implements SequencePool, LayerProbe {
                     .results()[0];
             return new Speculation(new int[0], new Next[] {own(only)});
         }
-        // k is 1 here (Geometry.MAX_DRAFTS): the draft list drafts one token
+        // k is 1 here (Geometry.MAX_DRAFTS): the draft list drafts one token, read into the second token area
+        boolean chained = filter == DraftFilter.NONE;
+        long draftAt = tokenAt(1, 0);
         writeAndRun(draft, List.of(stepRow(token, start, slot)));
-        draft.bound().read(draft.activations(), draft.list().token(), readBack.asSlice(tokenAt(0, 0), 4));
-        runner.finish();
-        int[] drafted = {readBack.get(ValueLayout.JAVA_INT, tokenAt(0, 0))};
-        filter.replace(start + 1, drafted);
-        int[] rowTokens = new int[k + 1];
-        rowTokens[0] = token;
-        System.arraycopy(drafted, 0, rowTokens, 1, k);
-        SequenceSlots.checkRun(slot, rowTokens, 0, k + 1, embeddingRows);
+        draft.bound().read(draft.activations(), draft.list().token(), readBack.asSlice(draftAt, 4));
+        int[] drafted = new int[k];
+        int[] rowTokens = {token, Geometry.PREVIOUS_GREEDY};
+        if (!chained) {
+            runner.finish();
+            drafted[0] = readBack.get(ValueLayout.JAVA_INT, draftAt);
+            filter.replace(start + 1, drafted);
+            rowTokens[1] = drafted[0];
+            SequenceSlots.checkRun(slot, rowTokens, 0, k + 1, embeddingRows);
+        }
         List<CommandList.StepRow> rows = new ArrayList<>(k + 1);
         for (int i = 0; i <= k; i++) {
             rows.add(stepRow(rowTokens[i], start + i, slot));
@@ -612,6 +617,9 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         writeAndRun(list, rows);
         queueReads(list, k + 1, asks, 0);
         runner.finish();
+        if (chained) {
+            drafted[0] = readBack.get(ValueLayout.JAVA_INT, draftAt);
+        }
         slot.advance(k + 1);
         // as results() reads them, each row's logits in an array of its own (the rows share a slot)
         Next[] out = new Next[k + 1];

@@ -39,7 +39,7 @@ import org.junit.jupiter.api.io.TempDir;
  * on the device), the verification's rows are the trunk's (1e-3 of the logit range, as the decode step's), and greedy
  * generation with drafts gives the tokens of generation without them, whatever the drafts are.
  */
-class EmulatedSpeculationTest {
+public class EmulatedSpeculationTest {
     private static final int CONTEXT = 64;
     private static final int GENERATED = 10;
     private static final double TOLERANCE = 1e-3;
@@ -50,16 +50,36 @@ class EmulatedSpeculationTest {
     private static GlmModel model;
     private static int[] prompt;
 
-    @BeforeAll
-    static void synthesize() throws Exception {
+    /** A pool of one sequence of {@code capacity} positions of the model that drafts up to {@code drafts} tokens. */
+    @FunctionalInterface
+    public interface Pools {
+        SequencePool pool(int drafts, int capacity);
+    }
+
+    /** The tiny synthetic Q4_0 model with a NextN block, written into {@code dir}. */
+    public static GlmModel tinyModelWithTheBlock(Path dir) throws Exception {
         Path file = dir.resolve("tiny-mtp-q4_0.gguf");
         ModelSynthesizer.write(SynthModel.of(SynthPreset.TINY, SynthWeightType.Q4_0, 5, true), file, (w, t) -> {});
-        model = GlmModel.open(file);
+        return GlmModel.open(file);
+    }
+
+    private static Pools emulator() {
+        return (drafts, capacity) -> EmulatorRunner.pool(model, 1, capacity, drafts);
+    }
+
+    @BeforeAll
+    static void synthesize() throws Exception {
+        model = tinyModelWithTheBlock(dir);
+        prompt = prompt();
+    }
+
+    private static int[] prompt() {
         Random random = new Random(3);
-        prompt = new int[13];
-        for (int i = 0; i < prompt.length; i++) {
-            prompt[i] = random.nextInt(900);
+        int[] tokens = new int[13];
+        for (int i = 0; i < tokens.length; i++) {
+            tokens[i] = random.nextInt(900);
         }
+        return tokens;
     }
 
     @AfterAll
@@ -69,10 +89,22 @@ class EmulatedSpeculationTest {
 
     @Test
     void theDraftsAreTheCpusAndTheVerifiedRowsTheTrunks() {
+        theDraftsAreTheEnginesAndTheVerifiedRowsTheTrunks(model, emulator());
+    }
+
+    @Test
+    void greedyTokensAreThoseOfDecodingWithoutDrafts() {
+        greedyTokensAreThoseOfDecodingWithoutDrafts(model, emulator());
+    }
+
+    /** The drafts and the verification's rows of {@code pools} against the engine's forward pass in float. */
+    public static void theDraftsAreTheEnginesAndTheVerifiedRowsTheTrunks(GlmModel model, Pools pools) {
+        EmulatedSpeculationTest.model = model;
+        prompt = prompt();
         // the reference the decode tests use: the engine's forward pass in float activations over a cache of halves
         try (CpuSequencePool cpu =
                         new CpuSequencePool(model, new FloatActivationBackend(), 1, CONTEXT, KvCacheType.GPU, 8, 1);
-                CommandListPool gpu = EmulatorRunner.pool(model, 1, CONTEXT, 1);
+                SequencePool gpu = pools.pool(1, CONTEXT);
                 SequencePool.Sequence c = cpu.open();
                 SequencePool.Sequence g = gpu.open()) {
             assertEquals(1, gpu.maxDrafts());
@@ -112,24 +144,26 @@ class EmulatedSpeculationTest {
         }
     }
 
-    @Test
-    void greedyTokensAreThoseOfDecodingWithoutDrafts() {
-        GenerationResult plain = generate(0, SequencePool.DraftFilter.NONE);
+    /** Greedy generation through {@code pools} with drafts (its own, all right, all wrong) and without. */
+    public static void greedyTokensAreThoseOfDecodingWithoutDrafts(GlmModel model, Pools pools) {
+        EmulatedSpeculationTest.model = model;
+        prompt = prompt();
+        GenerationResult plain = generate(pools, 0, SequencePool.DraftFilter.NONE);
         int[] reference = plain.tokens();
         assertEquals(GENERATED, reference.length);
 
-        GenerationResult own = generate(1, SequencePool.DraftFilter.NONE);
+        GenerationResult own = generate(pools, 1, SequencePool.DraftFilter.NONE);
         assertArrayEquals(reference, own.tokens(), "the drafter's own drafts");
         assertTrue(own.drafts().drafted() > 0);
 
-        GenerationResult right = generate(1, towards(reference, 1));
+        GenerationResult right = generate(pools, 1, towards(reference, 1));
         assertArrayEquals(reference, right.tokens(), "every draft right");
         assertEquals(
                 (GENERATED - 1 + 1) / 2,
                 right.drafts().accepted(),
                 right.drafts().toString());
 
-        GenerationResult wrong = generate(1, towards(reference, 0));
+        GenerationResult wrong = generate(pools, 1, towards(reference, 0));
         assertArrayEquals(reference, wrong.tokens(), "every draft wrong");
         assertEquals(0, wrong.drafts().accepted());
     }
@@ -183,8 +217,8 @@ class EmulatedSpeculationTest {
         }
     };
 
-    private static GenerationResult generate(int drafts, SequencePool.DraftFilter filter) {
-        try (CommandListPool pool = EmulatorRunner.pool(model, 1, CONTEXT, drafts);
+    private static GenerationResult generate(Pools pools, int drafts, SequencePool.DraftFilter filter) {
+        try (SequencePool pool = pools.pool(drafts, CONTEXT);
                 SequencePool.Sequence sequence = pool.open()) {
             Generator generator = new Generator(
                     pool, sequence, NUMBERS, model.vocabSize(), 8, drafts, filter, Generator.DraftUse.ALWAYS);
