@@ -205,7 +205,7 @@ kernel void nextn_input(constant NextnInputArgs & a [[buffer(0)]],
     }
     bool inRun = t > 0 && steps[t - 1].kv_len != 0 && steps[t - 1].slot == step.slot && steps[t - 1].pos + 1 == step.pos;
     device const float * h = inRun ? trunk + (t - 1) * a.cols
-                                   : kept + ((ulong) step.slot * a.ring + (step.pos - 1) % a.ring) * a.cols;
+                                   : kept + (step.slot * a.ring + (step.pos - 1) % a.ring) * a.cols;
     float hscale = rms_scale(h, a.cols, a.eps, scratch, tiitg, tiisg, sgitg, threads);
     for (uint i = tiitg; i < a.cols; i += threads) y[a.cols + i] = h[i] * hscale * hnorm[i];
 }
@@ -225,7 +225,7 @@ kernel void keep_outputs(constant NextnInputArgs & a [[buffer(0)]],
     if (step.kv_len == 0) return;
     uint later = t + a.ring;
     if (later < a.tokens && steps[later].kv_len != 0 && steps[later].slot == step.slot) return;
-    device float * to = kept + ((ulong) step.slot * a.ring + step.pos % a.ring) * a.cols;
+    device float * to = kept + (step.slot * a.ring + step.pos % a.ring) * a.cols;
     trunk += t * a.cols;
     for (uint i = tiitg; i < a.cols; i += threads) to[i] = trunk[i];
 }
