@@ -161,8 +161,12 @@ public final class Decoding {
      * token needs no room in the cache; each one after it does). A grammar plans its closing within this.
      */
     private int tokensLeft(int contextRoom) {
-        int limit = Math.min(maxTokens, generated.length) - count;
-        return Math.max(1, Math.min(limit, contextRoom + 1));
+        return Math.max(1, Math.min(tokensLeft(), contextRoom + 1));
+    }
+
+    /** How many tokens the token limit still allows (the context may allow fewer). */
+    public int tokensLeft() {
+        return Math.min(maxTokens, generated.length) - count;
     }
 
     /** The stop string that ended the sequence, or null when none did. */

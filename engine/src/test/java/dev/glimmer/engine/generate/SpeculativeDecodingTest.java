@@ -95,7 +95,7 @@ class SpeculativeDecodingTest {
                     batch,
                     drafts,
                     filter,
-                    Generator.DraftUse.ALWAYS);
+                    Drafting.Use.ALWAYS);
             return generator.generate(
                     new GenerationRequest(prompt, SamplingParams.greedy(), GENERATED, List.of(), false),
                     e -> {},
@@ -135,12 +135,16 @@ class SpeculativeDecodingTest {
 
         GenerationResult right = generate(drafts, 8, towards(reference, 1, 1));
         assertArrayEquals(reference, right.tokens(), cacheType + ", every draft right, " + drafts + " per step");
-        // Every draft is accepted but those of the last step after the token limit, which are not looked at.
-        int unchecked = right.drafts().drafted() - right.drafts().accepted();
-        assertTrue(unchecked >= 0 && unchecked < drafts, right.drafts().toString());
-        // Each step takes 1 + drafts tokens: the steps after the first pick number ceil(31 / (1 + drafts)).
-        int steps = (GENERATED - 1 + drafts) / (1 + drafts);
-        assertEquals(steps * drafts, right.drafts().drafted(), right.drafts().toString());
+        // Every draft is accepted: none is drafted past the token limit.
+        assertEquals(
+                right.drafts().drafted(),
+                right.drafts().accepted(),
+                right.drafts().toString());
+        // Each step takes 1 + drafts tokens after the first pick, the last as many as the limit leaves (one: a plain
+        // step, two with two drafts: one draft).
+        int after = GENERATED - 1;
+        int drafted = after / (1 + drafts) * drafts + Math.max(0, after % (1 + drafts) - 1);
+        assertEquals(drafted, right.drafts().drafted(), right.drafts().toString());
 
         GenerationResult wrong = generate(drafts, 8, towards(reference, 0, 1));
         assertArrayEquals(reference, wrong.tokens(), "every draft wrong, " + drafts + " per step");
