@@ -21,6 +21,7 @@ import dev.glimmer.server.inference.BackendChooser;
 import dev.glimmer.server.inference.ModelHost;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -61,7 +62,7 @@ class SpeculativeServingTest {
         plain = GlimmerApp.start(
                 TestServer.config(Map.of("model.path", model.toString(), "inference.draft", "none")),
                 Map.of(),
-                wrapped(Recording::new),
+                wrapped(pool -> new Recording(pool, fed)),
                 Drafting.Use.WHILE_PAYING);
         plain.awaitLoaded();
         drafting = GlimmerApp.start(
@@ -159,6 +160,22 @@ class SpeculativeServingTest {
     }
 
     @Test
+    void sampledTextWithASeedIsTheSameWithDrafts() throws Exception {
+        String body = """
+                {"prompt":"%s","temperature":0.9,"top_k":40,"seed":3,"max_tokens":20,"frequency_penalty":0.3,
+                 "logit_bias":{"5":2.5}}""".formatted(PROMPT);
+        JsonNode reference = post(plain, "/v1/completions", body);
+        JsonNode drafted = post(drafting, "/v1/completions", body);
+        assertEquals(text(reference), text(drafted));
+        assertEquals(
+                reference.at("/usage/completion_tokens").asInt(),
+                drafted.at("/usage/completion_tokens").asInt());
+        assertTrue(drafted.at("/usage/completion_tokens_details/accepted_prediction_tokens")
+                        .asInt()
+                > 0);
+    }
+
+    @Test
     void aJsonSchemaReplyIsTheSameWithDrafts() throws Exception {
         String body = """
                 {"messages":[{"role":"user","content":"%s"}],"temperature":0,"max_tokens":40,
@@ -197,25 +214,69 @@ class SpeculativeServingTest {
     }
 
     @Test
-    void byDefaultAModelWithTheBlockDraftsAndStopsWhenItsDraftsAreNeverAccepted() throws Exception {
-        GlimmerApp own = TestServer.start(Map.of("model.path", model.toString()));
+    void byDefaultAModelWithTheBlockDraftsAndAConversationStopsWhenItsDraftsAreNeverAccepted() throws Exception {
+        Map<Integer, Integer> ownFed = new ConcurrentHashMap<>();
+        GlimmerApp own = GlimmerApp.start(
+                TestServer.config(Map.of("model.path", model.toString())),
+                Map.of(),
+                wrapped(pool -> new Recording(pool, ownFed)),
+                Drafting.Use.WHILE_PAYING);
+        own.awaitLoaded();
         try {
-            String body = """
-                    {"prompt":"%s","temperature":0,"max_tokens":200,"ignore_eos":true}""".formatted(PROMPT);
-            JsonNode r = post(own, "/v1/completions", body);
-            assertEquals(200, r.at("/usage/completion_tokens").asInt());
-            JsonNode details = r.at("/usage/completion_tokens_details");
+            List<Integer> prompt = new ArrayList<>();
+            given().port(own.port())
+                    .contentType("application/json")
+                    .body(JSON.writeValueAsString(Map.of("content", PROMPT)))
+                    .post("/tokenize")
+                    .then()
+                    .statusCode(200)
+                    .extract()
+                    .jsonPath()
+                    .getList("tokens", Integer.class)
+                    .forEach(prompt::add);
+            JsonNode first = post(own, "/v1/completions", turn(prompt, 200));
+            assertEquals(200, first.at("/usage/completion_tokens").asInt());
+            JsonNode details = first.at("/usage/completion_tokens_details");
             int accepted = details.get("accepted_prediction_tokens").asInt();
             int drafted = accepted + details.get("rejected_prediction_tokens").asInt();
             assertTrue(drafted > 0, "drafts by default");
             // Random weights: the drafter is (almost) never right. Two steps measure what a speculative step costs,
             // at most 9 more fill the window while the published acceptance is believed, then a probe after 16 plain
-            // steps, 32, 64, 128: at most 2 + 9 + 4 drafts in 200 tokens, a few more for the odd accepted draft.
-            assertTrue(drafted <= 15 + 3 * accepted, drafted + " drafted, " + accepted + " accepted");
-            assertTrue(text(r).length() > 0);
+            // steps, 32, 64: at most 2 + 9 + 3 drafts in 200 tokens, a few more for the odd accepted draft.
+            assertTrue(drafted <= 14 + 3 * accepted, drafted + " drafted, " + accepted + " accepted");
+
+            // The same conversation goes on (its cache holds the prompt and all but the last token generated): its
+            // drafting goes on too, with a probe only after 128 more steps, where a new conversation would probe
+            // after 16 and 48.
+            List<Integer> followUp = new ArrayList<>(prompt);
+            for (int p = prompt.size(); p < prompt.size() + 199; p++) {
+                followUp.add(ownFed.get(p));
+            }
+            followUp.add(prompt.getFirst());
+            JsonNode second = post(own, "/v1/completions", turn(followUp, 100));
+            assertEquals(
+                    followUp.size() - 1,
+                    second.at("/usage/prompt_tokens_details/cached_tokens").asInt());
+            JsonNode later = second.at("/usage/completion_tokens_details");
+            int acceptedLater = later.get("accepted_prediction_tokens").asInt();
+            int draftedLater =
+                    acceptedLater + later.get("rejected_prediction_tokens").asInt();
+            assertTrue(
+                    draftedLater <= 1 + 3 * acceptedLater, draftedLater + " drafted, " + acceptedLater + " accepted");
+
+            // Sampled with a seed: the same text as without drafts, whenever the switch drafted.
+            String sampled = """
+                    {"prompt":"%s","temperature":1.0,"seed":11,"max_tokens":60,"ignore_eos":true}""".formatted(PROMPT);
+            assertEquals(text(post(plain, "/v1/completions", sampled)), text(post(own, "/v1/completions", sampled)));
         } finally {
             own.close();
         }
+    }
+
+    /** A greedy completion of {@code prompt}'s token ids, {@code maxTokens} long whatever the model picks. */
+    private static String turn(List<Integer> prompt, int maxTokens) throws Exception {
+        return JSON.writeValueAsString(
+                Map.of("prompt", prompt, "temperature", 0, "max_tokens", maxTokens, "ignore_eos", true));
     }
 
     @Test
@@ -303,18 +364,35 @@ class SpeculativeServingTest {
         };
     }
 
-    /** The plain server's pool: notes the token each decode step feeds at each position. */
+    /**
+     * A pool that notes into {@code into} the token each decode step feeds at each position, the drafts of a
+     * speculative step too: a rejected draft's position is noted again by the next step, which feeds there.
+     */
     private static final class Recording extends Delegating {
-        Recording(SequencePool pool) {
+        private final Map<Integer, Integer> into;
+
+        Recording(SequencePool pool, Map<Integer, Integer> into) {
             super(pool);
+            this.into = into;
         }
 
         @Override
         public Launched launch(List<Sequence> sequences, int[] tokens, Readout[] readouts) {
             for (int i = 0; i < tokens.length; i++) {
-                fed.put(sequences.get(i).position(), tokens[i]);
+                into.put(sequences.get(i).position(), tokens[i]);
             }
             return pool.launch(sequences, tokens, readouts);
+        }
+
+        @Override
+        public Speculation speculate(Sequence sequence, int token, int drafts, Readout readout, DraftFilter filter) {
+            int position = sequence.position();
+            Speculation speculation = pool.speculate(sequence, token, drafts, readout, filter);
+            into.put(position, token);
+            for (int i = 0; i < speculation.drafts().length; i++) {
+                into.put(position + 1 + i, speculation.drafts()[i]);
+            }
+            return speculation;
         }
     }
 

@@ -22,8 +22,12 @@ final class ActiveSequence {
 
     private final Vocabulary vocabulary;
     private final Decoding decoding;
-    /** Its speculative steps (when it decodes alone), or null when the pool does not draft. */
+    /** Its conversation's speculative steps (when it decodes alone), or null when the pool does not draft. */
     private final Drafting drafting;
+    /** What the conversation had drafted and accepted before this request. */
+    private final int draftedBefore;
+
+    private final int acceptedBefore;
 
     private int prefilled;
     private int pendingToken = -1;
@@ -42,7 +46,7 @@ final class ActiveSequence {
     private long lastTokenNanos;
     private double promptMillis;
 
-    /** @param drafting its speculative steps, null for none ({@link Scheduler}'s pool does not draft) */
+    /** @param drafting its conversation's speculative steps, null for none ({@link Scheduler}'s pool does not draft) */
     ActiveSequence(
             InferenceJob job, SessionManager.Lease lease, Vocabulary vocabulary, int vocabSize, Drafting drafting) {
         this.job = job;
@@ -61,6 +65,8 @@ final class ActiveSequence {
                 job.constraint());
         this.prefilled = lease.reused();
         this.drafting = drafting;
+        this.draftedBefore = drafting == null ? 0 : drafting.drafted();
+        this.acceptedBefore = drafting == null ? 0 : drafting.accepted();
     }
 
     SequencePool.Sequence cache() {
@@ -228,12 +234,12 @@ final class ActiveSequence {
 
     /** Tokens its speculative steps drafted. */
     int drafted() {
-        return drafting == null ? 0 : drafting.drafted();
+        return drafting == null ? 0 : drafting.drafted() - draftedBefore;
     }
 
     /** Drafted tokens accepted. */
     int accepted() {
-        return drafting == null ? 0 : drafting.accepted();
+        return drafting == null ? 0 : drafting.accepted() - acceptedBefore;
     }
 
     /** Marks the end as reported while a step holding this sequence still runs. */

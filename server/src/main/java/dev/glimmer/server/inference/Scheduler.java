@@ -40,7 +40,8 @@ import java.util.logging.Logger;
  *
  * <p>Speculative decoding (docs/SPECULATIVE.md): with a pool that drafts, a sequence that is the only one decoding
  * takes speculative steps ({@link ActiveSequence#speculate}: drafts verified in one pass, every accepted token through
- * the same decode rules) while its acceptance pays for them ({@link Drafting}). Several sequences decoding share one
+ * the same decode rules) while its acceptance pays for them ({@link Drafting}, one per conversation: a follow-up
+ * request goes on with what the earlier turns saw). Several sequences decoding share one
  * plain batched step instead: the pool drafts for one sequence per pass ({@link SequencePool#speculate}), and a batch
  * already gives each pass several tokens.
  *
@@ -344,7 +345,9 @@ public final class Scheduler {
             try {
                 Drafting drafting = drafts == 0
                         ? null
-                        : new Drafting(pool, drafts, SequencePool.DraftFilter.NONE, draftUse, stepCost);
+                        : lease.session()
+                                .drafting(() ->
+                                        new Drafting(pool, drafts, SequencePool.DraftFilter.NONE, draftUse, stepCost));
                 active.add(new ActiveSequence(job, lease, vocabulary, vocabSize, drafting));
             } catch (RuntimeException e) {
                 // The handler checks requests before submitting them; this only guards the other jobs.
