@@ -2,6 +2,7 @@ package dev.glimmer.server;
 
 import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.backend.choice.Backends;
+import dev.glimmer.engine.generate.Drafting;
 import dev.glimmer.server.config.ServerConfig;
 import dev.glimmer.server.inference.BackendChooser;
 import dev.glimmer.server.inference.DemoModel;
@@ -28,15 +29,18 @@ public final class GlimmerApp implements AutoCloseable {
     private final ServerConfig config;
     private final Map<String, String> environment;
     private final BackendChooser backends;
+    private final Drafting.Use draftUse;
     private final ServerMetrics metrics = new ServerMetrics();
     private final ModelHost host = new ModelHost();
     private final GlimmerServer server;
     private final Thread loader;
 
-    private GlimmerApp(ServerConfig config, Map<String, String> environment, BackendChooser backends) {
+    private GlimmerApp(
+            ServerConfig config, Map<String, String> environment, BackendChooser backends, Drafting.Use draftUse) {
         this.config = config;
         this.environment = environment;
         this.backends = backends;
+        this.draftUse = draftUse;
         this.server = GlimmerServer.start(config, host, metrics);
         LOG.info("listening on http://" + config.host() + ":" + server.port() + " (model loading)");
         this.loader = Thread.ofPlatform().name("glimmer-model-loader").start(this::load);
@@ -44,12 +48,21 @@ public final class GlimmerApp implements AutoCloseable {
 
     /** @param environment where the demo model's cache directory is looked up (XDG_CACHE_HOME) */
     public static GlimmerApp start(ServerConfig config, Map<String, String> environment) {
-        return new GlimmerApp(config, environment, Backends::choose);
+        return new GlimmerApp(config, environment, Backends::choose, Drafting.Use.WHILE_PAYING);
     }
 
     /** A server whose backend comes from {@code backends} rather than {@code --backend} (tests: a GPU-style pool without a GPU). */
     static GlimmerApp start(ServerConfig config, Map<String, String> environment, BackendChooser backends) {
-        return new GlimmerApp(config, environment, backends);
+        return new GlimmerApp(config, environment, backends, Drafting.Use.WHILE_PAYING);
+    }
+
+    /**
+     * A server whose backend comes from {@code backends} and whose conversations draft as {@code draftUse} says
+     * (tests: {@link Drafting.Use#ALWAYS}, every lone decode step speculative whatever it costs).
+     */
+    static GlimmerApp start(
+            ServerConfig config, Map<String, String> environment, BackendChooser backends, Drafting.Use draftUse) {
+        return new GlimmerApp(config, environment, backends, draftUse);
     }
 
     private void load() {
@@ -67,7 +80,7 @@ public final class GlimmerApp implements AutoCloseable {
             }
             host.progress("loading " + path);
             long start = System.nanoTime();
-            ServedModel model = ServedModel.load(path, demo, config, metrics, backends);
+            ServedModel model = ServedModel.load(path, demo, config, metrics, backends, draftUse);
             host.ready(model);
             LOG.info("model " + model.facts().id() + " ready in " + (System.nanoTime() - start) / 1_000_000 + " ms ("
                     + model.facts().params() + " parameters, " + model.facts().quant() + ", context " + model.ctx()

@@ -90,23 +90,16 @@ public final class Decoding {
     }
 
     /**
-     * Picks the next token and applies the rules.
+     * Picks the tokens after a speculative step ({@link SequencePool#speculate}): row i's pick, made exactly as
+     * {@link #next} makes it, is the next token, and while it equals draft i and does not end the sequence, row i + 1's
+     * pick follows. Every pick goes through {@link #next}, so the grammar, the logit bias, the penalties, the stop
+     * strings and the limits apply to each accepted token.
      *
-     * @param logits      the logits after the last token fed, or null when {@code greedyToken} is given
-     *                    (only when {@link #readout} took it: not a banned token)
-     * @param contextRoom positions the context has left: with none, the picked token is the last
-     */
-    public Step next(float[] logits, int greedyToken, int contextRoom) {
-        return next(logits, greedyToken, contextRoom, -1);
-    }
-
-    /**
-     * Picks the tokens after a speculative step ({@link SequencePool#speculate}): row i's pick, made as {@link #next}
-     * makes it with draft i as the sampler's proposal ({@link Sampler#sample(float[], long[], int)}), is the next
-     * token, and while it equals draft i and does not end the sequence, row i + 1's pick follows. Every pick goes
-     * through {@link #next}, so the grammar, the logit bias, the penalties, the stop strings and the limits apply to
-     * each accepted token, and the tokens are those (greedy) or distributed as those (sampled) of decoding without
-     * drafts.
+     * <p>Sampled rows: for a drafter that proposes one token d (greedy), speculative sampling's rejection rule takes d
+     * with its probability p(d) under the sampler and otherwise draws from the other tokens in proportion to theirs:
+     * that is drawing from p and comparing with d. Drawing as a plain step draws (the same random numbers, one per
+     * pick, in the same order) makes the picks not only distributed as without drafts but, with a seed, the same
+     * tokens: the output does not depend on whether or when a sequence drafts. Greedy picks are the same anyway.
      *
      * @param contextRoom positions the context has left after row 0 (each further row has one fewer)
      * @return the picks: the accepted drafts, then the pick that differs or ends the sequence (at least one)
@@ -116,22 +109,28 @@ public final class Decoding {
         List<Step> picks = new ArrayList<>(drafts.length + 1);
         for (int i = 0; ; i++) {
             SequencePool.Next row = speculation.rows()[i];
-            int draft = i < drafts.length ? drafts[i] : -1;
-            Step step = next(row.logits(), row.greedyToken(), contextRoom - i, draft);
+            Step step = next(row.logits(), row.greedyToken(), contextRoom - i);
             picks.add(step);
-            if (step.finish() != null || step.token() != draft) {
+            if (step.finish() != null || i == drafts.length || step.token() != drafts[i]) {
                 return picks;
             }
         }
     }
 
-    private Step next(float[] logits, int greedyToken, int contextRoom, int draft) {
+    /**
+     * Picks the next token and applies the rules.
+     *
+     * @param logits      the logits after the last token fed, or null when {@code greedyToken} is given
+     *                    (only when {@link #readout} took it: not a banned token)
+     * @param contextRoom positions the context has left: with none, the picked token is the last
+     */
+    public Step next(float[] logits, int greedyToken, int contextRoom) {
         int token;
         if (logits == null) {
             token = greedyToken;
         } else {
             long[] allowed = constraint == null ? null : constraint.allowed(tokensLeft(contextRoom));
-            token = sampler.sample(logits, allowed, draft);
+            token = sampler.sample(logits, allowed);
         }
         if (constraint != null) {
             constraint.accept(token);
@@ -161,8 +160,12 @@ public final class Decoding {
      * token needs no room in the cache; each one after it does). A grammar plans its closing within this.
      */
     private int tokensLeft(int contextRoom) {
-        int limit = Math.min(maxTokens, generated.length) - count;
-        return Math.max(1, Math.min(limit, contextRoom + 1));
+        return Math.max(1, Math.min(tokensLeft(), contextRoom + 1));
+    }
+
+    /** How many tokens the token limit still allows (the context may allow fewer). */
+    public int tokensLeft() {
+        return Math.min(maxTokens, generated.length) - count;
     }
 
     /** The stop string that ended the sequence, or null when none did. */

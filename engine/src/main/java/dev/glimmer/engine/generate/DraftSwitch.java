@@ -1,47 +1,76 @@
 package dev.glimmer.engine.generate;
 
 /**
- * Whether the next decode step of a sequence drafts: drafts are used while they pay. A speculative step costs more
- * than a plain one (on the CPU the drafted row's experts are read too: ~1.6 plain steps for one draft), so with few
- * drafts accepted it is slower per token. This keeps, for each kind of step, a moving average of the time per token
- * it gave, takes the kind that is faster, and now and then runs the other once to keep its figure fresh (acceptance
- * and load change along a generation). The output is the same either way; only the speed differs.
+ * Whether a sequence's next decode step drafts: while its acceptance pays for what a speculative step costs. A
+ * speculative step of d drafts gives 1 + (accepted drafts) tokens and costs {@link Drafting.StepCost#ratio} plain
+ * steps (measured: ~2 on the CPU, where the drafted rows read other experts; little more than 1 on a GPU), so drafting
+ * pays when the tokens per speculative step exceed that ratio. The tokens per step are a moving average over about the
+ * last eight speculative steps (the window), starting from the acceptance published for GLM-4.7-Flash's block (~60 %
+ * per draft), so that a conversation starts drafting only where that acceptance would pay, and one whose acceptance
+ * stays low stops within the window: at acceptance 0 after at most 9 speculative steps (11 with two drafts), whatever
+ * the cost.
+ *
+ * <p>Whichever kind it chose, it runs the other kind now and then (a probe) to see a change of acceptance or cost:
+ * after 16 steps, then after twice as many as the last time up to 256, and after 16 again once the choice has turned.
+ * At acceptance 0 a conversation thus drafts about one step in 256 once settled (on the CPU, where a speculative step
+ * costs about two plain ones, well under 1 % slower than without drafts). The output is the same either way; only the
+ * speed differs.
  */
 final class DraftSwitch {
-    /** Every this many steps, one of the kind not chosen. */
-    static final int PROBE_EVERY = 16;
-    /** Weight of the newest step in the moving averages: high, so that two probes can turn the choice. */
-    private static final double NEWEST = 0.5;
+    /** Published first-draft acceptance of GLM-4.7-Flash's NextN block (vLLM: mean accepted length 1.6). */
+    static final double PRIOR_ACCEPTANCE = 0.6;
+    /** Weight of the newest speculative step in the average: a window of about the last eight. */
+    static final double NEWEST = 0.25;
+    /** Drafting must give this much more than it costs: the cost is a measurement of a noisy machine. */
+    static final double MARGIN = 1.05;
 
-    private double speculativeNanosPerToken = Double.NaN;
-    private double plainNanosPerToken = Double.NaN;
-    private int steps;
+    static final int FIRST_PROBE = 16;
+    static final int LAST_PROBE = 256;
 
-    /** Whether the next step drafts. */
-    boolean draftNext() {
-        steps++;
-        if (Double.isNaN(speculativeNanosPerToken)) {
-            return true;
+    private double tokensPerStep;
+    private boolean drafting = true;
+    private int sinceProbe;
+    private int probeEvery = FIRST_PROBE;
+
+    /** @param drafts tokens each speculative step drafts */
+    DraftSwitch(int drafts) {
+        // 1 + a + a² ...: a draft counts only when the ones before it were accepted.
+        double expected = 1;
+        double run = 1;
+        for (int i = 0; i < drafts; i++) {
+            run *= PRIOR_ACCEPTANCE;
+            expected += run;
         }
-        if (Double.isNaN(plainNanosPerToken)) {
-            // A few speculative steps first (the JIT, the first drafts), then one plain step to compare with.
-            return steps % 4 != 0;
-        }
-        boolean draftsPay = speculativeNanosPerToken <= plainNanosPerToken;
-        return steps % PROBE_EVERY == 0 ? !draftsPay : draftsPay;
+        this.tokensPerStep = expected;
     }
 
-    /** Records a step: whether it drafted, how long it took, how many tokens it gave. */
-    void record(boolean drafted, long nanos, int tokens) {
-        double perToken = (double) nanos / Math.max(1, tokens);
-        if (drafted) {
-            speculativeNanosPerToken = average(speculativeNanosPerToken, perToken);
-        } else {
-            plainNanosPerToken = average(plainNanosPerToken, perToken);
+    /** Whether the next step drafts, given what the steps cost ({@code cost}, shared by a pool's sequences). */
+    boolean draftNext(Drafting.StepCost cost) {
+        double ratio = cost.ratio();
+        if (Double.isNaN(ratio)) {
+            return cost.needsSpeculative(); // measure both kinds first
         }
+        boolean pays = tokensPerStep > MARGIN * Math.max(1, ratio);
+        if (pays != drafting) {
+            drafting = pays;
+            sinceProbe = 0;
+            probeEvery = FIRST_PROBE;
+        }
+        if (++sinceProbe >= probeEvery) {
+            sinceProbe = 0;
+            probeEvery = Math.min(2 * probeEvery, LAST_PROBE);
+            return !pays;
+        }
+        return pays;
     }
 
-    private static double average(double old, double newest) {
-        return Double.isNaN(old) ? newest : (1 - NEWEST) * old + NEWEST * newest;
+    /** A speculative step gave {@code tokens} tokens (1 + the drafts accepted). */
+    void drafted(int tokens) {
+        tokensPerStep = (1 - NEWEST) * tokensPerStep + NEWEST * tokens;
+    }
+
+    /** The moving average of the tokens a speculative step gives. */
+    double tokensPerStep() {
+        return tokensPerStep;
     }
 }

@@ -15,8 +15,8 @@ import java.util.function.Consumer;
  *
  * <p>With drafts ({@link SequencePool#maxDrafts} of a pool made for them), a decode step is a speculative step of
  * the token and up to that many drafted tokens, verified by {@link Decoding#verify}: the same tokens, often more than
- * one per step; with {@link DraftUse#WHILE_FASTER}, while plain steps give more tokens per second they run instead
- * ({@link DraftSwitch}).
+ * one per step; with {@link Drafting.Use#WHILE_PAYING}, plain steps run instead while drafting does not pay
+ * ({@link Drafting}, which the server's scheduler uses too).
  *
  * <p>The prompt is processed after what the sequence already holds, so a caller that keeps a conversation's
  * sequence passes only the new tokens (after {@link SequencePool.Sequence#truncate} to the shared prefix).
@@ -32,25 +32,17 @@ public final class Generator {
     private final int drafts;
 
     private final SequencePool.DraftFilter draftFilter;
-    private final DraftUse draftUse;
-
-    /** When a generator with drafts drafts. */
-    public enum DraftUse {
-        /** Every decode step (tests, and benchmarks of the speculative step itself). */
-        ALWAYS,
-        /** While speculative steps give more tokens per second than plain ones ({@link DraftSwitch}). */
-        WHILE_FASTER
-    }
+    private final Drafting.Use draftUse;
 
     public Generator(
             SequencePool pool, SequencePool.Sequence sequence, Vocabulary vocabulary, int vocabSize, int promptChunk) {
-        this(pool, sequence, vocabulary, vocabSize, promptChunk, 0, SequencePool.DraftFilter.NONE, DraftUse.ALWAYS);
+        this(pool, sequence, vocabulary, vocabSize, promptChunk, 0, SequencePool.DraftFilter.NONE, Drafting.Use.ALWAYS);
     }
 
     /**
      * @param drafts      tokens each decode step drafts (at most the pool's {@link SequencePool#maxDrafts}); 0: none
      * @param draftFilter changes the drafts before they are verified ({@code bench --draft-accept}); NONE otherwise
-     * @param draftUse    whether every step drafts, or only while that is faster
+     * @param draftUse    whether every step drafts, or only while that pays
      */
     public Generator(
             SequencePool pool,
@@ -60,7 +52,7 @@ public final class Generator {
             int promptChunk,
             int drafts,
             SequencePool.DraftFilter draftFilter,
-            DraftUse draftUse) {
+            Drafting.Use draftUse) {
         if (drafts < 0 || drafts > pool.maxDrafts()) {
             throw new IllegalArgumentException(drafts + " drafts: the pool drafts at most " + pool.maxDrafts());
         }
@@ -115,8 +107,7 @@ public final class Generator {
                 null);
         StringBuilder text = new StringBuilder();
         FinishReason finish = null;
-        int drafted = 0;
-        int accepted = 0;
+        GenerationResult.Drafts draftCounts = GenerationResult.Drafts.NONE;
         if (drafts == 0) {
             // Plain decode: the pool's loop (on a GPU a greedy request's steps are chained on the device).
             FinishReason[] finished = {null};
@@ -137,9 +128,9 @@ public final class Generator {
             }
             finish = finished[0];
         } else {
-            // Speculative steps, with plain ones between them while those give more tokens per second.
+            // Speculative steps, with plain ones between them while drafting does not pay.
+            Drafting drafting = new Drafting(pool, drafts, draftFilter, draftUse, new Drafting.StepCost());
             List<Decoding.Step> picks = null;
-            DraftSwitch draftSwitch = new DraftSwitch();
             while (finish == null) {
                 if (cancelled.getAsBoolean()) {
                     finish = FinishReason.CANCELLED;
@@ -147,36 +138,28 @@ public final class Generator {
                 }
                 if (picks == null) {
                     picks = List.of(decoding.next(next.logits(), next.greedyToken(), remaining()));
-                } else if (draftUse == DraftUse.ALWAYS || draftSwitch.draftNext()) {
-                    long stepStart = System.nanoTime();
-                    int before = sequence.position();
-                    SequencePool.Speculation speculation =
-                            pool.speculate(sequence, picks.getLast().token(), drafts, decoding.readout(), draftFilter);
-                    picks = decoding.verify(speculation, sequence.capacity() - before - 1);
-                    // Keep the token and the accepted drafts; the rows of the rejected ones are overwritten later.
-                    sequence.truncate(before + picks.size());
-                    drafted += speculation.drafts().length;
-                    accepted += accepted(speculation.drafts(), picks);
-                    draftSwitch.record(true, System.nanoTime() - stepStart, picks.size());
+                } else if (drafting.draftNext(decoding)) {
+                    picks = drafting.step(sequence, picks.getLast().token(), decoding);
                 } else {
                     long stepStart = System.nanoTime();
                     int[] token = {picks.getLast().token()};
                     next = pool.step(List.of(sequence), token, new SequencePool.Readout[] {decoding.readout()})[0];
                     picks = List.of(decoding.next(next.logits(), next.greedyToken(), remaining()));
-                    draftSwitch.record(false, System.nanoTime() - stepStart, 1);
+                    drafting.plainStep(System.nanoTime() - stepStart);
                 }
                 for (Decoding.Step step : picks) {
                     report(step, request, text, onToken);
                     finish = step.finish();
                 }
             }
+            draftCounts = new GenerationResult.Drafts(drafting.drafted(), drafting.accepted());
         }
         return new GenerationResult(
                 text.toString(),
                 decoding.tokens(),
                 finish,
                 new Timings(prompt.length, promptMillis, decoding.count(), millisSince(decodeStart)),
-                new GenerationResult.Drafts(drafted, accepted));
+                draftCounts);
     }
 
     /** Sends a picked token to the caller (its log-probability only when the request asked for them). */
@@ -185,15 +168,6 @@ public final class Generator {
         text.append(step.text());
         float logprob = request.logprobs() ? step.logprobs().logprob() : Float.NaN;
         onToken.accept(new TokenEvent(step.token(), step.text(), logprob));
-    }
-
-    /** How many of the picks took their draft. */
-    private static int accepted(int[] drafts, List<Decoding.Step> picks) {
-        int n = 0;
-        while (n < drafts.length && n < picks.size() && picks.get(n).token() == drafts[n]) {
-            n++;
-        }
-        return n;
     }
 
     private int remaining() {

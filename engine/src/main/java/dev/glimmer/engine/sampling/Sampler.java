@@ -69,16 +69,6 @@ public final class Sampler {
      * needs: the others are out before anything else looks at the logits.
      */
     public int sample(float[] logits, long[] allowed) {
-        return sample(logits, allowed, -1);
-    }
-
-    /**
-     * Picks the next token where a drafter proposed {@code draft} (its only proposal: a greedy drafter), so that the
-     * pick is distributed exactly as {@link #sample}'s: the draft is taken with its probability under this sampler,
-     * else a token is drawn from the others in proportion to theirs (the rejection rule of speculative sampling with
-     * a one-token proposal). A greedy sampler picks the first maximum, whatever the draft. {@code draft} -1: none.
-     */
-    public int sample(float[] logits, long[] allowed, int draft) {
         if (logits.length < vocabularySize) {
             throw new IllegalArgumentException("expected " + vocabularySize + " logits, got " + logits.length);
         }
@@ -99,7 +89,7 @@ public final class Sampler {
         }
         n = topP(n);
         n = minP(n);
-        return draft < 0 ? draw(n) : verify(n, draft);
+        return draw(n);
     }
 
     /**
@@ -340,35 +330,7 @@ public final class Sampler {
         return kept;
     }
 
-    /** The rejection rule: the draft with its probability among the first n candidates, else another by theirs. */
-    private int verify(int n, int draft) {
-        softmax(n, params.temperature());
-        double pDraft = 0;
-        for (int i = 0; i < n; i++) {
-            if (candidates[i] == draft) {
-                pDraft = probabilities[i];
-                probabilities[i] = 0;
-            }
-        }
-        if (random.nextDouble() < pDraft) {
-            return draft;
-        }
-        double rest = 1 - pDraft;
-        double u = random.nextDouble() * rest;
-        double cumulative = 0;
-        int lastOther = -1;
-        for (int i = 0; i < n; i++) {
-            if (probabilities[i] > 0) {
-                cumulative += probabilities[i];
-                lastOther = i;
-                if (u < cumulative) {
-                    return candidates[i];
-                }
-            }
-        }
-        return lastOther >= 0 ? candidates[lastOther] : draft;
-    }
-
+    /** One of the first n candidates, drawn in proportion to its probability with one random number. */
     private int draw(int n) {
         softmax(n, params.temperature());
         double u = random.nextDouble();

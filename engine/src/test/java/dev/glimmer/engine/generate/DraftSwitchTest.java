@@ -5,48 +5,88 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import org.junit.jupiter.api.Test;
 
-/** The choice between speculative and plain steps from the time per token each gave. */
+/** The choice between speculative and plain steps: drafting while the tokens it gives pay for what it costs. */
 class DraftSwitchTest {
 
-    /** Runs {@code steps} steps that take what the given costs say; returns how many drafted. */
-    private static int run(DraftSwitch s, int steps, long speculativeNanos, int tokensPerSpeculative, long plainNanos) {
+    /** A step cost where a speculative step takes {@code ratio} plain steps' time (after the warm-up steps). */
+    private static Drafting.StepCost cost(double ratio) {
+        Drafting.StepCost cost = new Drafting.StepCost();
+        for (int i = 0; i < 2; i++) {
+            cost.plain(1000);
+            cost.speculative(Math.round(1000 * ratio));
+        }
+        return cost;
+    }
+
+    /** Runs {@code steps} steps, a speculative one giving {@code tokens}; returns how many drafted. */
+    private static int run(DraftSwitch s, Drafting.StepCost cost, int steps, int tokens) {
         int drafted = 0;
         for (int i = 0; i < steps; i++) {
-            boolean draft = s.draftNext();
-            if (draft) {
+            if (s.draftNext(cost)) {
                 drafted++;
-                s.record(true, speculativeNanos, tokensPerSpeculative);
-            } else {
-                s.record(false, plainNanos, 1);
+                s.drafted(tokens);
             }
         }
         return drafted;
     }
 
     @Test
-    void draftsWhileTheyGiveMoreTokensPerSecond() {
-        // 1.6 plain steps' time for 2 tokens (every draft accepted): drafting pays; plain steps only as probes.
-        DraftSwitch paying = new DraftSwitch();
-        int drafted = run(paying, 160, 160, 2, 100);
-        assertTrue(drafted >= 160 - 160 / DraftSwitch.PROBE_EVERY - 2, "drafted " + drafted);
+    void measuresBothKindsOfStepFirst() {
+        Drafting.StepCost cost = new Drafting.StepCost();
+        DraftSwitch s = new DraftSwitch(1);
+        // warm-up and one counted step of each kind, speculative first
+        boolean[] expected = {true, false, true, false};
+        for (boolean draft : expected) {
+            assertEquals(draft, s.draftNext(cost));
+            if (draft) {
+                cost.speculative(1100);
+            } else {
+                cost.plain(1000);
+            }
+        }
+        assertEquals(1.1, cost.ratio(), 1e-9);
     }
 
     @Test
-    void stopsDraftingWhenTheyDoNotPayAndTriesNowAndThen() {
-        // 1.6 plain steps' time for 1 token (every draft rejected): plain steps, a speculative probe every 16.
-        DraftSwitch losing = new DraftSwitch();
-        int drafted = run(losing, 160, 160, 1, 100);
-        assertTrue(drafted <= 3 + 160 / DraftSwitch.PROBE_EVERY + 1, "drafted " + drafted);
-        assertTrue(drafted >= 160 / DraftSwitch.PROBE_EVERY, "still probing: drafted " + drafted);
+    void draftsWhileTheAcceptedDraftsPayForTheStep() {
+        // A GPU-like step (1.1 plain steps) with every draft accepted: drafting, plain steps only as rarer probes.
+        DraftSwitch paying = new DraftSwitch(1);
+        int drafted = run(paying, cost(1.1), 1000, 2);
+        assertTrue(drafted >= 1000 - 10, "drafted " + drafted);
+        assertTrue(drafted < 1000, "probes plain steps now and then");
+    }
+
+    @Test
+    void startsOnlyWhereThePublishedAcceptanceWouldPay() {
+        // A CPU-like step (two plain steps): 1.6 tokens at the published acceptance do not pay for it.
+        assertEquals(0, run(new DraftSwitch(1), cost(2.0), 15, 2));
+        // A GPU-like one: they do.
+        assertEquals(15, run(new DraftSwitch(1), cost(1.1), 15, 2));
+    }
+
+    @Test
+    void acceptanceZeroStopsWithinTheWindowAndThenProbesRarely() {
+        // Even where a speculative step costs no more than a plain one, drafts never accepted stop within 9 steps
+        // (11 with two drafts), then one probe after 16 plain steps, 32, 64, ... 256.
+        for (int drafts = 1; drafts <= 2; drafts++) {
+            DraftSwitch s = new DraftSwitch(drafts);
+            Drafting.StepCost cost = cost(1.0);
+            int window = run(s, cost, 16, 1);
+            assertEquals(drafts == 1 ? 9 : 11, window, drafts + " drafts");
+            int later = run(s, cost, 2000, 1);
+            // probes at 16, 32, 64, 128, 256, 256, ...: 5 + (2000 - 496) / 256
+            assertTrue(later >= 9 && later <= 11, "probes in 2000 steps: " + later);
+        }
     }
 
     @Test
     void followsAChangeOfAcceptance() {
-        DraftSwitch s = new DraftSwitch();
-        run(s, 64, 160, 1, 100); // drafts rejected: plain steps
-        // From now on drafts are accepted: two probes see it and drafting comes back for good.
-        int drafted = run(s, 128, 160, 2, 100);
-        assertTrue(drafted > 80, "drafted " + drafted);
-        assertEquals(16 - 1, run(s, 16, 160, 2, 100), "one plain probe in 16 steps");
+        DraftSwitch s = new DraftSwitch(1);
+        Drafting.StepCost cost = cost(1.1);
+        run(s, cost, 100, 1); // drafts rejected: plain steps
+        // From now on drafts are accepted: the next probes see it and drafting comes back.
+        int drafted = run(s, cost, 200, 2);
+        assertTrue(drafted > 100, "drafted " + drafted);
+        assertEquals(16, run(s, cost, 16, 2), "drafting for good");
     }
 }

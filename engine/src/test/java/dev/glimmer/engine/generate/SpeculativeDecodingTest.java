@@ -18,6 +18,8 @@ import dev.glimmer.engine.synth.SynthPreset;
 import dev.glimmer.engine.synth.SynthWeightType;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
 import java.util.Random;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -85,6 +87,11 @@ class SpeculativeDecodingTest {
     }
 
     private static GenerationResult generate(int drafts, int batch, SequencePool.DraftFilter filter) {
+        return generate(drafts, batch, filter, SamplingParams.greedy());
+    }
+
+    private static GenerationResult generate(
+            int drafts, int batch, SequencePool.DraftFilter filter, SamplingParams sampling) {
         try (CpuSequencePool pool = pool(drafts, batch);
                 SequencePool.Sequence sequence = pool.open()) {
             Generator generator = new Generator(
@@ -95,11 +102,9 @@ class SpeculativeDecodingTest {
                     batch,
                     drafts,
                     filter,
-                    Generator.DraftUse.ALWAYS);
+                    Drafting.Use.ALWAYS);
             return generator.generate(
-                    new GenerationRequest(prompt, SamplingParams.greedy(), GENERATED, List.of(), false),
-                    e -> {},
-                    () -> false);
+                    new GenerationRequest(prompt, sampling, GENERATED, List.of(), false), e -> {}, () -> false);
         }
     }
 
@@ -135,12 +140,16 @@ class SpeculativeDecodingTest {
 
         GenerationResult right = generate(drafts, 8, towards(reference, 1, 1));
         assertArrayEquals(reference, right.tokens(), cacheType + ", every draft right, " + drafts + " per step");
-        // Every draft is accepted but those of the last step after the token limit, which are not looked at.
-        int unchecked = right.drafts().drafted() - right.drafts().accepted();
-        assertTrue(unchecked >= 0 && unchecked < drafts, right.drafts().toString());
-        // Each step takes 1 + drafts tokens: the steps after the first pick number ceil(31 / (1 + drafts)).
-        int steps = (GENERATED - 1 + drafts) / (1 + drafts);
-        assertEquals(steps * drafts, right.drafts().drafted(), right.drafts().toString());
+        // Every draft is accepted: none is drafted past the token limit.
+        assertEquals(
+                right.drafts().drafted(),
+                right.drafts().accepted(),
+                right.drafts().toString());
+        // Each step takes 1 + drafts tokens after the first pick, the last as many as the limit leaves (one: a plain
+        // step, two with two drafts: one draft).
+        int after = GENERATED - 1;
+        int drafted = after / (1 + drafts) * drafts + Math.max(0, after % (1 + drafts) - 1);
+        assertEquals(drafted, right.drafts().drafted(), right.drafts().toString());
 
         GenerationResult wrong = generate(drafts, 8, towards(reference, 0, 1));
         assertArrayEquals(reference, wrong.tokens(), "every draft wrong, " + drafts + " per step");
@@ -150,6 +159,29 @@ class SpeculativeDecodingTest {
         assertArrayEquals(reference, some.tokens(), "60 % of the drafts right, " + drafts + " per step");
         double acceptance = some.drafts().acceptance();
         assertTrue(acceptance > 0.2 && acceptance < 0.9, "acceptance " + acceptance);
+    }
+
+    @Test
+    void sampledTokensWithASeedAreThoseOfDecodingWithoutDrafts() {
+        // Each pick draws as a plain step draws, one random number per pick in order: with a seed the tokens are the
+        // same, drafts or not, right or wrong (and so distributed as without drafts).
+        on(f32, () -> {
+            SamplingParams sampling =
+                    new SamplingParams(1.0f, 40, 0.95f, 0.02f, OptionalLong.of(7), 1.1f, 0f, 0f, 64, Map.of());
+            int[] reference =
+                    generate(0, 8, SequencePool.DraftFilter.NONE, sampling).tokens();
+            assertEquals(GENERATED, reference.length);
+            for (int drafts = 1; drafts <= 2; drafts++) {
+                GenerationResult right = generate(drafts, 8, towards(reference, 1, 1), sampling);
+                assertArrayEquals(reference, right.tokens(), "every draft right, " + drafts + " per step");
+                assertEquals(right.drafts().drafted(), right.drafts().accepted());
+                assertTrue(right.drafts().accepted() > 0);
+                GenerationResult some = generate(drafts, 8, towards(reference, 0.5, 3), sampling);
+                assertArrayEquals(reference, some.tokens(), "half the drafts right, " + drafts + " per step");
+                GenerationResult own = generate(drafts, 8, SequencePool.DraftFilter.NONE, sampling);
+                assertArrayEquals(reference, own.tokens(), "the drafter's own, " + drafts + " per step");
+            }
+        });
     }
 
     @Test

@@ -9,6 +9,7 @@ import dev.glimmer.engine.backend.choice.Backends;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.backend.cpu.CpuProfile;
 import dev.glimmer.engine.backend.cpu.CpuSequencePool;
+import dev.glimmer.engine.generate.Drafting;
 import dev.glimmer.engine.generate.GenerationRequest;
 import dev.glimmer.engine.generate.GenerationResult;
 import dev.glimmer.engine.generate.Generator;
@@ -77,7 +78,7 @@ import picocli.CommandLine.Option;
                 alternating within each of --reps repetitions; at each --draft-accept A every draft is replaced by
                 the right token with probability A (by a wrong one otherwise), so that drafting, verification and
                 rollback run at a chosen acceptance on random weights, and the tokens are checked to be the same;
-                every step drafts, except in the last row (A = 0, drafting only while faster, as generate does).
+                every step drafts, except in the last row (A = 0, drafting only while it pays, as generate and serve do).
                 The last line is for scripts: pp_tok_s=… tg_tok_s=…
                 --batch: N conversations of one KV pool, each after a 16-token prompt (and --ctx), decode --tg tokens
                 each in steps that advance all N at once; reported as aggregate tok/s (N x tg / time), as
@@ -803,23 +804,22 @@ final class BenchCommand implements Subcommand {
                     SequencePool drafting = draftingChoice.pool(1, contextSize)) {
                 DraftOptions.requireDrafting(drafting, drafts, draftingChoice.name());
                 // Warm-up (and the reference tokens): one plain run, one run with drafts.
-                generate(plain, 0, -1, Generator.DraftUse.ALWAYS);
-                generate(drafting, drafts, 0.5, Generator.DraftUse.ALWAYS);
+                generate(plain, 0, -1, Drafting.Use.ALWAYS);
+                generate(drafting, drafts, 0.5, Drafting.Use.ALWAYS);
                 double[] plainRates = new double[reps];
                 // The rows: each A, the drafter's own drafts (on random weights rarely right), and A = 0 with the
-                // generator drafting only while that is faster (generate's way: it should stop drafting).
+                // generator drafting only while that pays (generate and serve: it should stop drafting).
                 int rows = accepts.size() + 2;
                 double[][] rates = new double[rows][reps];
                 double[][] acceptance = new double[rows][reps];
                 for (int r = 0; r < reps; r++) {
-                    plainRates[r] =
-                            generate(plain, 0, -1, Generator.DraftUse.ALWAYS).tokensPerSecond();
+                    plainRates[r] = generate(plain, 0, -1, Drafting.Use.ALWAYS).tokensPerSecond();
                     for (int row = 0; row < rows; row++) {
                         Run run = row < accepts.size()
-                                ? generate(drafting, drafts, accepts.get(row), Generator.DraftUse.ALWAYS)
+                                ? generate(drafting, drafts, accepts.get(row), Drafting.Use.ALWAYS)
                                 : row == accepts.size()
-                                        ? generate(drafting, drafts, -1, Generator.DraftUse.ALWAYS)
-                                        : generate(drafting, drafts, 0, Generator.DraftUse.WHILE_FASTER);
+                                        ? generate(drafting, drafts, -1, Drafting.Use.ALWAYS)
+                                        : generate(drafting, drafts, 0, Drafting.Use.WHILE_PAYING);
                         rates[row][r] = run.tokensPerSecond();
                         acceptance[row][r] = run.drafts().acceptance();
                     }
@@ -839,7 +839,7 @@ final class BenchCommand implements Subcommand {
                     double rate = median(rates[row]);
                     String label = row < accepts.size()
                             ? String.format(Locale.ROOT, "A = %.2f", accepts.get(row))
-                            : row == accepts.size() ? "the drafter's own drafts" : "A = 0.00, drafts while faster";
+                            : row == accepts.size() ? "the drafter's own drafts" : "A = 0.00, drafts while paying";
                     io.out()
                             .printf(
                                     Locale.ROOT,
@@ -857,7 +857,7 @@ final class BenchCommand implements Subcommand {
          * with probability {@code accept} ({@code -1}: the drafter's own), drafting as {@code use} says. The first
          * plain run sets the reference.
          */
-        private Run generate(SequencePool pool, int drafts, double accept, Generator.DraftUse use) {
+        private Run generate(SequencePool pool, int drafts, double accept, Drafting.Use use) {
             try (SequencePool.Sequence sequence = pool.open()) {
                 fillRandom(pool, sequence, depth, new Random(42));
                 SequencePool.DraftFilter filter = accept < 0 ? SequencePool.DraftFilter.NONE : towards(accept);

@@ -12,6 +12,7 @@ import dev.glimmer.engine.chat.ChatMessage;
 import dev.glimmer.engine.chat.ChatRequest;
 import dev.glimmer.engine.chat.ChatTemplates;
 import dev.glimmer.engine.chat.Role;
+import dev.glimmer.engine.generate.Drafting;
 import dev.glimmer.engine.generate.GenerationRequest;
 import dev.glimmer.engine.generate.GenerationResult;
 import dev.glimmer.engine.generate.Generator;
@@ -36,7 +37,7 @@ import picocli.CommandLine.Option;
                 Text is streamed to stdout as it is generated; prompt size, speed and the finish reason go to
                 stderr. With --json, stdout gets {"text","tokens","finish_reason","prompt_tokens","timings","drafts"}.
                 --draft mtp (a file with the NextN block; the CPU only): each step drafts --draft-tokens tokens and
-                verifies them with the token in one pass, while that gives more tokens per second than plain steps
+                verifies them with the token in one pass, while the drafts accepted pay for the step's cost
                 (it tries now and then); the output is the same, the drafts and their acceptance go to stderr.
                 Generation stops at an end-of-generation token, after --max-tokens, or when the context is full.
                 --backend runs the model where the server would (cuda, metal and auto after the GPU self-test;
@@ -152,7 +153,7 @@ final class GenerateCommand implements Subcommand {
                         GlmForward.DEFAULT_BATCH,
                         drafts,
                         SequencePool.DraftFilter.NONE,
-                        Generator.DraftUse.WHILE_FASTER);
+                        Drafting.Use.WHILE_PAYING);
                 GenerationResult result = generator.generate(
                         new GenerationRequest(promptTokens, sampling, maxTokens, List.of(), false),
                         event -> {

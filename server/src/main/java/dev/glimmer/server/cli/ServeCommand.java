@@ -90,6 +90,14 @@ final class ServeCommand implements Subcommand {
                     "MB",
                     "inference.cache-disk-mb",
                     "disk space for cached conversations, least recently used out first; 0 = none (default 4096)"),
+            new Setting(
+                    "--draft",
+                    "D",
+                    "inference.draft",
+                    "mtp: draft tokens with the model's NextN (MTP) block and verify them in one pass (the same output;"
+                            + " each conversation stops drafting while it does not pay); none: plain decode steps"
+                            + " (default: mtp when the model has the block and the backend drafts, else none)"),
+            new Setting("--draft-tokens", "N", "inference.draft-tokens", "tokens drafted per step, 1 or 2 (default 1)"),
             new Setting("--max-body", "SIZE", "server.max-body", "largest request body, e.g. 4M (default 4M)"),
             new Setting(
                     "--cors",

@@ -30,6 +30,7 @@ import java.util.Optional;
  * @param kvBudgetMb   memory for cached KV caches in MB; 0 = sized from the context
  * @param gpuMemoryGb  GPU memory the server may take in GB, weights included; 0 = what the device has free
  * @param cacheTiers   where conversations evicted from the KV budget go
+ * @param drafts       speculative decoding with the model's NextN block (docs/SPECULATIVE.md)
  * @param sampling     defaults for requests that do not say
  * @param drainSeconds how long SIGTERM lets running requests finish before the server stops
  */
@@ -51,6 +52,7 @@ public record ServerConfig(
         long gpuMemoryGb,
         SamplingDefaults sampling,
         CacheTiers cacheTiers,
+        Drafts drafts,
         int drainSeconds) {
 
     /** The context served when none is asked for and the model's own is longer. */
@@ -68,6 +70,22 @@ public record ServerConfig(
      * then files in {@code dir} within {@code diskMb}; 0 turns a tier off.
      */
     public record CacheTiers(long ramMb, Path dir, long diskMb) {}
+
+    /**
+     * {@code --draft} and {@code --draft-tokens}: whether decode steps draft tokens with the model's NextN (MTP) block,
+     * and how many per step (1 or 2).
+     */
+    public record Drafts(DraftMode mode, int tokens) {}
+
+    /** What {@code --draft} asks for. */
+    public enum DraftMode {
+        /** {@link #MTP} where the model has the NextN block and the backend drafts, {@link #NONE} otherwise. */
+        AUTO,
+        /** Draft with the NextN block; a model without one, or a backend that does not draft, cannot be served so. */
+        MTP,
+        /** Plain decode steps. */
+        NONE
+    }
 
     public ServerConfig {
         apiKeys = List.copyOf(apiKeys);

@@ -98,6 +98,16 @@ public final class ServerConfigLoader {
                     value("model.backend", "auto"),
                     "must be " + BackendKind.alternatives(BackendKind.SERVING) + ", got '" + backendName + "'");
         }
+        String draftName = text("inference.draft", "auto");
+        ServerConfig.DraftMode draftMode;
+        try {
+            draftMode = ServerConfig.DraftMode.valueOf(draftName.toUpperCase(Locale.ROOT));
+        } catch (IllegalArgumentException e) {
+            throw bad(
+                    "inference.draft",
+                    value("inference.draft", "auto"),
+                    "must be mtp, none or auto, got '" + draftName + "'");
+        }
         String modelPath = text("model.path", "");
         return new ServerConfig(
                 text("server.host", "127.0.0.1"),
@@ -123,6 +133,7 @@ public final class ServerConfigLoader {
                                         ? defaultCacheDir()
                                         : text("inference.cache-dir", "")),
                         integer("inference.cache-disk-mb", 4096, 0, 1L << 40)),
+                new ServerConfig.Drafts(draftMode, (int) integer("inference.draft-tokens", 1, 1, 2)),
                 (int) integer("server.drain-seconds", 30, 0, 3600));
     }
 

@@ -2,9 +2,11 @@ package dev.glimmer.server.inference;
 
 import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.generate.Decoding;
+import dev.glimmer.engine.generate.Drafting;
 import dev.glimmer.engine.generate.FinishReason;
 import dev.glimmer.engine.generate.Vocabulary;
 import java.util.Arrays;
+import java.util.List;
 
 /**
  * The scheduler's state of one running job: its KV cache (from the session manager), how much of
@@ -20,6 +22,13 @@ final class ActiveSequence {
 
     private final Vocabulary vocabulary;
     private final Decoding decoding;
+    /** Its conversation's speculative steps (when it decodes alone), or null when the pool does not draft. */
+    private final Drafting drafting;
+    /** What the conversation had drafted and accepted before this request. */
+    private final int draftedBefore;
+
+    private final int acceptedBefore;
+
     private int prefilled;
     private int pendingToken = -1;
     /**
@@ -37,7 +46,9 @@ final class ActiveSequence {
     private long lastTokenNanos;
     private double promptMillis;
 
-    ActiveSequence(InferenceJob job, SessionManager.Lease lease, Vocabulary vocabulary, int vocabSize) {
+    /** @param drafting its conversation's speculative steps, null for none ({@link Scheduler}'s pool does not draft) */
+    ActiveSequence(
+            InferenceJob job, SessionManager.Lease lease, Vocabulary vocabulary, int vocabSize, Drafting drafting) {
         this.job = job;
         this.vocabulary = vocabulary;
         this.lease = lease;
@@ -53,6 +64,9 @@ final class ActiveSequence {
                 job.topLogprobs(),
                 job.constraint());
         this.prefilled = lease.reused();
+        this.drafting = drafting;
+        this.draftedBefore = drafting == null ? 0 : drafting.drafted();
+        this.acceptedBefore = drafting == null ? 0 : drafting.accepted();
     }
 
     SequencePool.Sequence cache() {
@@ -184,6 +198,48 @@ final class ActiveSequence {
             pendingToken = picked.token();
         }
         return picked.finish();
+    }
+
+    /** Whether its next step is to be speculative (asked when it is the one sequence decoding). */
+    boolean draftsNext() {
+        return drafting != null && drafting.draftNext(decoding);
+    }
+
+    /**
+     * A speculative step of the pending token ({@link Drafting#step}): every pick is made by its decode rules as a
+     * plain step would make it, and reported in order.
+     *
+     * @return the picks; the last one's finish says why the sequence ends, or null when its token is fed next
+     */
+    List<Decoding.Step> speculate() {
+        int token = pendingToken;
+        pendingToken = -1;
+        List<Decoding.Step> picks = drafting.step(cache(), token, decoding);
+        for (Decoding.Step picked : picks) {
+            job.emit(new JobEvent.Token(picked.token(), picked.text(), picked.logprobs()));
+        }
+        lastTokenNanos = System.nanoTime();
+        if (picks.getLast().finish() == null) {
+            pendingToken = picks.getLast().token();
+        }
+        return picks;
+    }
+
+    /** A plain step of this sequence alone took {@code nanos}: what its drafting compares a speculative step with. */
+    void steppedAlone(long nanos) {
+        if (drafting != null) {
+            drafting.plainStep(nanos);
+        }
+    }
+
+    /** Tokens its speculative steps drafted. */
+    int drafted() {
+        return drafting == null ? 0 : drafting.drafted() - draftedBefore;
+    }
+
+    /** Drafted tokens accepted. */
+    int accepted() {
+        return drafting == null ? 0 : drafting.accepted() - acceptedBefore;
     }
 
     /** Marks the end as reported while a step holding this sequence still runs. */

@@ -39,6 +39,8 @@ public sealed interface JobEvent {
      * @param promptMillis     time spent processing the uncached prompt tokens
      * @param generationMillis time from the first logits to the end
      * @param stopString       the request's stop string that ended it, or null when none did
+     * @param draftedTokens    tokens drafted by speculative steps (docs/SPECULATIVE.md), 0 without
+     * @param acceptedTokens   of which were accepted: generated tokens that cost no step of their own
      */
     record Finished(
             FinishReason reason,
@@ -47,7 +49,9 @@ public sealed interface JobEvent {
             int generatedTokens,
             double promptMillis,
             double generationMillis,
-            String stopString)
+            String stopString,
+            int draftedTokens,
+            int acceptedTokens)
             implements JobEvent {}
 
     /**

@@ -1,6 +1,8 @@
 package dev.glimmer.server.inference;
 
 import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.generate.Decoding;
+import dev.glimmer.engine.generate.Drafting;
 import dev.glimmer.engine.generate.FinishReason;
 import dev.glimmer.engine.generate.Vocabulary;
 import dev.glimmer.server.metrics.ServerMetrics;
@@ -36,6 +38,13 @@ import java.util.logging.Logger;
  * only then is the sequence's session released. Nothing else touches the device while a step is in flight: the next
  * turn's admissions, cancellations and prompt chunk wait for its results.
  *
+ * <p>Speculative decoding (docs/SPECULATIVE.md): with a pool that drafts, a sequence that is the only one decoding
+ * takes speculative steps ({@link ActiveSequence#speculate}: drafts verified in one pass, every accepted token through
+ * the same decode rules) while its acceptance pays for them ({@link Drafting}, one per conversation: a follow-up
+ * request goes on with what the earlier turns saw). Several sequences decoding share one
+ * plain batched step instead: the pool drafts for one sequence per pass ({@link SequencePool#speculate}), and a batch
+ * already gives each pass several tokens.
+ *
  * <p>Cancellation ({@link InferenceJob#cancel}) is checked every turn, so a cancelled job stops
  * within one token or one prompt chunk, and its slot and session are released at once.
  *
@@ -59,6 +68,13 @@ public final class Scheduler {
     private final int parallel;
     private final int promptChunk;
     private final int capacity;
+    /** Tokens a speculative step drafts; 0: plain steps only. */
+    private final int drafts;
+    /** When a sequence drafts: while it pays, or (tests) always. */
+    private final Drafting.Use draftUse;
+    /** What lone steps take, plain and speculative, across the sequences: the cost drafting must pay for. */
+    private final Drafting.StepCost stepCost = new Drafting.StepCost();
+
     private final ConcurrentLinkedQueue<InferenceJob> waiting = new ConcurrentLinkedQueue<>();
     private final List<ActiveSequence> active = new ArrayList<>();
     /** Jobs accepted and not yet ended: waiting or active. */
@@ -82,6 +98,8 @@ public final class Scheduler {
      * Starts the scheduler's thread.
      *
      * @param reportPool whether {@code /metrics} shows the pool's slots and memory (a GPU's KV pool)
+     * @param drafts     tokens each speculative step drafts ({@code ≤ pool.maxDrafts()}); 0: plain steps only
+     * @param draftUse   when a sequence drafts ({@link Drafting.Use#WHILE_PAYING} but in tests)
      * @param release    frees what the steps use (caches, backend, weights); run by the scheduler's thread
      *                   once it has stopped, so that nothing is freed under a running step
      */
@@ -95,8 +113,15 @@ public final class Scheduler {
             int parallel,
             int promptChunk,
             int queue,
+            int drafts,
+            Drafting.Use draftUse,
             Runnable release) {
+        if (drafts < 0 || drafts > pool.maxDrafts()) {
+            throw new IllegalArgumentException(drafts + " drafts: the pool drafts at most " + pool.maxDrafts());
+        }
         this.pool = pool;
+        this.drafts = drafts;
+        this.draftUse = draftUse;
         this.reportPool = reportPool;
         this.vocabulary = vocabulary;
         this.vocabSize = vocabSize;
@@ -234,8 +259,55 @@ public final class Scheduler {
             prefillChunk();
             lastResultsNanos = 0;
         }
+        ActiveSequence alone = decodingAlone();
+        if (alone != null && drafts > 0) {
+            // Its last token's rules first: a speculative step's picks go on from them.
+            deliverPredicted();
+            if (active.contains(alone) && alone.pendingToken() >= 0 && alone.draftsNext()) {
+                speculativeStep(alone);
+                return;
+            }
+        }
         launchStep();
         deliverPredicted();
+    }
+
+    /** The one sequence with a token to feed, or null when none or several have one. */
+    private ActiveSequence decodingAlone() {
+        ActiveSequence alone = null;
+        for (ActiveSequence s : active) {
+            if (s.pendingToken() >= 0) {
+                if (alone != null) {
+                    return null;
+                }
+                alone = s;
+            }
+        }
+        return alone;
+    }
+
+    /** A speculative step of {@code s}, run here and now: its picks are reported, its end taken at once. */
+    private void speculativeStep(ActiveSequence s) {
+        long previous = s.lastTokenNanos();
+        int drafted = s.drafted();
+        int accepted = s.accepted();
+        long start = System.nanoTime();
+        if (lastResultsNanos != 0) {
+            metrics.decodeGap(Duration.ofNanos(start - lastResultsNanos));
+        }
+        List<Decoding.Step> picks = s.speculate();
+        lastResultsNanos = System.nanoTime();
+        metrics.decodeStep(1, Duration.ofNanos(lastResultsNanos - start));
+        metrics.speculativeStep(s.drafted() - drafted, s.accepted() - accepted);
+        // The first token waited for the step; the accepted ones after it came with it.
+        metrics.token(Duration.ofNanos(s.lastTokenNanos() - previous));
+        for (int i = 1; i < picks.size(); i++) {
+            metrics.token(Duration.ZERO);
+        }
+        FinishReason finish = picks.getLast().finish();
+        if (finish != null) {
+            end(s, finish, null);
+        }
     }
 
     private void dropCancelledWaiting() {
@@ -243,7 +315,7 @@ public final class Scheduler {
             InferenceJob job = it.next();
             if (job.isCancelled()) {
                 it.remove();
-                job.emit(new JobEvent.Finished(FinishReason.CANCELLED, job.prompt().length, 0, 0, 0, 0, null));
+                job.emit(new JobEvent.Finished(FinishReason.CANCELLED, job.prompt().length, 0, 0, 0, 0, null, 0, 0));
                 metrics.cancelled();
                 admitted.decrementAndGet();
                 metrics.queued(waiting.size());
@@ -271,7 +343,12 @@ public final class Scheduler {
                 continue;
             }
             try {
-                active.add(new ActiveSequence(job, lease, vocabulary, vocabSize));
+                Drafting drafting = drafts == 0
+                        ? null
+                        : lease.session()
+                                .drafting(() ->
+                                        new Drafting(pool, drafts, SequencePool.DraftFilter.NONE, draftUse, stepCost));
+                active.add(new ActiveSequence(job, lease, vocabulary, vocabSize, drafting));
             } catch (RuntimeException e) {
                 // The handler checks requests before submitting them; this only guards the other jobs.
                 LOG.log(Level.SEVERE, "a request could not start", e);
@@ -429,6 +506,9 @@ public final class Scheduler {
                 release(s, true);
                 continue;
             }
+            if (next.length == 1) {
+                s.steppedAlone(lastResultsNanos - step.launchedNanos());
+            }
             long previous = s.lastTokenNanos();
             FinishReason finish = s.stepped(next[i]);
             if (!s.hasPrediction()) {
@@ -487,16 +567,22 @@ public final class Scheduler {
                     s.generatedCount(),
                     s.promptMillis(),
                     s.generationMillis(),
-                    s.matchedStop());
+                    s.matchedStop(),
+                    s.drafted(),
+                    s.accepted());
             LOG.info(String.format(
-                    Locale.ROOT,
-                    "%d prompt tokens (%d cached) in %.0f ms, %d generated in %.0f ms: %s",
-                    finished.promptTokens(),
-                    finished.cachedTokens(),
-                    finished.promptMillis(),
-                    finished.generatedTokens(),
-                    finished.generationMillis(),
-                    reason.apiName()));
+                            Locale.ROOT,
+                            "%d prompt tokens (%d cached) in %.0f ms, %d generated in %.0f ms: %s",
+                            finished.promptTokens(),
+                            finished.cachedTokens(),
+                            finished.promptMillis(),
+                            finished.generatedTokens(),
+                            finished.generationMillis(),
+                            reason.apiName())
+                    + (finished.draftedTokens() == 0
+                            ? ""
+                            : "; " + finished.draftedTokens() + " drafted, " + finished.acceptedTokens()
+                                    + " accepted"));
             s.job.emit(finished);
         }
         admitted.decrementAndGet();

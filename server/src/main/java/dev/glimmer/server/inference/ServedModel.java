@@ -1,5 +1,6 @@
 package dev.glimmer.server.inference;
 
+import dev.glimmer.engine.InvalidInputException;
 import dev.glimmer.engine.backend.BackendKind;
 import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.SequencePools;
@@ -9,6 +10,7 @@ import dev.glimmer.engine.backend.commandlist.DecodeModels;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.chat.ChatFormat;
 import dev.glimmer.engine.chat.ChatTemplates;
+import dev.glimmer.engine.generate.Drafting;
 import dev.glimmer.engine.generate.Vocabulary;
 import dev.glimmer.engine.grammar.TokenTrie;
 import dev.glimmer.engine.kv.KvCacheType;
@@ -72,6 +74,21 @@ public final class ServedModel implements AutoCloseable {
     public static ServedModel load(
             Path path, boolean demo, ServerConfig config, ServerMetrics metrics, BackendChooser chooser)
             throws IOException {
+        return load(path, demo, config, metrics, chooser, Drafting.Use.WHILE_PAYING);
+    }
+
+    /**
+     * {@link #load(Path, boolean, ServerConfig, ServerMetrics, BackendChooser)} with drafting as {@code draftUse} says
+     * (tests: {@link Drafting.Use#ALWAYS}, so that every lone step is speculative whatever it costs).
+     */
+    public static ServedModel load(
+            Path path,
+            boolean demo,
+            ServerConfig config,
+            ServerMetrics metrics,
+            BackendChooser chooser,
+            Drafting.Use draftUse)
+            throws IOException {
         GlmModel model = GlmModel.open(path);
         BackendChoice choice = null;
         SequencePool pool = null;
@@ -86,11 +103,13 @@ public final class ServedModel implements AutoCloseable {
                 LOG.info("--ctx " + config.ctx() + " is more than the model's own context; serving " + ctx);
             }
             int threads = config.threads() > 0 ? config.threads() : CpuBackend.defaultThreads();
+            int drafts = drafts(config.drafts(), model);
             // a prompt chunk is one batch of the CPU's forward pass, a decode step one of every running sequence
             choice = chooser.choose(
                     config.backend(),
                     model,
-                    new Backends.CpuOptions(threads, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel())));
+                    new Backends.CpuOptions(
+                            threads, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel()), drafts));
             String reason = choice.reason();
             try {
                 pool = choice.pool(slots(choice, model, ctx, config), ctx);
@@ -109,7 +128,7 @@ public final class ServedModel implements AutoCloseable {
                         BackendKind.CPU,
                         model,
                         new Backends.CpuOptions(
-                                threads, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel())));
+                                threads, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel()), drafts));
                 pool = choice.pool(slots(choice, model, ctx, config), ctx);
             }
             String backend = choice.name();
@@ -117,8 +136,23 @@ public final class ServedModel implements AutoCloseable {
             if (choice.kind() == BackendKind.CPU) {
                 model.file().populate(); // the first requests then take no page faults
             }
+            if (drafts > pool.maxDrafts()) {
+                String why = pool.maxDrafts() == 0
+                        ? "the " + backend + " backend does not draft (docs/SPECULATIVE.md)"
+                        : "the " + backend + " backend drafts at most " + pool.maxDrafts() + " token a step";
+                if (config.drafts().mode() == ServerConfig.DraftMode.MTP) {
+                    throw new InvalidInputException("--draft mtp: " + why + "; serve with --draft none");
+                }
+                LOG.info(why);
+                drafts = pool.maxDrafts();
+            }
+            if (drafts > 0) {
+                LOG.info("drafting " + drafts + " token" + (drafts == 1 ? "" : "s")
+                        + " per step with the model's NextN block while it pays (--draft none turns it off)");
+            }
             long cacheBytes = pool.bytesPerSequence();
-            Scheduler scheduler = start(choice, pool, Vocabulary.of(tokenizer, true), model, metrics, config);
+            Scheduler scheduler =
+                    start(choice, pool, Vocabulary.of(tokenizer, true), model, metrics, config, drafts, draftUse);
             SessionManager sessions = scheduler.sessions();
             LOG.info("KV budget " + (sessions.budgetBytes() >> 20) + " MB"
                     + (choice.kind() == BackendKind.CPU ? "" : " of " + backend + " memory") + ": "
@@ -137,6 +171,29 @@ public final class ServedModel implements AutoCloseable {
             model.close();
             throw e;
         }
+    }
+
+    /**
+     * Tokens a decode step drafts as {@code --draft} asks: {@code --draft-tokens} with {@code mtp}, or with
+     * {@code auto} where the model has the NextN block; 0 otherwise.
+     *
+     * @throws InvalidInputException for {@code --draft mtp} with a model that has no NextN block
+     */
+    private static int drafts(ServerConfig.Drafts drafts, GlmModel model) {
+        boolean hasBlock = model.weights().nextn() != null;
+        return switch (drafts.mode()) {
+            case NONE -> 0;
+            case AUTO -> hasBlock ? drafts.tokens() : 0;
+            case MTP -> {
+                if (!hasBlock) {
+                    throw new InvalidInputException(
+                            "--draft mtp: " + model.file().path().getFileName()
+                                    + " has no NextN (MTP) block (nextn_predict_layers and blk.N.nextn.* tensors);"
+                                    + " serve it with --draft none");
+                }
+                yield drafts.tokens();
+            }
+        };
     }
 
     /**
@@ -202,7 +259,9 @@ public final class ServedModel implements AutoCloseable {
             Vocabulary vocabulary,
             GlmModel model,
             ServerMetrics metrics,
-            ServerConfig config) {
+            ServerConfig config,
+            int drafts,
+            Drafting.Use draftUse) {
         ServerConfig.CacheTiers t = config.cacheTiers();
         KvTiers tiers = t.ramMb() == 0 && t.diskMb() == 0
                 ? null
@@ -229,6 +288,8 @@ public final class ServedModel implements AutoCloseable {
                 config.parallel(),
                 config.promptChunk(),
                 config.queue(),
+                drafts,
+                draftUse,
                 () -> {
                     sessions.close();
                     try {

@@ -1,11 +1,13 @@
 package dev.glimmer.server.inference;
 
 import dev.glimmer.engine.backend.SequencePool;
+import dev.glimmer.engine.generate.Drafting;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.function.Supplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 
@@ -34,6 +36,8 @@ public final class SessionManager implements AutoCloseable {
         private int[] request = new int[0];
 
         private long lastUsed;
+        /** The conversation's speculative decoding (its acceptance, its probes), from its first request on; or null. */
+        private Drafting drafting;
 
         private Session(SequencePool.Sequence cache) {
             this.cache = cache;
@@ -41,6 +45,17 @@ public final class SessionManager implements AutoCloseable {
 
         SequencePool.Sequence cache() {
             return cache;
+        }
+
+        /**
+         * The conversation's speculative decoding, made by {@code make} for its first request: a follow-up goes on
+         * with what the earlier turns saw of its acceptance.
+         */
+        Drafting drafting(Supplier<Drafting> make) {
+            if (drafting == null) {
+                drafting = make.get();
+            }
+            return drafting;
         }
 
         /** Tokens at the start of {@code prompt} whose KV rows this session's cache holds. */

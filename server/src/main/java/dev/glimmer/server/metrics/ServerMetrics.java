@@ -32,6 +32,9 @@ public final class ServerMetrics implements AutoCloseable {
     private final Counter promptTokensCached;
     private final Counter generatedTokens;
     private final Counter cancelledRequests;
+    private final Counter speculativeSteps;
+    private final Counter draftTokens;
+    private final Counter draftTokensAccepted;
     private final Timer timeToFirstToken;
     private final Timer interTokenLatency;
     private final DistributionSummary promptSpeed;
@@ -67,6 +70,15 @@ public final class ServerMetrics implements AutoCloseable {
                 .register(registry);
         cancelledRequests = Counter.builder("glimmer.requests.cancelled")
                 .description("generations stopped because the client disconnected")
+                .register(registry);
+        speculativeSteps = Counter.builder("glimmer.speculative.steps")
+                .description("decode steps that drafted tokens with the NextN block and verified them")
+                .register(registry);
+        draftTokens = Counter.builder("glimmer.draft.tokens")
+                .description("tokens drafted by speculative steps")
+                .register(registry);
+        draftTokensAccepted = Counter.builder("glimmer.draft.tokens.accepted")
+                .description("drafted tokens accepted: generated without a step of their own")
                 .register(registry);
         timeToFirstToken = Timer.builder("glimmer.time.to.first.token")
                 .description("request arrival to first token")
@@ -187,6 +199,14 @@ public final class ServerMetrics implements AutoCloseable {
     public void decodeStep(int sequences, Duration took) {
         decodeBatch.record(sequences);
         decodeStep.record(took);
+    }
+
+    /** A speculative step drafted {@code drafted} tokens, of which {@code accepted} were accepted. */
+    public void speculativeStep(int drafted, int accepted) {
+        speculativeSteps.increment();
+        draftTokens.increment(drafted);
+        draftTokensAccepted.increment(accepted);
+        vllm.speculativeStep(drafted, accepted);
     }
 
     /**

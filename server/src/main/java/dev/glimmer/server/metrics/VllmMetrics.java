@@ -56,6 +56,9 @@ final class VllmMetrics {
     private Counter promptTokens;
     private Counter generationTokens;
     private Counter finished;
+    private Counter specDecodeDrafts;
+    private Counter specDecodeDraftTokens;
+    private Counter specDecodeAcceptedTokens;
     private Histogram timeToFirstToken;
     private Histogram interTokenLatency;
     private Histogram e2eLatency;
@@ -100,6 +103,9 @@ final class VllmMetrics {
         prefixHits = counter("vllm:prefix_cache_hits", "prompt tokens found in the prefix cache");
         promptTokens = counter("vllm:prompt_tokens", "prompt tokens of the requests whose prompt was done");
         generationTokens = counter("vllm:generation_tokens", "tokens generated");
+        specDecodeDrafts = counter("vllm:spec_decode_num_drafts", "speculative steps");
+        specDecodeDraftTokens = counter("vllm:spec_decode_num_draft_tokens", "tokens drafted");
+        specDecodeAcceptedTokens = counter("vllm:spec_decode_num_accepted_tokens", "drafted tokens accepted");
         finished = Counter.builder()
                 .name("vllm:request_success")
                 .help("requests ended, by why")
@@ -135,6 +141,14 @@ final class VllmMetrics {
         if (model != null) {
             generationTokens.labelValues(model).inc();
             interTokenLatency.labelValues(model).observe(seconds(sincePrevious));
+        }
+    }
+
+    void speculativeStep(int drafted, int accepted) {
+        if (model != null) {
+            specDecodeDrafts.labelValues(model).inc();
+            specDecodeDraftTokens.labelValues(model).inc(drafted);
+            specDecodeAcceptedTokens.labelValues(model).inc(accepted);
         }
     }
 

@@ -34,7 +34,11 @@ final class ResponseParts {
         int generated = 0;
         double promptMillis = 0;
         double generationMillis = 0;
+        int drafted = 0;
+        int accepted = 0;
         for (JobEvent.Finished f : ends) {
+            drafted += f.draftedTokens();
+            accepted += f.acceptedTokens();
             prompt += f.promptTokens();
             cached += f.cachedTokens();
             generated += f.generatedTokens();
@@ -48,7 +52,9 @@ final class ResponseParts {
                 generated,
                 promptMillis,
                 generationMillis,
-                ends.getLast().stopString());
+                ends.getLast().stopString(),
+                drafted,
+                accepted);
     }
 
     /** {@code body} with the OpenAI {@code usage} and llama-server {@code timings} of {@code f} (chat and completions). */
@@ -70,6 +76,10 @@ final class ResponseParts {
         u.put("completion_tokens", f.generatedTokens());
         u.put("total_tokens", f.promptTokens() + f.generatedTokens());
         u.putObject("prompt_tokens_details").put("cached_tokens", f.cachedTokens());
+        // OpenAI's names for a prediction's tokens: here the drafts of speculative steps (docs/SPECULATIVE.md)
+        u.putObject("completion_tokens_details")
+                .put("accepted_prediction_tokens", f.acceptedTokens())
+                .put("rejected_prediction_tokens", f.draftedTokens() - f.acceptedTokens());
         return u;
     }
 
@@ -85,6 +95,11 @@ final class ResponseParts {
         t.put(
                 "predicted_per_second",
                 f.generationMillis() > 0 ? f.generatedTokens() * 1000.0 / f.generationMillis() : 0);
+        if (f.draftedTokens() > 0) {
+            // llama-server's names, given as it gives them: only when something was drafted
+            t.put("draft_n", f.draftedTokens());
+            t.put("draft_n_accepted", f.acceptedTokens());
+        }
         return t;
     }
 

@@ -179,7 +179,11 @@ public final class ResponsesRoutes implements HttpService {
             usage.put("input_tokens", end.promptTokens());
             usage.putObject("input_tokens_details").put("cached_tokens", end.cachedTokens());
             usage.put("output_tokens", end.generatedTokens());
-            usage.putObject("output_tokens_details").put("reasoning_tokens", reasoningTokens);
+            usage.putObject("output_tokens_details")
+                    .put("reasoning_tokens", reasoningTokens)
+                    // Chat Completions' names for the drafts of speculative steps (docs/SPECULATIVE.md)
+                    .put("accepted_prediction_tokens", end.acceptedTokens())
+                    .put("rejected_prediction_tokens", end.draftedTokens() - end.acceptedTokens());
             usage.put("total_tokens", end.promptTokens() + end.generatedTokens());
             if (request.store()) {
                 ArrayNode conversation = request.conversation().deepCopy();

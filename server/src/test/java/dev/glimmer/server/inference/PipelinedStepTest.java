@@ -11,6 +11,7 @@ import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.cpu.CpuBackend;
 import dev.glimmer.engine.backend.cpu.CpuSequencePool;
 import dev.glimmer.engine.backend.emulated.EmulatorRunner;
+import dev.glimmer.engine.generate.Drafting;
 import dev.glimmer.engine.generate.FinishReason;
 import dev.glimmer.engine.generate.Vocabulary;
 import dev.glimmer.engine.kv.KvCacheType;
@@ -110,10 +111,22 @@ class PipelinedStepTest {
             SessionManager sessions = new SessionManager(pool, pool.slots() * pool.bytesPerSequence(), 2);
             Vocabulary vocabulary =
                     Vocabulary.of(Tokenizer.fromMetadata(model.file().metadata()), true);
-            scheduler = new Scheduler(pool, true, vocabulary, model.vocabSize(), sessions, metrics, 2, 64, 4, () -> {
-                sessions.close();
-                pool.close();
-            });
+            scheduler = new Scheduler(
+                    pool,
+                    true,
+                    vocabulary,
+                    model.vocabSize(),
+                    sessions,
+                    metrics,
+                    2,
+                    64,
+                    4,
+                    0,
+                    Drafting.Use.WHILE_PAYING,
+                    () -> {
+                        sessions.close();
+                        pool.close();
+                    });
         }
 
         /** Runs a greedy job of at most {@link #MAX_TOKENS} tokens to its end. */

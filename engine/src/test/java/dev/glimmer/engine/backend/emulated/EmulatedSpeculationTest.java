@@ -10,6 +10,7 @@ import dev.glimmer.engine.backend.SequencePool;
 import dev.glimmer.engine.backend.commandlist.CommandListPool;
 import dev.glimmer.engine.backend.cpu.CpuSequencePool;
 import dev.glimmer.engine.backend.cpu.FloatActivationBackend;
+import dev.glimmer.engine.generate.Drafting;
 import dev.glimmer.engine.generate.GenerationRequest;
 import dev.glimmer.engine.generate.GenerationResult;
 import dev.glimmer.engine.generate.Generator;
@@ -220,8 +221,8 @@ public class EmulatedSpeculationTest {
     private static GenerationResult generate(Pools pools, int drafts, SequencePool.DraftFilter filter) {
         try (SequencePool pool = pools.pool(drafts, CONTEXT);
                 SequencePool.Sequence sequence = pool.open()) {
-            Generator generator = new Generator(
-                    pool, sequence, NUMBERS, model.vocabSize(), 8, drafts, filter, Generator.DraftUse.ALWAYS);
+            Generator generator =
+                    new Generator(pool, sequence, NUMBERS, model.vocabSize(), 8, drafts, filter, Drafting.Use.ALWAYS);
             return generator.generate(
                     new GenerationRequest(prompt, SamplingParams.greedy(), GENERATED, List.of(), false),
                     e -> {},
