@@ -27,8 +27,9 @@ public final class Backends {
 
     /**
      * How the CPU computes where it is chosen: its worker threads, its KV cache type, the rows one forward pass
-     * computes together at most (tokens of a prompt, or sequences of a decode step; more run in turns), and the tokens
-     * a speculative step drafts at most with the model's NextN block (0: the pools do not draft).
+     * computes together at most (tokens of a prompt, or sequences of a decode step; more run in turns); and, for every
+     * backend's pools, the tokens a speculative step drafts at most with the model's NextN block (0: the pools do not
+     * draft; the GPU command lists draft at most {@code Geometry.MAX_DRAFTS}).
      */
     public record CpuOptions(int threads, KvCacheType cacheType, int promptBatch, int maxDrafts) {
         /** One thread per physical core, the default cache type, prompts in batches of {@link GlmForward#DEFAULT_BATCH}. */
