@@ -98,7 +98,7 @@ public final class CpuBackend implements Backend {
         this.slotValues = new float[threads][0];
         this.q4_0Kernel = q4_0Kernel;
         NativeKernels.Variant kQuantKernel =
-                q4_0Kernel != null && NativeKernels.hasKQuantDots(q4_0Kernel) ? q4_0Kernel : null;
+                q4_0Kernel != null && NativeKernels.hasKQuantKernels(q4_0Kernel) ? q4_0Kernel : null;
         this.inputs = new ActivationRows(q4_0Kernel != null, kQuantKernel);
         this.hidden = new ActivationRows(q4_0Kernel != null, kQuantKernel);
         this.nativeCalls = new NativeCall[threads];
@@ -116,7 +116,7 @@ public final class CpuBackend implements Backend {
     public String kernels() {
         String java = "Java kernels on " + Kernels.vectorBits() + "-bit vectors";
         if (q4_0Kernel != null) {
-            String types = NativeKernels.hasKQuantDots(q4_0Kernel) ? "Q4_0, Q4_K and Q6_K kernels" : "Q4_0 kernel";
+            String types = NativeKernels.hasKQuantKernels(q4_0Kernel) ? "Q4_0, Q4_K and Q6_K kernels" : "Q4_0 kernel";
             return "native " + types + " (" + q4_0Kernel.instructions + "), " + java;
         }
         return NativeKernels.whyJava() == null ? java : java + " (" + NativeKernels.whyJava() + ")";
@@ -375,25 +375,46 @@ public final class CpuBackend implements Backend {
         }
 
         /**
-         * Rows {@code [r0, r1)} of {@code w} · activation rows {@code xRows[0..n)} of {@code x}, from
-         * {@code values[offset]}.
+         * Rows {@code [r0, r1)} of {@code w} (a type {@link ActivationRows#nativeFor} the rows {@code x}) ·
+         * activation rows {@code xRows[0..n)} of {@code x}, from {@code values[offset]}.
          */
         void multiply(WeightMatrix w, int r0, int r1, ActivationRows x, int n, int offset) {
-            NativeKernels.q4_0Matmul(
-                    kernel,
-                    w.data(),
-                    w.rowBytes(),
-                    w.cols() / Kernels.QK,
-                    r0,
-                    r1,
-                    x.nativeQuantsSegment,
-                    x.nativeBiasesSegment,
-                    x.laneScalesSegment,
-                    xRowsSegment,
-                    n,
-                    valuesSegment,
-                    offset,
-                    r1 - r0);
+            switch (w.type()) {
+                case Q4_0 ->
+                    NativeKernels.q4_0Matmul(
+                            kernel,
+                            w.data(),
+                            w.rowBytes(),
+                            w.cols() / Kernels.QK,
+                            r0,
+                            r1,
+                            x.nativeQuantsSegment,
+                            x.nativeBiasesSegment,
+                            x.laneScalesSegment,
+                            xRowsSegment,
+                            n,
+                            valuesSegment,
+                            offset,
+                            r1 - r0);
+                case Q4_K, Q6_K ->
+                    NativeKernels.kQuantMatmul(
+                            kernel,
+                            w.type(),
+                            w.data(),
+                            w.rowBytes(),
+                            w.cols() / KQuantKernels.QK_K,
+                            r0,
+                            r1,
+                            x.kQuantsSegment,
+                            x.scalesSegment,
+                            x.blockSumsSegment,
+                            xRowsSegment,
+                            n,
+                            valuesSegment,
+                            offset,
+                            r1 - r0);
+                default -> throw new IllegalStateException("no native kernel for " + w.type());
+            }
         }
     }
 
@@ -522,7 +543,7 @@ public final class CpuBackend implements Backend {
 
         private void gateUpRows(int worker, int workers) {
             int rows = ffns[selected[0]].gate().rows();
-            if (inputs.nativeFor(ffns[selected[0]].gate())) {
+            if (inputs.nativeFor(ffns[selected[0]].gate()) && inputs.nativeFor(ffns[selected[0]].up())) {
                 gateUpNative(rows, nativeCalls[worker]);
                 return;
             }

@@ -1,6 +1,7 @@
 package dev.glimmer.engine.backend.cpu;
 
 import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.tensor.GgmlType;
 import java.io.IOException;
 import java.io.InputStream;
 import java.lang.foreign.Arena;
@@ -61,9 +62,10 @@ final class NativeKernels {
             return "glimmer_q4_0_matmul_" + setting.replace('-', '_');
         }
 
-        /** The library's K-quant dot of this variant: {@code glimmer_q4_K_dot_avx2} and so on (x86-64 only). */
-        String kQuantSymbol(String type) {
-            return "glimmer_" + type + "_dot_" + setting.replace('-', '_');
+        /** The library's K-quant matmul of this variant: {@code glimmer_q4_K_matmul_avx2} and so on (x86-64 only). */
+        String kQuantSymbol(GgmlType type) {
+            String name = type == GgmlType.Q4_K ? "q4_K" : "q6_K";
+            return "glimmer_" + name + "_matmul_" + setting.replace('-', '_');
         }
     }
 
@@ -74,12 +76,12 @@ final class NativeKernels {
     private static final MethodHandle[] MATMUL = new MethodHandle[Variant.values().length];
 
     /**
-     * Each variant's Q4_K and Q6_K dots (one weight row · one Q8_K activation row), where this processor runs
-     * the variant and the library has them (null elsewhere: the Java kernels compute those).
+     * Each variant's Q4_K and Q6_K matmuls (a range of weight rows · several Q8_K activation rows), where this
+     * processor runs the variant and the library has them (null elsewhere: the Java kernels compute those).
      */
-    private static final MethodHandle[] Q4_K_DOT = new MethodHandle[Variant.values().length];
+    private static final MethodHandle[] Q4_K_MATMUL = new MethodHandle[Variant.values().length];
 
-    private static final MethodHandle[] Q6_K_DOT = new MethodHandle[Variant.values().length];
+    private static final MethodHandle[] Q6_K_MATMUL = new MethodHandle[Variant.values().length];
 
     private static final MethodHandle Q4_0_ACTIVATIONS;
     /** The variant the setting chooses here, or null for the Java kernels. */
@@ -120,42 +122,34 @@ final class NativeKernels {
                     MethodHandle variants = linker.downcallHandle(
                             lookup.findOrThrow("glimmer_cpu_variants"), FunctionDescriptor.of(ValueLayout.JAVA_INT));
                     int runs = (int) variants.invokeExact();
+                    // (w, rowBytes, blocks, rowFrom, rowTo, three activation arrays, xRows, n, out, outOffset,
+                    // outStride): the Q4_0 matmul's and the K-quant matmuls' arguments alike.
+                    FunctionDescriptor matmul = FunctionDescriptor.ofVoid(
+                            ValueLayout.ADDRESS,
+                            ValueLayout.JAVA_LONG,
+                            ValueLayout.JAVA_INT,
+                            ValueLayout.JAVA_INT,
+                            ValueLayout.JAVA_INT,
+                            ValueLayout.ADDRESS,
+                            ValueLayout.ADDRESS,
+                            ValueLayout.ADDRESS,
+                            ValueLayout.ADDRESS,
+                            ValueLayout.JAVA_INT,
+                            ValueLayout.ADDRESS,
+                            ValueLayout.JAVA_LONG,
+                            ValueLayout.JAVA_INT);
                     for (Variant v : Variant.values()) {
                         var symbol = lookup.find(v.matmulSymbol());
                         if ((runs & 1 << v.ordinal()) != 0 && symbol.isPresent()) {
-                            MATMUL[v.ordinal()] = linker.downcallHandle(
-                                    symbol.get(),
-                                    FunctionDescriptor.ofVoid(
-                                            ValueLayout.ADDRESS,
-                                            ValueLayout.JAVA_LONG,
-                                            ValueLayout.JAVA_INT,
-                                            ValueLayout.JAVA_INT,
-                                            ValueLayout.JAVA_INT,
-                                            ValueLayout.ADDRESS,
-                                            ValueLayout.ADDRESS,
-                                            ValueLayout.ADDRESS,
-                                            ValueLayout.ADDRESS,
-                                            ValueLayout.JAVA_INT,
-                                            ValueLayout.ADDRESS,
-                                            ValueLayout.JAVA_LONG,
-                                            ValueLayout.JAVA_INT),
-                                    Linker.Option.critical(true));
-                            FunctionDescriptor kQuantDot = FunctionDescriptor.of(
-                                    ValueLayout.JAVA_FLOAT,
-                                    ValueLayout.ADDRESS,
-                                    ValueLayout.JAVA_LONG,
-                                    ValueLayout.ADDRESS,
-                                    ValueLayout.ADDRESS,
-                                    ValueLayout.ADDRESS,
-                                    ValueLayout.JAVA_LONG,
-                                    ValueLayout.JAVA_INT);
-                            var q4_K = lookup.find(v.kQuantSymbol("q4_K"));
-                            var q6_K = lookup.find(v.kQuantSymbol("q6_K"));
+                            MATMUL[v.ordinal()] =
+                                    linker.downcallHandle(symbol.get(), matmul, Linker.Option.critical(true));
+                            var q4_K = lookup.find(v.kQuantSymbol(GgmlType.Q4_K));
+                            var q6_K = lookup.find(v.kQuantSymbol(GgmlType.Q6_K));
                             if (q4_K.isPresent() && q6_K.isPresent()) {
-                                Q4_K_DOT[v.ordinal()] =
-                                        linker.downcallHandle(q4_K.get(), kQuantDot, Linker.Option.critical(true));
-                                Q6_K_DOT[v.ordinal()] =
-                                        linker.downcallHandle(q6_K.get(), kQuantDot, Linker.Option.critical(true));
+                                Q4_K_MATMUL[v.ordinal()] =
+                                        linker.downcallHandle(q4_K.get(), matmul, Linker.Option.critical(true));
+                                Q6_K_MATMUL[v.ordinal()] =
+                                        linker.downcallHandle(q6_K.get(), matmul, Linker.Option.critical(true));
                             }
                         }
                     }
@@ -218,9 +212,9 @@ final class NativeKernels {
         return MATMUL[variant.ordinal()] != null;
     }
 
-    /** Whether {@code variant} (one that {@link #runs} here) has Q4_K and Q6_K dots ({@link #q4_KDot}, {@link #q6_KDot}). */
-    static boolean hasKQuantDots(Variant variant) {
-        return Q4_K_DOT[variant.ordinal()] != null;
+    /** Whether {@code variant} (one that {@link #runs} here) has Q4_K and Q6_K matmuls ({@link #kQuantMatmul}). */
+    static boolean hasKQuantKernels(Variant variant) {
+        return Q4_K_MATMUL[variant.ordinal()] != null;
     }
 
     /** The variants that run here, best first. */
@@ -311,41 +305,34 @@ final class NativeKernels {
     }
 
     /**
-     * With the kernel's {@code variant} (one that {@link #hasKQuantDots}): Q4_K weight row at byte {@code offset}
-     * of {@code w} ({@code superBlocks} super-blocks) · the Q8_K activation row at {@code xOff} of {@code xq}
-     * (int8 quants), {@code xd} (scales from {@code xOff/256}) and {@code xSums} (sums of 16 from {@code xOff/16});
-     * bit for bit {@link KQuantKernels#dotQ4_K}.
+     * With the kernel's {@code variant} (one that {@link #hasKQuantKernels}): rows {@code [rowFrom, rowTo)} of
+     * Q4_K or Q6_K ({@code type}) weights {@code w} ({@code rowBytes} apart, {@code superBlocks} super-blocks
+     * each) times the Q8_K activation rows {@code xRows[0..n)}: row i's int8 quants at {@code xq[i*cols ..]},
+     * its super-block scales at {@code xd[i*superBlocks ..]}, its sums of 16 quants at {@code xSums[i*cols/16
+     * ..]}; into {@code out[outOffset + j*outStride + (r - rowFrom)]}, bit for bit {@link KQuantKernels}' dots.
      */
-    static float q4_KDot(
+    static void kQuantMatmul(
             Variant variant,
+            GgmlType type,
             MemorySegment w,
-            long offset,
+            long rowBytes,
+            int superBlocks,
+            int rowFrom,
+            int rowTo,
             MemorySegment xq,
             MemorySegment xd,
             MemorySegment xSums,
-            long xOff,
-            int superBlocks) {
+            MemorySegment xRows,
+            int n,
+            MemorySegment out,
+            long outOffset,
+            int outStride) {
+        MethodHandle kernel = type == GgmlType.Q4_K ? Q4_K_MATMUL[variant.ordinal()] : Q6_K_MATMUL[variant.ordinal()];
         try {
-            return (float) Q4_K_DOT[variant.ordinal()].invokeExact(w, offset, xq, xd, xSums, xOff, superBlocks);
+            kernel.invokeExact(
+                    w, rowBytes, superBlocks, rowFrom, rowTo, xq, xd, xSums, xRows, n, out, outOffset, outStride);
         } catch (Throwable e) {
-            throw new IllegalStateException("the native Q4_K kernel failed", e);
-        }
-    }
-
-    /** {@link #q4_KDot} for Q6_K weights: bit for bit {@link KQuantKernels#dotQ6_K}. */
-    static float q6_KDot(
-            Variant variant,
-            MemorySegment w,
-            long offset,
-            MemorySegment xq,
-            MemorySegment xd,
-            MemorySegment xSums,
-            long xOff,
-            int superBlocks) {
-        try {
-            return (float) Q6_K_DOT[variant.ordinal()].invokeExact(w, offset, xq, xd, xSums, xOff, superBlocks);
-        } catch (Throwable e) {
-            throw new IllegalStateException("the native Q6_K kernel failed", e);
+            throw new IllegalStateException("the native " + type + " kernel failed", e);
         }
     }
 }

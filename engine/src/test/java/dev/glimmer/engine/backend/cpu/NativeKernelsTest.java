@@ -109,26 +109,48 @@ class NativeKernelsTest {
         }
     }
 
-    /** Experts chosen unevenly (one by most tokens, some by none), for a decode step and a batch. */
-    @Test
-    void expertFfnEqualsTheJavaKernels() {
+    /**
+     * Experts chosen unevenly (one by most tokens, some by none), for a decode step and batches, with Q4_0
+     * experts and with a Q4_K_M file's (Q4_K gate and up, Q6_K down).
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"Q4_0", "Q4_K"})
+    void expertFfnEqualsTheJavaKernels(String gateType) {
         List<NativeKernels.Variant> variants = variants();
         Random random = new Random(13);
         int experts = 8;
         int width = 256;
-        int hiddenWidth = 384;
+        boolean kQuants = gateType.equals("Q4_K");
+        int hiddenWidth = kQuants ? 512 : 384;
         GlmWeights.Ffn[] ffns = new GlmWeights.Ffn[experts];
         for (int e = 0; e < experts; e++) {
-            ffns[e] = new GlmWeights.Ffn(
-                    new WeightMatrix(
-                            "gate" + e, GgmlType.Q4_0, quantizedRows(random, hiddenWidth, width), hiddenWidth, width),
-                    new WeightMatrix(
-                            "up" + e, GgmlType.Q4_0, quantizedRows(random, hiddenWidth, width), hiddenWidth, width),
-                    new WeightMatrix(
-                            "down" + e, GgmlType.Q4_0, quantizedRows(random, width, hiddenWidth), width, hiddenWidth));
+            ffns[e] = kQuants
+                    ? new GlmWeights.Ffn(
+                            MatmulBenchmark.randomWeights("gate" + e, GgmlType.Q4_K, hiddenWidth, width, random),
+                            MatmulBenchmark.randomWeights("up" + e, GgmlType.Q4_K, hiddenWidth, width, random),
+                            MatmulBenchmark.randomWeights("down" + e, GgmlType.Q6_K, width, hiddenWidth, random))
+                    : new GlmWeights.Ffn(
+                            new WeightMatrix(
+                                    "gate" + e,
+                                    GgmlType.Q4_0,
+                                    quantizedRows(random, hiddenWidth, width),
+                                    hiddenWidth,
+                                    width),
+                            new WeightMatrix(
+                                    "up" + e,
+                                    GgmlType.Q4_0,
+                                    quantizedRows(random, hiddenWidth, width),
+                                    hiddenWidth,
+                                    width),
+                            new WeightMatrix(
+                                    "down" + e,
+                                    GgmlType.Q4_0,
+                                    quantizedRows(random, width, hiddenWidth),
+                                    width,
+                                    hiddenWidth));
         }
         int k = 3;
-        for (int n : new int[] {1, 11}) {
+        for (int n : new int[] {1, 6, 11}) {
             int[] chosen = new int[n * k];
             float[] weights = new float[n * k];
             for (int t = 0; t < n; t++) {
@@ -258,15 +280,15 @@ class NativeKernelsTest {
     }
 
     /**
-     * The native Q4_K and Q6_K dots against the Java kernels, bit for bit: the real rows of every Q4_K and Q6_K
-     * tensor of the small Q4_K_M oracle model (1 to 5 tokens, 1 and 2 threads), and random bytes with valid
+     * The native Q4_K and Q6_K matmuls against the Java kernels, bit for bit: the real rows of every Q4_K and Q6_K
+     * tensor of the small Q4_K_M oracle model (1 to 11 tokens: whole and partial passes of 4, 1 and 2 threads), and random bytes with valid
      * scales over rows of 1 to 9 super-blocks (quants and scales of every value, sums of all magnitudes).
      */
     @Test
-    void kQuantDotsEqualTheJavaKernelsBitForBit() throws IOException {
+    void kQuantMatmulsEqualTheJavaKernelsBitForBit() throws IOException {
         List<NativeKernels.Variant> variants =
-                variants().stream().filter(NativeKernels::hasKQuantDots).toList();
-        assumeTrue(!variants.isEmpty(), "no native K-quant dots here");
+                variants().stream().filter(NativeKernels::hasKQuantKernels).toList();
+        assumeTrue(!variants.isEmpty(), "no native K-quant kernels here");
         Random random = new Random(14);
         List<WeightMatrix> matrices = new java.util.ArrayList<>();
         try (GgufFile file = GgufFile.open(Oracle.model("small-q4_k_m"))) {
@@ -287,7 +309,7 @@ class NativeKernelsTest {
                     CpuBackend java = new CpuBackend(threads, (NativeKernels.Variant) null);
                     for (NativeKernels.Variant v : variants) {
                         CpuBackend nativeKernels = new CpuBackend(threads, v);
-                        for (int n : new int[] {1, 5}) {
+                        for (int n : new int[] {1, 4, 5, 11}) {
                             int stride = w.cols() + 3;
                             float[] x = activations(random, 1 + n * stride);
                             float[] expected = new float[n * w.rows()];
