@@ -97,10 +97,10 @@ public final class CpuBackend implements Backend {
         this.quads2 = new float[threads][4];
         this.slotValues = new float[threads][0];
         this.q4_0Kernel = q4_0Kernel;
-        NativeKernels.Variant kQuantKernel =
-                q4_0Kernel != null && NativeKernels.hasKQuantKernels(q4_0Kernel) ? q4_0Kernel : null;
-        this.inputs = new ActivationRows(q4_0Kernel != null, kQuantKernel);
-        this.hidden = new ActivationRows(q4_0Kernel != null, kQuantKernel);
+        NativeKernels.Variant typedKernel =
+                q4_0Kernel != null && NativeKernels.hasTypedKernels(q4_0Kernel) ? q4_0Kernel : null;
+        this.inputs = new ActivationRows(q4_0Kernel != null, typedKernel);
+        this.hidden = new ActivationRows(q4_0Kernel != null, typedKernel);
         this.nativeCalls = new NativeCall[threads];
         for (int i = 0; i < threads; i++) {
             nativeCalls[i] = new NativeCall(q4_0Kernel);
@@ -116,7 +116,8 @@ public final class CpuBackend implements Backend {
     public String kernels() {
         String java = "Java kernels on " + Kernels.vectorBits() + "-bit vectors";
         if (q4_0Kernel != null) {
-            String types = NativeKernels.hasKQuantKernels(q4_0Kernel) ? "Q4_0, Q4_K and Q6_K kernels" : "Q4_0 kernel";
+            String types =
+                    NativeKernels.hasTypedKernels(q4_0Kernel) ? "Q4_0, Q4_K, Q6_K and Q5_0 kernels" : "Q4_0 kernel";
             return "native " + types + " (" + q4_0Kernel.instructions + "), " + java;
         }
         return NativeKernels.whyJava() == null ? java : java + " (" + NativeKernels.whyJava() + ")";
@@ -396,16 +397,16 @@ public final class CpuBackend implements Backend {
                             valuesSegment,
                             offset,
                             r1 - r0);
-                case Q4_K, Q6_K ->
-                    NativeKernels.kQuantMatmul(
+                case Q4_K, Q6_K, Q5_0 ->
+                    NativeKernels.typedMatmul(
                             kernel,
                             w.type(),
                             w.data(),
                             w.rowBytes(),
-                            w.cols() / KQuantKernels.QK_K,
+                            w.cols() / w.type().blockSize,
                             r0,
                             r1,
-                            x.kQuantsSegment,
+                            x.byteQuantsSegment,
                             x.scalesSegment,
                             x.blockSumsSegment,
                             xRowsSegment,

@@ -20,7 +20,7 @@ import java.util.Locale;
 
 /**
  * The optional native CPU kernels ({@code engine/src/main/c}): Q4_0 weight rows times Q8_0 activation
- * rows, and on x86-64 Q4_K and Q6_K weight rows times Q8_K activation rows, with integer dot products, which the Vector API cannot emit (it has no integer dot product),
+ * rows, and on x86-64 Q4_K, Q6_K and Q5_0 weight rows times Q8_K (Q8_0) activation rows, with integer dot products, which the Vector API cannot emit (it has no integer dot product),
  * called through the FFM API. One library holds a {@link Variant} per instruction set; the best one this
  * processor runs is chosen at start-up, unless {@code GLIMMER_CPU_KERNELS} (or the system property
  * {@code glimmer.cpu.kernels}) says {@code java} or names a variant ({@code auto}, the default, chooses).
@@ -62,9 +62,12 @@ final class NativeKernels {
             return "glimmer_q4_0_matmul_" + setting.replace('-', '_');
         }
 
-        /** The library's K-quant matmul of this variant: {@code glimmer_q4_K_matmul_avx2} and so on (x86-64 only). */
-        String kQuantSymbol(GgmlType type) {
-            String name = type == GgmlType.Q4_K ? "q4_K" : "q6_K";
+        /**
+         * The library's matmul of this variant for one of {@link #TYPED}: {@code glimmer_q4_K_matmul_avx2} and so
+         * on (x86-64 only).
+         */
+        String typedSymbol(GgmlType type) {
+            String name = type.name().toLowerCase(Locale.ROOT).replace("_k", "_K");
             return "glimmer_" + name + "_matmul_" + setting.replace('-', '_');
         }
     }
@@ -76,12 +79,17 @@ final class NativeKernels {
     private static final MethodHandle[] MATMUL = new MethodHandle[Variant.values().length];
 
     /**
-     * Each variant's Q4_K and Q6_K matmuls (a range of weight rows · several Q8_K activation rows), where this
-     * processor runs the variant and the library has them (null elsewhere: the Java kernels compute those).
+     * The weight types besides Q4_0 with native kernels on x86-64, whose activations are int8 quants with a
+     * float scale per block (Q8_K, and for Q5_0 Q8_0) as the Java quantizer rounds them ({@link #typedMatmul}).
      */
-    private static final MethodHandle[] Q4_K_MATMUL = new MethodHandle[Variant.values().length];
+    static final List<GgmlType> TYPED = List.of(GgmlType.Q4_K, GgmlType.Q6_K, GgmlType.Q5_0);
 
-    private static final MethodHandle[] Q6_K_MATMUL = new MethodHandle[Variant.values().length];
+    /**
+     * Each variant's matmuls of the {@link #TYPED} types (a range of weight rows · several activation rows),
+     * {@code TYPED_MATMUL[variant][index in TYPED]}, where this processor runs the variant and the library has
+     * them all (null elsewhere: the Java kernels compute those).
+     */
+    private static final MethodHandle[][] TYPED_MATMUL = new MethodHandle[Variant.values().length][];
 
     private static final MethodHandle Q4_0_ACTIVATIONS;
     /** The variant the setting chooses here, or null for the Java kernels. */
@@ -143,13 +151,15 @@ final class NativeKernels {
                         if ((runs & 1 << v.ordinal()) != 0 && symbol.isPresent()) {
                             MATMUL[v.ordinal()] =
                                     linker.downcallHandle(symbol.get(), matmul, Linker.Option.critical(true));
-                            var q4_K = lookup.find(v.kQuantSymbol(GgmlType.Q4_K));
-                            var q6_K = lookup.find(v.kQuantSymbol(GgmlType.Q6_K));
-                            if (q4_K.isPresent() && q6_K.isPresent()) {
-                                Q4_K_MATMUL[v.ordinal()] =
-                                        linker.downcallHandle(q4_K.get(), matmul, Linker.Option.critical(true));
-                                Q6_K_MATMUL[v.ordinal()] =
-                                        linker.downcallHandle(q6_K.get(), matmul, Linker.Option.critical(true));
+                            if (TYPED.stream()
+                                    .allMatch(t -> lookup.find(v.typedSymbol(t)).isPresent())) {
+                                TYPED_MATMUL[v.ordinal()] = new MethodHandle[TYPED.size()];
+                                for (int i = 0; i < TYPED.size(); i++) {
+                                    TYPED_MATMUL[v.ordinal()][i] = linker.downcallHandle(
+                                            lookup.findOrThrow(v.typedSymbol(TYPED.get(i))),
+                                            matmul,
+                                            Linker.Option.critical(true));
+                                }
                             }
                         }
                     }
@@ -212,9 +222,9 @@ final class NativeKernels {
         return MATMUL[variant.ordinal()] != null;
     }
 
-    /** Whether {@code variant} (one that {@link #runs} here) has Q4_K and Q6_K matmuls ({@link #kQuantMatmul}). */
-    static boolean hasKQuantKernels(Variant variant) {
-        return Q4_K_MATMUL[variant.ordinal()] != null;
+    /** Whether {@code variant} (one that {@link #runs} here) has the {@link #TYPED} types' matmuls ({@link #typedMatmul}). */
+    static boolean hasTypedKernels(Variant variant) {
+        return TYPED_MATMUL[variant.ordinal()] != null;
     }
 
     /** The variants that run here, best first. */
@@ -305,18 +315,19 @@ final class NativeKernels {
     }
 
     /**
-     * With the kernel's {@code variant} (one that {@link #hasKQuantKernels}): rows {@code [rowFrom, rowTo)} of
-     * Q4_K or Q6_K ({@code type}) weights {@code w} ({@code rowBytes} apart, {@code superBlocks} super-blocks
-     * each) times the Q8_K activation rows {@code xRows[0..n)}: row i's int8 quants at {@code xq[i*cols ..]},
-     * its super-block scales at {@code xd[i*superBlocks ..]}, its sums of 16 quants at {@code xSums[i*cols/16
-     * ..]}; into {@code out[outOffset + j*outStride + (r - rowFrom)]}, bit for bit {@link KQuantKernels}' dots.
+     * With the kernel's {@code variant} (one that {@link #hasTypedKernels}): rows {@code [rowFrom, rowTo)} of
+     * {@code type} weights (one of {@link #TYPED}) {@code w} ({@code rowBytes} apart, {@code blocks} super-blocks
+     * or blocks each) times the activation rows {@code xRows[0..n)}: row i's int8 quants at {@code xq[i*cols
+     * ..]}, its block scales at {@code xd[i*blocks ..]}, for K-quants its sums of 16 quants at
+     * {@code xSums[i*cols/16 ..]}; into {@code out[outOffset + j*outStride + (r - rowFrom)]}, bit for bit the Java
+     * kernels' dots ({@link KQuantKernels}, {@link Kernels#dotQ5_0}).
      */
-    static void kQuantMatmul(
+    static void typedMatmul(
             Variant variant,
             GgmlType type,
             MemorySegment w,
             long rowBytes,
-            int superBlocks,
+            int blocks,
             int rowFrom,
             int rowTo,
             MemorySegment xq,
@@ -327,10 +338,9 @@ final class NativeKernels {
             MemorySegment out,
             long outOffset,
             int outStride) {
-        MethodHandle kernel = type == GgmlType.Q4_K ? Q4_K_MATMUL[variant.ordinal()] : Q6_K_MATMUL[variant.ordinal()];
+        MethodHandle kernel = TYPED_MATMUL[variant.ordinal()][TYPED.indexOf(type)];
         try {
-            kernel.invokeExact(
-                    w, rowBytes, superBlocks, rowFrom, rowTo, xq, xd, xSums, xRows, n, out, outOffset, outStride);
+            kernel.invokeExact(w, rowBytes, blocks, rowFrom, rowTo, xq, xd, xSums, xRows, n, out, outOffset, outStride);
         } catch (Throwable e) {
             throw new IllegalStateException("the native " + type + " kernel failed", e);
         }
