@@ -11,9 +11,10 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * The CPU backend: kernels over weights read in place from the mapping, split across a fixed pool of
- * platform threads ({@link WorkerPool}), with the tensor package's llama.cpp numerics. Q4_0 weights go
- * through the native kernel where it runs ({@link NativeKernels}: AVX-512 VNNI, AVX-VNNI, AVX2 or NEON
- * variants), every other type and every machine without it through the Vector API kernels
+ * platform threads ({@link WorkerPool}), with the tensor package's llama.cpp numerics. Q4_0 weights (and on
+ * x86-64 Q4_K, Q6_K and Q5_0 weights) go through the native kernels where they run ({@link NativeKernels}:
+ * AVX-512 VNNI, AVX-VNNI, AVX2 or NEON variants), every other type and every machine without them through the
+ * Vector API kernels
  * ({@link Kernels}, {@link KQuantKernels}); all give the same bits. Weight types without a SIMD kernel use the tensor package's scalar dot products,
  * still in parallel. A Java-kernel operation splits its output rows evenly among the threads; a native
  * one hands out ranges of rows as threads finish ({@link #takeUnits}). Either way a weight row is read
@@ -38,8 +39,8 @@ public final class CpuBackend implements Backend {
     private static final long NATIVE_MIN_BYTES = 32 << 10;
 
     private final WorkerPool pool;
-    /** The native kernel's variant Q4_0 weights go through ({@link NativeKernels}), or null for the Java kernels. */
-    private final NativeKernels.Variant q4_0Kernel;
+    /** The native kernels' variant Q4_0 (and K-quant, Q5_0) weights go through ({@link NativeKernels}), or null for the Java kernels. */
+    private final NativeKernels.Variant nativeKernel;
 
     private final ActivationRows inputs;
     private final ActivationRows hidden;
@@ -80,13 +81,12 @@ public final class CpuBackend implements Backend {
     }
 
     /**
-     * A backend computing with {@code threads} threads and the native Q4_0 kernel's {@code q4_0Kernel}
-     * variant (which must run here), or the Java kernels when null; all give the same bits.
+     * A backend computing with {@code threads} threads and the native kernels' {@code nativeKernel} variant
+     * (which must run here), or the Java kernels when null; all give the same bits.
      */
-    CpuBackend(int threads, NativeKernels.Variant q4_0Kernel) {
-        if (q4_0Kernel != null && !NativeKernels.runs(q4_0Kernel)) {
-            throw new IllegalStateException(
-                    "the native Q4_0 kernel's " + q4_0Kernel.setting + " variant cannot run here");
+    CpuBackend(int threads, NativeKernels.Variant nativeKernel) {
+        if (nativeKernel != null && !NativeKernels.runs(nativeKernel)) {
+            throw new IllegalStateException("the native kernels' " + nativeKernel.setting + " variant cannot run here");
         }
         if (threads < 1) {
             throw new InvalidInputException("the number of threads must be at least 1, got " + threads);
@@ -96,14 +96,14 @@ public final class CpuBackend implements Backend {
         this.quads = new float[threads][4];
         this.quads2 = new float[threads][4];
         this.slotValues = new float[threads][0];
-        this.q4_0Kernel = q4_0Kernel;
+        this.nativeKernel = nativeKernel;
         NativeKernels.Variant typedKernel =
-                q4_0Kernel != null && NativeKernels.hasTypedKernels(q4_0Kernel) ? q4_0Kernel : null;
-        this.inputs = new ActivationRows(q4_0Kernel != null, typedKernel);
-        this.hidden = new ActivationRows(q4_0Kernel != null, typedKernel);
+                nativeKernel != null && NativeKernels.hasTypedKernels(nativeKernel) ? nativeKernel : null;
+        this.inputs = new ActivationRows(nativeKernel != null, typedKernel);
+        this.hidden = new ActivationRows(nativeKernel != null, typedKernel);
         this.nativeCalls = new NativeCall[threads];
         for (int i = 0; i < threads; i++) {
-            nativeCalls[i] = new NativeCall(q4_0Kernel);
+            nativeCalls[i] = new NativeCall(nativeKernel);
         }
     }
 
@@ -115,10 +115,10 @@ public final class CpuBackend implements Backend {
     /** The kernels this backend multiplies with, for logs and benchmarks. */
     public String kernels() {
         String java = "Java kernels on " + Kernels.vectorBits() + "-bit vectors";
-        if (q4_0Kernel != null) {
+        if (nativeKernel != null) {
             String types =
-                    NativeKernels.hasTypedKernels(q4_0Kernel) ? "Q4_0, Q4_K, Q6_K and Q5_0 kernels" : "Q4_0 kernel";
-            return "native " + types + " (" + q4_0Kernel.instructions + "), " + java;
+                    NativeKernels.hasTypedKernels(nativeKernel) ? "Q4_0, Q4_K, Q6_K and Q5_0 kernels" : "Q4_0 kernel";
+            return "native " + types + " (" + nativeKernel.instructions + "), " + java;
         }
         return NativeKernels.whyJava() == null ? java : java + " (" + NativeKernels.whyJava() + ")";
     }
