@@ -1,5 +1,5 @@
 /*
- * The native K-quant and Q5_0 kernels for x86-64 (ranges of Q4_K and Q6_K weight rows times several Q8_K
+ * The native K-quant and Q5_0 kernels for x86-64 (ranges of Q4_K, Q5_K and Q6_K weight rows times several Q8_K
  * activation rows, of Q5_0 rows times Q8_0 rows; NativeKernels calls them for every multiplication by such
  * weights, as the Q4_0 kernel), in three
  * variants of kquant_256.inc that differ only in how the int16 pair sums of vpmaddubsw are scaled into
@@ -20,10 +20,12 @@
 #define Q4_K_BLOCK_BYTES 144
 #define Q6_K_BLOCK_BYTES 210
 #define Q5_0_BLOCK_BYTES 22
+#define Q5_K_BLOCK_BYTES 176
 /* The weight types of typed_matmul. */
 #define Q4_K_TYPE 0
 #define Q6_K_TYPE 1
 #define Q5_0_TYPE 2
+#define Q5_K_TYPE 3
 /* Activation rows a weight row's super-block is unpacked once for. */
 #define TOKENS_PER_PASS 4
 

@@ -30,7 +30,7 @@ import java.lang.foreign.MemorySegment;
  * kernel sums in that lane); the lane scales are {@code laneScales}. The blocks after the last whole
  * group keep their 32 quants in the order j, j+8, j+16, j+24 for j = 0..7 (the values of the Java
  * kernel's 8 lanes, 4 adjacent bytes each), each block's scale the first of its 4 lane scales. With the
- * native kernels of {@link NativeKernels#TYPED} types (Q4_K, Q6_K, Q5_0), rows for such weights keep their
+ * native kernels of {@link NativeKernels#TYPED} types (Q4_K, Q5_K, Q6_K, Q5_0), rows for such weights keep their
  * quants as bytes instead ({@code byteQuants[i*cols ..]}; scales and sums as above). Each array a downcall reads has a memory segment
  * over it, made when the array is.
  */

@@ -12,7 +12,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 /**
  * The CPU backend: kernels over weights read in place from the mapping, split across a fixed pool of
  * platform threads ({@link WorkerPool}), with the tensor package's llama.cpp numerics. Q4_0 weights (and on
- * x86-64 Q4_K, Q6_K and Q5_0 weights) go through the native kernels where they run ({@link NativeKernels}:
+ * x86-64 Q4_K, Q5_K, Q6_K and Q5_0 weights) go through the native kernels where they run ({@link NativeKernels}:
  * AVX-512 VNNI, AVX-VNNI, AVX2 or NEON variants), every other type and every machine without them through the
  * Vector API kernels
  * ({@link Kernels}, {@link KQuantKernels}); all give the same bits. Weight types without a SIMD kernel use the tensor package's scalar dot products,
@@ -116,8 +116,9 @@ public final class CpuBackend implements Backend {
     public String kernels() {
         String java = "Java kernels on " + Kernels.vectorBits() + "-bit vectors";
         if (nativeKernel != null) {
-            String types =
-                    NativeKernels.hasTypedKernels(nativeKernel) ? "Q4_0, Q4_K, Q6_K and Q5_0 kernels" : "Q4_0 kernel";
+            String types = NativeKernels.hasTypedKernels(nativeKernel)
+                    ? "Q4_0, Q4_K, Q5_K, Q6_K and Q5_0 kernels"
+                    : "Q4_0 kernel";
             return "native " + types + " (" + nativeKernel.instructions + "), " + java;
         }
         return NativeKernels.whyJava() == null ? java : java + " (" + NativeKernels.whyJava() + ")";
@@ -397,7 +398,7 @@ public final class CpuBackend implements Backend {
                             valuesSegment,
                             offset,
                             r1 - r0);
-                case Q4_K, Q6_K, Q5_0 ->
+                case Q4_K, Q5_K, Q6_K, Q5_0 ->
                     NativeKernels.typedMatmul(
                             kernel,
                             w.type(),

@@ -20,7 +20,7 @@ import java.util.Locale;
 
 /**
  * The optional native CPU kernels ({@code engine/src/main/c}): Q4_0 weight rows times Q8_0 activation
- * rows, and on x86-64 Q4_K, Q6_K and Q5_0 weight rows times Q8_K (Q8_0) activation rows, with integer dot products, which the Vector API cannot emit (it has no integer dot product),
+ * rows, and on x86-64 Q4_K, Q5_K, Q6_K and Q5_0 weight rows times Q8_K (Q8_0) activation rows, with integer dot products, which the Vector API cannot emit (it has no integer dot product),
  * called through the FFM API. One library holds a {@link Variant} per instruction set; the best one this
  * processor runs is chosen at start-up, unless {@code GLIMMER_CPU_KERNELS} (or the system property
  * {@code glimmer.cpu.kernels}) says {@code java} or names a variant ({@code auto}, the default, chooses).
@@ -82,7 +82,7 @@ final class NativeKernels {
      * The weight types besides Q4_0 with native kernels on x86-64, whose activations are int8 quants with a
      * float scale per block (Q8_K, and for Q5_0 Q8_0) as the Java quantizer rounds them ({@link #typedMatmul}).
      */
-    static final List<GgmlType> TYPED = List.of(GgmlType.Q4_K, GgmlType.Q6_K, GgmlType.Q5_0);
+    static final List<GgmlType> TYPED = List.of(GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.Q5_0);
 
     /**
      * Each variant's matmuls of the {@link #TYPED} types (a range of weight rows · several activation rows),

@@ -54,7 +54,7 @@ class NativeKernelsTest {
         assertTrue(
                 new CpuBackend(1)
                         .kernels()
-                        .startsWith("native Q4_0, Q4_K, Q6_K and Q5_0 kernels (" + best.instructions
+                        .startsWith("native Q4_0, Q4_K, Q5_K, Q6_K and Q5_0 kernels (" + best.instructions
                                 + "), Java kernels on "),
                 new CpuBackend(1).kernels());
     }
@@ -285,7 +285,7 @@ class NativeKernelsTest {
     }
 
     /**
-     * The native Q4_K, Q6_K and Q5_0 matmuls against the Java kernels, bit for bit: the real rows of every such
+     * The native Q4_K, Q5_K, Q6_K and Q5_0 matmuls against the Java kernels, bit for bit: the real rows of every such
      * tensor of the small Q4_K_M oracle model (1 to 11 tokens: whole and partial passes of 4, 1 and 2 threads), and random bytes with valid
      * scales over rows of 1 to 9 super-blocks (quants and scales of every value, sums of all magnitudes).
      */
