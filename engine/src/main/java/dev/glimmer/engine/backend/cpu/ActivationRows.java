@@ -30,8 +30,9 @@ import java.lang.foreign.MemorySegment;
  * kernel sums in that lane); the lane scales are {@code laneScales}. The blocks after the last whole
  * group keep their 32 quants in the order j, j+8, j+16, j+24 for j = 0..7 (the values of the Java
  * kernel's 8 lanes, 4 adjacent bytes each), each block's scale the first of its 4 lane scales. With the
- * native K-quant dots, Q8_K rows also keep their quants as bytes ({@code kQuants[i*cols ..]}). Each array a
- * downcall reads has a memory segment over it, made when the array is.
+ * native kernels of {@link NativeKernels#TYPED} types (Q4_K, Q5_K, Q6_K, Q5_0), rows for such weights keep their
+ * quants as bytes instead ({@code byteQuants[i*cols ..]}; scales and sums as above). Each array a downcall reads has a memory segment
+ * over it, made when the array is.
  */
 final class ActivationRows {
     short[] quants = new short[0];
@@ -43,10 +44,10 @@ final class ActivationRows {
     QuantizedVector[] vectors = new QuantizedVector[0];
     byte[] nativeQuants = new byte[0];
     int[] nativeBiases = new int[0];
-    /** Q8_K quants as bytes, for the native K-quant dots (kept beside {@code quants} when those run). */
-    byte[] kQuants = new byte[0];
+    /** Q8_K or Q8_0 quants as bytes, for the native kernels of {@link NativeKernels#TYPED} types (in place of {@code quants}). */
+    byte[] byteQuants = new byte[0];
 
-    MemorySegment kQuantsSegment = MemorySegment.ofArray(kQuants);
+    MemorySegment byteQuantsSegment = MemorySegment.ofArray(byteQuants);
     MemorySegment scalesSegment = MemorySegment.ofArray(scales);
     MemorySegment blockSumsSegment = MemorySegment.ofArray(blockSums);
     MemorySegment nativeQuantsSegment = MemorySegment.ofArray(nativeQuants);
@@ -62,17 +63,17 @@ final class ActivationRows {
     private final QuantizedVector scratch = new QuantizedVector(GgmlType.Q8_0);
     private final QuantizedVector scratchK = new QuantizedVector(GgmlType.Q8_K);
 
-    /** The native kernels' variant whose Q4_K and Q6_K dots these rows feed, or null for the Java kernels. */
-    private final NativeKernels.Variant kQuantKernel;
+    /** The native kernels' variant whose matmuls of {@link NativeKernels#TYPED} types these rows feed, or null for the Java kernels. */
+    private final NativeKernels.Variant typedKernel;
 
     /**
      * Rows whose Q4_0 activations are for the Java kernels ({@code nativeQ4_0} false) or for the native kernel,
-     * and whose Q4_K and Q6_K dots are the native {@code kQuantKernel}'s (one with {@link NativeKernels#hasKQuantDots})
-     * or, when null, the Java kernels'.
+     * and whose products with {@link NativeKernels#TYPED} types are the native {@code typedKernel}'s (one with
+     * {@link NativeKernels#hasTypedKernels}) or, when null, the Java kernels'.
      */
-    ActivationRows(boolean nativeQ4_0, NativeKernels.Variant kQuantKernel) {
+    ActivationRows(boolean nativeQ4_0, NativeKernels.Variant typedKernel) {
         this.nativeQ4_0 = nativeQ4_0;
-        this.kQuantKernel = kQuantKernel;
+        this.typedKernel = typedKernel;
     }
 
     /** Whether {@link Kernels} or {@link KQuantKernels} has a dot product for weights of {@code type}. */
@@ -109,9 +110,9 @@ final class ActivationRows {
                 scalesSegment = MemorySegment.ofArray(scales);
                 blockSumsSegment = MemorySegment.ofArray(blockSums);
             }
-            if (kQuantKernel != null && type == GgmlType.Q8_K && kQuants.length < quants.length) {
-                kQuants = new byte[quants.length];
-                kQuantsSegment = MemorySegment.ofArray(kQuants);
+            if (nativeTyped(weightType) && byteQuants.length < quants.length) {
+                byteQuants = new byte[quants.length];
+                byteQuantsSegment = MemorySegment.ofArray(byteQuants);
             }
             if (nativeQ4_0 && weightType == GgmlType.Q4_0 && staging.length < cols) {
                 staging = new float[cols];
@@ -148,12 +149,13 @@ final class ActivationRows {
                 QuantizedVector q = type == GgmlType.Q8_0 ? scratch : scratchK;
                 q.quantize(x, from, cols);
                 int at = row * cols;
-                for (int i = 0; i < cols; i++) {
-                    quants[at + i] = q.quant(i);
-                }
-                if (kQuantKernel != null && type == GgmlType.Q8_K) {
+                if (nativeTyped(weightType)) {
                     for (int i = 0; i < cols; i++) {
-                        kQuants[at + i] = (byte) q.quant(i);
+                        byteQuants[at + i] = (byte) q.quant(i);
+                    }
+                } else {
+                    for (int i = 0; i < cols; i++) {
+                        quants[at + i] = q.quant(i);
                     }
                 }
                 int blockSize = type.blockSize;
@@ -176,9 +178,14 @@ final class ActivationRows {
         }
     }
 
-    /** Whether {@code w} is multiplied by the native kernel with these rows. */
+    /** Whether {@code w} is multiplied by a native kernel with these rows (ranges of rows at once, never {@link #dot}). */
     boolean nativeFor(WeightMatrix w) {
-        return nativeQ4_0 && w.type() == GgmlType.Q4_0;
+        return (nativeQ4_0 && w.type() == GgmlType.Q4_0) || nativeTyped(w.type());
+    }
+
+    /** Whether weights of {@code weightType} go through the native kernels of {@link NativeKernels#TYPED} types with these rows. */
+    private boolean nativeTyped(GgmlType weightType) {
+        return typedKernel != null && NativeKernels.TYPED.contains(weightType);
     }
 
     /**
@@ -216,33 +223,11 @@ final class ActivationRows {
             case Q8_0 ->
                 Kernels.dotQ8_0(w.data(), row, quants, i * cols, scales, i * cols / Kernels.QK, cols / Kernels.QK);
             case Q4_K ->
-                kQuantKernel != null
-                        ? NativeKernels.q4_KDot(
-                                kQuantKernel,
-                                w.data(),
-                                row,
-                                kQuantsSegment,
-                                scalesSegment,
-                                blockSumsSegment,
-                                (long) i * cols,
-                                cols / KQuantKernels.QK_K)
-                        : KQuantKernels.dotQ4_K(
-                                w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
+                KQuantKernels.dotQ4_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
             case Q5_K ->
                 KQuantKernels.dotQ5_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
             case Q6_K ->
-                kQuantKernel != null
-                        ? NativeKernels.q6_KDot(
-                                kQuantKernel,
-                                w.data(),
-                                row,
-                                kQuantsSegment,
-                                scalesSegment,
-                                blockSumsSegment,
-                                (long) i * cols,
-                                cols / KQuantKernels.QK_K)
-                        : KQuantKernels.dotQ6_K(
-                                w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
+                KQuantKernels.dotQ6_K(w.data(), row, quants, scales, blockSums, i * cols, cols / KQuantKernels.QK_K);
             case F16 -> Kernels.dotF16(w.data(), row, floats, i * cols, cols);
             default -> Kernels.dotF32(w.data(), row, floats, i * cols, cols);
         };

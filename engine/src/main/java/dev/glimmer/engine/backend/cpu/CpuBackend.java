@@ -11,9 +11,10 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * The CPU backend: kernels over weights read in place from the mapping, split across a fixed pool of
- * platform threads ({@link WorkerPool}), with the tensor package's llama.cpp numerics. Q4_0 weights go
- * through the native kernel where it runs ({@link NativeKernels}: AVX-512 VNNI, AVX-VNNI, AVX2 or NEON
- * variants), every other type and every machine without it through the Vector API kernels
+ * platform threads ({@link WorkerPool}), with the tensor package's llama.cpp numerics. Q4_0 weights (and on
+ * x86-64 Q4_K, Q5_K, Q6_K and Q5_0 weights) go through the native kernels where they run ({@link NativeKernels}:
+ * AVX-512 VNNI, AVX-VNNI, AVX2 or NEON variants), every other type and every machine without them through the
+ * Vector API kernels
  * ({@link Kernels}, {@link KQuantKernels}); all give the same bits. Weight types without a SIMD kernel use the tensor package's scalar dot products,
  * still in parallel. A Java-kernel operation splits its output rows evenly among the threads; a native
  * one hands out ranges of rows as threads finish ({@link #takeUnits}). Either way a weight row is read
@@ -38,8 +39,8 @@ public final class CpuBackend implements Backend {
     private static final long NATIVE_MIN_BYTES = 32 << 10;
 
     private final WorkerPool pool;
-    /** The native kernel's variant Q4_0 weights go through ({@link NativeKernels}), or null for the Java kernels. */
-    private final NativeKernels.Variant q4_0Kernel;
+    /** The native kernels' variant Q4_0 (and K-quant, Q5_0) weights go through ({@link NativeKernels}), or null for the Java kernels. */
+    private final NativeKernels.Variant nativeKernel;
 
     private final ActivationRows inputs;
     private final ActivationRows hidden;
@@ -80,13 +81,12 @@ public final class CpuBackend implements Backend {
     }
 
     /**
-     * A backend computing with {@code threads} threads and the native Q4_0 kernel's {@code q4_0Kernel}
-     * variant (which must run here), or the Java kernels when null; all give the same bits.
+     * A backend computing with {@code threads} threads and the native kernels' {@code nativeKernel} variant
+     * (which must run here), or the Java kernels when null; all give the same bits.
      */
-    CpuBackend(int threads, NativeKernels.Variant q4_0Kernel) {
-        if (q4_0Kernel != null && !NativeKernels.runs(q4_0Kernel)) {
-            throw new IllegalStateException(
-                    "the native Q4_0 kernel's " + q4_0Kernel.setting + " variant cannot run here");
+    CpuBackend(int threads, NativeKernels.Variant nativeKernel) {
+        if (nativeKernel != null && !NativeKernels.runs(nativeKernel)) {
+            throw new IllegalStateException("the native kernels' " + nativeKernel.setting + " variant cannot run here");
         }
         if (threads < 1) {
             throw new InvalidInputException("the number of threads must be at least 1, got " + threads);
@@ -96,14 +96,14 @@ public final class CpuBackend implements Backend {
         this.quads = new float[threads][4];
         this.quads2 = new float[threads][4];
         this.slotValues = new float[threads][0];
-        this.q4_0Kernel = q4_0Kernel;
-        NativeKernels.Variant kQuantKernel =
-                q4_0Kernel != null && NativeKernels.hasKQuantDots(q4_0Kernel) ? q4_0Kernel : null;
-        this.inputs = new ActivationRows(q4_0Kernel != null, kQuantKernel);
-        this.hidden = new ActivationRows(q4_0Kernel != null, kQuantKernel);
+        this.nativeKernel = nativeKernel;
+        NativeKernels.Variant typedKernel =
+                nativeKernel != null && NativeKernels.hasTypedKernels(nativeKernel) ? nativeKernel : null;
+        this.inputs = new ActivationRows(nativeKernel != null, typedKernel);
+        this.hidden = new ActivationRows(nativeKernel != null, typedKernel);
         this.nativeCalls = new NativeCall[threads];
         for (int i = 0; i < threads; i++) {
-            nativeCalls[i] = new NativeCall(q4_0Kernel);
+            nativeCalls[i] = new NativeCall(nativeKernel);
         }
     }
 
@@ -115,9 +115,11 @@ public final class CpuBackend implements Backend {
     /** The kernels this backend multiplies with, for logs and benchmarks. */
     public String kernels() {
         String java = "Java kernels on " + Kernels.vectorBits() + "-bit vectors";
-        if (q4_0Kernel != null) {
-            String types = NativeKernels.hasKQuantDots(q4_0Kernel) ? "Q4_0, Q4_K and Q6_K kernels" : "Q4_0 kernel";
-            return "native " + types + " (" + q4_0Kernel.instructions + "), " + java;
+        if (nativeKernel != null) {
+            String types = NativeKernels.hasTypedKernels(nativeKernel)
+                    ? "Q4_0, Q4_K, Q5_K, Q6_K and Q5_0 kernels"
+                    : "Q4_0 kernel";
+            return "native " + types + " (" + nativeKernel.instructions + "), " + java;
         }
         return NativeKernels.whyJava() == null ? java : java + " (" + NativeKernels.whyJava() + ")";
     }
@@ -375,25 +377,46 @@ public final class CpuBackend implements Backend {
         }
 
         /**
-         * Rows {@code [r0, r1)} of {@code w} · activation rows {@code xRows[0..n)} of {@code x}, from
-         * {@code values[offset]}.
+         * Rows {@code [r0, r1)} of {@code w} (a type {@link ActivationRows#nativeFor} the rows {@code x}) ·
+         * activation rows {@code xRows[0..n)} of {@code x}, from {@code values[offset]}.
          */
         void multiply(WeightMatrix w, int r0, int r1, ActivationRows x, int n, int offset) {
-            NativeKernels.q4_0Matmul(
-                    kernel,
-                    w.data(),
-                    w.rowBytes(),
-                    w.cols() / Kernels.QK,
-                    r0,
-                    r1,
-                    x.nativeQuantsSegment,
-                    x.nativeBiasesSegment,
-                    x.laneScalesSegment,
-                    xRowsSegment,
-                    n,
-                    valuesSegment,
-                    offset,
-                    r1 - r0);
+            switch (w.type()) {
+                case Q4_0 ->
+                    NativeKernels.q4_0Matmul(
+                            kernel,
+                            w.data(),
+                            w.rowBytes(),
+                            w.cols() / Kernels.QK,
+                            r0,
+                            r1,
+                            x.nativeQuantsSegment,
+                            x.nativeBiasesSegment,
+                            x.laneScalesSegment,
+                            xRowsSegment,
+                            n,
+                            valuesSegment,
+                            offset,
+                            r1 - r0);
+                case Q4_K, Q5_K, Q6_K, Q5_0 ->
+                    NativeKernels.typedMatmul(
+                            kernel,
+                            w.type(),
+                            w.data(),
+                            w.rowBytes(),
+                            w.cols() / w.type().blockSize,
+                            r0,
+                            r1,
+                            x.byteQuantsSegment,
+                            x.scalesSegment,
+                            x.blockSumsSegment,
+                            xRowsSegment,
+                            n,
+                            valuesSegment,
+                            offset,
+                            r1 - r0);
+                default -> throw new IllegalStateException("no native kernel for " + w.type());
+            }
         }
     }
 
@@ -522,7 +545,7 @@ public final class CpuBackend implements Backend {
 
         private void gateUpRows(int worker, int workers) {
             int rows = ffns[selected[0]].gate().rows();
-            if (inputs.nativeFor(ffns[selected[0]].gate())) {
+            if (inputs.nativeFor(ffns[selected[0]].gate()) && inputs.nativeFor(ffns[selected[0]].up())) {
                 gateUpNative(rows, nativeCalls[worker]);
                 return;
             }

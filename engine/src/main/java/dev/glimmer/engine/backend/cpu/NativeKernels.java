@@ -1,6 +1,7 @@
 package dev.glimmer.engine.backend.cpu;
 
 import dev.glimmer.engine.InvalidInputException;
+import dev.glimmer.engine.tensor.GgmlType;
 import java.io.IOException;
 import java.io.InputStream;
 import java.lang.foreign.Arena;
@@ -19,7 +20,7 @@ import java.util.Locale;
 
 /**
  * The optional native CPU kernels ({@code engine/src/main/c}): Q4_0 weight rows times Q8_0 activation
- * rows, and on x86-64 Q4_K and Q6_K weight rows times Q8_K activation rows, with integer dot products, which the Vector API cannot emit (it has no integer dot product),
+ * rows, and on x86-64 Q4_K, Q5_K, Q6_K and Q5_0 weight rows times Q8_K (Q8_0) activation rows, with integer dot products, which the Vector API cannot emit (it has no integer dot product),
  * called through the FFM API. One library holds a {@link Variant} per instruction set; the best one this
  * processor runs is chosen at start-up, unless {@code GLIMMER_CPU_KERNELS} (or the system property
  * {@code glimmer.cpu.kernels}) says {@code java} or names a variant ({@code auto}, the default, chooses).
@@ -61,9 +62,13 @@ final class NativeKernels {
             return "glimmer_q4_0_matmul_" + setting.replace('-', '_');
         }
 
-        /** The library's K-quant dot of this variant: {@code glimmer_q4_K_dot_avx2} and so on (x86-64 only). */
-        String kQuantSymbol(String type) {
-            return "glimmer_" + type + "_dot_" + setting.replace('-', '_');
+        /**
+         * The library's matmul of this variant for one of {@link #TYPED}: {@code glimmer_q4_K_matmul_avx2} and so
+         * on (x86-64 only).
+         */
+        String typedSymbol(GgmlType type) {
+            String name = type.name().toLowerCase(Locale.ROOT).replace("_k", "_K");
+            return "glimmer_" + name + "_matmul_" + setting.replace('-', '_');
         }
     }
 
@@ -74,12 +79,17 @@ final class NativeKernels {
     private static final MethodHandle[] MATMUL = new MethodHandle[Variant.values().length];
 
     /**
-     * Each variant's Q4_K and Q6_K dots (one weight row · one Q8_K activation row), where this processor runs
-     * the variant and the library has them (null elsewhere: the Java kernels compute those).
+     * The weight types besides Q4_0 with native kernels on x86-64, whose activations are int8 quants with a
+     * float scale per block (Q8_K, and for Q5_0 Q8_0) as the Java quantizer rounds them ({@link #typedMatmul}).
      */
-    private static final MethodHandle[] Q4_K_DOT = new MethodHandle[Variant.values().length];
+    static final List<GgmlType> TYPED = List.of(GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.Q5_0);
 
-    private static final MethodHandle[] Q6_K_DOT = new MethodHandle[Variant.values().length];
+    /**
+     * Each variant's matmuls of the {@link #TYPED} types (a range of weight rows · several activation rows),
+     * {@code TYPED_MATMUL[variant][index in TYPED]}, where this processor runs the variant and the library has
+     * them all (null elsewhere: the Java kernels compute those).
+     */
+    private static final MethodHandle[][] TYPED_MATMUL = new MethodHandle[Variant.values().length][];
 
     private static final MethodHandle Q4_0_ACTIVATIONS;
     /** The variant the setting chooses here, or null for the Java kernels. */
@@ -120,42 +130,36 @@ final class NativeKernels {
                     MethodHandle variants = linker.downcallHandle(
                             lookup.findOrThrow("glimmer_cpu_variants"), FunctionDescriptor.of(ValueLayout.JAVA_INT));
                     int runs = (int) variants.invokeExact();
+                    // (w, rowBytes, blocks, rowFrom, rowTo, three activation arrays, xRows, n, out, outOffset,
+                    // outStride): the Q4_0 matmul's and the K-quant matmuls' arguments alike.
+                    FunctionDescriptor matmul = FunctionDescriptor.ofVoid(
+                            ValueLayout.ADDRESS,
+                            ValueLayout.JAVA_LONG,
+                            ValueLayout.JAVA_INT,
+                            ValueLayout.JAVA_INT,
+                            ValueLayout.JAVA_INT,
+                            ValueLayout.ADDRESS,
+                            ValueLayout.ADDRESS,
+                            ValueLayout.ADDRESS,
+                            ValueLayout.ADDRESS,
+                            ValueLayout.JAVA_INT,
+                            ValueLayout.ADDRESS,
+                            ValueLayout.JAVA_LONG,
+                            ValueLayout.JAVA_INT);
                     for (Variant v : Variant.values()) {
                         var symbol = lookup.find(v.matmulSymbol());
                         if ((runs & 1 << v.ordinal()) != 0 && symbol.isPresent()) {
-                            MATMUL[v.ordinal()] = linker.downcallHandle(
-                                    symbol.get(),
-                                    FunctionDescriptor.ofVoid(
-                                            ValueLayout.ADDRESS,
-                                            ValueLayout.JAVA_LONG,
-                                            ValueLayout.JAVA_INT,
-                                            ValueLayout.JAVA_INT,
-                                            ValueLayout.JAVA_INT,
-                                            ValueLayout.ADDRESS,
-                                            ValueLayout.ADDRESS,
-                                            ValueLayout.ADDRESS,
-                                            ValueLayout.ADDRESS,
-                                            ValueLayout.JAVA_INT,
-                                            ValueLayout.ADDRESS,
-                                            ValueLayout.JAVA_LONG,
-                                            ValueLayout.JAVA_INT),
-                                    Linker.Option.critical(true));
-                            FunctionDescriptor kQuantDot = FunctionDescriptor.of(
-                                    ValueLayout.JAVA_FLOAT,
-                                    ValueLayout.ADDRESS,
-                                    ValueLayout.JAVA_LONG,
-                                    ValueLayout.ADDRESS,
-                                    ValueLayout.ADDRESS,
-                                    ValueLayout.ADDRESS,
-                                    ValueLayout.JAVA_LONG,
-                                    ValueLayout.JAVA_INT);
-                            var q4_K = lookup.find(v.kQuantSymbol("q4_K"));
-                            var q6_K = lookup.find(v.kQuantSymbol("q6_K"));
-                            if (q4_K.isPresent() && q6_K.isPresent()) {
-                                Q4_K_DOT[v.ordinal()] =
-                                        linker.downcallHandle(q4_K.get(), kQuantDot, Linker.Option.critical(true));
-                                Q6_K_DOT[v.ordinal()] =
-                                        linker.downcallHandle(q6_K.get(), kQuantDot, Linker.Option.critical(true));
+                            MATMUL[v.ordinal()] =
+                                    linker.downcallHandle(symbol.get(), matmul, Linker.Option.critical(true));
+                            if (TYPED.stream()
+                                    .allMatch(t -> lookup.find(v.typedSymbol(t)).isPresent())) {
+                                TYPED_MATMUL[v.ordinal()] = new MethodHandle[TYPED.size()];
+                                for (int i = 0; i < TYPED.size(); i++) {
+                                    TYPED_MATMUL[v.ordinal()][i] = linker.downcallHandle(
+                                            lookup.findOrThrow(v.typedSymbol(TYPED.get(i))),
+                                            matmul,
+                                            Linker.Option.critical(true));
+                                }
                             }
                         }
                     }
@@ -218,9 +222,9 @@ final class NativeKernels {
         return MATMUL[variant.ordinal()] != null;
     }
 
-    /** Whether {@code variant} (one that {@link #runs} here) has Q4_K and Q6_K dots ({@link #q4_KDot}, {@link #q6_KDot}). */
-    static boolean hasKQuantDots(Variant variant) {
-        return Q4_K_DOT[variant.ordinal()] != null;
+    /** Whether {@code variant} (one that {@link #runs} here) has the {@link #TYPED} types' matmuls ({@link #typedMatmul}). */
+    static boolean hasTypedKernels(Variant variant) {
+        return TYPED_MATMUL[variant.ordinal()] != null;
     }
 
     /** The variants that run here, best first. */
@@ -311,41 +315,34 @@ final class NativeKernels {
     }
 
     /**
-     * With the kernel's {@code variant} (one that {@link #hasKQuantDots}): Q4_K weight row at byte {@code offset}
-     * of {@code w} ({@code superBlocks} super-blocks) · the Q8_K activation row at {@code xOff} of {@code xq}
-     * (int8 quants), {@code xd} (scales from {@code xOff/256}) and {@code xSums} (sums of 16 from {@code xOff/16});
-     * bit for bit {@link KQuantKernels#dotQ4_K}.
+     * With the kernel's {@code variant} (one that {@link #hasTypedKernels}): rows {@code [rowFrom, rowTo)} of
+     * {@code type} weights (one of {@link #TYPED}) {@code w} ({@code rowBytes} apart, {@code blocks} super-blocks
+     * or blocks each) times the activation rows {@code xRows[0..n)}: row i's int8 quants at {@code xq[i*cols
+     * ..]}, its block scales at {@code xd[i*blocks ..]}, for K-quants its sums of 16 quants at
+     * {@code xSums[i*cols/16 ..]}; into {@code out[outOffset + j*outStride + (r - rowFrom)]}, bit for bit the Java
+     * kernels' dots ({@link KQuantKernels}, {@link Kernels#dotQ5_0}).
      */
-    static float q4_KDot(
+    static void typedMatmul(
             Variant variant,
+            GgmlType type,
             MemorySegment w,
-            long offset,
+            long rowBytes,
+            int blocks,
+            int rowFrom,
+            int rowTo,
             MemorySegment xq,
             MemorySegment xd,
             MemorySegment xSums,
-            long xOff,
-            int superBlocks) {
+            MemorySegment xRows,
+            int n,
+            MemorySegment out,
+            long outOffset,
+            int outStride) {
+        MethodHandle kernel = TYPED_MATMUL[variant.ordinal()][TYPED.indexOf(type)];
         try {
-            return (float) Q4_K_DOT[variant.ordinal()].invokeExact(w, offset, xq, xd, xSums, xOff, superBlocks);
+            kernel.invokeExact(w, rowBytes, blocks, rowFrom, rowTo, xq, xd, xSums, xRows, n, out, outOffset, outStride);
         } catch (Throwable e) {
-            throw new IllegalStateException("the native Q4_K kernel failed", e);
-        }
-    }
-
-    /** {@link #q4_KDot} for Q6_K weights: bit for bit {@link KQuantKernels#dotQ6_K}. */
-    static float q6_KDot(
-            Variant variant,
-            MemorySegment w,
-            long offset,
-            MemorySegment xq,
-            MemorySegment xd,
-            MemorySegment xSums,
-            long xOff,
-            int superBlocks) {
-        try {
-            return (float) Q6_K_DOT[variant.ordinal()].invokeExact(w, offset, xq, xd, xSums, xOff, superBlocks);
-        } catch (Throwable e) {
-            throw new IllegalStateException("the native Q6_K kernel failed", e);
+            throw new IllegalStateException("the native " + type + " kernel failed", e);
         }
     }
 }

@@ -19,7 +19,7 @@ import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.Warmup;
 
 /**
- * Q4_0 matrix times several tokens, as a prompt multiplies: the multiply-adds per second (the
+ * A Q4_0, Q4_K or Q6_K matrix ({@code type}) times several tokens, as a prompt multiplies: the multiply-adds per second (the
  * {@code gigaMacs} counter) to hold against what the kernel reaches (docs/BENCHMARKS.md gives the
  * machine's figures), and the weights streamed ({@code gigabytes}). Shapes are {@code in x out x
  * tokens}: an expert's gate projection with the ~4 tokens a 64-token prompt routes to each expert, and
@@ -41,6 +41,9 @@ public class MatMatBenchmark {
 
     @Param({"2048x1536x4", "5120x2048x64"})
     public String shape;
+
+    @Param({"Q4_0", "Q4_K", "Q6_K"})
+    public String type;
 
     @Param({"native", "java"})
     public String kernels;
@@ -69,7 +72,7 @@ public class MatMatBenchmark {
         int rows = Integer.parseInt(parts[1]);
         tokens = Integer.parseInt(parts[2]);
         Random random = new Random(1);
-        matrix = MatmulBenchmark.randomWeights("w", GgmlType.Q4_0, rows, cols, random);
+        matrix = MatmulBenchmark.randomWeights("w", GgmlType.valueOf(type), rows, cols, random);
         x = new float[tokens * cols];
         for (int i = 0; i < x.length; i++) {
             x[i] = (float) random.nextGaussian();

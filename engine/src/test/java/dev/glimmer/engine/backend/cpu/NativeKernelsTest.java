@@ -54,7 +54,8 @@ class NativeKernelsTest {
         assertTrue(
                 new CpuBackend(1)
                         .kernels()
-                        .startsWith("native Q4_0, Q4_K and Q6_K kernels (" + best.instructions + "), Java kernels on "),
+                        .startsWith("native Q4_0, Q4_K, Q5_K, Q6_K and Q5_0 kernels (" + best.instructions
+                                + "), Java kernels on "),
                 new CpuBackend(1).kernels());
     }
 
@@ -86,8 +87,10 @@ class NativeKernelsTest {
         }
     }
 
-    @Test
-    void perHeadMatmulEqualsTheJavaKernels() {
+    /** Per-head products as the attention's absorbed heads: Q4_0 in a Q4_0 file, Q5_0 in a Q4_K_M one. */
+    @ParameterizedTest
+    @ValueSource(strings = {"Q4_0", "Q5_0"})
+    void perHeadMatmulEqualsTheJavaKernels(String type) {
         List<NativeKernels.Variant> variants = variants();
         Random random = new Random(12);
         int heads = 3;
@@ -95,7 +98,9 @@ class NativeKernelsTest {
         int cols = 192; // as the absorbed key heads: a group of 4 blocks and 2 blocks
         WeightMatrix[] w = new WeightMatrix[heads];
         for (int h = 0; h < heads; h++) {
-            w[h] = new WeightMatrix("head" + h, GgmlType.Q4_0, quantizedRows(random, rows, cols), rows, cols);
+            w[h] = type.equals("Q4_0")
+                    ? new WeightMatrix("head" + h, GgmlType.Q4_0, quantizedRows(random, rows, cols), rows, cols)
+                    : MatmulBenchmark.randomWeights("head" + h, GgmlType.Q5_0, rows, cols, random);
         }
         int n = 6;
         float[] x = activations(random, heads * cols + n * heads * cols);
@@ -109,26 +114,48 @@ class NativeKernelsTest {
         }
     }
 
-    /** Experts chosen unevenly (one by most tokens, some by none), for a decode step and a batch. */
-    @Test
-    void expertFfnEqualsTheJavaKernels() {
+    /**
+     * Experts chosen unevenly (one by most tokens, some by none), for a decode step and batches, with Q4_0
+     * experts and with a Q4_K_M file's (Q4_K gate and up, Q6_K down).
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"Q4_0", "Q4_K"})
+    void expertFfnEqualsTheJavaKernels(String gateType) {
         List<NativeKernels.Variant> variants = variants();
         Random random = new Random(13);
         int experts = 8;
         int width = 256;
-        int hiddenWidth = 384;
+        boolean kQuants = gateType.equals("Q4_K");
+        int hiddenWidth = kQuants ? 512 : 384;
         GlmWeights.Ffn[] ffns = new GlmWeights.Ffn[experts];
         for (int e = 0; e < experts; e++) {
-            ffns[e] = new GlmWeights.Ffn(
-                    new WeightMatrix(
-                            "gate" + e, GgmlType.Q4_0, quantizedRows(random, hiddenWidth, width), hiddenWidth, width),
-                    new WeightMatrix(
-                            "up" + e, GgmlType.Q4_0, quantizedRows(random, hiddenWidth, width), hiddenWidth, width),
-                    new WeightMatrix(
-                            "down" + e, GgmlType.Q4_0, quantizedRows(random, width, hiddenWidth), width, hiddenWidth));
+            ffns[e] = kQuants
+                    ? new GlmWeights.Ffn(
+                            MatmulBenchmark.randomWeights("gate" + e, GgmlType.Q4_K, hiddenWidth, width, random),
+                            MatmulBenchmark.randomWeights("up" + e, GgmlType.Q4_K, hiddenWidth, width, random),
+                            MatmulBenchmark.randomWeights("down" + e, GgmlType.Q6_K, width, hiddenWidth, random))
+                    : new GlmWeights.Ffn(
+                            new WeightMatrix(
+                                    "gate" + e,
+                                    GgmlType.Q4_0,
+                                    quantizedRows(random, hiddenWidth, width),
+                                    hiddenWidth,
+                                    width),
+                            new WeightMatrix(
+                                    "up" + e,
+                                    GgmlType.Q4_0,
+                                    quantizedRows(random, hiddenWidth, width),
+                                    hiddenWidth,
+                                    width),
+                            new WeightMatrix(
+                                    "down" + e,
+                                    GgmlType.Q4_0,
+                                    quantizedRows(random, width, hiddenWidth),
+                                    width,
+                                    hiddenWidth));
         }
         int k = 3;
-        for (int n : new int[] {1, 11}) {
+        for (int n : new int[] {1, 6, 11}) {
             int[] chosen = new int[n * k];
             float[] weights = new float[n * k];
             for (int t = 0; t < n; t++) {
@@ -258,27 +285,27 @@ class NativeKernelsTest {
     }
 
     /**
-     * The native Q4_K and Q6_K dots against the Java kernels, bit for bit: the real rows of every Q4_K and Q6_K
-     * tensor of the small Q4_K_M oracle model (1 to 5 tokens, 1 and 2 threads), and random bytes with valid
+     * The native Q4_K, Q5_K, Q6_K and Q5_0 matmuls against the Java kernels, bit for bit: the real rows of every such
+     * tensor of the small Q4_K_M oracle model (1 to 11 tokens: whole and partial passes of 4, 1 and 2 threads), and random bytes with valid
      * scales over rows of 1 to 9 super-blocks (quants and scales of every value, sums of all magnitudes).
      */
     @Test
-    void kQuantDotsEqualTheJavaKernelsBitForBit() throws IOException {
+    void typedMatmulsEqualTheJavaKernelsBitForBit() throws IOException {
         List<NativeKernels.Variant> variants =
-                variants().stream().filter(NativeKernels::hasKQuantDots).toList();
-        assumeTrue(!variants.isEmpty(), "no native K-quant dots here");
+                variants().stream().filter(NativeKernels::hasTypedKernels).toList();
+        assumeTrue(!variants.isEmpty(), "no native K-quant and Q5_0 kernels here");
         Random random = new Random(14);
         List<WeightMatrix> matrices = new java.util.ArrayList<>();
         try (GgufFile file = GgufFile.open(Oracle.model("small-q4_k_m"))) {
             for (TensorInfo t : file.tensors()) {
-                if ((t.type() == GgmlType.Q4_K || t.type() == GgmlType.Q6_K) && t.shape().length > 1) {
+                if (NativeKernels.TYPED.contains(t.type()) && t.shape().length > 1) {
                     int rows = (int) Math.min(t.rows(), 40);
                     matrices.add(new WeightMatrix(t.name(), t.type(), file.data(t), rows, (int) t.ne(0)));
                 }
             }
-            for (GgmlType type : new GgmlType[] {GgmlType.Q4_K, GgmlType.Q6_K}) {
-                for (int superBlocks : new int[] {1, 2, 9}) {
-                    int cols = 256 * superBlocks;
+            for (GgmlType type : NativeKernels.TYPED) {
+                for (int blocks : new int[] {1, 2, 9}) {
+                    int cols = type.blockSize * blocks;
                     matrices.add(MatmulBenchmark.randomWeights(type + "x" + cols, type, 33, cols, random));
                 }
             }
@@ -287,7 +314,7 @@ class NativeKernelsTest {
                     CpuBackend java = new CpuBackend(threads, (NativeKernels.Variant) null);
                     for (NativeKernels.Variant v : variants) {
                         CpuBackend nativeKernels = new CpuBackend(threads, v);
-                        for (int n : new int[] {1, 5}) {
+                        for (int n : new int[] {1, 4, 5, 11}) {
                             int stride = w.cols() + 3;
                             float[] x = activations(random, 1 + n * stride);
                             float[] expected = new float[n * w.rows()];
