@@ -35,6 +35,11 @@ import java.util.Map;
  * at its own position in its own range of the KV buffers (the KV pool: {@code StepArgs.kv_row}), and every
  * row gets its logits and greedy token. Several conversations then advance by one token each with one read
  * of the dense weights and one read per step of each expert any of them chose.
+ *
+ * <p>A model with the NextN (MTP) block in its {@link DecodeModel} ({@link #drafts}: a drafting pool's) makes every
+ * list compute the block's rows of its positions after the trunk's layers ({@link #nextnInput}, then the block as one
+ * more layer with its own KV buffer), and {@link #pool} adds the draft list: the block alone on one token, its head and
+ * argmax the draft (docs/SPECULATIVE.md, "On the GPU command lists").
  */
 public final class DecodeCommandListBuilder {
 
