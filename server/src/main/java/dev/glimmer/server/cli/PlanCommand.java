@@ -75,7 +75,8 @@ final class PlanCommand implements Subcommand {
             if (gpuMemoryGb != null && !(gpuMemoryGb > 0)) {
                 throw new UsageException("--gpu-memory must be a positive number of GB, got " + gpuMemoryGb);
             }
-            DecodeModel model = DecodeModels.of(file, config);
+            // with the NextN block where the file has one: serve drafts with it by default (its weights, its KV rows)
+            DecodeModel model = DecodeModels.of(file, config, true);
             CommandList list = DecodeCommandListBuilder.build(model, ctx);
             PlanSummary p = PlanSummary.of(model, list);
             long gpuMemory = gpuMemoryGb == null ? 0 : Math.round(gpuMemoryGb * 1e9);

@@ -112,7 +112,7 @@ public final class ServedModel implements AutoCloseable {
                             threads, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel()), drafts));
             String reason = choice.reason();
             try {
-                pool = choice.pool(slots(choice, model, ctx, config), ctx);
+                pool = choice.pool(slots(choice, model, ctx, config, drafts > 0), ctx);
             } catch (RuntimeException e) {
                 if (choice.kind() == BackendKind.CPU) {
                     throw e;
@@ -129,7 +129,7 @@ public final class ServedModel implements AutoCloseable {
                         model,
                         new Backends.CpuOptions(
                                 threads, CACHE_TYPE, Math.max(config.promptChunk(), config.parallel()), drafts));
-                pool = choice.pool(slots(choice, model, ctx, config), ctx);
+                pool = choice.pool(slots(choice, model, ctx, config, drafts > 0), ctx);
             }
             String backend = choice.name();
             LOG.info("serving on " + backend + ": " + reason);
@@ -200,10 +200,11 @@ public final class ServedModel implements AutoCloseable {
      * The sequences the pool holds, one per cached conversation: as many as {@code --kv-budget} holds, at least
      * {@code parallel}; with no budget, {@link MemoryBudget#poolSlots} (a follow-up turn can find its conversation
      * while others run), fewer, down to {@code parallel}, where a GPU offers less ({@link MemoryBudget#forServing}).
+     * With {@code drafting} a GPU pool's lists carry the NextN block (its weights, its KV rows), counted too.
      *
      * @throws PoolDoesNotFitException when the device says it cannot hold the pool, with what to change
      */
-    private static int slots(BackendChoice choice, GlmModel model, int ctx, ServerConfig config) {
+    private static int slots(BackendChoice choice, GlmModel model, int ctx, ServerConfig config, boolean drafting) {
         long budgetBytes = config.kvBudgetMb() << 20;
         int parallel = config.parallel();
         // what --kv-budget holds, at least parallel; 0 without a budget
@@ -218,7 +219,8 @@ public final class ServedModel implements AutoCloseable {
         SequencePools.DeviceMemory device = capped(memory.get(), choice, config.gpuMemoryGb());
         long available = device.available();
         boolean weightsThere = device.weightsThere();
-        DecodeModel decodeModel = DecodeModels.of(model.file(), model.config());
+        // a drafting pool's lists hold the NextN block too: its weights and its KV rows
+        DecodeModel decodeModel = DecodeModels.of(model.file(), model.config(), drafting);
         MemoryBudget budget;
         if (budgeted > 0) {
             budget = MemoryBudget.of(decodeModel, ctx, budgeted);
