@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Optional;
+import java.util.Random;
 import java.util.stream.IntStream;
 
 /**
@@ -242,6 +243,24 @@ public interface SequencePool extends AutoCloseable {
         DraftFilter NONE = (position, drafts) -> {};
 
         void replace(int position, int[] drafts);
+
+        /**
+         * Replaces each draft by the token {@code reference} holds for its position ({@code reference[i]} is the token
+         * at position {@code first + i}: what decoding without drafts put there) with probability {@code accept}, by
+         * the token after it otherwise (a wrong one); drafts outside the reference stay. So the real drafting,
+         * verification and rollback run at a chosen acceptance on random weights ({@code bench --draft-accept}).
+         */
+        static DraftFilter towards(int[] reference, int first, double accept, Random random, int vocab) {
+            return (position, drafts) -> {
+                for (int i = 0; i < drafts.length; i++) {
+                    int index = position + i - first;
+                    if (index >= 0 && index < reference.length) {
+                        int right = reference[index];
+                        drafts[i] = random.nextDouble() < accept ? right : (right + 1) % vocab;
+                    }
+                }
+            };
+        }
     }
 
     /**

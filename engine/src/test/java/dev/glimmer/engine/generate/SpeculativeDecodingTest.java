@@ -110,16 +110,7 @@ class SpeculativeDecodingTest {
 
     /** Replaces each draft by the token greedy decoding puts there with probability {@code accept}, else a wrong one. */
     private static SequencePool.DraftFilter towards(int[] reference, double accept, long seed) {
-        Random random = new Random(seed);
-        return (position, drafts) -> {
-            for (int i = 0; i < drafts.length; i++) {
-                int index = position + i - prompt.length;
-                if (index >= 0 && index < reference.length) {
-                    int right = reference[index];
-                    drafts[i] = random.nextDouble() < accept ? right : (right + 1) % model.vocabSize();
-                }
-            }
-        };
+        return SequencePool.DraftFilter.towards(reference, prompt.length, accept, new Random(seed), model.vocabSize());
     }
 
     @Test

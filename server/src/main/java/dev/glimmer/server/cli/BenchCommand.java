@@ -860,7 +860,11 @@ final class BenchCommand implements Subcommand {
         private Run generate(SequencePool pool, int drafts, double accept, Drafting.Use use) {
             try (SequencePool.Sequence sequence = pool.open()) {
                 fillRandom(pool, sequence, depth, new Random(42));
-                SequencePool.DraftFilter filter = accept < 0 ? SequencePool.DraftFilter.NONE : towards(accept);
+                // drafts replaced by the reference's token (from the position of the first generated token on)
+                SequencePool.DraftFilter filter = accept < 0
+                        ? SequencePool.DraftFilter.NONE
+                        : SequencePool.DraftFilter.towards(
+                                reference, depth + 1, accept, new Random(7), model.vocabSize());
                 Generator generator =
                         new Generator(pool, sequence, ANY_TOKEN, model.vocabSize(), 1, drafts, filter, use);
                 GenerationResult result = generator.generate(
@@ -875,21 +879,6 @@ final class BenchCommand implements Subcommand {
                 }
                 return new Run(result.timings().tokensPerSecond(), result.drafts());
             }
-        }
-
-        /** Drafts replaced by the reference's token with probability {@code accept}, else by the token after it. */
-        private SequencePool.DraftFilter towards(double accept) {
-            Random random = new Random(7);
-            int firstGenerated = depth + 1; // the position of the first generated token
-            return (position, drafted) -> {
-                for (int i = 0; i < drafted.length; i++) {
-                    int index = position + i - firstGenerated;
-                    if (index >= 0 && index < reference.length) {
-                        int right = reference[index];
-                        drafted[i] = random.nextDouble() < accept ? right : (right + 1) % model.vocabSize();
-                    }
-                }
-            };
         }
     }
 

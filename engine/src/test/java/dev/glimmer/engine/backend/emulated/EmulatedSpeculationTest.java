@@ -235,16 +235,7 @@ public class EmulatedSpeculationTest {
 
     /** Replaces each draft by the token greedy decoding puts there with probability {@code accept}, else a wrong one. */
     private static SequencePool.DraftFilter towards(int[] reference, double accept) {
-        Random random = new Random(1);
-        return (position, drafts) -> {
-            for (int i = 0; i < drafts.length; i++) {
-                int index = position + i - prompt.length;
-                if (index >= 0 && index < reference.length) {
-                    int right = reference[index];
-                    drafts[i] = random.nextDouble() < accept ? right : (right + 1) % model.vocabSize();
-                }
-            }
-        };
+        return SequencePool.DraftFilter.towards(reference, prompt.length, accept, new Random(1), model.vocabSize());
     }
 
     private static float[] step(SequencePool pool, SequencePool.Sequence s, int token) {
