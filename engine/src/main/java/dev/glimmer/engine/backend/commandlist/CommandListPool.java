@@ -15,6 +15,7 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.List;
 import java.util.Optional;
 import java.util.stream.IntStream;
@@ -588,24 +589,21 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         SequenceSlots.checkRun(slot, new int[] {token}, 0, 1, embeddingRows);
         int start = slot.position();
         int k = Math.max(0, Math.min(Math.min(drafts, maxDrafts), slot.capacity() - start - 1));
-        if (k == 0) {
-            Next only = launchRows(List.of(slot), new int[] {token}, new Readout[] {readout})
-                    .results()[0];
-            return new Speculation(new int[0], new Next[] {own(only)});
-        }
-        // k is 1 here (Geometry.MAX_DRAFTS): the draft list drafts one token, read into the second token area
+        // k is 0 or 1 (Geometry.MAX_DRAFTS): the draft list drafts one token, read into the second token area
+        int[] drafted = new int[k];
+        int[] rowTokens = k == 0 ? new int[] {token} : new int[] {token, Geometry.PREVIOUS_GREEDY};
         boolean chained = filter == DraftFilter.NONE;
         long draftAt = tokenAt(1, 0);
-        writeAndRun(draft, List.of(stepRow(token, start, slot)));
-        draft.bound().read(draft.activations(), draft.list().token(), readBack.asSlice(draftAt, 4));
-        int[] drafted = new int[k];
-        int[] rowTokens = {token, Geometry.PREVIOUS_GREEDY};
-        if (!chained) {
-            runner.finish();
-            drafted[0] = readBack.get(ValueLayout.JAVA_INT, draftAt);
-            filter.replace(start + 1, drafted);
-            rowTokens[1] = drafted[0];
-            SequenceSlots.checkRun(slot, rowTokens, 0, k + 1, embeddingRows);
+        if (k > 0) {
+            writeAndRun(draft, List.of(stepRow(token, start, slot)));
+            draft.bound().read(draft.activations(), draft.list().token(), readBack.asSlice(draftAt, 4));
+            if (!chained) {
+                runner.finish();
+                drafted[0] = readBack.get(ValueLayout.JAVA_INT, draftAt);
+                filter.replace(start + 1, drafted);
+                rowTokens[1] = drafted[0];
+                SequenceSlots.checkRun(slot, rowTokens, 0, k + 1, embeddingRows);
+            }
         }
         List<CommandList.StepRow> rows = new ArrayList<>(k + 1);
         for (int i = 0; i <= k; i++) {
@@ -617,34 +615,11 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         writeAndRun(list, rows);
         queueReads(list, k + 1, asks, 0);
         runner.finish();
-        if (chained) {
+        if (k > 0 && chained) {
             drafted[0] = readBack.get(ValueLayout.JAVA_INT, draftAt);
         }
         slot.advance(k + 1);
-        // as results() reads them, each row's logits in an array of its own (the rows share a slot)
-        Next[] out = new Next[k + 1];
-        for (int i = 0; i <= k; i++) {
-            int greedy = readBack.get(ValueLayout.JAVA_INT, tokenAt(0, i));
-            if (!readout.greedy()) {
-                float[] row = new float[vocab];
-                MemorySegment.copy(readBack, ValueLayout.JAVA_FLOAT, 4L * vocab * i, row, 0, vocab);
-                out[i] = new Next(row, greedy);
-            } else if (readout.takes(greedy)) {
-                out[i] = Next.greedy(greedy);
-            }
-        }
-        for (int i = 0; i <= k; i++) {
-            if (out[i] == null) {
-                int greedy = readBack.get(ValueLayout.JAVA_INT, tokenAt(0, i));
-                out[i] = new Next(outputLogits(list, i, slot).clone(), greedy);
-            }
-        }
-        return new Speculation(drafted, out);
-    }
-
-    /** {@code next} with logits of its own: rows of one sequence would share the slot's reused array. */
-    private static Next own(Next next) {
-        return next.logits() == null ? next : new Next(next.logits().clone(), next.greedyToken());
+        return new Speculation(drafted, results(list, Collections.nCopies(k + 1, slot), asks, true));
     }
 
     /** Rows one list runs at most: the largest batch list's, or the decode list's one where the pool has no batch. */
@@ -725,11 +700,20 @@ public final class CommandListPool implements SequencePool, LayerProbe {
 
     /** What each row asked for, after its reads are done; a greedy row whose token it bans gets its logits now. */
     private Next[] results(Encoded list, List<SequenceSlots.Slot> own, Readout[] readouts) {
+        return results(list, own, readouts, false);
+    }
+
+    /**
+     * As {@link #results(Encoded, List, Readout[])}; with {@code fresh} each row's logits in an array of its own rather
+     * than its slot's reused one (the rows of a speculative step are one sequence's: they share a slot).
+     */
+    private Next[] results(Encoded list, List<SequenceSlots.Slot> own, Readout[] readouts, boolean fresh) {
         Next[] out = new Next[own.size()];
         for (int i = 0; i < out.length; i++) {
             int greedy = readBack.get(ValueLayout.JAVA_INT, tokenAt(0, i));
             if (!readouts[i].greedy()) {
-                out[i] = new Next(logits(own.get(i), 4L * vocab * i), greedy);
+                float[] logits = logits(own.get(i), 4L * vocab * i);
+                out[i] = new Next(fresh ? logits.clone() : logits, greedy);
             } else if (readouts[i].takes(greedy)) {
                 out[i] = Next.greedy(greedy);
             }
@@ -738,7 +722,8 @@ public final class CommandListPool implements SequencePool, LayerProbe {
         for (int i = 0; i < out.length; i++) {
             if (out[i] == null) {
                 int greedy = readBack.get(ValueLayout.JAVA_INT, tokenAt(0, i));
-                out[i] = new Next(outputLogits(list, i, own.get(i)), greedy);
+                float[] logits = outputLogits(list, i, own.get(i));
+                out[i] = new Next(fresh ? logits.clone() : logits, greedy);
             }
         }
         return out;

@@ -87,14 +87,15 @@ public final class EmulatorRunner implements ListRunner {
         MemorySegment file = model.file().mapping();
         List<MemorySegment> buffers = new ArrayList<>();
         for (BufferSpec b : list.buffers()) {
+            // the pooled kinds once for every list, as the CUDA and Metal runners keep them
             buffers.add(
-                    switch (b.kind()) {
-                        case WEIGHTS -> file.asSlice(b.fileOffset(), b.bytes());
-                        case ARGS -> arena.allocateFrom(ValueLayout.JAVA_BYTE, list.args());
-                        case KV_CACHE, GREEDY_TOKENS, TRUNK_OUTPUTS ->
-                            pooled.computeIfAbsent(b, spec -> allocate(spec.bytes()));
-                        default -> allocate(b.bytes());
-                    });
+                    b.kind().pooled()
+                            ? pooled.computeIfAbsent(b, spec -> allocate(spec.bytes()))
+                            : switch (b.kind()) {
+                                case WEIGHTS -> file.asSlice(b.fileOffset(), b.bytes());
+                                case ARGS -> arena.allocateFrom(ValueLayout.JAVA_BYTE, list.args());
+                                default -> allocate(b.bytes());
+                            });
         }
         List<List<MemorySegment>> bindings = new ArrayList<>();
         for (Dispatch d : list.dispatches()) {
